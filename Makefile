@@ -1,0 +1,70 @@
+# Two commands do everything: `make demo` (a local cluster to play with) and `make test`.
+# Everything else is a step of those two.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+CLUSTER_DIR ?= .cluster
+# Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k podgroup -x"`.
+PYTEST_ARGS ?=
+
+.PHONY: help setup binaries lint format test test-unit cluster-up cluster-down demo clean
+
+help:
+	@echo "make demo          start the local control plane with fake GPU nodes, and say how to use it"
+	@echo "make test          lint, then run every test (starts and stops its own control plane)"
+	@echo "make lint          ruff and import-linter"
+	@echo "make cluster-up    start the local control plane in $(CLUSTER_DIR)/"
+	@echo "make cluster-down  stop it and remove its state"
+	@echo "make setup         create $(VENV) with the project and its dev tools"
+	@echo "make binaries      build (or find cached) kube-apiserver, etcd, kubectl and kwok"
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer is needed; set PYTHON=/path/to/python3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+binaries:
+	bash e2e/controlplane/build.sh
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+
+format: setup
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+test: lint binaries
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-unit: setup
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+cluster-up: setup
+	$(PY) -m e2e.cluster up --dir $(CLUSTER_DIR)
+
+cluster-down: setup
+	$(PY) -m e2e.cluster down --dir $(CLUSTER_DIR)
+
+demo: cluster-up
+	$(PY) -m e2e.nodes --kubeconfig $(CLUSTER_DIR)/kubeconfig --racks 2 --nodes-per-rack 4 \
+		--cpu 32 --memory 128Gi --gpu 8 --topology gang-scheduler-system/cluster-topology
+	@KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl wait node \
+		-l gang-scheduler.io/fake-node=true --for=condition=Ready --timeout=60s >/dev/null
+	@echo
+	@KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl get nodes -L gang-scheduler.io/rack
+	@echo
+	@echo "The local control plane is up with 8 fake GPU nodes in 2 racks. Try:"
+	@echo "  export KUBECONFIG=$$PWD/$(CLUSTER_DIR)/kubeconfig PATH=$$PWD/$(CLUSTER_DIR)/bin:\$$PATH"
+	@echo "  kubectl get nodes,podgroups -A"
+	@echo "  kubectl -n gang-scheduler-system get configmap cluster-topology -o yaml"
+	@echo "Stop it with: make cluster-down"
+
+clean: cluster-down
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .import_linter_cache

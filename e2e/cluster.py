@@ -1,0 +1,494 @@
+"""Starts, checks and stops the local control plane: etcd, kube-apiserver and KWOK.
+
+The binaries are real, built from Go modules by ``e2e/controlplane/build.sh`` and cached
+outside the work tree. Each cluster lives in one folder (``.cluster/`` for ``make demo``,
+``.cluster-test/`` for the test suite): certificates, etcd data, ``kubeconfig``,
+``bin/kubectl``, ``logs/`` and ``state.json``, which records exactly which processes were
+started so that ``down`` stops those and nothing else.
+
+    python -m e2e.cluster up [--dir .cluster]
+    python -m e2e.cluster status [--dir .cluster]
+    python -m e2e.cluster down [--dir .cluster]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+from e2e.pki import Pki, write_pki
+
+REPO = Path(__file__).resolve().parent.parent
+BUILD_SCRIPT = REPO / "e2e" / "controlplane" / "build.sh"
+CRDS = REPO / "crds"
+DEFAULT_DIR = REPO / ".cluster"
+# KWOK manages only nodes carrying this annotation; e2e.nodes puts it on every fake node.
+KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+SERVICE_CIDR = "10.96.0.0/12"
+
+
+class ClusterError(Exception):
+    """The control plane could not be started or stopped; the message says what to do."""
+
+
+class AlreadyRunning(ClusterError):
+    """``up`` was asked for a folder whose control plane is still running."""
+
+    def __init__(self, plane: ControlPlane) -> None:
+        super().__init__(
+            f"a control plane is already running from {plane.directory} ({plane.server}); "
+            f"use it (KUBECONFIG={plane.kubeconfig}) or stop it first with "
+            f"`python -m e2e.cluster down --dir {plane.directory}` (make cluster-down)"
+        )
+        self.plane = plane
+
+
+@dataclass(frozen=True)
+class Binaries:
+    kube_apiserver: Path
+    etcd: Path
+    kubectl: Path
+    kwok: Path
+    kwok_stages: Path
+
+
+@dataclass(frozen=True)
+class Process:
+    """A process the control plane started: its name, pid and executable."""
+
+    name: str
+    pid: int
+    exe: str
+
+    def alive(self) -> bool:
+        """True while the pid still runs our executable (not a zombie, not a reused pid)."""
+        try:
+            state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            exe = os.readlink(f"/proc/{self.pid}/exe")
+        except (FileNotFoundError, ProcessLookupError, PermissionError, IndexError):
+            return False
+        return state != "Z" and exe.removesuffix(" (deleted)") == self.exe
+
+
+@dataclass(frozen=True)
+class ControlPlane:
+    """A running (or once running) control plane, as recorded in its ``state.json``."""
+
+    directory: Path
+    server: str
+    processes: tuple[Process, ...]
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "kubeconfig"
+
+    @property
+    def kubectl(self) -> Path:
+        return self.directory / "bin" / "kubectl"
+
+    @property
+    def logs(self) -> Path:
+        return self.directory / "logs"
+
+    def running(self) -> list[Process]:
+        return [p for p in self.processes if p.alive()]
+
+
+def resolve_binaries() -> Binaries:
+    """Build (or find in the cache) the binaries; ``KUBE_BIN_DIR`` entries win per binary."""
+    if shutil.which("bash") is None:
+        raise ClusterError("bash is needed to run e2e/controlplane/build.sh; install bash")
+    result = subprocess.run(
+        ["bash", str(BUILD_SCRIPT)], stdout=subprocess.PIPE, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise ClusterError(
+            "building the control plane binaries failed (the reason is printed above); "
+            "see e2e/controlplane/build.sh"
+        )
+    built = Path(result.stdout.strip().splitlines()[-1])
+    override = os.environ.get("KUBE_BIN_DIR")
+
+    def pick(name: str) -> Path:
+        if override and (Path(override) / name).is_file():
+            return (Path(override) / name).resolve()
+        return built / name
+
+    return Binaries(
+        kube_apiserver=pick("kube-apiserver"),
+        etcd=pick("etcd"),
+        kubectl=pick("kubectl"),
+        kwok=pick("kwok"),
+        kwok_stages=built / "kwok-stages.yaml",
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_state(directory: Path) -> ControlPlane | None:
+    try:
+        raw = json.loads((directory / "state.json").read_text())
+    except FileNotFoundError:
+        return None
+    return ControlPlane(
+        directory=directory,
+        server=raw["server"],
+        processes=tuple(Process(**p) for p in raw["processes"]),
+    )
+
+
+def _write_state(plane: ControlPlane) -> None:
+    tmp = plane.directory / "state.json.tmp"
+    tmp.write_text(
+        json.dumps(
+            {"server": plane.server, "processes": [asdict(p) for p in plane.processes]},
+            indent=2,
+        )
+    )
+    tmp.replace(plane.directory / "state.json")
+
+
+def _log_tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except FileNotFoundError:
+        return "(no log)"
+    return "\n".join(text[-lines:])
+
+
+def _wait_until(
+    check: Callable[[], bool], *, what: str, timeout: float, process: Process, log: Path
+) -> None:
+    """Poll ``check`` until it is true; fail early with the log if the process died."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not process.alive():
+            raise ClusterError(
+                f"{process.name} exited while {what}; its log ends:\n{_log_tail(log)}"
+            )
+        if check():
+            return
+        time.sleep(0.25)
+    raise ClusterError(
+        f"timed out after {timeout:.0f}s {what}; {process.name}'s log ends:\n{_log_tail(log)}"
+    )
+
+
+def _http_ok(url: str, context: ssl.SSLContext | None = None) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2, context=context) as response:
+            return response.status == 200
+    except (urllib.error.URLError, ConnectionError, TimeoutError, ssl.SSLError):
+        return False
+
+
+def _start(name: str, exe: Path, args: Sequence[str], logs: Path) -> Process:
+    if not exe.is_file():
+        raise ClusterError(f"{name} binary {exe} is missing; rerun e2e/controlplane/build.sh")
+    with (logs / f"{name}.log").open("ab") as log:
+        child = subprocess.Popen(
+            [str(exe), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            # Its own session: Ctrl-C in the shell that ran `make cluster-up` leaves it be.
+            start_new_session=True,
+        )
+    return Process(name=name, pid=child.pid, exe=str(exe.resolve()))
+
+
+def write_kubeconfig(path: Path, *, server: str, pki: Pki) -> None:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "gang-scheduler-local",
+                "cluster": {"server": server, "certificate-authority": str(pki.ca_cert)},
+            }
+        ],
+        "users": [
+            {
+                "name": "admin",
+                "user": {
+                    "client-certificate": str(pki.admin_cert),
+                    "client-key": str(pki.admin_key),
+                },
+            }
+        ],
+        "contexts": [
+            {
+                "name": "gang-scheduler-local",
+                "context": {"cluster": "gang-scheduler-local", "user": "admin"},
+            }
+        ],
+        "current-context": "gang-scheduler-local",
+    }
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)
+
+
+def kubectl(plane: ControlPlane, *args: str, timeout: float = 60) -> str:
+    """Run our kubectl against ``plane``; raise with its stderr if it fails."""
+    result = subprocess.run(
+        [str(plane.kubectl), "--kubeconfig", str(plane.kubeconfig), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise ClusterError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def install_crds(plane: ControlPlane, crds: Path = CRDS) -> None:
+    """Apply ``crds/`` and wait until the API server serves them."""
+    kubectl(plane, "apply", "-f", str(crds))
+    kubectl(
+        plane, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90
+    )
+
+
+def up(directory: Path = DEFAULT_DIR, *, timeout: float = 120.0) -> ControlPlane:
+    """Start etcd, kube-apiserver and KWOK in ``directory``, install the CRDs.
+
+    Raises AlreadyRunning if that folder's control plane still runs. A folder left by a
+    control plane that died is cleaned first. On any failure, whatever was started is stopped.
+    """
+    directory = directory.resolve()
+    existing = read_state(directory)
+    if existing is not None:
+        if existing.running():
+            raise AlreadyRunning(existing)
+        down(directory)
+
+    binaries = resolve_binaries()
+    logs = directory / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    (directory / "bin").mkdir(exist_ok=True)
+    kubectl_link = directory / "bin" / "kubectl"
+    kubectl_link.unlink(missing_ok=True)
+    kubectl_link.symlink_to(binaries.kubectl)
+
+    pki = write_pki(directory / "pki")
+    etcd_port, peer_port, api_port, kwok_port = (free_port() for _ in range(4))
+    server = f"https://127.0.0.1:{api_port}"
+    plane = ControlPlane(directory=directory, server=server, processes=())
+    write_kubeconfig(plane.kubeconfig, server=server, pki=pki)
+
+    def started(process: Process) -> None:
+        nonlocal plane
+        plane = ControlPlane(
+            directory=directory, server=server, processes=(*plane.processes, process)
+        )
+        _write_state(plane)
+
+    try:
+        etcd = _start(
+            "etcd",
+            binaries.etcd,
+            [
+                "--name=default",
+                f"--data-dir={directory / 'etcd'}",
+                f"--listen-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--advertise-client-urls=http://127.0.0.1:{etcd_port}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer_port}",
+                f"--initial-cluster=default=http://127.0.0.1:{peer_port}",
+                # A throwaway cluster: durability is not worth an fsync per write.
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+            logs,
+        )
+        started(etcd)
+        _wait_until(
+            lambda: _http_ok(f"http://127.0.0.1:{etcd_port}/health"),
+            what="waiting for etcd to be healthy",
+            timeout=30,
+            process=etcd,
+            log=logs / "etcd.log",
+        )
+
+        apiserver = _start(
+            "kube-apiserver",
+            binaries.kube_apiserver,
+            [
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--cert-dir={directory / 'pki'}",
+                f"--tls-cert-file={pki.serving_cert}",
+                f"--tls-private-key-file={pki.serving_key}",
+                f"--client-ca-file={pki.ca_cert}",
+                "--authorization-mode=RBAC",
+                f"--service-account-key-file={pki.service_account_pub}",
+                f"--service-account-signing-key-file={pki.service_account_key}",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                # No controller-manager creates the "default" ServiceAccount in each namespace,
+                # and this admission plugin would reject every pod until it exists.
+                "--disable-admission-plugins=ServiceAccount",
+                "--allow-privileged=true",
+                "--profiling=false",
+            ],
+            logs,
+        )
+        started(apiserver)
+        context = ssl.create_default_context(cafile=str(pki.ca_cert))
+        context.load_cert_chain(str(pki.admin_cert), str(pki.admin_key))
+        _wait_until(
+            lambda: _http_ok(f"{server}/readyz", context),
+            what=f"waiting for kube-apiserver {server}/readyz",
+            timeout=timeout,
+            process=apiserver,
+            log=logs / "kube-apiserver.log",
+        )
+
+        kwok = _start(
+            "kwok",
+            binaries.kwok,
+            [
+                f"--kubeconfig={plane.kubeconfig}",
+                f"--config={binaries.kwok_stages}",
+                "--manage-all-nodes=false",
+                "--manage-nodes-with-annotation-selector=" + "=".join(KWOK_NODE_ANNOTATION),
+                f"--server-address=127.0.0.1:{kwok_port}",
+                "--node-ip=10.0.0.1",
+            ],
+            logs,
+        )
+        started(kwok)
+        _wait_until(
+            lambda: _http_ok(f"http://127.0.0.1:{kwok_port}/healthz"),
+            what="waiting for kwok to be healthy",
+            timeout=30,
+            process=kwok,
+            log=logs / "kwok.log",
+        )
+        install_crds(plane)
+    except BaseException:
+        down(directory)
+        raise
+    return plane
+
+
+def _stop(process: Process, *, grace: float) -> None:
+    if not process.alive():
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(process.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while process.alive() and time.monotonic() < deadline:
+        _reap(process.pid)
+        time.sleep(0.1)
+    if process.alive():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGKILL)
+        while process.alive():
+            _reap(process.pid)
+            time.sleep(0.05)
+    _reap(process.pid)
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status if the process is our own child (the test fixture's case)."""
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def down(directory: Path = DEFAULT_DIR, *, grace: float = 15.0) -> list[str]:
+    """Stop the processes ``directory``'s state names, newest first; remove all but logs.
+
+    Returns the names of the processes that were still running.
+    """
+    directory = directory.resolve()
+    plane = read_state(directory)
+    stopped: list[str] = []
+    if plane is not None:
+        for process in reversed(plane.processes):
+            if process.alive():
+                stopped.append(process.name)
+                _stop(process, grace=grace)
+    if directory.is_dir():
+        for entry in directory.iterdir():
+            if entry.name == "logs":
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    return stopped
+
+
+def _print_usage(plane: ControlPlane) -> None:
+    try:
+        shown = plane.directory.relative_to(Path.cwd())
+    except ValueError:
+        shown = plane.directory
+    print(
+        f"control plane up at {plane.server} (logs in {shown}/logs)\n"
+        f"use it with:\n"
+        f"  export KUBECONFIG=$PWD/{shown}/kubeconfig PATH=$PWD/{shown}/bin:$PATH\n"
+        f"  kubectl get nodes,podgroups\n"
+        f"stop it with: make cluster-down"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m e2e.cluster", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="the cluster's folder")
+    parser.add_argument(
+        "--timeout", type=float, default=120.0, help="seconds to wait for kube-apiserver /readyz"
+    )
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "up":
+            plane = up(args.dir, timeout=args.timeout)
+            _print_usage(plane)
+        elif args.command == "down":
+            stopped = down(args.dir)
+            print(f"stopped {', '.join(stopped)}" if stopped else "no control plane was running")
+        else:
+            plane = read_state(args.dir.resolve())
+            if plane is None or not plane.running():
+                print(f"no control plane is running from {args.dir}")
+                return 1
+            names = ", ".join(f"{p.name} (pid {p.pid})" for p in plane.running())
+            print(f"running at {plane.server}: {names}")
+    except AlreadyRunning as already:
+        print(already)
+        return 0
+    except ClusterError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Frozen dataclasses for resources, pods, nodes, gangs and topology; stdlib only."""
