@@ -1,0 +1,165 @@
+"""Gang declarations on pods and PodGroups: labels and annotations to a GangClaim.
+
+Every way of declaring a gang that the field uses is read here and normalised: the
+scheduler-plugins label, its older spellings, and Koordinator's annotations. A malformed
+value never raises: it becomes an error message that names the annotation, what it holds,
+and what is allowed, and the gang is reported invalid instead of scheduled.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from scheduler.model import names
+from scheduler.model.pods import GangClaim, GangKey, GangSource, Mode
+from scheduler.model.times import parse_duration
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_MODES = {m.value.lower(): m for m in Mode}
+
+
+@dataclass(frozen=True, slots=True)
+class GangOptions:
+    """The optional Koordinator settings, as found on a pod or a PodGroup."""
+
+    min_available: int | None = None
+    total_number: int | None = None
+    waiting_seconds: float | None = None
+    mode: Mode | None = None
+    groups: tuple[GangKey, ...] | None = None
+    errors: tuple[str, ...] = ()
+
+
+def _count(annotations: Mapping[str, str], key: str, errors: list[str]) -> int | None:
+    raw = annotations.get(key)
+    if raw is None:
+        return None
+    try:
+        value = int(str(raw).strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        errors.append(f"annotation {key} must be a whole number of at least 1, got {raw!r}")
+        return None
+    return value
+
+
+def _groups(
+    annotations: Mapping[str, str], namespace: str, errors: list[str]
+) -> tuple[GangKey, ...] | None:
+    raw = annotations.get(names.KOORD_GROUPS)
+    if raw is None or not str(raw).strip():
+        return None
+    example = '["namespace-a/gang-a", "namespace-b/gang-b"]'
+    try:
+        entries = json.loads(raw)
+    except json.JSONDecodeError:
+        errors.append(
+            f"annotation {names.KOORD_GROUPS} must be a JSON list of namespace/name strings "
+            f"such as {example}, got {raw!r}"
+        )
+        return None
+    if not isinstance(entries, list) or not all(isinstance(e, str) for e in entries):
+        errors.append(
+            f"annotation {names.KOORD_GROUPS} must be a JSON list of namespace/name strings "
+            f"such as {example}, got {raw!r}"
+        )
+        return None
+    keys: list[GangKey] = []
+    for entry in entries:
+        ns, _, name = entry.rpartition("/")
+        key = GangKey(ns or namespace, name)
+        problem = key_problem(key)
+        if problem:
+            errors.append(f"annotation {names.KOORD_GROUPS} entry {entry!r}: {problem}")
+            return None
+        keys.append(key)
+    return tuple(sorted(set(keys)))
+
+
+def key_problem(key: GangKey) -> str:
+    """Why ``key`` cannot name a gang, or "" if it can."""
+    if not _DNS_LABEL.match(key.namespace) or len(key.namespace) > 63:
+        return f"namespace {key.namespace!r} is not a valid namespace name"
+    if not _DNS_SUBDOMAIN.match(key.name) or len(key.name) > 253:
+        return (
+            f"gang name {key.name!r} must be lower-case letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit (RFC 1123)"
+        )
+    return ""
+
+
+def read_options(annotations: Mapping[str, str], *, namespace: str) -> GangOptions:
+    """Koordinator's optional settings (and the legacy min-available) from annotations."""
+    errors: list[str] = []
+    min_available = _count(annotations, names.KOORD_MIN_AVAILABLE, errors)
+    if min_available is None and names.KOORD_MIN_AVAILABLE not in annotations:
+        min_available = _count(annotations, names.LEGACY_MIN_AVAILABLE, errors)
+    total = _count(annotations, names.KOORD_TOTAL_NUMBER, errors)
+    waiting: float | None = None
+    raw_wait = annotations.get(names.KOORD_WAITING_TIME)
+    if raw_wait is not None:
+        try:
+            waiting = parse_duration(str(raw_wait))
+        except ValueError:
+            errors.append(
+                f"annotation {names.KOORD_WAITING_TIME} must be a duration such as 600s, 10m "
+                f"or 1h, got {raw_wait!r}"
+            )
+    mode: Mode | None = None
+    raw_mode = annotations.get(names.KOORD_MODE)
+    if raw_mode is not None:
+        mode = _MODES.get(str(raw_mode).strip().lower())
+        if mode is None:
+            errors.append(
+                f"annotation {names.KOORD_MODE} must be Strict or NonStrict, got {raw_mode!r}"
+            )
+    groups = _groups(annotations, namespace, errors)
+    return GangOptions(
+        min_available=min_available,
+        total_number=total,
+        waiting_seconds=waiting,
+        mode=mode,
+        groups=groups,
+        errors=tuple(errors),
+    )
+
+
+def read_claim(
+    labels: Mapping[str, str], annotations: Mapping[str, str], *, namespace: str
+) -> GangClaim | None:
+    """The gang a pod declares, or None for a pod that declares none.
+
+    The name comes from Koordinator's annotation, else the scheduler-plugins label, else the
+    legacy label or annotation. Koordinator's settings override a PodGroup's (seed 000).
+    """
+    if names.KOORD_NAME in annotations:
+        name, source = annotations[names.KOORD_NAME], GangSource.KOORDINATOR
+    elif names.POD_GROUP_LABEL in labels:
+        name, source = labels[names.POD_GROUP_LABEL], GangSource.POD_GROUP
+    elif names.LEGACY_POD_GROUP_LABEL in labels:
+        name, source = labels[names.LEGACY_POD_GROUP_LABEL], GangSource.LEGACY
+    elif names.LEGACY_NAME in annotations:
+        name, source = annotations[names.LEGACY_NAME], GangSource.LEGACY
+    else:
+        return None
+    options = read_options(annotations, namespace=namespace)
+    key = GangKey(namespace, str(name).strip())
+    errors = list(options.errors)
+    problem = key_problem(key)
+    if problem:
+        errors.insert(0, f"{source.value}: {problem}")
+    return GangClaim(
+        key=key,
+        source=source,
+        min_available=options.min_available,
+        total_number=options.total_number,
+        waiting_seconds=options.waiting_seconds,
+        mode=options.mode,
+        groups=options.groups,
+        errors=tuple(errors),
+    )

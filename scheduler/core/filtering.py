@@ -1,0 +1,83 @@
+"""Node filters that do not depend on free capacity: selectors, affinity, taints, readiness.
+
+Each returns the reason a node is unsuitable (in kube-scheduler's words, so that the counts
+in a FailedScheduling event read the same), or "" if the node is suitable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from scheduler.model.nodes import NO_EXECUTE, NO_SCHEDULE, Node, Taint
+from scheduler.model.pods import NodeSelectorTerm, Pod, Requirement, Toleration
+
+NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", NO_SCHEDULE)
+UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
+
+NOT_READY = "node(s) were not ready"
+UNSCHEDULABLE = "node(s) were unschedulable"
+AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+
+
+def tolerates(tolerations: tuple[Toleration, ...], taint: Taint) -> bool:
+    for t in tolerations:
+        if t.effect and t.effect != taint.effect:
+            continue
+        if t.operator == "Exists":
+            if not t.key or t.key == taint.key:
+                return True
+        elif t.key == taint.key and t.value == taint.value:
+            return True
+    return False
+
+
+def _requirement_holds(requirement: Requirement, values: Mapping[str, str]) -> bool:
+    op, key = requirement.operator, requirement.key
+    present = key in values
+    if op == "In":
+        return present and values[key] in requirement.values
+    if op == "NotIn":
+        return not present or values[key] not in requirement.values
+    if op == "Exists":
+        return present
+    if op == "DoesNotExist":
+        return not present
+    if op in ("Gt", "Lt") and present and len(requirement.values) == 1:
+        try:
+            have, bound = int(values[key]), int(requirement.values[0])
+        except ValueError:
+            return False
+        return have > bound if op == "Gt" else have < bound
+    return False
+
+
+def _term_holds(term: NodeSelectorTerm, node: Node) -> bool:
+    if not term.match_expressions and not term.match_fields:
+        return False  # an empty term matches no node, as in Kubernetes
+    fields = {"metadata.name": node.name}
+    return all(_requirement_holds(r, node.labels) for r in term.match_expressions) and all(
+        _requirement_holds(r, fields) for r in term.match_fields
+    )
+
+
+def matches_node(pod: Pod, node: Node) -> bool:
+    """nodeSelector and required node affinity."""
+    labels = node.labels
+    for key, value in pod.node_selector.items():
+        if labels.get(key) != value:
+            return False
+    return not pod.affinity or any(_term_holds(term, node) for term in pod.affinity)
+
+
+def static_reason(pod: Pod, node: Node) -> str:
+    """Why ``pod`` may never go on ``node`` as it is now; "" if it may."""
+    if not node.ready and not tolerates(pod.tolerations, NOT_READY_TAINT):
+        return NOT_READY
+    if node.unschedulable and not tolerates(pod.tolerations, UNSCHEDULABLE_TAINT):
+        return UNSCHEDULABLE
+    if not matches_node(pod, node):
+        return AFFINITY_MISMATCH
+    for taint in node.taints:
+        if taint.effect in (NO_SCHEDULE, NO_EXECUTE) and not tolerates(pod.tolerations, taint):
+            return f"node(s) had untolerated taint {taint}"
+    return ""

@@ -1,0 +1,152 @@
+"""From pods and PodGroups to gangs, GangGroups and the order they are tried in.
+
+A pod's gang settings may come from its PodGroup and from annotations on the pods; where
+both say something the annotations win (seed 000). A pod of ours that names no gang is a
+gang of one. Gangs that name each other in ``groups`` form a GangGroup, closed under
+"names": nothing in it is bound until every gang in it can be.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+
+from scheduler.model.config import Config
+from scheduler.model.gangs import Gang, PodGroup
+from scheduler.model.pods import GangKey, GangSource, Mode, Pod
+from scheduler.model.snapshot import PriorityClass, Snapshot
+
+# A gang of one is keyed by its pod; "/" cannot occur in a gang name, so keys never clash.
+SINGLE_PREFIX = "pod/"
+
+
+def single_key(pod: Pod) -> GangKey:
+    return GangKey(pod.ref.namespace, SINGLE_PREFIX + pod.ref.name)
+
+
+def priority_of(pod: Pod, classes: Mapping[str, PriorityClass]) -> int:
+    """spec.priority as admission set it; else the class's value; else the global default."""
+    if pod.priority is not None:
+        return pod.priority
+    if pod.priority_class in classes:
+        return classes[pod.priority_class].value
+    defaults = [c.value for c in classes.values() if c.global_default]
+    return max(defaults) if defaults else 0
+
+
+T = TypeVar("T")
+
+
+def _agreed(values: Iterable[T | None]) -> T | None:
+    """The value most members state (ties: the smallest as text), or None if none does."""
+    counted = Counter(v for v in values if v is not None)
+    if not counted:
+        return None
+    return sorted(counted.items(), key=lambda kv: (-kv[1], str(kv[0])))[0][0]
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    gangs: Mapping[GangKey, Gang]
+    # Gangs whose members wait for a PodGroup that does not exist (yet).
+    missing_podgroups: frozenset[GangKey]
+
+
+def resolve(snapshot: Snapshot, config: Config) -> Resolution:
+    members: dict[GangKey, list[Pod]] = {}
+    for pod in snapshot.pods:
+        if pod.scheduler_name != config.scheduler_name:
+            continue
+        key = pod.gang.key if pod.gang else single_key(pod)
+        members.setdefault(key, []).append(pod)
+
+    gangs: dict[GangKey, Gang] = {}
+    missing: set[GangKey] = set()
+    for key, pods in members.items():
+        pods.sort(key=lambda p: p.ref)
+        claims = [p.gang for p in pods if p.gang is not None]
+        if not claims:
+            gangs[key] = Gang(
+                key=key,
+                min_member=1,
+                total=1,
+                mode=Mode.STRICT,
+                timeout_seconds=config.default_timeout_seconds,
+                created=pods[0].created,
+                group=(key,),
+                members=tuple(pods),
+                single=True,
+            )
+            continue
+        podgroup: PodGroup | None = snapshot.podgroups.get(key)
+        min_available = _agreed(c.min_available for c in claims)
+        # Declared by label only: the PodGroup says how many; wait until it exists.
+        labelled_only = all(c.source in (GangSource.POD_GROUP, GangSource.LEGACY) for c in claims)
+        if podgroup is None and min_available is None and labelled_only:
+            missing.add(key)
+        errors: list[str] = []
+        for claim in claims:
+            errors.extend(e for e in claim.errors if e not in errors)
+        if podgroup is not None:
+            errors.extend(e for e in podgroup.errors if e not in errors)
+        min_member = min_available or (podgroup.min_member if podgroup else 1)
+        total_claimed = _agreed(c.total_number for c in claims)
+        if total_claimed is None and podgroup is not None:
+            total_claimed = podgroup.total_number
+        if total_claimed is not None and min_member > total_claimed:
+            errors.append(
+                f"min-available ({min_member}) is greater than total-number ({total_claimed}); "
+                "the gang could never be complete"
+            )
+        mode = _agreed(c.mode for c in claims) or (podgroup.mode if podgroup else None)
+        timeout = _agreed(c.waiting_seconds for c in claims)
+        if timeout is None and podgroup is not None:
+            timeout = podgroup.timeout_seconds
+        groups = _agreed(c.groups for c in claims)
+        if groups is None and podgroup is not None:
+            groups = podgroup.groups
+        gangs[key] = Gang(
+            key=key,
+            min_member=min_member,
+            total=max(total_claimed or 0, min_member, len(pods)),
+            mode=mode or Mode.STRICT,
+            timeout_seconds=float(timeout or config.default_timeout_seconds),
+            created=podgroup.created if podgroup and podgroup.created else pods[0].created,
+            group=tuple(sorted({key, *(groups or ())})),
+            members=tuple(pods),
+            podgroup=podgroup,
+            min_resources=podgroup.min_resources if podgroup else None,
+            errors=tuple(errors),
+        )
+    return Resolution(gangs=gangs, missing_podgroups=frozenset(missing))
+
+
+def gang_groups(gangs: Mapping[GangKey, Gang]) -> list[tuple[GangKey, ...]]:
+    """The GangGroups: gangs joined whenever one names another, transitively."""
+    parent: dict[GangKey, GangKey] = {}
+
+    def root(key: GangKey) -> GangKey:
+        parent.setdefault(key, key)
+        while parent[key] != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    for gang in gangs.values():
+        for other in gang.group:
+            a, b = root(gang.key), root(other)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    units: dict[GangKey, list[GangKey]] = {}
+    for key in parent:
+        units.setdefault(root(key), []).append(key)
+    return [tuple(sorted(keys)) for keys in units.values()]
+
+
+def queue_key(gang: Gang, classes: Mapping[str, PriorityClass]) -> tuple:
+    """Seed 000's queue order: higher priority first, then the older gang, then by name."""
+    pending = [p for p in gang.members if not p.bound] or list(gang.members)
+    priority = max(priority_of(p, classes) for p in pending)
+    return (-priority, gang.created, gang.key)

@@ -1,0 +1,143 @@
+"""Where pods fit: a ledger of free capacity with scratch transactions, and a node finder.
+
+A gang is tried on a scratch copy of the ledger (Volcano's statement): every member is taken
+from the scratch, and the scratch is either committed whole or dropped. The finder packs:
+nodes are visited fullest first (then by name), so gangs fill nodes that are already in use
+and leave whole nodes free for the gangs that need them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from scheduler.core.filtering import static_reason
+from scheduler.model.nodes import Node
+from scheduler.model.pods import Pod
+from scheduler.model.resources import Resources
+from scheduler.model.status import Status
+
+
+class Ledger:
+    """Free resources per node. ``scratch()`` makes a child whose changes reach this ledger
+    only on ``commit()``; dropping the child forgets them."""
+
+    def __init__(self, free: dict[str, dict[str, int]], parent: Ledger | None = None) -> None:
+        self._free = free
+        self._parent = parent
+
+    @classmethod
+    def of(cls, nodes: Mapping[str, Node], pods: Iterable[Pod]) -> Ledger:
+        """Allocatable minus the requests of every pod that holds resources on a known node."""
+        free = {name: dict(node.allocatable) for name, node in nodes.items()}
+        for pod in pods:
+            if pod.holds_resources and pod.node_name in free:
+                room = free[pod.node_name]
+                for resource, amount in pod.requests.items():
+                    room[resource] = room.get(resource, 0) - amount
+        return cls(free)
+
+    def free(self, node: str) -> Mapping[str, int]:
+        own = self._free.get(node)
+        if own is not None or self._parent is None:
+            return own or {}
+        return self._parent.free(node)
+
+    def fits(self, node: str, requests: Mapping[str, int]) -> bool:
+        room = self.free(node)
+        return all(room.get(r, 0) >= a for r, a in requests.items())
+
+    def take(self, node: str, requests: Mapping[str, int]) -> None:
+        room = self._free.get(node)
+        if room is None:
+            room = self._free[node] = dict(self.free(node))
+        for resource, amount in requests.items():
+            room[resource] = room.get(resource, 0) - amount
+
+    def scratch(self) -> Ledger:
+        return Ledger({}, parent=self)
+
+    def commit(self) -> None:
+        if self._parent is None:
+            raise ValueError("only a scratch ledger can be committed")
+        for node, room in self._free.items():
+            self._parent._free[node] = room
+        self._free = {}
+
+
+@dataclass(frozen=True, slots=True)
+class _Signature:
+    """What the static filters look at: pods that share it fit the same nodes."""
+
+    node_selector: tuple[tuple[str, str], ...]
+    affinity: tuple
+    tolerations: tuple
+
+    @classmethod
+    def of(cls, pod: Pod) -> _Signature:
+        return cls(tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations)
+
+
+class NodeFinder:
+    """Finds a node for a pod on a ledger; built once per pass.
+
+    Static filtering is done once per pod signature. Within a pass free capacity only
+    shrinks, so each (signature, requests) class keeps a cursor past the nodes it no longer
+    fits; ``rewind()`` resets the cursors when a scratch ledger is dropped and capacity comes
+    back.
+    """
+
+    def __init__(self, nodes: Mapping[str, Node], ledger: Ledger) -> None:
+        self._nodes = nodes
+
+        def fullness(name: str) -> float:
+            allocatable = nodes[name].allocatable
+            room = ledger.free(name)
+            used = [1 - room.get(r, 0) / a for r, a in allocatable.items() if a > 0]
+            return sum(used) / len(used) if used else 0.0
+
+        self._order = sorted(nodes, key=lambda n: (-round(fullness(n), 6), n))
+        self._static: dict[_Signature, tuple[list[str], dict[str, int]]] = {}
+        self._cursors: dict[tuple[_Signature, Resources], int] = {}
+
+    def _candidates(self, signature: _Signature, pod: Pod) -> tuple[list[str], dict[str, int]]:
+        cached = self._static.get(signature)
+        if cached is None:
+            fit: list[str] = []
+            rejected: dict[str, int] = {}
+            for name in self._order:
+                reason = static_reason(pod, self._nodes[name])
+                if reason:
+                    rejected[reason] = rejected.get(reason, 0) + 1
+                else:
+                    fit.append(name)
+            cached = self._static[signature] = (fit, rejected)
+        return cached
+
+    def find(self, pod: Pod, ledger: Ledger) -> str | None:
+        signature = _Signature.of(pod)
+        fit, _ = self._candidates(signature, pod)
+        cursor_key = (signature, pod.requests)
+        requests = pod.requests
+        for i in range(self._cursors.get(cursor_key, 0), len(fit)):
+            if ledger.fits(fit[i], requests):
+                self._cursors[cursor_key] = i
+                return fit[i]
+        self._cursors[cursor_key] = len(fit)
+        return None
+
+    def rewind(self) -> None:
+        self._cursors.clear()
+
+    def explain(self, pod: Pod, ledger: Ledger) -> Status:
+        """Why no node fits ``pod`` now, counted per reason as kube-scheduler does."""
+        fit, rejected = self._candidates(_Signature.of(pod), pod)
+        reasons = dict(rejected)
+        for name in fit:
+            room = ledger.free(name)
+            for resource in pod.requests.shortfalls(room):
+                key = f"Insufficient {resource}"
+                reasons[key] = reasons.get(key, 0) + 1
+        counted = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
+        detail = ", ".join(f"{count} {reason}" for reason, count in counted)
+        return Status.unschedulable(f"0/{len(self._nodes)} nodes fit: {detail or 'no nodes'}")

@@ -1,0 +1,445 @@
+"""One scheduling pass: a snapshot and the time in, decisions out. No I/O, no clock.
+
+The pass works on GangGroups in queue order. Each is tried as a transaction on a scratch
+ledger: every gang in it must place ``min_member`` members, or the scratch is dropped
+(Strict) or kept as in-memory reservations that are never bound (NonStrict). A gang that has
+been satisfied once (a member is bound) is done being a gang: its remaining members are
+placed one by one like ordinary pods (Koordinator's "after gang").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from scheduler.core.gangs import gang_groups, priority_of, queue_key, resolve
+from scheduler.core.placing import Ledger, NodeFinder
+from scheduler.core.statuses import desired_status
+from scheduler.model import names
+from scheduler.model.config import Config
+from scheduler.model.decisions import (
+    NORMAL,
+    WARNING,
+    Binding,
+    Event,
+    GangBinding,
+    ObjectRef,
+    PodPatch,
+    Result,
+    StatusUpdate,
+)
+from scheduler.model.gangs import Gang
+from scheduler.model.pods import TERMINAL_PHASES, GangKey, Mode, Pod, PodRef
+from scheduler.model.resources import describe
+from scheduler.model.snapshot import GangState, Snapshot
+from scheduler.model.status import Status
+from scheduler.model.times import parse_time
+
+DEFAULT_CONFIG = Config()
+
+# Condition reasons, as `kubectl describe pg` shows them.
+REASON_SCHEDULED = "Scheduled"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_WAITING = "Waiting"
+REASON_TIMEOUT = "Timeout"
+REASON_INVALID = "InvalidSpec"
+
+
+@dataclass(slots=True)
+class _Outcome:
+    """What the pass decided about one gang, before it becomes events and status."""
+
+    state: GangState
+    condition: tuple[str, str, str] = ("False", REASON_WAITING, "not tried yet")
+    bindings: list[Binding] = field(default_factory=list)
+
+
+def _pending(gang: Gang) -> list[Pod]:
+    return [
+        p for p in gang.members if not p.bound and not p.deleting and p.phase not in TERMINAL_PHASES
+    ]
+
+
+class _Pass:
+    """The bookkeeping of one call to ``schedule``; it never outlives the call."""
+
+    def __init__(self, snapshot: Snapshot, *, now: float, config: Config) -> None:
+        self.snapshot = snapshot
+        self.now = now
+        self.config = config
+        resolution = resolve(snapshot, config)
+        self.gangs = resolution.gangs
+        self.missing_podgroups = resolution.missing_podgroups
+        self.ledger = Ledger.of(snapshot.nodes, snapshot.pods)
+        self.outcomes: dict[GangKey, _Outcome] = {}
+        self.events: list[Event] = []
+        self.patches: list[PodPatch] = []
+        self.bindings: list[GangBinding] = []
+        self.wake_at: float | None = None
+        for key, gang in self.gangs.items():
+            state = snapshot.memory.get(key) or self._recovered_state(gang)
+            if any(p.bound for p in gang.members):
+                state = replace(state, satisfied=True, reservations={})
+            self.outcomes[key] = _Outcome(state=state)
+        self._hold_reservations()
+        self.finder = NodeFinder(snapshot.nodes, self.ledger)
+
+    # -- state ------------------------------------------------------------------------------
+
+    def _recovered_state(self, gang: Gang) -> GangState:
+        """After a restart: the first attempt is read back from the PodGroup's status."""
+        start = gang.podgroup.status.schedule_start_time if gang.podgroup else ""
+        return GangState(first_attempt=parse_time(start))
+
+    def _hold_reservations(self) -> None:
+        """Take NonStrict reservations from the ledger again, dropping the stale ones."""
+        for key, outcome in self.outcomes.items():
+            held = outcome.state.reservations
+            if not held:
+                continue
+            pending = {p.ref: p for p in _pending(self.gangs[key])}
+            kept: dict[PodRef, str] = {}
+            for ref, node in sorted(held.items()):
+                pod = pending.get(ref)
+                if pod is None or node not in self.snapshot.nodes:
+                    continue
+                if not self.ledger.fits(node, pod.requests):
+                    continue
+                self.ledger.take(node, pod.requests)
+                kept[ref] = node
+            outcome.state = replace(outcome.state, reservations=kept)
+
+    def _wake(self, at: float) -> None:
+        if at > self.now and (self.wake_at is None or at < self.wake_at):
+            self.wake_at = at
+
+    # -- events -----------------------------------------------------------------------------
+
+    def _say(
+        self, gang: Gang, *, reason: str, message: str, pods: Iterable[Pod], warning: bool = True
+    ) -> None:
+        """Event on the gang's pods and PodGroup, once per distinct message."""
+        outcome = self.outcomes[gang.key]
+        if outcome.state.last_message == message:
+            return
+        outcome.state = replace(outcome.state, last_message=message)
+        kind = WARNING if warning else NORMAL
+        if gang.podgroup is not None:
+            pg = gang.podgroup
+            self.events.append(
+                Event(
+                    ObjectRef("PodGroup", pg.key.namespace, pg.key.name, pg.uid),
+                    kind,
+                    reason,
+                    message,
+                )
+            )
+        for pod in pods:
+            ref = ObjectRef("Pod", pod.ref.namespace, pod.ref.name, pod.ref.uid)
+            self.events.append(Event(ref, kind, reason, message))
+
+    # -- the pass ---------------------------------------------------------------------------
+
+    def run(self) -> Result:
+        units = gang_groups(self.gangs)
+        classes = self.snapshot.priority_classes
+
+        def unit_order(unit: tuple[GangKey, ...]) -> tuple:
+            return min(queue_key(self.gangs[k], classes) for k in unit if k in self.gangs)
+
+        for unit in sorted(units, key=unit_order):
+            present = [self.gangs[k] for k in unit if k in self.gangs]
+            if all(self.outcomes[g.key].state.satisfied for g in present):
+                for gang in present:
+                    self._place_after_gang(gang)
+            else:
+                self._try_unit(unit, present)
+        return self._result()
+
+    def _place_after_gang(self, gang: Gang) -> None:
+        outcome = self.outcomes[gang.key]
+        members = sum(1 for p in gang.members if p.bound)
+        outcome.condition = (
+            "True",
+            REASON_SCHEDULED,
+            f"{members} of {gang.min_member} members bound",
+        )
+        pending = self._ordered(_pending(gang))
+        if not pending:
+            return
+        if self.now < outcome.state.retry_at:
+            self._wake(outcome.state.retry_at)
+            return
+        failures: list[str] = []
+        for pod in pending:
+            node = self.finder.find(pod, self.ledger)
+            if node is None:
+                failures.append(f"{pod.ref.name}: {self.finder.explain(pod, self.ledger).message}")
+                continue
+            self.ledger.take(node, pod.requests)
+            outcome.bindings.append(Binding(pod.ref, node))
+        if outcome.bindings:
+            self.bindings.append(
+                GangBinding(gang.key, tuple(outcome.bindings), all_or_nothing=False)
+            )
+        if failures:
+            placed = {b.pod for b in outcome.bindings}
+            unplaced = [p for p in pending if p.ref not in placed]
+            self._failed_attempt(gang, "; ".join(failures), pods=unplaced)
+
+    def _ordered(self, pods: list[Pod]) -> list[Pod]:
+        classes = self.snapshot.priority_classes
+        return sorted(pods, key=lambda p: (-priority_of(p, classes), p.created, p.ref))
+
+    def _failed_attempt(self, gang: Gang, message: str, *, pods: Iterable[Pod]) -> None:
+        outcome = self.outcomes[gang.key]
+        attempts = outcome.state.attempts + 1
+        retry_at = self.now + self.config.backoff(attempts)
+        outcome.state = replace(outcome.state, attempts=attempts, retry_at=retry_at)
+        self._wake(retry_at)
+        self._say(gang, reason="FailedScheduling", message=message, pods=pods)
+
+    def _try_unit(self, unit: tuple[GangKey, ...], gangs: list[Gang]) -> None:
+        # A timed-out gang stays so, and takes its GangGroup with it.
+        expired = [g for g in gangs if self._timed_out(g)]
+        if expired:
+            for gang in gangs:
+                self._time_out(gang, because=expired[0])
+            return
+        if self._why_not_ready(unit, gangs) is not None:
+            return
+        retry_at = max(self.outcomes[g.key].state.retry_at for g in gangs)
+        if self.now < retry_at:
+            self._wake(retry_at)
+            return
+        self._attempt(gangs)
+
+    def _timed_out(self, gang: Gang) -> bool:
+        state = self.outcomes[gang.key].state
+        if state.timed_out or any(p.timed_out for p in _pending(gang)):
+            return True
+        if state.first_attempt is None:
+            return False
+        deadline = state.first_attempt + gang.timeout_seconds
+        if self.now >= deadline:
+            return True
+        self._wake(deadline)
+        return False
+
+    def _time_out(self, gang: Gang, *, because: Gang) -> None:
+        outcome = self.outcomes[gang.key]
+        pending = _pending(gang)
+        if because is gang:
+            message = (
+                f"gang {gang.key} was not placed within {gang.timeout_seconds:g}s of its first "
+                f"attempt; its pods are marked {names.KOORD_TIMEOUT}=true and will not be tried "
+                "again: delete them (or the PodGroup) and create them anew to retry"
+            )
+        else:
+            message = f"gang {because.key} of the same GangGroup timed out, so this gang did too"
+        outcome.state = replace(outcome.state, timed_out=True, reservations={})
+        outcome.condition = ("False", REASON_TIMEOUT, message)
+        self.patches.extend(
+            PodPatch(p.ref, {names.KOORD_TIMEOUT: "true"}) for p in pending if not p.timed_out
+        )
+        self._say(gang, reason="GangTimeout", message=message, pods=pending)
+
+    def _why_not_ready(self, unit: tuple[GangKey, ...], gangs: list[Gang]) -> str | None:
+        """Say (once) why the GangGroup cannot be tried yet; None if it can."""
+        for gang in gangs:
+            pending = _pending(gang)
+            outcome = self.outcomes[gang.key]
+            if gang.errors:
+                message = f"gang {gang.key} is not scheduled: " + "; ".join(gang.errors)
+                outcome.condition = ("False", REASON_INVALID, message)
+                self._say(gang, reason="InvalidGangSpec", message=message, pods=pending)
+                return message
+            if gang.key in self.missing_podgroups:
+                message = (
+                    f"waiting for PodGroup {gang.key}, which does not exist: create it, or give "
+                    f"the pods the annotation {names.KOORD_MIN_AVAILABLE}"
+                )
+                outcome.condition = ("False", REASON_WAITING, message)
+                self._say(gang, reason="PodGroupNotFound", message=message, pods=pending)
+                return message
+        for gang in gangs:
+            missing = [k for k in unit if k not in self.gangs]
+            if missing:
+                message = (
+                    f"waiting for gang {missing[0]} of the same GangGroup, which has no pods yet"
+                )
+            elif len(_pending(gang)) < gang.min_member:
+                have = len(_pending(gang))
+                message = (
+                    f"gang {gang.key} has {have} of {gang.min_member} members; "
+                    f"waiting for {gang.min_member - have} more"
+                )
+            else:
+                continue
+            for other in gangs:
+                self.outcomes[other.key].condition = ("False", REASON_WAITING, message)
+                self._say(
+                    other,
+                    reason="GangWaiting",
+                    message=message,
+                    pods=_pending(other),
+                    warning=False,
+                )
+            return message
+        return None
+
+    def _attempt(self, gangs: list[Gang]) -> None:
+        """Try the whole GangGroup on a scratch ledger; commit it whole or not at all."""
+        scratch = self.ledger.scratch()
+        placed: dict[GangKey, list[Binding]] = {}
+        short: dict[GangKey, Status] = {}  # why a gang fell short of min_member
+        for gang in gangs:
+            outcome = self.outcomes[gang.key]
+            if outcome.state.first_attempt is None:
+                outcome.state = replace(outcome.state, first_attempt=self.now)
+            placed[gang.key], status = self._place_gang(gang, scratch)
+            if not status.ok:
+                short[gang.key] = status
+        if short:
+            self._unit_failed(gangs, placed, scratch, short)
+            return
+        scratch.commit()
+        for gang in gangs:
+            outcome = self.outcomes[gang.key]
+            held = [Binding(ref, node) for ref, node in sorted(outcome.state.reservations.items())]
+            outcome.bindings = held + placed[gang.key]
+            outcome.state = replace(
+                outcome.state,
+                satisfied=True,
+                reservations={},
+                attempts=0,
+                retry_at=0.0,
+                last_message="",
+            )
+            count = len(outcome.bindings)
+            outcome.condition = (
+                "True",
+                REASON_SCHEDULED,
+                f"{count} of {gang.min_member} members bound",
+            )
+            self.bindings.append(
+                GangBinding(gang.key, tuple(outcome.bindings), all_or_nothing=True)
+            )
+
+    def _place_gang(self, gang: Gang, scratch: Ledger) -> tuple[list[Binding], Status]:
+        """Place as many pending members as fit (min_member at least, or it falls short)."""
+        status = self._enough_in_total(gang)
+        if not status.ok:
+            return [], status
+        held = self.outcomes[gang.key].state.reservations
+        need = gang.min_member - len(held)
+        members = [p for p in self._ordered(_pending(gang)) if p.ref not in held]
+        got: list[Binding] = []
+        first_miss: Status | None = None
+        for i, pod in enumerate(members):
+            if gang.mode is Mode.STRICT and len(got) + (len(members) - i) < need:
+                break  # min_member is out of reach: stop early
+            node = self.finder.find(pod, scratch)
+            if node is None:
+                if first_miss is None and len(got) < need:
+                    detail = self.finder.explain(pod, scratch).message
+                    first_miss = Status.unschedulable(f"{pod.ref.name}: {detail}")
+                continue
+            scratch.take(node, pod.requests)
+            got.append(Binding(pod.ref, node))
+        if len(got) >= need:
+            return got, Status.success()
+        return got, first_miss or Status.unschedulable(f"only {len(got)} of {need} members fit")
+
+    def _enough_in_total(self, gang: Gang) -> Status:
+        """minResources: a cheap check of the whole gang against the whole cluster."""
+        if not gang.min_resources:
+            return Status.success()
+        free: dict[str, int] = {}
+        for name, node in self.snapshot.nodes.items():
+            if node.ready and not node.unschedulable:
+                for resource, amount in self.ledger.free(name).items():
+                    free[resource] = free.get(resource, 0) + max(amount, 0)
+        short = gang.min_resources.shortfalls(free)
+        if not short:
+            return Status.success()
+        wanted = {r: gang.min_resources[r] for r in short}
+        have = {r: free.get(r, 0) for r in short}
+        return Status.unschedulable(
+            f"PodGroup minResources needs {describe(wanted)} in total; "
+            f"the cluster has {describe(have)} free"
+        )
+
+    def _unit_failed(
+        self,
+        gangs: list[Gang],
+        placed: Mapping[GangKey, list[Binding]],
+        scratch: Ledger,
+        short: Mapping[GangKey, Status],
+    ) -> None:
+        first_short = next(g for g in gangs if g.key in short)
+        why = (
+            f"{first_short.key}: {short[first_short.key].message}"
+            if len(gangs) > 1
+            else (short[first_short.key].message)
+        )
+        if all(g.mode is Mode.NON_STRICT for g in gangs):
+            # NonStrict: keep what was placed as reservations, in memory, never bound.
+            scratch.commit()
+            for gang in gangs:
+                outcome = self.outcomes[gang.key]
+                held = dict(outcome.state.reservations)
+                held.update({b.pod: b.node for b in placed[gang.key]})
+                outcome.state = replace(outcome.state, reservations=held)
+                message = (
+                    f"gang {gang.key} holds {len(held)} of {gang.min_member} members (NonStrict) "
+                    f"and waits for the rest; {why}"
+                )
+                outcome.condition = ("False", REASON_UNSCHEDULABLE, message)
+                self._failed_attempt(
+                    gang, message, pods=[p for p in _pending(gang) if p.ref not in held]
+                )
+            return
+        self.finder.rewind()  # the scratch is dropped: its capacity is free again
+        group = ", ".join(str(g.key) for g in gangs)
+        for gang in gangs:
+            outcome = self.outcomes[gang.key]
+            subject = f"gang {gang.key}" if len(gangs) == 1 else f"GangGroup [{group}]"
+            message = f"{subject} does not fit, nothing was bound; {why}"
+            outcome.state = replace(outcome.state, reservations={})
+            outcome.condition = ("False", REASON_UNSCHEDULABLE, message)
+            self._failed_attempt(gang, message, pods=_pending(gang))
+
+    # -- result -----------------------------------------------------------------------------
+
+    def _result(self) -> Result:
+        statuses: list[StatusUpdate] = []
+        memory: dict[GangKey, GangState] = {}
+        for key, gang in self.gangs.items():
+            outcome = self.outcomes[key]
+            memory[key] = outcome.state
+            if gang.podgroup is None:
+                continue
+            status = desired_status(
+                gang,
+                binding_now={b.pod for b in outcome.bindings},
+                first_attempt=outcome.state.first_attempt,
+                timed_out=outcome.state.timed_out,
+                condition=outcome.condition,
+                now=self.now,
+            )
+            if status != gang.podgroup.status:
+                statuses.append(StatusUpdate(key, status))
+        return Result(
+            bindings=tuple(self.bindings),
+            pod_patches=tuple(self.patches),
+            status_updates=tuple(statuses),
+            events=tuple(self.events),
+            memory=memory,
+            wake_at=self.wake_at,
+        )
+
+
+def schedule(snapshot: Snapshot, *, now: float, config: Config = DEFAULT_CONFIG) -> Result:
+    """Decide one pass. Same snapshot, same ``now``: same result."""
+    return _Pass(snapshot, now=now, config=config).run()

@@ -1,0 +1,81 @@
+"""The PodGroup status a gang should show, computed from its members and what the pass did.
+
+Written only when it differs from what the PodGroup already shows, so a quiet cluster makes
+no status writes; a condition keeps its lastTransitionTime while its status and reason hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from scheduler.model.gangs import Condition, Gang, PodGroupStatus
+from scheduler.model.pods import FAILED, RUNNING, SUCCEEDED, TERMINAL_PHASES, PodRef
+from scheduler.model.times import format_time
+
+SCHEDULED = "Scheduled"
+
+PENDING_PHASE = "Pending"
+SCHEDULING_PHASE = "Scheduling"
+SCHEDULED_PHASE = "Scheduled"
+RUNNING_PHASE = "Running"
+FINISHED_PHASE = "Finished"
+FAILED_PHASE = "Failed"
+
+
+def desired_status(
+    gang: Gang,
+    *,
+    binding_now: Collection[PodRef],
+    first_attempt: float | None,
+    timed_out: bool,
+    condition: tuple[str, str, str],
+    now: float,
+) -> PodGroupStatus:
+    """``condition`` is the Scheduled condition as (status, reason, message)."""
+    members = gang.members
+    scheduled = sum(1 for p in members if p.bound or p.ref in binding_now)
+    running = sum(1 for p in members if p.phase == RUNNING)
+    succeeded = sum(1 for p in members if p.phase == SUCCEEDED)
+    failed = sum(1 for p in members if p.phase == FAILED)
+    active = sum(1 for p in members if p.phase not in TERMINAL_PHASES)
+    need = gang.min_member
+    if timed_out:
+        phase = FAILED_PHASE
+    elif succeeded >= need and active == 0:
+        phase = FINISHED_PHASE
+    elif running + succeeded >= need:
+        phase = RUNNING_PHASE
+    elif scheduled >= need:
+        phase = SCHEDULED_PHASE
+    elif failed and active == 0:
+        phase = FAILED_PHASE
+    elif first_attempt is not None:
+        phase = SCHEDULING_PHASE
+    else:
+        phase = PENDING_PHASE
+
+    current = gang.podgroup.status if gang.podgroup else PodGroupStatus()
+    status, reason, message = condition
+    previous = next((c for c in current.conditions if c.type == SCHEDULED), None)
+    if previous is not None and (previous.status, previous.reason) == (status, reason):
+        since = previous.last_transition
+    else:
+        since = format_time(now)
+    others = tuple(c for c in current.conditions if c.type != SCHEDULED)
+    return PodGroupStatus(
+        phase=phase,
+        scheduled=scheduled,
+        running=running,
+        succeeded=succeeded,
+        failed=failed,
+        schedule_start_time=(
+            format_time(first_attempt) if first_attempt is not None else current.schedule_start_time
+        ),
+        occupied_by=current.occupied_by,
+        conditions=(
+            *others,
+            Condition(
+                type=SCHEDULED, status=status, reason=reason, message=message, last_transition=since
+            ),
+        ),
+    )

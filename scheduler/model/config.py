@@ -1,0 +1,22 @@
+"""The settings a scheduling pass depends on (from flags; defaults suit most clusters)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    scheduler_name: str = "gang-scheduler"
+    # How long a gang may wait to be placed, counted from its first attempt, when neither
+    # its PodGroup nor its annotations say.
+    default_timeout_seconds: float = 600.0
+    # Backoff between attempts of a gang that did not fit: doubles from initial up to max.
+    initial_backoff_seconds: float = 1.0
+    max_backoff_seconds: float = 10.0
+
+    def backoff(self, attempts: int) -> float:
+        """The wait after the ``attempts``-th failed attempt (1-based)."""
+        return min(
+            self.initial_backoff_seconds * 2 ** max(attempts - 1, 0), self.max_backoff_seconds
+        )

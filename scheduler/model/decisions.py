@@ -1,0 +1,77 @@
+"""What a scheduling pass decided, as data: the shell is what turns it into API calls."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from scheduler.model.gangs import PodGroupStatus
+from scheduler.model.pods import GangKey, PodRef
+from scheduler.model.snapshot import GangState
+
+NORMAL = "Normal"
+WARNING = "Warning"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRef:
+    """What an Event is about."""
+
+    kind: str  # "Pod" or "PodGroup"
+    namespace: str
+    name: str
+    uid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    regarding: ObjectRef
+    type: str  # Normal or Warning
+    reason: str  # Scheduled, FailedScheduling, GangTimeout, InvalidGangSpec, ...
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    pod: PodRef
+    node: str
+
+
+@dataclass(frozen=True, slots=True)
+class GangBinding:
+    """The members of one gang to bind in this pass.
+
+    ``all_or_nothing`` is true while the gang is not yet satisfied: the shell then binds one
+    member first, and only if that succeeds the rest, so a gang whose first bind fails
+    leaves nothing bound and is tried again whole.
+    """
+
+    gang: GangKey
+    bindings: tuple[Binding, ...]
+    all_or_nothing: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class PodPatch:
+    """Annotations to set on a pod (the timeout mark)."""
+
+    pod: PodRef
+    annotations: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class StatusUpdate:
+    gang: GangKey
+    status: PodGroupStatus
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    bindings: tuple[GangBinding, ...] = ()
+    pod_patches: tuple[PodPatch, ...] = ()
+    status_updates: tuple[StatusUpdate, ...] = ()
+    events: tuple[Event, ...] = ()
+    memory: Mapping[GangKey, GangState] = field(default_factory=dict)
+    # The earliest time a backoff or timeout falls due; the loop wakes then if nothing else
+    # woke it first.
+    wake_at: float | None = None

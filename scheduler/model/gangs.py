@@ -1,0 +1,70 @@
+"""PodGroups as declared, and gangs as resolved from PodGroups and pod annotations."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduler.model.pods import GangKey, Mode, Pod
+from scheduler.model.resources import Resources
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: str  # "True", "False" or "Unknown"
+    reason: str = ""
+    message: str = ""
+    last_transition: str = ""  # RFC 3339, kept from the previous status when unchanged
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupStatus:
+    phase: str = ""
+    scheduled: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    schedule_start_time: str = ""  # RFC 3339
+    occupied_by: str = ""
+    conditions: tuple[Condition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroup:
+    """A PodGroup object; annotation overrides are folded in by the codec."""
+
+    key: GangKey
+    uid: str = ""
+    min_member: int = 1
+    min_resources: Resources | None = None
+    timeout_seconds: float | None = None
+    created: float = 0.0
+    mode: Mode | None = None
+    total_number: int | None = None
+    groups: tuple[GangKey, ...] | None = None
+    status: PodGroupStatus = field(default_factory=PodGroupStatus)
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """A gang resolved from everything that declares it, with all of its known members.
+
+    ``members`` holds our pods of the gang in any state; ``group`` lists every gang of its
+    GangGroup, itself included, sorted. ``errors`` make the gang invalid: it is not tried
+    and its members get an InvalidGangSpec event naming the problem.
+    """
+
+    key: GangKey
+    min_member: int
+    total: int
+    mode: Mode
+    timeout_seconds: float
+    created: float
+    group: tuple[GangKey, ...]
+    members: tuple[Pod, ...]
+    podgroup: PodGroup | None = None
+    min_resources: Resources | None = None
+    errors: tuple[str, ...] = ()
+    # A gang of one: a pod of ours that declared no gang.
+    single: bool = False

@@ -1,0 +1,25 @@
+"""Label and annotation keys the scheduler reads and writes, in one place.
+
+The gang keys are other projects' public APIs (scheduler-plugins, Koordinator, Sakkara): they
+are spelled here exactly as those projects spell them, so existing workloads just work.
+"""
+
+# scheduler-plugins Coscheduling: the pod's PodGroup, by name, in the pod's namespace.
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+
+# The older (kube-batch / scheduler-plugins v0.18) spellings.
+LEGACY_POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
+LEGACY_NAME = "pod-group.scheduling.sigs.k8s.io/name"
+LEGACY_MIN_AVAILABLE = "pod-group.scheduling.sigs.k8s.io/min-available"
+
+# Koordinator's annotation API (seed 000).
+KOORD_PREFIX = "gang.scheduling.koordinator.sh/"
+KOORD_NAME = KOORD_PREFIX + "name"
+KOORD_MIN_AVAILABLE = KOORD_PREFIX + "min-available"
+KOORD_TOTAL_NUMBER = KOORD_PREFIX + "total-number"
+KOORD_WAITING_TIME = KOORD_PREFIX + "waiting-time"
+KOORD_MODE = KOORD_PREFIX + "mode"
+KOORD_GROUPS = KOORD_PREFIX + "groups"
+KOORD_TIMEOUT = KOORD_PREFIX + "timeout"  # written: "true" once the gang timed out
+
+OUR_PREFIX = "gang-scheduler.io/"

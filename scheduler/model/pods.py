@@ -1,0 +1,118 @@
+"""Pods as the scheduler sees them: what they request, where they may go, which gang."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+from scheduler.model.resources import Resources
+
+PENDING = "Pending"
+RUNNING = "Running"
+SUCCEEDED = "Succeeded"
+FAILED = "Failed"
+TERMINAL_PHASES = frozenset({SUCCEEDED, FAILED})
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class PodRef:
+    namespace: str
+    name: str
+    uid: str = field(default="", compare=False)
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # or Exists
+    value: str = ""
+    effect: str = ""  # empty matches every effect
+
+
+@dataclass(frozen=True, slots=True)
+class Requirement:
+    """One node selector requirement: ``key operator values`` (In, NotIn, Exists, Gt …)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    """Requirements that must all hold; a pod's terms are alternatives (any one may hold)."""
+
+    match_expressions: tuple[Requirement, ...] = ()
+    match_fields: tuple[Requirement, ...] = ()
+
+
+class Mode(Enum):
+    """Koordinator's gang modes: Strict keeps nothing unless the gang places whole."""
+
+    STRICT = "Strict"
+    NON_STRICT = "NonStrict"
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class GangKey:
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class GangSource(Enum):
+    """Where a pod's gang membership was declared."""
+
+    POD_GROUP = "scheduling.x-k8s.io/pod-group label"
+    LEGACY = "pod-group.scheduling.sigs.k8s.io"
+    KOORDINATOR = "gang.scheduling.koordinator.sh annotations"
+    SAKKARA = "sakkara.group.name label"
+
+
+@dataclass(frozen=True, slots=True)
+class GangClaim:
+    """What one pod says about its gang. ``None`` means the pod does not say."""
+
+    key: GangKey
+    source: GangSource
+    min_available: int | None = None
+    total_number: int | None = None
+    waiting_seconds: float | None = None
+    mode: Mode | None = None
+    groups: tuple[GangKey, ...] | None = None
+    # Errors in the pod's gang annotations, each naming the annotation and what is allowed.
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    ref: PodRef
+    requests: Resources
+    scheduler_name: str = ""
+    node_name: str = ""
+    phase: str = PENDING
+    priority: int | None = None  # spec.priority; None if admission did not resolve it
+    priority_class: str = ""
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    affinity: tuple[NodeSelectorTerm, ...] = ()  # required during scheduling; any may hold
+    tolerations: tuple[Toleration, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
+    created: float = 0.0  # seconds since the epoch
+    deleting: bool = False
+    gang: GangClaim | None = None
+    timed_out: bool = False  # carries gang.scheduling.koordinator.sh/timeout=true
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.node_name)
+
+    @property
+    def holds_resources(self) -> bool:
+        """Bound and not finished: its requests count against its node."""
+        return bool(self.node_name) and self.phase not in TERMINAL_PHASES

@@ -1,0 +1,42 @@
+"""Everything one scheduling pass looks at, frozen: the cluster and the scheduler's memory."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from scheduler.model.gangs import PodGroup
+from scheduler.model.nodes import Node
+from scheduler.model.pods import GangKey, Pod, PodRef
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClass:
+    name: str
+    value: int
+    global_default: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GangState:
+    """What the scheduler remembers of a gang between passes (lost on restart, by design:
+    what must survive a restart is written to the API server and read back from there)."""
+
+    first_attempt: float | None = None  # the gang's timeout counts from here
+    attempts: int = 0
+    retry_at: float = 0.0  # backoff: not tried again before this
+    timed_out: bool = False
+    satisfied: bool = False
+    # NonStrict only: members placed in earlier passes, held (never bound) until the gang fits.
+    reservations: Mapping[PodRef, str] = field(default_factory=dict)
+    # The last thing said about the gang, so the same Event is not repeated every pass.
+    last_message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    nodes: Mapping[str, Node]
+    pods: tuple[Pod, ...]
+    podgroups: Mapping[GangKey, PodGroup] = field(default_factory=dict)
+    priority_classes: Mapping[str, PriorityClass] = field(default_factory=dict)
+    memory: Mapping[GangKey, GangState] = field(default_factory=dict)
