@@ -64,7 +64,7 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
 
     gangs: dict[GangKey, Gang] = {}
     missing: set[GangKey] = set()
-    for key, pods in members.items():
+    for key, pods in sorted(members.items()):
         pods.sort(key=lambda p: p.ref)
         claims = [p.gang for p in pods if p.gang is not None]
         if not claims:

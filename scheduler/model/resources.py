@@ -41,6 +41,8 @@ class Resources(Mapping[str, int]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Resources):
             return self.amounts == other.amounts
+        if isinstance(other, Mapping):
+            return self.amounts == {k: v for k, v in other.items() if v}
         return NotImplemented
 
     def __repr__(self) -> str:
