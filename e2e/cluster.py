@@ -348,9 +348,10 @@ def up(directory: Path = DEFAULT_DIR, *, timeout: float = 120.0) -> ControlPlane
                 f"--service-account-signing-key-file={pki.service_account_key}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                # No controller-manager creates the "default" ServiceAccount in each namespace,
-                # and this admission plugin would reject every pod until it exists.
-                "--disable-admission-plugins=ServiceAccount",
+                # No controller-manager runs here. Without it, ServiceAccount admission would
+                # reject every pod (no "default" ServiceAccount is ever created), and the
+                # not-ready taint TaintNodesByCondition puts on new nodes would never be lifted.
+                "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
                 "--allow-privileged=true",
                 "--profiling=false",
             ],

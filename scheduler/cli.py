@@ -1,15 +1,19 @@
-"""The ``gang-scheduler`` command line: flags become settings, settings start the operator.
-
-Subcommands are added as the features behind them land; ``--help`` lists what exists.
-"""
+"""The ``gang-scheduler`` command line: flags become settings, settings start the operator."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+import os
 import platform
+import signal
 import sys
 
+import structlog
+
 from scheduler import __version__
+from scheduler.model.config import Config
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,13 +27,102 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     commands.add_parser("version", help="print the version and exit")
+    run = commands.add_parser("run", help="schedule the pods whose spec.schedulerName names us")
+    defaults = Config()
+    run.add_argument(
+        "--kubeconfig",
+        help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config, or in-cluster)",
+    )
+    run.add_argument(
+        "--scheduler-name",
+        default=defaults.scheduler_name,
+        help="schedule pods whose spec.schedulerName is this (default: %(default)s)",
+    )
+    run.add_argument(
+        "--default-timeout",
+        type=float,
+        default=defaults.default_timeout_seconds,
+        metavar="SECONDS",
+        help="how long a gang may wait from its first attempt when it does not say "
+        "(default: %(default)s)",
+    )
+    run.add_argument(
+        "--max-backoff",
+        type=float,
+        default=defaults.max_backoff_seconds,
+        metavar="SECONDS",
+        help="longest wait between attempts of a gang that did not fit (default: %(default)s)",
+    )
+    run.add_argument(
+        "--bind-concurrency",
+        type=int,
+        default=32,
+        help="binding requests in flight at once (default: %(default)s)",
+    )
+    run.add_argument(
+        "--log-format",
+        choices=["console", "json"],
+        default="json" if os.environ.get("KUBERNETES_SERVICE_HOST") else "console",
+        help="json in a cluster, console elsewhere (default: %(default)s)",
+    )
+    run.add_argument("--verbose", "-v", action="store_true", help="log every pass")
     return parser
+
+
+def configure_logging(*, fmt: str, verbose: bool) -> None:
+    level = logging.DEBUG if verbose else logging.INFO
+    renderer = (
+        structlog.processors.JSONRenderer()
+        if fmt == "json"
+        else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+    )
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.format_exc_info,
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+    )
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+
+
+async def _run(args: argparse.Namespace) -> None:
+    # Imported here: `version` and `--help` stay fast and need no cluster libraries.
+    from scheduler.operator import run_operator  # noqa: PLC0415
+    from scheduler.shell.api import load_credentials  # noqa: PLC0415
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    config = Config(
+        scheduler_name=args.scheduler_name,
+        default_timeout_seconds=args.default_timeout,
+        max_backoff_seconds=args.max_backoff,
+    )
+    structlog.get_logger().info(
+        "starting", version=__version__, scheduler_name=config.scheduler_name
+    )
+    await run_operator(
+        credentials=load_credentials(args.kubeconfig),
+        config=config,
+        bind_concurrency=args.bind_concurrency,
+        stop=stop,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "version":
         print(f"gang-scheduler {__version__} (Python {platform.python_version()})")
+        return 0
+    if args.command == "run":
+        configure_logging(fmt=args.log_format, verbose=args.verbose)
+        asyncio.run(_run(args))
         return 0
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse rejects unknown ones
 

@@ -230,3 +230,29 @@ def priority_class_from_dict(obj: Obj) -> PriorityClass:
         value=_int(obj.get("value")),
         global_default=bool(obj.get("globalDefault")),
     )
+
+
+def podgroup_status_to_dict(status: PodGroupStatus) -> dict[str, Any]:
+    """The status subresource body: every field, so a merge patch replaces it whole."""
+    body: dict[str, Any] = {
+        "phase": status.phase,
+        "scheduled": status.scheduled,
+        "running": status.running,
+        "succeeded": status.succeeded,
+        "failed": status.failed,
+        "conditions": [
+            {
+                "type": c.type,
+                "status": c.status,
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": c.last_transition,
+            }
+            for c in status.conditions
+        ],
+    }
+    if status.schedule_start_time:
+        body["scheduleStartTime"] = status.schedule_start_time
+    if status.occupied_by:
+        body["occupiedBy"] = status.occupied_by
+    return body

@@ -268,16 +268,23 @@ class _Pass:
                 message = (
                     f"waiting for gang {missing[0]} of the same GangGroup, which has no pods yet"
                 )
+                condition = message
             elif len(_pending(gang)) < gang.min_member:
                 have = len(_pending(gang))
+                # The event stays the same while members trickle in (one event, not one per
+                # arrival); the condition keeps the count current.
                 message = (
+                    f"gang {gang.key} waits until all {gang.min_member} members exist "
+                    "before it is tried"
+                )
+                condition = (
                     f"gang {gang.key} has {have} of {gang.min_member} members; "
                     f"waiting for {gang.min_member - have} more"
                 )
             else:
                 continue
             for other in gangs:
-                self.outcomes[other.key].condition = ("False", REASON_WAITING, message)
+                self.outcomes[other.key].condition = ("False", REASON_WAITING, condition)
                 self._say(
                     other,
                     reason="GangWaiting",
@@ -443,3 +450,20 @@ class _Pass:
 def schedule(snapshot: Snapshot, *, now: float, config: Config = DEFAULT_CONFIG) -> Result:
     """Decide one pass. Same snapshot, same ``now``: same result."""
     return _Pass(snapshot, now=now, config=config).run()
+
+
+def after_failed_bind(
+    state: GangState, *, message: str, now: float, config: Config = DEFAULT_CONFIG
+) -> GangState:
+    """The gang's state once the first bind of a not-yet-satisfied gang was rejected.
+
+    Nothing of the gang is bound, so it is a gang again: tried whole, after a backoff.
+    """
+    attempts = state.attempts + 1
+    return replace(
+        state,
+        satisfied=False,
+        attempts=attempts,
+        retry_at=now + config.backoff(attempts),
+        last_message=message,
+    )

@@ -102,10 +102,14 @@ def test_gang_with_fewer_pods_than_min_waits_and_says_how_many_are_missing() -> 
         snapshot([node("n0")], pods, podgroups=[podgroup("mpi", min_member=5)]), now=T0
     )
     assert bind_map(result) == {}
-    assert (
-        events(result, "GangWaiting")[0]
-        == "gang default/mpi has 3 of 5 members; waiting for 2 more"
+    assert events(result, "GangWaiting")[0] == (
+        "gang default/mpi waits until all 5 members exist before it is tried"
     )
+    (update,) = result.status_updates
+    assert update.status.conditions[-1].message == (
+        "gang default/mpi has 3 of 5 members; waiting for 2 more"
+    )
+    assert update.status.phase == "Pending"
 
 
 def test_annotations_override_the_podgroup_min_member() -> None:

@@ -1,0 +1,131 @@
+"""Binding pods through ``pods/binding``, a gang at a time, with bounded concurrency.
+
+A gang that is not yet satisfied is bound commit-point first: one member, then (only if
+that succeeded) all the others at once. If the first bind is rejected, nothing of the gang
+is bound; all its assumptions are forgotten and it is tried again whole after a backoff. Once
+one member is bound the gang is satisfied, and a later failure only sends that pod back to
+be placed again as an ordinary pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+import structlog
+
+from scheduler.cache.cluster import ClusterCache
+from scheduler.core.scheduling import after_failed_bind
+from scheduler.model.config import Config
+from scheduler.model.decisions import NORMAL, WARNING, Binding, Event, GangBinding, ObjectRef
+from scheduler.model.snapshot import GangState
+from scheduler.shell.api import ApiClient, ApiError
+from scheduler.shell.recording import EventRecorder
+
+log = structlog.get_logger()
+
+
+class Binder:
+    def __init__(
+        self,
+        api: ApiClient,
+        cache: ClusterCache,
+        recorder: EventRecorder,
+        *,
+        config: Config,
+        concurrency: int = 32,
+        poke: Callable[[], None] = lambda: None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._api = api
+        self._cache = cache
+        self._recorder = recorder
+        self._config = config
+        self._slots = asyncio.Semaphore(concurrency)
+        self._poke = poke
+        self._clock = clock
+        self.bound = 0
+        self.failed = 0
+
+    def assume(self, gang_binding: GangBinding) -> None:
+        """Count the pods against their nodes now; called by the loop before any await."""
+        for binding in gang_binding.bindings:
+            self._cache.assume(binding.pod, binding.node)
+
+    async def apply(self, gang_binding: GangBinding) -> None:
+        bindings = gang_binding.bindings
+        if gang_binding.all_or_nothing:
+            first, rest = bindings[0], bindings[1:]
+            error = await self._bind(first)
+            if error is not None:
+                self._first_bind_failed(gang_binding, error)
+                return
+            bindings = rest
+        results = await asyncio.gather(*(self._bind(b) for b in bindings))
+        for binding, error in zip(bindings, results, strict=True):
+            if error is not None:
+                self._forget(binding, f"binding {binding.pod} to {binding.node} failed: {error}")
+
+    async def _bind(self, binding: Binding) -> str | None:
+        """Bind one pod; None on success, else what went wrong."""
+        ref = binding.pod
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": ref.name, "namespace": ref.namespace, "uid": ref.uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": binding.node},
+        }
+        try:
+            async with self._slots:
+                await self._api.post(
+                    f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}/binding", body
+                )
+        except ApiError as error:
+            self.failed += 1
+            return error.message or error.reason
+        except (TimeoutError, OSError) as error:
+            self.failed += 1
+            return f"{type(error).__name__}: {error}"
+        self.bound += 1
+        await self._recorder.record(
+            Event(
+                ObjectRef("Pod", ref.namespace, ref.name, ref.uid),
+                NORMAL,
+                "Scheduled",
+                f"Successfully assigned {ref} to {binding.node}",
+            )
+        )
+        return None
+
+    def _forget(self, binding: Binding, message: str) -> None:
+        log.warning(
+            "bind failed; the pod will be placed again", pod=str(binding.pod), error=message
+        )
+        self._cache.forget(binding.pod)
+        self._poke()
+
+    def _first_bind_failed(self, gang_binding: GangBinding, error: str) -> None:
+        first = gang_binding.bindings[0]
+        message = (
+            f"binding {first.pod} to {first.node} was rejected ({error}); nothing of gang "
+            f"{gang_binding.gang} was bound, and it will be tried again whole"
+        )
+        log.warning("gang bind rejected", gang=str(gang_binding.gang), error=error)
+        for binding in gang_binding.bindings:
+            self._cache.forget(binding.pod)
+        state = self._cache.memory.get(gang_binding.gang, GangState())
+        self._cache.update_memory(
+            gang_binding.gang,
+            after_failed_bind(state, message=message, now=self._clock(), config=self._config),
+        )
+        for binding in gang_binding.bindings:
+            ref = binding.pod
+            event = Event(
+                ObjectRef("Pod", ref.namespace, ref.name, ref.uid),
+                WARNING,
+                "FailedScheduling",
+                message,
+            )
+            asyncio.get_running_loop().create_task(self._recorder.record(event))
+        self._poke()

@@ -1,0 +1,118 @@
+"""The scheduling loop: wait for a reason, take a snapshot, decide, apply, repeat.
+
+A pass runs when the cache changed (a watch event poked it) or when something the last pass
+scheduled falls due (a backoff ends, a timeout expires). Bursts of events are batched into
+one pass. Decisions are applied in the background: the loop assumes bindings in the cache at
+once, so the next pass can run while the binds are still in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+
+import structlog
+
+from scheduler.cache.cluster import ClusterCache
+from scheduler.core.scheduling import schedule
+from scheduler.model.config import Config
+from scheduler.model.decisions import Result
+from scheduler.shell.binding import Binder
+from scheduler.shell.patching import Patcher
+from scheduler.shell.recording import EventRecorder
+
+log = structlog.get_logger()
+
+
+class SchedulingLoop:
+    def __init__(
+        self,
+        *,
+        cache: ClusterCache,
+        config: Config,
+        binder: Binder,
+        patcher: Patcher,
+        recorder: EventRecorder,
+        wake: asyncio.Event,
+        batch_seconds: float = 0.02,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._cache = cache
+        self._config = config
+        self._binder = binder
+        self._patcher = patcher
+        self._recorder = recorder
+        self._batch_seconds = batch_seconds
+        self._clock = clock
+        self._wake = wake  # set by watch handlers and by the binder: "run a pass soon"
+        self._synced = asyncio.Event()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.passes = 0
+
+    def poke(self) -> None:
+        """Something changed: run a pass soon."""
+        self._wake.set()
+
+    def mark_synced(self) -> None:
+        """Every watched kind has been listed once: the cache is complete enough to decide."""
+        if not self._synced.is_set():
+            log.info("cache synced; scheduling starts")
+            self._synced.set()
+            self._wake.set()
+
+    @property
+    def synced(self) -> bool:
+        return self._synced.is_set()
+
+    async def run(self) -> None:
+        await self._synced.wait()
+        wake_at: float | None = None
+        while True:
+            timeout = None if wake_at is None else max(wake_at - self._clock(), 0.0)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            await asyncio.sleep(self._batch_seconds)  # let a burst of events land first
+            self._wake.clear()
+            try:
+                wake_at = self.run_pass()
+            except Exception:  # a bad pass must not stop scheduling for good
+                log.exception("scheduling pass failed; retrying in 1s")
+                wake_at = self._clock() + 1.0
+
+    def run_pass(self) -> float | None:
+        """One pass, synchronously: nothing else touches the cache while it runs."""
+        started = time.perf_counter()
+        result = schedule(self._cache.snapshot(), now=self._clock(), config=self._config)
+        self._cache.remember(dict(result.memory))
+        self._apply(result)
+        self.passes += 1
+        if result.bindings:
+            log.debug(
+                "pass",
+                bindings=sum(len(g.bindings) for g in result.bindings),
+                seconds=round(time.perf_counter() - started, 4),
+            )
+        return result.wake_at
+
+    def _spawn(self, coroutine: object) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _apply(self, result: Result) -> None:
+        for gang_binding in result.bindings:
+            self._binder.assume(gang_binding)
+            self._spawn(self._binder.apply(gang_binding))
+        for patch in result.pod_patches:
+            self._spawn(self._patcher.pod(patch))
+        for update in result.status_updates:
+            self._spawn(self._patcher.status(update))
+        for event in result.events:
+            self._spawn(self._recorder.record(event))
+
+    async def drain(self) -> None:
+        """Wait for the writes in flight (used on shutdown and in tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
