@@ -268,6 +268,16 @@ def install_crds(plane: ControlPlane, crds: Path = CRDS) -> None:
     kubectl(
         plane, "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90
     )
+    # Established comes a moment before the storage serves lists ("storage is initializing").
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            kubectl(plane, "get", "podgroups", "--all-namespaces")
+            return
+        except ClusterError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def up(directory: Path = DEFAULT_DIR, *, timeout: float = 120.0) -> ControlPlane:
