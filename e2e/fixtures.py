@@ -8,22 +8,24 @@ By default the session starts its own control plane in ``.cluster-test/`` (separ
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pykube
 import pytest
 
-from e2e import cluster
+from e2e import cluster as local_cluster
 
-TEST_CLUSTER_DIR = cluster.REPO / ".cluster-test"
+TEST_CLUSTER_DIR = local_cluster.REPO / ".cluster-test"
 
 
 @dataclass(frozen=True)
@@ -75,9 +77,9 @@ def _existing_cluster() -> ClusterAccess:
             "E2E_USE_EXISTING_CLUSTER=1 needs KUBECONFIG to name the cluster's kubeconfig"
         )
     found = os.environ.get("KUBECTL") or shutil.which("kubectl")
-    kubectl_path = Path(found) if found else cluster.resolve_binaries().kubectl
+    kubectl_path = Path(found) if found else local_cluster.resolve_binaries().kubectl
     access = ClusterAccess(kubeconfig=Path(kubeconfig), kubectl_path=kubectl_path)
-    access.kubectl("apply", "-f", str(cluster.CRDS))
+    access.kubectl("apply", "-f", str(local_cluster.CRDS))
     access.kubectl(
         "wait", "--for=condition=Established", "crd", "--all", "--timeout=60s", timeout=90
     )
@@ -90,17 +92,17 @@ def control_plane() -> Iterator[ClusterAccess]:
         yield _existing_cluster()
         return
     try:
-        plane = cluster.up(TEST_CLUSTER_DIR)
-    except cluster.AlreadyRunning:
+        plane = local_cluster.up(TEST_CLUSTER_DIR)
+    except local_cluster.AlreadyRunning:
         # Left behind by a session that was killed: start clean rather than inherit its state.
-        cluster.down(TEST_CLUSTER_DIR)
-        plane = cluster.up(TEST_CLUSTER_DIR)
-    except cluster.ClusterError as error:
+        local_cluster.down(TEST_CLUSTER_DIR)
+        plane = local_cluster.up(TEST_CLUSTER_DIR)
+    except local_cluster.ClusterError as error:
         pytest.fail(f"the local control plane did not start: {error}", pytrace=False)
     try:
         yield ClusterAccess(kubeconfig=plane.kubeconfig, kubectl_path=plane.kubectl)
     finally:
-        cluster.down(TEST_CLUSTER_DIR)
+        local_cluster.down(TEST_CLUSTER_DIR)
 
 
 @pytest.fixture
@@ -120,3 +122,219 @@ def namespace(control_plane: ClusterAccess, request: pytest.FixtureRequest) -> I
             "delete", "pods,podgroups,configmaps", "--all", "-n", name, "--wait=false", check=False
         )
         control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+# -- the scheduler under test ---------------------------------------------------------------
+
+
+@dataclass
+class SchedulerProcess:
+    """``gang-scheduler run`` as a real process, as it runs in production."""
+
+    kubeconfig: Path
+    log: Path
+    name: str = "gang-scheduler"
+    extra: tuple[str, ...] = ()
+    process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> SchedulerProcess:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [
+                    sys.executable, "-m", "scheduler", "run", "--kubeconfig", str(self.kubeconfig),
+                    "--scheduler-name", self.name, "--max-backoff", "2", "-v", *self.extra,
+                ],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL: no chance to clean up, as when a node dies under it."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+
+    def assert_alive(self) -> None:
+        assert self.process is not None
+        code = self.process.poll()
+        if code is not None:
+            tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-30:])
+            raise AssertionError(f"the scheduler exited with {code}; its log ends:\n{tail}")
+
+
+def _log_dir(control_plane: ClusterAccess) -> Path:
+    return control_plane.kubeconfig.parent / "logs"
+
+
+@pytest.fixture(scope="session")
+def scheduler(control_plane: ClusterAccess) -> Iterator[SchedulerProcess]:
+    """One scheduler for the whole session, named gang-scheduler."""
+    process = SchedulerProcess(
+        kubeconfig=control_plane.kubeconfig, log=_log_dir(control_plane) / "scheduler.log"
+    ).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+@dataclass
+class PrivateSchedulers:
+    """Schedulers with a name of their own, for tests that kill or restart one: the session's
+    scheduler leaves their pods alone."""
+
+    kubeconfig: Path
+    log: Path
+    name: str
+    started: list[SchedulerProcess] = field(default_factory=list)
+
+    def start(self, *extra: str) -> SchedulerProcess:
+        process = SchedulerProcess(
+            kubeconfig=self.kubeconfig, log=self.log, name=self.name, extra=extra
+        ).start()
+        self.started.append(process)
+        return process
+
+
+@pytest.fixture
+def private_scheduler(control_plane: ClusterAccess) -> Iterator[PrivateSchedulers]:
+    name = f"private-{uuid.uuid4().hex[:6]}"
+    schedulers = PrivateSchedulers(
+        kubeconfig=control_plane.kubeconfig,
+        log=_log_dir(control_plane) / f"scheduler-{name}.log",
+        name=name,
+    )
+    try:
+        yield schedulers
+    finally:
+        for process in schedulers.started:
+            process.stop()
+
+
+# -- nodes and workloads ----------------------------------------------------------------------
+
+TEST_LABEL = "gang-scheduler.io/test"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """What one test sees: its namespace, its own nodes, and kubectl."""
+
+    access: ClusterAccess
+    namespace: str
+
+    def nodes(self, count: int, *, cpu: str = "8", memory: str = "32Gi", gpu: int = 0) -> list[str]:
+        """Create ``count`` KWOK nodes that only this test's pods select, and wait until Ready."""
+        from e2e.nodes import FakeNode, create_nodes, node_manifest  # noqa: PLC0415
+
+        existing = len(self.node_names())
+        names_ = [f"{self.namespace}-n{existing + i}" for i in range(count)]
+        manifests = [
+            node_manifest(
+                FakeNode(name, {TEST_LABEL: self.namespace}), cpu=cpu, memory=memory, gpu=gpu
+            )
+            for name in names_
+        ]
+        create_nodes(self.access.api(), manifests)
+        self.access.kubectl(
+            "wait", "node", *names_, "--for=condition=Ready", "--timeout=60s", timeout=90
+        )
+        return names_
+
+    def node_names(self) -> list[str]:
+        out = self.access.kubectl(
+            "get", "nodes", "-l", f"{TEST_LABEL}={self.namespace}", "-o", "name"
+        ).stdout
+        return [line.removeprefix("node/") for line in out.split()]
+
+    def apply(self, *manifests: dict) -> None:
+        docs = {"apiVersion": "v1", "kind": "List", "items": list(manifests)}
+        self.access.kubectl("apply", "-f", "-", stdin=json.dumps(docs))
+
+    def pod(
+        self,
+        name: str,
+        *,
+        namespace: str | None = None,
+        scheduler: str = "gang-scheduler",
+        labels: dict[str, str] | None = None,
+        annotations: dict[str, str] | None = None,
+        requests: dict[str, str] | None = None,
+        priority_class: str | None = None,
+    ) -> dict:
+        """A pod manifest bound for this test's nodes."""
+        requests = requests or {"cpu": "1"}
+        spec: dict = {
+            "schedulerName": scheduler,
+            "nodeSelector": {TEST_LABEL: self.namespace},
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "busybox",
+                    "resources": {
+                        "requests": requests,
+                        "limits": {k: v for k, v in requests.items() if "/" in k},
+                    },
+                }
+            ],
+        }
+        if priority_class:
+            spec["priorityClassName"] = priority_class
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": namespace or self.namespace,
+                "labels": labels or {},
+                "annotations": annotations or {},
+            },
+            "spec": spec,
+        }
+
+    def placements(self, namespace: str | None = None) -> dict[str, str]:
+        """pod name -> node name ("" while pending)."""
+        out = self.access.kubectl(
+            "get", "pods", "-n", namespace or self.namespace, "-o", "json"
+        ).stdout
+        return {
+            p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in json.loads(out)["items"]
+        }
+
+    def bound(self, namespace: str | None = None) -> set[str]:
+        return {name for name, node in self.placements(namespace).items() if node}
+
+    def events(self, reason: str, namespace: str | None = None) -> list[str]:
+        out = self.access.kubectl(
+            "get", "events", "-n", namespace or self.namespace,
+            "--field-selector", f"reason={reason}", "-o", "json",
+        ).stdout  # fmt: skip
+        return [e["message"] for e in json.loads(out)["items"]]
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict:
+        out = self.access.kubectl(
+            "get", kind, name, "-n", namespace or self.namespace, "-o", "json"
+        ).stdout
+        return json.loads(out)
+
+
+@pytest.fixture
+def cluster(control_plane: ClusterAccess, namespace: str) -> Iterator[Cluster]:
+    """A namespace and a place for this test's own nodes; the nodes go when the test ends."""
+    view = Cluster(access=control_plane, namespace=namespace)
+    try:
+        yield view
+    finally:
+        control_plane.kubectl(
+            "delete", "nodes", "-l", f"{TEST_LABEL}={namespace}", "--wait=false", check=False
+        )

@@ -110,7 +110,7 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
         gangs[key] = Gang(
             key=key,
             min_member=min_member,
-            total=max(total_claimed or 0, min_member, len(pods)),
+            total=total_claimed or min_member,
             mode=mode or Mode.STRICT,
             timeout_seconds=float(timeout or config.default_timeout_seconds),
             created=podgroup.created if podgroup and podgroup.created else pods[0].created,

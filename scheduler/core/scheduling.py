@@ -269,17 +269,16 @@ class _Pass:
                     f"waiting for gang {missing[0]} of the same GangGroup, which has no pods yet"
                 )
                 condition = message
-            elif len(_pending(gang)) < gang.min_member:
+            elif len(_pending(gang)) + len(self.outcomes[gang.key].state.reservations) < gang.total:
                 have = len(_pending(gang))
                 # The event stays the same while members trickle in (one event, not one per
                 # arrival); the condition keeps the count current.
                 message = (
-                    f"gang {gang.key} waits until all {gang.min_member} members exist "
-                    "before it is tried"
+                    f"gang {gang.key} waits until all {gang.total} members exist before it is tried"
                 )
                 condition = (
-                    f"gang {gang.key} has {have} of {gang.min_member} members; "
-                    f"waiting for {gang.min_member - have} more"
+                    f"gang {gang.key} has {have} of {gang.total} members; "
+                    f"waiting for {gang.total - have} more"
                 )
             else:
                 continue

@@ -51,8 +51,11 @@ class Gang:
     """A gang resolved from everything that declares it, with all of its known members.
 
     ``members`` holds our pods of the gang in any state; ``group`` lists every gang of its
-    GangGroup, itself included, sorted. ``errors`` make the gang invalid: it is not tried
-    and its members get an InvalidGangSpec event naming the problem.
+    GangGroup, itself included, sorted. ``total`` is how many members the gang declares it
+    will have (Koordinator's total-number, else ``min_member``): it is not tried before that
+    many exist, so the first attempt sees the whole gang and its priorities. ``errors`` make
+    the gang invalid: it is not tried and its members get an InvalidGangSpec event naming
+    the problem.
     """
 
     key: GangKey

@@ -240,3 +240,16 @@ def test_after_gang_remaining_members_bind_one_by_one() -> None:
     result = schedule(snapshot([node("n0")], [bound, *rest]), now=T0)
     assert bind_map(result) == {"job-1": "n0", "job-2": "n0"}
     assert [g.all_or_nothing for g in result.bindings] == [False]
+
+
+def test_gang_that_declares_a_total_waits_for_all_of_it_before_the_first_attempt() -> None:
+    # Executors first, driver last: a first attempt on the executors alone would bind two
+    # executors and leave the driver out.
+    spark = {"gang": "spark", "min_available": 2, "total": 5, "cpu": "2"}
+    executors = [pod(f"spark-exec-{i}", **spark) for i in range(4)]
+    early = schedule(snapshot([node("n0", cpu="4")], executors), now=T0)
+    assert bind_map(early) == {}
+    assert "waits until all 5 members exist" in events(early, "GangWaiting")[0]
+    driver = pod("spark-driver", priority=10, **spark)
+    complete = schedule(snapshot([node("n0", cpu="4")], [*executors, driver]), now=T0)
+    assert bind_map(complete) == {"spark-driver": "n0", "spark-exec-0": "n0"}
