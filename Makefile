@@ -8,7 +8,7 @@ CLUSTER_DIR ?= .cluster
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k podgroup -x"`.
 PYTEST_ARGS ?=
 
-.PHONY: help setup binaries lint format test test-unit cluster-up cluster-down demo clean
+.PHONY: help setup binaries lint format test test-unit bench cluster-up cluster-down demo clean
 
 help:
 	@echo "make demo          start the local control plane with fake GPU nodes, and say how to use it"
@@ -16,6 +16,7 @@ help:
 	@echo "make lint          ruff and import-linter"
 	@echo "make cluster-up    start the local control plane in $(CLUSTER_DIR)/"
 	@echo "make cluster-down  stop it and remove its state"
+	@echo "make bench         measure scheduling throughput against the bind ceiling"
 	@echo "make setup         create $(VENV) with the project and its dev tools"
 	@echo "make binaries      build (or find cached) kube-apiserver, etcd, kubectl and kwok"
 
@@ -42,6 +43,12 @@ format: setup
 
 test: lint binaries
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# A benchmark, not a test: figures go to bench/results/. BENCH_ARGS="--nodes 100 --pods 500"
+# makes a quick one.
+BENCH_ARGS ?=
+bench: setup binaries
+	$(PY) -m bench.run $(BENCH_ARGS)
 
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

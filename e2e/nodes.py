@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -146,6 +147,25 @@ def create_nodes(api: pykube.HTTPClient, manifests: list[dict], *, workers: int 
     """Create the nodes concurrently; returns how many were new."""
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return sum(pool.map(lambda m: _create(api, pykube.Node, m), manifests))
+
+
+def wait_ready(api: pykube.HTTPClient, count: int, *, timeout: float = 300.0) -> None:
+    """Until ``count`` fake nodes report Ready (one LIST a second, not a watch per node)."""
+    deadline = time.monotonic() + timeout
+    selector = {FAKE_NODE_LABEL[0]: FAKE_NODE_LABEL[1]}
+    while True:
+        ready = sum(
+            any(
+                c["type"] == "Ready" and c["status"] == "True"
+                for c in n.obj.get("status", {}).get("conditions", [])
+            )
+            for n in pykube.Node.objects(api).filter(selector=selector)
+        )
+        if ready >= count:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"only {ready} of {count} fake nodes Ready after {timeout:.0f}s")
+        time.sleep(1)
 
 
 def write_topology(api: pykube.HTTPClient, configmap: dict) -> None:

@@ -1,11 +1,10 @@
 """The kopf operator: the only module that imports kopf.
 
 Watch events on Pods, Nodes, PodGroups and PriorityClasses become cache updates; nothing
-here decides anything. The handlers are *index* handlers on purpose: kopf holds every other
-handler back until all indexed kinds have been listed once, so the first ``on.event`` call
-tells us the cache holds the whole cluster. Only then does the scheduling loop start, so a
-restarted scheduler never mistakes a half-listed cluster for the truth (bound pods it had
-not seen yet, gangs that look incomplete).
+here decides anything. The handlers are coroutines (kopf runs plain functions in a thread
+pool, a hand-off per event) and plain ``on.event`` handlers: kopf's indexes would tell when
+the first listing is complete, but they cost a wake-up of every waiting object per listed
+object, which is quadratic in the size of the cluster. ``shell.syncing`` tells instead.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from scheduler.shell.binding import Binder
 from scheduler.shell.looping import SchedulingLoop
 from scheduler.shell.patching import Patcher
 from scheduler.shell.recording import EventRecorder
+from scheduler.shell.syncing import wait_until_synced
 
 log = structlog.get_logger()
 
@@ -54,6 +54,20 @@ def _guarded(what: str, apply: Callable[[], None]) -> None:
         log.exception("could not read object; it is ignored", kind=what)
 
 
+class _NoDiffBase(kopf.DiffBaseStorage):
+    """kopf keeps a deep-copied "essence" of every object to detect field changes; we only
+    use raw events, so there is nothing to compare, and a copy per event is wasted."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
@@ -71,6 +85,7 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.enabled = False  # our Events are our own; kopf's would be noise
+        settings.persistence.diffbase_storage = _NoDiffBase()
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
 
@@ -103,25 +118,22 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
     for resource, upsert, remove in kinds:
         name = resource[-1]
 
-        def index(body: kopf.Body, memo: Runtime, _upsert=upsert, _name=name, **_: Any) -> None:
-            _guarded(_name, lambda: _upsert(memo, body))
-            memo.loop.poke()
-
-        def event(
+        async def on_event(
             event: kopf.RawEvent,
             body: kopf.Body,
             memo: Runtime,
-            _remove=remove,
-            _name=name,
+            _upsert: Callable[[Runtime, Any], None] = upsert,
+            _remove: Callable[[Runtime, Any], None] = remove,
+            _name: str = name,
             **_: Any,
         ) -> None:
             if event.get("type") == "DELETED":
                 _guarded(_name, lambda: _remove(memo, body))
-            memo.loop.mark_synced()
+            else:
+                _guarded(_name, lambda: _upsert(memo, body))
             memo.loop.poke()
 
-        kopf.index(*resource, id=f"cache-{name}", registry=registry)(index)
-        kopf.on.event(*resource, id=f"deletions-{name}", registry=registry)(event)
+        kopf.on.event(*resource, id=f"cache-{name}", registry=registry)(on_event)
     return registry
 
 
@@ -136,7 +148,10 @@ async def run_operator(
     logging.getLogger("kopf").setLevel(logging.WARNING)
     cache = ClusterCache(scheduler_name=config.scheduler_name)
     api = ApiClient(credentials, connections=bind_concurrency + 32)
-    recorder = EventRecorder(api, component=config.scheduler_name)
+    binder: Binder
+    recorder = EventRecorder(
+        api, component=config.scheduler_name, busy=lambda: binder.in_flight > 0
+    )
     wake = asyncio.Event()
     binder = Binder(
         api, cache, recorder, config=config, concurrency=bind_concurrency, poke=wake.set
@@ -148,9 +163,11 @@ async def run_operator(
         patcher=Patcher(api),
         recorder=recorder,
         wake=wake,
+        sync=lambda: wait_until_synced(api, cache),
     )
     runtime = Runtime(cache=cache, loop=loop)
     scheduling = asyncio.create_task(loop.run(), name="scheduling loop")
+    recording = asyncio.create_task(recorder.run(), name="event recorder")
     try:
         await kopf.operator(
             registry=build_registry(credentials),
@@ -164,4 +181,8 @@ async def run_operator(
         with contextlib.suppress(asyncio.CancelledError):
             await scheduling
         await loop.drain()
+        await recorder.flush()
+        recording.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await recording
         await api.close()

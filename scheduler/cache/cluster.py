@@ -23,14 +23,55 @@ class ClusterCache:
         self._nodes: dict[str, Node] = {}
         self._podgroups: dict[GangKey, PodGroup] = {}
         self._classes: dict[str, PriorityClass] = {}
-        self._assumed: dict[str, str] = {}  # pod uid -> node
+        # Assumed pods are stored bound (so a snapshot is a plain copy); the pod as the API
+        # server last showed it is kept here, to be restored if the assumption is forgotten.
+        self._assumed: dict[str, Pod] = {}
         self._memory: dict[GangKey, GangState] = {}
         self.generation = 0  # bumped on every change, so the loop can tell if anything moved
+        # Whether a pass could decide anything new: set by changes that can (a pending pod of
+        # ours, a node, a PodGroup or its members, freed capacity), cleared by each pass.
+        # Bind confirmations and status updates of bound pods without a PodGroup cannot.
+        self.dirty = True
+        # Until the first pass, every object a watch delivered, relevant or not: the loop
+        # starts only once the watches have delivered everything a fresh LIST shows.
+        self._seen: set[tuple[str, str]] | None = set()
 
-    def _changed(self) -> None:
+    def _changed(self, *, matters: bool = True) -> None:
         self.generation += 1
+        if matters:
+            self.dirty = True
+
+    def _matters(self, old: Pod | None, new: Pod | None) -> bool:
+        """Could this pod change let a pass decide something new?"""
+        for pod in (old, new):
+            if pod is None:
+                continue
+            ours = pod.scheduler_name == self._scheduler_name
+            if ours and not pod.bound:
+                return True  # a pending pod of ours: work
+            if ours and pod.gang is not None and pod.gang.key in self._podgroups:
+                return True  # a PodGroup's counts may change
+        # Capacity freed (a pod finished or went away) helps only if something waits.
+        freed = old is not None and old.holds_resources and (new is None or not new.holds_resources)
+        return freed and self._has_pending()
+
+    def _has_pending(self) -> bool:
+        return any(
+            p.scheduler_name == self._scheduler_name and not p.bound for p in self._pods.values()
+        )
 
     # -- pods -------------------------------------------------------------------------------
+
+    def seen(self, kind: str, key: str) -> None:
+        if self._seen is not None:
+            self._seen.add((kind, key))
+
+    def unseen(self, expected: set[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Which of ``expected`` no watch has delivered yet."""
+        return expected - (self._seen or set())
+
+    def stop_tracking(self) -> None:
+        self._seen = None
 
     def _relevant(self, pod: Pod) -> bool:
         """Ours in any state, or anyone's that holds resources on a node."""
@@ -38,26 +79,39 @@ class ClusterCache:
 
     def upsert_pod(self, pod: Pod) -> None:
         uid = pod.ref.uid
-        if pod.bound:
-            self._assumed.pop(uid, None)
+        self.seen("pods", uid)
+        if uid in self._assumed:
+            if not pod.bound:  # not confirmed yet: keep counting it where we assumed it
+                self._assumed[uid] = pod
+                return
+            del self._assumed[uid]
+        old = self._pods.get(uid)
         if self._relevant(pod):
-            if self._pods.get(uid) != pod:
+            if old != pod:
                 self._pods[uid] = pod
-                self._changed()
-        elif self._pods.pop(uid, None) is not None:
-            self._changed()
+                self._changed(matters=self._matters(old, pod))
+        elif old is not None:
+            del self._pods[uid]
+            self._changed(matters=self._matters(old, None))
 
     def remove_pod(self, uid: str) -> None:
         self._assumed.pop(uid, None)
-        if self._pods.pop(uid, None) is not None:
-            self._changed()
+        old = self._pods.pop(uid, None)
+        if old is not None:
+            self._changed(matters=self._matters(old, None))
 
     def assume(self, ref: PodRef, node: str) -> None:
-        self._assumed[ref.uid] = node
-        self._changed()
+        pod = self._pods.get(ref.uid)
+        if pod is None or pod.bound:
+            return
+        self._assumed[ref.uid] = pod
+        self._pods[ref.uid] = replace(pod, node_name=node)
+        self._changed(matters=False)  # the pass that assumed it already counted it
 
-    def forget(self, ref: PodRef) -> None:
-        if self._assumed.pop(ref.uid, None) is not None:
+    def forget(self, ref: PodRef) -> None:  # the pod is pending again: work
+        original = self._assumed.pop(ref.uid, None)
+        if original is not None:
+            self._pods[ref.uid] = original
             self._changed()
 
     def is_assumed(self, ref: PodRef) -> bool:
@@ -66,6 +120,7 @@ class ClusterCache:
     # -- everything else --------------------------------------------------------------------
 
     def upsert_node(self, node: Node) -> None:
+        self.seen("nodes", node.name)
         if self._nodes.get(node.name) != node:
             self._nodes[node.name] = node
             self._changed()
@@ -75,6 +130,7 @@ class ClusterCache:
             self._changed()
 
     def upsert_podgroup(self, podgroup: PodGroup) -> None:
+        self.seen("podgroups", str(podgroup.key))
         if self._podgroups.get(podgroup.key) != podgroup:
             self._podgroups[podgroup.key] = podgroup
             self._changed()
@@ -84,6 +140,7 @@ class ClusterCache:
             self._changed()
 
     def upsert_priority_class(self, priority_class: PriorityClass) -> None:
+        self.seen("priorityclasses", priority_class.name)
         if self._classes.get(priority_class.name) != priority_class:
             self._classes[priority_class.name] = priority_class
             self._changed()
@@ -99,6 +156,7 @@ class ClusterCache:
     def remember(self, memory: dict[GangKey, GangState]) -> None:
         """Keep what the last pass decided about each gang, for the next pass."""
         self._memory = dict(memory)
+        self.dirty = False
 
     def update_memory(self, key: GangKey, state: GangState) -> None:
         self._memory[key] = state
@@ -107,13 +165,9 @@ class ClusterCache:
     # -- snapshot ---------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
-        pods = tuple(
-            replace(pod, node_name=self._assumed[uid]) if uid in self._assumed else pod
-            for uid, pod in self._pods.items()
-        )
         return Snapshot(
             nodes=dict(self._nodes),
-            pods=pods,
+            pods=tuple(self._pods.values()),
             podgroups=dict(self._podgroups),
             priority_classes=dict(self._classes),
             memory=dict(self._memory),

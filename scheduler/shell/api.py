@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import ssl
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,11 +97,10 @@ class ApiClient:
         *,
         body: object = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
     ) -> dict[str, Any]:
-        headers = {"Content-Type": content_type, "Accept": "application/json"}
-        bearer = self._credentials.bearer()
-        if bearer:
-            headers["Authorization"] = f"Bearer {bearer}"
+        headers = self._headers(content_type)
+        headers["Accept"] = accept
         data = None if body is None else json.dumps(body)
         async with self._session.request(method, path, data=data, headers=headers) as response:
             text = await response.text()
@@ -115,6 +115,23 @@ class ApiClient:
                     str(payload.get("message") or text),
                 )
             return payload
+
+    def _headers(self, content_type: str = "application/json") -> dict[str, str]:
+        headers = {"Content-Type": content_type, "Accept": "application/json"}
+        bearer = self._credentials.bearer()
+        if bearer:
+            headers["Authorization"] = f"Bearer {bearer}"
+        return headers
+
+    async def stream(self, path: str) -> AsyncIterator[dict[str, Any]]:
+        """The JSON objects of a watch, one per line, until the server ends it."""
+        timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
+        async with self._session.get(path, headers=self._headers(), timeout=timeout) as response:
+            if response.status >= 400:
+                raise ApiError(response.status, response.reason or "", await response.text())
+            async for line in response.content:
+                if line.strip():
+                    yield json.loads(line)
 
     async def post(self, path: str, body: object) -> dict[str, Any]:
         return await self.request("POST", path, body=body)

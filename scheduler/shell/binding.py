@@ -47,6 +47,7 @@ class Binder:
         self._clock = clock
         self.bound = 0
         self.failed = 0
+        self.in_flight = 0
 
     def assume(self, gang_binding: GangBinding) -> None:
         """Count the pods against their nodes now; called by the loop before any await."""
@@ -76,6 +77,7 @@ class Binder:
             "metadata": {"name": ref.name, "namespace": ref.namespace, "uid": ref.uid},
             "target": {"apiVersion": "v1", "kind": "Node", "name": binding.node},
         }
+        self.in_flight += 1
         try:
             async with self._slots:
                 await self._api.post(
@@ -88,7 +90,7 @@ class Binder:
             self.failed += 1
             return f"{type(error).__name__}: {error}"
         self.bound += 1
-        await self._recorder.record(
+        self._recorder.emit(
             Event(
                 ObjectRef("Pod", ref.namespace, ref.name, ref.uid),
                 NORMAL,
@@ -127,5 +129,5 @@ class Binder:
                 "FailedScheduling",
                 message,
             )
-            asyncio.get_running_loop().create_task(self._recorder.record(event))
+            self._recorder.emit(event)
         self._poke()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import structlog
 
@@ -36,6 +36,7 @@ class SchedulingLoop:
         patcher: Patcher,
         recorder: EventRecorder,
         wake: asyncio.Event,
+        sync: Callable[[], Awaitable[None]],
         batch_seconds: float = 0.02,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -47,7 +48,7 @@ class SchedulingLoop:
         self._batch_seconds = batch_seconds
         self._clock = clock
         self._wake = wake  # set by watch handlers and by the binder: "run a pass soon"
-        self._synced = asyncio.Event()
+        self._sync = sync
         self._tasks: set[asyncio.Task[None]] = set()
         self.passes = 0
 
@@ -55,31 +56,35 @@ class SchedulingLoop:
         """Something changed: run a pass soon."""
         self._wake.set()
 
-    def mark_synced(self) -> None:
-        """Every watched kind has been listed once: the cache is complete enough to decide."""
-        if not self._synced.is_set():
-            log.info("cache synced; scheduling starts")
-            self._synced.set()
-            self._wake.set()
-
-    @property
-    def synced(self) -> bool:
-        return self._synced.is_set()
-
     async def run(self) -> None:
-        await self._synced.wait()
+        while True:
+            try:
+                await self._sync()
+                break
+            except Exception:  # the API server may not be up yet: keep trying
+                log.exception("could not list the cluster; retrying in 2s")
+                await asyncio.sleep(2)
         wake_at: float | None = None
+        last_pass = 0.0
         while True:
             timeout = None if wake_at is None else max(wake_at - self._clock(), 0.0)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
-            await asyncio.sleep(self._batch_seconds)  # let a burst of events land first
+            # Let a burst of events land first. Under load, passes grow with the cluster:
+            # waiting twice as long as the last pass took keeps passes to a third of the CPU
+            # and leaves the rest to watching and binding.
+            await asyncio.sleep(max(self._batch_seconds, 2 * last_pass))
             self._wake.clear()
+            due = wake_at is not None and self._clock() >= wake_at
+            if not (self._cache.dirty or due):
+                continue  # woken by changes no pass can act on (binds confirmed, say)
+            started = time.perf_counter()
             try:
                 wake_at = self.run_pass()
             except Exception:  # a bad pass must not stop scheduling for good
                 log.exception("scheduling pass failed; retrying in 1s")
                 wake_at = self._clock() + 1.0
+            last_pass = time.perf_counter() - started
 
     def run_pass(self) -> float | None:
         """One pass, synchronously: nothing else touches the cache while it runs."""
@@ -110,7 +115,7 @@ class SchedulingLoop:
         for update in result.status_updates:
             self._spawn(self._patcher.status(update))
         for event in result.events:
-            self._spawn(self._recorder.record(event))
+            self._recorder.emit(event)
 
     async def drain(self) -> None:
         """Wait for the writes in flight (used on shutdown and in tests)."""

@@ -1,11 +1,18 @@
-"""Events, posted in the background: best effort, never in the way of binding."""
+"""Events, posted in the background: best effort, never in the way of binding.
+
+Events queue up and a few workers post them; binding has the connection pool and the API
+server to itself first. A burst larger than the backlog drops events (and counts them)
+rather than slowing the scheduler down; a status condition says the same thing anyway.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import time
 import uuid
+from collections.abc import Callable
 
 import structlog
 
@@ -20,14 +27,23 @@ _API_VERSIONS = {"Pod": "v1", "PodGroup": "scheduling.x-k8s.io/v1alpha1"}
 
 class EventRecorder:
     def __init__(
-        self, api: ApiClient, *, component: str, concurrency: int = 8, backlog: int = 2000
-    ):
+        self,
+        api: ApiClient,
+        *,
+        component: str,
+        workers: int = 4,
+        backlog: int = 10_000,
+        busy: Callable[[], bool] = lambda: False,
+    ) -> None:
+        # ``busy`` says binds are in flight: events wait, so that a burst of binds has the
+        # API server to itself; they are posted as soon as it is over.
+        self._busy = busy
         self._api = api
         self._component = component
         self._instance = socket.gethostname()
-        self._slots = asyncio.Semaphore(concurrency)
-        self._backlog = backlog
-        self._pending = 0
+        self._queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=backlog)
+        self._workers = workers
+        self.posted = 0
         self.dropped = 0
 
     def body(self, event: Event, *, now: float) -> dict:
@@ -55,18 +71,44 @@ class EventRecorder:
             "count": 1,
         }
 
-    async def record(self, event: Event) -> None:
-        if self._pending >= self._backlog:
-            self.dropped += 1
-            return
-        self._pending += 1
+    def emit(self, event: Event) -> None:
+        """Queue an event; never blocks."""
         try:
-            async with self._slots:
-                ns = event.regarding.namespace
-                await self._api.post(
-                    f"/api/v1/namespaces/{ns}/events", self.body(event, now=time.time())
-                )
-        except (TimeoutError, ApiError, OSError) as error:
+            self._queue.put_nowait(event)
+        except asyncio.QueueFull:
+            self.dropped += 1
+
+    async def _post(self, event: Event) -> None:
+        ns = event.regarding.namespace
+        try:
+            await self._api.post(
+                f"/api/v1/namespaces/{ns}/events", self.body(event, now=time.time())
+            )
+            self.posted += 1
+        except (ApiError, OSError, TimeoutError) as error:
             log.warning("event not recorded", reason=event.reason, error=str(error))
+
+    async def _work(self) -> None:
+        while True:
+            event = await self._queue.get()
+            while self._busy():
+                await asyncio.sleep(0.05)
+            try:
+                await self._post(event)
+            finally:
+                self._queue.task_done()
+
+    async def run(self) -> None:
+        """Post queued events until cancelled."""
+        workers = [asyncio.create_task(self._work()) for _ in range(self._workers)]
+        try:
+            await asyncio.gather(*workers)
         finally:
-            self._pending -= 1
+            for worker in workers:
+                worker.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+
+    async def flush(self, timeout: float = 5.0) -> None:
+        """Wait (a bounded while) until the queue is empty; for shutdown and tests."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._queue.join(), timeout)

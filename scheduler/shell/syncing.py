@@ -1,0 +1,82 @@
+"""Knowing when the watches have delivered the whole cluster, before the first pass.
+
+A scheduler that decides on half a cluster double-books nodes it has not heard of yet, or
+takes a half-bound gang for a new one. So the loop starts only after every object that a
+fresh LIST shows has come through the watches. An object deleted between the LIST and its
+watch never comes: the LIST is repeated now and then, and what is gone is no longer waited
+for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import structlog
+
+from scheduler.cache.cluster import ClusterCache
+from scheduler.shell.api import ApiClient, ApiError
+
+log = structlog.get_logger()
+
+LISTS = {
+    "pods": "/api/v1/pods",
+    "nodes": "/api/v1/nodes",
+    "podgroups": "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
+    "priorityclasses": "/apis/scheduling.k8s.io/v1/priorityclasses",
+}
+
+
+# Only names and uids are needed here: metadata-only lists are a fraction of the size.
+METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+
+
+def _key(kind: str, obj: dict) -> str:
+    meta = obj["metadata"]
+    if kind == "pods":
+        return meta["uid"]
+    if kind == "podgroups":
+        return f"{meta['namespace']}/{meta['name']}"
+    return meta["name"]
+
+
+async def list_keys(api: ApiClient) -> set[tuple[str, str]]:
+    """Every object of the watched kinds, as (kind, key), paging through large lists."""
+    keys: set[tuple[str, str]] = set()
+    for kind, path in LISTS.items():
+        token = ""
+        while True:
+            query = f"?limit=1000&continue={token}" if token else "?limit=1000"
+            try:
+                page = await api.request("GET", path + query, accept=METADATA_ONLY)
+            except ApiError as error:
+                if error.status == 404 and kind == "podgroups":
+                    log.warning("the PodGroup CRD is not installed; kubectl apply -f crds/")
+                    break
+                raise
+            keys.update((kind, _key(kind, item)) for item in page.get("items") or ())
+            token = (page.get("metadata") or {}).get("continue", "")
+            if not token:
+                break
+    return keys
+
+
+async def wait_until_synced(
+    api: ApiClient, cache: ClusterCache, *, relist_seconds: float = 5.0
+) -> None:
+    started = time.monotonic()
+    expected = await list_keys(api)
+    relisted = time.monotonic()
+    while missing := cache.unseen(expected):
+        if time.monotonic() - relisted > relist_seconds:
+            expected &= await list_keys(api) | (expected - missing)
+            relisted = time.monotonic()
+            log.info("waiting for the watches", missing=len(cache.unseen(expected)))
+            continue
+        await asyncio.sleep(0.05)
+    cache.stop_tracking()
+    log.info(
+        "cache synced; scheduling starts",
+        objects=len(expected),
+        seconds=round(time.monotonic() - started, 2),
+    )

@@ -1,0 +1,78 @@
+"""The binder against a real API server: a rejected first bind leaves the gang unbound and
+the cache as it was; after the gang is satisfied, a failure only sends that pod back."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from e2e.fixtures import Cluster
+from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.objects import pod_from_dict
+from scheduler.model.config import Config
+from scheduler.model.decisions import Binding, GangBinding
+from scheduler.model.pods import GangKey, PodRef
+from scheduler.shell.api import ApiClient, load_credentials
+from scheduler.shell.binding import Binder
+from scheduler.shell.recording import EventRecorder
+
+pytestmark = pytest.mark.cluster
+GANG = GangKey("ns", "g")
+
+
+def _load(cluster: Cluster, cache: ClusterCache, names: list[str]) -> list[PodRef]:
+    items = json.loads(
+        cluster.access.kubectl("get", "pods", "-n", cluster.namespace, "-o", "json").stdout
+    )["items"]
+    pods = {p["metadata"]["name"]: pod_from_dict(p) for p in items}
+    for name in names:
+        if name in pods:
+            cache.upsert_pod(pods[name])
+    return [
+        pods[n].ref if n in pods else PodRef(cluster.namespace, n, "no-such-uid") for n in names
+    ]
+
+
+async def _apply(cluster: Cluster, cache: ClusterCache, gang_binding: GangBinding) -> Binder:
+    api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
+    try:
+        binder = Binder(api, cache, EventRecorder(api, component="test"), config=Config())
+        binder.assume(gang_binding)
+        await binder.apply(gang_binding)
+        return binder
+    finally:
+        await api.close()
+
+
+def test_rejected_first_bind_binds_nothing_and_forgets_every_assumption(
+    cluster: Cluster,
+) -> None:
+    (node,) = cluster.nodes(1)
+    cluster.apply(*(cluster.pod(f"m-{i}", scheduler="nobody") for i in range(3)))
+    cache = ClusterCache(scheduler_name="nobody")
+    # The first member was deleted after the pass decided: its bind is rejected.
+    refs = _load(cluster, cache, ["gone", "m-1", "m-2"])
+    binding = GangBinding(GANG, tuple(Binding(r, node) for r in refs), all_or_nothing=True)
+    binder = asyncio.run(_apply(cluster, cache, binding))
+    assert binder.failed == 1
+    assert cluster.bound() == set()
+    assert {p.node_name for p in cache.snapshot().pods} == {""}
+    state = cache.memory[GANG]
+    assert state.attempts == 1
+    assert state.retry_at > 0
+    assert "nothing of gang ns/g was bound" in state.last_message
+
+
+def test_after_the_first_bind_a_failure_sends_back_only_that_pod(cluster: Cluster) -> None:
+    (node,) = cluster.nodes(1)
+    cluster.apply(*(cluster.pod(f"m-{i}", scheduler="nobody") for i in range(3)))
+    cache = ClusterCache(scheduler_name="nobody")
+    refs = _load(cluster, cache, ["m-0", "gone", "m-2"])
+    binding = GangBinding(GANG, tuple(Binding(r, node) for r in refs), all_or_nothing=True)
+    asyncio.run(_apply(cluster, cache, binding))
+    assert cluster.bound() == {"m-0", "m-2"}
+    assumed = {p.ref.name: p.node_name for p in cache.snapshot().pods}
+    assert assumed == {"m-0": node, "m-2": node}
+    assert GANG not in cache.memory  # the gang is satisfied: no backoff, no retry whole

@@ -1,0 +1,83 @@
+"""The cluster cache: assume/forget, what counts as a change, and what it keeps."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scheduler.cache.cluster import ClusterCache
+from tests.unit.builders import SCHEDULER, node, pod
+
+
+def cache_with(*pods, nodes=("n0",)) -> ClusterCache:
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    for name in nodes:
+        cache.upsert_node(node(name))
+    for p in pods:
+        cache.upsert_pod(p)
+    return cache
+
+
+def test_an_assumed_pod_counts_as_bound_until_forgotten() -> None:
+    p = pod("p")
+    cache = cache_with(p)
+    cache.assume(p.ref, "n0")
+    assert [x.node_name for x in cache.snapshot().pods] == ["n0"]
+    cache.forget(p.ref)
+    assert [x.node_name for x in cache.snapshot().pods] == [""]
+
+
+def test_a_stale_unbound_event_does_not_undo_an_assumption() -> None:
+    p = pod("p")
+    cache = cache_with(p)
+    cache.assume(p.ref, "n0")
+    cache.upsert_pod(replace(p, phase="Pending"))  # e.g. a label change before the bind lands
+    assert [x.node_name for x in cache.snapshot().pods] == ["n0"]
+
+
+def test_the_bound_event_ends_the_assumption_so_forget_is_then_a_no_op() -> None:
+    p = pod("p")
+    cache = cache_with(p)
+    cache.assume(p.ref, "n0")
+    cache.upsert_pod(replace(p, node_name="n0"))
+    cache.forget(p.ref)
+    assert [x.node_name for x in cache.snapshot().pods] == ["n0"]
+
+
+def test_pending_pods_of_other_schedulers_are_not_kept_but_their_bound_ones_are() -> None:
+    theirs_pending = pod("a", scheduler="default-scheduler")
+    theirs_bound = pod("b", scheduler="default-scheduler", node_name="n0", phase="Running")
+    cache = cache_with(theirs_pending, theirs_bound)
+    assert [x.ref.name for x in cache.snapshot().pods] == ["b"]
+
+
+def test_confirmed_binds_of_pods_without_podgroup_need_no_pass() -> None:
+    p = pod("p")
+    cache = cache_with(p)
+    cache.remember({})
+    assert not cache.dirty
+    cache.assume(p.ref, "n0")
+    cache.upsert_pod(replace(p, node_name="n0"))
+    cache.upsert_pod(replace(p, node_name="n0", phase="Running"))
+    assert not cache.dirty
+    cache.upsert_pod(pod("new"))
+    assert cache.dirty
+
+
+def test_freed_capacity_needs_a_pass_only_when_something_waits() -> None:
+    done = pod("done", node_name="n0", phase="Running")
+    cache = cache_with(done)
+    cache.remember({})
+    cache.upsert_pod(replace(done, phase="Succeeded"))
+    assert not cache.dirty
+    waiting = pod("waiting")
+    busy = pod("busy", node_name="n0", phase="Running")
+    cache = cache_with(busy, waiting)
+    cache.remember({})
+    cache.remove_pod(busy.ref.uid)
+    assert cache.dirty
+
+
+def test_sync_tracking_reports_what_the_watches_have_not_delivered() -> None:
+    cache = cache_with(pod("p"))
+    expected = {("pods", "uid-default-p"), ("nodes", "n0"), ("nodes", "n1")}
+    assert cache.unseen(expected) == {("nodes", "n1")}
