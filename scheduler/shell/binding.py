@@ -89,6 +89,8 @@ class Binder:
         except (TimeoutError, OSError) as error:
             self.failed += 1
             return f"{type(error).__name__}: {error}"
+        finally:
+            self.in_flight -= 1
         self.bound += 1
         self._recorder.emit(
             Event(

@@ -76,3 +76,31 @@ def test_after_the_first_bind_a_failure_sends_back_only_that_pod(cluster: Cluste
     assumed = {p.ref.name: p.node_name for p in cache.snapshot().pods}
     assert assumed == {"m-0": node, "m-2": node}
     assert GANG not in cache.memory  # the gang is satisfied: no backoff, no retry whole
+
+
+def test_events_wait_for_binds_in_flight_and_are_posted_after(cluster: Cluster) -> None:
+    (node,) = cluster.nodes(1)
+    cluster.apply(*(cluster.pod(f"m-{i}", scheduler="nobody") for i in range(2)))
+    cache = ClusterCache(scheduler_name="nobody")
+    refs = _load(cluster, cache, ["m-0", "m-1"])
+
+    async def scenario() -> int:
+        api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
+        binder: Binder
+        recorder = EventRecorder(api, component="test", busy=lambda: binder.in_flight > 0)
+        binder = Binder(api, cache, recorder, config=Config())
+        recording = asyncio.create_task(recorder.run())
+        try:
+            binding = GangBinding(GANG, tuple(Binding(r, node) for r in refs))
+            binder.assume(binding)
+            await binder.apply(binding)
+            assert binder.in_flight == 0
+            await recorder.flush(timeout=10)
+            return recorder.posted
+        finally:
+            recording.cancel()
+            await asyncio.gather(recording, return_exceptions=True)
+            await api.close()
+
+    assert asyncio.run(scenario()) == 2
+    assert len(cluster.events("Scheduled")) == 2
