@@ -92,10 +92,11 @@ class _Pass:
         return GangState(first_attempt=parse_time(start))
 
     def _hold_reservations(self) -> None:
-        """Take NonStrict reservations from the ledger again, dropping the stale ones."""
+        """Take NonStrict reservations from the ledger again, dropping the stale ones (and
+        those of a gang whose time is up: its capacity is free in this very pass)."""
         for key, outcome in self.outcomes.items():
             held = outcome.state.reservations
-            if not held:
+            if not held or self._timed_out(self.gangs[key]):
                 continue
             pending = {p.ref: p for p in _pending(self.gangs[key])}
             kept: dict[PodRef, str] = {}
@@ -218,7 +219,7 @@ class _Pass:
         state = self.outcomes[gang.key].state
         if state.timed_out or any(p.timed_out for p in _pending(gang)):
             return True
-        if state.first_attempt is None:
+        if state.first_attempt is None or state.satisfied:
             return False
         deadline = state.first_attempt + gang.timeout_seconds
         if self.now >= deadline:
