@@ -11,27 +11,15 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import fields
 
 from scheduler.model import names
-from scheduler.model.pods import GangClaim, GangKey, GangSource, Mode
+from scheduler.model.pods import GangClaim, GangKey, GangOptions, GangSource, Mode
 from scheduler.model.times import parse_duration
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _MODES = {m.value.lower(): m for m in Mode}
-
-
-@dataclass(frozen=True, slots=True)
-class GangOptions:
-    """The optional Koordinator settings, as found on a pod or a PodGroup."""
-
-    min_available: int | None = None
-    total_number: int | None = None
-    waiting_seconds: float | None = None
-    mode: Mode | None = None
-    groups: tuple[GangKey, ...] | None = None
-    errors: tuple[str, ...] = ()
 
 
 def _count(annotations: Mapping[str, str], key: str, errors: list[str]) -> int | None:
@@ -153,13 +141,5 @@ def read_claim(
     problem = key_problem(key)
     if problem:
         errors.insert(0, f"{source.value}: {problem}")
-    return GangClaim(
-        key=key,
-        source=source,
-        min_available=options.min_available,
-        total_number=options.total_number,
-        waiting_seconds=options.waiting_seconds,
-        mode=options.mode,
-        groups=options.groups,
-        errors=tuple(errors),
-    )
+    stated = {f.name: getattr(options, f.name) for f in fields(GangOptions)}
+    return GangClaim(key=key, source=source, **{**stated, "errors": tuple(errors)})

@@ -75,19 +75,26 @@ class GangSource(Enum):
     SAKKARA = "sakkara.group.name label"
 
 
-@dataclass(frozen=True, slots=True)
-class GangClaim:
-    """What one pod says about its gang. ``None`` means the pod does not say."""
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GangOptions:
+    """Koordinator's optional gang settings, as a pod or a PodGroup states them.
+    ``None`` means not stated."""
 
-    key: GangKey
-    source: GangSource
     min_available: int | None = None
     total_number: int | None = None
     waiting_seconds: float | None = None
     mode: Mode | None = None
     groups: tuple[GangKey, ...] | None = None
-    # Errors in the pod's gang annotations, each naming the annotation and what is allowed.
+    # Errors in the gang annotations, each naming the annotation and what is allowed.
     errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GangClaim(GangOptions):
+    """What one pod says about its gang: which one, how it says so, and its options."""
+
+    key: GangKey
+    source: GangSource
 
 
 @dataclass(frozen=True, slots=True)
