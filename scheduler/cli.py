@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
         default="json" if os.environ.get("KUBERNETES_SERVICE_HOST") else "console",
         help="json in a cluster, console elsewhere (default: %(default)s)",
     )
+    run.add_argument(
+        "--health-port",
+        type=int,
+        help="serve a liveness endpoint on http://0.0.0.0:PORT/healthz (default: none)",
+    )
     run.add_argument("--verbose", "-v", action="store_true", help="log every pass")
     return parser
 
@@ -113,6 +118,9 @@ async def _run(args: argparse.Namespace) -> None:
         credentials=load_credentials(args.kubeconfig),
         config=config,
         bind_concurrency=args.bind_concurrency,
+        liveness_endpoint=(
+            f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None
+        ),
     )
 
 

@@ -142,6 +142,7 @@ async def run_operator(
     credentials: Credentials,
     config: Config,
     bind_concurrency: int = 32,
+    liveness_endpoint: str | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
     """Run the watches and the scheduling loop until ``stop`` is set (or forever)."""
@@ -175,6 +176,7 @@ async def run_operator(
             standalone=True,
             memo=runtime,
             stop_flag=stop,
+            liveness_endpoint=liveness_endpoint,
         )
     finally:
         scheduling.cancel()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,13 +29,20 @@ class Credentials:
     cert_file: str | None = None
     key_file: str | None = None
     token: str | None = None
-    token_file: str | None = None  # re-read on every connection refresh (in-cluster tokens rotate)
+    # Where a token that changes comes from: the in-cluster token file (rotated by the
+    # kubelet) or the kubeconfig loader (exec plugins and other expiring tokens).
+    token_source: Callable[[], str | None] | None = None
     verify: bool = True
 
     def bearer(self) -> str | None:
-        if self.token_file:
-            return Path(self.token_file).read_text().strip()
-        return self.token
+        return self.token_source() if self.token_source else self.token
+
+
+def _token_of(cfg: k8s_client.Configuration) -> str | None:
+    if cfg.refresh_api_key_hook is not None:
+        cfg.refresh_api_key_hook(cfg)  # re-authenticates only once the token has expired
+    value = (cfg.api_key or {}).get("BearerToken") or (cfg.api_key or {}).get("authorization")
+    return value.removeprefix("Bearer ").strip() if value else None
 
 
 def load_credentials(kubeconfig: str | None) -> Credentials:
@@ -43,19 +50,16 @@ def load_credentials(kubeconfig: str | None) -> Credentials:
     cfg = k8s_client.Configuration()
     if kubeconfig or not IN_CLUSTER_TOKEN.exists():
         k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-        token_file = None
+        source = (lambda: _token_of(cfg)) if _token_of(cfg) else None
     else:
         k8s_config.load_incluster_config(client_configuration=cfg)
-        token_file = str(IN_CLUSTER_TOKEN)
-    authorization = (cfg.api_key or {}).get("authorization", "")
-    token = authorization.removeprefix("Bearer ").strip() or None
+        source = lambda: IN_CLUSTER_TOKEN.read_text().strip()  # noqa: E731
     return Credentials(
         server=cfg.host.rstrip("/"),
         ca_file=cfg.ssl_ca_cert,
         cert_file=cfg.cert_file,
         key_file=cfg.key_file,
-        token=None if token_file else token,
-        token_file=token_file,
+        token_source=source,
         verify=bool(cfg.verify_ssl),
     )
 

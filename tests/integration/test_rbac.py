@@ -1,0 +1,127 @@
+"""The manifests' RBAC, proven: the scheduler runs as their ServiceAccount and schedules
+gangs, writes status, marks timeouts and posts events, and never hears a 403."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from e2e import cluster as local_cluster
+from e2e.fixtures import Cluster, ClusterAccess, SchedulerProcess, wait_for
+from scheduler.model import names
+
+pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
+
+MANIFESTS = local_cluster.REPO / "manifests"
+NAMESPACE = "gang-scheduler-system"
+
+
+def test_manifests_pass_server_side_validation(control_plane: ClusterAccess) -> None:
+    # A server-side dry run cannot create the namespace its other objects go in.
+    control_plane.kubectl("apply", "-f", str(MANIFESTS / "namespace.yaml"))
+    result = control_plane.kubectl("apply", "--dry-run=server", "-k", str(MANIFESTS))
+    assert "clusterrole.rbac.authorization.k8s.io/gang-scheduler" in result.stdout
+    assert "deployment.apps/gang-scheduler created (server dry run)" in result.stdout
+
+
+@pytest.fixture(scope="module")
+def service_account_kubeconfig(control_plane: ClusterAccess, tmp_path_factory) -> Path:
+    """A kubeconfig that authenticates as the manifests' ServiceAccount, with a real token."""
+    control_plane.kubectl("apply", "-k", str(MANIFESTS))
+    token = control_plane.kubectl(
+        "create", "token", "gang-scheduler", "-n", NAMESPACE, "--duration=1h"
+    ).stdout.strip()
+    admin = yaml.safe_load(control_plane.kubeconfig.read_text())
+    cluster = admin["clusters"][0]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": "gang-scheduler", "user": {"token": token}}],
+        "contexts": [
+            {"name": "sa", "context": {"cluster": cluster["name"], "user": "gang-scheduler"}}
+        ],
+        "current-context": "sa",
+    }
+    path = tmp_path_factory.mktemp("rbac") / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+@pytest.fixture
+def sa_scheduler(
+    control_plane: ClusterAccess, service_account_kubeconfig: Path
+) -> Iterator[SchedulerProcess]:
+    name = f"rbac-{uuid.uuid4().hex[:6]}"
+    process = SchedulerProcess(
+        kubeconfig=service_account_kubeconfig,
+        log=control_plane.kubeconfig.parent / "logs" / f"scheduler-{name}.log",
+        name=name,
+    ).start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def test_scheduler_as_its_service_account_schedules_and_writes_without_a_403(
+    cluster: Cluster, sa_scheduler: SchedulerProcess
+) -> None:
+    cluster.nodes(1, gpu=8)
+    # A PodGroup gang that fits: binding, PodGroup status, Scheduled events.
+    cluster.apply(
+        {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": "fits", "namespace": cluster.namespace},
+            "spec": {"minMember": 2},
+        },
+        *(
+            cluster.pod(
+                f"fits-{i}",
+                scheduler=sa_scheduler.name,
+                labels={names.POD_GROUP_LABEL: "fits"},
+                requests={"nvidia.com/gpu": "2"},
+            )
+            for i in range(2)
+        ),
+    )
+    # A gang that times out: the timeout annotation is a pod patch.
+    late = {names.KOORD_NAME: "late", names.KOORD_MIN_AVAILABLE: "2"}
+    late[names.KOORD_WAITING_TIME] = "2s"
+    cluster.apply(
+        *(
+            cluster.pod(f"late-{i}", scheduler=sa_scheduler.name, annotations=late,
+                        requests={"nvidia.com/gpu": "6"})
+            for i in range(2)
+        )
+    )  # fmt: skip
+
+    wait_for(lambda: {"fits-0", "fits-1"} <= cluster.bound(), timeout=30, what="gang bound")
+    wait_for(
+        lambda: cluster.get("podgroup", "fits").get("status", {}).get("scheduled") == 2,
+        timeout=30,
+        what="PodGroup status written",
+    )
+    wait_for(lambda: cluster.events("Scheduled"), timeout=30, what="Scheduled events")
+    wait_for(
+        lambda: cluster.get("pod", "late-0")["metadata"]["annotations"].get(names.KOORD_TIMEOUT),
+        timeout=30,
+        what="timeout annotation written",
+    )
+    sa_scheduler.assert_alive()
+    log = sa_scheduler.log.read_text(errors="replace")
+    forbidden = [line for line in log.splitlines() if "403" in line or "orbidden" in line]
+    assert forbidden == [], "\n".join(forbidden[:5])
+    as_scheduler = ClusterAccess(
+        kubeconfig=sa_scheduler.kubeconfig, kubectl_path=cluster.access.kubectl_path
+    )
+    whoami = json.loads(as_scheduler.kubectl("auth", "whoami", "-o", "json").stdout)
+    assert whoami["status"]["userInfo"]["username"] == (
+        f"system:serviceaccount:{NAMESPACE}:gang-scheduler"
+    )
