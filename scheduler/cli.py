@@ -70,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="serve a liveness endpoint on http://0.0.0.0:PORT/healthz (default: none)",
     )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics (default: none)",
+    )
     run.add_argument("--verbose", "-v", action="store_true", help="log every pass")
     return parser
 
@@ -121,6 +126,7 @@ async def _run(args: argparse.Namespace) -> None:
         liveness_endpoint=(
             f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None
         ),
+        metrics_port=args.metrics_port,
     )
 
 

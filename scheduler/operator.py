@@ -31,6 +31,7 @@ from scheduler.model.pods import GangKey
 from scheduler.shell.api import ApiClient, Credentials
 from scheduler.shell.binding import Binder
 from scheduler.shell.looping import SchedulingLoop
+from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
 from scheduler.shell.recording import EventRecorder
 from scheduler.shell.syncing import wait_until_synced
@@ -143,19 +144,32 @@ async def run_operator(
     config: Config,
     bind_concurrency: int = 32,
     liveness_endpoint: str | None = None,
+    metrics_port: int | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
     """Run the watches and the scheduling loop until ``stop`` is set (or forever)."""
     logging.getLogger("kopf").setLevel(logging.WARNING)
     cache = ClusterCache(scheduler_name=config.scheduler_name)
     api = ApiClient(credentials, connections=bind_concurrency + 32)
+    metrics = Metrics.create()
+    if metrics_port:
+        metrics.serve(metrics_port)
     binder: Binder
     recorder = EventRecorder(
-        api, component=config.scheduler_name, busy=lambda: binder.in_flight > 0
+        api,
+        component=config.scheduler_name,
+        busy=lambda: binder.in_flight > 0,
+        dropped=metrics.events_dropped.inc,
     )
     wake = asyncio.Event()
     binder = Binder(
-        api, cache, recorder, config=config, concurrency=bind_concurrency, poke=wake.set
+        api,
+        cache,
+        recorder,
+        config=config,
+        metrics=metrics,
+        concurrency=bind_concurrency,
+        poke=wake.set,
     )
     loop = SchedulingLoop(
         cache=cache,
@@ -165,6 +179,7 @@ async def run_operator(
         recorder=recorder,
         wake=wake,
         sync=lambda: wait_until_synced(api, cache),
+        metrics=metrics,
     )
     runtime = Runtime(cache=cache, loop=loop)
     scheduling = asyncio.create_task(loop.run(), name="scheduling loop")

@@ -75,6 +75,7 @@ class _Pass:
         self.events: list[Event] = []
         self.patches: list[PodPatch] = []
         self.bindings: list[GangBinding] = []
+        self.attempts: list[tuple[GangKey, str]] = []
         self.wake_at: float | None = None
         for key, gang in self.gangs.items():
             state = snapshot.memory.get(key) or self._recovered_state(gang)
@@ -308,8 +309,10 @@ class _Pass:
             if not status.ok:
                 short[gang.key] = status
         if short:
+            self.attempts.extend((g.key, "unschedulable") for g in gangs)
             self._unit_failed(gangs, placed, scratch, short)
             return
+        self.attempts.extend((g.key, "scheduled") for g in gangs)
         scratch.commit()
         for gang in gangs:
             outcome = self.outcomes[gang.key]
@@ -444,6 +447,7 @@ class _Pass:
             events=tuple(self.events),
             memory=memory,
             wake_at=self.wake_at,
+            attempts=tuple(self.attempts),
         )
 
 

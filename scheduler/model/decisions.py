@@ -75,3 +75,5 @@ class Result:
     # The earliest time a backoff or timeout falls due; the loop wakes then if nothing else
     # woke it first.
     wake_at: float | None = None
+    # Every gang tried in this pass and how it went: "scheduled" or "unschedulable".
+    attempts: tuple[tuple[GangKey, str], ...] = ()

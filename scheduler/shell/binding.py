@@ -21,6 +21,7 @@ from scheduler.model.config import Config
 from scheduler.model.decisions import NORMAL, WARNING, Binding, Event, GangBinding, ObjectRef
 from scheduler.model.snapshot import GangState
 from scheduler.shell.api import ApiClient, ApiError
+from scheduler.shell.metrics import Metrics
 from scheduler.shell.recording import EventRecorder
 
 log = structlog.get_logger()
@@ -34,6 +35,7 @@ class Binder:
         recorder: EventRecorder,
         *,
         config: Config,
+        metrics: Metrics,
         concurrency: int = 32,
         poke: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.time,
@@ -43,6 +45,7 @@ class Binder:
         self._recorder = recorder
         self._config = config
         self._slots = asyncio.Semaphore(concurrency)
+        self._metrics = metrics
         self._poke = poke
         self._clock = clock
         self.bound = 0
@@ -67,6 +70,10 @@ class Binder:
         for binding, error in zip(bindings, results, strict=True):
             if error is not None:
                 self._forget(binding, f"binding {binding.pod} to {binding.node} failed: {error}")
+        if gang_binding.all_or_nothing and all(error is None for error in results):
+            first_attempt = self._cache.memory.get(gang_binding.gang, GangState()).first_attempt
+            if first_attempt is not None:
+                self._metrics.gang_bound_seconds.observe(max(self._clock() - first_attempt, 0.0))
 
     async def _bind(self, binding: Binding) -> str | None:
         """Bind one pod; None on success, else what went wrong."""
@@ -78,6 +85,7 @@ class Binder:
             "target": {"apiVersion": "v1", "kind": "Node", "name": binding.node},
         }
         self.in_flight += 1
+        started = time.perf_counter()
         try:
             async with self._slots:
                 await self._api.post(
@@ -85,12 +93,15 @@ class Binder:
                 )
         except ApiError as error:
             self.failed += 1
+            self._metrics.bind_errors.inc()
             return error.message or error.reason
         except (TimeoutError, OSError) as error:
             self.failed += 1
+            self._metrics.bind_errors.inc()
             return f"{type(error).__name__}: {error}"
         finally:
             self.in_flight -= 1
+            self._metrics.bind_seconds.observe(time.perf_counter() - started)
         self.bound += 1
         self._recorder.emit(
             Event(

@@ -19,7 +19,9 @@ from scheduler.cache.cluster import ClusterCache
 from scheduler.core.scheduling import schedule
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
+from scheduler.model.snapshot import Snapshot
 from scheduler.shell.binding import Binder
+from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
 from scheduler.shell.recording import EventRecorder
 
@@ -37,6 +39,7 @@ class SchedulingLoop:
         recorder: EventRecorder,
         wake: asyncio.Event,
         sync: Callable[[], Awaitable[None]],
+        metrics: Metrics,
         batch_seconds: float = 0.02,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -49,6 +52,7 @@ class SchedulingLoop:
         self._clock = clock
         self._wake = wake  # set by watch handlers and by the binder: "run a pass soon"
         self._sync = sync
+        self._metrics = metrics
         self._tasks: set[asyncio.Task[None]] = set()
         self.passes = 0
 
@@ -89,10 +93,12 @@ class SchedulingLoop:
     def run_pass(self) -> float | None:
         """One pass, synchronously: nothing else touches the cache while it runs."""
         started = time.perf_counter()
-        result = schedule(self._cache.snapshot(), now=self._clock(), config=self._config)
+        snapshot = self._cache.snapshot()
+        result = schedule(snapshot, now=self._clock(), config=self._config)
         self._cache.remember(dict(result.memory))
         self._apply(result)
         self.passes += 1
+        self._observe(snapshot, result, time.perf_counter() - started)
         if result.bindings:
             log.debug(
                 "pass",
@@ -100,6 +106,18 @@ class SchedulingLoop:
                 seconds=round(time.perf_counter() - started, 4),
             )
         return result.wake_at
+
+    def _observe(self, snapshot: Snapshot, result: Result, seconds: float) -> None:
+        metrics = self._metrics
+        metrics.pass_seconds.observe(seconds)
+        for _, outcome in result.attempts:
+            metrics.attempts.labels(result=outcome).inc()
+        metrics.pending_gangs.set(
+            sum(1 for s in result.memory.values() if not (s.satisfied or s.timed_out))
+        )
+        ours = self._config.scheduler_name
+        unbound = sum(1 for p in snapshot.pods if p.scheduler_name == ours and not p.bound)
+        metrics.queue_depth.set(unbound - sum(len(g.bindings) for g in result.bindings))
 
     def _spawn(self, coroutine: object) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)  # type: ignore[arg-type]

@@ -34,7 +34,9 @@ class EventRecorder:
         workers: int = 4,
         backlog: int = 10_000,
         busy: Callable[[], bool] = lambda: False,
+        dropped: Callable[[], None] = lambda: None,
     ) -> None:
+        self._on_drop = dropped
         # ``busy`` says binds are in flight: events wait, so that a burst of binds has the
         # API server to itself; they are posted as soon as it is over.
         self._busy = busy
@@ -77,6 +79,7 @@ class EventRecorder:
             self._queue.put_nowait(event)
         except asyncio.QueueFull:
             self.dropped += 1
+            self._on_drop()
 
     async def _post(self, event: Event) -> None:
         ns = event.regarding.namespace

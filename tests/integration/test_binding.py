@@ -16,6 +16,7 @@ from scheduler.model.decisions import Binding, GangBinding
 from scheduler.model.pods import GangKey, PodRef
 from scheduler.shell.api import ApiClient, load_credentials
 from scheduler.shell.binding import Binder
+from scheduler.shell.metrics import Metrics
 from scheduler.shell.recording import EventRecorder
 
 pytestmark = pytest.mark.cluster
@@ -38,7 +39,13 @@ def _load(cluster: Cluster, cache: ClusterCache, names: list[str]) -> list[PodRe
 async def _apply(cluster: Cluster, cache: ClusterCache, gang_binding: GangBinding) -> Binder:
     api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
     try:
-        binder = Binder(api, cache, EventRecorder(api, component="test"), config=Config())
+        binder = Binder(
+            api,
+            cache,
+            EventRecorder(api, component="test"),
+            config=Config(),
+            metrics=Metrics.create(),
+        )
         binder.assume(gang_binding)
         await binder.apply(gang_binding)
         return binder
@@ -88,7 +95,7 @@ def test_events_wait_for_binds_in_flight_and_are_posted_after(cluster: Cluster) 
         api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
         binder: Binder
         recorder = EventRecorder(api, component="test", busy=lambda: binder.in_flight > 0)
-        binder = Binder(api, cache, recorder, config=Config())
+        binder = Binder(api, cache, recorder, config=Config(), metrics=Metrics.create())
         recording = asyncio.create_task(recorder.run())
         try:
             binding = GangBinding(GANG, tuple(Binding(r, node) for r in refs))

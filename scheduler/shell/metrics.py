@@ -1,0 +1,81 @@
+"""Prometheus metrics, on a registry of the process's own (no global state).
+
+Names follow the Prometheus conventions with the ``gang_scheduler_`` prefix: counters end
+in ``_total``, durations are histograms in seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+
+
+@dataclass(frozen=True)
+class Metrics:
+    registry: CollectorRegistry
+    pending_gangs: Gauge
+    queue_depth: Gauge
+    attempts: Counter
+    gang_bound_seconds: Histogram
+    bind_seconds: Histogram
+    bind_errors: Counter
+    pass_seconds: Histogram
+    events_dropped: Counter
+
+    @classmethod
+    def create(cls) -> Metrics:
+        registry = CollectorRegistry()
+        return cls(
+            registry=registry,
+            pending_gangs=Gauge(
+                "gang_scheduler_pending_gangs",
+                "Gangs with members waiting to be placed (not yet satisfied, not timed out).",
+                registry=registry,
+            ),
+            queue_depth=Gauge(
+                "gang_scheduler_queue_depth",
+                "Pods of this scheduler that are not bound yet.",
+                registry=registry,
+            ),
+            attempts=Counter(
+                "gang_scheduler_gang_attempts_total",
+                "Attempts to place a gang, by result (scheduled or unschedulable).",
+                ["result"],
+                registry=registry,
+            ),
+            gang_bound_seconds=Histogram(
+                "gang_scheduler_gang_complete_to_bound_seconds",
+                "From a gang's first attempt (all its members present) to its last bind.",
+                buckets=_LATENCY_BUCKETS,
+                registry=registry,
+            ),
+            bind_seconds=Histogram(
+                "gang_scheduler_bind_duration_seconds",
+                "Duration of one pods/binding request.",
+                buckets=_LATENCY_BUCKETS,
+                registry=registry,
+            ),
+            bind_errors=Counter(
+                "gang_scheduler_bind_errors_total",
+                "Binding requests the API server rejected or that failed.",
+                registry=registry,
+            ),
+            pass_seconds=Histogram(
+                "gang_scheduler_pass_duration_seconds",
+                "Duration of one scheduling pass (snapshot to decisions).",
+                buckets=_LATENCY_BUCKETS,
+                registry=registry,
+            ),
+            events_dropped=Counter(
+                "gang_scheduler_events_dropped_total",
+                "Events not posted because the backlog was full.",
+                registry=registry,
+            ),
+        )
+
+    def serve(self, port: int) -> None:
+        """Serve /metrics on ``port`` from a thread of its own."""
+        start_http_server(port, registry=self.registry)
