@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 CLUSTER_DIR ?= .cluster
+KUBECTL = KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k podgroup -x"`.
 PYTEST_ARGS ?=
 
@@ -62,16 +63,23 @@ cluster-down: setup
 demo: cluster-up
 	$(PY) -m e2e.nodes --kubeconfig $(CLUSTER_DIR)/kubeconfig --racks 2 --nodes-per-rack 4 \
 		--cpu 32 --memory 128Gi --gpu 8 --topology gang-scheduler-system/cluster-topology
-	@KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl wait node \
-		-l gang-scheduler.io/fake-node=true --for=condition=Ready --timeout=60s >/dev/null
+	@$(KUBECTL) wait node -l gang-scheduler.io/fake-node=true --for=condition=Ready \
+		--timeout=60s >/dev/null
+	-@$(PY) -m e2e.cluster scheduler --dir $(CLUSTER_DIR)
+	$(KUBECTL) apply -f manifests/examples/
+	@$(KUBECTL) wait pod -l app=demo --for=jsonpath='{.spec.nodeName}' --timeout=60s \
+		>/dev/null 2>&1 || true
 	@echo
-	@KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl get nodes -L gang-scheduler.io/rack
+	@$(KUBECTL) get podgroups
 	@echo
-	@echo "The local control plane is up with 8 fake GPU nodes in 2 racks. Try:"
+	@$(KUBECTL) get pods -o wide
+	@echo
+	@echo "The local control plane is up: 8 fake GPU nodes in 2 racks, gang-scheduler running"
+	@echo "(log: $(CLUSTER_DIR)/logs/scheduler.log). The MPI gang bound whole; the Spark job bound"
+	@echo "its driver and the executors that fit. Explore:"
 	@echo "  export KUBECONFIG=$$PWD/$(CLUSTER_DIR)/kubeconfig PATH=$$PWD/$(CLUSTER_DIR)/bin:\$$PATH"
-	@echo "  kubectl get nodes,podgroups -A"
-	@echo "  kubectl -n gang-scheduler-system get configmap cluster-topology -o yaml"
-	@echo "Stop it with: make cluster-down"
+	@echo "  kubectl describe pg mpi-train; kubectl get events --sort-by=.lastTimestamp"
+	@echo "Stop everything with: make cluster-down"
 
 clean: cluster-down
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .import_linter_cache

@@ -9,6 +9,7 @@ started so that ``down`` stops those and nothing else.
     python -m e2e.cluster up [--dir .cluster]
     python -m e2e.cluster status [--dir .cluster]
     python -m e2e.cluster down [--dir .cluster]
+    python -m e2e.cluster scheduler [--dir .cluster]   # gang-scheduler run, stopped by down
 """
 
 from __future__ import annotations
@@ -406,6 +407,43 @@ def up(directory: Path = DEFAULT_DIR, *, timeout: float = 120.0) -> ControlPlane
     return plane
 
 
+def start_scheduler(directory: Path = DEFAULT_DIR, *extra: str) -> Process:
+    """Run ``gang-scheduler run`` against this control plane, detached, and record it in
+    ``state.json`` so that ``down`` stops it with the rest."""
+    directory = directory.resolve()
+    plane = read_state(directory)
+    if plane is None or not plane.running():
+        raise ClusterError(f"no control plane is running from {directory}; make cluster-up first")
+    for process in plane.running():
+        if process.name == "gang-scheduler":
+            raise AlreadyRunning(plane)
+    log = plane.logs / "scheduler.log"
+    with log.open("ab") as out:
+        child = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "scheduler",
+                "run",
+                "--kubeconfig",
+                str(plane.kubeconfig),
+                *extra,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            cwd=REPO,
+        )
+    process = Process(name="gang-scheduler", pid=child.pid, exe=os.path.realpath(sys.executable))
+    _write_state(
+        ControlPlane(
+            directory=directory, server=plane.server, processes=(*plane.processes, process)
+        )
+    )
+    return process
+
+
 def _stop(process: Process, *, grace: float) -> None:
     if not process.alive():
         return
@@ -472,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m e2e.cluster", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("command", choices=["up", "down", "status", "scheduler"])
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="the cluster's folder")
     parser.add_argument(
         "--timeout", type=float, default=120.0, help="seconds to wait for kube-apiserver /readyz"
@@ -482,6 +520,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             plane = up(args.dir, timeout=args.timeout)
             _print_usage(plane)
+        elif args.command == "scheduler":
+            process = start_scheduler(args.dir)
+            print(
+                f"gang-scheduler running (pid {process.pid}), log in {args.dir}/logs/scheduler.log"
+            )
         elif args.command == "down":
             stopped = down(args.dir)
             print(f"stopped {', '.join(stopped)}" if stopped else "no control plane was running")
