@@ -199,8 +199,9 @@ class PrivateSchedulers:
     started: list[SchedulerProcess] = field(default_factory=list)
 
     def start(self, *extra: str) -> SchedulerProcess:
+        log = self.log.with_name(f"{self.log.stem}-{len(self.started)}{self.log.suffix}")
         process = SchedulerProcess(
-            kubeconfig=self.kubeconfig, log=self.log, name=self.name, extra=extra
+            kubeconfig=self.kubeconfig, log=log, name=self.name, extra=extra
         ).start()
         self.started.append(process)
         return process

@@ -8,6 +8,7 @@ import gc
 import logging
 import os
 import platform
+import socket
 import sys
 
 import structlog
@@ -75,6 +76,24 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics (default: none)",
     )
+    run.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="run as one of several replicas: only the holder of a Lease schedules",
+    )
+    run.add_argument(
+        "--leader-elect-namespace",
+        default="gang-scheduler-system",
+        help="namespace of the Lease, named after --scheduler-name (default: %(default)s)",
+    )
+    run.add_argument(
+        "--lease-duration",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="a standby takes over this long after the leader's last renewal "
+        "(default: %(default)s)",
+    )
     run.add_argument("--verbose", "-v", action="store_true", help="log every pass")
     return parser
 
@@ -127,6 +146,15 @@ async def _run(args: argparse.Namespace) -> None:
             f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None
         ),
         metrics_port=args.metrics_port,
+        leader_election=(
+            (
+                args.leader_elect_namespace,
+                f"{socket.gethostname()}_{os.getpid()}",
+                args.lease_duration,
+            )
+            if args.leader_elect
+            else None
+        ),
     )
 
 
@@ -137,7 +165,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "run":
         configure_logging(fmt=args.log_format, verbose=args.verbose)
-        asyncio.run(_run(args))
+        from scheduler.shell.electing import LostLeadership  # noqa: PLC0415
+
+        try:
+            asyncio.run(_run(args))
+        except LostLeadership as lost:
+            structlog.get_logger().error(
+                "lost leadership; exiting so a standby takes over", reason=str(lost)
+            )
+            return 1
         return 0
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse rejects unknown ones
 

@@ -30,6 +30,7 @@ from scheduler.model.config import Config
 from scheduler.model.pods import GangKey
 from scheduler.shell.api import ApiClient, Credentials
 from scheduler.shell.binding import Binder
+from scheduler.shell.electing import LeaderElector, Leadership
 from scheduler.shell.looping import SchedulingLoop
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
@@ -138,6 +139,23 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
     return registry
 
 
+def _elector(
+    api: ApiClient, *, config: Config, leader_election: tuple[str, str, float] | None
+) -> LeaderElector | None:
+    if leader_election is None:
+        return None
+    namespace, identity, lease_seconds = leader_election
+    return LeaderElector(
+        api,
+        namespace=namespace,
+        name=config.scheduler_name,
+        identity=identity,
+        lease_seconds=lease_seconds,
+        renew_seconds=max(lease_seconds / 3, 0.5),
+        retry_seconds=max(lease_seconds / 7.5, 0.2),
+    )
+
+
 async def run_operator(
     *,
     credentials: Credentials,
@@ -145,9 +163,15 @@ async def run_operator(
     bind_concurrency: int = 32,
     liveness_endpoint: str | None = None,
     metrics_port: int | None = None,
+    leader_election: tuple[str, str, float] | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
-    """Run the watches and the scheduling loop until ``stop`` is set (or forever)."""
+    """Run the watches and the scheduling loop until ``stop`` is set (or forever).
+
+    With ``leader_election`` = (namespace, identity, lease seconds), the watches run at once
+    (a standby keeps its cache warm) but the loop starts only once this replica holds the
+    Lease; losing it stops the operator and raises LostLeadership.
+    """
     logging.getLogger("kopf").setLevel(logging.WARNING)
     cache = ClusterCache(scheduler_name=config.scheduler_name)
     api = ApiClient(credentials, connections=bind_concurrency + 32)
@@ -171,6 +195,22 @@ async def run_operator(
         concurrency=bind_concurrency,
         poke=wake.set,
     )
+    stop = stop or asyncio.Event()
+    lost: list[BaseException] = []
+
+    def lose(error: BaseException) -> None:
+        lost.append(error)
+        scheduling.cancel()
+        stop.set()
+
+    leadership = Leadership(
+        _elector(api, config=config, leader_election=leader_election), on_lost=lose
+    )
+
+    async def lead_then_sync() -> None:
+        await leadership.acquire()
+        await wait_until_synced(api, cache)
+
     loop = SchedulingLoop(
         cache=cache,
         config=config,
@@ -178,7 +218,7 @@ async def run_operator(
         patcher=Patcher(api),
         recorder=recorder,
         wake=wake,
-        sync=lambda: wait_until_synced(api, cache),
+        sync=lead_then_sync,
         metrics=metrics,
     )
     runtime = Runtime(cache=cache, loop=loop)
@@ -198,8 +238,11 @@ async def run_operator(
         with contextlib.suppress(asyncio.CancelledError):
             await scheduling
         await loop.drain()
+        await leadership.close()
         await recorder.flush()
         recording.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await recording
         await api.close()
+    if lost:
+        raise lost[0]

@@ -62,6 +62,8 @@ def sa_scheduler(
         kubeconfig=service_account_kubeconfig,
         log=control_plane.kubeconfig.parent / "logs" / f"scheduler-{name}.log",
         name=name,
+        # As the Deployment runs it: the Lease is in the scheduler's own namespace.
+        extra=("--leader-elect", "--leader-elect-namespace", NAMESPACE),
     ).start()
     try:
         yield process

@@ -1,0 +1,176 @@
+"""Leader election on a coordination.k8s.io Lease, so that of two replicas one schedules.
+
+The same protocol as client-go's leaderelection: the holder renews the Lease every few
+seconds; a candidate takes it over once it has seen the same record, unchanged, for longer
+than the lease duration. Expiry is judged by *our* clock since *we* last saw the record
+change, never by comparing our clock with the holder's, so clock skew cannot hand out two
+leases. A leader that cannot renew before its lease runs out stops being leader, and the
+process exits, so the standby (which kept its cache warm all along) takes over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import structlog
+
+from scheduler.shell.api import ApiClient, ApiError
+
+log = structlog.get_logger()
+
+
+class LostLeadership(Exception):
+    """The lease could not be renewed in time: another replica may be leader now."""
+
+
+def _micro_time(now: float) -> str:
+    return dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class LeaderElector:
+    api: ApiClient
+    namespace: str
+    name: str
+    identity: str
+    lease_seconds: float = 15.0
+    renew_seconds: float = 5.0
+    retry_seconds: float = 2.0
+
+    def __post_init__(self) -> None:
+        self._observed: tuple[str, float] | None = None  # (resourceVersion, when we saw it)
+        self._renewed_at = 0.0
+
+    @property
+    def _path(self) -> str:
+        return f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{self.name}"
+
+    def _spec(self, *, transitions: int, acquired: str | None = None) -> dict:
+        now = _micro_time(time.time())
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(self.lease_seconds),
+            "acquireTime": acquired or now,
+            "renewTime": now,
+            "leaseTransitions": transitions,
+        }
+
+    async def _try(self) -> bool:
+        """One attempt to acquire or renew; True if we hold the lease afterwards."""
+        try:
+            lease = await self.api.request("GET", self._path)
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.name, "namespace": self.namespace},
+                "spec": self._spec(transitions=0),
+            }
+            path = self._path.rsplit("/", 1)[0]
+            try:
+                await self.api.post(path, body)
+            except ApiError as create_error:
+                if create_error.status == 409:  # another replica created it first
+                    return False
+                raise
+            return True
+        spec = lease.get("spec") or {}
+        version = lease["metadata"]["resourceVersion"]
+        now = time.monotonic()
+        if self._observed is None or self._observed[0] != version:
+            self._observed = (version, now)
+        holder = spec.get("holderIdentity") or ""
+        duration = float(spec.get("leaseDurationSeconds") or self.lease_seconds)
+        ours = holder == self.identity
+        expired = now - self._observed[1] > duration
+        if not (ours or expired or not holder):
+            return False
+        transitions = int(spec.get("leaseTransitions") or 0) + (0 if ours else 1)
+        lease["spec"] = self._spec(
+            transitions=transitions, acquired=spec.get("acquireTime") if ours else None
+        )
+        try:
+            await self.api.request("PUT", self._path, body=lease)
+        except ApiError as error:
+            if error.status == 409:  # someone else wrote it since we read it
+                return False
+            raise
+        return True
+
+    async def acquire(self) -> None:
+        """Wait until we are leader."""
+        log.info("waiting to become leader", lease=f"{self.namespace}/{self.name}")
+        while True:
+            try:
+                if await self._try():
+                    self._renewed_at = time.monotonic()
+                    log.info("became leader", lease=f"{self.namespace}/{self.name}")
+                    return
+            except (ApiError, OSError, TimeoutError) as error:
+                log.warning("leader election attempt failed", error=str(error))
+            await asyncio.sleep(self.retry_seconds)
+
+    async def release(self) -> None:
+        """On a clean shutdown: hand the lease back, so a standby need not wait it out."""
+        try:
+            lease = await self.api.request("GET", self._path)
+            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return
+            lease["spec"]["holderIdentity"] = ""
+            await self.api.request("PUT", self._path, body=lease)
+            log.info("released the lease", lease=f"{self.namespace}/{self.name}")
+        except (ApiError, OSError, TimeoutError) as error:
+            log.warning("could not release the lease", error=str(error))
+
+    async def keep(self) -> None:
+        """Renew until we cannot; then raise LostLeadership."""
+        while True:
+            await asyncio.sleep(self.renew_seconds)
+            try:
+                if await self._try():
+                    self._renewed_at = time.monotonic()
+                    continue
+                raise LostLeadership(f"lease {self.namespace}/{self.name} is held by another")
+            except (ApiError, OSError, TimeoutError) as error:
+                log.warning("lease renewal failed", error=str(error))
+            if time.monotonic() - self._renewed_at > self.lease_seconds - self.retry_seconds:
+                raise LostLeadership(f"lease {self.namespace}/{self.name} not renewed in time")
+
+
+class Leadership:
+    """Holds the lease around the scheduling loop: acquire before the first pass, renew in
+    the background, call ``on_lost`` if renewal fails, release on a clean shutdown."""
+
+    def __init__(
+        self, elector: LeaderElector | None, *, on_lost: Callable[[BaseException], None]
+    ) -> None:
+        self._elector = elector
+        self._on_lost = on_lost
+        self._keeper: asyncio.Task[None] | None = None
+        self.lost = False
+
+    async def acquire(self) -> None:
+        if self._elector is None or self._keeper is not None:
+            return
+        await self._elector.acquire()
+        self._keeper = asyncio.create_task(self._elector.keep(), name="lease keeper")
+        self._keeper.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            self.lost = True
+            self._on_lost(task.exception())  # type: ignore[arg-type]
+
+    async def close(self) -> None:
+        if self._keeper is None:
+            return
+        self._keeper.remove_done_callback(self._done)
+        self._keeper.cancel()
+        if not self.lost and self._elector is not None:
+            await self._elector.release()
