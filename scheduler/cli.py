@@ -28,6 +28,18 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
     commands.add_parser("version", help="print the version and exit")
+    why = commands.add_parser(
+        "explain", help="say why a gang is (not) placed, computed on the cluster as it is now"
+    )
+    why.add_argument(
+        "gang", metavar="NAMESPACE/NAME", help="the gang (PodGroup or annotation name)"
+    )
+    why.add_argument(
+        "--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config)"
+    )
+    why.add_argument(
+        "--scheduler-name", default=Config().scheduler_name, help="default: %(default)s"
+    )
     run = commands.add_parser("run", help="schedule the pods whose spec.schedulerName names us")
     defaults = Config()
     run.add_argument(
@@ -158,11 +170,30 @@ async def _run(args: argparse.Namespace) -> None:
     )
 
 
+def _explain(args: argparse.Namespace) -> int:
+    from scheduler.model.pods import GangKey  # noqa: PLC0415
+    from scheduler.shell.api import load_credentials  # noqa: PLC0415
+    from scheduler.shell.explaining import explain_gang  # noqa: PLC0415
+
+    namespace, _, name = args.gang.rpartition("/")
+    if not namespace or not name:
+        print(f"error: give the gang as NAMESPACE/NAME, got {args.gang!r}", file=sys.stderr)
+        return 2
+    config = Config(scheduler_name=args.scheduler_name)
+    lines = asyncio.run(
+        explain_gang(load_credentials(args.kubeconfig), GangKey(namespace, name), config=config)
+    )
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "version":
         print(f"gang-scheduler {__version__} (Python {platform.python_version()})")
         return 0
+    if args.command == "explain":
+        return _explain(args)
     if args.command == "run":
         configure_logging(fmt=args.log_format, verbose=args.verbose)
         from scheduler.shell.electing import LostLeadership  # noqa: PLC0415

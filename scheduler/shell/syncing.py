@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import structlog
 
@@ -40,24 +41,35 @@ def _key(kind: str, obj: dict) -> str:
     return meta["name"]
 
 
+async def list_objects(
+    api: ApiClient, kind: str, *, metadata_only: bool = False
+) -> list[dict[str, Any]]:
+    """Every object of a watched kind, paging through large lists; [] for the PodGroup kind
+    if its CRD is not installed."""
+    items: list[dict[str, Any]] = []
+    token = ""
+    accept = METADATA_ONLY if metadata_only else "application/json"
+    while True:
+        query = f"?limit=1000&continue={token}" if token else "?limit=1000"
+        try:
+            page = await api.request("GET", LISTS[kind] + query, accept=accept)
+        except ApiError as error:
+            if error.status == 404 and kind == "podgroups":
+                log.warning("the PodGroup CRD is not installed; kubectl apply -f crds/")
+                return items
+            raise
+        items.extend(page.get("items") or ())
+        token = (page.get("metadata") or {}).get("continue", "")
+        if not token:
+            return items
+
+
 async def list_keys(api: ApiClient) -> set[tuple[str, str]]:
-    """Every object of the watched kinds, as (kind, key), paging through large lists."""
+    """Every object of the watched kinds, as (kind, key)."""
     keys: set[tuple[str, str]] = set()
-    for kind, path in LISTS.items():
-        token = ""
-        while True:
-            query = f"?limit=1000&continue={token}" if token else "?limit=1000"
-            try:
-                page = await api.request("GET", path + query, accept=METADATA_ONLY)
-            except ApiError as error:
-                if error.status == 404 and kind == "podgroups":
-                    log.warning("the PodGroup CRD is not installed; kubectl apply -f crds/")
-                    break
-                raise
-            keys.update((kind, _key(kind, item)) for item in page.get("items") or ())
-            token = (page.get("metadata") or {}).get("continue", "")
-            if not token:
-                break
+    for kind in LISTS:
+        items = await list_objects(api, kind, metadata_only=True)
+        keys.update((kind, _key(kind, item)) for item in items)
     return keys
 
 

@@ -253,3 +253,25 @@ def test_gang_that_declares_a_total_waits_for_all_of_it_before_the_first_attempt
     driver = pod("spark-driver", priority=10, **spark)
     complete = schedule(snapshot([node("n0", cpu="4")], [*executors, driver]), now=T0)
     assert bind_map(complete) == {"spark-driver": "n0", "spark-exec-0": "n0"}
+
+
+def test_explain_names_the_shape_the_room_and_what_a_pass_would_do() -> None:
+    from scheduler.core.explaining import explain  # noqa: PLC0415
+    from scheduler.model.config import Config  # noqa: PLC0415
+
+    nodes = [node("n0", gpu=8), node("n1", gpu=4), node("tainted", gpu=8, taints=[
+        {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}])]  # fmt: skip
+    pods = gang_pods("big", 3, gang="big", min_available=3, gpu=4)
+    lines = explain(snapshot(nodes, pods), GangKey("default", "big"), now=T0, config=Config())
+    assert lines[0] == (
+        "gang default/big: min 3 of 3, Strict, timeout 600s; 3 members, 0 bound, 3 pending"
+    )
+    assert lines[1].startswith(
+        "needs 3×{cpu: 1, memory: 1Gi, nvidia.com/gpu: 4}: 2 of 3 nodes could take one, "  # noqa: RUF001
+        "room for 3 in all; 1 node(s) had untolerated taint {dedicated: infra}"
+    )
+    assert lines[2] == "a pass now would bind 3 members: 2×n0, 1×n1"  # noqa: RUF001
+    too_big = gang_pods("huge", 4, gang="huge", min_available=4, gpu=4)
+    lines = explain(snapshot(nodes, too_big), GangKey("default", "huge"), now=T0, config=Config())
+    assert "Insufficient nvidia.com/gpu" in lines[-1]
+    assert lines[-1].startswith("a pass now: gang default/huge does not fit")

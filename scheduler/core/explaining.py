@@ -1,0 +1,121 @@
+"""Why a gang is (not) placed, in words, computed by the same core that schedules it.
+
+``explain`` looks at one gang on a snapshot: what it declares, what it waits for, and for
+each shape of member (same requests, same node constraints) how many nodes could take one
+and how many of that shape the cluster could host; then it runs a pass with the gang's
+backoff cleared and reports what that pass would do.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+from scheduler.core.filtering import static_reason
+from scheduler.core.gangs import resolve
+from scheduler.core.placing import Ledger
+from scheduler.core.scheduling import schedule
+from scheduler.model.config import Config
+from scheduler.model.pods import TERMINAL_PHASES, GangKey, Pod
+from scheduler.model.resources import describe
+from scheduler.model.snapshot import GangState, Snapshot
+
+
+def _room(requests: dict[str, int], free: dict[str, int]) -> int:
+    """How many pods of ``requests`` fit in ``free``."""
+    counts = [free.get(r, 0) // a for r, a in requests.items() if a > 0]
+    return max(min(counts), 0) if counts else 0
+
+
+def _shape_lines(members: list[Pod], snapshot: Snapshot, ledger: Ledger) -> list[str]:
+    lines = []
+    shapes: Counter[tuple] = Counter()
+    example: dict[tuple, Pod] = {}
+    for pod in members:
+        shape = (
+            pod.requests,
+            tuple(sorted(pod.node_selector.items())),
+            pod.affinity,
+            pod.tolerations,
+        )
+        shapes[shape] += 1
+        example.setdefault(shape, pod)
+    total_nodes = len(snapshot.nodes)
+    for shape, count in shapes.items():
+        pod = example[shape]
+        requests = dict(pod.requests)
+        rejected: Counter[str] = Counter()
+        hosts = 0
+        room = 0
+        for name, node in sorted(snapshot.nodes.items()):
+            reason = static_reason(pod, node)
+            if reason:
+                rejected[reason] += 1
+                continue
+            fits = _room(requests, dict(ledger.free(name)))
+            if fits:
+                hosts += 1
+                room += fits
+            else:
+                for resource in pod.requests.shortfalls(ledger.free(name)):
+                    rejected[f"Insufficient {resource}"] += 1
+        shown = {k: v for k, v in requests.items() if k != "pods"}
+        line = (
+            f"needs {count}×{describe(shown)}: {hosts} of {total_nodes} nodes could take one, "  # noqa: RUF001
+            f"room for {room} in all"
+        )
+        if rejected:
+            line += "; " + ", ".join(f"{n} {why}" for why, n in rejected.most_common())
+        lines.append(line)
+    return lines
+
+
+def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> list[str]:
+    resolution = resolve(snapshot, config)
+    gang = resolution.gangs.get(key)
+    if gang is None:
+        if key in snapshot.podgroups:
+            return [
+                f"PodGroup {key} exists but no pod with schedulerName {config.scheduler_name} "
+                "names it yet"
+            ]
+        return [f"no gang {key}: no PodGroup and no pod of {config.scheduler_name} names it"]
+    bound = [p for p in gang.members if p.bound]
+    pending = [
+        p for p in gang.members if not p.bound and not p.deleting and p.phase not in TERMINAL_PHASES
+    ]
+    lines = [
+        f"gang {key}: min {gang.min_member} of {gang.total}, {gang.mode.value}, "
+        f"timeout {gang.timeout_seconds:g}s; {len(gang.members)} members, {len(bound)} bound, "
+        f"{len(pending)} pending"
+    ]
+    if len(gang.group) > 1:
+        lines.append("GangGroup: " + ", ".join(str(k) for k in gang.group))
+    lines.extend(f"invalid: {error}" for error in gang.errors)
+    if key in resolution.missing_podgroups:
+        lines.append(f"waiting for PodGroup {key}, which does not exist")
+    state = snapshot.memory.get(key)
+    if state is not None and state.timed_out:
+        lines.append("timed out: it is not tried again until its pods are created anew")
+    if pending:
+        lines.extend(_shape_lines(pending, snapshot, Ledger.of(snapshot.nodes, snapshot.pods)))
+    # What a pass would do now, the gang's backoff aside.
+    memory = dict(snapshot.memory)
+    memory[key] = replace(memory.get(key, GangState()), retry_at=0.0, last_message="")
+    result = schedule(replace(snapshot, memory=memory), now=now, config=config)
+    binding = next((g for g in result.bindings if g.gang == key), None)
+    members = {p.ref for p in gang.members}
+    if binding is not None:
+        nodes = Counter(b.node for b in binding.bindings)
+        where = ", ".join(f"{n}×{node}" for node, n in sorted(nodes.items()))  # noqa: RUF001
+        lines.append(f"a pass now would bind {len(binding.bindings)} members: {where}")
+    else:
+        names = {(r.namespace, r.name) for r in members}
+        said = [
+            e.message for e in result.events if (e.regarding.namespace, e.regarding.name) in names
+        ]
+        if said:
+            lines.append(f"a pass now: {said[0]}")
+        elif not pending:
+            lines.append("nothing pending: every member is bound or finished")
+    return lines

@@ -1,0 +1,35 @@
+"""``gang-scheduler explain``: a fresh snapshot from the API server, explained by the core."""
+
+from __future__ import annotations
+
+import time
+
+from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.objects import (
+    node_from_dict,
+    pod_from_dict,
+    podgroup_from_dict,
+    priority_class_from_dict,
+)
+from scheduler.core.explaining import explain
+from scheduler.model.config import Config
+from scheduler.model.pods import GangKey
+from scheduler.shell.api import ApiClient, Credentials
+from scheduler.shell.syncing import list_objects
+
+
+async def explain_gang(credentials: Credentials, key: GangKey, *, config: Config) -> list[str]:
+    api = ApiClient(credentials, connections=4)
+    try:
+        cache = ClusterCache(scheduler_name=config.scheduler_name)
+        for body in await list_objects(api, "nodes"):
+            cache.upsert_node(node_from_dict(body))
+        for body in await list_objects(api, "pods"):
+            cache.upsert_pod(pod_from_dict(body))
+        for body in await list_objects(api, "podgroups"):
+            cache.upsert_podgroup(podgroup_from_dict(body))
+        for body in await list_objects(api, "priorityclasses"):
+            cache.upsert_priority_class(priority_class_from_dict(body))
+    finally:
+        await api.close()
+    return explain(cache.snapshot(), key, now=time.time(), config=config)

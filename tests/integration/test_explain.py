@@ -1,0 +1,51 @@
+"""`gang-scheduler explain` on an unplaceable gang, against the real API server."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from e2e.fixtures import Cluster
+from scheduler.model import names
+
+pytestmark = pytest.mark.cluster
+
+
+def test_explain_says_why_a_gang_cannot_be_placed(cluster: Cluster) -> None:
+    cluster.nodes(2, gpu=8)
+    annotations = {names.KOORD_NAME: "huge", names.KOORD_MIN_AVAILABLE: "3"}
+    cluster.apply(
+        *(
+            cluster.pod(f"huge-{i}", scheduler="nobody-explained", annotations=annotations,
+                        requests={"nvidia.com/gpu": "8"})
+            for i in range(3)
+        )
+    )  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "scheduler", "explain", f"{cluster.namespace}/huge",
+         "--kubeconfig", str(cluster.access.kubeconfig), "--scheduler-name", "nobody-explained"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"gang {cluster.namespace}/huge: min 3 of 3, Strict")
+    (need,) = [line for line in lines if line.startswith("needs ")]
+    # Other tests' nodes may exist too; this test's pods select only its own two.
+    assert need.startswith("needs 3×{nvidia.com/gpu: 8}: 2 of ")  # noqa: RUF001
+    assert "room for 2 in all" in need
+    assert "does not fit, nothing was bound" in lines[-1]
+    assert "Insufficient nvidia.com/gpu" in lines[-1]
+
+
+def test_explain_of_an_unknown_gang_says_so(cluster: Cluster) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "scheduler", "explain", f"{cluster.namespace}/nothing",
+         "--kubeconfig", str(cluster.access.kubeconfig)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == (
+        f"no gang {cluster.namespace}/nothing: no PodGroup and no pod of gang-scheduler names it"
+    )
