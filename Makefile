@@ -9,7 +9,7 @@ KUBECTL = KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k podgroup -x"`.
 PYTEST_ARGS ?=
 
-.PHONY: help setup binaries lint format test test-unit bench cluster-up cluster-down demo clean
+.PHONY: help setup binaries lint format test test-unit bench cluster-up cluster-down demo e2e-kind clean
 
 help:
 	@echo "make demo          start the local control plane with fake GPU nodes, and say how to use it"
@@ -18,6 +18,7 @@ help:
 	@echo "make cluster-up    start the local control plane in $(CLUSTER_DIR)/"
 	@echo "make cluster-down  stop it and remove its state"
 	@echo "make bench         measure scheduling throughput against the bind ceiling"
+	@echo "make e2e-kind      the e2e suite on a kind cluster, scheduler deployed (needs Docker)"
 	@echo "make setup         create $(VENV) with the project and its dev tools"
 	@echo "make binaries      build (or find cached) kube-apiserver, etcd, kubectl and kwok"
 
@@ -80,6 +81,21 @@ demo: cluster-up
 	@echo "  export KUBECONFIG=$$PWD/$(CLUSTER_DIR)/kubeconfig PATH=$$PWD/$(CLUSTER_DIR)/bin:\$$PATH"
 	@echo "  kubectl describe pg mpi-train; kubectl get events --sort-by=.lastTimestamp"
 	@echo "Stop everything with: make cluster-down"
+
+# The e2e suite against a kind cluster with the scheduler deployed from manifests/. Needs
+# Docker, kind and kubectl (not available on the CI machine, which has no Docker engine);
+# everything after cluster creation is the same suite as `make test`.
+KIND_CLUSTER ?= gang-scheduler
+KWOK_RELEASE ?= https://github.com/kubernetes-sigs/kwok/releases/download/v0.8.0
+e2e-kind: setup
+	kind create cluster --name $(KIND_CLUSTER)
+	docker build -t gang-scheduler:dev .
+	kind load docker-image gang-scheduler:dev --name $(KIND_CLUSTER)
+	kubectl apply -f crds/ && kubectl apply -k manifests/
+	kubectl apply -f $(KWOK_RELEASE)/kwok.yaml -f $(KWOK_RELEASE)/stage-fast.yaml
+	kubectl -n gang-scheduler-system rollout status deployment/gang-scheduler --timeout=180s
+	E2E_USE_EXISTING_CLUSTER=1 E2E_SCHEDULER_IN_CLUSTER=1 KUBECONFIG=$${KUBECONFIG:-$$HOME/.kube/config} \
+		$(PY) -m pytest e2e -m "not local_control_plane" $(PYTEST_ARGS)
 
 clean: cluster-down
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .import_linter_cache

@@ -176,9 +176,28 @@ def _log_dir(control_plane: ClusterAccess) -> Path:
     return control_plane.kubeconfig.parent / "logs"
 
 
+@dataclass
+class DeployedScheduler:
+    """The scheduler the manifests deployed (the kind path): the tests only watch it."""
+
+    access: ClusterAccess
+    name: str = "gang-scheduler"
+
+    def assert_alive(self) -> None:
+        out = self.access.kubectl(
+            "get", "deployment", "gang-scheduler", "-n", "gang-scheduler-system", "-o", "json"
+        ).stdout
+        available = json.loads(out).get("status", {}).get("availableReplicas", 0)
+        assert available >= 1, "the deployed gang-scheduler has no available replica"
+
+
 @pytest.fixture(scope="session")
-def scheduler(control_plane: ClusterAccess) -> Iterator[SchedulerProcess]:
-    """One scheduler for the whole session, named gang-scheduler."""
+def scheduler(control_plane: ClusterAccess) -> Iterator[SchedulerProcess | DeployedScheduler]:
+    """One scheduler for the whole session, named gang-scheduler: a process of our own, or,
+    with E2E_SCHEDULER_IN_CLUSTER=1, the one deployed in the cluster."""
+    if os.environ.get("E2E_SCHEDULER_IN_CLUSTER") == "1":
+        yield DeployedScheduler(control_plane)
+        return
     process = SchedulerProcess(
         kubeconfig=control_plane.kubeconfig, log=_log_dir(control_plane) / "scheduler.log"
     ).start()
