@@ -26,6 +26,7 @@ class ClusterCache:
         # Assumed pods are stored bound (so a snapshot is a plain copy); the pod as the API
         # server last showed it is kept here, to be restored if the assumption is forgotten.
         self._assumed: dict[str, Pod] = {}
+        self._pending: set[str] = set()  # uids of our pods not bound (nor assumed)
         self._memory: dict[GangKey, GangState] = {}
         self.generation = 0  # bumped on every change, so the loop can tell if anything moved
         # Whether a pass could decide anything new: set by changes that can (a pending pod of
@@ -56,9 +57,14 @@ class ClusterCache:
         return freed and self._has_pending()
 
     def _has_pending(self) -> bool:
-        return any(
-            p.scheduler_name == self._scheduler_name and not p.bound for p in self._pods.values()
-        )
+        return bool(self._pending)
+
+    def _track(self, uid: str, pod: Pod | None) -> None:
+        """Keep the set of our pending pods current (O(1) per change, not a scan)."""
+        if pod is not None and pod.scheduler_name == self._scheduler_name and not pod.bound:
+            self._pending.add(uid)
+        else:
+            self._pending.discard(uid)
 
     # -- pods -------------------------------------------------------------------------------
 
@@ -89,14 +95,17 @@ class ClusterCache:
         if self._relevant(pod):
             if old != pod:
                 self._pods[uid] = pod
+                self._track(uid, pod)
                 self._changed(matters=self._matters(old, pod))
         elif old is not None:
             del self._pods[uid]
+            self._track(uid, None)
             self._changed(matters=self._matters(old, None))
 
     def remove_pod(self, uid: str) -> None:
         self._assumed.pop(uid, None)
         old = self._pods.pop(uid, None)
+        self._track(uid, None)
         if old is not None:
             self._changed(matters=self._matters(old, None))
 
@@ -106,12 +115,14 @@ class ClusterCache:
             return
         self._assumed[ref.uid] = pod
         self._pods[ref.uid] = replace(pod, node_name=node)
+        self._track(ref.uid, self._pods[ref.uid])
         self._changed(matters=False)  # the pass that assumed it already counted it
 
     def forget(self, ref: PodRef) -> None:  # the pod is pending again: work
         original = self._assumed.pop(ref.uid, None)
         if original is not None:
             self._pods[ref.uid] = original
+            self._track(ref.uid, original)
             self._changed()
 
     def is_assumed(self, ref: PodRef) -> bool:

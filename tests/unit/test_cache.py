@@ -81,3 +81,17 @@ def test_sync_tracking_reports_what_the_watches_have_not_delivered() -> None:
     cache = cache_with(pod("p"))
     expected = {("pods", "uid-default-p"), ("nodes", "n0"), ("nodes", "n1")}
     assert cache.unseen(expected) == {("nodes", "n1")}
+
+
+def test_an_assumed_pod_no_longer_waits_and_a_forgotten_one_does_again() -> None:
+    waiting = pod("waiting")
+    busy, other = (pod(n, node_name="n0", phase="Running") for n in ("busy", "other"))
+    cache = cache_with(busy, other, waiting)
+    cache.assume(waiting.ref, "n0")
+    cache.remember({})
+    cache.upsert_pod(replace(busy, phase="Succeeded"))
+    assert not cache.dirty  # nothing waits: freed capacity needs no pass
+    cache.forget(waiting.ref)
+    cache.remember({})
+    cache.remove_pod(other.ref.uid)
+    assert cache.dirty  # the forgotten pod waits again
