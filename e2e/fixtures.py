@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pykube
 import pytest
@@ -321,6 +322,12 @@ class Cluster:
             },
             "spec": spec,
         }
+
+    def gang(self, prefix: str, count: int, **pod: Any) -> set[str]:
+        """Apply ``count`` pods PREFIX-0, PREFIX-1, ... alike (see ``pod``); their names."""
+        members = [f"{prefix}-{i}" for i in range(count)]
+        self.apply(*(self.pod(name, **pod) for name in members))
+        return set(members)
 
     def placements(self, namespace: str | None = None) -> dict[str, str]:
         """pod name -> node name ("" while pending)."""

@@ -53,13 +53,7 @@ def stays_unbound(cluster: Cluster, pods: set[str], *, seconds: float = 3.0) -> 
 def test_gang_of_eight_binds_all_eight(cluster: Cluster, scheduler: SchedulerProcess) -> None:
     cluster.nodes(2, gpu=4)
     cluster.apply(podgroup("train", cluster.namespace, 8))
-    members = {f"train-{i}" for i in range(8)}
-    cluster.apply(
-        *(
-            cluster.pod(n, labels={names.POD_GROUP_LABEL: "train"}, requests={GPU: "1"})
-            for n in sorted(members)
-        )
-    )
+    members = cluster.gang("train", 8, labels={names.POD_GROUP_LABEL: "train"}, requests={GPU: "1"})
     wait_bound(cluster, members)
     assert Counter(cluster.placements().values()) == Counter({n: 4 for n in cluster.node_names()})
 
@@ -76,10 +70,7 @@ def test_gang_that_cannot_fit_binds_none_and_says_why(
     cluster: Cluster, scheduler: SchedulerProcess
 ) -> None:
     cluster.nodes(2, gpu=4)
-    members = {f"big-{i}" for i in range(3)}
-    cluster.apply(
-        *(cluster.pod(n, annotations=koord("big", 3), requests={GPU: "3"}) for n in sorted(members))
-    )
+    members = cluster.gang("big", 3, annotations=koord("big", 3), requests={GPU: "3"})
     wait_for(
         lambda: cluster.events("FailedScheduling"), timeout=BIND_TIMEOUT, what="FailedScheduling"
     )
@@ -115,12 +106,8 @@ def test_nonstrict_gang_accumulates_until_it_fits(
     cluster: Cluster, scheduler: SchedulerProcess
 ) -> None:
     cluster.nodes(1, gpu=8)
-    members = {f"acc-{i}" for i in range(4)}
-    cluster.apply(
-        *(
-            cluster.pod(n, annotations=koord("acc", 4, mode="NonStrict"), requests={GPU: "4"})
-            for n in sorted(members)
-        )
+    members = cluster.gang(
+        "acc", 4, annotations=koord("acc", 4, mode="NonStrict"), requests={GPU: "4"}
     )
     wait_for(
         lambda: any("holds 2 of 4" in m for m in cluster.events("FailedScheduling")),
@@ -170,16 +157,11 @@ def test_timeout_marks_the_pods_and_frees_room_for_the_next_gang(
     cluster: Cluster, scheduler: SchedulerProcess
 ) -> None:
     cluster.nodes(1, gpu=8)
-    slow = {f"slow-{i}" for i in range(4)}
-    cluster.apply(
-        *(
-            cluster.pod(
-                n,
-                annotations=koord("slow", 4, mode="NonStrict", waiting_time="4s"),
-                requests={GPU: "4"},
-            )
-            for n in sorted(slow)
-        )
+    slow = cluster.gang(
+        "slow",
+        4,
+        annotations=koord("slow", 4, mode="NonStrict", waiting_time="4s"),
+        requests={GPU: "4"},
     )
 
     def all_marked() -> bool:
@@ -188,10 +170,7 @@ def test_timeout_marks_the_pods_and_frees_room_for_the_next_gang(
 
     wait_for(all_marked, timeout=BIND_TIMEOUT, what="timeout annotation on every member")
     assert cluster.events("GangTimeout")
-    nxt = {"next-0", "next-1"}
-    cluster.apply(
-        *(cluster.pod(n, annotations=koord("next", 2), requests={GPU: "4"}) for n in sorted(nxt))
-    )
+    nxt = cluster.gang("next", 2, annotations=koord("next", 2), requests={GPU: "4"})
     wait_bound(cluster, nxt)
     stays_unbound(cluster, slow, seconds=1)
 
@@ -200,10 +179,7 @@ def test_pods_created_before_their_podgroup_wait_for_it(
     cluster: Cluster, scheduler: SchedulerProcess
 ) -> None:
     cluster.nodes(1)
-    members = {"early-0", "early-1", "early-2"}
-    cluster.apply(
-        *(cluster.pod(n, labels={names.POD_GROUP_LABEL: "early"}) for n in sorted(members))
-    )
+    members = cluster.gang("early", 3, labels={names.POD_GROUP_LABEL: "early"})
     wait_for(
         lambda: cluster.events("PodGroupNotFound"), timeout=BIND_TIMEOUT, what="PodGroupNotFound"
     )
@@ -256,10 +232,7 @@ def test_pods_of_another_scheduler_are_left_alone_and_their_usage_respected(
     waiting = cluster.pod("theirs-pending", scheduler="default-scheduler")
     cluster.apply(theirs, waiting)
     bind(cluster.access.api(), namespace=cluster.namespace, pod="theirs", node=node)
-    ours = {"ours-0", "ours-1"}
-    cluster.apply(
-        *(cluster.pod(n, annotations=koord("ours", 2), requests={GPU: "2"}) for n in sorted(ours))
-    )
+    ours = cluster.gang("ours", 2, annotations=koord("ours", 2), requests={GPU: "2"})
     wait_for(
         lambda: cluster.events("FailedScheduling"), timeout=BIND_TIMEOUT, what="FailedScheduling"
     )
@@ -309,16 +282,13 @@ def test_restarted_scheduler_finishes_a_half_bound_gang(
     from e2e.objects import bind  # noqa: PLC0415
 
     nodes = cluster.nodes(2, gpu=4)
-    members = [f"half-{i}" for i in range(6)]
-    cluster.apply(
-        *(
-            cluster.pod(
-                n,
-                scheduler=private_scheduler.name,
-                annotations=koord("half", 6),
-                requests={GPU: "1"},
-            )
-            for n in members
+    members = sorted(
+        cluster.gang(
+            "half",
+            6,
+            scheduler=private_scheduler.name,
+            annotations=koord("half", 6),
+            requests={GPU: "1"},
         )
     )
     api = cluster.access.api()
@@ -333,17 +303,12 @@ def test_sigkill_mid_gang_then_restart_ends_fully_bound_and_nothing_double_bound
     cluster: Cluster, private_scheduler: PrivateSchedulers
 ) -> None:
     cluster.nodes(4, gpu=8)
-    members = {f"big-{i}" for i in range(32)}
-    cluster.apply(
-        *(
-            cluster.pod(
-                n,
-                scheduler=private_scheduler.name,
-                annotations=koord("big", 32),
-                requests={GPU: "1"},
-            )
-            for n in sorted(members)
-        )
+    members = cluster.gang(
+        "big",
+        32,
+        scheduler=private_scheduler.name,
+        annotations=koord("big", 32),
+        requests={GPU: "1"},
     )
     # One bind at a time, so the kill lands while the gang is half bound.
     first = private_scheduler.start("--bind-concurrency", "1")

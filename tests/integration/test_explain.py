@@ -16,12 +16,9 @@ pytestmark = pytest.mark.cluster
 def test_explain_says_why_a_gang_cannot_be_placed(cluster: Cluster) -> None:
     cluster.nodes(2, gpu=8)
     annotations = {names.KOORD_NAME: "huge", names.KOORD_MIN_AVAILABLE: "3"}
-    cluster.apply(
-        *(
-            cluster.pod(f"huge-{i}", scheduler="nobody-explained", annotations=annotations,
-                        requests={"nvidia.com/gpu": "8"})
-            for i in range(3)
-        )
+    cluster.gang(
+        "huge", 3, scheduler="nobody-explained", annotations=annotations,
+        requests={"nvidia.com/gpu": "8"},
     )  # fmt: skip
     result = subprocess.run(
         [sys.executable, "-m", "scheduler", "explain", f"{cluster.namespace}/huge",

@@ -25,9 +25,7 @@ def _holder(cluster: Cluster, name: str) -> str:
 
 def _gang(cluster: Cluster, scheduler: str, gang: str) -> set[str]:
     annotations = {names.KOORD_NAME: gang, names.KOORD_MIN_AVAILABLE: "2"}
-    members = {f"{gang}-{i}" for i in range(2)}
-    cluster.apply(*(cluster.pod(n, scheduler=scheduler, annotations=annotations) for n in members))
-    return members
+    return cluster.gang(gang, 2, scheduler=scheduler, annotations=annotations)
 
 
 def test_standby_binds_the_next_gang_after_the_leader_is_killed(

@@ -38,14 +38,9 @@ def test_metrics_move_when_a_gang_is_scheduled(
     scheduler = private_scheduler.start("--metrics-port", str(port))
     cluster.nodes(1, gpu=8)
     gang = {names.KOORD_NAME: "m", names.KOORD_MIN_AVAILABLE: "4"}
-    members = {f"m-{i}" for i in range(4)}
-    cluster.apply(
-        *(
-            cluster.pod(n, scheduler=private_scheduler.name, annotations=gang,
-                        requests={"nvidia.com/gpu": "2"})
-            for n in sorted(members)
-        )
-    )  # fmt: skip
+    members = cluster.gang(
+        "m", 4, scheduler=private_scheduler.name, annotations=gang, requests={"nvidia.com/gpu": "2"}
+    )
     wait_for(lambda: members <= cluster.bound(), timeout=30, what="gang bound")
 
     def settled() -> dict[str, float] | None:
