@@ -1,0 +1,167 @@
+"""The topology ConfigMap (seed 004's format) and the constraint JSON, read with errors that
+say which key is wrong and what is expected. Nothing here raises on bad input."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from scheduler.model.topology import PACK, SPREAD, Constraints, LevelConstraint, Topology
+
+TOPOLOGY_LABEL = "sakkara.topology"
+CONSTRAINTS_ANNOTATION = "gang-scheduler.io/topology-constraints"
+_EXAMPLE_TREE = '{"rack-0": {"node-0": {}, "node-1": {}}}'
+
+
+def _json(data: Mapping[str, str], key: str, errors: list[str], example: str) -> Any:
+    raw = data.get(key)
+    if raw is None:
+        errors.append(f"topology key {key!r} is missing; expected JSON such as {example}")
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as error:
+        errors.append(f"topology key {key!r} is not valid JSON ({error.msg}); expected {example}")
+        return None
+
+
+def topology_from_configmap(
+    data: Mapping[str, str], *, known_nodes: set[str] | None = None
+) -> tuple[Topology | None, list[str]]:
+    """A Topology, or None with the errors that make the ConfigMap unusable.
+
+    Leaves that name unknown nodes (when ``known_nodes`` is given) and duplicate leaves are
+    left out with a warning; the rest of the tree is used.
+    """
+    errors: list[str] = []
+    levels = _json(data, "level-names", errors, '["rack", "node"]')
+    tree = _json(data, "tree", errors, _EXAMPLE_TREE)
+    resources = data.get("resource-names")
+    resource_names: tuple[str, ...] = ("cpu", "memory")
+    if resources is not None:
+        parsed = _json(data, "resource-names", errors, '["cpu", "memory", "nvidia.com/gpu"]')
+        if isinstance(parsed, list) and all(isinstance(r, str) for r in parsed):
+            resource_names = tuple(parsed)
+        elif parsed is not None:
+            errors.append("topology key 'resource-names' must be a JSON list of resource names")
+    if errors:
+        return None, errors
+    if not (isinstance(levels, list) and levels and all(isinstance(x, str) for x in levels)):
+        return None, ["topology key 'level-names' must be a non-empty JSON list of level names"]
+    if len(set(levels)) != len(levels):
+        return None, [f"topology key 'level-names' repeats a level: {levels}"]
+    if not isinstance(tree, dict):
+        return None, [f"topology key 'tree' must be a JSON object such as {_EXAMPLE_TREE}"]
+
+    paths: dict[str, tuple[str, ...]] = {}
+    warnings: list[str] = []
+
+    def walk(subtree: dict, prefix: tuple[str, ...]) -> None:
+        for unit, children in sorted(subtree.items()):
+            path = (*prefix, unit)
+            if len(path) == len(levels):
+                if children not in ({}, None):
+                    errors.append(
+                        f"tree entry {'/'.join(path)} is at the {levels[-1]!r} level but has "
+                        "children; the tree is deeper than level-names says"
+                    )
+                elif unit in paths:
+                    warnings.append(f"node {unit} appears twice in the tree; the first is used")
+                elif known_nodes is not None and unit not in known_nodes:
+                    warnings.append(f"tree names node {unit}, which does not exist; ignored")
+                else:
+                    paths[unit] = path
+            elif isinstance(children, dict) and children:
+                walk(children, path)
+            else:
+                errors.append(
+                    f"tree entry {'/'.join(path)} stops at level {levels[len(path) - 1]!r}; "
+                    f"every branch must go down to {levels[-1]!r} (levels: {levels})"
+                )
+
+    walk(tree, ())
+    if errors:
+        return None, errors
+    name = str(data.get("name") or "cluster-topology")
+    topology = Topology(
+        name=name,
+        levels=tuple(levels),
+        paths=paths,
+        resource_names=resource_names,
+        warnings=tuple(warnings),
+    )
+    return topology, []
+
+
+def _count(
+    spec: Mapping[str, Any], key: str, where: str, errors: list[str], least: int
+) -> int | None:
+    if key not in spec:
+        return None
+    value = spec[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        errors.append(f"{where}: {key!r} must be a whole number of at least {least}, got {value!r}")
+        return None
+    return value
+
+
+def read_constraints(raw: str | None) -> Constraints:
+    """The constraint JSON of seed 004: level name -> {type, partitions, min, max, factor,
+    isHard}. Level names are checked against the topology later, where it is known."""
+    if raw is None or not raw.strip():
+        return Constraints()
+    example = '{"rack": {"type": "pack"}, "node": {"type": "spread", "min": 2, "max": 4}}'
+    try:
+        parsed = json.loads(raw)
+    except json.JSONDecodeError as error:
+        return Constraints(
+            errors=(f"constraints are not valid JSON ({error.msg}); e.g. {example}",)
+        )
+    if not isinstance(parsed, dict):
+        return Constraints(
+            errors=(f"constraints must be a JSON object keyed by level; e.g. {example}",)
+        )
+    errors: list[str] = []
+    by_level: dict[str, LevelConstraint] = {}
+    for level, spec in parsed.items():
+        where = f"constraint for level {level!r}"
+        if not isinstance(spec, dict):
+            errors.append(f'{where} must be a JSON object such as {{"type": "pack"}}')
+            continue
+        unknown = sorted(set(spec) - {"type", "partitions", "min", "max", "factor", "isHard"})
+        if unknown:
+            errors.append(
+                f"{where}: unknown keys {unknown}; "
+                "allowed: type, partitions, min, max, factor, isHard"
+            )
+        kind = spec.get("type", PACK)
+        if kind not in (PACK, SPREAD):
+            errors.append(f"{where}: type must be pack or spread, got {kind!r}")
+        partitions = _count(spec, "partitions", where, errors, 1)
+        low = _count(spec, "min", where, errors, 0)
+        high = _count(spec, "max", where, errors, 1)
+        factor = _count(spec, "factor", where, errors, 1)
+        hard = spec.get("isHard", False)
+        if not isinstance(hard, bool):
+            errors.append(f"{where}: isHard must be true or false, got {hard!r}")
+            hard = False
+        if low is not None and high is not None and low > high:
+            errors.append(f"{where}: min ({low}) is greater than max ({high})")
+        if factor is not None and high is not None:
+            lowest = max(low or 0, 1)
+            if not any(k % factor == 0 for k in range(lowest, high + 1)):
+                errors.append(
+                    f"{where}: no count between {lowest} and {high} is a multiple of "
+                    f"factor {factor}"
+                )
+        by_level[level] = LevelConstraint(
+            level=level,
+            type=kind,
+            partitions=partitions,
+            min=low,
+            max=high,
+            factor=factor,
+            hard=hard,
+        )
+    return Constraints(by_level=by_level, errors=tuple(errors))
