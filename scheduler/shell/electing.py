@@ -170,7 +170,8 @@ class Leadership:
     async def close(self) -> None:
         if self._keeper is None:
             return
-        self._keeper.remove_done_callback(self._done)
-        self._keeper.cancel()
+        keeper, self._keeper = self._keeper, None
+        keeper.remove_done_callback(self._done)
+        keeper.cancel()
         if not self.lost and self._elector is not None:
             await self._elector.release()
