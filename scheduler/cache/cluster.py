@@ -9,6 +9,7 @@ pending again. An assumption ends when a watch event shows the pod bound (or gon
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from scheduler.model.gangs import PodGroup
 from scheduler.model.nodes import Node
@@ -28,7 +29,6 @@ class ClusterCache:
         self._assumed: dict[str, Pod] = {}
         self._pending: set[str] = set()  # uids of our pods not bound (nor assumed)
         self._memory: dict[GangKey, GangState] = {}
-        self.generation = 0  # bumped on every change, so the loop can tell if anything moved
         # Whether a pass could decide anything new: set by changes that can (a pending pod of
         # ours, a node, a PodGroup or its members, freed capacity), cleared by each pass.
         # Bind confirmations and status updates of bound pods without a PodGroup cannot.
@@ -38,7 +38,6 @@ class ClusterCache:
         self._seen: set[tuple[str, str]] | None = set()
 
     def _changed(self, *, matters: bool = True) -> None:
-        self.generation += 1
         if matters:
             self.dirty = True
 
@@ -115,8 +114,9 @@ class ClusterCache:
             return
         self._assumed[ref.uid] = pod
         self._pods[ref.uid] = replace(pod, node_name=node)
-        self._track(ref.uid, self._pods[ref.uid])
-        self._changed(matters=False)  # the pass that assumed it already counted it
+        self._track(
+            ref.uid, self._pods[ref.uid]
+        )  # no pass needed: the one that assumed it counted it
 
     def forget(self, ref: PodRef) -> None:  # the pod is pending again: work
         original = self._assumed.pop(ref.uid, None)
@@ -125,40 +125,35 @@ class ClusterCache:
             self._track(ref.uid, original)
             self._changed()
 
-    def is_assumed(self, ref: PodRef) -> bool:
-        return ref.uid in self._assumed
-
     # -- everything else --------------------------------------------------------------------
 
-    def upsert_node(self, node: Node) -> None:
-        self.seen("nodes", node.name)
-        if self._nodes.get(node.name) != node:
-            self._nodes[node.name] = node
+    def _put(self, store: dict[Any, Any], key: Any, value: object, *, kind: str) -> None:
+        self.seen(kind, str(key))
+        if store.get(key) != value:
+            store[key] = value
             self._changed()
+
+    def _drop(self, store: dict[Any, Any], key: Any) -> None:
+        if store.pop(key, None) is not None:
+            self._changed()
+
+    def upsert_node(self, node: Node) -> None:
+        self._put(self._nodes, node.name, node, kind="nodes")
 
     def remove_node(self, name: str) -> None:
-        if self._nodes.pop(name, None) is not None:
-            self._changed()
+        self._drop(self._nodes, name)
 
     def upsert_podgroup(self, podgroup: PodGroup) -> None:
-        self.seen("podgroups", str(podgroup.key))
-        if self._podgroups.get(podgroup.key) != podgroup:
-            self._podgroups[podgroup.key] = podgroup
-            self._changed()
+        self._put(self._podgroups, podgroup.key, podgroup, kind="podgroups")
 
     def remove_podgroup(self, key: GangKey) -> None:
-        if self._podgroups.pop(key, None) is not None:
-            self._changed()
+        self._drop(self._podgroups, key)
 
     def upsert_priority_class(self, priority_class: PriorityClass) -> None:
-        self.seen("priorityclasses", priority_class.name)
-        if self._classes.get(priority_class.name) != priority_class:
-            self._classes[priority_class.name] = priority_class
-            self._changed()
+        self._put(self._classes, priority_class.name, priority_class, kind="priorityclasses")
 
     def remove_priority_class(self, name: str) -> None:
-        if self._classes.pop(name, None) is not None:
-            self._changed()
+        self._drop(self._classes, name)
 
     @property
     def memory(self) -> dict[GangKey, GangState]:
@@ -183,6 +178,3 @@ class ClusterCache:
             priority_classes=dict(self._classes),
             memory=dict(self._memory),
         )
-
-    def pod(self, uid: str) -> Pod | None:
-        return self._pods.get(uid)

@@ -77,7 +77,6 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
                 created=pods[0].created,
                 group=(key,),
                 members=tuple(pods),
-                single=True,
             )
             continue
         podgroup: PodGroup | None = snapshot.podgroups.get(key)

@@ -69,5 +69,3 @@ class Gang:
     podgroup: PodGroup | None = None
     min_resources: Resources | None = None
     errors: tuple[str, ...] = ()
-    # A gang of one: a pod of ours that declared no gang.
-    single: bool = False

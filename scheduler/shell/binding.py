@@ -48,8 +48,6 @@ class Binder:
         self._metrics = metrics
         self._poke = poke
         self._clock = clock
-        self.bound = 0
-        self.failed = 0
         self.in_flight = 0
 
     def assume(self, gang_binding: GangBinding) -> None:
@@ -92,17 +90,14 @@ class Binder:
                     f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}/binding", body
                 )
         except ApiError as error:
-            self.failed += 1
             self._metrics.bind_errors.inc()
             return error.message or error.reason
         except (TimeoutError, OSError) as error:
-            self.failed += 1
             self._metrics.bind_errors.inc()
             return f"{type(error).__name__}: {error}"
         finally:
             self.in_flight -= 1
             self._metrics.bind_seconds.observe(time.perf_counter() - started)
-        self.bound += 1
         self._recorder.emit(
             Event(
                 ObjectRef("Pod", ref.namespace, ref.name, ref.uid),

@@ -54,7 +54,6 @@ class SchedulingLoop:
         self._sync = sync
         self._metrics = metrics
         self._tasks: set[asyncio.Task[None]] = set()
-        self.passes = 0
 
     def poke(self) -> None:
         """Something changed: run a pass soon."""
@@ -97,7 +96,6 @@ class SchedulingLoop:
         result = schedule(snapshot, now=self._clock(), config=self._config)
         self._cache.remember(dict(result.memory))
         self._apply(result)
-        self.passes += 1
         self._observe(snapshot, result, time.perf_counter() - started)
         if result.bindings:
             log.debug(

@@ -36,19 +36,20 @@ def _load(cluster: Cluster, cache: ClusterCache, names: list[str]) -> list[PodRe
     ]
 
 
-async def _apply(cluster: Cluster, cache: ClusterCache, gang_binding: GangBinding) -> Binder:
+async def _apply(cluster: Cluster, cache: ClusterCache, gang_binding: GangBinding) -> Metrics:
     api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
+    metrics = Metrics.create()
     try:
         binder = Binder(
             api,
             cache,
             EventRecorder(api, component="test"),
             config=Config(),
-            metrics=Metrics.create(),
+            metrics=metrics,
         )
         binder.assume(gang_binding)
         await binder.apply(gang_binding)
-        return binder
+        return metrics
     finally:
         await api.close()
 
@@ -62,8 +63,8 @@ def test_rejected_first_bind_binds_nothing_and_forgets_every_assumption(
     # The first member was deleted after the pass decided: its bind is rejected.
     refs = _load(cluster, cache, ["gone", "m-1", "m-2"])
     binding = GangBinding(GANG, tuple(Binding(r, node) for r in refs), all_or_nothing=True)
-    binder = asyncio.run(_apply(cluster, cache, binding))
-    assert binder.failed == 1
+    metrics = asyncio.run(_apply(cluster, cache, binding))
+    assert metrics.registry.get_sample_value("gang_scheduler_bind_errors_total") == 1
     assert cluster.bound() == set()
     assert {p.node_name for p in cache.snapshot().pods} == {""}
     state = cache.memory[GANG]
