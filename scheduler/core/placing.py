@@ -98,6 +98,7 @@ class NodeFinder:
 
         self._order = sorted(nodes, key=lambda n: (-round(fullness(n), 6), n))
         self._static: dict[_Signature, tuple[list[str], dict[str, int]]] = {}
+        self._static_sets: dict[_Signature, frozenset[str]] = {}
         self._cursors: dict[tuple[_Signature, Resources], int] = {}
 
     def _candidates(self, signature: _Signature, pod: Pod) -> tuple[list[str], dict[str, int]]:
@@ -113,6 +114,15 @@ class NodeFinder:
                     fit.append(name)
             cached = self._static[signature] = (fit, rejected)
         return cached
+
+    def static_fit(self, pod: Pod) -> frozenset[str]:
+        """The nodes ``pod`` may go on at all (selectors, affinity, taints, readiness); the same
+        set object for every pod of a signature."""
+        signature = _Signature.of(pod)
+        fit = self._static_sets.get(signature)
+        if fit is None:
+            fit = self._static_sets[signature] = frozenset(self._candidates(signature, pod)[0])
+        return fit
 
     def find(self, pod: Pod, ledger: Ledger) -> str | None:
         signature = _Signature.of(pod)
