@@ -106,8 +106,35 @@ def build_parser() -> argparse.ArgumentParser:
         help="a standby takes over this long after the leader's last renewal "
         "(default: %(default)s)",
     )
+    run.add_argument(
+        "--topology-namespace",
+        default="gang-scheduler-system",
+        help="where the ConfigMap labelled sakkara.topology lives (default: %(default)s)",
+    )
+    run.add_argument(
+        "--topology-from-labels",
+        type=_label_levels,
+        default=(),
+        metavar="LEVEL=LABEL,...",
+        help="without a topology ConfigMap, build the tree from node labels, e.g. "
+        "rack=topology.example.com/rack,zone=topology.kubernetes.io/zone",
+    )
     run.add_argument("--verbose", "-v", action="store_true", help="log every pass")
     return parser
+
+
+def _label_levels(raw: str) -> tuple[tuple[str, str], ...]:
+    levels: list[tuple[str, str]] = []
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        level, sep, key = item.partition("=")
+        if not sep or not level or not key:
+            raise argparse.ArgumentTypeError(
+                f"{item!r} is not LEVEL=LABEL; e.g. rack=topology.example.com/rack"
+            )
+        if level == "node" or level in (name for name, _ in levels):
+            raise argparse.ArgumentTypeError(f"level {level!r} is reserved or given twice")
+        levels.append((level, key))
+    return tuple(levels)
 
 
 def configure_logging(*, fmt: str, verbose: bool) -> None:
@@ -146,6 +173,7 @@ async def _run(args: argparse.Namespace) -> None:
         scheduler_name=args.scheduler_name,
         default_timeout_seconds=args.default_timeout,
         max_backoff_seconds=args.max_backoff,
+        topology_labels=args.topology_from_labels,
     )
     structlog.get_logger().info(
         "starting", version=__version__, scheduler_name=config.scheduler_name
@@ -158,6 +186,7 @@ async def _run(args: argparse.Namespace) -> None:
             f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None
         ),
         metrics_port=args.metrics_port,
+        topology_namespace=args.topology_namespace,
         leader_election=(
             (
                 args.leader_elect_namespace,

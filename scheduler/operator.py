@@ -1,7 +1,7 @@
 """The kopf operator: the only module that imports kopf.
 
-Watch events on Pods, Nodes, PodGroups and PriorityClasses become cache updates; nothing
-here decides anything. The handlers are coroutines (kopf runs plain functions in a thread
+Watch events on Pods, Nodes, PodGroups, PriorityClasses and ConfigMaps become cache updates;
+nothing here decides anything. The handlers are coroutines (kopf runs plain functions in a thread
 pool, a hand-off per event) and plain ``on.event`` handlers: kopf's indexes would tell when
 the first listing is complete, but they cost a wake-up of every waiting object per listed
 object, which is quadratic in the size of the cluster. ``shell.syncing`` tells instead.
@@ -26,6 +26,8 @@ from scheduler.codecs.objects import (
     podgroup_from_dict,
     priority_class_from_dict,
 )
+from scheduler.codecs.topology import group_from_configmap, topology_from_configmap
+from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.pods import GangKey
 from scheduler.shell.api import ApiClient, Credentials
@@ -73,7 +75,40 @@ class _NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
-def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
+def _on_configmap(rt: Runtime, body: Any, *, deleted: bool, topology_namespace: str) -> None:
+    """Seed 004's ConfigMaps, by label. Every ConfigMap passes here, so that one whose label
+    was removed is dropped too."""
+    meta = body["metadata"]
+    labels = meta.get("labels") or {}
+    key = f"{meta['namespace']}/{meta['name']}"
+    if names.SAKKARA_GROUP in labels and not deleted:
+        rt.cache.upsert_group(key, group_from_configmap(body))
+    else:
+        rt.cache.remove_group(key)
+    if names.SAKKARA_TOPOLOGY not in labels:
+        rt.cache.remove_topology(key)
+        return
+    rt.cache.seen("topologies", key)
+    if deleted or meta["namespace"] != topology_namespace:
+        rt.cache.remove_topology(key)
+        if not deleted:
+            log.warning(
+                "topology ConfigMap outside --topology-namespace is ignored",
+                configmap=key,
+                topology_namespace=topology_namespace,
+            )
+        return
+    topology, errors = topology_from_configmap(body.get("data") or {})
+    for problem in errors:
+        log.error("topology ConfigMap cannot be used", configmap=key, problem=problem)
+    for warning in topology.warnings if topology else ():
+        log.warning("topology ConfigMap", configmap=key, warning=warning)
+    rt.cache.upsert_topology(key, topology, tuple(f"{key}: {e}" for e in errors))
+
+
+def build_registry(
+    credentials: Credentials, *, topology_namespace: str = "gang-scheduler-system"
+) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -143,6 +178,18 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
             memo.loop.poke()
 
         kopf.on.event(*resource, id=f"cache-{name}", registry=registry)(on_event)
+
+    @kopf.on.event("v1", "configmaps", id="cache-configmaps", registry=registry)
+    async def on_configmap(event: kopf.RawEvent, body: kopf.Body, memo: Runtime, **_: Any) -> None:
+        deleted = event.get("type") == "DELETED"
+        _guarded(
+            "configmaps",
+            lambda: _on_configmap(
+                memo, body, deleted=deleted, topology_namespace=topology_namespace
+            ),
+        )
+        memo.loop.poke()
+
     return registry
 
 
@@ -170,6 +217,7 @@ async def run_operator(
     bind_concurrency: int = 32,
     liveness_endpoint: str | None = None,
     metrics_port: int | None = None,
+    topology_namespace: str = "gang-scheduler-system",
     leader_election: tuple[str, str, float] | None = None,
     stop: asyncio.Event | None = None,
 ) -> None:
@@ -193,6 +241,7 @@ async def run_operator(
         dropped=metrics.events_dropped.inc,
     )
     wake = asyncio.Event()
+    patcher = Patcher(api)
     binder = Binder(
         api,
         cache,
@@ -201,6 +250,7 @@ async def run_operator(
         metrics=metrics,
         concurrency=bind_concurrency,
         poke=wake.set,
+        on_bound=patcher.placement,
     )
     stop = stop or asyncio.Event()
     lost: list[BaseException] = []
@@ -222,7 +272,7 @@ async def run_operator(
         cache=cache,
         config=config,
         binder=binder,
-        patcher=Patcher(api),
+        patcher=patcher,
         recorder=recorder,
         wake=wake,
         sync=lead_then_sync,
@@ -246,7 +296,7 @@ async def run_operator(
     runtime = Runtime(cache=cache, loop=loop, shutdown=shutdown)
     try:
         await kopf.operator(
-            registry=build_registry(credentials),
+            registry=build_registry(credentials, topology_namespace=topology_namespace),
             clusterwide=True,
             standalone=True,
             memo=runtime,

@@ -15,6 +15,7 @@ from scheduler.model.gangs import PodGroup
 from scheduler.model.nodes import Node
 from scheduler.model.pods import GangKey, Pod, PodRef
 from scheduler.model.snapshot import GangState, PriorityClass, Snapshot
+from scheduler.model.topology import SakkaraGroup, Topology
 
 
 class ClusterCache:
@@ -29,6 +30,10 @@ class ClusterCache:
         self._assumed: dict[str, Pod] = {}
         self._pending: set[str] = set()  # uids of our pods not bound (nor assumed)
         self._memory: dict[GangKey, GangState] = {}
+        # ConfigMaps of seed 004, by "namespace/name": topologies (with why one is unusable)
+        # and Sakkara groups.
+        self._topologies: dict[str, tuple[Topology | None, tuple[str, ...]]] = {}
+        self._groups: dict[str, SakkaraGroup] = {}
         # Whether a pass could decide anything new: set by changes that can (a pending pod of
         # ours, a node, a PodGroup or its members, freed capacity), cleared by each pass.
         # Bind confirmations and status updates of bound pods without a PodGroup cannot.
@@ -155,6 +160,20 @@ class ClusterCache:
     def remove_priority_class(self, name: str) -> None:
         self._drop(self._classes, name)
 
+    def upsert_topology(
+        self, key: str, topology: Topology | None, errors: tuple[str, ...] = ()
+    ) -> None:
+        self._put(self._topologies, key, (topology, errors), kind="topologies")
+
+    def remove_topology(self, key: str) -> None:
+        self._drop(self._topologies, key)
+
+    def upsert_group(self, key: str, group: SakkaraGroup) -> None:
+        self._put(self._groups, key, group, kind="groups")
+
+    def remove_group(self, key: str) -> None:
+        self._drop(self._groups, key)
+
     @property
     def memory(self) -> dict[GangKey, GangState]:
         return self._memory
@@ -171,10 +190,17 @@ class ClusterCache:
     # -- snapshot ---------------------------------------------------------------------------
 
     def snapshot(self) -> Snapshot:
+        # More than one topology ConfigMap: the first by name counts (the loader warns).
+        topology, errors = (
+            self._topologies[min(self._topologies)] if self._topologies else (None, ())
+        )
         return Snapshot(
             nodes=dict(self._nodes),
             pods=tuple(self._pods.values()),
             podgroups=dict(self._podgroups),
             priority_classes=dict(self._classes),
             memory=dict(self._memory),
+            topology=topology,
+            topology_errors=errors,
+            groups={GangKey(g.namespace, g.name): g for _, g in sorted(self._groups.items())},
         )

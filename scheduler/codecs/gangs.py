@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import fields
 
+from scheduler.codecs.topology import read_constraints
 from scheduler.model import names
 from scheduler.model.pods import GangClaim, GangKey, GangOptions, GangSource, Mode
 from scheduler.model.times import parse_duration
@@ -107,12 +108,17 @@ def read_options(annotations: Mapping[str, str], *, namespace: str) -> GangOptio
                 f"annotation {names.KOORD_MODE} must be Strict or NonStrict, got {raw_mode!r}"
             )
     groups = _groups(annotations, namespace, errors)
+    constraints = None
+    if names.TOPOLOGY_CONSTRAINTS in annotations:
+        constraints = read_constraints(annotations[names.TOPOLOGY_CONSTRAINTS])
+        errors.extend(f"annotation {names.TOPOLOGY_CONSTRAINTS}: {e}" for e in constraints.errors)
     return GangOptions(
         min_available=min_available,
         total_number=total,
         waiting_seconds=waiting,
         mode=mode,
         groups=groups,
+        constraints=constraints,
         errors=tuple(errors),
     )
 
@@ -123,7 +129,8 @@ def read_claim(
     """The gang a pod declares, or None for a pod that declares none.
 
     The name comes from Koordinator's annotation, else the scheduler-plugins label, else the
-    legacy label or annotation. Koordinator's settings override a PodGroup's (seed 000).
+    legacy label or annotation, else Sakkara's group label. Koordinator's settings override a
+    PodGroup's (seed 000).
     """
     if names.KOORD_NAME in annotations:
         name, source = annotations[names.KOORD_NAME], GangSource.KOORDINATOR
@@ -133,6 +140,8 @@ def read_claim(
         name, source = labels[names.LEGACY_POD_GROUP_LABEL], GangSource.LEGACY
     elif names.LEGACY_NAME in annotations:
         name, source = annotations[names.LEGACY_NAME], GangSource.LEGACY
+    elif names.SAKKARA_GROUP_NAME in labels:
+        name, source = labels[names.SAKKARA_GROUP_NAME], GangSource.SAKKARA
     else:
         return None
     options = read_options(annotations, namespace=namespace)

@@ -219,6 +219,7 @@ def podgroup_from_dict(obj: Obj) -> PodGroup:
         mode=options.mode,
         total_number=options.total_number,
         groups=options.groups,
+        constraints=options.constraints,
         status=_status(obj.get("status") or {}),
         errors=options.errors,
     )

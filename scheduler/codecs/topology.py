@@ -7,10 +7,15 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.model.topology import PACK, SPREAD, Constraints, LevelConstraint, Topology
+from scheduler.model.topology import (
+    PACK,
+    SPREAD,
+    Constraints,
+    LevelConstraint,
+    SakkaraGroup,
+    Topology,
+)
 
-TOPOLOGY_LABEL = "sakkara.topology"
-CONSTRAINTS_ANNOTATION = "gang-scheduler.io/topology-constraints"
 _EXAMPLE_TREE = '{"rack-0": {"node-0": {}, "node-1": {}}}'
 
 
@@ -165,3 +170,41 @@ def read_constraints(raw: str | None) -> Constraints:
             hard=hard,
         )
     return Constraints(by_level=by_level, errors=tuple(errors))
+
+
+def group_from_configmap(obj: Mapping[str, Any]) -> SakkaraGroup:
+    """A group ConfigMap of seed 004: ``name``, ``size``, ``priority``, ``constraints``."""
+    meta = obj.get("metadata") or {}
+    data = obj.get("data") or {}
+    errors: list[str] = []
+    where = f"group ConfigMap {meta.get('namespace', '')}/{meta.get('name', '')}"
+    numbers: dict[str, int] = {}
+    for key, least, default in (("size", 1, None), ("priority", None, 0)):
+        raw = data.get(key)
+        if raw is None:
+            if default is None:
+                errors.append(f"{where}: key {key!r} is missing; set it to the number of pods")
+            numbers[key] = default or 0
+            continue
+        try:
+            value = int(str(raw).strip())
+        except ValueError:
+            value = None
+        if value is None or (least is not None and value < least):
+            wanted = "a whole number" + (f" of at least {least}" if least is not None else "")
+            errors.append(f"{where}: key {key!r} must be {wanted}, got {raw!r}")
+            value = default or 0
+        numbers[key] = value
+    constraints = read_constraints(data.get("constraints"))
+    errors.extend(f"{where}: {e}" for e in constraints.errors)
+    return SakkaraGroup(
+        namespace=meta.get("namespace", "default"),
+        name=str(data.get("name") or meta.get("name", "")),
+        configmap=meta.get("name", ""),
+        uid=meta.get("uid", ""),
+        size=max(numbers["size"], 1),
+        priority=numbers["priority"],
+        constraints=Constraints(by_level=constraints.by_level),
+        status=str(data.get("status") or ""),
+        errors=tuple(errors),
+    )

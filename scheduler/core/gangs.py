@@ -52,6 +52,8 @@ class Resolution:
     gangs: Mapping[GangKey, Gang]
     # Gangs whose members wait for a PodGroup that does not exist (yet).
     missing_podgroups: frozenset[GangKey]
+    # Sakkara groups whose pods wait for their group ConfigMap.
+    missing_groups: frozenset[GangKey] = frozenset()
 
 
 def resolve(snapshot: Snapshot, config: Config) -> Resolution:
@@ -64,6 +66,7 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
 
     gangs: dict[GangKey, Gang] = {}
     missing: set[GangKey] = set()
+    missing_groups: set[GangKey] = set()
     for key, pods in sorted(members.items()):
         pods.sort(key=lambda p: p.ref)
         claims = [p.gang for p in pods if p.gang is not None]
@@ -78,6 +81,11 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
                 group=(key,),
                 members=tuple(pods),
             )
+            continue
+        if claims[0].source is GangSource.SAKKARA:
+            gangs[key] = _sakkara_gang(key, pods, snapshot, config)
+            if key not in snapshot.groups:
+                missing_groups.add(key)
             continue
         podgroup: PodGroup | None = snapshot.podgroups.get(key)
         min_available = _agreed(c.min_available for c in claims)
@@ -106,11 +114,15 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
         groups = _agreed(c.groups for c in claims)
         if groups is None and podgroup is not None:
             groups = podgroup.groups
+        constraints = next((c.constraints for c in claims if c.constraints is not None), None)
+        if constraints is None and podgroup is not None:
+            constraints = podgroup.constraints
         gangs[key] = Gang(
             key=key,
             min_member=min_member,
             total=total_claimed or min_member,
-            mode=mode or Mode.STRICT,
+            # The solver places a gang whole: NonStrict's partial holds do not apply.
+            mode=Mode.STRICT if constraints is not None else (mode or Mode.STRICT),
             timeout_seconds=float(timeout or config.default_timeout_seconds),
             created=podgroup.created if podgroup and podgroup.created else pods[0].created,
             group=tuple(sorted({key, *(groups or ())})),
@@ -118,8 +130,32 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
             podgroup=podgroup,
             min_resources=podgroup.min_resources if podgroup else None,
             errors=tuple(errors),
+            constraints=constraints,
         )
-    return Resolution(gangs=gangs, missing_podgroups=frozenset(missing))
+    return Resolution(
+        gangs=gangs, missing_podgroups=frozenset(missing), missing_groups=frozenset(missing_groups)
+    )
+
+
+def _sakkara_gang(key: GangKey, pods: list[Pod], snapshot: Snapshot, config: Config) -> Gang:
+    """A Sakkara group: its ConfigMap says the size, priority and constraints (seed 004)."""
+    group = snapshot.groups.get(key)
+    errors = [e for p in pods if p.gang for e in p.gang.errors]
+    size = group.size if group else len(pods)
+    return Gang(
+        key=key,
+        min_member=size,
+        total=size,
+        mode=Mode.STRICT,
+        timeout_seconds=config.default_timeout_seconds,
+        created=min(p.created for p in pods),
+        group=(key,),
+        members=tuple(pods),
+        errors=tuple(dict.fromkeys([*errors, *(group.errors if group else ())])),
+        constraints=group.constraints if group else None,
+        sakkara=group,
+        priority=group.priority if group else None,
+    )
 
 
 def gang_groups(gangs: Mapping[GangKey, Gang]) -> list[tuple[GangKey, ...]]:
@@ -147,5 +183,9 @@ def gang_groups(gangs: Mapping[GangKey, Gang]) -> list[tuple[GangKey, ...]]:
 def queue_key(gang: Gang, classes: Mapping[str, PriorityClass]) -> tuple:
     """Seed 000's queue order: higher priority first, then the older gang, then by name."""
     pending = [p for p in gang.members if not p.bound] or list(gang.members)
-    priority = max(priority_of(p, classes) for p in pending)
+    priority = (
+        gang.priority
+        if gang.priority is not None
+        else max(priority_of(p, classes) for p in pending)
+    )
     return (-priority, gang.created, gang.key)

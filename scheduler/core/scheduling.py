@@ -9,9 +9,11 @@ placed one by one like ordinary pods (Koordinator's "after gang").
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from scheduler.core.arranging import Arranger, Tree, master_of, placement_tree, ranks, tree_order
 from scheduler.core.gangs import gang_groups, priority_of, queue_key, resolve
 from scheduler.core.placing import Ledger, NodeFinder
 from scheduler.core.statuses import desired_status
@@ -24,6 +26,7 @@ from scheduler.model.decisions import (
     Event,
     GangBinding,
     ObjectRef,
+    Placement,
     PodPatch,
     Result,
     StatusUpdate,
@@ -34,6 +37,7 @@ from scheduler.model.resources import describe
 from scheduler.model.snapshot import GangState, Snapshot
 from scheduler.model.status import Status
 from scheduler.model.times import parse_time
+from scheduler.model.topology import Constraints, Topology, topology_from_labels
 
 DEFAULT_CONFIG = Config()
 
@@ -52,6 +56,7 @@ class _Outcome:
     state: GangState
     condition: tuple[str, str, str] = ("False", REASON_WAITING, "not tried yet")
     bindings: list[Binding] = field(default_factory=list)
+    relaxed: tuple[str, ...] = ()  # soft topology constraints the placement could not meet
 
 
 def _pending(gang: Gang) -> list[Pod]:
@@ -68,8 +73,22 @@ class _Pass:
         self.now = now
         self.config = config
         resolution = resolve(snapshot, config)
-        self.gangs = resolution.gangs
+        self.topology = (
+            snapshot.topology
+            or (
+                topology_from_labels(
+                    config.topology_labels, {n.name: n.labels for n in snapshot.nodes.values()}
+                )
+                if config.topology_labels
+                else None
+            )
+            or Topology.flat(sorted(snapshot.nodes))
+        )
+        self.gangs = {key: self._checked(gang) for key, gang in resolution.gangs.items()}
         self.missing_podgroups = resolution.missing_podgroups
+        self.missing_groups = resolution.missing_groups
+        self._arranger: Arranger | None = None
+        self.topology_notes: tuple[str, ...] = ()
         self.ledger = Ledger.of(snapshot.nodes, snapshot.pods)
         self.outcomes: dict[GangKey, _Outcome] = {}
         self.events: list[Event] = []
@@ -84,6 +103,30 @@ class _Pass:
             self.outcomes[key] = _Outcome(state=state)
         self._hold_reservations()
         self.finder = NodeFinder(snapshot.nodes, self.ledger)
+
+    # -- topology ---------------------------------------------------------------------------
+
+    def _checked(self, gang: Gang) -> Gang:
+        """A topology-placed gang whose constraints do not fit the topology is invalid."""
+        if gang.constraints is None:
+            return gang
+        problems = gang.constraints.problems(levels=self.topology.levels, size=gang.total)
+        new = [p for p in problems if p not in gang.errors]
+        return replace(gang, errors=(*gang.errors, *new)) if new else gang
+
+    @property
+    def arranger(self) -> Arranger:
+        """Built on first use: passes without topology-placed gangs never pay for it."""
+        if self._arranger is None:
+            tree = Tree.of(self.topology, self.snapshot.nodes)
+            if tree.missing:
+                shown = ", ".join(tree.missing[:10]) + " …" * (len(tree.missing) > 10)
+                self.topology_notes = (
+                    f"{len(tree.missing)} nodes are not in topology {self.topology.name} and "
+                    f"are not used for topology-placed gangs: {shown}",
+                )
+            self._arranger = Arranger(tree, self.finder)
+        return self._arranger
 
     # -- state ------------------------------------------------------------------------------
 
@@ -256,6 +299,22 @@ class _Pass:
                 outcome.condition = ("False", REASON_INVALID, message)
                 self._say(gang, reason="InvalidGangSpec", message=message, pods=pending)
                 return message
+            if gang.key in self.missing_groups:
+                message = (
+                    f"waiting for the group ConfigMap of Sakkara group {gang.key.name}: create a "
+                    f"ConfigMap labelled {names.SAKKARA_GROUP} in namespace {gang.key.namespace} "
+                    f"with data name={gang.key.name}, size and constraints"
+                )
+                outcome.condition = ("False", REASON_WAITING, message)
+                self._say(gang, reason="GroupNotFound", message=message, pods=pending)
+                return message
+            if gang.topology_placed and self.snapshot.topology_errors:
+                message = f"gang {gang.key} waits for a usable topology ConfigMap: " + "; ".join(
+                    self.snapshot.topology_errors
+                )
+                outcome.condition = ("False", REASON_WAITING, message)
+                self._say(gang, reason="InvalidTopology", message=message, pods=pending)
+                return message
             if gang.key in self.missing_podgroups:
                 message = (
                     f"waiting for PodGroup {gang.key}, which does not exist: create it, or give "
@@ -316,6 +375,7 @@ class _Pass:
         scratch.commit()
         for gang in gangs:
             outcome = self.outcomes[gang.key]
+            retries = outcome.state.attempts + 1
             held = [Binding(ref, node) for ref, node in sorted(outcome.state.reservations.items())]
             outcome.bindings = held + placed[gang.key]
             outcome.state = replace(
@@ -332,15 +392,31 @@ class _Pass:
                 REASON_SCHEDULED,
                 f"{count} of {gang.min_member} members bound",
             )
-            self.bindings.append(
-                GangBinding(gang.key, tuple(outcome.bindings), all_or_nothing=True)
+            placement = (
+                self._placement(gang, outcome.bindings, retries) if gang.topology_placed else None
             )
+            self.bindings.append(
+                GangBinding(
+                    gang.key, tuple(outcome.bindings), all_or_nothing=True, placement=placement
+                )
+            )
+            if outcome.relaxed:
+                self._say(
+                    gang,
+                    reason="TopologyRelaxed",
+                    message=f"gang {gang.key} placed with soft constraints not met: "
+                    + "; ".join(outcome.relaxed),
+                    pods=_pending(gang),
+                    warning=False,
+                )
 
     def _place_gang(self, gang: Gang, scratch: Ledger) -> tuple[list[Binding], Status]:
         """Place as many pending members as fit (min_member at least, or it falls short)."""
         status = self._enough_in_total(gang)
         if not status.ok:
             return [], status
+        if gang.topology_placed:
+            return self._arrange_gang(gang, scratch)
         held = self.outcomes[gang.key].state.reservations
         need = gang.min_member - len(held)
         members = [p for p in self._ordered(_pending(gang)) if p.ref not in held]
@@ -360,6 +436,41 @@ class _Pass:
         if len(got) >= need:
             return got, Status.success()
         return got, first_miss or Status.unschedulable(f"only {len(got)} of {need} members fit")
+
+    def _arrange_gang(self, gang: Gang, scratch: Ledger) -> tuple[list[Binding], Status]:
+        """The whole gang in one go by the topology solver: every pending member, else the
+        first min_member of them (the master first, then in name order)."""
+        pending = _pending(gang)
+        if not pending:
+            return [], Status.success()
+        master = master_of(p.ref for p in pending)
+        members = sorted(pending, key=lambda p: (p.ref != master, tree_order(p.ref.name)))
+        constraints = gang.constraints or Constraints()
+        tries = [members]
+        if gang.min_member < len(members):
+            tries.append(members[: gang.min_member])
+        status = Status.success()
+        for chosen in tries:
+            trial = scratch.scratch()
+            arrangement = self.arranger.arrange(chosen, constraints=constraints, ledger=trial)
+            status = arrangement.status
+            if status.ok:
+                trial.commit()
+                self.outcomes[gang.key].relaxed = arrangement.relaxed
+                return [Binding(p.ref, node) for p, node in arrangement.placements], status
+        return [], status
+
+    def _placement(self, gang: Gang, bindings: list[Binding], retries: int) -> Placement:
+        pairs = [(b.pod, b.node) for b in bindings]
+        group = gang.sakkara
+        return Placement(
+            ranks=tuple(ranks(pairs, self.topology)),
+            tree=json.dumps(placement_tree(pairs, self.topology)),
+            retries=retries,
+            begin=min(p.created for p in gang.members),
+            group=(group.namespace, group.configmap) if group else None,
+            podgroup=gang.key if gang.podgroup is not None else None,
+        )
 
     def _enough_in_total(self, gang: Gang) -> Status:
         """minResources: a cheap check of the whole gang against the whole cluster."""
@@ -448,6 +559,7 @@ class _Pass:
             memory=memory,
             wake_at=self.wake_at,
             attempts=tuple(self.attempts),
+            topology_notes=self.topology_notes,
         )
 
 

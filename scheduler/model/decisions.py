@@ -38,6 +38,19 @@ class Binding:
 
 
 @dataclass(frozen=True, slots=True)
+class Placement:
+    """What is written back once a topology-placed gang is bound (seed 004): rank labels on
+    the pods, the placement tree on the PodGroup or the Sakkara group ConfigMap."""
+
+    ranks: tuple[tuple[PodRef, int], ...]
+    tree: str  # JSON: {"root": {unit: {... {node: [pod names]}}}}
+    retries: int  # placement attempts it took, this one included
+    begin: float  # when the gang began waiting: its first member's creation
+    group: tuple[str, str] | None = None  # Sakkara group ConfigMap (namespace, name)
+    podgroup: GangKey | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class GangBinding:
     """The members of one gang to bind in this pass.
 
@@ -49,6 +62,7 @@ class GangBinding:
     gang: GangKey
     bindings: tuple[Binding, ...]
     all_or_nothing: bool = True
+    placement: Placement | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,3 +91,5 @@ class Result:
     wake_at: float | None = None
     # Every gang tried in this pass and how it went: "scheduled" or "unschedulable".
     attempts: tuple[tuple[GangKey, str], ...] = ()
+    # Said once per change by the shell's log: cluster nodes the topology does not name.
+    topology_notes: tuple[str, ...] = ()

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from scheduler.model.pods import GangKey, Mode, Pod
 from scheduler.model.resources import Resources
+from scheduler.model.topology import Constraints, SakkaraGroup
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,7 @@ class PodGroup:
     mode: Mode | None = None
     total_number: int | None = None
     groups: tuple[GangKey, ...] | None = None
+    constraints: Constraints | None = None
     status: PodGroupStatus = field(default_factory=PodGroupStatus)
     errors: tuple[str, ...] = ()
 
@@ -69,3 +71,11 @@ class Gang:
     podgroup: PodGroup | None = None
     min_resources: Resources | None = None
     errors: tuple[str, ...] = ()
+    # Placed by the topology solver when set (Sakkara groups always: pack by default).
+    constraints: Constraints | None = None
+    sakkara: SakkaraGroup | None = None
+    priority: int | None = None  # a Sakkara group's own priority, over its pods'
+
+    @property
+    def topology_placed(self) -> bool:
+        return self.constraints is not None or self.sakkara is not None

@@ -23,3 +23,15 @@ KOORD_GROUPS = KOORD_PREFIX + "groups"
 KOORD_TIMEOUT = KOORD_PREFIX + "timeout"  # written: "true" once the gang timed out
 
 OUR_PREFIX = "gang-scheduler.io/"
+# Constraint JSON (seed 004's form) on a PodGroup, or on the pods of an annotation-only gang.
+TOPOLOGY_CONSTRAINTS = OUR_PREFIX + "topology-constraints"
+# Written on a PodGroup placed by the topology solver: the placement tree as JSON.
+PLACEMENT = OUR_PREFIX + "placement"
+
+# Sakkara (seed 004): the topology and group ConfigMaps, the pods' group, what is written back.
+SAKKARA_TOPOLOGY = "sakkara.topology"
+SAKKARA_GROUP = "sakkara.group"
+SAKKARA_GROUP_NAME = "sakkara.group.name"
+SAKKARA_RANK = "sakkara.member.rank"
+SAKKARA_STATUS = "sakkara.member.status"
+SAKKARA_RETRIES = "sakkara.member.retries"

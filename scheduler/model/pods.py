@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from scheduler.model.resources import Resources
+from scheduler.model.topology import Constraints
 
 PENDING = "Pending"
 RUNNING = "Running"
@@ -85,6 +86,8 @@ class GangOptions:
     waiting_seconds: float | None = None
     mode: Mode | None = None
     groups: tuple[GangKey, ...] | None = None
+    # gang-scheduler.io/topology-constraints, when stated.
+    constraints: Constraints | None = None
     # Errors in the gang annotations, each naming the annotation and what is allowed.
     errors: tuple[str, ...] = ()
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from scheduler.model.gangs import PodGroup
 from scheduler.model.nodes import Node
 from scheduler.model.pods import GangKey, Pod, PodRef
+from scheduler.model.topology import SakkaraGroup, Topology
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,3 +41,8 @@ class Snapshot:
     podgroups: Mapping[GangKey, PodGroup] = field(default_factory=dict)
     priority_classes: Mapping[str, PriorityClass] = field(default_factory=dict)
     memory: Mapping[GangKey, GangState] = field(default_factory=dict)
+    # From the sakkara.topology ConfigMap; None without one (node labels or flat instead).
+    topology: Topology | None = None
+    # Why the topology ConfigMap cannot be used; topology-placed gangs wait while it is so.
+    topology_errors: tuple[str, ...] = ()
+    groups: Mapping[GangKey, SakkaraGroup] = field(default_factory=dict)

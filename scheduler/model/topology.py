@@ -65,3 +65,58 @@ class LevelConstraint:
 class Constraints:
     by_level: Mapping[str, LevelConstraint] = field(default_factory=dict)
     errors: tuple[str, ...] = ()
+
+    def problems(self, *, levels: tuple[str, ...], size: int) -> list[str]:
+        """What makes these constraints unusable on ``levels`` for a gang of ``size``."""
+        found = list(self.errors)
+        for level, c in sorted(self.by_level.items()):
+            where = f"constraint for level {level!r}"
+            if level not in levels:
+                found.append(
+                    f"{where}: the topology has no such level; its levels are {', '.join(levels)}"
+                )
+            if c.partitions is not None and c.partitions > size:
+                found.append(f"{where}: {c.partitions} partitions for a gang of {size}")
+            if c.hard and c.min is not None and c.min > size:
+                found.append(f"{where}: hard min {c.min} for a gang of {size}")
+        return found
+
+
+def topology_from_labels(
+    levels: tuple[tuple[str, str], ...], nodes: Mapping[str, Mapping[str, str]]
+) -> Topology:
+    """A tree from node labels ((level, label key), ...), then the nodes.
+
+    This is how Volcano, Kueue and KAI describe topology. The level with the fewest distinct
+    values is the top (zones above racks), whatever order the levels were given in; on a tie
+    the one given last is higher. Nodes lacking one of the labels are left out of the tree.
+    """
+    distinct = {
+        key: len({labels[key] for labels in nodes.values() if key in labels}) for _, key in levels
+    }
+    ranked = sorted(enumerate(levels), key=lambda il: (distinct[il[1][1]], -il[0]))
+    levels = tuple(level for _, level in ranked)
+    paths: dict[str, tuple[str, ...]] = {}
+    for name, labels in nodes.items():
+        units = tuple(labels.get(key, "") for _, key in levels)
+        if all(units):
+            paths[name] = (*units, name)
+    return Topology(
+        name="node-labels", levels=(*(level for level, _ in levels), "node"), paths=paths
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SakkaraGroup:
+    """A group ConfigMap of seed 004 (label ``sakkara.group``): the gang of the pods labelled
+    ``sakkara.group.name`` with its ``name``, in the ConfigMap's namespace."""
+
+    namespace: str
+    name: str  # data.name: what the pods' label says
+    configmap: str  # metadata.name
+    uid: str = ""
+    size: int = 1
+    priority: int = 0
+    constraints: Constraints = field(default_factory=Constraints)
+    status: str = ""  # what the ConfigMap's status key says (Bound once written back)
+    errors: tuple[str, ...] = ()

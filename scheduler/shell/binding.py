@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import structlog
 
@@ -39,6 +39,7 @@ class Binder:
         concurrency: int = 32,
         poke: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.time,
+        on_bound: Callable[[GangBinding, float], Awaitable[None]] | None = None,
     ) -> None:
         self._api = api
         self._cache = cache
@@ -48,6 +49,9 @@ class Binder:
         self._metrics = metrics
         self._poke = poke
         self._clock = clock
+        # Write-back once a topology-placed gang is bound: given the gang and the seconds
+        # the pass that placed it took.
+        self._on_bound = on_bound
         self.in_flight = 0
 
     def assume(self, gang_binding: GangBinding) -> None:
@@ -55,7 +59,7 @@ class Binder:
         for binding in gang_binding.bindings:
             self._cache.assume(binding.pod, binding.node)
 
-    async def apply(self, gang_binding: GangBinding) -> None:
+    async def apply(self, gang_binding: GangBinding, *, pass_seconds: float = 0.0) -> None:
         bindings = gang_binding.bindings
         if gang_binding.all_or_nothing:
             first, rest = bindings[0], bindings[1:]
@@ -72,6 +76,8 @@ class Binder:
             first_attempt = self._cache.memory.get(gang_binding.gang, GangState()).first_attempt
             if first_attempt is not None:
                 self._metrics.gang_bound_seconds.observe(max(self._clock() - first_attempt, 0.0))
+            if gang_binding.placement is not None and self._on_bound is not None:
+                await self._on_bound(gang_binding, pass_seconds)
 
     async def _bind(self, binding: Binding) -> str | None:
         """Bind one pod; None on success, else what went wrong."""

@@ -54,6 +54,7 @@ class SchedulingLoop:
         self._sync = sync
         self._metrics = metrics
         self._tasks: set[asyncio.Task[None]] = set()
+        self._topology_notes: tuple[str, ...] = ()  # said once per change
 
     def poke(self) -> None:
         """Something changed: run a pass soon."""
@@ -94,8 +95,13 @@ class SchedulingLoop:
         started = time.perf_counter()
         snapshot = self._cache.snapshot()
         result = schedule(snapshot, now=self._clock(), config=self._config)
+        decided = time.perf_counter() - started
         self._cache.remember(dict(result.memory))
-        self._apply(result)
+        if result.topology_notes != self._topology_notes:
+            self._topology_notes = result.topology_notes
+            for note in result.topology_notes:
+                log.warning(note)
+        self._apply(result, pass_seconds=decided)
         self._observe(snapshot, result, time.perf_counter() - started)
         if result.bindings:
             log.debug(
@@ -122,10 +128,10 @@ class SchedulingLoop:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _apply(self, result: Result) -> None:
+    def _apply(self, result: Result, *, pass_seconds: float) -> None:
         for gang_binding in result.bindings:
             self._binder.assume(gang_binding)
-            self._spawn(self._binder.apply(gang_binding))
+            self._spawn(self._binder.apply(gang_binding, pass_seconds=pass_seconds))
         for patch in result.pod_patches:
             self._spawn(self._patcher.pod(patch))
         for update in result.status_updates:

@@ -1,4 +1,5 @@
-"""Writes of state the core decided: PodGroup status and the pods' timeout mark.
+"""Writes of state the core decided: PodGroup status, the pods' timeout mark, and what a
+topology-placed gang writes back once bound (ranks, placement, Sakkara's timings).
 
 A write is skipped when the same content was already sent for that object: the core asks
 again until the watch brings the new state back, and the API server need not hear it twice.
@@ -7,11 +8,16 @@ again until the watch brings the new state back, and the API server need not hea
 from __future__ import annotations
 
 import asyncio
+import json
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 
 import structlog
 
 from scheduler.codecs.objects import podgroup_status_to_dict
-from scheduler.model.decisions import PodPatch, StatusUpdate
+from scheduler.model import names
+from scheduler.model.decisions import GangBinding, PodPatch, StatusUpdate
 from scheduler.model.pods import GangKey, PodRef
 from scheduler.shell.api import ApiClient, ApiError
 
@@ -19,8 +25,15 @@ log = structlog.get_logger()
 
 
 class Patcher:
-    def __init__(self, api: ApiClient, *, concurrency: int = 16) -> None:
+    def __init__(
+        self,
+        api: ApiClient,
+        *,
+        concurrency: int = 16,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._api = api
+        self._clock = clock
         self._slots = asyncio.Semaphore(concurrency)
         self._sent_status: dict[GangKey, dict] = {}
         self._sent_pods: dict[PodRef, dict] = {}
@@ -55,3 +68,68 @@ class Patcher:
         except (TimeoutError, OSError) as error:
             self._sent_pods.pop(patch.pod, None)
             log.warning("pod not annotated", pod=str(patch.pod), error=str(error))
+
+    async def placement(self, gang_binding: GangBinding, pass_seconds: float) -> None:
+        """Seed 004's write-back: rank labels on every pod, the placement on the PodGroup
+        (annotation) or the group ConfigMap (status, placement, rank, timings)."""
+        placement = gang_binding.placement
+        if placement is None:
+            return
+        end = self._clock()
+        writes = [
+            self._write(
+                f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}",
+                {
+                    "metadata": {
+                        "labels": {
+                            names.SAKKARA_RANK: str(rank),
+                            names.SAKKARA_STATUS: "Bound",
+                            names.SAKKARA_RETRIES: str(placement.retries),
+                        }
+                    }
+                },
+                what=f"pod {ref}",
+            )
+            for ref, rank in placement.ranks
+        ]
+        if placement.podgroup is not None:
+            ns, name = placement.podgroup.namespace, placement.podgroup.name
+            writes.append(
+                self._write(
+                    f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/{name}",
+                    {"metadata": {"annotations": {names.PLACEMENT: placement.tree}}},
+                    what=f"podgroup {ns}/{name}",
+                )
+            )
+        if placement.group is not None:
+            ns, name = placement.group
+            begin = min(placement.begin, end)
+            data = {
+                "status": "Bound",
+                "placement": placement.tree,
+                "rank": json.dumps([[ref.name, rank] for ref, rank in placement.ranks]),
+                "schedBeginTime": _timestamp(begin),
+                "schedEndTime": _timestamp(end),
+                "schedSolverTimeMilli": str(round(pass_seconds * 1000)),
+                "schedTotalTimeMilli": str(round((end - begin) * 1000)),
+            }
+            writes.append(
+                self._write(
+                    f"/api/v1/namespaces/{ns}/configmaps/{name}",
+                    {"data": data},
+                    what=f"group ConfigMap {ns}/{name}",
+                )
+            )
+        await asyncio.gather(*writes)
+
+    async def _write(self, path: str, body: dict, *, what: str) -> None:
+        try:
+            async with self._slots:
+                await self._api.merge_patch(path, body)
+        except (TimeoutError, ApiError, OSError) as error:
+            log.warning("placement not written back", object=what, error=str(error))
+
+
+def _timestamp(seconds: float) -> str:
+    """RFC 3339 with microseconds, as seed 004 shows its timings."""
+    return datetime.fromtimestamp(seconds, UTC).isoformat()

@@ -25,6 +25,10 @@ LISTS = {
     "nodes": "/api/v1/nodes",
     "podgroups": "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
     "priorityclasses": "/apis/scheduling.k8s.io/v1/priorityclasses",
+    # Seed 004's ConfigMaps, by label: a topology-placed gang must not be placed on a tree
+    # that has not arrived yet.
+    "topologies": "/api/v1/configmaps?labelSelector=sakkara.topology",
+    "groups": "/api/v1/configmaps?labelSelector=sakkara.group",
 }
 
 
@@ -36,7 +40,7 @@ def _key(kind: str, obj: dict) -> str:
     meta = obj["metadata"]
     if kind == "pods":
         return meta["uid"]
-    if kind == "podgroups":
+    if kind in ("podgroups", "topologies", "groups"):
         return f"{meta['namespace']}/{meta['name']}"
     return meta["name"]
 
@@ -50,7 +54,8 @@ async def list_objects(
     token = ""
     accept = METADATA_ONLY if metadata_only else "application/json"
     while True:
-        query = f"?limit=1000&continue={token}" if token else "?limit=1000"
+        query = "&" if "?" in LISTS[kind] else "?"
+        query += f"limit=1000&continue={token}" if token else "limit=1000"
         try:
             page = await api.request("GET", LISTS[kind] + query, accept=accept)
         except ApiError as error:

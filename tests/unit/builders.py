@@ -11,12 +11,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from scheduler.codecs.objects import node_from_dict, pod_from_dict, podgroup_from_dict
+from scheduler.codecs.topology import group_from_configmap, topology_from_configmap
 from scheduler.model import names
 from scheduler.model.gangs import PodGroup
 from scheduler.model.nodes import Node
 from scheduler.model.pods import GangKey, Pod
 from scheduler.model.snapshot import GangState, PriorityClass, Snapshot
 from scheduler.model.times import format_time
+from scheduler.model.topology import SakkaraGroup, Topology
 
 SCHEDULER = "gang-scheduler"
 T0 = 1_800_000_000.0  # a fixed "now" for tests
@@ -73,10 +75,11 @@ def pod(
     tolerations: Iterable[Mapping[str, str]] = (),
     annotations: Mapping[str, str] | None = None,
     affinity: Mapping[str, Any] | None = None,
+    labels: Mapping[str, str] | None = None,
 ) -> Pod:
     """A pod; ``gang`` uses Koordinator annotations, ``pod_group`` the PodGroup label."""
     notes = dict(annotations or {})
-    labels: dict[str, str] = {}
+    labels = dict(labels or {})
     if gang is not None:
         notes[names.KOORD_NAME] = gang
     if min_available is not None:
@@ -162,6 +165,9 @@ def snapshot(
     podgroups: Iterable[PodGroup] = (),
     memory: Mapping[GangKey, GangState] | None = None,
     priority_classes: Iterable[PriorityClass] = (),
+    topology: Topology | None = None,
+    topology_errors: tuple[str, ...] = (),
+    groups: Iterable[SakkaraGroup] = (),
 ) -> Snapshot:
     return Snapshot(
         nodes={n.name: n for n in nodes},
@@ -169,7 +175,34 @@ def snapshot(
         podgroups={pg.key: pg for pg in podgroups},
         priority_classes={pc.name: pc for pc in priority_classes},
         memory=dict(memory or {}),
+        topology=topology,
+        topology_errors=topology_errors,
+        groups={GangKey(g.namespace, g.name): g for g in groups},
     )
+
+
+def group(
+    name: str, *, size: int, constraints: str = "", priority: int = 0, namespace: str = "default"
+) -> SakkaraGroup:
+    """A Sakkara group ConfigMap as seed 004 writes it."""
+    data = {"name": name, "size": str(size), "priority": str(priority)}
+    if constraints:
+        data["constraints"] = constraints
+    return group_from_configmap(
+        {
+            "metadata": {"name": name, "namespace": namespace, "labels": {"sakkara.group": ""}},
+            "data": data,
+        }
+    )
+
+
+def tree_topology(tree: Mapping[str, Any], levels: tuple[str, ...]) -> Topology:
+    """A topology from seed 004's tree, through the real ConfigMap reader."""
+    parsed, errors = topology_from_configmap(
+        {"level-names": json.dumps(list(levels)), "tree": json.dumps(tree)}
+    )
+    assert parsed is not None, errors
+    return parsed
 
 
 def gang_pods(prefix: str, count: int, **kw: Any) -> list[Pod]:

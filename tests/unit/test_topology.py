@@ -6,8 +6,16 @@ import json
 
 import pytest
 
-from scheduler.codecs.topology import read_constraints, topology_from_configmap
-from scheduler.model.topology import SPREAD, Topology
+from scheduler.codecs.gangs import read_claim, read_options
+from scheduler.codecs.topology import (
+    group_from_configmap,
+    read_constraints,
+    topology_from_configmap,
+)
+from scheduler.model.pods import GangKey, GangSource
+from scheduler.model.topology import SPREAD, Topology, topology_from_labels
+
+SEED_A = '{"rack": {"type": "pack"}, "node": {"type": "spread"}}'
 
 SEED_TREE = {
     "rack-0": {"node-0": {}, "node-1": {}, "node-2": {}},
@@ -97,3 +105,45 @@ def test_constraints_of_the_seed_read_in_full() -> None:
 def test_inconsistent_constraints_are_rejected_with_the_reason(raw: str, says: str) -> None:
     errors = read_constraints(raw).errors
     assert any(says in e for e in errors), errors
+
+
+def test_group_configmap_reads_name_size_priority_and_constraints() -> None:
+    group = group_from_configmap(
+        {
+            "metadata": {"name": "cm-a", "namespace": "team", "labels": {"sakkara.group": ""}},
+            "data": {"name": "group-a", "size": "8", "priority": "5", "constraints": SEED_A},
+        }
+    )
+    assert (group.namespace, group.name, group.configmap) == ("team", "group-a", "cm-a")
+    assert (group.size, group.priority) == (8, 5)
+    assert group.constraints.by_level["node"].type == SPREAD
+    assert group.errors == ()
+
+
+def test_group_configmap_with_a_bad_size_says_which_key_and_what_is_allowed() -> None:
+    group = group_from_configmap(
+        {"metadata": {"name": "g", "namespace": "team"}, "data": {"size": "eight"}}
+    )
+    assert group.errors == (
+        "group ConfigMap team/g: key 'size' must be a whole number of at least 1, got 'eight'",
+    )
+
+
+def test_a_pod_labelled_with_a_sakkara_group_claims_that_gang() -> None:
+    claim = read_claim({"sakkara.group.name": "group-a"}, {}, namespace="team")
+    assert claim is not None
+    assert claim.key == GangKey("team", "group-a")
+    assert claim.source is GangSource.SAKKARA
+
+
+def test_constraint_annotation_errors_name_the_annotation() -> None:
+    options = read_options({"gang-scheduler.io/topology-constraints": "{rack"}, namespace="ns")
+    assert options.errors[0].startswith("annotation gang-scheduler.io/topology-constraints:")
+
+
+def test_topology_from_labels_puts_the_level_with_fewest_values_on_top() -> None:
+    nodes = {f"n{i}": {"zone": f"z{i // 4}", "rack": f"r{i // 2}"} for i in range(8)} | {"bare": {}}
+    topology = topology_from_labels((("rack", "rack"), ("zone", "zone")), nodes)
+    assert topology.levels == ("zone", "rack", "node")
+    assert topology.paths["n3"] == ("z0", "r1", "n3")
+    assert "bare" not in topology.paths

@@ -1,0 +1,259 @@
+"""Topology-placed gangs through a whole pass: Sakkara groups, the constraint annotation,
+labels as topology, and what is decided for write-back."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from scheduler.core.scheduling import schedule
+from scheduler.model import names
+from scheduler.model.config import Config
+from scheduler.model.decisions import Result
+from scheduler.model.topology import Topology
+from tests.unit.builders import T0, group, node, pod, podgroup, snapshot, tree_topology
+
+SEED_TREE = {
+    "rack-0": {"node-0": {}, "node-1": {}, "node-2": {}},
+    "rack-1": {"node-3": {}, "node-4": {}, "node-5": {}},
+}
+SEED = tree_topology(SEED_TREE, ("rack", "node"))
+GROUP_A = '{"rack": {"type": "pack"}, "node": {"type": "spread"}}'
+
+
+def six_nodes(cpu: str = "8") -> list:
+    return [node(f"node-{i}", cpu=cpu) for i in range(6)]
+
+
+def group_pods(name: str, count: int, **kw: object) -> list:
+    return [
+        pod(f"{name}-{i}", labels={names.SAKKARA_GROUP_NAME: name}, **kw)  # type: ignore[arg-type]
+        for i in range(count)
+    ]
+
+
+def bind_map(result: Result) -> dict[str, str]:
+    return {b.pod.name: b.node for g in result.bindings for b in g.bindings}
+
+
+def reasons(result: Result) -> set[str]:
+    return {e.reason for e in result.events}
+
+
+def test_group_pods_without_their_configmap_stay_pending_with_an_event() -> None:
+    result = schedule(snapshot(six_nodes(), group_pods("group-a", 8), topology=SEED), now=T0)
+    assert bind_map(result) == {}
+    assert "GroupNotFound" in reasons(result)
+    message = next(e.message for e in result.events if e.reason == "GroupNotFound")
+    assert "sakkara.group" in message
+
+
+def test_seed_group_a_lands_on_one_rack_spread_three_three_two() -> None:
+    result = schedule(
+        snapshot(
+            six_nodes(),
+            group_pods("group-a", 8),
+            topology=SEED,
+            groups=[group("group-a", size=8, constraints=GROUP_A)],
+        ),
+        now=T0,
+    )
+    placed = bind_map(result)
+    assert len(placed) == 8
+    assert {SEED.unit(n, "rack") for n in placed.values()} == {"rack-0"}
+    assert sorted(Counter(placed.values()).values()) == [2, 3, 3]
+
+
+def test_group_waits_until_all_of_its_size_exist() -> None:
+    result = schedule(
+        snapshot(
+            six_nodes(),
+            group_pods("group-a", 5),
+            topology=SEED,
+            groups=[group("group-a", size=8)],
+        ),
+        now=T0,
+    )
+    assert bind_map(result) == {}
+    assert "GangWaiting" in reasons(result)
+
+
+def test_placement_for_write_back_ranks_every_member_once_and_names_the_configmap() -> None:
+    members = [
+        *group_pods("group-a", 7),
+        pod("group-a-master", labels={names.SAKKARA_GROUP_NAME: "group-a"}),
+    ]
+    result = schedule(
+        snapshot(
+            six_nodes(),
+            members,
+            topology=SEED,
+            groups=[group("group-a", size=8, constraints=GROUP_A)],
+        ),
+        now=T0,
+    )
+    (gang_binding,) = result.bindings
+    placement = gang_binding.placement
+    assert placement is not None
+    assert placement.group == ("default", "group-a")
+    ranked = dict((ref.name, rank) for ref, rank in placement.ranks)
+    assert sorted(ranked.values()) == list(range(8))
+    assert ranked["group-a-master"] == 0
+    tree = json.loads(placement.tree)
+    assert sum(len(pods) for pods in tree["root"]["rack-0"].values()) == 8
+    assert placement.retries == 1
+
+
+def test_podgroup_with_the_constraint_annotation_partitions_over_racks() -> None:
+    constraints = '{"rack": {"type": "spread", "partitions": 2, "isHard": true}}'
+    result = schedule(
+        snapshot(
+            six_nodes(),
+            [pod(f"train-{i}", pod_group="train") for i in range(4)],
+            podgroups=[
+                podgroup(
+                    "train", min_member=4, annotations={names.TOPOLOGY_CONSTRAINTS: constraints}
+                )
+            ],
+            topology=SEED,
+        ),
+        now=T0,
+    )
+    placed = bind_map(result)
+    assert Counter(SEED.unit(n, "rack") for n in placed.values()) == {"rack-0": 2, "rack-1": 2}
+    (gang_binding,) = result.bindings
+    assert gang_binding.placement is not None
+    assert gang_binding.placement.podgroup is not None
+
+
+def test_annotation_only_gang_reads_its_constraints_from_the_pods() -> None:
+    notes = {names.TOPOLOGY_CONSTRAINTS: '{"node": {"type": "pack", "max": 1, "isHard": true}}'}
+    members = [pod(f"w-{i}", gang="w", min_available=3, annotations=notes) for i in range(3)]
+    result = schedule(snapshot(six_nodes(), members, topology=SEED), now=T0)
+    assert len(set(bind_map(result).values())) == 3
+
+
+def test_hard_constraint_that_cannot_be_met_binds_nothing_and_names_the_level() -> None:
+    constraints = '{"rack": {"type": "pack", "min": 8, "isHard": true}}'
+    result = schedule(
+        snapshot(
+            six_nodes(cpu="2"),  # 6 per rack, 12 in all
+            group_pods("g", 8),
+            topology=SEED,
+            groups=[group("g", size=8, constraints=constraints)],
+        ),
+        now=T0,
+    )
+    assert bind_map(result) == {}
+    failed = next(e.message for e in result.events if e.reason == "FailedScheduling")
+    assert "'rack'" in failed
+    assert "min 8" in failed
+
+
+def test_constraint_on_a_level_the_topology_lacks_is_an_invalid_spec() -> None:
+    result = schedule(
+        snapshot(
+            six_nodes(),
+            group_pods("g", 2),
+            topology=SEED,
+            groups=[group("g", size=2, constraints='{"zone": {"type": "spread"}}')],
+        ),
+        now=T0,
+    )
+    assert bind_map(result) == {}
+    invalid = next(e.message for e in result.events if e.reason == "InvalidGangSpec")
+    assert "'zone'" in invalid
+    assert "rack, node" in invalid
+
+
+def test_partitions_larger_than_the_gang_are_an_invalid_spec() -> None:
+    result = schedule(
+        snapshot(
+            six_nodes(),
+            group_pods("g", 2),
+            topology=SEED,
+            groups=[group("g", size=2, constraints='{"rack": {"partitions": 3}}')],
+        ),
+        now=T0,
+    )
+    assert "InvalidGangSpec" in reasons(result)
+
+
+def test_an_unusable_topology_configmap_holds_topology_gangs_but_not_plain_ones() -> None:
+    result = schedule(
+        snapshot(
+            six_nodes(),
+            [*group_pods("g", 2), pod("plain")],
+            groups=[group("g", size=2)],
+            topology_errors=("gang-scheduler-system/tree: topology key 'tree' is missing",),
+        ),
+        now=T0,
+    )
+    assert bind_map(result) == {"plain": "node-0"}
+    assert "InvalidTopology" in reasons(result)
+
+
+def test_without_any_topology_a_group_is_placed_on_the_flat_tree() -> None:
+    result = schedule(
+        snapshot(six_nodes(), group_pods("g", 4), groups=[group("g", size=4)]), now=T0
+    )
+    assert len(bind_map(result)) == 4
+
+
+def test_nodes_outside_the_tree_are_not_used_and_said_once() -> None:
+    small = tree_topology({"rack-0": {"node-0": {}}}, ("rack", "node"))
+    result = schedule(
+        snapshot(
+            six_nodes(cpu="2"), group_pods("g", 4), topology=small, groups=[group("g", size=4)]
+        ),
+        now=T0,
+    )
+    assert bind_map(result) == {}
+    assert any("5 nodes are not in topology" in note for note in result.topology_notes)
+
+
+def test_topology_from_node_labels_puts_partitions_in_different_zones() -> None:
+    nodes = [
+        node(f"n-{z}-{i}", labels={"zone": f"zone-{z}", "rack": f"rack-{z}{i // 2}"})
+        for z in range(2)
+        for i in range(4)
+    ]
+    config = Config(topology_labels=(("rack", "rack"), ("zone", "zone")))
+    constraints = '{"zone": {"type": "spread", "partitions": 2, "isHard": true}}'
+    result = schedule(
+        snapshot(nodes, group_pods("g", 4), groups=[group("g", size=4, constraints=constraints)]),
+        now=T0,
+        config=config,
+    )
+    placed = bind_map(result)
+    assert Counter(n.split("-")[1] for n in placed.values()) == {"0": 2, "1": 2}
+
+
+def test_soft_constraint_not_met_is_said_in_a_normal_event() -> None:
+    result = schedule(
+        snapshot(
+            six_nodes(cpu="2"),
+            group_pods("g", 6),
+            topology=SEED,
+            groups=[group("g", size=6, constraints='{"node": {"type": "pack", "factor": 4}}')],
+        ),
+        now=T0,
+    )
+    assert len(bind_map(result)) == 6
+    relaxed = next(e for e in result.events if e.reason == "TopologyRelaxed")
+    assert relaxed.type == "Normal"
+    assert "factor 4" in relaxed.message
+
+
+def test_same_snapshot_gives_the_same_topology_placement() -> None:
+    shot = snapshot(
+        six_nodes(),
+        group_pods("g", 7),
+        topology=SEED,
+        groups=[group("g", size=7, constraints=GROUP_A)],
+    )
+    assert schedule(shot, now=T0) == schedule(shot, now=T0)
+
+
+def test_flat_topology_is_one_level_of_nodes() -> None:
+    assert Topology.flat(["b", "a"]).levels == ("node",)
