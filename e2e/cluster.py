@@ -1,4 +1,5 @@
-"""Starts, checks and stops the local control plane: etcd, kube-apiserver and KWOK.
+"""Starts, checks and stops the local control plane: etcd, kube-apiserver, a
+kube-controller-manager that runs Jobs, and KWOK.
 
 The binaries are real, built from Go modules by ``e2e/controlplane/build.sh`` and cached
 outside the work tree. Each cluster lives in one folder (``.cluster/`` for ``make demo``,
@@ -63,6 +64,7 @@ class AlreadyRunning(ClusterError):
 @dataclass(frozen=True)
 class Binaries:
     kube_apiserver: Path
+    kube_controller_manager: Path
     etcd: Path
     kubectl: Path
     kwok: Path
@@ -133,6 +135,7 @@ def resolve_binaries() -> Binaries:
 
     return Binaries(
         kube_apiserver=pick("kube-apiserver"),
+        kube_controller_manager=pick("kube-controller-manager"),
         etcd=pick("etcd"),
         kubectl=pick("kubectl"),
         kwok=pick("kwok"),
@@ -282,7 +285,8 @@ def install_crds(plane: ControlPlane, crds: Path = CRDS) -> None:
 
 
 def up(directory: Path = DEFAULT_DIR, *, timeout: float = 120.0) -> ControlPlane:
-    """Start etcd, kube-apiserver and KWOK in ``directory``, install the CRDs.
+    """Start etcd, kube-apiserver, kube-controller-manager (Jobs only) and KWOK in
+    ``directory``, install the CRDs.
 
     Raises AlreadyRunning if that folder's control plane still runs. A folder left by a
     control plane that died is cleaned first. On any failure, whatever was started is stopped.
@@ -303,7 +307,7 @@ def up(directory: Path = DEFAULT_DIR, *, timeout: float = 120.0) -> ControlPlane
     kubectl_link.symlink_to(binaries.kubectl)
 
     pki = write_pki(directory / "pki")
-    etcd_port, peer_port, api_port, kwok_port = (free_port() for _ in range(4))
+    etcd_port, peer_port, api_port, kwok_port, kcm_port = (free_port() for _ in range(5))
     server = f"https://127.0.0.1:{api_port}"
     plane = ControlPlane(directory=directory, server=server, processes=())
     write_kubeconfig(plane.kubeconfig, server=server, pki=pki)
@@ -377,6 +381,36 @@ def up(directory: Path = DEFAULT_DIR, *, timeout: float = 120.0) -> ControlPlane
             timeout=timeout,
             process=apiserver,
             log=logs / "kube-apiserver.log",
+        )
+
+        # Only the Job controller and the garbage collector: Jobs make pods (seed 004's groups
+        # are Jobs), and pods owned by a deleted Job go. The node-lifecycle controller stays
+        # off: KWOK's fast stages send no heartbeats, it would mark every node NotReady.
+        kcm = _start(
+            "kube-controller-manager",
+            binaries.kube_controller_manager,
+            [
+                f"--kubeconfig={plane.kubeconfig}",
+                f"--authentication-kubeconfig={plane.kubeconfig}",
+                f"--authorization-kubeconfig={plane.kubeconfig}",
+                "--controllers=job,garbagecollector",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={kcm_port}",
+                f"--cert-dir={directory / 'pki' / 'kube-controller-manager'}",
+            ],
+            logs,
+        )
+        started(kcm)
+        unverified = ssl.create_default_context()
+        unverified.check_hostname = False
+        unverified.verify_mode = ssl.CERT_NONE
+        _wait_until(
+            lambda: _http_ok(f"https://127.0.0.1:{kcm_port}/healthz", unverified),
+            what="waiting for kube-controller-manager to be healthy",
+            timeout=60,
+            process=kcm,
+            log=logs / "kube-controller-manager.log",
         )
 
         kwok = _start(

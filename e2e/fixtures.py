@@ -254,7 +254,15 @@ class Cluster:
     access: ClusterAccess
     namespace: str
 
-    def nodes(self, count: int, *, cpu: str = "8", memory: str = "32Gi", gpu: int = 0) -> list[str]:
+    def nodes(
+        self,
+        count: int,
+        *,
+        cpu: str = "8",
+        memory: str = "32Gi",
+        gpu: int = 0,
+        labels: dict[str, str] | None = None,
+    ) -> list[str]:
         """Create ``count`` KWOK nodes that only this test's pods select, and wait until Ready."""
         from e2e.nodes import FakeNode, create_nodes, node_manifest  # noqa: PLC0415
 
@@ -262,7 +270,10 @@ class Cluster:
         names_ = [f"{self.namespace}-n{existing + i}" for i in range(count)]
         manifests = [
             node_manifest(
-                FakeNode(name, {TEST_LABEL: self.namespace}), cpu=cpu, memory=memory, gpu=gpu
+                FakeNode(name, {TEST_LABEL: self.namespace, **(labels or {})}),
+                cpu=cpu,
+                memory=memory,
+                gpu=gpu,
             )
             for name in names_
         ]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from scheduler.core.placing import Ledger, NodeFinder
@@ -225,6 +225,7 @@ class Arranger:
             return Arrangement((), Status.success())
         fit = {id(p): self._finder.static_fit(p) for p in members}
         raw = self._capacities(members, fit, Constraints(), ledger)
+        raw.setdefault((), 0)  # a tree none of whose nodes exist
         if raw[()] < len(members):
             outside = f"; {len(tree.missing)} nodes outside the topology are not used" * bool(
                 tree.missing
@@ -237,13 +238,26 @@ class Arranger:
                     f"{outside}{detail}"
                 ),
             )
-        caps = self._capacities(members, fit, constraints, ledger)
-        placements, relaxed, status = self._place(
-            (), list(members), fit=fit, caps=caps, raw=raw, constraints=constraints, ledger=ledger
+        # First every constraint as if hard: a soft range or factor low in the tree then
+        # bounds what the levels above send down, instead of being given up under a pack.
+        # Only if that finds nothing are the soft ones tried and dropped one by one.
+        attempts = [constraints]
+        strict = Constraints(
+            by_level={k: replace(c, hard=True) for k, c in constraints.by_level.items()}
         )
-        if not status.ok:
-            return Arrangement((), status)
-        return Arrangement(tuple(placements), status, tuple(relaxed))
+        if strict != constraints:
+            attempts.insert(0, strict)
+        status = Status.success()
+        for attempt in attempts:
+            trial = ledger.scratch()
+            caps = self._capacities(members, fit, attempt, trial)
+            placements, relaxed, status = self._place(
+                (), list(members), fit=fit, caps=caps, raw=raw, constraints=attempt, ledger=trial
+            )
+            if status.ok:
+                trial.commit()
+                return Arrangement(tuple(placements), status, tuple(relaxed))
+        return Arrangement((), status)
 
     def _capacities(
         self,

@@ -97,7 +97,8 @@ class SchedulingLoop:
         result = schedule(snapshot, now=self._clock(), config=self._config)
         decided = time.perf_counter() - started
         self._cache.remember(dict(result.memory))
-        if result.topology_notes != self._topology_notes:
+        # Passes without topology-placed gangs do not look at the tree and say nothing.
+        if result.topology_notes and result.topology_notes != self._topology_notes:
             self._topology_notes = result.topology_notes
             for note in result.topology_notes:
                 log.warning(note)

@@ -135,17 +135,19 @@ def test_fake_node_from_the_tool_becomes_ready(control_plane: ClusterAccess) -> 
 
 
 def test_topology_configmap_written_by_the_tool_names_the_nodes(
-    control_plane: ClusterAccess,
+    control_plane: ClusterAccess, namespace: str
 ) -> None:
-    names = _make_nodes(
-        control_plane, "smoke-topo-", "--topology", "gang-scheduler-system/smoke-topology"
-    )
-    cm = pykube.ConfigMap.objects(control_plane.api(), namespace="gang-scheduler-system").get(
+    # In the test's own namespace: a topology in the scheduler's would steer other tests.
+    names = _make_nodes(control_plane, "smoke-topo-", "--topology", f"{namespace}/smoke-topology")
+    cm = pykube.ConfigMap.objects(control_plane.api(), namespace=namespace).get(
         name="smoke-topology"
     )
-    assert "sakkara.topology" in cm.labels
-    assert json.loads(cm.obj["data"]["tree"]) == {"rack-0": {n: {} for n in names}}
-    assert json.loads(cm.obj["data"]["resource-names"]) == ["cpu", "memory", "nvidia.com/gpu"]
+    try:
+        assert "sakkara.topology" in cm.labels
+        assert json.loads(cm.obj["data"]["tree"]) == {"rack-0": {n: {} for n in names}}
+        assert json.loads(cm.obj["data"]["resource-names"]) == ["cpu", "memory", "nvidia.com/gpu"]
+    finally:
+        cm.delete()
 
 
 def test_pod_bound_by_hand_to_a_kwok_node_reaches_running(

@@ -36,12 +36,17 @@ def test_second_up_is_refused_and_down_stops_exactly_what_up_started(tmp_path: P
     directory = tmp_path / "cluster"
     plane = cluster.up(directory)
     try:
-        assert {p.name for p in plane.running()} == {"etcd", "kube-apiserver", "kwok"}
+        assert {p.name for p in plane.running()} == {
+            "etcd",
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kwok",
+        }
         with pytest.raises(cluster.AlreadyRunning, match="already running"):
             cluster.up(directory)
     finally:
         stopped = cluster.down(directory)
-    assert sorted(stopped) == ["etcd", "kube-apiserver", "kwok"]
+    assert sorted(stopped) == ["etcd", "kube-apiserver", "kube-controller-manager", "kwok"]
     assert plane.running() == []
     for process in plane.processes:
         assert not Path(f"/proc/{process.pid}").exists() or not process.alive()

@@ -104,7 +104,39 @@ def test_scheduler_as_its_service_account_schedules_and_writes_without_a_403(
         )
     )  # fmt: skip
 
+    # A Sakkara group (flat topology): rank labels on pods, the group ConfigMap written back.
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": "group-s",
+                "namespace": cluster.namespace,
+                "labels": {names.SAKKARA_GROUP: ""},
+            },
+            "data": {"name": "group-s", "size": "2"},
+        },
+        *(
+            cluster.pod(
+                f"sakkara-{i}",
+                scheduler=sa_scheduler.name,
+                labels={names.SAKKARA_GROUP_NAME: "group-s"},
+            )
+            for i in range(2)
+        ),
+    )
+
     wait_for(lambda: {"fits-0", "fits-1"} <= cluster.bound(), timeout=30, what="gang bound")
+    wait_for(
+        lambda: cluster.get("configmap", "group-s")["data"].get("status") == "Bound",
+        timeout=30,
+        what="group ConfigMap written back",
+    )
+    wait_for(
+        lambda: cluster.get("pod", "sakkara-1")["metadata"]["labels"].get(names.SAKKARA_RANK),
+        timeout=30,
+        what="rank label written",
+    )
     wait_for(
         lambda: cluster.get("podgroup", "fits").get("status", {}).get("scheduled") == 2,
         timeout=30,

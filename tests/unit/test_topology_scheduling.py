@@ -257,3 +257,15 @@ def test_same_snapshot_gives_the_same_topology_placement() -> None:
 
 def test_flat_topology_is_one_level_of_nodes() -> None:
     assert Topology.flat(["b", "a"]).levels == ("node",)
+
+
+def test_a_tree_naming_only_nodes_that_do_not_exist_places_nothing_and_says_why() -> None:
+    ghost = tree_topology({"rack-0": {"gone-0": {}, "gone-1": {}}}, ("rack", "node"))
+    result = schedule(
+        snapshot(six_nodes(), group_pods("g", 2), topology=ghost, groups=[group("g", size=2)]),
+        now=T0,
+    )
+    assert bind_map(result) == {}
+    failed = next(e.message for e in result.events if e.reason == "FailedScheduling")
+    assert "room for 0 of 2" in failed
+    assert "6 nodes outside the topology" in failed
