@@ -40,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
     why.add_argument(
         "--scheduler-name", default=Config().scheduler_name, help="default: %(default)s"
     )
+    _topology_flags(why)
     run = commands.add_parser("run", help="schedule the pods whose spec.schedulerName names us")
     defaults = Config()
     run.add_argument(
@@ -106,12 +107,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="a standby takes over this long after the leader's last renewal "
         "(default: %(default)s)",
     )
-    run.add_argument(
+    _topology_flags(run)
+    run.add_argument("--verbose", "-v", action="store_true", help="log every pass")
+    return parser
+
+
+def _topology_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
         "--topology-namespace",
         default="gang-scheduler-system",
         help="where the ConfigMap labelled sakkara.topology lives (default: %(default)s)",
     )
-    run.add_argument(
+    parser.add_argument(
         "--topology-from-labels",
         type=_label_levels,
         default=(),
@@ -119,8 +126,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="without a topology ConfigMap, build the tree from node labels, e.g. "
         "rack=topology.example.com/rack,zone=topology.kubernetes.io/zone",
     )
-    run.add_argument("--verbose", "-v", action="store_true", help="log every pass")
-    return parser
 
 
 def _label_levels(raw: str) -> tuple[tuple[str, str], ...]:
@@ -208,9 +213,14 @@ def _explain(args: argparse.Namespace) -> int:
     if not namespace or not name:
         print(f"error: give the gang as NAMESPACE/NAME, got {args.gang!r}", file=sys.stderr)
         return 2
-    config = Config(scheduler_name=args.scheduler_name)
+    config = Config(scheduler_name=args.scheduler_name, topology_labels=args.topology_from_labels)
     lines = asyncio.run(
-        explain_gang(load_credentials(args.kubeconfig), GangKey(namespace, name), config=config)
+        explain_gang(
+            load_credentials(args.kubeconfig),
+            GangKey(namespace, name),
+            config=config,
+            topology_namespace=args.topology_namespace,
+        )
     )
     print("\n".join(lines))
     return 0

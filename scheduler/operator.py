@@ -26,12 +26,11 @@ from scheduler.codecs.objects import (
     podgroup_from_dict,
     priority_class_from_dict,
 )
-from scheduler.codecs.topology import group_from_configmap, topology_from_configmap
-from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.pods import GangKey
 from scheduler.shell.api import ApiClient, Credentials
 from scheduler.shell.binding import Binder
+from scheduler.shell.configmaps import apply_configmap
 from scheduler.shell.electing import LeaderElector, Leadership
 from scheduler.shell.looping import SchedulingLoop
 from scheduler.shell.metrics import Metrics
@@ -73,37 +72,6 @@ class _NoDiffBase(kopf.DiffBaseStorage):
 
     def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
         return None
-
-
-def _on_configmap(rt: Runtime, body: Any, *, deleted: bool, topology_namespace: str) -> None:
-    """Seed 004's ConfigMaps, by label. Every ConfigMap passes here, so that one whose label
-    was removed is dropped too."""
-    meta = body["metadata"]
-    labels = meta.get("labels") or {}
-    key = f"{meta['namespace']}/{meta['name']}"
-    if names.SAKKARA_GROUP in labels and not deleted:
-        rt.cache.upsert_group(key, group_from_configmap(body))
-    else:
-        rt.cache.remove_group(key)
-    if names.SAKKARA_TOPOLOGY not in labels:
-        rt.cache.remove_topology(key)
-        return
-    rt.cache.seen("topologies", key)
-    if deleted or meta["namespace"] != topology_namespace:
-        rt.cache.remove_topology(key)
-        if not deleted:
-            log.warning(
-                "topology ConfigMap outside --topology-namespace is ignored",
-                configmap=key,
-                topology_namespace=topology_namespace,
-            )
-        return
-    topology, errors = topology_from_configmap(body.get("data") or {})
-    for problem in errors:
-        log.error("topology ConfigMap cannot be used", configmap=key, problem=problem)
-    for warning in topology.warnings if topology else ():
-        log.warning("topology ConfigMap", configmap=key, warning=warning)
-    rt.cache.upsert_topology(key, topology, tuple(f"{key}: {e}" for e in errors))
 
 
 def build_registry(
@@ -184,8 +152,8 @@ def build_registry(
         deleted = event.get("type") == "DELETED"
         _guarded(
             "configmaps",
-            lambda: _on_configmap(
-                memo, body, deleted=deleted, topology_namespace=topology_namespace
+            lambda: apply_configmap(
+                memo.cache, body, deleted=deleted, topology_namespace=topology_namespace
             ),
         )
         memo.loop.poke()

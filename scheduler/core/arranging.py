@@ -58,6 +58,7 @@ class Tree:
     children: Mapping[Path, tuple[str, ...]]
     leaves: tuple[Path, ...]
     missing: tuple[str, ...]  # nodes of the cluster that the tree does not name
+    unknown: tuple[str, ...] = ()  # names in the tree that are no node of the cluster
 
     @classmethod
     def of(cls, topology: Topology, nodes: Iterable[str]) -> Tree:
@@ -72,8 +73,34 @@ class Tree:
                 kids.setdefault(path[:depth], set()).add(path[depth])
         children = {p: tuple(sorted(c, key=tree_order)) for p, c in kids.items()}
         missing = tuple(sorted(known - set(topology.paths), key=tree_order))
+        unknown = tuple(sorted(set(topology.paths) - known, key=tree_order))
         leaves.sort(key=lambda p: tuple(tree_order(u) for u in p))
-        return cls(topology=topology, children=children, leaves=tuple(leaves), missing=missing)
+        return cls(
+            topology=topology,
+            children=children,
+            leaves=tuple(leaves),
+            missing=missing,
+            unknown=unknown,
+        )
+
+    def notes(self) -> tuple[str, ...]:
+        """What an operator should hear once: nodes left out, names that match nothing."""
+
+        def shown(items: tuple[str, ...]) -> str:
+            return ", ".join(items[:10]) + " …" * (len(items) > 10)
+
+        said = []
+        if self.missing:
+            said.append(
+                f"{len(self.missing)} nodes are not in topology {self.topology.name} and are "
+                f"not used for topology-placed gangs: {shown(self.missing)}"
+            )
+        if self.unknown:
+            said.append(
+                f"topology {self.topology.name} names {len(self.unknown)} nodes that do not "
+                f"exist; they are ignored: {shown(self.unknown)}"
+            )
+        return tuple(said)
 
     @property
     def levels(self) -> tuple[str, ...]:
@@ -258,6 +285,12 @@ class Arranger:
                 trial.commit()
                 return Arrangement(tuple(placements), status, tuple(relaxed))
         return Arrangement((), status)
+
+    def room(self, members: Sequence[Pod], *, ledger: Ledger) -> dict[Path, int]:
+        """How many of ``members`` each unit of the tree could hold, constraints aside (for
+        ``explain``)."""
+        fit = {id(p): self._finder.static_fit(p) for p in members}
+        return self._capacities(members, fit, Constraints(), ledger)
 
     def _capacities(
         self,

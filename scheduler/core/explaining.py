@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
+from scheduler.core.arranging import Arranger, Tree, tree_order
+from scheduler.core.arranging import describe as describe_constraint
 from scheduler.core.filtering import static_reason
 from scheduler.core.gangs import resolve
-from scheduler.core.placing import Ledger
-from scheduler.core.scheduling import schedule
+from scheduler.core.placing import Ledger, NodeFinder
+from scheduler.core.scheduling import schedule, topology_of
 from scheduler.model.config import Config
+from scheduler.model.gangs import Gang
 from scheduler.model.pods import TERMINAL_PHASES, GangKey, Pod
 from scheduler.model.resources import describe
 from scheduler.model.snapshot import GangState, Snapshot
@@ -70,6 +73,41 @@ def _shape_lines(members: list[Pod], snapshot: Snapshot, ledger: Ledger) -> list
     return lines
 
 
+def _topology_lines(
+    gang: Gang, members: list[Pod], snapshot: Snapshot, config: Config, ledger: Ledger
+) -> list[str]:
+    """The tree the gang is placed on, and per level its constraint and where there is room."""
+    topology = topology_of(snapshot, config)
+    source = (
+        "ConfigMap"
+        if snapshot.topology is not None
+        else "node labels"
+        if config.topology_labels
+        else "flat: no topology ConfigMap"
+    )
+    tree = Tree.of(topology, snapshot.nodes)
+    lines = [
+        f"topology {topology.name} ({source}): {' > '.join(topology.levels)}; "
+        f"{len(tree.leaves)} of {len(snapshot.nodes)} nodes in it"
+    ]
+    lines.extend(f"topology unusable: {error}" for error in snapshot.topology_errors)
+    room = Arranger(tree, NodeFinder(snapshot.nodes, ledger)).room(members, ledger=ledger)
+    constraints = gang.constraints.by_level if gang.constraints else {}
+    for depth, level in enumerate(topology.levels, start=1):
+        units = sorted(
+            ((path, n) for path, n in room.items() if len(path) == depth),
+            key=lambda pn: (-pn[1], tuple(tree_order(u) for u in pn[0])),
+        )
+        c = constraints.get(level)
+        rule = f"{describe_constraint(c)}, {'hard' if c.hard else 'soft'}" if c else "pack"
+        roomy = [f"{path[-1]} {n}" for path, n in units[:3] if n]
+        lines.append(
+            f"level {level} [{rule}]: {sum(1 for _, n in units if n)} of {len(units)} units "
+            f"have room for a member; most room: {', '.join(roomy) or 'none'}"
+        )
+    return lines
+
+
 def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> list[str]:
     resolution = resolve(snapshot, config)
     gang = resolution.gangs.get(key)
@@ -94,11 +132,18 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
     lines.extend(f"invalid: {error}" for error in gang.errors)
     if key in resolution.missing_podgroups:
         lines.append(f"waiting for PodGroup {key}, which does not exist")
+    if key in resolution.missing_groups:
+        lines.append(
+            f"waiting for the group ConfigMap of Sakkara group {key}, which does not exist"
+        )
     state = snapshot.memory.get(key)
     if state is not None and state.timed_out:
         lines.append("timed out: it is not tried again until its pods are created anew")
     if pending:
-        lines.extend(_shape_lines(pending, snapshot, Ledger.of(snapshot.nodes, snapshot.pods)))
+        ledger = Ledger.of(snapshot.nodes, snapshot.pods)
+        lines.extend(_shape_lines(pending, snapshot, ledger))
+        if gang.topology_placed:
+            lines.extend(_topology_lines(gang, pending, snapshot, config, ledger))
     # What a pass would do now, the gang's backoff aside.
     memory = dict(snapshot.memory)
     memory[key] = replace(memory.get(key, GangState()), retry_at=0.0, last_message="")
@@ -109,6 +154,9 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
         nodes = Counter(b.node for b in binding.bindings)
         where = ", ".join(f"{n}×{node}" for node, n in sorted(nodes.items()))  # noqa: RUF001
         lines.append(f"a pass now would bind {len(binding.bindings)} members: {where}")
+        relaxed = [e.message for e in result.events if e.reason == "TopologyRelaxed"]
+        if relaxed:
+            lines.append(relaxed[0])
     else:
         names = {(r.namespace, r.name) for r in members}
         said = [

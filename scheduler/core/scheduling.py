@@ -73,17 +73,7 @@ class _Pass:
         self.now = now
         self.config = config
         resolution = resolve(snapshot, config)
-        self.topology = (
-            snapshot.topology
-            or (
-                topology_from_labels(
-                    config.topology_labels, {n.name: n.labels for n in snapshot.nodes.values()}
-                )
-                if config.topology_labels
-                else None
-            )
-            or Topology.flat(sorted(snapshot.nodes))
-        )
+        self.topology = topology_of(snapshot, config)
         self.gangs = {key: self._checked(gang) for key, gang in resolution.gangs.items()}
         self.missing_podgroups = resolution.missing_podgroups
         self.missing_groups = resolution.missing_groups
@@ -119,12 +109,7 @@ class _Pass:
         """Built on first use: passes without topology-placed gangs never pay for it."""
         if self._arranger is None:
             tree = Tree.of(self.topology, self.snapshot.nodes)
-            if tree.missing:
-                shown = ", ".join(tree.missing[:10]) + " …" * (len(tree.missing) > 10)
-                self.topology_notes = (
-                    f"{len(tree.missing)} nodes are not in topology {self.topology.name} and "
-                    f"are not used for topology-placed gangs: {shown}",
-                )
+            self.topology_notes = tree.notes()
             self._arranger = Arranger(tree, self.finder)
         return self._arranger
 
@@ -561,6 +546,17 @@ class _Pass:
             attempts=tuple(self.attempts),
             topology_notes=self.topology_notes,
         )
+
+
+def topology_of(snapshot: Snapshot, config: Config) -> Topology:
+    """The tree this pass places on: the topology ConfigMap's, else one from node labels
+    (--topology-from-labels), else flat (root and nodes)."""
+    if snapshot.topology is not None:
+        return snapshot.topology
+    if config.topology_labels:
+        labels = {n.name: n.labels for n in snapshot.nodes.values()}
+        return topology_from_labels(config.topology_labels, labels)
+    return Topology.flat(sorted(snapshot.nodes))
 
 
 def schedule(snapshot: Snapshot, *, now: float, config: Config = DEFAULT_CONFIG) -> Result:

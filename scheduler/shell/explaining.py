@@ -15,10 +15,17 @@ from scheduler.core.explaining import explain
 from scheduler.model.config import Config
 from scheduler.model.pods import GangKey
 from scheduler.shell.api import ApiClient, Credentials
+from scheduler.shell.configmaps import apply_configmap
 from scheduler.shell.syncing import list_objects
 
 
-async def explain_gang(credentials: Credentials, key: GangKey, *, config: Config) -> list[str]:
+async def explain_gang(
+    credentials: Credentials,
+    key: GangKey,
+    *,
+    config: Config,
+    topology_namespace: str = "gang-scheduler-system",
+) -> list[str]:
     api = ApiClient(credentials, connections=4)
     try:
         cache = ClusterCache(scheduler_name=config.scheduler_name)
@@ -30,6 +37,9 @@ async def explain_gang(credentials: Credentials, key: GangKey, *, config: Config
             cache.upsert_podgroup(podgroup_from_dict(body))
         for body in await list_objects(api, "priorityclasses"):
             cache.upsert_priority_class(priority_class_from_dict(body))
+        for kind in ("topologies", "groups"):
+            for body in await list_objects(api, kind):
+                apply_configmap(cache, body, topology_namespace=topology_namespace)
     finally:
         await api.close()
     return explain(cache.snapshot(), key, now=time.time(), config=config)

@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
+from scheduler.model.pods import GangKey
 from scheduler.model.topology import Topology
 from tests.unit.builders import T0, group, node, pod, podgroup, snapshot, tree_topology
 
@@ -269,3 +271,18 @@ def test_a_tree_naming_only_nodes_that_do_not_exist_places_nothing_and_says_why(
     failed = next(e.message for e in result.events if e.reason == "FailedScheduling")
     assert "room for 0 of 2" in failed
     assert "6 nodes outside the topology" in failed
+    assert any("names 2 nodes that do not exist" in n for n in result.topology_notes)
+
+
+def test_explain_shows_the_tree_and_each_level_with_its_constraint_and_room() -> None:
+    shot = snapshot(
+        six_nodes(),
+        group_pods("g", 4),
+        topology=SEED,
+        groups=[group("g", size=4, constraints='{"rack": {"type": "spread", "isHard": true}}')],
+    )
+    lines = explain(shot, GangKey("default", "g"), now=T0, config=Config())
+    assert "topology cluster-topology (ConfigMap): rack > node; 6 of 6 nodes in it" in lines
+    assert any(line.startswith("level rack [spread, hard]: 2 of 2 units") for line in lines)
+    assert any(line.startswith("level node [pack]: 6 of 6 units") for line in lines)
+    assert lines[-1].startswith("a pass now would bind 4 members")

@@ -1,0 +1,54 @@
+"""Seed 004's ConfigMaps into the cache: the topology (label ``sakkara.topology``, in the
+topology namespace only) and Sakkara groups (label ``sakkara.group``, anywhere).
+
+Used by the operator for every ConfigMap watch event, so that one whose label was removed is
+dropped too, and by ``explain`` on a fresh LIST.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.topology import group_from_configmap, topology_from_configmap
+from scheduler.model import names
+
+log = structlog.get_logger()
+
+
+def apply_configmap(
+    cache: ClusterCache,
+    body: Mapping[str, Any],
+    *,
+    deleted: bool = False,
+    topology_namespace: str,
+) -> None:
+    meta = body["metadata"]
+    labels = meta.get("labels") or {}
+    key = f"{meta['namespace']}/{meta['name']}"
+    if names.SAKKARA_GROUP in labels and not deleted:
+        cache.upsert_group(key, group_from_configmap(body))
+    else:
+        cache.remove_group(key)
+    if names.SAKKARA_TOPOLOGY not in labels:
+        cache.remove_topology(key)
+        return
+    cache.seen("topologies", key)
+    if deleted or meta["namespace"] != topology_namespace:
+        cache.remove_topology(key)
+        if not deleted:
+            log.warning(
+                "topology ConfigMap outside --topology-namespace is ignored",
+                configmap=key,
+                topology_namespace=topology_namespace,
+            )
+        return
+    topology, errors = topology_from_configmap(body.get("data") or {})
+    for problem in errors:
+        log.error("topology ConfigMap cannot be used", configmap=key, problem=problem)
+    for warning in topology.warnings if topology else ():
+        log.warning("topology ConfigMap", configmap=key, warning=warning)
+    cache.upsert_topology(key, topology, tuple(f"{key}: {e}" for e in errors))
