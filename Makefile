@@ -50,6 +50,7 @@ test: lint binaries
 # makes a quick one.
 BENCH_ARGS ?=
 bench: setup binaries
+	$(PY) -m bench.solver
 	$(PY) -m bench.run $(BENCH_ARGS)
 
 test-unit: setup
@@ -68,18 +69,24 @@ demo: cluster-up
 		--timeout=60s >/dev/null
 	-@$(PY) -m e2e.cluster scheduler --dir $(CLUSTER_DIR)
 	$(KUBECTL) apply -f manifests/examples/
+	@$(KUBECTL) wait configmap group-a --for=jsonpath='{.data.status}'=Bound --timeout=60s \
+		>/dev/null 2>&1 || true
 	@$(KUBECTL) wait pod -l app=demo --for=jsonpath='{.spec.nodeName}' --timeout=60s \
 		>/dev/null 2>&1 || true
 	@echo
 	@$(KUBECTL) get podgroups
 	@echo
-	@$(KUBECTL) get pods -o wide
+	@$(KUBECTL) get pods -o wide -L sakkara.member.rank
+	@echo
+	@$(KUBECTL) get configmap group-a -o jsonpath='{.data.placement}{"\n"}' 2>/dev/null || true
 	@echo
 	@echo "The local control plane is up: 8 fake GPU nodes in 2 racks, gang-scheduler running"
 	@echo "(log: $(CLUSTER_DIR)/logs/scheduler.log). The MPI gang bound whole; the Spark job bound"
-	@echo "its driver and the executors that fit. Explore:"
+	@echo "its driver and the executors that fit; the Job of Sakkara group-a went to one rack,"
+	@echo "spread over its nodes, ranked (above: its placement). Explore:"
 	@echo "  export KUBECONFIG=$$PWD/$(CLUSTER_DIR)/kubeconfig PATH=$$PWD/$(CLUSTER_DIR)/bin:\$$PATH"
 	@echo "  kubectl describe pg mpi-train; kubectl get events --sort-by=.lastTimestamp"
+	@echo "  kubectl get configmap group-a -o yaml; gang-scheduler explain default/group-a"
 	@echo "Stop everything with: make cluster-down"
 
 # The e2e suite against a kind cluster with the scheduler deployed from manifests/. Needs
