@@ -286,3 +286,19 @@ def test_explain_shows_the_tree_and_each_level_with_its_constraint_and_room() ->
     assert any(line.startswith("level rack [spread, hard]: 2 of 2 units") for line in lines)
     assert any(line.startswith("level node [pack]: 6 of 6 units") for line in lines)
     assert lines[-1].startswith("a pass now would bind 4 members")
+
+
+def test_factor_that_no_count_up_to_max_meets_is_an_invalid_spec_naming_both() -> None:
+    result = schedule(
+        snapshot(
+            six_nodes(),
+            group_pods("g", 4),
+            topology=SEED,
+            groups=[group("g", size=4, constraints='{"node": {"factor": 4, "max": 3}}')],
+        ),
+        now=T0,
+    )
+    assert bind_map(result) == {}
+    invalid = next(e.message for e in result.events if e.reason == "InvalidGangSpec")
+    assert "factor 4" in invalid
+    assert "group ConfigMap default/g" in invalid
