@@ -179,12 +179,38 @@ class _Pass:
 
         for unit in sorted(units, key=unit_order):
             present = [self.gangs[k] for k in unit if k in self.gangs]
+            self._isolated(unit, present)
+        return self._result()
+
+    def _isolated(self, unit: tuple[GangKey, ...], present: list[Gang]) -> None:
+        """One GangGroup's turn. Should it raise (a bug of ours, or input nobody foresaw),
+        its decisions are taken back whole and the other gangs go on: one bad gang must not
+        stall the cluster. Capacity it took stays taken for this pass (never over-commit)."""
+        saved = {
+            g.key: replace(self.outcomes[g.key], bindings=list(self.outcomes[g.key].bindings))
+            for g in present
+        }
+        bound_before = len(self.bindings)
+        attempts_before = len(self.attempts)
+        try:
             if all(self.outcomes[g.key].state.satisfied for g in present):
                 for gang in present:
                     self._place_after_gang(gang)
             else:
                 self._try_unit(unit, present)
-        return self._result()
+        except Exception as error:  # isolation is the point: any error, one GangGroup
+            del self.bindings[bound_before:]
+            del self.attempts[attempts_before:]
+            self.outcomes.update(saved)
+            self.finder.rewind()
+            message = (
+                f"internal error while scheduling {', '.join(map(str, unit))}: "
+                f"{type(error).__name__}: {error}; it is skipped (other gangs go on) and "
+                "tried again after a backoff; please report this with the scheduler's log"
+            )
+            for gang in present:
+                self.outcomes[gang.key].condition = ("False", REASON_UNSCHEDULABLE, message)
+                self._failed_attempt(gang, message, pods=_pending(gang))
 
     def _place_after_gang(self, gang: Gang) -> None:
         outcome = self.outcomes[gang.key]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 
 from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
@@ -302,3 +303,12 @@ def test_factor_that_no_count_up_to_max_meets_is_an_invalid_spec_naming_both() -
     invalid = next(e.message for e in result.events if e.reason == "InvalidGangSpec")
     assert "factor 4" in invalid
     assert "group ConfigMap default/g" in invalid
+
+
+def test_a_gang_that_breaks_the_pass_is_skipped_and_the_others_are_still_placed() -> None:
+    broken = replace(pod("broken"), requests=None)  # no codec makes this: a stand-in for a bug
+    result = schedule(snapshot(six_nodes(), [broken, pod("fine")]), now=T0)
+    assert bind_map(result) == {"fine": "node-0"}
+    failed = next(e.message for e in result.events if e.regarding.name == "broken")
+    assert "internal error" in failed
+    assert result.wake_at is not None  # tried again after a backoff
