@@ -89,6 +89,7 @@ class Patcher:
                     }
                 },
                 what=f"pod {ref}",
+                gang=str(gang_binding.gang),
             )
             for ref, rank in placement.ranks
         ]
@@ -99,6 +100,7 @@ class Patcher:
                     f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/{name}",
                     {"metadata": {"annotations": {names.PLACEMENT: placement.tree}}},
                     what=f"podgroup {ns}/{name}",
+                    gang=str(gang_binding.gang),
                 )
             )
         if placement.group is not None:
@@ -118,16 +120,17 @@ class Patcher:
                     f"/api/v1/namespaces/{ns}/configmaps/{name}",
                     {"data": data},
                     what=f"group ConfigMap {ns}/{name}",
+                    gang=str(gang_binding.gang),
                 )
             )
         await asyncio.gather(*writes)
 
-    async def _write(self, path: str, body: dict, *, what: str) -> None:
+    async def _write(self, path: str, body: dict, *, what: str, gang: str) -> None:
         try:
             async with self._slots:
                 await self._api.merge_patch(path, body)
         except (TimeoutError, ApiError, OSError) as error:
-            log.warning("placement not written back", object=what, error=str(error))
+            log.warning("placement not written back", gang=gang, object=what, error=str(error))
 
 
 def _timestamp(seconds: float) -> str:
