@@ -30,7 +30,7 @@ from scheduler.model.status import Status
 from scheduler.model.topology import PACK, SPREAD, Constraints, LevelConstraint, Topology
 
 # How often a level redoes its split after a unit could not place its share.
-MAX_RESPLITS = 8
+MAX_RESPLITS = 16
 
 Path = tuple[str, ...]
 
@@ -155,10 +155,20 @@ def _partitions(n: int, caps: Sequence[int], c: LevelConstraint) -> dict[int, in
 
 
 def _pack(n: int, caps: Sequence[int], c: LevelConstraint) -> dict[int, int] | None:
+    counts: dict[int, int]
     whole = [i for i, cap in enumerate(caps) if cap >= n and _allowed(c, n)]
     if whole:  # one unit takes it all: the tightest such, to keep roomy units whole
         return {min(whole, key=lambda i: (caps[i], i)): n}
     order = sorted((i for i, cap in enumerate(caps) if cap > 0), key=lambda i: (-caps[i], i))
+    if c.min is None and not c.factor:  # every count up to a cap is allowed: plain greedy
+        counts = {}
+        remaining = n
+        for i in order:
+            if remaining == 0:
+                break
+            counts[i] = min(caps[i], c.max or n, remaining)
+            remaining -= counts[i]
+        return counts if remaining == 0 else None
     options = [[k for k in range(min(caps[i], n), 0, -1) if _allowed(c, k)] for i in order]
     # reach[j]: the bitset of totals the units order[j:] can take together.
     mask = (1 << (n + 1)) - 1
@@ -171,7 +181,7 @@ def _pack(n: int, caps: Sequence[int], c: LevelConstraint) -> dict[int, int] | N
         reach[j] = acc & mask
     if not reach[0] >> n & 1:
         return None
-    counts: dict[int, int] = {}
+    counts = {}
     remaining = n
     for j, i in enumerate(order):
         if remaining == 0:
@@ -398,6 +408,7 @@ class Arranger:
         local = [caps[(*prefix, child)] for child in children]
         room = [raw[(*prefix, child)] for child in children]
         last = Status.unschedulable(f"no placement found under {where}")
+        shrunk: set[int] = set()
         for _ in range(MAX_RESPLITS):
             counts, note, status = self._split(
                 len(members), local, raw=room, constraint=constraint, where=where
@@ -429,7 +440,10 @@ class Arranger:
             if failed is None:
                 scratch.commit()
                 return placed, notes, Status.success()
-            local[failed] = counts[failed] - 1  # it cannot take that many: count it smaller
+            # It cannot take that many: count it one smaller, and the second time not at all
+            # (so a unit that cannot be used costs two tries, not one per member).
+            local[failed] = counts[failed] - 1 if failed not in shrunk else 0
+            shrunk.add(failed)
         return [], [], last
 
 
