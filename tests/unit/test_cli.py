@@ -1,7 +1,7 @@
 import pytest
 
 from scheduler import __version__
-from scheduler.cli import main
+from scheduler.cli import build_parser, main
 
 
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -21,3 +21,22 @@ def test_unknown_command_is_a_usage_error_that_names_it(capsys: pytest.CaptureFi
         main(["schedule-everything"])
     assert exit_.value.code == 2
     assert "schedule-everything" in capsys.readouterr().err
+
+
+def test_topology_from_labels_reads_level_label_pairs() -> None:
+    args = build_parser().parse_args(
+        ["run", "--topology-from-labels", "rack=example.com/rack, zone=topology.kubernetes.io/zone"]
+    )
+    assert args.topology_from_labels == (
+        ("rack", "example.com/rack"),
+        ("zone", "topology.kubernetes.io/zone"),
+    )
+
+
+def test_topology_from_labels_without_a_label_says_the_form_expected(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["run", "--topology-from-labels", "rack"])
+    assert exit_.value.code == 2
+    assert "'rack' is not LEVEL=LABEL" in capsys.readouterr().err
