@@ -1,10 +1,11 @@
 """The kopf operator: the only module that imports kopf.
 
-Watch events on Pods, Nodes, PodGroups, PriorityClasses and ConfigMaps become cache updates;
-nothing here decides anything. The handlers are coroutines (kopf runs plain functions in a thread
-pool, a hand-off per event) and plain ``on.event`` handlers: kopf's indexes would tell when
-the first listing is complete, but they cost a wake-up of every waiting object per listed
-object, which is quadratic in the size of the cluster. ``shell.syncing`` tells instead.
+Watch events on Pods, Nodes, PodGroups and PriorityClasses become cache updates (seed 004's
+ConfigMaps come through ``shell.watching`` instead); nothing here decides anything. The
+handlers are coroutines (kopf runs plain functions in a thread pool, a hand-off per event)
+and plain ``on.event`` handlers: kopf's indexes would tell when the first listing is
+complete, but they cost a wake-up of every waiting object per listed object, which is
+quadratic in the size of the cluster. ``shell.syncing`` tells instead.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from scheduler.codecs.objects import (
     podgroup_from_dict,
     priority_class_from_dict,
 )
+from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.pods import GangKey
 from scheduler.shell.api import ApiClient, Credentials
@@ -37,6 +39,7 @@ from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
 from scheduler.shell.recording import EventRecorder
 from scheduler.shell.syncing import wait_until_synced
+from scheduler.shell.watching import LabelWatch
 
 log = structlog.get_logger()
 
@@ -74,9 +77,7 @@ class _NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
-def build_registry(
-    credentials: Credentials, *, topology_namespace: str = "gang-scheduler-system"
-) -> kopf.OperatorRegistry:
+def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -146,17 +147,6 @@ def build_registry(
             memo.loop.poke()
 
         kopf.on.event(*resource, id=f"cache-{name}", registry=registry)(on_event)
-
-    @kopf.on.event("v1", "configmaps", id="cache-configmaps", registry=registry)
-    async def on_configmap(event: kopf.RawEvent, body: kopf.Body, memo: Runtime, **_: Any) -> None:
-        deleted = event.get("type") == "DELETED"
-        _guarded(
-            "configmaps",
-            lambda: apply_configmap(
-                memo.cache, body, deleted=deleted, topology_namespace=topology_namespace
-            ),
-        )
-        memo.loop.poke()
 
     return registry
 
@@ -249,11 +239,28 @@ async def run_operator(
     scheduling = asyncio.create_task(loop.run(), name="scheduling loop")
     recording = asyncio.create_task(recorder.run(), name="event recorder")
 
+    def on_configmap(kind: str, body: dict) -> None:
+        apply_configmap(
+            cache, body, deleted=kind == "DELETED", topology_namespace=topology_namespace
+        )
+        loop.poke()
+
+    # Seed 004's ConfigMaps by label selector, filtered by the API server (not through kopf,
+    # which would watch every ConfigMap in the cluster).
+    watches = [
+        asyncio.create_task(
+            LabelWatch(api, path="/api/v1/configmaps", selector=label, on_event=on_configmap).run(),
+            name=f"watch {label}",
+        )
+        for label in (names.SAKKARA_TOPOLOGY, names.SAKKARA_GROUP)
+    ]
+
     async def shutdown() -> None:
         """Idempotent: first from kopf's cleanup handler, again once kopf has returned."""
-        scheduling.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await scheduling
+        for task in (scheduling, *watches):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         await loop.drain()
         await leadership.close()
         await recorder.flush()
@@ -264,7 +271,7 @@ async def run_operator(
     runtime = Runtime(cache=cache, loop=loop, shutdown=shutdown)
     try:
         await kopf.operator(
-            registry=build_registry(credentials, topology_namespace=topology_namespace),
+            registry=build_registry(credentials),
             clusterwide=True,
             standalone=True,
             memo=runtime,

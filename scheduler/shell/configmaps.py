@@ -1,8 +1,8 @@
 """Seed 004's ConfigMaps into the cache: the topology (label ``sakkara.topology``, in the
 topology namespace only) and Sakkara groups (label ``sakkara.group``, anywhere).
 
-Used by the operator for every ConfigMap watch event, so that one whose label was removed is
-dropped too, and by ``explain`` on a fresh LIST.
+Used by the label-selected watches (``shell.watching``: an object whose label is removed
+arrives as deleted) and by ``explain`` on a fresh LIST.
 """
 
 from __future__ import annotations
