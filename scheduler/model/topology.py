@@ -67,8 +67,9 @@ class Constraints:
     errors: tuple[str, ...] = ()
 
     def problems(self, *, levels: tuple[str, ...], size: int) -> list[str]:
-        """What makes these constraints unusable on ``levels`` for a gang of ``size``."""
-        found = list(self.errors)
+        """What makes these constraints unusable on ``levels`` for a gang of ``size``. Their
+        own ``errors`` are not repeated: the codec reported those, saying where they came from."""
+        found: list[str] = []
         for level, c in sorted(self.by_level.items()):
             where = f"constraint for level {level!r}"
             if level not in levels:

@@ -312,3 +312,13 @@ def test_a_gang_that_breaks_the_pass_is_skipped_and_the_others_are_still_placed(
     failed = next(e.message for e in result.events if e.regarding.name == "broken")
     assert "internal error" in failed
     assert result.wake_at is not None  # tried again after a backoff
+
+
+def test_a_bad_constraint_annotation_is_said_once_naming_the_annotation() -> None:
+    notes = {names.TOPOLOGY_CONSTRAINTS: '{"node": {"factor": 4, "max": 3}}'}
+    result = schedule(
+        snapshot(six_nodes(), [pod("a", gang="g", min_available=1, annotations=notes)]), now=T0
+    )
+    (invalid,) = [e.message for e in result.events if e.reason == "InvalidGangSpec"]
+    assert invalid.count("factor 4") == 1
+    assert names.TOPOLOGY_CONSTRAINTS in invalid
