@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from scheduler.core.arranging import Arranger, Tree, master_of, placement_tree, ranks, tree_order
 from scheduler.core.gangs import gang_groups, priority_of, queue_key, resolve
@@ -73,7 +74,6 @@ class _Pass:
         self.now = now
         self.config = config
         resolution = resolve(snapshot, config)
-        self.topology = topology_of(snapshot, config)
         self.gangs = {key: self._checked(gang) for key, gang in resolution.gangs.items()}
         self.missing_podgroups = resolution.missing_podgroups
         self.missing_groups = resolution.missing_groups
@@ -95,6 +95,11 @@ class _Pass:
         self.finder = NodeFinder(snapshot.nodes, self.ledger)
 
     # -- topology ---------------------------------------------------------------------------
+
+    @cached_property
+    def topology(self) -> Topology:
+        """Only passes with a topology-placed gang build it (a flat tree sorts every node)."""
+        return topology_of(self.snapshot, self.config)
 
     def _checked(self, gang: Gang) -> Gang:
         """A topology-placed gang whose constraints do not fit the topology is invalid."""
@@ -186,10 +191,11 @@ class _Pass:
         """One GangGroup's turn. Should it raise (a bug of ours, or input nobody foresaw),
         its decisions are taken back whole and the other gangs go on: one bad gang must not
         stall the cluster. Capacity it took stays taken for this pass (never over-commit)."""
-        saved = {
-            g.key: replace(self.outcomes[g.key], bindings=list(self.outcomes[g.key].bindings))
-            for g in present
-        }
+        # What a turn changes, kept cheaply (no copies: this runs for every gang every pass).
+        saved = [
+            (o, o.state, o.condition, len(o.bindings), o.relaxed)
+            for o in (self.outcomes[g.key] for g in present)
+        ]
         bound_before = len(self.bindings)
         attempts_before = len(self.attempts)
         try:
@@ -201,7 +207,9 @@ class _Pass:
         except Exception as error:  # isolation is the point: any error, one GangGroup
             del self.bindings[bound_before:]
             del self.attempts[attempts_before:]
-            self.outcomes.update(saved)
+            for outcome, state, condition, bound, relaxed in saved:
+                outcome.state, outcome.condition, outcome.relaxed = state, condition, relaxed
+                del outcome.bindings[bound:]
             self.finder.rewind()
             message = (
                 f"internal error while scheduling {', '.join(map(str, unit))}: "
@@ -300,39 +308,47 @@ class _Pass:
         )
         self._say(gang, reason="GangTimeout", message=message, pods=pending)
 
+    def _blocker(self, gang: Gang) -> tuple[str, str, str] | None:
+        """What stops ``gang`` from being tried, as (condition reason, event reason, message),
+        or None: its spec is invalid, or something it names does not exist (yet)."""
+        if gang.errors:
+            return (
+                REASON_INVALID,
+                "InvalidGangSpec",
+                f"gang {gang.key} is not scheduled: " + "; ".join(gang.errors),
+            )
+        if gang.key in self.missing_groups:
+            return (
+                REASON_WAITING,
+                "GroupNotFound",
+                f"waiting for the group ConfigMap of Sakkara group {gang.key.name}: create a "
+                f"ConfigMap labelled {names.SAKKARA_GROUP} in namespace {gang.key.namespace} "
+                f"with data name={gang.key.name}, size and constraints",
+            )
+        if gang.topology_placed and self.snapshot.topology_errors:
+            return (
+                REASON_WAITING,
+                "InvalidTopology",
+                f"gang {gang.key} waits for a usable topology ConfigMap: "
+                + "; ".join(self.snapshot.topology_errors),
+            )
+        if gang.key in self.missing_podgroups:
+            return (
+                REASON_WAITING,
+                "PodGroupNotFound",
+                f"waiting for PodGroup {gang.key}, which does not exist: create it, or give "
+                f"the pods the annotation {names.KOORD_MIN_AVAILABLE}",
+            )
+        return None
+
     def _why_not_ready(self, unit: tuple[GangKey, ...], gangs: list[Gang]) -> str | None:
         """Say (once) why the GangGroup cannot be tried yet; None if it can."""
         for gang in gangs:
-            pending = _pending(gang)
-            outcome = self.outcomes[gang.key]
-            if gang.errors:
-                message = f"gang {gang.key} is not scheduled: " + "; ".join(gang.errors)
-                outcome.condition = ("False", REASON_INVALID, message)
-                self._say(gang, reason="InvalidGangSpec", message=message, pods=pending)
-                return message
-            if gang.key in self.missing_groups:
-                message = (
-                    f"waiting for the group ConfigMap of Sakkara group {gang.key.name}: create a "
-                    f"ConfigMap labelled {names.SAKKARA_GROUP} in namespace {gang.key.namespace} "
-                    f"with data name={gang.key.name}, size and constraints"
-                )
-                outcome.condition = ("False", REASON_WAITING, message)
-                self._say(gang, reason="GroupNotFound", message=message, pods=pending)
-                return message
-            if gang.topology_placed and self.snapshot.topology_errors:
-                message = f"gang {gang.key} waits for a usable topology ConfigMap: " + "; ".join(
-                    self.snapshot.topology_errors
-                )
-                outcome.condition = ("False", REASON_WAITING, message)
-                self._say(gang, reason="InvalidTopology", message=message, pods=pending)
-                return message
-            if gang.key in self.missing_podgroups:
-                message = (
-                    f"waiting for PodGroup {gang.key}, which does not exist: create it, or give "
-                    f"the pods the annotation {names.KOORD_MIN_AVAILABLE}"
-                )
-                outcome.condition = ("False", REASON_WAITING, message)
-                self._say(gang, reason="PodGroupNotFound", message=message, pods=pending)
+            blocked = self._blocker(gang)
+            if blocked is not None:
+                condition, event, message = blocked
+                self.outcomes[gang.key].condition = ("False", condition, message)
+                self._say(gang, reason=event, message=message, pods=_pending(gang))
                 return message
         for gang in gangs:
             missing = [k for k in unit if k not in self.gangs]
