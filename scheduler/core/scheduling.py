@@ -191,9 +191,10 @@ class _Pass:
         """One GangGroup's turn. Should it raise (a bug of ours, or input nobody foresaw),
         its decisions are taken back whole and the other gangs go on: one bad gang must not
         stall the cluster. Capacity it took stays taken for this pass (never over-commit)."""
-        # What a turn changes, kept cheaply (no copies: this runs for every gang every pass).
+        # What a turn changes, kept cheaply (this runs for every gang every pass; the bindings
+        # list is empty before a gang's turn, so its copy costs nothing).
         saved = [
-            (o, o.state, o.condition, len(o.bindings), o.relaxed)
+            (o, o.state, o.condition, o.bindings[:], o.relaxed)
             for o in (self.outcomes[g.key] for g in present)
         ]
         bound_before = len(self.bindings)
@@ -207,9 +208,11 @@ class _Pass:
         except Exception as error:  # isolation is the point: any error, one GangGroup
             del self.bindings[bound_before:]
             del self.attempts[attempts_before:]
-            for outcome, state, condition, bound, relaxed in saved:
+            for outcome, state, condition, bindings, relaxed in saved:
                 outcome.state, outcome.condition, outcome.relaxed = state, condition, relaxed
-                del outcome.bindings[bound:]
+                outcome.bindings = (
+                    bindings  # the turn may have replaced the list, not only grown it
+                )
             self.finder.rewind()
             message = (
                 f"internal error while scheduling {', '.join(map(str, unit))}: "
