@@ -261,8 +261,8 @@ class Arranger:
         if not members:
             return Arrangement((), Status.success())
         fit = {id(p): self._finder.static_fit(p) for p in members}
-        raw = self._capacities(members, fit, Constraints(), ledger)
-        raw.setdefault((), 0)  # a tree none of whose nodes exist
+        leaves = self._leaf_room(members, fit, ledger)
+        raw = self._capacities(leaves, Constraints(), len(members))
         if raw[()] < len(members):
             outside = f"; {len(tree.missing)} nodes outside the topology are not used" * bool(
                 tree.missing
@@ -287,9 +287,14 @@ class Arranger:
         status = Status.success()
         for attempt in attempts:
             trial = ledger.scratch()
-            caps = self._capacities(members, fit, attempt, trial)
             placements, relaxed, status = self._place(
-                (), list(members), fit=fit, caps=caps, raw=raw, constraints=attempt, ledger=trial
+                (),
+                list(members),
+                fit=fit,
+                caps=self._capacities(leaves, attempt, len(members)),
+                raw=raw,
+                constraints=attempt,
+                ledger=trial,
             )
             if status.ok:
                 trial.commit()
@@ -300,25 +305,22 @@ class Arranger:
         """How many of ``members`` each unit of the tree could hold, constraints aside (for
         ``explain``)."""
         fit = {id(p): self._finder.static_fit(p) for p in members}
-        return self._capacities(members, fit, Constraints(), ledger)
+        return self._capacities(self._leaf_room(members, fit, ledger), Constraints(), len(members))
 
-    def _capacities(
-        self,
-        members: Sequence[Pod],
-        fit: Mapping[int, frozenset[str]],
-        constraints: Constraints,
-        ledger: Ledger,
+    def _leaf_room(
+        self, members: Sequence[Pod], fit: Mapping[int, frozenset[str]], ledger: Ledger
     ) -> dict[Path, int]:
-        """How many of the members each unit could hold, from the nodes up."""
+        """How many of the members each node could hold, counted per member shape (requests
+        and the nodes it may go on): the costly part, done once per gang."""
         shapes: dict[tuple[Resources, frozenset[str]], int] = {}
         for pod in members:
             key = (pod.requests, fit[id(pod)])
             shapes[key] = shapes.get(key, 0) + 1
         n = len(members)
-        caps: dict[Path, int] = {}
+        room: dict[Path, int] = {}
         for path in self._tree.leaves:
             node = path[-1]
-            room = dict(ledger.free(node))
+            free = dict(ledger.free(node))
             held = 0
             for (requests, nodes), count in shapes.items():
                 if node not in nodes:
@@ -326,21 +328,31 @@ class Arranger:
                 k = count
                 for resource, amount in requests.items():
                     if amount > 0:
-                        k = min(k, max(room.get(resource, 0), 0) // amount)
+                        k = min(k, max(free.get(resource, 0), 0) // amount)
                 for resource, amount in requests.items():
-                    room[resource] = room.get(resource, 0) - k * amount
+                    free[resource] = free.get(resource, 0) - k * amount
                 held += k
-            caps[path] = min(held, n)
+            room[path] = min(held, n)
+        return room
+
+    def _capacities(
+        self, leaves: Mapping[Path, int], constraints: Constraints, n: int
+    ) -> dict[Path, int]:
+        """What each unit could hold: its nodes' room summed up the tree, bounded on the way
+        by hard ranges and factors. Empty units (a tree naming no existing node) hold 0."""
+        caps: dict[Path, int] = {(): 0}
         levels = self._tree.levels
         for depth in range(len(levels), -1, -1):
-            level_paths = (
+            hard = constraints.by_level.get(levels[depth - 1]) if depth else None
+            paths = (
                 self._tree.leaves
                 if depth == len(levels)
                 else [p for p in self._tree.children if len(p) == depth]
             )
-            hard = constraints.by_level.get(levels[depth - 1]) if depth else None
-            for path in level_paths:
-                if depth < len(levels):
+            for path in paths:
+                if depth == len(levels):
+                    caps[path] = leaves[path]
+                else:
                     kids = self._tree.children.get(path, ())
                     caps[path] = min(sum(caps[(*path, k)] for k in kids), n)
                 if hard is not None and hard.hard:
