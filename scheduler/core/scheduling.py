@@ -77,7 +77,6 @@ class _Pass:
         self.gangs = {key: self._checked(gang) for key, gang in resolution.gangs.items()}
         self.missing_podgroups = resolution.missing_podgroups
         self.missing_groups = resolution.missing_groups
-        self._arranger: Arranger | None = None
         self.topology_notes: tuple[str, ...] = ()
         self.ledger = Ledger.of(snapshot.nodes, snapshot.pods)
         self.outcomes: dict[GangKey, _Outcome] = {}
@@ -106,17 +105,14 @@ class _Pass:
         if gang.constraints is None:
             return gang
         problems = gang.constraints.problems(levels=self.topology.levels, size=gang.total)
-        new = [p for p in problems if p not in gang.errors]
-        return replace(gang, errors=(*gang.errors, *new)) if new else gang
+        return replace(gang, errors=(*gang.errors, *problems)) if problems else gang
 
-    @property
+    @cached_property
     def arranger(self) -> Arranger:
         """Built on first use: passes without topology-placed gangs never pay for it."""
-        if self._arranger is None:
-            tree = Tree.of(self.topology, self.snapshot.nodes)
-            self.topology_notes = tree.notes()
-            self._arranger = Arranger(tree, self.finder)
-        return self._arranger
+        tree = Tree.of(self.topology, self.snapshot.nodes)
+        self.topology_notes = tree.notes()
+        return Arranger(tree, self.finder)
 
     # -- state ------------------------------------------------------------------------------
 
