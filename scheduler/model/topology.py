@@ -49,7 +49,9 @@ class LevelConstraint:
     ``type`` pack puts as many as possible on one unit, spread as evenly as possible;
     ``partitions`` divides the gang into that many near-equal parts, one unit each;
     ``min``/``max`` bound the members per used unit; ``factor`` makes that a multiple.
-    Soft unless ``hard``: a hard constraint that cannot be met places nothing.
+    All of it counts over the whole gang, whatever levels lie above: partitions 2 on racks
+    under zones is two racks in all (one in each of two zones, or both in one), not two per
+    zone. Soft unless ``hard``: a hard constraint that cannot be met places nothing.
     """
 
     level: str

@@ -10,7 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.codecs.topology import read_constraints
-from scheduler.core.arranging import Arrangement, Arranger, Tree, placement_tree, ranks, split
+from scheduler.core.arranging import (
+    Arrangement,
+    Arranger,
+    Parts,
+    Tree,
+    placement_tree,
+    ranks,
+    share_parts,
+    split,
+)
 from scheduler.core.placing import Ledger, NodeFinder
 from scheduler.model.nodes import Node
 from scheduler.model.pods import Pod
@@ -201,6 +210,137 @@ def test_hard_range_below_is_respected_when_choosing_the_rack() -> None:
     assert set(Counter(placed.values()).values()) == {2}
 
 
+# -- partitions over the whole gang -----------------------------------------------------------
+
+ZONE_RACK_NODE = ("zone", "rack", "node")
+
+
+def zones(count: int, racks_per_zone: int, nodes_per_rack: int) -> dict[str, object]:
+    return {
+        f"zone-{z}": {
+            f"rack-{z}-{r}": {f"node-{z}-{r}-{i}": {} for i in range(nodes_per_rack)}
+            for r in range(racks_per_zone)
+        }
+        for z in range(count)
+    }
+
+
+def test_hard_rack_partitions_count_over_the_whole_gang_not_per_zone() -> None:
+    """Two racks hold at most 6 of these 8: read per zone, 2 racks in each zone took all 8."""
+    topo = topology(zones(2, 2, 3), ZONE_RACK_NODE)
+    busy = {"node-0-0-0", "node-1-0-0"}  # one node per zone: 10 free cpus, 3 per rack at most
+    nodes = [node(name, cpu="0" if name in busy else "1") for name in topo.paths]
+    members = [pod(f"pod-{i}", cpu="1") for i in range(8)]
+    placed, result = arrange(
+        nodes, members, topo, '{"rack": {"type": "spread", "partitions": 2, "isHard": true}}'
+    )
+    assert placed == {}
+    assert not result.status.ok
+    message = result.status.message
+    assert "'rack'" in message
+    assert "partitions 2" in message
+
+
+def test_rack_partitions_over_two_zones_use_one_rack_in_each_two_in_all() -> None:
+    topo = topology(zones(2, 2, 3), ZONE_RACK_NODE)
+    nodes = [node(name, cpu="2") for name in topo.paths]  # 6 per rack
+    members = [pod(f"pod-{i}", cpu="1") for i in range(8)]
+    placed, result = arrange(
+        nodes,
+        members,
+        topo,
+        '{"zone": {"type": "spread", "isHard": true},'
+        ' "rack": {"type": "spread", "partitions": 2, "isHard": true}}',
+    )
+    assert result.status.ok
+    assert per(placed, topo, "zone") == {"zone-0": 4, "zone-1": 4}
+    assert sorted(per(placed, topo, "rack").values()) == [4, 4]
+
+
+def test_rack_partitions_under_a_zone_pack_share_one_zone() -> None:
+    topo = topology(zones(2, 2, 3), ZONE_RACK_NODE)
+    nodes = [node(name, cpu="2") for name in topo.paths]
+    members = [pod(f"pod-{i}", cpu="1") for i in range(8)]
+    placed, _ = arrange(
+        nodes,
+        members,
+        topo,
+        '{"zone": {"type": "pack"}, "rack": {"type": "spread", "partitions": 2, "isHard": true}}',
+    )
+    assert per(placed, topo, "zone") == {"zone-0": 8}
+    assert per(placed, topo, "rack") == {"rack-0-0": 4, "rack-0-1": 4}
+
+
+def test_node_partitions_count_nodes_over_every_rack_and_zone() -> None:
+    topo = topology(zones(2, 2, 3), ZONE_RACK_NODE)
+    nodes = [node(name, cpu="1") for name in topo.paths]  # one member per node
+    members = [pod(f"pod-{i}", cpu="1") for i in range(7)]
+    placed, result = arrange(
+        nodes,
+        members,
+        topo,
+        '{"zone": {"type": "spread"}, "node": {"type": "pack", "partitions": 7, "isHard": true}}',
+    )
+    assert result.status.ok
+    assert len(set(placed.values())) == 7
+    assert sorted(per(placed, topo, "zone").values()) == [3, 4]
+
+
+def test_partitions_of_a_level_are_near_equal_over_the_whole_gang() -> None:
+    """7 in 3 parts is 3, 2, 2 wherever the zones put them."""
+    topo = topology(zones(2, 2, 3), ZONE_RACK_NODE)
+    nodes = [node(name, cpu="2") for name in topo.paths]
+    members = [pod(f"pod-{i}", cpu="1") for i in range(7)]
+    placed, _ = arrange(
+        nodes,
+        members,
+        topo,
+        '{"zone": {"type": "spread"}, "rack": {"type": "spread", "partitions": 3, "isHard": true}}',
+    )
+    assert sorted(per(placed, topo, "rack").values()) == [2, 2, 3]
+    assert sorted(per(placed, topo, "zone").values()) == [3, 4]
+
+
+def test_partitions_that_cannot_nest_name_both_levels() -> None:
+    """6 as 2 zone parts of 3 cannot be made of whole rack parts of 2."""
+    topo = topology(zones(2, 2, 3), ZONE_RACK_NODE)
+    nodes = [node(name, cpu="2") for name in topo.paths]
+    members = [pod(f"pod-{i}", cpu="1") for i in range(6)]
+    placed, result = arrange(
+        nodes,
+        members,
+        topo,
+        '{"zone": {"type": "spread", "partitions": 2, "isHard": true},'
+        ' "rack": {"type": "spread", "partitions": 3, "isHard": true}}',
+    )
+    assert placed == {}
+    assert "'zone'" in result.status.message
+    assert "'rack'" in result.status.message
+
+
+def test_soft_rack_partitions_that_cannot_be_met_over_the_gang_are_dropped_and_said() -> None:
+    topo = topology(zones(2, 2, 3), ZONE_RACK_NODE)
+    busy = {"node-0-0-0", "node-1-0-0"}
+    nodes = [node(name, cpu="0" if name in busy else "1") for name in topo.paths]
+    members = [pod(f"pod-{i}", cpu="1") for i in range(8)]
+    placed, result = arrange(nodes, members, topo, '{"rack": {"type": "spread", "partitions": 2}}')
+    assert len(placed) == 8
+    assert any("rack: spread, partitions 2 not met" in note for note in result.relaxed)
+
+
+def test_parts_go_whole_to_the_units_above_them() -> None:
+    """3 rack parts of 2 (6 members) over zones with room for 1, 2 and 2 such racks: spread
+    gives one part to each zone, pack two to the first roomy one and one to the next."""
+    parts = Parts.of(depth=1, count=3, members=6)
+    caps, small, big = [6, 6, 6], [1, 2, 2], [1, 2, 2]
+    spread = share_parts(
+        6, caps, LevelConstraint("zone", type="spread"), parts=parts, quota=3, small=small, big=big
+    )
+    assert spread == {0: (2, 1), 1: (2, 1), 2: (2, 1)}
+    pack = share_parts(6, caps, LevelConstraint("zone"), parts=parts, quota=3, small=small, big=big)
+    assert pack == {1: (4, 2), 0: (2, 1)}
+
+
 # -- members of different shapes ----------------------------------------------------------------
 
 
@@ -257,6 +397,36 @@ level_constraints = st.fixed_dictionaries(
 ).filter(lambda c: c.get("min", 0) <= c.get("max", 99))
 
 
+def check_whole_gang(
+    placed: Mapping[str, str],
+    members: list[Pod],
+    topo: Topology,
+    chosen: Mapping[str, dict],
+    cpus: Mapping[str, int],
+) -> None:
+    """Every member placed, no node over its cpus, and each hard constraint read over the
+    whole gang: ``partitions`` near-equal parts on that many distinct units of its level, every
+    used unit of the level within [min, max] and a multiple of factor."""
+    assert len(placed) == len(members)
+    used: Counter[str] = Counter()
+    for member in members:
+        used[placed[member.ref.name]] += member.requests["cpu"]
+    for name, millis in used.items():
+        assert millis <= cpus[name] * 1000
+    for level, spec in chosen.items():
+        if not spec.get("isHard"):
+            continue
+        counts = per(placed, topo, level)
+        for k in counts.values():
+            assert k >= spec.get("min", 1)
+            assert k <= spec.get("max", k)
+            assert k % spec.get("factor", 1) == 0
+        if "partitions" in spec:
+            assert len(counts) == spec["partitions"]
+            size = len(members) // spec["partitions"]
+            assert set(counts.values()) <= {size, size + 1}
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     shape=st.tuples(st.integers(1, 3), st.integers(1, 4)),
@@ -287,21 +457,56 @@ def test_hard_constraints_and_capacity_always_hold_and_placement_is_repeatable(
     if not result.status.ok:
         assert placed == {}
         return
-    assert len(placed) == len(members)
-    used = Counter()
-    for member in members:
-        used[placed[member.ref.name]] += int(member.requests["cpu"])
-    for name, millis in used.items():
-        assert millis <= cpus[int(name.split("-")[1])] * 1000
-    for level, spec in chosen.items():
-        if not spec.get("isHard"):
-            continue
-        counts = per(placed, topo, level)
-        if level == "node":  # per node within its rack; the counts are the same
-            counts = Counter(placed.values())
-        for k in counts.values():
-            assert k >= spec.get("min", 1)
-            assert k <= spec.get("max", k)
-            assert k % spec.get("factor", 1) == 0
-        if "partitions" in spec and level == "rack":
-            assert len(counts) == spec["partitions"]
+    check_whole_gang(placed, members, topo, chosen, {n.name: cpus[i] for i, n in enumerate(nodes)})
+
+
+@st.composite
+def deep_cases(draw: st.DrawFn) -> tuple[Topology, dict[str, int], list[int], dict[str, dict]]:
+    """A tree of three or four levels with uneven fan-out, each node's free cpus, the members'
+    cpus, and constraints (often hard) on random levels."""
+    levels = draw(st.sampled_from([("zone", "rack", "node"), ("region", "zone", "rack", "node")]))
+    widest = 3 if len(levels) == 3 else 2
+    cpus: dict[str, int] = {}
+
+    def grow(prefix: str, depth: int) -> dict[str, object]:
+        sub: dict[str, object] = {}
+        for i in range(draw(st.integers(1, widest if depth < len(levels) - 1 else 3))):
+            name = f"{levels[depth]}-{prefix}{i}"
+            if depth == len(levels) - 1:
+                cpus[name] = draw(st.integers(0, 4))
+                sub[name] = {}
+            else:
+                sub[name] = grow(f"{prefix}{i}-", depth + 1)
+        return sub
+
+    topo = topology(grow("", 0), levels)
+    sizes = draw(st.lists(st.integers(1, 2), min_size=1, max_size=12))
+    hard = level_constraints.map(lambda c: {**c, "isHard": True})
+    chosen = {}
+    for level in levels:
+        spec = draw(st.none() | level_constraints | hard)
+        if spec is not None:
+            chosen[level] = spec
+    return topo, cpus, sizes, chosen
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=deep_cases())
+def test_on_three_and_four_levels_hard_constraints_hold_over_the_whole_gang(
+    case: tuple[Topology, dict[str, int], list[int], dict[str, dict]],
+) -> None:
+    topo, cpus, sizes, chosen = case
+    nodes = [node(name, cpu=str(cpu)) for name, cpu in cpus.items()]
+    members = [pod(f"pod-{i}", cpu=str(c)) for i, c in enumerate(sizes)]
+    text = json.dumps(chosen)
+    if read_constraints(text).errors:
+        return  # inconsistent constraints are rejected before the solver sees them
+    placed, result = arrange(nodes, members, topo, text)
+    again, repeated = arrange(nodes, members, topo, text)
+    assert placed == again
+    assert result.status == repeated.status
+    if not result.status.ok:
+        assert placed == {}
+        assert result.status.message
+        return
+    check_whole_gang(placed, members, topo, chosen, cpus)
