@@ -32,9 +32,10 @@ from scheduler.model.config import Config
 from scheduler.model.pods import GangKey
 from scheduler.shell.api import ApiClient, Credentials
 from scheduler.shell.binding import Binder
+from scheduler.shell.clocks import SteadyClock
 from scheduler.shell.configmaps import apply_configmap
 from scheduler.shell.electing import LeaderElector, Leadership
-from scheduler.shell.looping import SchedulingLoop
+from scheduler.shell.looping import SchedulingLoop, measure_lag
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
 from scheduler.shell.recording import EventRecorder
@@ -199,7 +200,8 @@ async def run_operator(
         dropped=metrics.events_dropped.inc,
     )
     wake = asyncio.Event()
-    patcher = Patcher(api)
+    clock = SteadyClock()
+    patcher = Patcher(api, clock=clock, retry=cache.touch_gang)
     binder = Binder(
         api,
         cache,
@@ -208,6 +210,7 @@ async def run_operator(
         metrics=metrics,
         concurrency=bind_concurrency,
         poke=wake.set,
+        clock=clock,
         on_bound=patcher.placement,
     )
     stop = stop or asyncio.Event()
@@ -235,6 +238,7 @@ async def run_operator(
         wake=wake,
         sync=lead_then_sync,
         metrics=metrics,
+        clock=clock,
     )
     scheduling = asyncio.create_task(loop.run(), name="scheduling loop")
     recording = asyncio.create_task(recorder.run(), name="event recorder")
@@ -248,11 +252,16 @@ async def run_operator(
     # Seed 004's ConfigMaps by label selector, filtered by the API server (not through kopf,
     # which would watch every ConfigMap in the cluster).
     watches = [
-        asyncio.create_task(
-            LabelWatch(api, path="/api/v1/configmaps", selector=label, on_event=on_configmap).run(),
-            name=f"watch {label}",
-        )
-        for label in (names.SAKKARA_TOPOLOGY, names.SAKKARA_GROUP)
+        *(
+            asyncio.create_task(
+                LabelWatch(
+                    api, path="/api/v1/configmaps", selector=label, on_event=on_configmap
+                ).run(),
+                name=f"watch {label}",
+            )
+            for label in (names.SAKKARA_TOPOLOGY, names.SAKKARA_GROUP)
+        ),
+        asyncio.create_task(measure_lag(metrics), name="event loop lag"),
     ]
 
     async def shutdown() -> None:

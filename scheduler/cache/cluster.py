@@ -4,6 +4,20 @@ kube-scheduler's assume/forget pairing lives here: when a pass decides a binding
 *assumes* it at once, so the next pass already counts the pod against its node although
 the API server has not confirmed the bind yet; a failed bind is *forgotten*, and the pod is
 pending again. An assumption ends when a watch event shows the pod bound (or gone).
+
+Per node the cache keeps what holds resources on it (kube-scheduler's NodeInfo): the pods,
+their summed requests, and a generation taken from one counter that every change advances.
+A snapshot rebuilds the frozen ``NodeInfo`` of the nodes changed since the last one and
+copies the rest as they are, so taking one costs the changes, not the cluster.
+
+Likewise per gang: a snapshot holds the pods of the *active* gangs only (those with a member
+waiting to be placed, and those whose pods or PodGroup changed since the last snapshot, with
+the rest of their GangGroups). A settled gang has nothing to decide until one of its objects
+changes; its memory is carried over as it is. A gang the core *parked* (it failed for want of
+room) is left out too, until a node changes so that one of its members' requests fit the
+node's free room, its own objects change, or its flush or timeout falls due: the core makes
+the exact check (static filters too), the cache only the cheap one that keeps a thousand
+waiting gangs out of every pass.
 """
 
 from __future__ import annotations
@@ -12,8 +26,9 @@ from dataclasses import replace
 from typing import Any
 
 from scheduler.model.gangs import PodGroup
-from scheduler.model.nodes import Node
-from scheduler.model.pods import GangKey, Pod, PodRef
+from scheduler.model.nodes import Node, NodeInfo
+from scheduler.model.pods import GangKey, Pod, PodRef, gang_key_of
+from scheduler.model.resources import Resources
 from scheduler.model.snapshot import GangState, PriorityClass, Snapshot
 from scheduler.model.topology import SakkaraGroup, Topology
 
@@ -22,6 +37,23 @@ class ClusterCache:
     def __init__(self, *, scheduler_name: str) -> None:
         self._scheduler_name = scheduler_name
         self._pods: dict[str, Pod] = {}  # by uid
+        self._ours: dict[str, Pod] = {}  # our pods, in any state, by uid
+        # Per node: the pods holding resources there, by uid, and their summed requests.
+        self._on_node: dict[str, dict[str, Pod]] = {}
+        self._requested: dict[str, dict[str, int]] = {}
+        self._generation = 0
+        self._node_generation: dict[str, int] = {}
+        self._infos: dict[str, NodeInfo] = {}  # as of the last snapshot
+        self._stale: set[str] = set()  # nodes changed since the last snapshot
+        # Our pods by gang; gangs changed since the last snapshot; who names whom in groups.
+        self._members: dict[GangKey, dict[str, Pod]] = {}
+        self._touched: set[GangKey] = set()
+        self._named_by: dict[GangKey, set[GangKey]] = {}
+        # Parked gangs (from the memory): by the requests of their pending members, when they
+        # fall due, and those woken by a node change (with the parking they were woken from).
+        self._parked_by_shape: dict[Resources, set[GangKey]] = {}
+        self._due_at: dict[GangKey, float] = {}
+        self._woken: dict[GangKey, int | None] = {}
         self._nodes: dict[str, Node] = {}
         self._podgroups: dict[GangKey, PodGroup] = {}
         self._classes: dict[str, PriorityClass] = {}
@@ -30,6 +62,7 @@ class ClusterCache:
         self._assumed: dict[str, Pod] = {}
         self._pending: set[str] = set()  # uids of our pods not bound (nor assumed)
         self._memory: dict[GangKey, GangState] = {}
+        self._updated: set[GangKey] = set()  # memory the shell changed since the last snapshot
         # ConfigMaps of seed 004, by "namespace/name": topologies (with why one is unusable)
         # and Sakkara groups.
         self._topologies: dict[str, tuple[Topology | None, tuple[str, ...]]] = {}
@@ -60,15 +93,83 @@ class ClusterCache:
         freed = old is not None and old.holds_resources and (new is None or not new.holds_resources)
         return freed and self._has_pending()
 
+    @property
+    def waiting(self) -> int:
+        """How many of our pods are neither bound nor assumed."""
+        return len(self._pending)
+
     def _has_pending(self) -> bool:
         return bool(self._pending)
 
     def _track(self, uid: str, pod: Pod | None) -> None:
-        """Keep the set of our pending pods current (O(1) per change, not a scan)."""
-        if pod is not None and pod.scheduler_name == self._scheduler_name and not pod.bound:
+        """Keep the set of our pending pods and the per-node accounting current (O(1) per
+        change, not a scan). ``self._pods[uid]`` must still be the old pod when called."""
+        old = self._pods.get(uid)
+        if old is not None and old.holds_resources:
+            self._unaccount(uid, old)
+        if pod is not None and pod.holds_resources:
+            self._account(uid, pod)
+        ours = pod is not None and pod.scheduler_name == self._scheduler_name
+        was = self._ours.get(uid)
+        if was is not None and (not ours or gang_key_of(was) != gang_key_of(pod)):
+            self._leave_gang(uid, was)
+        if ours:
+            self._ours[uid] = pod
+            self._join_gang(uid, pod)
+        else:
+            self._ours.pop(uid, None)
+        if ours and not pod.bound:
             self._pending.add(uid)
         else:
             self._pending.discard(uid)
+
+    def _join_gang(self, uid: str, pod: Pod) -> None:
+        key = gang_key_of(pod)
+        members = self._members.setdefault(key, {})
+        was = members.get(uid)
+        members[uid] = pod
+        if was is not None and replace(was, first_attempt=pod.first_attempt) == pod:
+            return  # our own first-attempt mark came back: nothing for a pass to decide
+        self._touched.add(key)
+        for named in (pod.gang.groups or ()) if pod.gang else ():
+            self._named_by.setdefault(named, set()).add(key)
+
+    def _leave_gang(self, uid: str, pod: Pod) -> None:
+        key = gang_key_of(pod)
+        members = self._members.get(key)
+        if members is not None and members.pop(uid, None) is not None and not members:
+            del self._members[key]
+            self._memory.pop(key, None)  # the gang is gone: so is what was remembered of it
+        self._touched.add(key)
+
+    def touch_gang(self, key: GangKey) -> None:
+        """Have the next pass look at ``key`` again (a status write that failed, say)."""
+        self._touched.add(key)
+        self._changed()
+
+    def _touch(self, node: str) -> None:
+        self._generation += 1
+        self._node_generation[node] = self._generation
+        self._stale.add(node)
+
+    def _account(self, uid: str, pod: Pod) -> None:
+        self._on_node.setdefault(pod.node_name, {})[uid] = pod
+        room = self._requested.setdefault(pod.node_name, {})
+        for resource, amount in pod.requests.items():
+            room[resource] = room.get(resource, 0) + amount
+        self._touch(pod.node_name)
+
+    def _unaccount(self, uid: str, pod: Pod) -> None:
+        pods = self._on_node.get(pod.node_name)
+        if pods is None or pods.pop(uid, None) is None:
+            return
+        room = self._requested[pod.node_name]
+        for resource, amount in pod.requests.items():
+            room[resource] = room.get(resource, 0) - amount
+        if not pods:
+            del self._on_node[pod.node_name]
+            del self._requested[pod.node_name]
+        self._touch(pod.node_name)
 
     # -- pods -------------------------------------------------------------------------------
 
@@ -98,18 +199,18 @@ class ClusterCache:
         old = self._pods.get(uid)
         if self._relevant(pod):
             if old != pod:
-                self._pods[uid] = pod
                 self._track(uid, pod)
+                self._pods[uid] = pod
                 self._changed(matters=self._matters(old, pod))
         elif old is not None:
-            del self._pods[uid]
             self._track(uid, None)
+            del self._pods[uid]
             self._changed(matters=self._matters(old, None))
 
     def remove_pod(self, uid: str) -> None:
         self._assumed.pop(uid, None)
-        old = self._pods.pop(uid, None)
         self._track(uid, None)
+        old = self._pods.pop(uid, None)
         if old is not None:
             self._changed(matters=self._matters(old, None))
 
@@ -118,16 +219,15 @@ class ClusterCache:
         if pod is None or pod.bound:
             return
         self._assumed[ref.uid] = pod
-        self._pods[ref.uid] = replace(pod, node_name=node)
-        self._track(
-            ref.uid, self._pods[ref.uid]
-        )  # no pass needed: the one that assumed it counted it
+        assumed = replace(pod, node_name=node)
+        self._track(ref.uid, assumed)  # no pass needed: the one that assumed it counted it
+        self._pods[ref.uid] = assumed
 
     def forget(self, ref: PodRef) -> None:  # the pod is pending again: work
         original = self._assumed.pop(ref.uid, None)
         if original is not None:
-            self._pods[ref.uid] = original
             self._track(ref.uid, original)
+            self._pods[ref.uid] = original
             self._changed()
 
     # -- everything else --------------------------------------------------------------------
@@ -143,15 +243,24 @@ class ClusterCache:
             self._changed()
 
     def upsert_node(self, node: Node) -> None:
+        if self._nodes.get(node.name) != node:
+            self._touch(node.name)
         self._put(self._nodes, node.name, node, kind="nodes")
 
     def remove_node(self, name: str) -> None:
+        if name in self._nodes:
+            self._touch(name)
         self._drop(self._nodes, name)
 
     def upsert_podgroup(self, podgroup: PodGroup) -> None:
+        if self._podgroups.get(podgroup.key) != podgroup:
+            self._touched.add(podgroup.key)
+            for named in podgroup.groups or ():
+                self._named_by.setdefault(named, set()).add(podgroup.key)
         self._put(self._podgroups, podgroup.key, podgroup, kind="podgroups")
 
     def remove_podgroup(self, key: GangKey) -> None:
+        self._touched.add(key)
         self._drop(self._podgroups, key)
 
     def upsert_priority_class(self, priority_class: PriorityClass) -> None:
@@ -179,24 +288,124 @@ class ClusterCache:
         return self._memory
 
     def remember(self, memory: dict[GangKey, GangState]) -> None:
-        """Keep what the last pass decided about each gang, for the next pass."""
-        self._memory = dict(memory)
-        self.dirty = False
+        """Keep what the last pass decided about each gang, for the next pass. A gang whose
+        memory the shell updated while the pass ran (a rejected bind) keeps that update; a
+        gang without pods any more is forgotten."""
+        kept = {key: self._memory[key] for key in self._updated if key in self._memory}
+        self._memory = {key: state for key, state in memory.items() if key in self._members}
+        self._memory.update(kept)
+        self._updated.clear()
+        self._index_parked()
+
+    def _index_parked(self) -> None:
+        self._parked_by_shape = {}
+        self._due_at = {}
+        for key, state in self._memory.items():
+            if state.parked_at is None or state.reservations:
+                continue  # a NonStrict holder must be in every pass: its holds are taken there
+            self._due_at[key] = state.due_at
+            for shape in state.parked_shapes:
+                self._parked_by_shape.setdefault(shape, set()).add(key)
+        # A woken gang stays woken until a pass tried it (it may still be backing off).
+        for key, parked_at in list(self._woken.items()):
+            state = self._memory.get(key)
+            if state is None or state.parked_at != parked_at:
+                del self._woken[key]
+
+    def _wake_parked(self) -> None:
+        """Nodes changed since the last snapshot that now have room for a parked gang's
+        member wake that gang (room alone: the pass checks the rest)."""
+        if not self._parked_by_shape:
+            return
+        for name in self._stale:
+            node = self._nodes.get(name)
+            if node is None:
+                continue
+            free = dict(node.allocatable)
+            for resource, amount in self._requested.get(name, {}).items():
+                free[resource] = free.get(resource, 0) - amount
+            for shape, keys in self._parked_by_shape.items():
+                if all(free.get(r, 0) >= a for r, a in shape.items()):
+                    for key in keys:
+                        state = self._memory.get(key)
+                        if state is not None:
+                            self._woken.setdefault(key, state.parked_at)
 
     def update_memory(self, key: GangKey, state: GangState) -> None:
         self._memory[key] = state
+        self._updated.add(key)
         self._changed()
 
     # -- snapshot ---------------------------------------------------------------------------
 
-    def snapshot(self) -> Snapshot:
+    def _node_infos(self) -> dict[str, NodeInfo]:
+        """Rebuild the infos of the nodes changed since the last snapshot; copy the rest."""
+        for name in self._stale:
+            pods = self._on_node.get(name)
+            if name not in self._nodes and not pods:
+                self._infos.pop(name, None)
+                continue
+            self._infos[name] = NodeInfo.with_requested(
+                name,
+                self._nodes.get(name),
+                tuple(pods.values()) if pods else (),
+                Resources(self._requested.get(name, {})),
+                generation=self._node_generation.get(name, 0),
+            )
+        self._stale.clear()
+        return dict(self._infos)
+
+    def _active(self, now: float | None) -> set[GangKey]:
+        """Gangs a pass must look at: changed ones, ones with a member waiting (unless parked
+        and neither woken nor due at ``now``), and every gang of their GangGroups (both
+        ways: named by them, or naming them)."""
+        active = set(self._touched)
+        waiting = {gang_key_of(self._ours[uid]) for uid in self._pending if uid in self._ours}
+        if now is not None:
+            due = self._due_at
+            waiting = {
+                key for key in waiting if key not in due or key in self._woken or due[key] <= now
+            }
+        active.update(waiting)
+        todo = list(active)
+        while todo:
+            key = todo.pop()
+            related: set[GangKey] = set(self._named_by.get(key, ()))
+            for pod in self._members.get(key, {}).values():
+                related.update((pod.gang.groups or ()) if pod.gang else ())
+            podgroup = self._podgroups.get(key)
+            if podgroup is not None:
+                related.update(podgroup.groups or ())
+            for other in related - active:
+                active.add(other)
+                todo.append(other)
+        return active
+
+    def snapshot(self, *, now: float | None = None, whole: bool = False) -> Snapshot:
+        """Everything a pass needs, frozen: it may run in another thread while watch events
+        go on changing the cache. Taking it starts a new round of "dirty" tracking: a change
+        that lands while the pass runs asks for the next pass. With ``now``, parked gangs
+        that nothing woke and that are not due are left out; ``whole``: every gang's pods,
+        not only the active ones (for explain)."""
         # More than one topology ConfigMap: the first by name counts (the loader warns).
         topology, errors = (
             self._topologies[min(self._topologies)] if self._topologies else (None, ())
         )
+        self._wake_parked()
+        if whole:
+            pods = tuple(self._ours.values())
+        else:
+            members = self._members
+            active = self._active(now)
+            pods = tuple(p for key in active for p in members.get(key, {}).values())
+        self._touched.clear()
+        self.dirty = False
+        self._updated.clear()
         return Snapshot(
             nodes=dict(self._nodes),
-            pods=tuple(self._pods.values()),
+            node_infos=self._node_infos(),
+            generation=self._generation,
+            pods=pods,
             podgroups=dict(self._podgroups),
             priority_classes=dict(self._classes),
             memory=dict(self._memory),

@@ -148,6 +148,7 @@ def pod_from_dict(obj: Obj) -> Pod:
         deleting=bool(meta.get("deletionTimestamp")),
         gang=read_claim(labels, annotations, namespace=namespace),
         timed_out=str(annotations.get(names.KOORD_TIMEOUT, "")).lower() == "true",
+        first_attempt=parse_time(str(annotations.get(names.FIRST_ATTEMPT, "")) or None),
     )
 
 

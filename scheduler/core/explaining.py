@@ -140,7 +140,7 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
     if state is not None and state.timed_out:
         lines.append("timed out: it is not tried again until its pods are created anew")
     if pending:
-        ledger = Ledger.of(snapshot.nodes, snapshot.pods)
+        ledger = Ledger.over(snapshot.nodes, snapshot.infos())
         lines.extend(_shape_lines(pending, snapshot, ledger))
         if gang.topology_placed:
             lines.extend(_topology_lines(gang, pending, snapshot, config, ledger))
@@ -148,7 +148,7 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
     memory = dict(snapshot.memory)
     memory[key] = replace(memory.get(key, GangState()), retry_at=0.0, last_message="")
     result = schedule(replace(snapshot, memory=memory), now=now, config=config)
-    binding = next((g for g in result.bindings if g.gang == key), None)
+    binding = next((g for group in result.bindings for g in group.gangs if g.gang == key), None)
     members = {p.ref for p in gang.members}
     if binding is not None:
         nodes = Counter(b.node for b in binding.bindings)

@@ -15,15 +15,8 @@ from typing import TypeVar
 
 from scheduler.model.config import Config
 from scheduler.model.gangs import Gang, PodGroup
-from scheduler.model.pods import GangKey, GangSource, Mode, Pod
+from scheduler.model.pods import GangKey, GangSource, Mode, Pod, gang_key_of
 from scheduler.model.snapshot import PriorityClass, Snapshot
-
-# A gang of one is keyed by its pod; "/" cannot occur in a gang name, so keys never clash.
-SINGLE_PREFIX = "pod/"
-
-
-def single_key(pod: Pod) -> GangKey:
-    return GangKey(pod.ref.namespace, SINGLE_PREFIX + pod.ref.name)
 
 
 def priority_of(pod: Pod, classes: Mapping[str, PriorityClass]) -> int:
@@ -61,7 +54,7 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
     for pod in snapshot.pods:
         if pod.scheduler_name != config.scheduler_name:
             continue
-        key = pod.gang.key if pod.gang else single_key(pod)
+        key = gang_key_of(pod)
         members.setdefault(key, []).append(pod)
 
     gangs: dict[GangKey, Gang] = {}

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler.core.filtering import static_reason
-from scheduler.model.nodes import Node
+from scheduler.model.nodes import Node, NodeInfo
 from scheduler.model.pods import Pod
 from scheduler.model.resources import Resources
 from scheduler.model.status import Status
@@ -20,11 +20,15 @@ from scheduler.model.status import Status
 
 class Ledger:
     """Free resources per node. ``scratch()`` makes a child whose changes reach this ledger
-    only on ``commit()``; dropping the child forgets them."""
+    only on ``commit()``; dropping the child forgets them. A root ledger made ``over`` node
+    infos works out a node's free room on first use, so a pass that looks at few nodes pays
+    for few."""
 
     def __init__(self, free: dict[str, dict[str, int]], parent: Ledger | None = None) -> None:
         self._free = free
         self._parent = parent
+        self._nodes: Mapping[str, Node] = {}
+        self._infos: Mapping[str, NodeInfo] = {}
 
     @classmethod
     def of(cls, nodes: Mapping[str, Node], pods: Iterable[Pod]) -> Ledger:
@@ -37,15 +41,35 @@ class Ledger:
                     room[resource] = room.get(resource, 0) - amount
         return cls(free)
 
+    @classmethod
+    def over(cls, nodes: Mapping[str, Node], infos: Mapping[str, NodeInfo]) -> Ledger:
+        """Allocatable minus what each node's info says is requested, node by node on use."""
+        ledger = cls({})
+        ledger._nodes, ledger._infos = nodes, infos
+        return ledger
+
     def free(self, node: str) -> Mapping[str, int]:
         own = self._free.get(node)
-        if own is not None or self._parent is None:
-            return own or {}
-        return self._parent.free(node)
+        if own is not None:
+            return own
+        if self._parent is not None:
+            return self._parent.free(node)
+        known = self._nodes.get(node)
+        if known is None:
+            return {}
+        info = self._infos.get(node)
+        room = dict(info.free.amounts) if info is not None else dict(known.allocatable.amounts)
+        self._free[node] = room
+        return room
 
     def fits(self, node: str, requests: Mapping[str, int]) -> bool:
-        room = self.free(node)
-        return all(room.get(r, 0) >= a for r, a in requests.items())
+        # The hot loop of a pass: plain dicts, no Mapping protocol, no generator.
+        get = self.free(node).get
+        amounts = requests.amounts if isinstance(requests, Resources) else requests
+        for resource, amount in amounts.items():  # noqa: SIM110
+            if get(resource, 0) < amount:
+                return False
+        return True
 
     def take(self, node: str, requests: Mapping[str, int]) -> None:
         room = self._free.get(node)
@@ -53,6 +77,14 @@ class Ledger:
             room = self._free[node] = dict(self.free(node))
         for resource, amount in requests.items():
             room[resource] = room.get(resource, 0) - amount
+
+    def give(self, node: str, requests: Mapping[str, int]) -> None:
+        """Undo a ``take`` (a Statement discarded) or free a victim's share (an eviction)."""
+        room = self._free.get(node)
+        if room is None:
+            room = self._free[node] = dict(self.free(node))
+        for resource, amount in requests.items():
+            room[resource] = room.get(resource, 0) + amount
 
     def scratch(self) -> Ledger:
         return Ledger({}, parent=self)
@@ -66,7 +98,7 @@ class Ledger:
 
 
 @dataclass(frozen=True, slots=True)
-class _Signature:
+class Signature:
     """What the static filters look at: pods that share it fit the same nodes."""
 
     node_selector: tuple[tuple[str, str], ...]
@@ -74,7 +106,7 @@ class _Signature:
     tolerations: tuple
 
     @classmethod
-    def of(cls, pod: Pod) -> _Signature:
+    def of(cls, pod: Pod) -> Signature:
         return cls(tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations)
 
 
@@ -87,21 +119,31 @@ class NodeFinder:
     back.
     """
 
-    def __init__(self, nodes: Mapping[str, Node], ledger: Ledger) -> None:
+    def __init__(
+        self,
+        nodes: Mapping[str, Node],
+        ledger: Ledger,
+        *,
+        infos: Mapping[str, NodeInfo] | None = None,
+    ) -> None:
         self._nodes = nodes
 
         def fullness(name: str) -> float:
+            if infos is not None:
+                info = infos.get(name)
+                return info.fullness if info is not None else 0.0
             allocatable = nodes[name].allocatable
             room = ledger.free(name)
             used = [1 - room.get(r, 0) / a for r, a in allocatable.items() if a > 0]
             return sum(used) / len(used) if used else 0.0
 
+        # Fullest first (packing), as of the snapshot when node infos are given.
         self._order = sorted(nodes, key=lambda n: (-round(fullness(n), 6), n))
-        self._static: dict[_Signature, tuple[list[str], dict[str, int]]] = {}
-        self._static_sets: dict[_Signature, frozenset[str]] = {}
-        self._cursors: dict[tuple[_Signature, Resources], int] = {}
+        self._static: dict[Signature, tuple[list[str], dict[str, int]]] = {}
+        self._static_sets: dict[Signature, frozenset[str]] = {}
+        self._cursors: dict[tuple[Signature, Resources], int] = {}
 
-    def _candidates(self, signature: _Signature, pod: Pod) -> tuple[list[str], dict[str, int]]:
+    def _candidates(self, signature: Signature, pod: Pod) -> tuple[list[str], dict[str, int]]:
         cached = self._static.get(signature)
         if cached is None:
             fit: list[str] = []
@@ -118,14 +160,14 @@ class NodeFinder:
     def static_fit(self, pod: Pod) -> frozenset[str]:
         """The nodes ``pod`` may go on at all (selectors, affinity, taints, readiness); the same
         set object for every pod of a signature."""
-        signature = _Signature.of(pod)
+        signature = Signature.of(pod)
         fit = self._static_sets.get(signature)
         if fit is None:
             fit = self._static_sets[signature] = frozenset(self._candidates(signature, pod)[0])
         return fit
 
     def find(self, pod: Pod, ledger: Ledger) -> str | None:
-        signature = _Signature.of(pod)
+        signature = Signature.of(pod)
         fit, _ = self._candidates(signature, pod)
         cursor_key = (signature, pod.requests)
         requests = pod.requests
@@ -139,9 +181,18 @@ class NodeFinder:
     def rewind(self) -> None:
         self._cursors.clear()
 
+    def mark(self) -> dict:
+        """Where the cursors stand; ``restore`` puts them back there. A Statement discarded
+        leaves the ledger exactly as when it began, so its cursors are right again: a gang
+        that fails costs one scan of the nodes, not a scan from the start for each next one."""
+        return dict(self._cursors)
+
+    def restore(self, mark: dict) -> None:
+        self._cursors = dict(mark)
+
     def explain(self, pod: Pod, ledger: Ledger) -> Status:
         """Why no node fits ``pod`` now, counted per reason as kube-scheduler does."""
-        fit, rejected = self._candidates(_Signature.of(pod), pod)
+        fit, rejected = self._candidates(Signature.of(pod), pod)
         reasons = dict(rejected)
         for name in fit:
             room = ledger.free(name)

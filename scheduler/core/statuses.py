@@ -13,6 +13,9 @@ from scheduler.model.pods import FAILED, RUNNING, SUCCEEDED, TERMINAL_PHASES, Po
 from scheduler.model.times import format_time
 
 SCHEDULED = "Scheduled"
+# Present once a gang was satisfied: False while its running, succeeded and pending members
+# together are fewer than minMember (seed 003), True again when they are not.
+MIN_MEMBER_AVAILABLE = "MinMemberAvailable"
 
 PENDING_PHASE = "Pending"
 SCHEDULING_PHASE = "Scheduling"
@@ -30,11 +33,20 @@ def desired_status(
     timed_out: bool,
     condition: tuple[str, str, str],
     now: float,
+    below_min: str | None = None,
+    satisfied: bool = False,
 ) -> PodGroupStatus:
-    """``condition`` is the Scheduled condition as (status, reason, message)."""
+    """``condition`` is the Scheduled condition as (status, reason, message).
+
+    The phase follows scheduler-plugins' and Koordinator's rules, read per incarnation: a
+    live incarnation with minMember members running (or bound) is Running (Scheduled);
+    otherwise any failed member with failed + running + succeeded at least minMember makes
+    the gang Failed, as does a timeout.
+    """
     members = gang.members
     scheduled = sum(1 for p in members if p.bound or p.ref in binding_now)
-    running = sum(1 for p in members if p.phase == RUNNING)
+    live_scheduled = sum(1 for p in members if (p.bound and p.alive) or p.ref in binding_now)
+    running = sum(1 for p in members if p.phase == RUNNING and not p.deleting)
     succeeded = sum(1 for p in members if p.phase == SUCCEEDED)
     failed = sum(1 for p in members if p.phase == FAILED)
     active = sum(1 for p in members if p.phase not in TERMINAL_PHASES)
@@ -45,9 +57,9 @@ def desired_status(
         phase = FINISHED_PHASE
     elif running + succeeded >= need:
         phase = RUNNING_PHASE
-    elif scheduled >= need:
+    elif live_scheduled >= need:
         phase = SCHEDULED_PHASE
-    elif failed and active == 0:
+    elif failed and (failed + running + succeeded >= need or active == 0):
         phase = FAILED_PHASE
     elif first_attempt is not None:
         phase = SCHEDULING_PHASE
@@ -55,13 +67,17 @@ def desired_status(
         phase = PENDING_PHASE
 
     current = gang.podgroup.status if gang.podgroup else PodGroupStatus()
-    status, reason, message = condition
-    previous = next((c for c in current.conditions if c.type == SCHEDULED), None)
-    if previous is not None and (previous.status, previous.reason) == (status, reason):
-        since = previous.last_transition
-    else:
-        since = format_time(now)
-    others = tuple(c for c in current.conditions if c.type != SCHEDULED)
+    wanted = {SCHEDULED: condition}
+    if satisfied:
+        wanted[MIN_MEMBER_AVAILABLE] = (
+            ("False", "BelowMinMember", below_min)
+            if below_min
+            else ("True", "MinMemberAvailable", f"at least {need} members running or pending")
+        )
+    others = tuple(c for c in current.conditions if c.type not in wanted)
+    written = tuple(
+        _condition(kind, value, current=current, now=now) for kind, value in wanted.items()
+    )
     return PodGroupStatus(
         phase=phase,
         scheduled=scheduled,
@@ -72,10 +88,20 @@ def desired_status(
             format_time(first_attempt) if first_attempt is not None else current.schedule_start_time
         ),
         occupied_by=current.occupied_by,
-        conditions=(
-            *others,
-            Condition(
-                type=SCHEDULED, status=status, reason=reason, message=message, last_transition=since
-            ),
-        ),
+        conditions=(*others, *written),
+    )
+
+
+def _condition(
+    kind: str, value: tuple[str, str, str], *, current: PodGroupStatus, now: float
+) -> Condition:
+    """A condition keeps its lastTransitionTime while its status and reason hold."""
+    status, reason, message = value
+    previous = next((c for c in current.conditions if c.type == kind), None)
+    if previous is not None and (previous.status, previous.reason) == (status, reason):
+        since = previous.last_transition
+    else:
+        since = format_time(now)
+    return Condition(
+        type=kind, status=status, reason=reason, message=message, last_transition=since
     )

@@ -14,6 +14,9 @@ class Config:
     # Backoff between attempts of a gang that did not fit: doubles from initial up to max.
     initial_backoff_seconds: float = 1.0
     max_backoff_seconds: float = 10.0
+    # A gang that failed for want of room is tried again on a change that could help it, or
+    # at the latest after this long (kube-scheduler's podMaxInUnschedulablePodsDuration).
+    unschedulable_flush_seconds: float = 60.0
     # --topology-from-labels: ((level, node label key), ...) top level first; used when no
     # topology ConfigMap exists.
     topology_labels: tuple[tuple[str, str], ...] = ()

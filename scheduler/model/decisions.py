@@ -52,17 +52,34 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class GangBinding:
-    """The members of one gang to bind in this pass.
-
-    ``all_or_nothing`` is true while the gang is not yet satisfied: the shell then binds one
-    member first, and only if that succeeds the rest, so a gang whose first bind fails
-    leaves nothing bound and is tried again whole.
-    """
+    """The members of one gang to bind in this pass, and what to write back once they are."""
 
     gang: GangKey
     bindings: tuple[Binding, ...]
-    all_or_nothing: bool = True
     placement: Placement | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupBinding:
+    """One commit point: the gangs of one GangGroup bound in this pass.
+
+    ``all_or_nothing`` is true while the group's gangs are not yet satisfied: the shell then
+    binds one member of the whole group first, and only if that succeeds the rest, so a
+    group whose first bind fails leaves nothing bound and is tried again whole. Gangs that
+    are already satisfied (their incarnation has a live bound member) get
+    ``all_or_nothing=False``: their members are placed one by one (after gang).
+    """
+
+    gangs: tuple[GangBinding, ...]
+    all_or_nothing: bool = True
+
+    @property
+    def bindings(self) -> tuple[Binding, ...]:
+        return tuple(b for g in self.gangs for b in g.bindings)
+
+    @property
+    def keys(self) -> tuple[GangKey, ...]:
+        return tuple(g.gang for g in self.gangs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +98,7 @@ class StatusUpdate:
 
 @dataclass(frozen=True, slots=True)
 class Result:
-    bindings: tuple[GangBinding, ...] = ()
+    bindings: tuple[GroupBinding, ...] = ()
     pod_patches: tuple[PodPatch, ...] = ()
     status_updates: tuple[StatusUpdate, ...] = ()
     events: tuple[Event, ...] = ()

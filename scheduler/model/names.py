@@ -27,6 +27,9 @@ OUR_PREFIX = "gang-scheduler.io/"
 TOPOLOGY_CONSTRAINTS = OUR_PREFIX + "topology-constraints"
 # Written on a PodGroup placed by the topology solver: the placement tree as JSON.
 PLACEMENT = OUR_PREFIX + "placement"
+# Written on the pods of a gang without a PodGroup when its first attempt fails: when that
+# attempt was (RFC 3339), so a restart or a failover does not restart the gang's timeout.
+FIRST_ATTEMPT = OUR_PREFIX + "first-attempt"
 
 # Sakkara (seed 004): the topology and group ConfigMaps, the pods' group, what is written back.
 SAKKARA_TOPOLOGY = "sakkara.topology"

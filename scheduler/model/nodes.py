@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from scheduler.model.pods import Pod
 from scheduler.model.resources import Resources
 
 NO_SCHEDULE = "NoSchedule"
@@ -30,3 +31,55 @@ class Node:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
     ready: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """What holds resources on one node: the pods (any scheduler's, assumed ones included),
+    their summed requests, and the cache generation at which any of it last changed.
+
+    Kept by the cache incrementally, copied into a snapshot only when its generation changed
+    (kube-scheduler's ``UpdateSnapshot``); frozen, so a pass in another thread reads it safely.
+    """
+
+    name: str
+    pods: tuple[Pod, ...] = ()
+    requested: Resources = field(default_factory=Resources)
+    generation: int = 0
+    # The mean share of each allocatable resource that is requested: the node finder packs
+    # by it (fullest first). Worked out when the info is built, so a pass need not.
+    fullness: float = 0.0
+    # Allocatable minus requested (negative where over-committed), likewise worked out once.
+    free: Resources = field(default_factory=Resources)
+
+    @classmethod
+    def of(
+        cls, name: str, node: Node | None, pods: tuple[Pod, ...], *, generation: int = 0
+    ) -> NodeInfo:
+        requested = Resources.total(p.requests for p in pods)
+        return cls.with_requested(name, node, pods, requested, generation=generation)
+
+    @classmethod
+    def with_requested(
+        cls,
+        name: str,
+        node: Node | None,
+        pods: tuple[Pod, ...],
+        requested: Resources,
+        *,
+        generation: int = 0,
+    ) -> NodeInfo:
+        allocatable = node.allocatable if node is not None else Resources()
+        return cls(
+            name=name,
+            pods=pods,
+            requested=requested,
+            generation=generation,
+            fullness=fullness(allocatable, requested),
+            free=allocatable - requested,
+        )
+
+
+def fullness(allocatable: Mapping[str, int], requested: Mapping[str, int]) -> float:
+    used = [requested.get(r, 0) / a for r, a in allocatable.items() if a > 0]
+    return sum(used) / len(used) if used else 0.0

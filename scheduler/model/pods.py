@@ -117,12 +117,27 @@ class Pod:
     deleting: bool = False
     gang: GangClaim | None = None
     timed_out: bool = False  # carries gang.scheduling.koordinator.sh/timeout=true
+    first_attempt: float | None = None  # gang-scheduler.io/first-attempt, when written
 
     @property
     def bound(self) -> bool:
         return bool(self.node_name)
 
     @property
+    def alive(self) -> bool:
+        """Neither finished nor being deleted: it can still run (or is running)."""
+        return not self.deleting and self.phase not in TERMINAL_PHASES
+
+    @property
     def holds_resources(self) -> bool:
         """Bound and not finished: its requests count against its node."""
         return bool(self.node_name) and self.phase not in TERMINAL_PHASES
+
+
+# A gang of one is keyed by its pod; "/" cannot occur in a gang name, so keys never clash.
+SINGLE_PREFIX = "pod/"
+
+
+def gang_key_of(pod: Pod) -> GangKey:
+    """The gang a pod belongs to: the one it names, else a gang of one of its own."""
+    return pod.gang.key if pod.gang else GangKey(pod.ref.namespace, SINGLE_PREFIX + pod.ref.name)

@@ -22,9 +22,13 @@ class Resources(Mapping[str, int]):
     """An immutable mapping of resource name to amount; absent names are zero."""
 
     amounts: Mapping[str, int] = field(default_factory=dict)
+    # Worked out once: Resources key the node finder's classes and the queue's shapes.
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "amounts", {k: v for k, v in self.amounts.items() if v})
+        amounts = {k: v for k, v in self.amounts.items() if v}
+        object.__setattr__(self, "amounts", amounts)
+        object.__setattr__(self, "_hash", hash(frozenset(amounts.items())))
 
     def __getitem__(self, name: str) -> int:
         return self.amounts[name]
@@ -36,7 +40,7 @@ class Resources(Mapping[str, int]):
         return len(self.amounts)
 
     def __hash__(self) -> int:
-        return hash(frozenset(self.amounts.items()))
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Resources):

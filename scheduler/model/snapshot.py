@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduler.model.gangs import PodGroup
-from scheduler.model.nodes import Node
+from scheduler.model.nodes import Node, NodeInfo
 from scheduler.model.pods import GangKey, Pod, PodRef
+from scheduler.model.resources import Resources
 from scheduler.model.topology import SakkaraGroup, Topology
 
 
@@ -20,18 +21,43 @@ class PriorityClass:
 
 @dataclass(frozen=True, slots=True)
 class GangState:
-    """What the scheduler remembers of a gang between passes (lost on restart, by design:
-    what must survive a restart is written to the API server and read back from there)."""
+    """What the scheduler remembers of one gang incarnation between passes.
+
+    Lost on restart, by design: what must survive a restart is written to the API server
+    and read back from there (bound pods, the timeout mark, the first attempt). It belongs
+    to one incarnation: ``podgroup_uid`` and ``members`` (pod uids) say which, so a
+    PodGroup or pods deleted and created again under the same names start afresh.
+    """
 
     first_attempt: float | None = None  # the gang's timeout counts from here
     attempts: int = 0
     retry_at: float = 0.0  # backoff: not tried again before this
     timed_out: bool = False
+    # A member of this incarnation is bound and alive (derived each pass, kept for metrics).
     satisfied: bool = False
+    # The queue (kube-scheduler's unschedulable set): set when an attempt failed for want of
+    # room, to the snapshot's generation then; the gang is tried again only once a node
+    # changed since in a way that could take one of its members, its own objects changed
+    # (``tried_with``: the very objects it was tried with), or the flush interval passed.
+    parked_at: int | None = None
+    parked_since: float = 0.0
+    tried_with: tuple[object, ...] = ()
+    # For the cache, which leaves parked gangs out of a snapshot: the requests of the pending
+    # members (a node that changed and now has room for one of them wakes the gang), and the
+    # time by which it must be looked at anyway (its flush, or its timeout).
+    parked_shapes: frozenset[Resources] = frozenset()
+    due_at: float = 0.0
     # NonStrict only: members placed in earlier passes, held (never bound) until the gang fits.
     reservations: Mapping[PodRef, str] = field(default_factory=dict)
     # The last thing said about the gang, so the same Event is not repeated every pass.
     last_message: str = ""
+    # The Scheduled condition of the last attempt, (status, reason, message): kept while the
+    # gang backs off, so `kubectl describe pg` says why it waits.
+    condition: tuple[str, str, str] | None = None
+    podgroup_uid: str = ""
+    members: frozenset[str] = frozenset()
+    # Whether the "fewer than minMember members left" warning was said for this incarnation.
+    below_min_said: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,3 +72,19 @@ class Snapshot:
     # Why the topology ConfigMap cannot be used; topology-placed gangs wait while it is so.
     topology_errors: tuple[str, ...] = ()
     groups: Mapping[GangKey, SakkaraGroup] = field(default_factory=dict)
+    # What holds resources on each node, kept by the cache. When given, ``pods`` needs to hold
+    # only our own pods; without it (tests, explain) it is worked out from ``pods``.
+    node_infos: Mapping[str, NodeInfo] | None = None
+    # The cache's generation when the snapshot was taken: a node whose info has a higher
+    # generation than a gang's last failure changed since, and may help it.
+    generation: int = 0
+
+    def infos(self) -> Mapping[str, NodeInfo]:
+        """Per known node, what holds resources on it."""
+        if self.node_infos is not None:
+            return self.node_infos
+        on: dict[str, list[Pod]] = {name: [] for name in self.nodes}
+        for pod in self.pods:
+            if pod.holds_resources and pod.node_name in on:
+                on[pod.node_name].append(pod)
+        return {name: NodeInfo.of(name, self.nodes[name], tuple(pods)) for name, pods in on.items()}

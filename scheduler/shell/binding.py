@@ -1,10 +1,12 @@
-"""Binding pods through ``pods/binding``, a gang at a time, with bounded concurrency.
+"""Binding pods through ``pods/binding``, a GangGroup at a time, with bounded concurrency.
 
-A gang that is not yet satisfied is bound commit-point first: one member, then (only if
-that succeeded) all the others at once. If the first bind is rejected, nothing of the gang
-is bound; all its assumptions are forgotten and it is tried again whole after a backoff. Once
-one member is bound the gang is satisfied, and a later failure only sends that pod back to
-be placed again as an ordinary pod.
+A GangGroup that is not yet satisfied is bound commit-point first: one member of the whole
+group, then (only if that succeeded) all the others at once. If the first bind is rejected,
+nothing of the group is bound; all its assumptions are forgotten and every gang of it is
+tried again whole after a backoff. Once one member is bound the group's gangs are satisfied,
+and a later failure only sends that pod back to be placed again (after gang); should the
+process die in between, the pass after the restart sees the bound members and places the
+rest (each unsatisfied gang of the group still whole).
 """
 
 from __future__ import annotations
@@ -18,7 +20,15 @@ import structlog
 from scheduler.cache.cluster import ClusterCache
 from scheduler.core.scheduling import after_failed_bind
 from scheduler.model.config import Config
-from scheduler.model.decisions import NORMAL, WARNING, Binding, Event, GangBinding, ObjectRef
+from scheduler.model.decisions import (
+    NORMAL,
+    WARNING,
+    Binding,
+    Event,
+    GangBinding,
+    GroupBinding,
+    ObjectRef,
+)
 from scheduler.model.snapshot import GangState
 from scheduler.shell.api import ApiClient, ApiError
 from scheduler.shell.metrics import Metrics
@@ -54,25 +64,33 @@ class Binder:
         self._on_bound = on_bound
         self.in_flight = 0
 
-    def assume(self, gang_binding: GangBinding) -> None:
+    def assume(self, group: GroupBinding) -> None:
         """Count the pods against their nodes now; called by the loop before any await."""
-        for binding in gang_binding.bindings:
+        for binding in group.bindings:
             self._cache.assume(binding.pod, binding.node)
 
-    async def apply(self, gang_binding: GangBinding, *, pass_seconds: float = 0.0) -> None:
-        bindings = gang_binding.bindings
-        if gang_binding.all_or_nothing:
+    async def apply(self, group: GroupBinding, *, pass_seconds: float = 0.0) -> None:
+        bindings = group.bindings
+        if not bindings:
+            return
+        failed: set[Binding] = set()
+        if group.all_or_nothing:
             first, rest = bindings[0], bindings[1:]
             error = await self._bind(first)
             if error is not None:
-                self._first_bind_failed(gang_binding, error)
+                self._first_bind_failed(group, error)
                 return
             bindings = rest
         results = await asyncio.gather(*(self._bind(b) for b in bindings))
         for binding, error in zip(bindings, results, strict=True):
             if error is not None:
+                failed.add(binding)
                 self._forget(binding, f"binding {binding.pod} to {binding.node} failed: {error}")
-        if gang_binding.all_or_nothing and all(error is None for error in results):
+        if not group.all_or_nothing:
+            return
+        for gang_binding in group.gangs:
+            if any(b in failed for b in gang_binding.bindings):
+                continue  # a member goes again as an ordinary pod: the placement is stale
             first_attempt = self._cache.memory.get(gang_binding.gang, GangState()).first_attempt
             if first_attempt is not None:
                 self._metrics.gang_bound_seconds.observe(max(self._clock() - first_attempt, 0.0))
@@ -121,21 +139,27 @@ class Binder:
         self._cache.forget(binding.pod)
         self._poke()
 
-    def _first_bind_failed(self, gang_binding: GangBinding, error: str) -> None:
-        first = gang_binding.bindings[0]
+    def _first_bind_failed(self, group: GroupBinding, error: str) -> None:
+        first = group.bindings[0]
+        subject = (
+            f"gang {group.keys[0]}"
+            if len(group.keys) == 1
+            else f"GangGroup [{', '.join(map(str, group.keys))}]"
+        )
         message = (
-            f"binding {first.pod} to {first.node} was rejected ({error}); nothing of gang "
-            f"{gang_binding.gang} was bound, and it will be tried again whole"
+            f"binding {first.pod} to {first.node} was rejected ({error}); nothing of "
+            f"{subject} was bound, and it will be tried again whole"
         )
-        log.warning("gang bind rejected", gang=str(gang_binding.gang), error=error)
-        for binding in gang_binding.bindings:
+        log.warning("gang bind rejected", gang=", ".join(map(str, group.keys)), error=error)
+        for binding in group.bindings:
             self._cache.forget(binding.pod)
-        state = self._cache.memory.get(gang_binding.gang, GangState())
-        self._cache.update_memory(
-            gang_binding.gang,
-            after_failed_bind(state, message=message, now=self._clock(), config=self._config),
-        )
-        for binding in gang_binding.bindings:
+        for key in group.keys:
+            state = self._cache.memory.get(key, GangState())
+            self._cache.update_memory(
+                key,
+                after_failed_bind(state, message=message, now=self._clock(), config=self._config),
+            )
+        for binding in group.bindings:
             ref = binding.pod
             event = Event(
                 ObjectRef("Pod", ref.namespace, ref.name, ref.uid),

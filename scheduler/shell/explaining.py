@@ -42,4 +42,4 @@ async def explain_gang(
                 apply_configmap(cache, body, topology_namespace=topology_namespace)
     finally:
         await api.close()
-    return explain(cache.snapshot(), key, now=time.time(), config=config)
+    return explain(cache.snapshot(whole=True), key, now=time.time(), config=config)

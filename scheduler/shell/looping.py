@@ -2,8 +2,11 @@
 
 A pass runs when the cache changed (a watch event poked it) or when something the last pass
 scheduled falls due (a backoff ends, a timeout expires). Bursts of events are batched into
-one pass. Decisions are applied in the background: the loop assumes bindings in the cache at
-once, so the next pass can run while the binds are still in flight.
+one pass. The pass itself runs in a worker thread over the frozen snapshot, so watch events,
+binds and the Lease renewal go on meanwhile (the event loop gets the interpreter at least
+every switch interval); at most one pass is in flight. Decisions are applied back on the
+event loop: the loop assumes bindings in the cache at once, so the next pass can run while
+the binds are still in flight.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from scheduler.cache.cluster import ClusterCache
 from scheduler.core.scheduling import schedule
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
-from scheduler.model.snapshot import Snapshot
 from scheduler.shell.binding import Binder
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
@@ -84,17 +86,18 @@ class SchedulingLoop:
                 continue  # woken by changes no pass can act on (binds confirmed, say)
             started = time.perf_counter()
             try:
-                wake_at = self.run_pass()
+                wake_at = await self.run_pass()
             except Exception:  # a bad pass must not stop scheduling for good
                 log.exception("scheduling pass failed; retrying in 1s")
                 wake_at = self._clock() + 1.0
             last_pass = time.perf_counter() - started
 
-    def run_pass(self) -> float | None:
-        """One pass, synchronously: nothing else touches the cache while it runs."""
+    async def run_pass(self) -> float | None:
+        """One pass: the snapshot is taken and the result applied on the event loop; the
+        decision, a pure function of the snapshot, is made in a worker thread."""
         started = time.perf_counter()
         snapshot = self._cache.snapshot()
-        result = schedule(snapshot, now=self._clock(), config=self._config)
+        result = await asyncio.to_thread(schedule, snapshot, now=self._clock(), config=self._config)
         decided = time.perf_counter() - started
         self._cache.remember(dict(result.memory))
         # Passes without topology-placed gangs do not look at the tree and say nothing.
@@ -103,7 +106,7 @@ class SchedulingLoop:
             for note in result.topology_notes:
                 log.warning(note)
         self._apply(result, pass_seconds=decided)
-        self._observe(snapshot, result, time.perf_counter() - started)
+        self._observe(result, time.perf_counter() - started)
         if result.bindings:
             log.debug(
                 "pass",
@@ -112,7 +115,7 @@ class SchedulingLoop:
             )
         return result.wake_at
 
-    def _observe(self, snapshot: Snapshot, result: Result, seconds: float) -> None:
+    def _observe(self, result: Result, seconds: float) -> None:
         metrics = self._metrics
         metrics.pass_seconds.observe(seconds)
         for _, outcome in result.attempts:
@@ -120,9 +123,9 @@ class SchedulingLoop:
         metrics.pending_gangs.set(
             sum(1 for s in result.memory.values() if not (s.satisfied or s.timed_out))
         )
-        ours = self._config.scheduler_name
-        unbound = sum(1 for p in snapshot.pods if p.scheduler_name == ours and not p.bound)
-        metrics.queue_depth.set(unbound - sum(len(g.bindings) for g in result.bindings))
+        # After the pass's bindings were assumed: what is still waiting (parked gangs too,
+        # which the snapshot left out).
+        metrics.queue_depth.set(self._cache.waiting)
 
     def _spawn(self, coroutine: object) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)  # type: ignore[arg-type]
@@ -144,3 +147,23 @@ class SchedulingLoop:
         """Wait for the writes in flight (used on shutdown and in tests)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+async def measure_lag(metrics: Metrics, *, interval: float = 0.02) -> None:
+    """Time how late a short timer fires, forever: the longest stretch for which the event
+    loop was held (by a handler, a pass, a JSON decode) is what the watches, the binds and
+    the Lease renewal had to wait. Logged when it grows past 50 ms, and on cancel."""
+    longest = 0.0
+    try:
+        while True:
+            started = time.perf_counter()
+            await asyncio.sleep(interval)
+            lag = max(time.perf_counter() - started - interval, 0.0)
+            metrics.loop_lag_seconds.observe(lag)
+            if lag > longest:
+                longest = lag
+                metrics.loop_lag_max_seconds.set(lag)
+                if lag > 0.05:
+                    log.info("event loop held", milliseconds=round(lag * 1000, 1))
+    finally:
+        log.info("event loop lag", longest_milliseconds=round(longest * 1000, 1))

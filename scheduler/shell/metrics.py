@@ -24,6 +24,8 @@ class Metrics:
     bind_errors: Counter
     pass_seconds: Histogram
     events_dropped: Counter
+    loop_lag_seconds: Histogram
+    loop_lag_max_seconds: Gauge
 
     @classmethod
     def create(cls) -> Metrics:
@@ -72,6 +74,18 @@ class Metrics:
             events_dropped=Counter(
                 "gang_scheduler_events_dropped_total",
                 "Events not posted because the backlog was full.",
+                registry=registry,
+            ),
+            loop_lag_seconds=Histogram(
+                "gang_scheduler_event_loop_lag_seconds",
+                "How late the event loop woke a 20 ms timer: time nothing else could run "
+                "(watch events, binds, the Lease renewal).",
+                buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+                registry=registry,
+            ),
+            loop_lag_max_seconds=Gauge(
+                "gang_scheduler_event_loop_lag_max_seconds",
+                "The longest the event loop was blocked since the process started.",
                 registry=registry,
             ),
         )

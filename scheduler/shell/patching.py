@@ -31,9 +31,13 @@ class Patcher:
         *,
         concurrency: int = 16,
         clock: Callable[[], float] = time.time,
+        retry: Callable[[GangKey], None] = lambda key: None,
     ) -> None:
         self._api = api
         self._clock = clock
+        # A status not written is written by a later pass: this asks for one that looks at
+        # the gang again (a settled gang is not looked at unless something of it changes).
+        self._retry = retry
         self._slots = asyncio.Semaphore(concurrency)
         self._sent_status: dict[GangKey, dict] = {}
         self._sent_pods: dict[PodRef, dict] = {}
@@ -50,6 +54,7 @@ class Patcher:
                 await self._api.merge_patch(path, {"status": body})
         except (TimeoutError, ApiError, OSError) as error:
             self._sent_status.pop(update.gang, None)  # try again on the next pass
+            self._retry(update.gang)
             log.warning("podgroup status not written", gang=str(update.gang), error=str(error))
 
     async def pod(self, patch: PodPatch) -> None:

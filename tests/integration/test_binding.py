@@ -12,7 +12,7 @@ from e2e.fixtures import Cluster
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.objects import pod_from_dict
 from scheduler.model.config import Config
-from scheduler.model.decisions import Binding, GangBinding
+from scheduler.model.decisions import Binding, GangBinding, GroupBinding
 from scheduler.model.pods import GangKey, PodRef
 from scheduler.shell.api import ApiClient, load_credentials
 from scheduler.shell.binding import Binder
@@ -36,7 +36,7 @@ def _load(cluster: Cluster, cache: ClusterCache, names: list[str]) -> list[PodRe
     ]
 
 
-async def _apply(cluster: Cluster, cache: ClusterCache, gang_binding: GangBinding) -> Metrics:
+async def _apply(cluster: Cluster, cache: ClusterCache, gang_binding: GroupBinding) -> Metrics:
     api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
     metrics = Metrics.create()
     try:
@@ -62,7 +62,7 @@ def test_rejected_first_bind_binds_nothing_and_forgets_every_assumption(
     cache = ClusterCache(scheduler_name="nobody")
     # The first member was deleted after the pass decided: its bind is rejected.
     refs = _load(cluster, cache, ["gone", "m-1", "m-2"])
-    binding = GangBinding(GANG, tuple(Binding(r, node) for r in refs), all_or_nothing=True)
+    binding = GroupBinding((GangBinding(GANG, tuple(Binding(r, node) for r in refs)),))
     metrics = asyncio.run(_apply(cluster, cache, binding))
     assert metrics.registry.get_sample_value("gang_scheduler_bind_errors_total") == 1
     assert cluster.bound() == set()
@@ -78,7 +78,7 @@ def test_after_the_first_bind_a_failure_sends_back_only_that_pod(cluster: Cluste
     cluster.apply(*(cluster.pod(f"m-{i}", scheduler="nobody") for i in range(3)))
     cache = ClusterCache(scheduler_name="nobody")
     refs = _load(cluster, cache, ["m-0", "gone", "m-2"])
-    binding = GangBinding(GANG, tuple(Binding(r, node) for r in refs), all_or_nothing=True)
+    binding = GroupBinding((GangBinding(GANG, tuple(Binding(r, node) for r in refs)),))
     asyncio.run(_apply(cluster, cache, binding))
     assert cluster.bound() == {"m-0", "m-2"}
     assumed = {p.ref.name: p.node_name for p in cache.snapshot().pods}
@@ -99,7 +99,7 @@ def test_events_wait_for_binds_in_flight_and_are_posted_after(cluster: Cluster) 
         binder = Binder(api, cache, recorder, config=Config(), metrics=Metrics.create())
         recording = asyncio.create_task(recorder.run())
         try:
-            binding = GangBinding(GANG, tuple(Binding(r, node) for r in refs))
+            binding = GroupBinding((GangBinding(GANG, tuple(Binding(r, node) for r in refs)),))
             binder.assume(binding)
             await binder.apply(binding)
             assert binder.in_flight == 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.cache.cluster import ClusterCache
+from scheduler.model.pods import GangKey
+from scheduler.model.snapshot import GangState
 from tests.unit.builders import SCHEDULER, node, pod
 
 
@@ -47,13 +49,15 @@ def test_pending_pods_of_other_schedulers_are_not_kept_but_their_bound_ones_are(
     theirs_pending = pod("a", scheduler="default-scheduler")
     theirs_bound = pod("b", scheduler="default-scheduler", node_name="n0", phase="Running")
     cache = cache_with(theirs_pending, theirs_bound)
-    assert [x.ref.name for x in cache.snapshot().pods] == ["b"]
+    snap = cache.snapshot()
+    assert snap.pods == ()  # a snapshot's pods are ours; theirs count on their node
+    assert [x.ref.name for x in snap.infos()["n0"].pods] == ["b"]
 
 
 def test_confirmed_binds_of_pods_without_podgroup_need_no_pass() -> None:
     p = pod("p")
     cache = cache_with(p)
-    cache.remember({})
+    cache.snapshot()  # a pass starts
     assert not cache.dirty
     cache.assume(p.ref, "n0")
     cache.upsert_pod(replace(p, node_name="n0"))
@@ -66,13 +70,13 @@ def test_confirmed_binds_of_pods_without_podgroup_need_no_pass() -> None:
 def test_freed_capacity_needs_a_pass_only_when_something_waits() -> None:
     done = pod("done", node_name="n0", phase="Running")
     cache = cache_with(done)
-    cache.remember({})
+    cache.snapshot()  # a pass starts
     cache.upsert_pod(replace(done, phase="Succeeded"))
     assert not cache.dirty
     waiting = pod("waiting")
     busy = pod("busy", node_name="n0", phase="Running")
     cache = cache_with(busy, waiting)
-    cache.remember({})
+    cache.snapshot()  # a pass starts
     cache.remove_pod(busy.ref.uid)
     assert cache.dirty
 
@@ -88,10 +92,45 @@ def test_an_assumed_pod_no_longer_waits_and_a_forgotten_one_does_again() -> None
     busy, other = (pod(n, node_name="n0", phase="Running") for n in ("busy", "other"))
     cache = cache_with(busy, other, waiting)
     cache.assume(waiting.ref, "n0")
-    cache.remember({})
+    cache.snapshot()  # a pass starts
     cache.upsert_pod(replace(busy, phase="Succeeded"))
     assert not cache.dirty  # nothing waits: freed capacity needs no pass
     cache.forget(waiting.ref)
-    cache.remember({})
+    cache.snapshot()  # a pass starts
     cache.remove_pod(other.ref.uid)
     assert cache.dirty  # the forgotten pod waits again
+
+
+def test_node_info_follows_binds_finishes_and_forgets_and_changes_generation() -> None:
+    a = pod("a", cpu="2")
+    theirs = pod("t", scheduler="default-scheduler", node_name="n0", phase="Running", cpu="1")
+    cache = cache_with(a, theirs)
+    first = cache.snapshot().infos()["n0"]
+    assert first.requested["cpu"] == 1000
+    cache.assume(a.ref, "n0")
+    assumed = cache.snapshot().infos()["n0"]
+    assert assumed.requested["cpu"] == 3000
+    assert assumed.generation > first.generation
+    cache.upsert_pod(replace(a, node_name="n0", phase="Succeeded"))
+    finished = cache.snapshot().infos()["n0"]
+    assert finished.requested["cpu"] == 1000
+    assert [p.ref.name for p in finished.pods] == ["t"]
+
+
+def test_a_snapshot_copies_node_infos_that_did_not_change() -> None:
+    cache = cache_with(pod("t", scheduler="x", node_name="n0", phase="Running"))
+    cache.upsert_node(node("n1"))
+    before = cache.snapshot().infos()
+    cache.upsert_pod(pod("u", scheduler="x", node_name="n1", phase="Running"))
+    after = cache.snapshot().infos()
+    assert after["n0"] is before["n0"]
+    assert after["n1"] is not before["n1"]
+
+
+def test_memory_the_shell_changed_during_a_pass_survives_the_pass() -> None:
+    key = GangKey("default", "g")
+    cache = cache_with(pod("p"))
+    cache.snapshot()  # a pass starts
+    cache.update_memory(key, GangState(attempts=3))  # a rejected bind, while it runs
+    cache.remember({key: GangState(attempts=1)})  # the pass ends
+    assert cache.memory[key].attempts == 3

@@ -95,7 +95,7 @@ def test_placement_for_write_back_ranks_every_member_once_and_names_the_configma
         ),
         now=T0,
     )
-    (gang_binding,) = result.bindings
+    ((gang_binding,),) = (g.gangs for g in result.bindings)
     placement = gang_binding.placement
     assert placement is not None
     assert placement.group == ("default", "group-a")
@@ -124,7 +124,7 @@ def test_podgroup_with_the_constraint_annotation_partitions_over_racks() -> None
     )
     placed = bind_map(result)
     assert Counter(SEED.unit(n, "rack") for n in placed.values()) == {"rack-0": 2, "rack-1": 2}
-    (gang_binding,) = result.bindings
+    ((gang_binding,),) = (g.gangs for g in result.bindings)
     assert gang_binding.placement is not None
     assert gang_binding.placement.podgroup is not None
 

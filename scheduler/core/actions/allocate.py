@@ -1,0 +1,289 @@
+"""Allocate: each GangGroup in queue order, whole or not at all, on a Statement of its own.
+
+A GangGroup's turn: gangs of it that are satisfied (a live bound member) place their
+remaining members one by one (after gang); the others are tried together. Timed-out,
+invalid or not yet complete gangs are not tried, and say why. Every unsatisfied gang of the
+group must place ``min_member`` members; then the Statement is committed and the group is
+one commit point (one ``GroupBinding``); else it is discarded (Strict), or its allocations
+are kept as holds that are never bound (NonStrict).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from scheduler.core.arranging import master_of, tree_order
+from scheduler.core.session import (
+    REASON_SCHEDULED,
+    REASON_TIMEOUT,
+    REASON_UNSCHEDULABLE,
+    Session,
+    pending,
+)
+from scheduler.core.statement import Statement
+from scheduler.model import names
+from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch
+from scheduler.model.gangs import Gang
+from scheduler.model.pods import GangKey, Mode
+from scheduler.model.status import Status
+from scheduler.model.topology import Constraints
+
+
+def allocate(session: Session) -> None:
+    for unit in session.units():
+        present = [session.gangs[k] for k in unit if k in session.gangs]
+        with session.turn(unit, present) as statement:
+            _turn(session, statement, unit, present)
+
+
+def _turn(
+    session: Session, statement: Statement, unit: tuple[GangKey, ...], present: list[Gang]
+) -> None:
+    # A gang of the group that is satisfied (half a group bound before a crash, say) places
+    # its remaining members one by one; the others are tried whole, together.
+    waiting = [g for g in present if not session.outcomes[g.key].state.satisfied]
+    for gang in present:
+        if session.outcomes[gang.key].state.satisfied:
+            _place_after_gang(session, statement, gang)
+    statement.commit()  # bound one by one whatever the others do: never undone below
+    if not waiting:
+        return
+    expired = [g for g in waiting if session.timed_out(g)]
+    if expired:  # a timed-out gang stays so, and takes its GangGroup with it
+        for gang in waiting:
+            _time_out(session, gang, because=expired[0])
+        return
+    if session.why_not_ready(unit, waiting) is not None:
+        return
+    retry_at = max(session.outcomes[g.key].state.retry_at for g in waiting)
+    if session.now < retry_at:
+        session.wake(retry_at)
+        return
+    if not session.worth_trying(waiting):
+        return  # parked: nothing changed that could help it
+    _attempt(session, statement, waiting)
+
+
+def _place_after_gang(session: Session, statement: Statement, gang: Gang) -> None:
+    outcome = session.outcomes[gang.key]
+    members = sum(1 for p in gang.members if p.bound and p.alive)
+    outcome.condition = ("True", REASON_SCHEDULED, f"{members} of {gang.min_member} members bound")
+    todo = session.ordered(pending(gang))
+    session.check_min_member(gang, members=members, waiting=len(todo))
+    if not todo:
+        return
+    if session.now < outcome.state.retry_at:
+        session.wake(outcome.state.retry_at)
+        return
+    failures: list[str] = []
+    finder = session.finder
+    for pod in todo:
+        node = finder.find(pod, statement.ledger)
+        if node is None:
+            failures.append(f"{pod.ref.name}: {finder.explain(pod, statement.ledger).message}")
+            continue
+        statement.allocate(pod, node)
+        outcome.bindings.append(Binding(pod.ref, node))
+    if outcome.bindings:
+        session.bindings.append(
+            GroupBinding((GangBinding(gang.key, tuple(outcome.bindings)),), all_or_nothing=False)
+        )
+    if failures:
+        placed = {b.pod for b in outcome.bindings}
+        unplaced = [p for p in todo if p.ref not in placed]
+        session.failed_attempt(gang, "; ".join(failures), pods=unplaced)
+
+
+def _time_out(session: Session, gang: Gang, *, because: Gang) -> None:
+    outcome = session.outcomes[gang.key]
+    todo = pending(gang)
+    if because is gang:
+        message = (
+            f"gang {gang.key} was not placed within {gang.timeout_seconds:g}s of its first "
+            f"attempt; its pods are marked {names.KOORD_TIMEOUT}=true and will not be tried "
+            "again: delete them (or the PodGroup) and create them anew to retry"
+        )
+    else:
+        message = f"gang {because.key} of the same GangGroup timed out, so this gang did too"
+    outcome.state = replace(outcome.state, timed_out=True, reservations={})
+    outcome.condition = ("False", REASON_TIMEOUT, message)
+    session.patches.extend(
+        PodPatch(p.ref, {names.KOORD_TIMEOUT: "true"}) for p in todo if not p.timed_out
+    )
+    session.say(gang, reason="GangTimeout", message=message, pods=todo)
+
+
+def _attempt(session: Session, statement: Statement, gangs: list[Gang]) -> None:
+    """Try the whole GangGroup on the statement; commit it whole or not at all."""
+    placed: dict[GangKey, list[Binding]] = {}
+    short: dict[GangKey, Status] = {}  # why a gang fell short of min_member
+    for gang in gangs:
+        outcome = session.outcomes[gang.key]
+        if outcome.state.first_attempt is None:
+            outcome.state = replace(outcome.state, first_attempt=session.now)
+        shape = session.shape(gang) if len(gangs) == 1 else None
+        names_now = [p.ref.name for p in session.ordered(pending(gang))] if shape else []
+        known = session.failed_shapes.get(shape) if shape is not None else None
+        if known is not None:  # the same shapes already failed in this pass: so does this
+            status = _renamed(known, names_now)
+            placed[gang.key] = []
+        else:
+            placed[gang.key], status = _place_gang(session, statement, gang)
+            if not status.ok and shape is not None:
+                session.failed_shapes[shape] = (status, names_now)
+        if not status.ok:
+            short[gang.key] = status
+    if short:
+        session.attempts.extend((g.key, "unschedulable") for g in gangs)
+        _unit_failed(session, statement, gangs, placed, short)
+        for gang in gangs:
+            session.park(gang)
+        return
+    session.attempts.extend((g.key, "scheduled") for g in gangs)
+    for gang in gangs:
+        session.unpark(gang)
+    committed: list[GangBinding] = []
+    for gang in gangs:
+        outcome = session.outcomes[gang.key]
+        retries = outcome.state.attempts + 1
+        held = [Binding(ref, node) for ref, node in sorted(outcome.state.reservations.items())]
+        outcome.bindings = held + placed[gang.key]
+        outcome.state = replace(
+            outcome.state,
+            satisfied=True,
+            reservations={},
+            attempts=0,
+            retry_at=0.0,
+            last_message="",
+        )
+        count = len(outcome.bindings)
+        outcome.condition = (
+            "True",
+            REASON_SCHEDULED,
+            f"{count} of {gang.min_member} members bound",
+        )
+        placement = (
+            session.placement(gang, outcome.bindings, retries) if gang.topology_placed else None
+        )
+        if outcome.bindings:
+            committed.append(GangBinding(gang.key, tuple(outcome.bindings), placement=placement))
+        if outcome.relaxed:
+            session.say(
+                gang,
+                reason="TopologyRelaxed",
+                message=f"gang {gang.key} placed with soft constraints not met: "
+                + "; ".join(outcome.relaxed),
+                pods=pending(gang),
+                warning=False,
+            )
+    if committed:
+        session.bindings.append(GroupBinding(tuple(committed), all_or_nothing=True))
+
+
+def _renamed(known: tuple[Status, list[str]], names: list[str]) -> Status:
+    """A remembered failure, told of this gang: its message names a member ("w-7: 0/50
+    nodes fit ..."); the member at the same place in this gang's order is named instead."""
+    status, before = known
+    name, sep, rest = status.message.partition(": ")
+    if sep and name in before and len(names) == len(before):
+        return Status.unschedulable(f"{names[before.index(name)]}: {rest}")
+    return status
+
+
+def _place_gang(session: Session, statement: Statement, gang: Gang) -> tuple[list[Binding], Status]:
+    """Place as many pending members as fit (min_member at least, or it falls short)."""
+    status = session.enough_in_total(gang)
+    if not status.ok:
+        return [], status
+    if gang.topology_placed:
+        return _arrange_gang(session, statement, gang)
+    held = session.outcomes[gang.key].state.reservations
+    need = gang.min_member - len(held)
+    members = [p for p in session.ordered(pending(gang)) if p.ref not in held]
+    got: list[Binding] = []
+    first_miss: Status | None = None
+    finder = session.finder
+    for i, pod in enumerate(members):
+        if gang.mode is Mode.STRICT and len(got) + (len(members) - i) < need:
+            break  # min_member is out of reach: stop early
+        node = finder.find(pod, statement.ledger)
+        if node is None:
+            if first_miss is None and len(got) < need:
+                detail = finder.explain(pod, statement.ledger).message
+                first_miss = Status.unschedulable(f"{pod.ref.name}: {detail}")
+            continue
+        statement.allocate(pod, node)
+        got.append(Binding(pod.ref, node))
+    if len(got) >= need:
+        return got, Status.success()
+    return got, first_miss or Status.unschedulable(f"only {len(got)} of {need} members fit")
+
+
+def _arrange_gang(
+    session: Session, statement: Statement, gang: Gang
+) -> tuple[list[Binding], Status]:
+    """The whole gang in one go by the topology solver: every pending member, else the
+    first min_member of them (the master first, then in name order)."""
+    todo = pending(gang)
+    if not todo:
+        return [], Status.success()
+    master = master_of(p.ref for p in todo)
+    members = sorted(todo, key=lambda p: (p.ref != master, tree_order(p.ref.name)))
+    constraints = gang.constraints or Constraints()
+    tries = [members]
+    if gang.min_member < len(members):
+        tries.append(members[: gang.min_member])
+    status = Status.success()
+    for chosen in tries:
+        # The solver works on a scratch of its own; what it places goes on the statement.
+        trial = statement.ledger.scratch()
+        arrangement = session.arranger.arrange(chosen, constraints=constraints, ledger=trial)
+        status = arrangement.status
+        if status.ok:
+            for pod, node in arrangement.placements:
+                statement.allocate(pod, node)
+            session.outcomes[gang.key].relaxed = arrangement.relaxed
+            return [Binding(p.ref, node) for p, node in arrangement.placements], status
+    return [], status
+
+
+def _unit_failed(
+    session: Session,
+    statement: Statement,
+    gangs: list[Gang],
+    placed: Mapping[GangKey, list[Binding]],
+    short: Mapping[GangKey, Status],
+) -> None:
+    first_short = next(g for g in gangs if g.key in short)
+    why = (
+        f"{first_short.key}: {short[first_short.key].message}"
+        if len(gangs) > 1
+        else (short[first_short.key].message)
+    )
+    if all(g.mode is Mode.NON_STRICT for g in gangs):
+        # NonStrict: keep what was placed as reservations, in memory, never bound. The
+        # statement's allocations stay taken for the rest of this pass.
+        for gang in gangs:
+            outcome = session.outcomes[gang.key]
+            held = dict(outcome.state.reservations)
+            held.update({b.pod: b.node for b in placed[gang.key]})
+            outcome.state = replace(outcome.state, reservations=held)
+            message = (
+                f"gang {gang.key} holds {len(held)} of {gang.min_member} members (NonStrict) "
+                f"and waits for the rest; {why}"
+            )
+            outcome.condition = ("False", REASON_UNSCHEDULABLE, message)
+            session.failed_attempt(
+                gang, message, pods=[p for p in pending(gang) if p.ref not in held]
+            )
+        return
+    statement.discard()  # its capacity is free again
+    group = ", ".join(str(g.key) for g in gangs)
+    for gang in gangs:
+        outcome = session.outcomes[gang.key]
+        subject = f"gang {gang.key}" if len(gangs) == 1 else f"GangGroup [{group}]"
+        message = f"{subject} does not fit, nothing was bound; {why}"
+        outcome.state = replace(outcome.state, reservations={})
+        outcome.condition = ("False", REASON_UNSCHEDULABLE, message)
+        session.failed_attempt(gang, message, pods=pending(gang))

@@ -1,0 +1,590 @@
+"""A Session: one pass over an immutable snapshot, and the state its actions share.
+
+Opening a session resolves the gangs, restores each gang incarnation's memory, builds the
+ledger of free capacity and takes back the NonStrict holds. Actions (``core/actions/``) then
+walk the GangGroups in queue order, each turn on a Statement of its own; they share the
+policy kept here: the queue order, whether a gang is ready to be tried (its spec, its
+members, its backoff, its timeout), what it holds, and how a failure is said. Closing the
+session turns what was decided into a ``Result``. Nothing here does I/O or reads a clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+from scheduler.core.arranging import Arranger, Tree, placement_tree, ranks
+from scheduler.core.gangs import gang_groups, priority_of, queue_key, resolve
+from scheduler.core.placing import Ledger, NodeFinder, Signature
+from scheduler.core.statement import Statement
+from scheduler.core.statuses import PENDING_PHASE, SCHEDULING_PHASE, desired_status
+from scheduler.model import names
+from scheduler.model.config import Config
+from scheduler.model.decisions import (
+    NORMAL,
+    WARNING,
+    Binding,
+    Event,
+    GroupBinding,
+    ObjectRef,
+    Placement,
+    PodPatch,
+    Result,
+    StatusUpdate,
+)
+from scheduler.model.gangs import Gang, PodGroup, PodGroupStatus
+from scheduler.model.pods import SUCCEEDED, GangKey, Mode, Pod, PodRef
+from scheduler.model.resources import Resources, describe
+from scheduler.model.snapshot import GangState, Snapshot
+from scheduler.model.status import Status
+from scheduler.model.times import format_time, parse_time
+from scheduler.model.topology import Topology, topology_from_labels
+
+# Condition reasons, as `kubectl describe pg` shows them.
+REASON_SCHEDULED = "Scheduled"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_WAITING = "Waiting"
+REASON_TIMEOUT = "Timeout"
+REASON_INVALID = "InvalidSpec"
+NOT_TRIED = ("False", REASON_WAITING, "not tried yet")
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What the session decided about one gang, before it becomes events and status."""
+
+    state: GangState
+    condition: tuple[str, str, str] = NOT_TRIED
+    bindings: list[Binding] = field(default_factory=list)
+    relaxed: tuple[str, ...] = ()  # soft topology constraints the placement could not meet
+    # Set while a satisfied gang has fewer than minMember members left (seed 003).
+    below_min: str | None = None
+
+
+_NO_STATUS = PodGroupStatus()
+
+
+def _same(now: object, then: object) -> bool:
+    """Whether an object a gang was tried with is unchanged, for the queue. Our own
+    first-attempt mark on a pod is no change that could help it."""
+    if now is then:
+        return True
+    if isinstance(now, Pod) and isinstance(then, Pod):
+        return now == replace(then, first_attempt=now.first_attempt)
+    return now == then
+
+
+def pending(gang: Gang) -> list[Pod]:
+    """The members still to be placed: unbound and alive."""
+    return [p for p in gang.members if not p.bound and p.alive]
+
+
+def topology_of(snapshot: Snapshot, config: Config) -> Topology:
+    """The tree this pass places on: the topology ConfigMap's, else one from node labels
+    (--topology-from-labels), else flat (root and nodes)."""
+    if snapshot.topology is not None:
+        return snapshot.topology
+    if config.topology_labels:
+        labels = {n.name: n.labels for n in snapshot.nodes.values()}
+        return topology_from_labels(config.topology_labels, labels)
+    return Topology.flat(sorted(snapshot.nodes))
+
+
+class Session:
+    """The bookkeeping of one pass; it never outlives the call to ``schedule``."""
+
+    def __init__(self, snapshot: Snapshot, *, now: float, config: Config) -> None:
+        self.snapshot = snapshot
+        self.now = now
+        self.config = config
+        resolution = resolve(snapshot, config)
+        self.gangs = {key: self._checked(gang) for key, gang in resolution.gangs.items()}
+        self.missing_podgroups = resolution.missing_podgroups
+        self.missing_groups = resolution.missing_groups
+        self.topology_notes: tuple[str, ...] = ()
+        self.infos = snapshot.infos()  # worked out from the pods, when the cache gave none
+        self.ledger = Ledger.over(snapshot.nodes, self.infos)
+        self.outcomes: dict[GangKey, Outcome] = {}
+        self.events: list[Event] = []
+        self.patches: list[PodPatch] = []
+        self.bindings: list[GroupBinding] = []
+        self.attempts: list[tuple[GangKey, str]] = []
+        self.wake_at: float | None = None
+        # Member shapes of Strict gangs that failed in this pass: within a pass capacity only
+        # shrinks (a discarded Statement puts back exactly what it took), so a gang of the
+        # same shapes fails too, without another scan. An eviction would clear it.
+        self.failed_shapes: dict[tuple, tuple[Status, list[str]]] = {}
+        self._helps: dict[tuple, list[str]] = {}  # (generation, requests) -> roomy changed nodes
+        self._changed: dict[int, list[str]] = {}  # generation -> nodes changed since
+        for key, gang in self.gangs.items():
+            state = self._incarnation(gang, snapshot.memory.get(key))
+            self.outcomes[key] = Outcome(state=state, condition=state.condition or NOT_TRIED)
+        self._hold_reservations()
+
+    # -- what the actions place with ----------------------------------------------------------
+
+    @cached_property
+    def finder(self) -> NodeFinder:
+        return NodeFinder(self.snapshot.nodes, self.ledger, infos=self.infos)
+
+    @cached_property
+    def topology(self) -> Topology:
+        """Only passes with a topology-placed gang build it (a flat tree sorts every node)."""
+        return topology_of(self.snapshot, self.config)
+
+    @cached_property
+    def arranger(self) -> Arranger:
+        """Built on first use: passes without topology-placed gangs never pay for it."""
+        tree = Tree.of(self.topology, self.snapshot.nodes)
+        self.topology_notes = tree.notes()
+        return Arranger(tree, self.finder)
+
+    def statement(self) -> Statement:
+        """A Statement over the pass's ledger; discarding it puts the node finder's cursors
+        back where they stood when it began (the ledger is then as it was too)."""
+        built = self.__dict__.get("finder")
+        mark = built.mark() if built is not None else {}
+
+        def restore() -> None:
+            finder = self.__dict__.get("finder")
+            if finder is not None:
+                finder.restore(mark)
+
+        return Statement(self.ledger, on_discard=restore)
+
+    def _checked(self, gang: Gang) -> Gang:
+        """A topology-placed gang whose constraints do not fit the topology is invalid."""
+        if gang.constraints is None:
+            return gang
+        problems = gang.constraints.problems(levels=self.topology.levels, size=gang.total)
+        return replace(gang, errors=(*gang.errors, *problems)) if problems else gang
+
+    # -- incarnations and holds -----------------------------------------------------------------
+
+    def _incarnation(self, gang: Gang, remembered: GangState | None) -> GangState:
+        """The state of the gang's current incarnation: what the last pass remembered, if it
+        was about these very objects and that incarnation still goes on; else a fresh one."""
+        uids = frozenset(p.ref.uid for p in gang.members)
+        podgroup_uid = gang.podgroup.uid if gang.podgroup else ""
+        live = any(p.bound and p.alive for p in gang.members)
+        state = remembered
+        if state is not None and (
+            state.podgroup_uid != podgroup_uid or (state.members and not state.members & uids)
+        ):
+            state = None  # a PodGroup or pods created anew under the same name
+        if state is None:
+            state = self._recovered_state(gang)
+        elif state.satisfied and not live:
+            state = GangState()  # every bound member finished or went: a new incarnation
+        return replace(
+            state,
+            podgroup_uid=podgroup_uid,
+            members=uids,
+            satisfied=live,
+            reservations={} if live else state.reservations,
+            below_min_said=state.below_min_said and live,
+        )
+
+    def _recovered_state(self, gang: Gang) -> GangState:
+        """After a restart (or the first sight of a gang): the first attempt is read back from
+        the PodGroup's status while it says the gang is still being scheduled, else from the
+        members' first-attempt annotation (written only on the pods of this incarnation)."""
+        if gang.podgroup is not None:
+            status = gang.podgroup.status
+            waiting = status.phase in ("", PENDING_PHASE, SCHEDULING_PHASE)
+            start = parse_time(status.schedule_start_time) if waiting else None
+            return GangState(first_attempt=start)
+        marks = [p.first_attempt for p in pending(gang) if p.first_attempt is not None]
+        return GangState(first_attempt=min(marks) if marks else None)
+
+    def _hold_reservations(self) -> None:
+        """Take NonStrict reservations from the ledger again, dropping the stale ones (and
+        those of a gang whose time is up: its capacity is free in this very pass)."""
+        for key, outcome in self.outcomes.items():
+            held = outcome.state.reservations
+            if not held or self.timed_out(self.gangs[key]):
+                continue
+            waiting = {p.ref: p for p in pending(self.gangs[key])}
+            kept: dict[PodRef, str] = {}
+            for ref, node in sorted(held.items()):
+                pod = waiting.get(ref)
+                if pod is None or node not in self.snapshot.nodes:
+                    continue
+                if not self.ledger.fits(node, pod.requests):
+                    continue
+                self.ledger.take(node, pod.requests)
+                kept[ref] = node
+            outcome.state = replace(outcome.state, reservations=kept)
+
+    # -- the policy the actions share -------------------------------------------------------
+
+    def units(self) -> list[tuple[GangKey, ...]]:
+        """The GangGroups in queue order: priority, then age, then name (seed 000)."""
+        classes = self.snapshot.priority_classes
+
+        def unit_order(unit: tuple[GangKey, ...]) -> tuple:
+            return min(queue_key(self.gangs[k], classes) for k in unit if k in self.gangs)
+
+        return sorted(gang_groups(self.gangs), key=unit_order)
+
+    def ordered(self, pods: list[Pod]) -> list[Pod]:
+        """Members in the order they are placed: priority, then age, then name."""
+        classes = self.snapshot.priority_classes
+        return sorted(pods, key=lambda p: (-priority_of(p, classes), p.created, p.ref))
+
+    def wake(self, at: float) -> None:
+        if at > self.now and (self.wake_at is None or at < self.wake_at):
+            self.wake_at = at
+
+    def timed_out(self, gang: Gang) -> bool:
+        state = self.outcomes[gang.key].state
+        if state.timed_out or any(p.timed_out for p in pending(gang)):
+            return True
+        if state.first_attempt is None or state.satisfied:
+            return False
+        deadline = state.first_attempt + gang.timeout_seconds
+        if self.now >= deadline:
+            return True
+        self.wake(deadline)
+        return False
+
+    def blocker(self, gang: Gang) -> tuple[str, str, str] | None:
+        """What stops ``gang`` from being tried, as (condition reason, event reason, message),
+        or None: its spec is invalid, or something it names does not exist (yet)."""
+        if gang.errors:
+            return (
+                REASON_INVALID,
+                "InvalidGangSpec",
+                f"gang {gang.key} is not scheduled: " + "; ".join(gang.errors),
+            )
+        if gang.key in self.missing_groups:
+            return (
+                REASON_WAITING,
+                "GroupNotFound",
+                f"waiting for the group ConfigMap of Sakkara group {gang.key.name}: create a "
+                f"ConfigMap labelled {names.SAKKARA_GROUP} in namespace {gang.key.namespace} "
+                f"with data name={gang.key.name}, size and constraints",
+            )
+        if gang.topology_placed and self.snapshot.topology_errors:
+            return (
+                REASON_WAITING,
+                "InvalidTopology",
+                f"gang {gang.key} waits for a usable topology ConfigMap: "
+                + "; ".join(self.snapshot.topology_errors),
+            )
+        if gang.key in self.missing_podgroups:
+            return (
+                REASON_WAITING,
+                "PodGroupNotFound",
+                f"waiting for PodGroup {gang.key}, which does not exist: create it, or give "
+                f"the pods the annotation {names.KOORD_MIN_AVAILABLE}",
+            )
+        return None
+
+    def why_not_ready(self, unit: tuple[GangKey, ...], gangs: list[Gang]) -> str | None:
+        """Say (once) why the GangGroup cannot be tried yet; None if it can."""
+        for gang in gangs:
+            blocked = self.blocker(gang)
+            if blocked is not None:
+                condition, event, message = blocked
+                self.outcomes[gang.key].condition = ("False", condition, message)
+                self.say(gang, reason=event, message=message, pods=pending(gang))
+                return message
+        for gang in gangs:
+            missing = [k for k in unit if k not in self.gangs]
+            if missing:
+                message = (
+                    f"waiting for gang {missing[0]} of the same GangGroup, which has no pods yet"
+                )
+                condition = message
+            elif len(pending(gang)) + len(self.outcomes[gang.key].state.reservations) < gang.total:
+                have = len(pending(gang))
+                # The event stays the same while members trickle in (one event, not one per
+                # arrival); the condition keeps the count current.
+                message = (
+                    f"gang {gang.key} waits until all {gang.total} members exist before it is tried"
+                )
+                condition = (
+                    f"gang {gang.key} has {have} of {gang.total} members; "
+                    f"waiting for {gang.total - have} more"
+                )
+            else:
+                continue
+            for other in gangs:
+                self.outcomes[other.key].condition = ("False", REASON_WAITING, condition)
+                self.say(
+                    other,
+                    reason="GangWaiting",
+                    message=message,
+                    pods=pending(other),
+                    warning=False,
+                )
+            return message
+        return None
+
+    # -- the queue: who is worth trying again --------------------------------------------------
+
+    def tried_with(self, gang: Gang) -> tuple[object, ...]:
+        """What an attempt of ``gang`` depended on, besides the nodes: its members (the very
+        objects: the cache replaces a pod when it changes), its PodGroup's spec (not its
+        status, which we write ourselves), and for a topology-placed gang the tree."""
+        spec: PodGroup | None = (
+            replace(gang.podgroup, status=_NO_STATUS) if gang.podgroup is not None else None
+        )
+        tree = (self.snapshot.topology, gang.sakkara) if gang.topology_placed else ()
+        return (*gang.members, spec, tree)
+
+    def park(self, gang: Gang) -> None:
+        """The gang failed for want of room: into the unschedulable set until a change could
+        help it (only where the snapshot says which nodes changed, i.e. from the cache)."""
+        if self.snapshot.node_infos is None:
+            return
+        outcome = self.outcomes[gang.key]
+        flush = self.now + self.config.unschedulable_flush_seconds
+        first = outcome.state.first_attempt
+        deadline = first + gang.timeout_seconds if first is not None else flush
+        outcome.state = replace(
+            outcome.state,
+            parked_at=self.snapshot.generation,
+            parked_since=self.now,
+            tried_with=self.tried_with(gang),
+            parked_shapes=frozenset(p.requests for p in pending(gang)),
+            due_at=min(flush, deadline),
+        )
+        self.wake(flush)
+
+    def unpark(self, gang: Gang) -> None:
+        outcome = self.outcomes[gang.key]
+        if outcome.state.parked_at is not None:
+            outcome.state = replace(
+                outcome.state, parked_at=None, tried_with=(), parked_shapes=frozenset()
+            )
+
+    def worth_trying(self, gangs: list[Gang]) -> bool:
+        """kube-scheduler's queueing hints, for a GangGroup: try it again only if one of its
+        gangs was never parked, its own objects changed, the flush interval passed, or a node
+        changed since it failed such that one of its pending members now fits there."""
+        flush = self.config.unschedulable_flush_seconds
+        for gang in gangs:
+            state = self.outcomes[gang.key].state
+            if state.parked_at is None or self.now >= state.parked_since + flush:
+                return True
+            now_with = self.tried_with(gang)
+            if len(now_with) != len(state.tried_with) or any(
+                not _same(a, b) for a, b in zip(now_with, state.tried_with, strict=True)
+            ):
+                return True
+            # Unchanged: remember the objects as they are now, so the next look is by identity.
+            self.outcomes[gang.key].state = replace(state, tried_with=now_with)
+            if self._a_change_fits(gang, since=state.parked_at):
+                return True
+        for gang in gangs:
+            self.wake(self.outcomes[gang.key].state.parked_since + flush)
+        return False
+
+    def _a_change_fits(self, gang: Gang, *, since: int) -> bool:
+        changed = self._changed.get(since)
+        if changed is None:
+            infos = self.infos
+            changed = self._changed[since] = [
+                name
+                for name in self.snapshot.nodes
+                if (info := infos.get(name)) is None or info.generation > since
+            ]
+        if not changed:
+            return False
+        shapes: dict[Resources, Pod] = {}
+        for pod in pending(gang):
+            shapes.setdefault(pod.requests, pod)
+        for requests, pod in shapes.items():
+            # First by room alone (cheap, shared by every gang of the shape), then by the
+            # static filters of the pod, only where some changed node has the room.
+            roomy = self._helps.get((since, requests))
+            if roomy is None:
+                roomy = self._helps[(since, requests)] = [
+                    name for name in changed if self.ledger.fits(name, requests)
+                ]
+            if roomy and any(name in self.finder.static_fit(pod) for name in roomy):
+                return True
+        return False
+
+    def shape(self, gang: Gang) -> tuple | None:
+        """The key under which a Strict gang's failure is remembered for this pass."""
+        if gang.mode is not Mode.STRICT or gang.topology_placed or gang.min_resources:
+            return None
+        members = tuple((Signature.of(p), p.requests) for p in self.ordered(pending(gang)))
+        return (members, gang.min_member)
+
+    def enough_in_total(self, gang: Gang) -> Status:
+        """minResources: a cheap check of the whole gang against the whole cluster."""
+        if not gang.min_resources:
+            return Status.success()
+        free: dict[str, int] = {}
+        for name, node in self.snapshot.nodes.items():
+            if node.ready and not node.unschedulable:
+                for resource, amount in self.ledger.free(name).items():
+                    free[resource] = free.get(resource, 0) + max(amount, 0)
+        short = gang.min_resources.shortfalls(free)
+        if not short:
+            return Status.success()
+        wanted = {r: gang.min_resources[r] for r in short}
+        have = {r: free.get(r, 0) for r in short}
+        return Status.unschedulable(
+            f"PodGroup minResources needs {describe(wanted)} in total; "
+            f"the cluster has {describe(have)} free"
+        )
+
+    def placement(self, gang: Gang, bindings: list[Binding], retries: int) -> Placement:
+        pairs = [(b.pod, b.node) for b in bindings]
+        group = gang.sakkara
+        return Placement(
+            ranks=tuple(ranks(pairs, self.topology)),
+            tree=json.dumps(placement_tree(pairs, self.topology)),
+            retries=retries,
+            begin=min(p.created for p in gang.members),
+            group=(group.namespace, group.configmap) if group else None,
+            podgroup=gang.key if gang.podgroup is not None else None,
+        )
+
+    # -- saying things ------------------------------------------------------------------------
+
+    def say(
+        self, gang: Gang, *, reason: str, message: str, pods: Iterable[Pod], warning: bool = True
+    ) -> None:
+        """Event on the gang's pods and PodGroup, once per distinct message."""
+        outcome = self.outcomes[gang.key]
+        if outcome.state.last_message == message:
+            return
+        outcome.state = replace(outcome.state, last_message=message)
+        kind = WARNING if warning else NORMAL
+        if gang.podgroup is not None:
+            pg = gang.podgroup
+            self.events.append(
+                Event(
+                    ObjectRef("PodGroup", pg.key.namespace, pg.key.name, pg.uid),
+                    kind,
+                    reason,
+                    message,
+                )
+            )
+        for pod in pods:
+            ref = ObjectRef("Pod", pod.ref.namespace, pod.ref.name, pod.ref.uid)
+            self.events.append(Event(ref, kind, reason, message))
+
+    def failed_attempt(self, gang: Gang, message: str, *, pods: Iterable[Pod]) -> None:
+        outcome = self.outcomes[gang.key]
+        attempts = outcome.state.attempts + 1
+        retry_at = self.now + self.config.backoff(attempts)
+        outcome.state = replace(outcome.state, attempts=attempts, retry_at=retry_at)
+        self.wake(retry_at)
+        self.say(gang, reason="FailedScheduling", message=message, pods=pods)
+        self._persist_first_attempt(gang)
+
+    def _persist_first_attempt(self, gang: Gang) -> None:
+        """A gang that waits keeps its clock across restarts: PodGroups in their status, other
+        gangs on their pods (only pods that do not carry it yet, so once per member)."""
+        first = self.outcomes[gang.key].state.first_attempt
+        if gang.podgroup is not None or first is None:
+            return
+        mark = {names.FIRST_ATTEMPT: format_time(first)}
+        self.patches.extend(PodPatch(p.ref, mark) for p in pending(gang) if p.first_attempt is None)
+
+    def check_min_member(self, gang: Gang, *, members: int, waiting: int) -> None:
+        """Seed 003: a running gang whose running, succeeded and pending members together
+        are fewer than minMember cannot work as a gang any more; say so once, so its
+        controller (or a person) can restart it whole."""
+        succeeded = sum(1 for p in gang.members if p.phase == SUCCEEDED)
+        if members + succeeded + waiting >= gang.min_member:
+            return
+        outcome = self.outcomes[gang.key]
+        outcome.below_min = (
+            f"gang {gang.key} has {members} running, {succeeded} succeeded and {waiting} "
+            f"pending members, fewer than its minMember {gang.min_member}: it cannot work as "
+            "a gang until members are added or it is restarted whole"
+        )
+        if outcome.state.below_min_said:
+            return
+        outcome.state = replace(outcome.state, below_min_said=True)
+        if gang.podgroup is not None:
+            pg = gang.podgroup
+            ref = ObjectRef("PodGroup", pg.key.namespace, pg.key.name, pg.uid)
+        else:
+            alive = next(p for p in gang.members if p.bound and p.alive)
+            ref = ObjectRef("Pod", alive.ref.namespace, alive.ref.name, alive.ref.uid)
+        self.events.append(Event(ref, WARNING, "Unschedulable", outcome.below_min))
+
+    # -- turns --------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def turn(self, unit: tuple[GangKey, ...], gangs: list[Gang]) -> Iterator[Statement]:
+        """One GangGroup's turn, on a Statement of its own. Should it raise (a bug of ours, or
+        input nobody foresaw), the Statement is discarded and its decisions are taken back
+        whole; the other gangs go on: one bad gang must not stall the cluster."""
+        saved = [
+            (o, o.state, o.condition, o.bindings[:], o.relaxed, o.below_min)
+            for o in (self.outcomes[g.key] for g in gangs)
+        ]
+        marks = (len(self.bindings), len(self.attempts), len(self.events), len(self.patches))
+        statement = self.statement()
+        try:
+            yield statement
+        except Exception as error:  # isolation is the point: any error, one GangGroup
+            statement.discard()
+            del self.bindings[marks[0] :]
+            del self.attempts[marks[1] :]
+            del self.events[marks[2] :]
+            del self.patches[marks[3] :]
+            for outcome, state, condition, bindings, relaxed, below_min in saved:
+                outcome.state, outcome.condition = state, condition
+                outcome.bindings, outcome.relaxed, outcome.below_min = bindings, relaxed, below_min
+            message = (
+                f"internal error while scheduling {', '.join(map(str, unit))}: "
+                f"{type(error).__name__}: {error}; it is skipped (other gangs go on) and "
+                "tried again after a backoff; please report this with the scheduler's log"
+            )
+            for gang in gangs:
+                self.outcomes[gang.key].condition = ("False", REASON_UNSCHEDULABLE, message)
+                self.failed_attempt(gang, message, pods=pending(gang))
+        else:
+            statement.commit()
+
+    # -- closing ------------------------------------------------------------------------------
+
+    def result(self) -> Result:
+        statuses: list[StatusUpdate] = []
+        # Gangs the snapshot left out (settled, or parked) keep what was remembered of them;
+        # a parked one must still be looked at when its flush or timeout falls due.
+        memory: dict[GangKey, GangState] = dict(self.snapshot.memory)
+        for key, state in memory.items():
+            if state.parked_at is not None and key not in self.gangs:
+                self.wake(state.due_at)
+        for key, gang in self.gangs.items():
+            outcome = self.outcomes[key]
+            memory[key] = replace(outcome.state, condition=outcome.condition)
+            if gang.podgroup is None:
+                continue
+            status = desired_status(
+                gang,
+                binding_now={b.pod for b in outcome.bindings},
+                first_attempt=outcome.state.first_attempt,
+                timed_out=outcome.state.timed_out,
+                condition=outcome.condition,
+                below_min=outcome.below_min if outcome.state.satisfied else None,
+                satisfied=outcome.state.satisfied,
+                now=self.now,
+            )
+            if status != gang.podgroup.status:
+                statuses.append(StatusUpdate(key, status))
+        return Result(
+            bindings=tuple(self.bindings),
+            pod_patches=tuple(self.patches),
+            status_updates=tuple(statuses),
+            events=tuple(self.events),
+            memory=memory,
+            wake_at=self.wake_at,
+            attempts=tuple(self.attempts),
+            topology_notes=self.topology_notes,
+        )

@@ -1,0 +1,183 @@
+"""Gang incarnations, GangGroup commit points and the PodGroup status that people read."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scheduler.core.scheduling import schedule
+from scheduler.core.statuses import MIN_MEMBER_AVAILABLE
+from scheduler.model import names
+from scheduler.model.pods import GangKey
+from scheduler.model.snapshot import GangState
+from scheduler.model.times import format_time
+from tests.unit.builders import T0, gang_pods, node, pod, podgroup, snapshot
+from tests.unit.test_allocation import bind_map, events, run_passes
+
+TRAIN = GangKey("default", "train")
+
+
+def _status(result, key=TRAIN):
+    return next(u.status for u in result.status_updates if u.gang == key)
+
+
+def _condition(status, kind="Scheduled"):
+    return next(c for c in status.conditions if c.type == kind)
+
+
+def test_recreated_job_pods_bind_nothing_while_only_half_of_them_fit() -> None:
+    # The first incarnation ran and failed on n0; a Job made four new pods; 2 cpu are free.
+    failed = gang_pods("old", 4, pod_group="train", node_name="n0", phase="Failed")
+    busy = pod("other", scheduler="default-scheduler", node_name="n0", cpu="2")
+    fresh = gang_pods("new", 4, pod_group="train")
+    snap = snapshot(
+        [node("n0", cpu="4")], [*failed, busy, *fresh], podgroups=[podgroup("train", min_member=4)]
+    )
+    result = schedule(snap, now=T0)
+    assert bind_map(result) == {}
+    assert "nothing was bound" in events(result, "FailedScheduling")[0]
+
+
+def test_recreated_job_pods_bind_whole_once_they_all_fit() -> None:
+    failed = gang_pods("old", 4, pod_group="train", node_name="n0", phase="Failed")
+    fresh = gang_pods("new", 4, pod_group="train")
+    snap = snapshot(
+        [node("n0", cpu="4")], [*failed, *fresh], podgroups=[podgroup("train", min_member=4)]
+    )
+    result = schedule(snap, now=T0)
+    assert sorted(bind_map(result)) == [f"new-{i}" for i in range(4)]
+    assert [g.all_or_nothing for g in result.bindings] == [True]
+
+
+def test_member_recreated_while_the_others_run_is_placed_on_its_own() -> None:
+    running = gang_pods("w", 3, pod_group="train", node_name="n0", phase="Running")
+    replacement = pod("w-3", pod_group="train")
+    snap = snapshot(
+        [node("n0", cpu="8")], [*running, replacement], podgroups=[podgroup("train", min_member=4)]
+    )
+    result = schedule(snap, now=T0)
+    assert bind_map(result) == {"w-3": "n0"}
+    assert [g.all_or_nothing for g in result.bindings] == [False]
+
+
+def test_a_new_incarnation_forgets_the_timeout_of_the_last() -> None:
+    # Memory of an incarnation that ran (satisfied), and long ago started its clock.
+    old = GangState(first_attempt=T0 - 10_000, satisfied=True, timed_out=True)
+    failed = gang_pods("old", 2, gang="train", min_available=2, node_name="n0", phase="Failed")
+    fresh = gang_pods("new", 2, gang="train", min_available=2)
+    snap = snapshot([node("n0")], [*failed, *fresh], memory={TRAIN: old})
+    result = schedule(snap, now=T0)
+    assert sorted(bind_map(result)) == ["new-0", "new-1"]
+    assert not events(result, "GangTimeout")
+
+
+def test_podgroup_created_anew_under_the_same_name_starts_a_fresh_clock() -> None:
+    remembered = GangState(first_attempt=T0 - 10_000, podgroup_uid="uid-of-the-deleted-one")
+    pods = gang_pods("m", 2, pod_group="train", cpu="6")
+    snap = snapshot(
+        [node("n0")],
+        pods,
+        podgroups=[podgroup("train", min_member=2, timeout=60)],
+        memory={TRAIN: remembered},
+    )
+    result = schedule(snap, now=T0)
+    assert not events(result, "GangTimeout")
+    assert result.memory[TRAIN].first_attempt == T0
+
+
+def test_pods_created_anew_under_the_same_names_do_not_inherit_a_timeout() -> None:
+    remembered = GangState(first_attempt=T0 - 10_000, timed_out=True, members=frozenset({"x"}))
+    pods = gang_pods("m", 2, gang="train", min_available=2)
+    result = schedule(snapshot([node("n0")], pods, memory={TRAIN: remembered}), now=T0)
+    assert sorted(bind_map(result)) == ["m-0", "m-1"]
+
+
+def test_gang_group_is_one_commit_point() -> None:
+    group = ["default/a", "default/b"]
+    a = gang_pods("a", 2, gang="a", min_available=2, groups=group)
+    b = gang_pods("b", 2, gang="b", min_available=2, groups=group)
+    result = schedule(snapshot([node("n0")], [*a, *b]), now=T0)
+    (commit,) = result.bindings
+    assert commit.all_or_nothing
+    assert commit.keys == (GangKey("default", "a"), GangKey("default", "b"))
+    assert len(commit.bindings) == 4
+
+
+def test_half_bound_gang_group_gets_its_other_gang_placed_whole() -> None:
+    # A crash after gang a's binds: a is bound, b is not. b is not "waiting for members".
+    group = ["default/a", "default/b"]
+    a = gang_pods("a", 2, gang="a", min_available=2, groups=group, node_name="n0")
+    b = gang_pods("b", 2, gang="b", min_available=2, groups=group)
+    result = schedule(snapshot([node("n0")], [*a, *b]), now=T0)
+    assert bind_map(result) == {"b-0": "n0", "b-1": "n0"}
+    assert not events(result, "GangWaiting")
+    (commit,) = result.bindings
+    assert commit.all_or_nothing
+    assert commit.keys == (GangKey("default", "b"),)
+
+
+def test_podgroup_whose_members_all_failed_is_failed() -> None:
+    failed = gang_pods("m", 3, pod_group="train", node_name="n0", phase="Failed")
+    pg = podgroup("train", min_member=3, status={"phase": "Scheduled"})
+    result = schedule(snapshot([node("n0")], failed, podgroups=[pg]), now=T0)
+    assert _status(result).phase == "Failed"
+
+
+def test_podgroup_with_one_failed_member_and_the_rest_running_is_failed() -> None:
+    running = gang_pods("m", 2, pod_group="train", node_name="n0", phase="Running")
+    failed = pod("m-2", pod_group="train", node_name="n0", phase="Failed")
+    pg = podgroup("train", min_member=3, status={"phase": "Running"})
+    result = schedule(snapshot([node("n0")], [*running, failed], podgroups=[pg]), now=T0)
+    assert _status(result).phase == "Failed"
+
+
+def test_backing_off_gang_keeps_the_reason_of_its_last_attempt() -> None:
+    pods = gang_pods("m", 2, pod_group="train", cpu="6")
+    pg = podgroup("train", min_member=2)
+    first, during_backoff = run_passes(
+        snapshot([node("n0")], pods, podgroups=[pg]), times=[T0, T0 + 0.1]
+    )
+    said = _condition(_status(first))
+    assert said.reason == "Unschedulable"
+    assert "Insufficient cpu" in said.message
+    # While it backs off, the pass has nothing new to say: the status stays as written.
+    written = replace(pg, status=_status(first))
+    again = schedule(
+        snapshot([node("n0")], pods, podgroups=[written], memory=first.memory), now=T0 + 0.1
+    )
+    assert not again.status_updates
+    assert during_backoff.memory[TRAIN].condition == first.memory[TRAIN].condition
+
+
+def test_running_gang_below_min_member_says_so_once_on_its_podgroup() -> None:
+    running = gang_pods("m", 2, pod_group="train", node_name="n0", phase="Running")
+    failed = gang_pods("f", 2, pod_group="train", node_name="n0", phase="Failed")
+    pg = podgroup("train", min_member=4)
+    first, second = run_passes(
+        snapshot([node("n0")], [*running, *failed], podgroups=[pg]), times=[T0, T0 + 1]
+    )
+    (said,) = [e for e in first.events if e.reason == "Unschedulable"]
+    assert said.regarding.kind == "PodGroup"
+    assert "fewer than its minMember 4" in said.message
+    assert not [e for e in second.events if e.reason == "Unschedulable"]
+    condition = _condition(_status(first), MIN_MEMBER_AVAILABLE)
+    assert (condition.status, condition.reason) == ("False", "BelowMinMember")
+
+
+def test_annotation_gang_that_waits_writes_its_first_attempt_on_its_pods() -> None:
+    pods = gang_pods("m", 2, gang="train", min_available=2, cpu="6")
+    result = schedule(snapshot([node("n0")], pods), now=T0)
+    marks = {p.pod.name: p.annotations[names.FIRST_ATTEMPT] for p in result.pod_patches}
+    assert marks == {"m-0": format_time(T0), "m-1": format_time(T0)}
+
+
+def test_restarted_scheduler_reads_the_first_attempt_back_and_times_out_on_time() -> None:
+    mark = {names.FIRST_ATTEMPT: format_time(T0 - 100)}
+    pods = gang_pods("m", 2, gang="train", min_available=2, cpu="6", waiting_time="60s")
+    pods = [
+        pod(
+            p.ref.name, gang="train", min_available=2, cpu="6", waiting_time="60s", annotations=mark
+        )
+        for p in pods
+    ]
+    result = schedule(snapshot([node("n0")], pods), now=T0)
+    assert events(result, "GangTimeout")

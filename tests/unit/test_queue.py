@@ -1,0 +1,131 @@
+"""The queue: a gang that failed for want of room waits for a change that could help it,
+and a failed attempt is cheap. Snapshots come from the real cache, as in the scheduler."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scheduler.cache.cluster import ClusterCache
+from scheduler.core.placing import Ledger
+from scheduler.core.scheduling import schedule
+from scheduler.core.statement import Kind, Statement
+from scheduler.model.config import Config
+from scheduler.model.decisions import Result
+from tests.unit.builders import SCHEDULER, T0, gang_pods, node, pod, snapshot
+from tests.unit.test_allocation import bind_map, events
+
+CONFIG = Config(unschedulable_flush_seconds=60.0)
+
+
+class Loop:
+    """The shell's part, in memory: snapshot, pass, remember, assume."""
+
+    def __init__(self, *pods, nodes) -> None:
+        self.cache = ClusterCache(scheduler_name=SCHEDULER)
+        for n in nodes:
+            self.cache.upsert_node(n)
+        for p in pods:
+            self.cache.upsert_pod(p)
+
+    def run(self, now: float) -> Result:
+        result = schedule(self.cache.snapshot(now=now), now=now, config=CONFIG)
+        self.cache.remember(dict(result.memory))
+        for group in result.bindings:
+            for b in group.bindings:
+                self.cache.assume(b.pod, b.node)
+        return result
+
+
+def test_gang_that_did_not_fit_is_not_tried_again_until_a_node_could_take_a_member() -> None:
+    loop = Loop(*gang_pods("g", 2, gang="g", min_available=2, cpu="3"), nodes=[node("n0", cpu="4")])
+    assert loop.run(T0).attempts  # tried, failed
+    assert not loop.run(T0 + 20).attempts  # backoff over, but nothing changed: parked
+    loop.cache.upsert_pod(pod("t", scheduler="x", node_name="n0", phase="Running", cpu="2"))
+    assert not loop.run(T0 + 25).attempts  # n0 changed, but no member fits there now
+    loop.cache.upsert_node(node("n1", cpu="8"))
+    assert bind_map(loop.run(T0 + 30)) == {"g-0": "n1", "g-1": "n1"}
+
+
+def test_parked_gang_is_tried_again_when_a_pod_finishes_and_frees_its_room() -> None:
+    busy = pod("busy", scheduler="x", node_name="n0", phase="Running", cpu="4")
+    loop = Loop(busy, *gang_pods("g", 2, gang="g", min_available=2, cpu="3"),
+                nodes=[node("n0", cpu="4"), node("n1", cpu="4")])  # fmt: skip
+    assert not bind_map(loop.run(T0))
+    assert not loop.run(T0 + 20).attempts
+    loop.cache.upsert_pod(replace(busy, phase="Succeeded"))
+    assert len(bind_map(loop.run(T0 + 21))) == 2
+
+
+def test_parked_gang_is_tried_again_when_its_own_pods_change() -> None:
+    members = gang_pods("g", 2, gang="g", min_available=2, cpu="3")
+    loop = Loop(*members, nodes=[node("n0", cpu="4")])
+    loop.run(T0)
+    assert not loop.run(T0 + 20).attempts
+    smaller = pod("g-1", gang="g", min_available=2, cpu="1")
+    loop.cache.upsert_pod(smaller)
+    assert loop.run(T0 + 21).attempts
+
+
+def test_parked_gang_is_tried_again_after_the_flush_interval() -> None:
+    loop = Loop(*gang_pods("g", 2, gang="g", min_available=2, cpu="3"), nodes=[node("n0", cpu="4")])
+    first = loop.run(T0)
+    assert first.wake_at is not None
+    assert not loop.run(T0 + 59).attempts
+    assert loop.run(T0 + 61).attempts
+
+
+def test_many_gangs_of_one_shape_fail_in_one_pass_each_naming_its_own_member() -> None:
+    gangs = [p for g in range(50) for p in gang_pods(f"g{g}", 4, gang=f"g{g}", min_available=4,
+                                                       cpu="3", created=T0 - 100 + g)]  # fmt: skip
+    result = schedule(snapshot([node(f"n{i}", cpu="4") for i in range(3)], gangs), now=T0)
+    assert not bind_map(result)
+    failed = {e.regarding.name: e.message for e in result.events if e.reason == "FailedScheduling"}
+    assert len(failed) == 200
+    assert "g17-3: 0/3 nodes fit: 3 Insufficient cpu" in failed["g17-0"]
+    assert "g0-3: 0/3 nodes fit" in failed["g0-0"]
+
+
+def test_statement_discard_undoes_every_operation_and_commit_keeps_them() -> None:
+    n0 = node("n0", cpu="4")
+    ledger = Ledger.of({"n0": n0}, [])
+    a, b = pod("a", cpu="1"), pod("b", cpu="2")
+    statement = Statement(ledger)
+    statement.allocate(a, "n0")
+    statement.hold(b, "n0")
+    assert ledger.free("n0")["cpu"] == 1000
+    statement.discard()
+    assert ledger.free("n0")["cpu"] == 4000
+    statement.allocate(a, "n0")
+    assert [op.kind for op in statement.commit()] == [Kind.ALLOCATE]
+    statement.discard()  # nothing left to undo
+    assert ledger.free("n0")["cpu"] == 3000
+
+
+def test_statement_evict_frees_room_and_discard_takes_it_back() -> None:
+    ledger = Ledger.of({"n0": node("n0", cpu="4")}, [])
+    victim = pod("v", cpu="3", node_name="n0", phase="Running")
+    ledger.take("n0", victim.requests)
+    statement = Statement(ledger)
+    statement.evict(victim, "n0")
+    assert ledger.free("n0")["cpu"] == 4000
+    statement.discard()
+    assert ledger.free("n0")["cpu"] == 1000
+
+
+def test_events_say_the_failure_once_while_parked() -> None:
+    loop = Loop(*gang_pods("g", 2, gang="g", min_available=2, cpu="3"), nodes=[node("n0", cpu="4")])
+    said = [len(events(loop.run(T0 + t), "FailedScheduling")) for t in (0, 20, 40, 61)]
+    assert said == [2, 0, 0, 0]
+
+
+def test_parked_gang_left_out_of_a_snapshot_still_wakes_the_loop_for_its_timeout() -> None:
+    members = gang_pods("g", 2, gang="g", min_available=2, cpu="3", waiting_time="30s")
+    loop = Loop(*members, nodes=[node("n0", cpu="4")])
+    loop.run(T0)
+    loop.cache.upsert_pod(pod("other", cpu="2"))  # another gang's pass: g is not in it
+    later = loop.run(T0 + 20)
+    assert "uid-default-g-0" not in {p.ref.uid for p in loop.cache.snapshot(now=T0 + 20).pods}
+    assert later.wake_at is not None
+    assert later.wake_at <= T0 + 30
+    timed_out = loop.run(T0 + 31)
+    assert events(timed_out, "GangTimeout")
