@@ -51,6 +51,7 @@ test: lint binaries
 BENCH_ARGS ?=
 bench: setup binaries
 	$(PY) -m bench.solver
+	$(PY) -m bench.pass
 	$(PY) -m bench.run $(BENCH_ARGS)
 
 test-unit: setup
