@@ -54,6 +54,9 @@ class ClusterCache:
         self._parked_by_shape: dict[Resources, set[GangKey]] = {}
         self._due_at: dict[GangKey, float] = {}
         self._woken: dict[GangKey, int | None] = {}
+        # Set when a change the cache cannot attribute (a topology or group ConfigMap, a
+        # PriorityClass, a pass that failed) may help any gang: the next snapshot is whole.
+        self._everything = True
         self._nodes: dict[str, Node] = {}
         self._podgroups: dict[GangKey, PodGroup] = {}
         self._classes: dict[str, PriorityClass] = {}
@@ -263,34 +266,52 @@ class ClusterCache:
         self._touched.add(key)
         self._drop(self._podgroups, key)
 
+    # Priority classes, topologies and groups may change what any waiting gang can do: a
+    # change of one makes the next snapshot whole (they change rarely).
+
     def upsert_priority_class(self, priority_class: PriorityClass) -> None:
+        self._everything |= self._classes.get(priority_class.name) != priority_class
         self._put(self._classes, priority_class.name, priority_class, kind="priorityclasses")
 
     def remove_priority_class(self, name: str) -> None:
+        self._everything |= name in self._classes
         self._drop(self._classes, name)
 
     def upsert_topology(
         self, key: str, topology: Topology | None, errors: tuple[str, ...] = ()
     ) -> None:
+        self._everything |= self._topologies.get(key) != (topology, errors)
         self._put(self._topologies, key, (topology, errors), kind="topologies")
 
     def remove_topology(self, key: str) -> None:
+        self._everything |= key in self._topologies
         self._drop(self._topologies, key)
 
     def upsert_group(self, key: str, group: SakkaraGroup) -> None:
+        self._everything |= self._groups.get(key) != group
         self._put(self._groups, key, group, kind="groups")
 
     def remove_group(self, key: str) -> None:
+        self._everything |= key in self._groups
         self._drop(self._groups, key)
 
     @property
     def memory(self) -> dict[GangKey, GangState]:
         return self._memory
 
+    def look_at_everything(self) -> None:
+        self._everything = True
+        self._changed()
+
     def remember(self, memory: dict[GangKey, GangState]) -> None:
         """Keep what the last pass decided about each gang, for the next pass. A gang whose
         memory the shell updated while the pass ran (a rejected bind) keeps that update; a
-        gang without pods any more is forgotten."""
+        gang without pods any more is forgotten. NonStrict holds the pass let go free room
+        on their nodes as surely as a finished pod: those nodes count as changed."""
+        held = {(ref, node) for s in self._memory.values() for ref, node in s.reservations.items()}
+        still = {(ref, node) for s in memory.values() for ref, node in s.reservations.items()}
+        for node in {node for _, node in held - still}:
+            self._touch(node)
         kept = {key: self._memory[key] for key in self._updated if key in self._memory}
         self._memory = {key: state for key, state in memory.items() if key in self._members}
         self._memory.update(kept)
@@ -392,7 +413,8 @@ class ClusterCache:
             self._topologies[min(self._topologies)] if self._topologies else (None, ())
         )
         self._wake_parked()
-        if whole:
+        if whole or self._everything:
+            self._everything = False
             pods = tuple(self._ours.values())
         else:
             members = self._members

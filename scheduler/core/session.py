@@ -77,6 +77,13 @@ def _same(now: object, then: object) -> bool:
     return now == then
 
 
+def of_timeout(pod: Pod, state: GangState) -> bool:
+    """Whether a pending pod belongs to the incarnation that timed out: it carries the mark,
+    or it existed when the gang timed out."""
+    at = state.timed_out_at
+    return pod.timed_out or (at is not None and pod.created <= at)
+
+
 def pending(gang: Gang) -> list[Pod]:
     """The members still to be placed: unbound and alive."""
     return [p for p in gang.members if not p.bound and p.alive]
@@ -170,6 +177,7 @@ class Session:
         uids = frozenset(p.ref.uid for p in gang.members)
         podgroup_uid = gang.podgroup.uid if gang.podgroup else ""
         live = any(p.bound and p.alive for p in gang.members)
+        todo = pending(gang)
         state = remembered
         if state is not None and (
             state.podgroup_uid != podgroup_uid or (state.members and not state.members & uids)
@@ -177,8 +185,10 @@ class Session:
             state = None  # a PodGroup or pods created anew under the same name
         if state is None:
             state = self._recovered_state(gang)
-        elif state.satisfied and not live:
-            state = GangState()  # every bound member finished or went: a new incarnation
+        elif state.satisfied and not live and todo:
+            state = GangState()  # every bound member finished or went, new ones wait: anew
+        elif state.timed_out and todo and not any(of_timeout(p, state) for p in todo):
+            state = GangState()  # every pod the timeout marked has gone: the new ones start anew
         return replace(
             state,
             podgroup_uid=podgroup_uid,

@@ -50,6 +50,7 @@ def desired_status(
     succeeded = sum(1 for p in members if p.phase == SUCCEEDED)
     failed = sum(1 for p in members if p.phase == FAILED)
     active = sum(1 for p in members if p.phase not in TERMINAL_PHASES)
+    waiting = any(not p.bound and p.alive and p.ref not in binding_now for p in members)
     need = gang.min_member
     if timed_out:
         phase = FAILED_PHASE
@@ -59,6 +60,10 @@ def desired_status(
         phase = RUNNING_PHASE
     elif live_scheduled >= need:
         phase = SCHEDULED_PHASE
+    elif waiting and not live_scheduled:
+        # A new incarnation waits (a Job recreated its pods): the old one's failures are
+        # history, not this gang's phase.
+        phase = SCHEDULING_PHASE if first_attempt is not None else PENDING_PHASE
     elif failed and (failed + running + succeeded >= need or active == 0):
         phase = FAILED_PHASE
     elif first_attempt is not None:

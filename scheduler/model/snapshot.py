@@ -33,6 +33,9 @@ class GangState:
     attempts: int = 0
     retry_at: float = 0.0  # backoff: not tried again before this
     timed_out: bool = False
+    # When it timed out: pods created later are not marked, and once every pod of the
+    # timed-out incarnation has gone they start a new one (a Job recreating them one by one).
+    timed_out_at: float | None = None
     # A member of this incarnation is bound and alive (derived each pass, kept for metrics).
     satisfied: bool = False
     # The queue (kube-scheduler's unschedulable set): set when an attempt failed for want of

@@ -108,20 +108,25 @@ class Binder:
         }
         self.in_flight += 1
         started = time.perf_counter()
+        failure: str | None = None
+        unsure = False  # the request may have landed although no answer came back
         try:
             async with self._slots:
                 await self._api.post(
                     f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}/binding", body
                 )
         except ApiError as error:
-            self._metrics.bind_errors.inc()
-            return error.message or error.reason
-        except (TimeoutError, OSError) as error:
-            self._metrics.bind_errors.inc()
-            return f"{type(error).__name__}: {error}"
+            failure = error.message or error.reason
+        except Exception as error:  # reset, disconnected, payload error, timeout: any of them
+            failure, unsure = f"{type(error).__name__}: {error}", True
         finally:
             self.in_flight -= 1
             self._metrics.bind_seconds.observe(time.perf_counter() - started)
+        if unsure and await self._landed(binding):
+            failure = None  # it did land: forgetting it would leave a gang half bound
+        if failure is not None:
+            self._metrics.bind_errors.inc()
+            return failure
         self._recorder.emit(
             Event(
                 ObjectRef("Pod", ref.namespace, ref.name, ref.uid),
@@ -131,6 +136,19 @@ class Binder:
             )
         )
         return None
+
+    async def _landed(self, binding: Binding) -> bool:
+        """Whether the pod is bound to the node after all (asked once; no answer is no)."""
+        ref = binding.pod
+        try:
+            pod = await self._api.request(
+                "GET", f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
+            )
+        except Exception:  # the API server is still away: treat the bind as failed
+            return False
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        same = not ref.uid or meta.get("uid") == ref.uid
+        return same and spec.get("nodeName") == binding.node
 
     def _forget(self, binding: Binding, message: str) -> None:
         log.warning(

@@ -96,8 +96,15 @@ class SchedulingLoop:
         """One pass: the snapshot is taken and the result applied on the event loop; the
         decision, a pure function of the snapshot, is made in a worker thread."""
         started = time.perf_counter()
-        snapshot = self._cache.snapshot()
-        result = await asyncio.to_thread(schedule, snapshot, now=self._clock(), config=self._config)
+        now = self._clock()
+        snapshot = self._cache.snapshot(now=now)
+        try:
+            result = await asyncio.to_thread(schedule, snapshot, now=now, config=self._config)
+        except BaseException:
+            # What the snapshot took as "changed since the last pass" was not acted on: the
+            # next pass looks at everything.
+            self._cache.look_at_everything()
+            raise
         decided = time.perf_counter() - started
         self._cache.remember(dict(result.memory))
         # Passes without topology-placed gangs do not look at the tree and say nothing.

@@ -181,3 +181,38 @@ def test_restarted_scheduler_reads_the_first_attempt_back_and_times_out_on_time(
     ]
     result = schedule(snapshot([node("n0")], pods), now=T0)
     assert events(result, "GangTimeout")
+
+
+def test_timed_out_pods_replaced_one_by_one_become_a_new_incarnation() -> None:
+    kw = {"gang": "train", "min_available": 3, "cpu": "1", "waiting_time": "10s"}
+    old = gang_pods("old", 3, **kw)
+    _, timed_out = run_passes(snapshot([node("n0", cpu="2")], old), times=[T0, T0 + 11])
+    assert events(timed_out, "GangTimeout")
+    marked = [pod(p.ref.name, annotations={names.KOORD_TIMEOUT: "true"}, **kw) for p in old]
+    # A Job replaces them one at a time, on a node that now has room.
+    fresh = [pod(f"new-{i}", created=T0 + 15 + i, **kw) for i in range(3)]
+    memory = timed_out.memory
+    for i in range(3):
+        pods = marked[i + 1 :] + fresh[: i + 1]
+        result = schedule(snapshot([node("n0", cpu="8")], pods, memory=memory), now=T0 + 20 + i)
+        memory = result.memory
+        marks = {p.pod.name for p in result.pod_patches if names.KOORD_TIMEOUT in p.annotations}
+        assert not marks & {p.ref.name for p in fresh}, marks
+    assert sorted(bind_map(result)) == ["new-0", "new-1", "new-2"]
+
+
+def test_finished_gang_is_not_said_to_wait_for_members() -> None:
+    done = gang_pods("w", 2, pod_group="train", node_name="n0", phase="Succeeded")
+    pg = podgroup("train", min_member=2)
+    first, second = run_passes(snapshot([node("n0")], done, podgroups=[pg]), times=[T0, T0 + 1])
+    assert not events(first, "GangWaiting")
+    assert not events(second, "GangWaiting")
+    assert _status(first).phase == "Finished"
+
+
+def test_podgroup_whose_new_incarnation_waits_is_scheduling_not_failed() -> None:
+    failed = gang_pods("old", 2, pod_group="train", node_name="n0", phase="Failed")
+    fresh = gang_pods("new", 2, pod_group="train", cpu="6")
+    pg = podgroup("train", min_member=2, status={"phase": "Failed"})
+    result = schedule(snapshot([node("n0")], [*failed, *fresh], podgroups=[pg]), now=T0)
+    assert _status(result).phase == "Scheduling"

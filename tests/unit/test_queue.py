@@ -129,3 +129,14 @@ def test_parked_gang_left_out_of_a_snapshot_still_wakes_the_loop_for_its_timeout
     assert later.wake_at <= T0 + 30
     timed_out = loop.run(T0 + 31)
     assert events(timed_out, "GangTimeout")
+
+
+def test_holds_a_timed_out_nonstrict_gang_lets_go_wake_a_parked_gang() -> None:
+    holder = gang_pods("a", 3, gang="a", min_available=3, cpu="2", mode="NonStrict",
+                       waiting_time="20s", created=T0 - 200)  # fmt: skip
+    loop = Loop(*holder, nodes=[node("n0", cpu="4")])
+    loop.run(T0)  # a holds two members' room: 4 cpu
+    loop.cache.upsert_pod(pod("b", cpu="2"))
+    assert not bind_map(loop.run(T0 + 1))  # b does not fit beside the holds: parked
+    assert events(loop.run(T0 + 21), "GangTimeout")  # a lets go of its holds
+    assert bind_map(loop.run(T0 + 25)) == {"b": "n0"}  # long before the 60 s flush

@@ -19,6 +19,7 @@ from scheduler.core.session import (
     REASON_TIMEOUT,
     REASON_UNSCHEDULABLE,
     Session,
+    of_timeout,
     pending,
 )
 from scheduler.core.statement import Statement
@@ -42,7 +43,8 @@ def _turn(
 ) -> None:
     # A gang of the group that is satisfied (half a group bound before a crash, say) places
     # its remaining members one by one; the others are tried whole, together.
-    waiting = [g for g in present if not session.outcomes[g.key].state.satisfied]
+    # A gang with nobody pending (every member finished) has nothing to place.
+    waiting = [g for g in present if not session.outcomes[g.key].state.satisfied and pending(g)]
     for gang in present:
         if session.outcomes[gang.key].state.satisfied:
             _place_after_gang(session, statement, gang)
@@ -106,8 +108,12 @@ def _time_out(session: Session, gang: Gang, *, because: Gang) -> None:
         )
     else:
         message = f"gang {because.key} of the same GangGroup timed out, so this gang did too"
-    outcome.state = replace(outcome.state, timed_out=True, reservations={})
+    at = outcome.state.timed_out_at if outcome.state.timed_out_at is not None else session.now
+    outcome.state = replace(outcome.state, timed_out=True, timed_out_at=at, reservations={})
     outcome.condition = ("False", REASON_TIMEOUT, message)
+    # Pods created after the timeout (a Job replacing them) are not marked: they will be
+    # a new incarnation once the marked ones have gone.
+    todo = [p for p in todo if of_timeout(p, outcome.state)]
     session.patches.extend(
         PodPatch(p.ref, {names.KOORD_TIMEOUT: "true"}) for p in todo if not p.timed_out
     )
