@@ -427,6 +427,7 @@ class ClusterCache:
             nodes=dict(self._nodes),
             node_infos=self._node_infos(),
             generation=self._generation,
+            in_flight=frozenset(self._assumed),
             pods=pods,
             podgroups=dict(self._podgroups),
             priority_classes=dict(self._classes),

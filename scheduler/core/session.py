@@ -176,7 +176,10 @@ class Session:
         was about these very objects and that incarnation still goes on; else a fresh one."""
         uids = frozenset(p.ref.uid for p in gang.members)
         podgroup_uid = gang.podgroup.uid if gang.podgroup else ""
-        live = any(p.bound and p.alive for p in gang.members)
+        # Satisfied only by a bind the API server confirmed: an assumed one may yet be
+        # rejected, and with it the whole group (see in_flight).
+        flying = self.snapshot.in_flight
+        live = any(p.bound and p.alive and p.ref.uid not in flying for p in gang.members)
         todo = pending(gang)
         state = remembered
         if state is not None and (
@@ -185,8 +188,10 @@ class Session:
             state = None  # a PodGroup or pods created anew under the same name
         if state is None:
             state = self._recovered_state(gang)
-        elif state.satisfied and not live and todo:
-            state = GangState()  # every bound member finished or went, new ones wait: anew
+        elif state.satisfied and not live and not self.in_flight(gang):
+            # Every bound member finished or went: the next members are a new incarnation.
+            # Until they come the gang keeps what it last said (Finished, say).
+            state = GangState(condition=None if todo else state.condition)
         elif state.timed_out and todo and not any(of_timeout(p, state) for p in todo):
             state = GangState()  # every pod the timeout marked has gone: the new ones start anew
         return replace(
@@ -201,14 +206,22 @@ class Session:
     def _recovered_state(self, gang: Gang) -> GangState:
         """After a restart (or the first sight of a gang): the first attempt is read back from
         the PodGroup's status while it says the gang is still being scheduled, else from the
-        members' first-attempt annotation (written only on the pods of this incarnation)."""
+        members' first-attempt annotation, but only when every pending member carries it (a
+        member without it belongs to a later incarnation: an old mark must not time it out;
+        a clock started late is the lesser harm)."""
         if gang.podgroup is not None:
             status = gang.podgroup.status
             waiting = status.phase in ("", PENDING_PHASE, SCHEDULING_PHASE)
             start = parse_time(status.schedule_start_time) if waiting else None
             return GangState(first_attempt=start)
-        marks = [p.first_attempt for p in pending(gang) if p.first_attempt is not None]
-        return GangState(first_attempt=min(marks) if marks else None)
+        marks = [p.first_attempt for p in pending(gang)]
+        known = [m for m in marks if m is not None]
+        return GangState(first_attempt=min(known) if known and len(known) == len(marks) else None)
+
+    def in_flight(self, gang: Gang) -> bool:
+        """Whether binds of the gang are still in flight (assumed, not confirmed)."""
+        flying = self.snapshot.in_flight
+        return bool(flying) and any(p.ref.uid in flying for p in gang.members)
 
     def _hold_reservations(self) -> None:
         """Take NonStrict reservations from the ledger again, dropping the stale ones (and
@@ -496,9 +509,10 @@ class Session:
     def _persist_first_attempt(self, gang: Gang) -> None:
         """A gang that waits keeps its clock across restarts: PodGroups in their status, other
         gangs on their pods (only pods that do not carry it yet, so once per member)."""
-        first = self.outcomes[gang.key].state.first_attempt
-        if gang.podgroup is not None or first is None:
-            return
+        state = self.outcomes[gang.key].state
+        first = state.first_attempt
+        if gang.podgroup is not None or first is None or state.satisfied:
+            return  # a satisfied gang's members are placed one by one: no clock of theirs
         mark = {names.FIRST_ATTEMPT: format_time(first)}
         self.patches.extend(PodPatch(p.ref, mark) for p in pending(gang) if p.first_attempt is None)
 

@@ -78,6 +78,9 @@ class Snapshot:
     # What holds resources on each node, kept by the cache. When given, ``pods`` needs to hold
     # only our own pods; without it (tests, explain) it is worked out from ``pods``.
     node_infos: Mapping[str, NodeInfo] | None = None
+    # Pods assumed bound whose bind is not confirmed yet (uids): they hold their node's room,
+    # but do not make their gang satisfied (the group's first bind may still be rejected).
+    in_flight: frozenset[str] = frozenset()
     # The cache's generation when the snapshot was taken: a node whose info has a higher
     # generation than a gang's last failure changed since, and may help it.
     generation: int = 0

@@ -43,6 +43,10 @@ def _turn(
 ) -> None:
     # A gang of the group that is satisfied (half a group bound before a crash, say) places
     # its remaining members one by one; the others are tried whole, together.
+    # While binds of an unsatisfied gang of the group are in flight, its fate is the
+    # binder's: placing anything of the group now could outlive a rejected first bind.
+    if any(session.in_flight(g) and not session.outcomes[g.key].state.satisfied for g in present):
+        return
     # A gang with nobody pending (every member finished) has nothing to place.
     waiting = [g for g in present if not session.outcomes[g.key].state.satisfied and pending(g)]
     for gang in present:
