@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -27,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -130,10 +132,16 @@ async def fresh_namespace(api: ApiClient, name: str) -> str:
 
 
 async def clear_namespace(api: ApiClient, namespace: str, *, timeout: float = 300) -> None:
-    """Delete every pod (KWOK removes the bound ones) and wait until they are gone."""
-    await api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods")
+    """Delete every pod (KWOK removes the bound ones) and wait until they are gone. A
+    DELETE of thousands of pods can outlast the client's 30 s timeout (the API server then
+    stops where it was): it is sent again every few seconds until no pod is left."""
     deadline = time.monotonic() + timeout
+    sent = 0.0
     while True:
+        if time.monotonic() - sent > 5:
+            with contextlib.suppress(TimeoutError):
+                await api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods")
+            sent = time.monotonic()
         left = len(
             (await api.request("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1"))["items"]
         )
@@ -395,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         results = asyncio.run(main_async(args))
     except (local_cluster.ClusterError, ApiError, TimeoutError) as error:
-        print(f"bench failed: {error}", file=sys.stderr)
+        traceback.print_exc()
+        print(f"bench failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "gang-scheduling.json").write_text(json.dumps(results, indent=2) + "\n")
