@@ -131,7 +131,11 @@ class ClusterCache:
         members = self._members.setdefault(key, {})
         was = members.get(uid)
         members[uid] = pod
-        if was is not None and replace(was, first_attempt=pod.first_attempt) == pod:
+        if (
+            was is not None
+            and was.first_attempt != pod.first_attempt
+            and replace(was, first_attempt=pod.first_attempt) == pod
+        ):
             return  # our own first-attempt mark came back: nothing for a pass to decide
         self._touched.add(key)
         for named in (pod.gang.groups or ()) if pod.gang else ():

@@ -29,6 +29,9 @@ from scheduler.shell.recording import EventRecorder
 
 log = structlog.get_logger()
 
+# Assumptions made in one go before the event loop is handed back (about 10 ms of work).
+APPLY_SLICE = 200
+
 
 class SchedulingLoop:
     def __init__(
@@ -112,7 +115,7 @@ class SchedulingLoop:
             self._topology_notes = result.topology_notes
             for note in result.topology_notes:
                 log.warning(note)
-        self._apply(result, pass_seconds=decided)
+        await self._apply(result, pass_seconds=decided)
         self._observe(result, time.perf_counter() - started)
         if result.bindings:
             log.debug(
@@ -139,10 +142,18 @@ class SchedulingLoop:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _apply(self, result: Result, *, pass_seconds: float) -> None:
-        for gang_binding in result.bindings:
-            self._binder.assume(gang_binding)
-            self._spawn(self._binder.apply(gang_binding, pass_seconds=pass_seconds))
+    async def _apply(self, result: Result, *, pass_seconds: float) -> None:
+        """Assume and send off each GangGroup's binds. A backlog pass decides thousands: the
+        event loop is handed back every few hundred assumptions, so watch events and the
+        binds already sent go on meanwhile (no pass runs before this returns)."""
+        assumed = 0
+        for group in result.bindings:
+            self._binder.assume(group)
+            self._spawn(self._binder.apply(group, pass_seconds=pass_seconds))
+            assumed += len(group.bindings)
+            if assumed >= APPLY_SLICE:
+                assumed = 0
+                await asyncio.sleep(0)
         for patch in result.pod_patches:
             self._spawn(self._patcher.pod(patch))
         for update in result.status_updates:
