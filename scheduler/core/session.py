@@ -194,13 +194,23 @@ class Session:
             state = GangState(condition=None if todo else state.condition)
         elif state.timed_out and todo and not any(of_timeout(p, state) for p in todo):
             state = GangState()  # every pod the timeout marked has gone: the new ones start anew
+        reservations = {} if live else state.reservations
+        below_min_said = state.below_min_said and live
+        if (
+            state.podgroup_uid == podgroup_uid
+            and state.members == uids
+            and state.satisfied == live
+            and state.reservations == reservations
+            and state.below_min_said == below_min_said
+        ):
+            return state  # the common case of a settled gang: nothing to rebuild
         return replace(
             state,
             podgroup_uid=podgroup_uid,
             members=uids,
             satisfied=live,
-            reservations={} if live else state.reservations,
-            below_min_said=state.below_min_said and live,
+            reservations=reservations,
+            below_min_said=below_min_said,
         )
 
     def _recovered_state(self, gang: Gang) -> GangState:

@@ -34,8 +34,16 @@ from scheduler.model.topology import Constraints
 def allocate(session: Session) -> None:
     for unit in session.units():
         present = [session.gangs[k] for k in unit if k in session.gangs]
+        if len(present) == 1 and _settled(session, present[0]):
+            _place_after_gang(session, None, present[0])  # nothing to place: no turn needed
+            continue
         with session.turn(unit, present) as statement:
             _turn(session, statement, unit, present)
+
+
+def _settled(session: Session, gang: Gang) -> bool:
+    """Satisfied, with nobody left to place: the common case of a running gang."""
+    return session.outcomes[gang.key].state.satisfied and not pending(gang)
 
 
 def _turn(
@@ -71,13 +79,13 @@ def _turn(
     _attempt(session, statement, waiting)
 
 
-def _place_after_gang(session: Session, statement: Statement, gang: Gang) -> None:
+def _place_after_gang(session: Session, statement: Statement | None, gang: Gang) -> None:
     outcome = session.outcomes[gang.key]
     members = sum(1 for p in gang.members if p.bound and p.alive)
     outcome.condition = ("True", REASON_SCHEDULED, f"{members} of {gang.min_member} members bound")
     todo = session.ordered(pending(gang))
     session.check_min_member(gang, members=members, waiting=len(todo))
-    if not todo:
+    if not todo or statement is None:
         return
     if session.now < outcome.state.retry_at:
         session.wake(outcome.state.retry_at)
