@@ -104,8 +104,11 @@ def snapshots() -> tuple[Snapshot, Snapshot]:
         pod_from_dict(_pod(f"big-{i}", labels={names.POD_GROUP_LABEL: "big"}))
         for i in range(MEMBERS)
     ]
+    # What the cache keeps per node, built once as the cache would (not per pass).
+    infos = Snapshot(nodes=nodes, pods=tuple(running)).infos()
     with_topology = Snapshot(
         nodes=nodes,
+        node_infos=infos,
         pods=(*running, *sakkara),
         topology=topology,
         groups={GangKey("bench", "big"): group},
@@ -113,7 +116,12 @@ def snapshots() -> tuple[Snapshot, Snapshot]:
     podgroup = podgroup_from_dict(
         {"metadata": {"name": "big", "namespace": "bench"}, "spec": {"minMember": MEMBERS}}
     )
-    without = Snapshot(nodes=nodes, pods=(*running, *plain), podgroups={podgroup.key: podgroup})
+    without = Snapshot(
+        nodes=nodes,
+        node_infos=infos,
+        pods=(*running, *plain),
+        podgroups={podgroup.key: podgroup},
+    )
     return with_topology, without
 
 
