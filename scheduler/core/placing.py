@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler.core.filtering import static_reason
-from scheduler.model.nodes import Node, NodeInfo
+from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.pods import Pod
 from scheduler.model.resources import Resources
 from scheduler.model.status import Status
@@ -33,13 +33,7 @@ class Ledger:
     @classmethod
     def of(cls, nodes: Mapping[str, Node], pods: Iterable[Pod]) -> Ledger:
         """Allocatable minus the requests of every pod that holds resources on a known node."""
-        free = {name: dict(node.allocatable) for name, node in nodes.items()}
-        for pod in pods:
-            if pod.holds_resources and pod.node_name in free:
-                room = free[pod.node_name]
-                for resource, amount in pod.requests.items():
-                    room[resource] = room.get(resource, 0) - amount
-        return cls(free)
+        return cls.over(nodes, node_infos(nodes, pods))
 
     @classmethod
     def over(cls, nodes: Mapping[str, Node], infos: Mapping[str, NodeInfo]) -> Ledger:
@@ -115,8 +109,7 @@ class NodeFinder:
 
     Static filtering is done once per pod signature. Within a pass free capacity only
     shrinks, so each (signature, requests) class keeps a cursor past the nodes it no longer
-    fits; ``rewind()`` resets the cursors when a scratch ledger is dropped and capacity comes
-    back.
+    fits; a discarded Statement puts them back where they stood (``mark``/``restore``).
     """
 
     def __init__(
@@ -177,9 +170,6 @@ class NodeFinder:
                 return fit[i]
         self._cursors[cursor_key] = len(fit)
         return None
-
-    def rewind(self) -> None:
-        self._cursors.clear()
 
     def mark(self) -> dict:
         """Where the cursors stand; ``restore`` puts them back there. A Statement discarded

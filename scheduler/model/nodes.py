@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from scheduler.model.pods import Pod
@@ -78,6 +78,16 @@ class NodeInfo:
             fullness=fullness(allocatable, requested),
             free=allocatable - requested,
         )
+
+
+def node_infos(nodes: Mapping[str, Node], pods: Iterable[Pod]) -> dict[str, NodeInfo]:
+    """Per node, what the pods that hold resources on it add up to (for snapshots that do
+    not come from the cache, which keeps the same incrementally)."""
+    on: dict[str, list[Pod]] = {name: [] for name in nodes}
+    for pod in pods:
+        if pod.holds_resources and pod.node_name in on:
+            on[pod.node_name].append(pod)
+    return {name: NodeInfo.of(name, nodes[name], tuple(held)) for name, held in on.items()}
 
 
 def fullness(allocatable: Mapping[str, int], requested: Mapping[str, int]) -> float:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduler.model.gangs import PodGroup
-from scheduler.model.nodes import Node, NodeInfo
+from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.pods import GangKey, Pod, PodRef
 from scheduler.model.resources import Resources
 from scheduler.model.topology import SakkaraGroup, Topology
@@ -89,8 +89,4 @@ class Snapshot:
         """Per known node, what holds resources on it."""
         if self.node_infos is not None:
             return self.node_infos
-        on: dict[str, list[Pod]] = {name: [] for name in self.nodes}
-        for pod in self.pods:
-            if pod.holds_resources and pod.node_name in on:
-                on[pod.node_name].append(pod)
-        return {name: NodeInfo.of(name, self.nodes[name], tuple(pods)) for name, pods in on.items()}
+        return node_infos(self.nodes, self.pods)
