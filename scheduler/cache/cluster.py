@@ -94,15 +94,12 @@ class ClusterCache:
                 return True  # a PodGroup's counts may change
         # Capacity freed (a pod finished or went away) helps only if something waits.
         freed = old is not None and old.holds_resources and (new is None or not new.holds_resources)
-        return freed and self._has_pending()
+        return freed and self.waiting > 0
 
     @property
     def waiting(self) -> int:
         """How many of our pods are neither bound nor assumed."""
         return len(self._pending)
-
-    def _has_pending(self) -> bool:
-        return bool(self._pending)
 
     def _track(self, uid: str, pod: Pod | None) -> None:
         """Keep the set of our pending pods and the per-node accounting current (O(1) per
@@ -337,18 +334,15 @@ class ClusterCache:
             if state is None or state.parked_at != parked_at:
                 del self._woken[key]
 
-    def _wake_parked(self) -> None:
+    def _wake_parked(self, changed: list[NodeInfo]) -> None:
         """Nodes changed since the last snapshot that now have room for a parked gang's
         member wake that gang (room alone: the pass checks the rest)."""
         if not self._parked_by_shape:
             return
-        for name in self._stale:
-            node = self._nodes.get(name)
-            if node is None:
+        for info in changed:
+            if info.name not in self._nodes:
                 continue
-            free = dict(node.allocatable)
-            for resource, amount in self._requested.get(name, {}).items():
-                free[resource] = free.get(resource, 0) - amount
+            free = info.free
             for shape, keys in self._parked_by_shape.items():
                 if all(free.get(r, 0) >= a for r, a in shape.items()):
                     for key in keys:
@@ -363,22 +357,24 @@ class ClusterCache:
 
     # -- snapshot ---------------------------------------------------------------------------
 
-    def _node_infos(self) -> dict[str, NodeInfo]:
-        """Rebuild the infos of the nodes changed since the last snapshot; copy the rest."""
+    def _rebuild_infos(self) -> list[NodeInfo]:
+        """Rebuild the infos of the nodes changed since the last snapshot; the rebuilt ones."""
+        rebuilt = []
         for name in self._stale:
             pods = self._on_node.get(name)
             if name not in self._nodes and not pods:
                 self._infos.pop(name, None)
                 continue
-            self._infos[name] = NodeInfo.with_requested(
+            info = self._infos[name] = NodeInfo.with_requested(
                 name,
                 self._nodes.get(name),
                 tuple(pods.values()) if pods else (),
                 Resources(self._requested.get(name, {})),
                 generation=self._node_generation.get(name, 0),
             )
+            rebuilt.append(info)
         self._stale.clear()
-        return dict(self._infos)
+        return rebuilt
 
     def _active(self, now: float | None) -> set[GangKey]:
         """Gangs a pass must look at: changed ones, ones with a member waiting (unless parked
@@ -416,7 +412,7 @@ class ClusterCache:
         topology, errors = (
             self._topologies[min(self._topologies)] if self._topologies else (None, ())
         )
-        self._wake_parked()
+        self._wake_parked(self._rebuild_infos())
         if whole or self._everything:
             self._everything = False
             pods = tuple(self._ours.values())
@@ -429,7 +425,7 @@ class ClusterCache:
         self._updated.clear()
         return Snapshot(
             nodes=dict(self._nodes),
-            node_infos=self._node_infos(),
+            node_infos=dict(self._infos),
             generation=self._generation,
             in_flight=frozenset(self._assumed),
             pods=pods,
