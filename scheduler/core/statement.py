@@ -55,10 +55,6 @@ class Statement:
     def operations(self) -> tuple[Operation, ...]:
         return tuple(self._operations)
 
-    def allocated(self, pods: set) -> list[Operation]:
-        """The allocations of ``pods`` (PodRefs), in the order they were made."""
-        return [op for op in self._operations if op.kind is Kind.ALLOCATE and op.pod.ref in pods]
-
     def discard(self) -> None:
         """Undo every operation, last first."""
         undone = bool(self._operations)
