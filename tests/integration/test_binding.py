@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+from dataclasses import replace
 
 import pytest
 
@@ -112,3 +114,74 @@ def test_events_wait_for_binds_in_flight_and_are_posted_after(cluster: Cluster) 
 
     assert asyncio.run(scenario()) == 2
     assert len(cluster.events("Scheduled")) == 2
+
+
+def test_bind_with_no_answer_and_no_api_server_to_ask_forgets_the_whole_group(
+    cluster: Cluster,
+) -> None:
+    """Connection refused (an API server restarting): the bind may not be taken for done, and
+    the check that it did not land cannot be asked either: the group is forgotten whole."""
+    (node,) = cluster.nodes(1)
+    cluster.apply(*(cluster.pod(f"m-{i}", scheduler="nobody") for i in range(2)))
+    cache = ClusterCache(scheduler_name="nobody")
+    refs = _load(cluster, cache, ["m-0", "m-1"])
+    binding = GroupBinding((GangBinding(GANG, tuple(Binding(r, node) for r in refs)),))
+    credentials = load_credentials(str(cluster.access.kubeconfig))
+    gone = replace(credentials, server=f"https://127.0.0.1:{_closed_port()}")
+
+    async def scenario() -> Metrics:
+        api = ApiClient(gone)
+        metrics = Metrics.create()
+        try:
+            binder = Binder(
+                api, cache, EventRecorder(api, component="test"), config=Config(), metrics=metrics
+            )
+            binder.assume(binding)
+            await binder.apply(binding)
+            return metrics
+        finally:
+            await api.close()
+
+    metrics = asyncio.run(scenario())
+    assert metrics.registry.get_sample_value("gang_scheduler_bind_errors_total") == 1
+    assert {p.node_name for p in cache.snapshot().pods} == {""}
+    assert cache.memory[GANG].attempts == 1
+
+
+def test_an_unanswered_bind_is_taken_as_done_only_if_the_pod_is_on_that_node(
+    cluster: Cluster,
+) -> None:
+    """What the binder asks after a bind that got no answer (reset, timeout): the pod as the
+    API server has it decides, uid and node both."""
+    from e2e.objects import bind  # noqa: PLC0415
+
+    first, second = cluster.nodes(2)
+    cluster.apply(cluster.pod("m-0", scheduler="nobody"), cluster.pod("m-1", scheduler="nobody"))
+    cache = ClusterCache(scheduler_name="nobody")
+    landed_ref, pending_ref = _load(cluster, cache, ["m-0", "m-1"])
+    bind(cluster.access.api(), namespace=cluster.namespace, pod="m-0", node=first)
+
+    async def ask() -> list[bool]:
+        api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
+        try:
+            binder = Binder(
+                api, cache, EventRecorder(api, component="test"), config=Config(),
+                metrics=Metrics.create(),
+            )  # fmt: skip
+            return [
+                await binder._landed(Binding(landed_ref, first)),
+                await binder._landed(Binding(landed_ref, second)),
+                await binder._landed(Binding(replace(landed_ref, uid="other"), first)),
+                await binder._landed(Binding(pending_ref, first)),
+                await binder._landed(Binding(PodRef(cluster.namespace, "gone"), first)),
+            ]
+        finally:
+            await api.close()
+
+    assert asyncio.run(ask()) == [True, False, False, False, False]
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

@@ -128,3 +128,24 @@ def test_podgroup_reads_spec_annotations_and_status() -> None:
 def test_timeout_annotation_is_read_back() -> None:
     pod = pod_from_dict({"metadata": {"name": "p", "annotations": {names.KOORD_TIMEOUT: "true"}}})
     assert pod.timed_out
+
+
+@pytest.mark.parametrize(
+    "written",
+    ["", "yesterday", "2026-13-45T99:99:99Z", "9" * 400, "-1", "1e309", "0000-00-00"],
+)
+def test_a_first_attempt_mark_that_is_no_time_is_ignored(written: str) -> None:
+    pod = pod_from_dict(
+        {"metadata": {"name": "p", "annotations": {names.FIRST_ATTEMPT: written}}, "spec": {}}
+    )
+    assert pod.first_attempt is None
+
+
+def test_a_first_attempt_mark_is_read_back_as_written() -> None:
+    pod = pod_from_dict(
+        {
+            "metadata": {"name": "p", "annotations": {names.FIRST_ATTEMPT: "2026-11-22T04:00:00Z"}},
+            "spec": {},
+        }
+    )
+    assert pod.first_attempt == 1_795_320_000.0
