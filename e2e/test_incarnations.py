@@ -103,6 +103,14 @@ def lift(cluster: Cluster, policy: str) -> None:
     )  # fmt: skip
 
 
+def gang_group_of_two(cluster: Cluster, **pod: str) -> tuple[set[str], set[str]]:
+    """Gangs a and b of two members each, naming each other as one GangGroup."""
+    group = json.dumps([f"{cluster.namespace}/a", f"{cluster.namespace}/b"])
+    return tuple(  # type: ignore[return-value]
+        cluster.gang(name, 2, annotations=koord(name, 2, groups=group), **pod) for name in "ab"
+    )
+
+
 def test_job_that_recreates_all_its_pods_gets_a_whole_gang_or_none(
     cluster: Cluster, scheduler: SchedulerProcess
 ) -> None:
@@ -189,11 +197,9 @@ def test_gang_group_whose_second_gang_is_rejected_ends_whole(
     cluster: Cluster, scheduler: SchedulerProcess
 ) -> None:
     cluster.nodes(1, cpu="8")
-    group = json.dumps([f"{cluster.namespace}/a", f"{cluster.namespace}/b"])
     policy = deny_binds(cluster, prefix="b-")
     try:
-        a = cluster.gang("a", 2, annotations=koord("a", 2, groups=group))
-        b = cluster.gang("b", 2, annotations=koord("b", 2, groups=group))
+        a, b = gang_group_of_two(cluster)
         wait_bound(cluster, a)  # the commit point (a's first member) was accepted
         stays_unbound(cluster, b, seconds=2)  # b's binds are rejected: none of b is bound
     finally:
@@ -205,12 +211,9 @@ def test_gang_group_cut_short_by_a_crash_is_completed_after_restart(
     cluster: Cluster, private_scheduler: PrivateSchedulers
 ) -> None:
     cluster.nodes(1, cpu="8")
-    group = json.dumps([f"{cluster.namespace}/a", f"{cluster.namespace}/b"])
     policy = deny_binds(cluster, prefix="b-")
     try:
-        own = {"scheduler": private_scheduler.name}
-        a = cluster.gang("a", 2, annotations=koord("a", 2, groups=group), **own)
-        b = cluster.gang("b", 2, annotations=koord("b", 2, groups=group), **own)
+        a, b = gang_group_of_two(cluster, scheduler=private_scheduler.name)
         first = private_scheduler.start()
         wait_bound(cluster, a)
         first.kill()  # between the group's two gangs: a bound, b not
