@@ -496,6 +496,68 @@ def _stop(process: Process, *, grace: float) -> None:
     _reap(process.pid)
 
 
+def restart(
+    directory: Path,
+    name: str,
+    *,
+    sig: int = signal.SIGKILL,
+    down_seconds: float = 0.0,
+    timeout: float = 60.0,
+) -> Process:
+    """Kill one process of the control plane (SIGKILL by default: a crash, not a shutdown),
+    wait ``down_seconds``, start it again with the very same command line, and wait until
+    it is healthy again if it has a health endpoint we know. For fault tests."""
+    directory = directory.resolve()
+    plane = read_state(directory)
+    if plane is None:
+        raise ClusterError(f"no control plane recorded in {directory}")
+    old = next((p for p in plane.processes if p.name == name and p.alive()), None)
+    if old is None:
+        raise ClusterError(f"{name} is not running in {directory}")
+    argv = Path(f"/proc/{old.pid}/cmdline").read_bytes().rstrip(b"\0").split(b"\0")
+    args = [a.decode() for a in argv[1:]]
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(old.pid, sig)
+    deadline = time.monotonic() + 30
+    while old.alive() and time.monotonic() < deadline:
+        _reap(old.pid)
+        time.sleep(0.05)
+    _reap(old.pid)
+    if old.alive():
+        raise ClusterError(f"{name} (pid {old.pid}) did not die of signal {sig}")
+    time.sleep(down_seconds)
+    new = _start(name, Path(old.exe), args, plane.logs)
+    _write_state(
+        ControlPlane(
+            directory=directory,
+            server=plane.server,
+            processes=tuple(new if p is old else p for p in plane.processes),
+        )
+    )
+    if name == "kube-apiserver":
+        pki = directory / "pki"
+        context = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        context.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+        _wait_until(
+            lambda: _http_ok(f"{plane.server}/readyz", context),
+            what=f"waiting for the restarted kube-apiserver {plane.server}/readyz",
+            timeout=timeout,
+            process=new,
+            log=plane.logs / "kube-apiserver.log",
+        )
+    elif name == "etcd":
+        url = next(a for a in args if a.startswith("--listen-client-urls="))
+        health = url.split("=", 1)[1].split(",")[0] + "/health"
+        _wait_until(
+            lambda: _http_ok(health),
+            what="waiting for the restarted etcd to be healthy",
+            timeout=timeout,
+            process=new,
+            log=plane.logs / "etcd.log",
+        )
+    return new
+
+
 def _reap(pid: int) -> None:
     """Collect the exit status if the process is our own child (the test fixture's case)."""
     with contextlib.suppress(ChildProcessError):

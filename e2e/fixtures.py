@@ -8,6 +8,7 @@ By default the session starts its own control plane in ``.cluster-test/`` (separ
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -104,6 +105,22 @@ def control_plane() -> Iterator[ClusterAccess]:
         yield ClusterAccess(kubeconfig=plane.kubeconfig, kubectl_path=plane.kubectl)
     finally:
         local_cluster.down(TEST_CLUSTER_DIR)
+
+
+@contextlib.contextmanager
+def own_control_plane(name: str) -> Iterator[ClusterAccess]:
+    """A control plane of its own in ``.cluster-NAME/``, for tests that kill or restart
+    parts of it (the session's control plane stays untouched)."""
+    directory = local_cluster.REPO / f".cluster-{name}"
+    local_cluster.down(directory)  # whatever a killed session left behind
+    try:
+        plane = local_cluster.up(directory)
+    except local_cluster.ClusterError as error:
+        pytest.fail(f"the local control plane did not start: {error}", pytrace=False)
+    try:
+        yield ClusterAccess(kubeconfig=plane.kubeconfig, kubectl_path=plane.kubectl)
+    finally:
+        local_cluster.down(directory)
 
 
 @pytest.fixture
