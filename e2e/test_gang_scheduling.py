@@ -153,6 +153,45 @@ def test_gang_group_across_two_namespaces_binds_only_when_both_are_ready(
         cluster.access.kubectl("delete", "namespace", other, "--wait=false", check=False)
 
 
+def test_gang_of_another_namespace_cannot_be_taken_hostage_by_naming_it(
+    cluster: Cluster, scheduler: SchedulerProcess
+) -> None:
+    """A pod in "evil" names our gang in its groups, paired with an unfittable gang and a
+    5 s waiting-time: our gang, which never named evil's, binds whole and is never marked."""
+    evil = f"{cluster.namespace[:48]}-ev"
+    cluster.access.kubectl("create", "namespace", evil)
+    try:
+        cluster.nodes(1, cpu="8")
+        groups = json.dumps([f"{evil}/x", f"{cluster.namespace}/trainer"])
+        cluster.apply(
+            *(
+                cluster.pod(
+                    f"x-{i}",
+                    namespace=evil,
+                    annotations=koord("x", 2, groups=groups, waiting_time="5s"),
+                    requests={"cpu": "64"},
+                )
+                for i in range(2)
+            )
+        )
+        trainer = cluster.gang("trainer", 2, annotations=koord("trainer", 2))
+        wait_bound(cluster, trainer)
+        wait_for(
+            lambda: cluster.events("InvalidGangSpec", namespace=evil),
+            timeout=BIND_TIMEOUT,
+            what="InvalidGangSpec on the naming gang",
+        )
+        message = cluster.events("InvalidGangSpec", namespace=evil)[0]
+        assert f"gang {cluster.namespace}/trainer does not name {evil}/x back" in message
+        time.sleep(6)  # past evil's waiting-time
+        for name in trainer:
+            annotations = cluster.get("pod", name)["metadata"].get("annotations", {})
+            assert names.KOORD_TIMEOUT not in annotations, f"{name} was marked: {annotations}"
+    finally:
+        cluster.access.kubectl("delete", "pods", "--all", "-n", evil, "--wait=false", check=False)
+        cluster.access.kubectl("delete", "namespace", evil, "--wait=false", check=False)
+
+
 def test_timeout_marks_the_pods_and_frees_room_for_the_next_gang(
     cluster: Cluster, scheduler: SchedulerProcess
 ) -> None:

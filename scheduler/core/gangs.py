@@ -2,17 +2,20 @@
 
 A pod's gang settings may come from its PodGroup and from annotations on the pods; where
 both say something the annotations win (seed 000). A pod of ours that names no gang is a
-gang of one. Gangs that name each other in ``groups`` form a GangGroup, closed under
-"names": nothing in it is bound until every gang in it can be.
+gang of one. Gangs that all name the same ``groups`` form a GangGroup: nothing in it is
+bound until every gang in it can be. Consent is mutual: a gang that names another which does
+not name it back is invalid and waits alone, so no namespace can tie a gang of another to
+its own (block it, time it out, mark it) by naming it.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
+from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.gangs import Gang, PodGroup
 from scheduler.model.pods import GangKey, GangSource, Mode, Pod, gang_key_of
@@ -126,8 +129,39 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
             constraints=constraints,
         )
     return Resolution(
-        gangs=gangs, missing_podgroups=frozenset(missing), missing_groups=frozenset(missing_groups)
+        gangs=_with_consent(gangs),
+        missing_podgroups=frozenset(missing),
+        missing_groups=frozenset(missing_groups),
     )
+
+
+def _with_consent(gangs: Mapping[GangKey, Gang]) -> dict[GangKey, Gang]:
+    """Gangs whose GangGroup is not mutual leave it: a gang that names another which names a
+    different group (or none) is invalid, alone, and says which gang did not name it back.
+    A named gang without pods yet is waited for (see Session.why_not_ready), not refused."""
+    agreed: dict[GangKey, Gang] = {}
+    for key, gang in gangs.items():
+        refusing = [
+            other
+            for other in gang.group
+            if other != key and other in gangs and gangs[other].group != gang.group
+        ]
+        if not refusing:
+            agreed[key] = gang
+            continue
+        stated = ", ".join(map(str, gang.group))
+        why = "; ".join(
+            f"gang {other} does not name {key} back (its {names.KOORD_GROUPS} is "
+            f"[{', '.join(map(str, gangs[other].group))}])"
+            for other in refusing
+        )
+        error = (
+            f"GangGroup [{stated}] is not mutual: {why}; a GangGroup forms only when every "
+            f"gang in it names the same groups, so add the same {names.KOORD_GROUPS} to "
+            f"each of them, or remove the others from {key}'s"
+        )
+        agreed[key] = replace(gang, group=(key,), errors=(*gang.errors, error))
+    return agreed
 
 
 def _sakkara_gang(key: GangKey, pods: list[Pod], snapshot: Snapshot, config: Config) -> Gang:

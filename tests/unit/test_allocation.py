@@ -199,6 +199,33 @@ def test_gang_group_binds_nothing_when_one_gang_does_not_fit() -> None:
     )
 
 
+def test_gang_named_by_a_stranger_is_neither_held_nor_timed_out_by_it() -> None:
+    """The hostage case: evil/x names prod/trainer in its groups and can never fit, with a
+    short waiting-time; prod/trainer never named evil/x and binds as if it did not exist."""
+    hostile = ["evil/x", "prod/trainer"]
+    evil = gang_pods(
+        "x", 2, namespace="evil", gang="x", min_available=2, groups=hostile,
+        waiting_time="5s", gpu=16,
+    )  # fmt: skip
+    prod = gang_pods("t", 2, namespace="prod", gang="trainer", min_available=2, cpu="1")
+    nodes = [node("n0", cpu="8", gpu=8)]
+    first, later = run_passes(snapshot(nodes, evil + prod), times=[T0, T0 + 6])
+    assert sorted(bind_map(first)) == ["t-0", "t-1"]
+    message = events(first, "InvalidGangSpec")[0]
+    assert "gang prod/trainer does not name evil/x back" in message
+    assert all(patch.pod.namespace == "evil" for patch in later.pod_patches)
+
+
+def test_gang_group_whose_gangs_name_different_groups_binds_neither() -> None:
+    a = gang_pods("a", 1, gang="a", min_available=1, groups=["default/a", "default/b"])
+    b = gang_pods("b", 1, gang="b", min_available=1, groups=["default/a", "default/b", "default/c"])
+    result = schedule(snapshot([node("n0", cpu="8")], a + b), now=T0)
+    assert bind_map(result) == {}
+    said = " ".join(events(result, "InvalidGangSpec"))
+    assert "gang default/b does not name default/a back" in said
+    assert "gang default/a does not name default/b back" in said
+
+
 def test_failed_gang_is_not_retried_before_its_backoff_ends() -> None:
     pods = gang_pods("g", 2, gang="g", min_available=2, gpu=8)
     first, early = run_passes(snapshot([node("n0", gpu=8)], pods), times=[T0, T0 + 0.5])
