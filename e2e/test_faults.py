@@ -7,7 +7,11 @@ gang ends whole, and a gang created after the fault binds."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -16,6 +20,7 @@ import pytest
 
 from e2e import cluster as local_cluster
 from e2e.fixtures import Cluster, ClusterAccess, SchedulerProcess, own_control_plane, wait_for
+from e2e.test_gang_scheduling import koord as _koord
 from e2e.test_gang_scheduling import podgroup
 from scheduler.model import names
 
@@ -110,3 +115,117 @@ def test_api_server_killed_mid_burst_then_every_gang_ends_whole_and_a_new_one_bi
     assert recovered < RECOVERY_SECONDS
     scheduler.assert_alive()
     print(json.dumps({"recovered_seconds": round(recovered, 1)}))
+
+
+def _freeze(pid: int) -> None:
+    os.kill(pid, signal.SIGSTOP)
+
+
+def _thaw(pid: int) -> None:
+    os.kill(pid, signal.SIGCONT)
+
+
+def _pid_of(plane: ClusterAccess, name: str) -> int:
+    state = local_cluster.read_state(plane.kubeconfig.parent)
+    assert state is not None
+    return next(p.pid for p in state.processes if p.name == name and p.alive())
+
+
+def _holder(cluster: Cluster, lease: str) -> str:
+    result = cluster.access.kubectl(
+        "get", "lease", lease, "-n", cluster.namespace, "-o", "json", check=False
+    )
+    if result.returncode != 0:
+        return ""
+    return json.loads(result.stdout)["spec"].get("holderIdentity") or ""
+
+
+def test_frozen_leader_binds_nothing_once_the_standby_took_over(
+    plane: ClusterAccess, cluster: Cluster
+) -> None:
+    """Split brain: the leader is frozen (SIGSTOP) until the standby holds the Lease, then
+    resumed. Its cache still shows the pods that arrived while it slept as pending, yet it
+    must send no bind: it is past its renew deadline the moment it runs again."""
+    cluster.nodes(2, cpu="8")
+    lease = f"private-{uuid.uuid4().hex[:6]}"
+    flags = ("--leader-elect", "--leader-elect-namespace", cluster.namespace,
+             "--lease-duration", "4")  # fmt: skip
+    logs = plane.kubeconfig.parent / "logs"
+    replicas = [
+        SchedulerProcess(
+            kubeconfig=plane.kubeconfig, log=logs / f"{lease}-{i}.log", name=lease, extra=flags
+        ).start()
+        for i in range(2)
+    ]
+    try:
+        holder = wait_for(lambda: _holder(cluster, lease), timeout=30, what="a leader")
+        by_pid = {str(p.process.pid): p for p in replicas if p.process}
+        leader = by_pid[str(holder).rsplit("_", 1)[1]]
+        standby = next(p for p in replicas if p is not leader)
+        first = cluster.gang("first", 2, scheduler=lease, annotations=_koord("first", 2))
+        wait_for(lambda: cluster.bound() >= first, timeout=30, what="the first gang bound")
+
+        assert leader.process is not None
+        _freeze(leader.process.pid)
+        try:
+            wait_for(
+                lambda: _holder(cluster, lease) not in ("", holder),
+                timeout=30,
+                what="the standby to take the Lease over",
+            )
+            second = cluster.gang("second", 4, scheduler=lease, annotations=_koord("second", 4))
+            wait_for(lambda: cluster.bound() >= second, timeout=30, what="the standby binding")
+            placed = {name: node for name, node in cluster.placements().items() if name in second}
+            resumed_at = len(leader.log.read_text())
+        finally:
+            _thaw(leader.process.pid)
+        wait_for(
+            lambda: leader.process is not None and leader.process.poll() is not None,
+            timeout=30,
+            what="the old leader to exit",
+        )
+        after = leader.log.read_text()[resumed_at:]
+        assert leader.process.returncode == 1
+        assert "lost leadership" in after
+        assert "already assigned" not in after, f"the old leader sent binds:\n{after}"
+        now = {name: node for name, node in cluster.placements().items() if name in second}
+        assert now == placed
+        standby.assert_alive()
+    finally:
+        for replica in replicas:
+            replica.stop()
+
+
+def _healthz(port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return 0
+
+
+def test_healthz_fails_while_the_api_server_does_not_answer_and_recovers_after(
+    plane: ClusterAccess,
+) -> None:
+    port = local_cluster.free_port()
+    process = SchedulerProcess(
+        kubeconfig=plane.kubeconfig,
+        log=plane.kubeconfig.parent / "logs" / f"scheduler-health-{port}.log",
+        name=f"health-{port}",
+        extra=("--health-port", str(port), "--unreachable-limit", "3"),
+    ).start()
+    apiserver = _pid_of(plane, "kube-apiserver")
+    try:
+        wait_for(lambda: _healthz(port) == 200, timeout=30, what="/healthz 200 at first")
+        _freeze(apiserver)
+        try:
+            wait_for(lambda: _healthz(port) == 500, timeout=40, what="/healthz 500")
+        finally:
+            _thaw(apiserver)
+        wait_for(lambda: _healthz(port) == 200, timeout=40, what="/healthz 200 again")
+        process.assert_alive()
+    finally:
+        _thaw(apiserver)
+        process.stop()

@@ -85,6 +85,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve a liveness endpoint on http://0.0.0.0:PORT/healthz (default: none)",
     )
     run.add_argument(
+        "--unreachable-limit",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="/healthz fails once every call to the API server has failed for this long, "
+        "so that Kubernetes restarts the pod (default: %(default)s)",
+    )
+    run.add_argument(
         "--metrics-port",
         type=int,
         help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics (default: none)",
@@ -191,6 +199,7 @@ async def _run(args: argparse.Namespace) -> None:
             f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None
         ),
         metrics_port=args.metrics_port,
+        unreachable_limit=args.unreachable_limit,
         topology_namespace=args.topology_namespace,
         leader_election=(
             (
@@ -236,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "run":
         configure_logging(fmt=args.log_format, verbose=args.verbose)
         from scheduler.shell.electing import LostLeadership  # noqa: PLC0415
+        from scheduler.shell.health import Unhealthy  # noqa: PLC0415
 
         try:
             asyncio.run(_run(args))
@@ -243,6 +253,9 @@ def main(argv: list[str] | None = None) -> int:
             structlog.get_logger().error(
                 "lost leadership; exiting so a standby takes over", reason=str(lost)
             )
+            return 1
+        except Unhealthy as unhealthy:
+            structlog.get_logger().error("exiting to be restarted", reason=str(unhealthy))
             return 1
         return 0
     raise AssertionError(f"unhandled command {args.command!r}")  # argparse rejects unknown ones

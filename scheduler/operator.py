@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,11 +36,12 @@ from scheduler.shell.binding import Binder
 from scheduler.shell.clocks import SteadyClock
 from scheduler.shell.configmaps import apply_configmap
 from scheduler.shell.electing import LeaderElector, Leadership
+from scheduler.shell.health import Health, keep_watch
 from scheduler.shell.looping import SchedulingLoop, measure_lag
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
 from scheduler.shell.recording import EventRecorder
-from scheduler.shell.syncing import wait_until_synced
+from scheduler.shell.syncing import Relisting, wait_until_synced
 from scheduler.shell.watching import LabelWatch
 
 log = structlog.get_logger()
@@ -51,6 +53,9 @@ class Runtime:
 
     cache: ClusterCache
     loop: SchedulingLoop
+    health: Health
+    # Called for every object of a LIST (kopf's first, and any after a watch expired).
+    relisted: Callable[[str], None]
     # Stops our own background tasks as soon as kopf begins to stop (its cleanup handlers), so
     # the lease is handed back before kopf's own wind-down (about 5 s) rather than after.
     shutdown: Callable[[], Awaitable[None]]
@@ -78,6 +83,19 @@ class _NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
+class _Forever:
+    """Retry delays without end (kopf iterates them afresh for every request)."""
+
+    def __iter__(self) -> Iterator[float]:
+        yield from (1, 1, 2, 3, 5)
+        yield from itertools.repeat(5)
+
+
+def _kopf_watches() -> list[asyncio.Task[Any]]:
+    """kopf's watch tasks, by the name kopf gives them (checked by an integration test)."""
+    return [t for t in asyncio.all_tasks() if t.get_name().startswith("watcher for ")]
+
+
 def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
@@ -102,6 +120,17 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
         settings.persistence.diffbase_storage = _NoDiffBase()
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
+        # kopf gives a failed request 8 retries (about a minute) and then lets the watch
+        # die for good, leaving the process alive and idle: an API server restart that
+        # takes longer would stop scheduling. A watch must retry as long as it takes.
+        settings.networking.error_backoffs = _Forever()
+
+    @kopf.on.probe(id="health", registry=registry)
+    async def health(memo: Runtime, **_: Any) -> str:
+        problems = memo.health.problems()
+        if problems:
+            raise kopf.PermanentError("; ".join(problems))
+        return "ok"
 
     kinds: list[
         tuple[tuple[str, ...], Callable[[Runtime, Any], None], Callable[[Runtime, Any], None]]
@@ -141,10 +170,13 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
             _name: str = name,
             **_: Any,
         ) -> None:
-            if event.get("type") == "DELETED":
+            kind = event.get("type")
+            if kind == "DELETED":
                 _guarded(_name, lambda: _remove(memo, body))
             else:
                 _guarded(_name, lambda: _upsert(memo, body))
+                if kind is None:  # kopf (re-)listed the kind: it says nothing of deletions
+                    memo.relisted(_name)
             memo.loop.poke()
 
         kopf.on.event(*resource, id=f"cache-{name}", registry=registry)(on_event)
@@ -169,6 +201,45 @@ def _elector(
     )
 
 
+def _metrics(port: int | None) -> Metrics:
+    metrics = Metrics.create()
+    if port:
+        metrics.serve(port)
+    return metrics
+
+
+def _configmap_watches(
+    api: ApiClient,
+    cache: ClusterCache,
+    *,
+    loop: SchedulingLoop,
+    metrics: Metrics,
+    topology_namespace: str,
+) -> list[asyncio.Task[None]]:
+    """Seed 004's ConfigMaps by label selector, filtered by the API server (not through
+    kopf, which would watch every ConfigMap in the cluster)."""
+
+    def on_configmap(kind: str, body: dict) -> None:
+        apply_configmap(
+            cache, body, deleted=kind == "DELETED", topology_namespace=topology_namespace
+        )
+        loop.poke()
+
+    return [
+        asyncio.create_task(
+            LabelWatch(
+                api,
+                path="/api/v1/configmaps",
+                selector=label,
+                on_event=on_configmap,
+                errored=metrics.background_errors.labels(worker="watch").inc,
+            ).run(),
+            name=f"watch {label}",
+        )
+        for label in (names.SAKKARA_TOPOLOGY, names.SAKKARA_GROUP)
+    ]
+
+
 async def run_operator(
     *,
     credentials: Credentials,
@@ -179,29 +250,51 @@ async def run_operator(
     topology_namespace: str = "gang-scheduler-system",
     leader_election: tuple[str, str, float] | None = None,
     stop: asyncio.Event | None = None,
+    unreachable_limit: float = 60.0,
 ) -> None:
     """Run the watches and the scheduling loop until ``stop`` is set (or forever).
 
     With ``leader_election`` = (namespace, identity, lease seconds), the watches run at once
     (a standby keeps its cache warm) but the loop starts only once this replica holds the
-    Lease; losing it stops the operator and raises LostLeadership.
+    Lease; losing it stops the operator and raises LostLeadership. A watch that ends for
+    good stops it with Unhealthy; an API server silent for ``unreachable_limit`` seconds
+    fails /healthz.
     """
     logging.getLogger("kopf").setLevel(logging.WARNING)
     cache = ClusterCache(scheduler_name=config.scheduler_name)
     api = ApiClient(credentials, connections=bind_concurrency + 32)
-    metrics = Metrics.create()
-    if metrics_port:
-        metrics.serve(metrics_port)
+    metrics = _metrics(metrics_port)
     binder: Binder
     recorder = EventRecorder(
         api,
         component=config.scheduler_name,
         busy=lambda: binder.in_flight > 0,
         dropped=metrics.events_dropped.inc,
+        errored=metrics.background_errors.labels(worker="events").inc,
     )
     wake = asyncio.Event()
     clock = SteadyClock()
-    patcher = Patcher(api, clock=clock, retry=cache.touch_gang)
+    patcher = Patcher(
+        api,
+        clock=clock,
+        retry=cache.touch_gang,
+        retry_pod=cache.touch_pod,
+        errored=metrics.background_errors.labels(worker="patcher").inc,
+    )
+    stop = stop or asyncio.Event()
+    lost: list[BaseException] = []
+
+    def lose(error: BaseException) -> None:
+        """Leadership lost, or a watch dead: stop scheduling now, then the operator."""
+        log.error("stopping", reason=str(error))
+        lost.append(error)
+        scheduling.cancel()
+        stop.set()
+
+    leadership = Leadership(
+        _elector(api, config=config, leader_election=leader_election), on_lost=lose
+    )
+
     binder = Binder(
         api,
         cache,
@@ -212,22 +305,16 @@ async def run_operator(
         poke=wake.set,
         clock=clock,
         on_bound=patcher.placement,
-    )
-    stop = stop or asyncio.Event()
-    lost: list[BaseException] = []
-
-    def lose(error: BaseException) -> None:
-        lost.append(error)
-        scheduling.cancel()
-        stop.set()
-
-    leadership = Leadership(
-        _elector(api, config=config, leader_election=leader_election), on_lost=lose
+        fence=leadership.held,
     )
 
     async def lead_then_sync() -> None:
         await leadership.acquire()
         await wait_until_synced(api, cache)
+
+    relisting = Relisting(
+        api, cache, poke=wake.set, errored=metrics.background_errors.labels(worker="resync").inc
+    )
 
     loop = SchedulingLoop(
         cache=cache,
@@ -237,35 +324,27 @@ async def run_operator(
         recorder=recorder,
         wake=wake,
         sync=lead_then_sync,
+        settled=relisting.settled,
         metrics=metrics,
         clock=clock,
     )
     scheduling = asyncio.create_task(loop.run(), name="scheduling loop")
     recording = asyncio.create_task(recorder.run(), name="event recorder")
 
-    def on_configmap(kind: str, body: dict) -> None:
-        apply_configmap(
-            cache, body, deleted=kind == "DELETED", topology_namespace=topology_namespace
-        )
-        loop.poke()
-
-    # Seed 004's ConfigMaps by label selector, filtered by the API server (not through kopf,
-    # which would watch every ConfigMap in the cluster).
     watches = [
-        *(
-            asyncio.create_task(
-                LabelWatch(
-                    api, path="/api/v1/configmaps", selector=label, on_event=on_configmap
-                ).run(),
-                name=f"watch {label}",
-            )
-            for label in (names.SAKKARA_TOPOLOGY, names.SAKKARA_GROUP)
+        *_configmap_watches(
+            api, cache, loop=loop, metrics=metrics, topology_namespace=topology_namespace
         ),
         asyncio.create_task(measure_lag(metrics), name="event loop lag"),
+        asyncio.create_task(
+            keep_watch(api, metrics=metrics, watches=_kopf_watches, on_fatal=lose),
+            name="health",
+        ),
     ]
 
     async def shutdown() -> None:
         """Idempotent: first from kopf's cleanup handler, again once kopf has returned."""
+        await relisting.close()
         for task in (scheduling, *watches):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -277,7 +356,13 @@ async def run_operator(
         with contextlib.suppress(asyncio.CancelledError):
             await recording
 
-    runtime = Runtime(cache=cache, loop=loop, shutdown=shutdown)
+    runtime = Runtime(
+        cache=cache,
+        loop=loop,
+        health=Health(api, unreachable_limit=unreachable_limit),
+        relisted=relisting.relisted,
+        shutdown=shutdown,
+    )
     try:
         await kopf.operator(
             registry=build_registry(credentials),

@@ -77,6 +77,10 @@ class ClusterCache:
         # Until the first pass, every object a watch delivered, relevant or not: the loop
         # starts only once the watches have delivered everything a fresh LIST shows.
         self._seen: set[tuple[str, str]] | None = set()
+        # When each object was last delivered, on a counter of deliveries: a re-list removes
+        # only what it misses *and* what no watch delivered since the re-list began.
+        self._delivered = 0
+        self._stamps: dict[str, dict[str, int]] = {}
 
     def _changed(self, *, matters: bool = True) -> None:
         if matters:
@@ -151,6 +155,12 @@ class ClusterCache:
         self._touched.add(key)
         self._changed()
 
+    def touch_pod(self, ref: PodRef) -> None:
+        """Have the next pass look at the gang of ``ref`` again (its mark not written)."""
+        pod = self._pods.get(ref.uid)
+        if pod is not None:
+            self.touch_gang(gang_key_of(pod))
+
     def _touch(self, node: str) -> None:
         self._generation += 1
         self._node_generation[node] = self._generation
@@ -178,8 +188,30 @@ class ClusterCache:
     # -- pods -------------------------------------------------------------------------------
 
     def seen(self, kind: str, key: str) -> None:
+        self._delivered += 1
+        self._stamps.setdefault(kind, {})[key] = self._delivered
         if self._seen is not None:
             self._seen.add((kind, key))
+
+    @property
+    def delivered(self) -> int:
+        """How many objects the watches have delivered so far (a point in their stream)."""
+        return self._delivered
+
+    def vanished(self, kind: str, listed: set[str], *, since: int) -> list[str]:
+        """Keys of ``kind`` in the cache that a LIST begun at ``since`` did not show and no
+        watch delivered after it: objects deleted while no watch was there to say so."""
+        held: dict[str, Any] | set[str] = {
+            "pods": self._pods,
+            "nodes": self._nodes,
+            "podgroups": {str(key) for key in self._podgroups},
+            "priorityclasses": self._classes,
+        }[kind]
+        stamps = self._stamps.get(kind, {})
+        return sorted(k for k in held if k not in listed and stamps.get(k, 0) <= since)
+
+    def _unstamp(self, kind: str, key: str) -> None:
+        self._stamps.get(kind, {}).pop(key, None)
 
     def unseen(self, expected: set[tuple[str, str]]) -> set[tuple[str, str]]:
         """Which of ``expected`` no watch has delivered yet."""
@@ -187,6 +219,11 @@ class ClusterCache:
 
     def stop_tracking(self) -> None:
         self._seen = None
+
+    @property
+    def synced(self) -> bool:
+        """Whether the first sync is over (watches delivered all a LIST showed)."""
+        return self._seen is None
 
     def _relevant(self, pod: Pod) -> bool:
         """Ours in any state, or anyone's that holds resources on a node."""
@@ -212,6 +249,7 @@ class ClusterCache:
             self._changed(matters=self._matters(old, None))
 
     def remove_pod(self, uid: str) -> None:
+        self._unstamp("pods", uid)
         self._assumed.pop(uid, None)
         self._track(uid, None)
         old = self._pods.pop(uid, None)
@@ -252,6 +290,7 @@ class ClusterCache:
         self._put(self._nodes, node.name, node, kind="nodes")
 
     def remove_node(self, name: str) -> None:
+        self._unstamp("nodes", name)
         if name in self._nodes:
             self._touch(name)
         self._drop(self._nodes, name)
@@ -264,6 +303,7 @@ class ClusterCache:
         self._put(self._podgroups, podgroup.key, podgroup, kind="podgroups")
 
     def remove_podgroup(self, key: GangKey) -> None:
+        self._unstamp("podgroups", str(key))
         self._touched.add(key)
         self._drop(self._podgroups, key)
 
@@ -275,6 +315,7 @@ class ClusterCache:
         self._put(self._classes, priority_class.name, priority_class, kind="priorityclasses")
 
     def remove_priority_class(self, name: str) -> None:
+        self._unstamp("priorityclasses", name)
         self._everything |= name in self._classes
         self._drop(self._classes, name)
 

@@ -10,16 +10,23 @@ from __future__ import annotations
 
 import json
 import ssl
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import tenacity
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+_MAX_BACKOFF = 5.0
+# 0.2 s doubling up to 5 s, with jitter so that retries of many writes do not march in step.
+_BACKOFF = tenacity.wait_exponential(multiplier=0.2, max=_MAX_BACKOFF) + tenacity.wait_random(
+    0, 0.2
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,17 +72,71 @@ def load_credentials(kubeconfig: str | None) -> Credentials:
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, reason: str, message: str) -> None:
-        super().__init__(f"{status} {reason}: {message}")
+    """Any failed API call, whatever failed: the server's answer (``status`` >= 400), or no
+    answer at all (``status`` 0: refused, reset, disconnected, a payload cut short, a
+    timeout). Callers handle one type, so no failure can slip past them."""
+
+    def __init__(
+        self, status: int, reason: str, message: str, *, retry_after: float | None = None
+    ) -> None:
+        super().__init__(f"{status} {reason}: {message}" if status else f"{reason}: {message}")
         self.status = status
         self.reason = reason
         self.message = message
+        self.retry_after = retry_after
+
+    @property
+    def transient(self) -> bool:
+        """Worth trying again as it is: no answer, too many requests, a server error."""
+        return self.status in {0, 429} or self.status >= 500
+
+    @property
+    def unsure(self) -> bool:
+        """The request may have been carried out although it failed (no answer, or the
+        server gave up waiting for etcd): a write must be checked, not assumed lost."""
+        return self.status == 0 or self.status >= 500
+
+
+def _unreachable(error: BaseException) -> ApiError:
+    return ApiError(0, "Unavailable", f"{type(error).__name__}: {error}")
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return max(float(value), 0.0) if value else None
+    except ValueError:
+        return None
+
+
+class Reachability:
+    """Whether the API server answers: since when every call has failed (None while the
+    last call got an answer). /healthz fails once that lasts too long."""
+
+    def __init__(self, *, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self.failing_since: float | None = None
+
+    def answered(self) -> None:
+        self.failing_since = None
+
+    def failed(self) -> None:
+        if self.failing_since is None:
+            self.failing_since = self._clock()
+
+    def unreachable_for(self) -> float:
+        return 0.0 if self.failing_since is None else self._clock() - self.failing_since
 
 
 class ApiClient:
     """JSON over HTTPS to one API server, with a bounded connection pool."""
 
-    def __init__(self, credentials: Credentials, *, connections: int = 64) -> None:
+    def __init__(
+        self,
+        credentials: Credentials,
+        *,
+        connections: int = 64,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._credentials = credentials
         context: ssl.SSLContext | bool
         if credentials.verify:
@@ -90,6 +151,7 @@ class ApiClient:
             timeout=aiohttp.ClientTimeout(total=30),
             json_serialize=json.dumps,
         )
+        self.health = Reachability(clock=clock)
 
     async def close(self) -> None:
         await self._session.close()
@@ -102,23 +164,64 @@ class ApiClient:
         body: object = None,
         content_type: str = "application/json",
         accept: str = "application/json",
+        retries: int = 0,
+    ) -> dict[str, Any]:
+        """One call; with ``retries``, transient failures are tried again after a jittered
+        exponential backoff (longer if the server says Retry-After). Only for calls that
+        are safe to repeat. Raises ApiError and nothing else."""
+        if not retries:
+            return await self._once(method, path, body, content_type=content_type, accept=accept)
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            error = state.outcome.exception() if state.outcome else None
+            backoff = _BACKOFF(state)
+            if isinstance(error, ApiError) and error.retry_after is not None:
+                return max(backoff, min(error.retry_after, _MAX_BACKOFF))
+            return backoff
+
+        retrying = tenacity.AsyncRetrying(
+            stop=tenacity.stop_after_attempt(retries + 1),
+            wait=wait,
+            retry=tenacity.retry_if_exception(lambda e: isinstance(e, ApiError) and e.transient),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                return await self._once(
+                    method, path, body, content_type=content_type, accept=accept
+                )
+        raise AssertionError("unreachable: tenacity reraises the last error")
+
+    async def _once(
+        self, method: str, path: str, body: object, *, content_type: str, accept: str
     ) -> dict[str, Any]:
         headers = self._headers(content_type)
         headers["Accept"] = accept
         data = None if body is None else json.dumps(body)
-        async with self._session.request(method, path, data=data, headers=headers) as response:
-            text = await response.text()
-            try:
-                payload = json.loads(text) if text else {}
-            except json.JSONDecodeError:
-                payload = {"message": text}
-            if response.status >= 400:
-                raise ApiError(
-                    response.status,
-                    str(payload.get("reason") or response.reason),
-                    str(payload.get("message") or text),
-                )
-            return payload
+        try:
+            async with self._session.request(method, path, data=data, headers=headers) as response:
+                text = await response.text()
+        except (aiohttp.ClientError, TimeoutError, OSError, UnicodeDecodeError) as error:
+            self.health.failed()
+            raise _unreachable(error) from error
+        if response.status >= 500:
+            self.health.failed()
+        else:
+            self.health.answered()
+        try:
+            payload = json.loads(text) if text else {}
+        except json.JSONDecodeError:
+            payload = {"message": text}
+        if not isinstance(payload, dict):
+            payload = {"message": text}
+        if response.status >= 400:
+            raise ApiError(
+                response.status,
+                str(payload.get("reason") or response.reason),
+                str(payload.get("message") or text),
+                retry_after=_retry_after(response.headers.get("Retry-After")),
+            )
+        return payload
 
     def _headers(self, content_type: str = "application/json") -> dict[str, str]:
         headers = {"Content-Type": content_type, "Accept": "application/json"}
@@ -128,19 +231,27 @@ class ApiClient:
         return headers
 
     async def stream(self, path: str) -> AsyncIterator[dict[str, Any]]:
-        """The JSON objects of a watch, one per line, until the server ends it."""
+        """The JSON objects of a watch, one per line, until the server ends it. Raises
+        ApiError (a line that is not JSON included) and nothing else."""
         timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
-        async with self._session.get(path, headers=self._headers(), timeout=timeout) as response:
-            if response.status >= 400:
-                raise ApiError(response.status, response.reason or "", await response.text())
-            async for line in response.content:
-                if line.strip():
-                    yield json.loads(line)
+        try:
+            async with self._session.get(
+                path, headers=self._headers(), timeout=timeout
+            ) as response:
+                if response.status >= 400:
+                    raise ApiError(response.status, response.reason or "", await response.text())
+                self.health.answered()
+                async for line in response.content:
+                    if line.strip():
+                        yield json.loads(line)
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as error:
+            self.health.failed()
+            raise _unreachable(error) from error
 
-    async def post(self, path: str, body: object) -> dict[str, Any]:
-        return await self.request("POST", path, body=body)
+    async def post(self, path: str, body: object, *, retries: int = 0) -> dict[str, Any]:
+        return await self.request("POST", path, body=body, retries=retries)
 
-    async def merge_patch(self, path: str, body: object) -> dict[str, Any]:
+    async def merge_patch(self, path: str, body: object, *, retries: int = 0) -> dict[str, Any]:
         return await self.request(
-            "PATCH", path, body=body, content_type="application/merge-patch+json"
+            "PATCH", path, body=body, content_type="application/merge-patch+json", retries=retries
         )

@@ -50,6 +50,7 @@ class Binder:
         poke: Callable[[], None] = lambda: None,
         clock: Callable[[], float] = time.time,
         on_bound: Callable[[GangBinding, float], Awaitable[None]] | None = None,
+        fence: Callable[[], bool] = lambda: True,
     ) -> None:
         self._api = api
         self._cache = cache
@@ -62,6 +63,8 @@ class Binder:
         # Write-back once a topology-placed gang is bound: given the gang and the seconds
         # the pass that placed it took.
         self._on_bound = on_bound
+        # True while this replica may bind (it holds the leader Lease, or runs alone).
+        self._fence = fence
         self.in_flight = 0
 
     def assume(self, group: GroupBinding) -> None:
@@ -70,6 +73,29 @@ class Binder:
             self._cache.assume(binding.pod, binding.node)
 
     async def apply(self, group: GroupBinding, *, pass_seconds: float = 0.0) -> None:
+        """Bind the group; never raises. Whatever goes wrong, nothing stays assumed that was
+        not bound: an exception of ours, or a cancellation (the Lease lost, a shutdown),
+        forgets every binding not known to have landed."""
+        bound: set[Binding] = set()
+        try:
+            await self._apply(group, bound, pass_seconds=pass_seconds)
+        except asyncio.CancelledError:
+            self._forget_unbound(group, bound)
+            raise
+        except Exception:
+            log.exception("binding a GangGroup failed unexpectedly; its pods go again")
+            self._metrics.background_errors.labels(worker="binder").inc()
+            self._forget_unbound(group, bound)
+
+    def _forget_unbound(self, group: GroupBinding, bound: set[Binding]) -> None:
+        for binding in group.bindings:
+            if binding not in bound:
+                self._cache.forget(binding.pod)
+        self._poke()
+
+    async def _apply(
+        self, group: GroupBinding, bound: set[Binding], *, pass_seconds: float
+    ) -> None:
         bindings = group.bindings
         if not bindings:
             return
@@ -80,12 +106,15 @@ class Binder:
             if error is not None:
                 self._first_bind_failed(group, error)
                 return
+            bound.add(first)
             bindings = rest
         results = await asyncio.gather(*(self._bind(b) for b in bindings))
         for binding, error in zip(bindings, results, strict=True):
             if error is not None:
                 failed.add(binding)
                 self._forget(binding, f"binding {binding.pod} to {binding.node} failed: {error}")
+            else:
+                bound.add(binding)
         if not group.all_or_nothing:
             return
         for gang_binding in group.gangs:
@@ -112,12 +141,17 @@ class Binder:
         unsure = False  # the request may have landed although no answer came back
         try:
             async with self._slots:
-                await self._api.post(
-                    f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}/binding", body
-                )
+                # Fencing: checked after the wait for a slot, right before the request. A
+                # replica that is not sure it still holds the Lease sends nothing.
+                if not self._fence():
+                    failure = "this replica no longer holds the leader Lease; nothing sent"
+                else:
+                    await self._api.post(
+                        f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}/binding", body
+                    )
         except ApiError as error:
-            failure = error.message or error.reason
-        except Exception as error:  # reset, disconnected, payload error, timeout: any of them
+            failure, unsure = error.message or error.reason, error.unsure
+        except Exception as error:  # a bug of ours or of a library: the bind may have gone
             failure, unsure = f"{type(error).__name__}: {error}", True
         finally:
             self.in_flight -= 1

@@ -4,8 +4,15 @@ The same protocol as client-go's leaderelection: the holder renews the Lease eve
 seconds; a candidate takes it over once it has seen the same record, unchanged, for longer
 than the lease duration. Expiry is judged by *our* clock since *we* last saw the record
 change, never by comparing our clock with the holder's, so clock skew cannot hand out two
-leases. A leader that cannot renew before its lease runs out stops being leader, and the
-process exits, so the standby (which kept its cache warm all along) takes over.
+leases.
+
+Fencing: the leader counts its lease from the moment it *sent* the renewal that succeeded
+(the standby cannot have seen that record earlier), and considers itself leader only until
+that moment plus the lease duration minus a margin. ``held()`` says so, and the binder asks
+it right before every bind. The renew deadline is a timer, not a check after a failure: a
+renewal that hangs is cut off at the deadline, and leadership is lost then. A replica frozen
+(SIGSTOP, a long GC, a paused VM) past its deadline finds ``held()`` false the moment it
+runs again, before it can send anything.
 """
 
 from __future__ import annotations
@@ -103,44 +110,71 @@ class LeaderElector:
             raise
         return True
 
+    def held(self) -> bool:
+        """Whether we may act as leader now: before the renew deadline of our lease."""
+        return time.monotonic() < self._deadline()
+
+    def _deadline(self) -> float:
+        return self._renewed_at + self.lease_seconds - self.retry_seconds
+
+    def _until_deadline(self, at_most: float) -> float:
+        return max(min(at_most, self._deadline() - time.monotonic()), 0.0)
+
     async def acquire(self) -> None:
         """Wait until we are leader."""
         log.info("waiting to become leader", lease=f"{self.namespace}/{self.name}")
         while True:
+            sent = time.monotonic()
             try:
-                if await self._try():
-                    self._renewed_at = time.monotonic()
-                    log.info("became leader", lease=f"{self.namespace}/{self.name}")
-                    return
-            except (ApiError, OSError, TimeoutError) as error:
+                async with asyncio.timeout(self.lease_seconds):
+                    if await self._try():
+                        self._renewed_at = sent
+                        log.info("became leader", lease=f"{self.namespace}/{self.name}")
+                        return
+            except Exception as error:  # ApiError, a timeout, or a malformed Lease
                 log.warning("leader election attempt failed", error=str(error))
             await asyncio.sleep(self.retry_seconds)
 
     async def release(self) -> None:
         """On a clean shutdown: hand the lease back, so a standby need not wait it out."""
         try:
-            lease = await self.api.request("GET", self._path)
-            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
-                return
-            lease["spec"]["holderIdentity"] = ""
-            await self.api.request("PUT", self._path, body=lease)
+            async with asyncio.timeout(self.retry_seconds * 2):
+                lease = await self.api.request("GET", self._path)
+                if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                    return
+                lease["spec"]["holderIdentity"] = ""
+                await self.api.request("PUT", self._path, body=lease)
             log.info("released the lease", lease=f"{self.namespace}/{self.name}")
-        except (ApiError, OSError, TimeoutError) as error:
+        except Exception as error:
             log.warning("could not release the lease", error=str(error))
 
     async def keep(self) -> None:
-        """Renew until we cannot; then raise LostLeadership."""
+        """Renew until we cannot; then raise LostLeadership. Every attempt is cut off at
+        the renew deadline, so the loss is noticed on time even if a request hangs."""
         while True:
-            await asyncio.sleep(self.renew_seconds)
-            try:
-                if await self._try():
-                    self._renewed_at = time.monotonic()
+            await asyncio.sleep(
+                max(min(self.renew_seconds, self._deadline() - time.monotonic()), 0)
+            )
+            while True:
+                remaining = self._deadline() - time.monotonic()
+                if remaining <= 0:
+                    raise LostLeadership(
+                        f"lease {self.namespace}/{self.name} not renewed by its deadline"
+                    )
+                sent = time.monotonic()
+                try:
+                    async with asyncio.timeout(remaining):
+                        renewed = await self._try()
+                except TimeoutError:
+                    continue  # the deadline passed: said above
+                except Exception as error:  # ApiError or a malformed Lease: try again
+                    log.warning("lease renewal failed", error=str(error))
+                    await asyncio.sleep(self._until_deadline(self.retry_seconds))
                     continue
-                raise LostLeadership(f"lease {self.namespace}/{self.name} is held by another")
-            except (ApiError, OSError, TimeoutError) as error:
-                log.warning("lease renewal failed", error=str(error))
-            if time.monotonic() - self._renewed_at > self.lease_seconds - self.retry_seconds:
-                raise LostLeadership(f"lease {self.namespace}/{self.name} not renewed in time")
+                if not renewed:
+                    raise LostLeadership(f"lease {self.namespace}/{self.name} is held by another")
+                self._renewed_at = sent
+                break
 
 
 class Leadership:
@@ -161,6 +195,12 @@ class Leadership:
         await self._elector.acquire()
         self._keeper = asyncio.create_task(self._elector.keep(), name="lease keeper")
         self._keeper.add_done_callback(self._done)
+
+    def held(self) -> bool:
+        """Whether this replica may bind now (always, without leader election)."""
+        if self._elector is None:
+            return True
+        return self._keeper is not None and not self.lost and self._elector.held()
 
     def _done(self, task: asyncio.Task[None]) -> None:
         if not task.cancelled() and task.exception() is not None:

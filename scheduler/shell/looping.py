@@ -45,6 +45,7 @@ class SchedulingLoop:
         wake: asyncio.Event,
         sync: Callable[[], Awaitable[None]],
         metrics: Metrics,
+        settled: Callable[[], Awaitable[None]] | None = None,
         batch_seconds: float = 0.02,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -57,6 +58,8 @@ class SchedulingLoop:
         self._clock = clock
         self._wake = wake  # set by watch handlers and by the binder: "run a pass soon"
         self._sync = sync
+        # Awaited before each pass: the cache is whole (no re-list check pending).
+        self._settled = settled
         self._metrics = metrics
         self._tasks: set[asyncio.Task[None]] = set()
         self._topology_notes: tuple[str, ...] = ()  # said once per change
@@ -87,6 +90,8 @@ class SchedulingLoop:
             due = wake_at is not None and self._clock() >= wake_at
             if not (self._cache.dirty or due):
                 continue  # woken by changes no pass can act on (binds confirmed, say)
+            if self._settled is not None:
+                await self._settled()
             started = time.perf_counter()
             try:
                 wake_at = await self.run_pass()

@@ -26,6 +26,8 @@ class Metrics:
     events_dropped: Counter
     loop_lag_seconds: Histogram
     loop_lag_max_seconds: Gauge
+    background_errors: Counter
+    api_unreachable_seconds: Gauge
 
     @classmethod
     def create(cls) -> Metrics:
@@ -86,6 +88,18 @@ class Metrics:
             loop_lag_max_seconds=Gauge(
                 "gang_scheduler_event_loop_lag_max_seconds",
                 "The longest the event loop was blocked since the process started.",
+                registry=registry,
+            ),
+            background_errors=Counter(
+                "gang_scheduler_background_errors_total",
+                "Unexpected errors caught in a background worker (binder, patcher, event "
+                "recorder, lease keeper, watch), which kept running; by worker.",
+                ["worker"],
+                registry=registry,
+            ),
+            api_unreachable_seconds=Gauge(
+                "gang_scheduler_api_unreachable_seconds",
+                "For how long every call to the API server has failed (0 while it answers).",
                 registry=registry,
             ),
         )

@@ -32,12 +32,18 @@ class Patcher:
         concurrency: int = 16,
         clock: Callable[[], float] = time.time,
         retry: Callable[[GangKey], None] = lambda key: None,
+        retry_pod: Callable[[PodRef], None] = lambda ref: None,
+        errored: Callable[[], None] = lambda: None,
+        retries: int = 3,
     ) -> None:
+        self._errored = errored
+        self._retries = retries
         self._api = api
         self._clock = clock
         # A status not written is written by a later pass: this asks for one that looks at
         # the gang again (a settled gang is not looked at unless something of it changes).
         self._retry = retry
+        self._retry_pod = retry_pod
         self._slots = asyncio.Semaphore(concurrency)
         self._sent_status: dict[GangKey, dict] = {}
         self._sent_pods: dict[PodRef, dict] = {}
@@ -51,10 +57,13 @@ class Patcher:
         path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/{name}/status"
         try:
             async with self._slots:
-                await self._api.merge_patch(path, {"status": body})
-        except (TimeoutError, ApiError, OSError) as error:
+                await self._api.merge_patch(path, {"status": body}, retries=self._retries)
+        except Exception as error:
+            if error.__class__ is not ApiError:
+                self._errored()
             self._sent_status.pop(update.gang, None)  # try again on the next pass
-            self._retry(update.gang)
+            if not (isinstance(error, ApiError) and error.status == 404):  # PodGroup deleted
+                self._retry(update.gang)
             log.warning("podgroup status not written", gang=str(update.gang), error=str(error))
 
     async def pod(self, patch: PodPatch) -> None:
@@ -65,13 +74,18 @@ class Patcher:
         ns, name = patch.pod.namespace, patch.pod.name
         try:
             async with self._slots:
-                await self._api.merge_patch(f"/api/v1/namespaces/{ns}/pods/{name}", body)
-        except ApiError as error:
-            if error.status != 404:  # a deleted pod needs no mark
-                self._sent_pods.pop(patch.pod, None)
-                log.warning("pod not annotated", pod=str(patch.pod), error=str(error))
-        except (TimeoutError, OSError) as error:
+                await self._api.merge_patch(
+                    f"/api/v1/namespaces/{ns}/pods/{name}", body, retries=self._retries
+                )
+        except Exception as error:
+            if error.__class__ is not ApiError:
+                self._errored()
+            if isinstance(error, ApiError) and error.status == 404:
+                return  # a deleted pod needs no mark
+            # The next pass that looks at the gang asks again; the PodGroup-less gang of a
+            # pod is touched through its pods' next change, so ask for that pass now.
             self._sent_pods.pop(patch.pod, None)
+            self._retry_pod(patch.pod)
             log.warning("pod not annotated", pod=str(patch.pod), error=str(error))
 
     async def placement(self, gang_binding: GangBinding, pass_seconds: float) -> None:
@@ -133,8 +147,10 @@ class Patcher:
     async def _write(self, path: str, body: dict, *, what: str, gang: str) -> None:
         try:
             async with self._slots:
-                await self._api.merge_patch(path, body)
-        except (TimeoutError, ApiError, OSError) as error:
+                await self._api.merge_patch(path, body, retries=self._retries)
+        except Exception as error:
+            if error.__class__ is not ApiError:
+                self._errored()
             log.warning("placement not written back", gang=gang, object=what, error=str(error))
 
 

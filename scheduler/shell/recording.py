@@ -35,8 +35,12 @@ class EventRecorder:
         backlog: int = 10_000,
         busy: Callable[[], bool] = lambda: False,
         dropped: Callable[[], None] = lambda: None,
+        errored: Callable[[], None] = lambda: None,
+        retries: int = 3,
     ) -> None:
         self._on_drop = dropped
+        self._on_error = errored
+        self._retries = retries
         # ``busy`` says binds are in flight: events wait, so that a burst of binds has the
         # API server to itself; they are posted as soon as it is over.
         self._busy = busy
@@ -85,19 +89,29 @@ class EventRecorder:
         ns = event.regarding.namespace
         try:
             await self._api.post(
-                f"/api/v1/namespaces/{ns}/events", self.body(event, now=time.time())
+                f"/api/v1/namespaces/{ns}/events",
+                self.body(event, now=time.time()),
+                retries=self._retries,
             )
             self.posted += 1
-        except (ApiError, OSError, TimeoutError) as error:
+        except ApiError as error:
+            if error.status == 409:  # an earlier try landed after all: same name, posted
+                self.posted += 1
+                return
             log.warning("event not recorded", reason=event.reason, error=str(error))
 
     async def _work(self) -> None:
+        """One worker, forever: no failure of one event ends it (or, through ``run``'s
+        gather, the others)."""
         while True:
             event = await self._queue.get()
-            while self._busy():
-                await asyncio.sleep(0.05)
             try:
+                while self._busy():
+                    await asyncio.sleep(0.05)
                 await self._post(event)
+            except Exception:
+                log.exception("event not recorded", reason=event.reason)
+                self._on_error()
             finally:
                 self._queue.task_done()
 

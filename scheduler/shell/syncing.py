@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 
 from scheduler.cache.cluster import ClusterCache
+from scheduler.model.pods import GangKey
 from scheduler.shell.api import ApiClient, ApiError
 
 log = structlog.get_logger()
@@ -97,3 +99,88 @@ async def wait_until_synced(
         objects=len(expected),
         seconds=round(time.monotonic() - started, 2),
     )
+
+
+def _remove(cache: ClusterCache, kind: str, key: str) -> None:
+    if kind == "pods":
+        cache.remove_pod(key)
+    elif kind == "nodes":
+        cache.remove_node(key)
+    elif kind == "podgroups":
+        namespace, name = key.split("/", 1)
+        cache.remove_podgroup(GangKey(namespace, name))
+    elif kind == "priorityclasses":
+        cache.remove_priority_class(key)
+
+
+async def remove_vanished(api: ApiClient, cache: ClusterCache, kind: str) -> list[str]:
+    """After a watch re-listed ``kind`` (its resourceVersion expired, or the API server
+    restarted), drop from the cache whatever was deleted while no watch was there: a
+    re-list delivers what exists, never a DELETED for what does not any more. Returns the
+    keys removed."""
+    since = cache.delivered
+    listed = {_key(kind, item) for item in await list_objects(api, kind, metadata_only=True)}
+    gone = cache.vanished(kind, listed, since=since)
+    for key in gone:
+        _remove(cache, kind, key)
+    if gone:
+        log.info(
+            "removed what vanished while the watch was away",
+            kind=kind,
+            count=len(gone),
+            examples=gone[:5],
+        )
+    return gone
+
+
+class Relisting:
+    """Runs ``remove_vanished`` for a kind whenever a watch re-lists it after the first
+    sync, one check per kind at a time, retried until it gets through."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        cache: ClusterCache,
+        *,
+        poke: Callable[[], None],
+        errored: Callable[[], None] = lambda: None,
+        settle_seconds: float = 0.5,
+        retry_seconds: float = 2.0,
+    ) -> None:
+        self._api = api
+        self._cache = cache
+        self._poke = poke
+        self._errored = errored
+        self._settle_seconds = settle_seconds
+        self._retry_seconds = retry_seconds
+        self._checks: dict[str, asyncio.Task[None]] = {}
+
+    def relisted(self, kind: str) -> None:
+        """An object of ``kind`` came from a LIST: check once the listing has landed."""
+        if not self._cache.synced or (kind in self._checks and not self._checks[kind].done()):
+            return
+        self._checks[kind] = asyncio.create_task(self._check(kind), name=f"re-list {kind}")
+
+    async def _check(self, kind: str) -> None:
+        await asyncio.sleep(self._settle_seconds)  # let the listing land first: less to drop
+        while True:
+            try:
+                if await remove_vanished(self._api, self._cache, kind):
+                    self._poke()
+                return
+            except Exception as error:  # ApiError, or a bug: the check must happen anyway
+                if not isinstance(error, ApiError):
+                    self._errored()
+                log.warning("re-list check failed; trying again", kind=kind, error=str(error))
+                await asyncio.sleep(self._retry_seconds)
+
+    async def settled(self) -> None:
+        """Wait until no check is pending: a pass on a cache that may still hold deleted
+        nodes or pods would place members on nodes that are gone."""
+        while pending := [t for t in self._checks.values() if not t.done()]:
+            await asyncio.wait(pending)
+
+    async def close(self) -> None:
+        for task in self._checks.values():
+            task.cancel()
+        await asyncio.gather(*self._checks.values(), return_exceptions=True)

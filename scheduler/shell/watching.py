@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
-import aiohttp
 import structlog
 
 from scheduler.shell.api import ApiClient, ApiError
@@ -35,7 +34,9 @@ class LabelWatch:
         on_event: OnEvent,
         retry_seconds: float = 2.0,
         timeout_seconds: int = 300,
+        errored: Callable[[], None] = lambda: None,
     ) -> None:
+        self._errored = errored
         self._api = api
         self._path = path
         self._selector = quote(selector)
@@ -49,7 +50,9 @@ class LabelWatch:
             try:
                 version = await self._list()
                 await self._watch(version)
-            except (ApiError, aiohttp.ClientError, TimeoutError, OSError, ValueError) as error:
+            except Exception as error:  # ApiError, or a bug: the watch must go on either way
+                if not isinstance(error, ApiError):
+                    self._errored()
                 log.warning(
                     "watch ended; listing again",
                     path=self._path,

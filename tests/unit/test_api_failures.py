@@ -1,0 +1,234 @@
+"""Every way an API call can fail reaches the caller as one ApiError, and the Lease is lost
+on time when renewals hang. Against real sockets on localhost that misbehave on purpose
+(a server that answers 429, 500 or 410, cuts a body short, hangs up, or never answers)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+from aiohttp import web
+
+from scheduler.shell.api import ApiClient, ApiError, Credentials
+from scheduler.shell.electing import LeaderElector, LostLeadership
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@asynccontextmanager
+async def server(handler: Handler) -> AsyncIterator[ApiClient]:
+    """An HTTP server on a free port answering every request with ``handler``, and a
+    client for it."""
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    api = ApiClient(Credentials(server=f"http://127.0.0.1:{port}", verify=False))
+    try:
+        yield api
+    finally:
+        await api.close()
+        await runner.cleanup()
+
+
+@asynccontextmanager
+async def raw_server(
+    on_connect: Callable[[socket.socket], Awaitable[None]],
+) -> AsyncIterator[ApiClient]:
+    """A TCP server that does ``on_connect`` with each connection (no HTTP at all)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.setblocking(False)
+    loop = asyncio.get_running_loop()
+    held: list[socket.socket] = []
+    tasks: list[asyncio.Task[None]] = []
+
+    async def accept() -> None:
+        while True:
+            conn, _ = await loop.sock_accept(listener)
+            conn.setblocking(False)
+            held.append(conn)
+            tasks.append(asyncio.create_task(on_connect(conn)))
+
+    acceptor = asyncio.create_task(accept())
+    port = listener.getsockname()[1]
+    api = ApiClient(Credentials(server=f"http://127.0.0.1:{port}", verify=False))
+    try:
+        yield api
+    finally:
+        acceptor.cancel()
+        for task in tasks:
+            task.cancel()
+        await api.close()
+        for conn in held:
+            conn.close()
+        listener.close()
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(coro: Awaitable[object]) -> object:
+    return asyncio.run(asyncio.wait_for(coro, 30))  # type: ignore[arg-type]
+
+
+def test_refused_connection_is_an_api_error_with_no_status_that_may_have_landed() -> None:
+    async def scenario() -> ApiError:
+        api = ApiClient(Credentials(server=f"http://127.0.0.1:{closed_port()}", verify=False))
+        try:
+            with pytest.raises(ApiError) as caught:
+                await api.post("/api/v1/namespaces/ns/pods/p/binding", {})
+            assert api.health.failing_since is not None
+            return caught.value
+        finally:
+            await api.close()
+
+    error = run(scenario())
+    assert isinstance(error, ApiError)
+    assert (error.status, error.transient, error.unsure) == (0, True, True)
+
+
+def test_server_that_hangs_up_mid_answer_is_an_api_error() -> None:
+    async def hang_up(conn: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        await loop.sock_recv(conn, 65536)
+        await loop.sock_sendall(conn, b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"kind":')
+        conn.close()
+
+    async def scenario() -> ApiError:
+        async with raw_server(hang_up) as api:
+            with pytest.raises(ApiError) as caught:
+                await api.request("GET", "/version")
+            return caught.value
+
+    error = run(scenario())
+    assert isinstance(error, ApiError)
+    assert error.status == 0
+    assert "Payload" in error.message or "Disconnected" in error.message
+
+
+def test_throttled_call_is_retried_after_the_servers_retry_after() -> None:
+    answers = [429, 429, 200]
+    seen: list[float] = []
+
+    async def throttle(request: web.Request) -> web.Response:
+        seen.append(time.monotonic())
+        status = answers.pop(0)
+        if status == 429:
+            return web.json_response(
+                {"reason": "TooManyRequests", "message": "slow down"},
+                status=429,
+                headers={"Retry-After": "1"},
+            )
+        return web.json_response({"ok": True})
+
+    async def scenario() -> dict:
+        async with server(throttle) as api:
+            return await api.merge_patch("/api/v1/namespaces/ns/pods/p", {}, retries=3)
+
+    assert run(scenario()) == {"ok": True}
+    assert len(seen) == 3
+    assert seen[1] - seen[0] >= 0.95  # waited as the server asked, not the 0.2 s backoff
+
+
+def test_rejection_is_not_retried_and_says_the_servers_words() -> None:
+    calls = 0
+
+    async def reject(request: web.Request) -> web.Response:
+        nonlocal calls
+        calls += 1
+        return web.json_response(
+            {"reason": "Conflict", "message": 'pod "p" is already assigned to node "n0"'},
+            status=409,
+        )
+
+    async def scenario() -> ApiError:
+        async with server(reject) as api:
+            with pytest.raises(ApiError) as caught:
+                await api.post("/x", {}, retries=5)
+            return caught.value
+
+    error = run(scenario())
+    assert isinstance(error, ApiError)
+    assert calls == 1
+    assert (error.status, error.transient, error.unsure) == (409, False, False)
+    assert error.message == 'pod "p" is already assigned to node "n0"'
+
+
+def test_server_error_is_retried_then_surfaces_as_unsure() -> None:
+    calls = 0
+
+    async def broken(request: web.Request) -> web.Response:
+        nonlocal calls
+        calls += 1
+        return web.Response(status=500, text="etcdserver: request timed out")
+
+    async def scenario() -> ApiError:
+        async with server(broken) as api:
+            with pytest.raises(ApiError) as caught:
+                await api.post("/x", {}, retries=2)
+            assert api.health.failing_since is not None  # a 5xx is no sign of health
+            return caught.value
+
+    error = run(scenario())
+    assert isinstance(error, ApiError)
+    assert calls == 3
+    assert (error.status, error.unsure) == (500, True)
+    assert "etcdserver: request timed out" in error.message
+
+
+def test_watch_stream_cut_short_is_an_api_error() -> None:
+    async def cut(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await response.write(b'{"type": "ADDED", "object": {}}\n{"type": "MOD')
+        request.transport.close()  # type: ignore[union-attr]
+        return response
+
+    async def scenario() -> tuple[list[dict], ApiError]:
+        got: list[dict] = []
+        async with server(cut) as api:
+            with pytest.raises(ApiError) as caught:
+                async for event in api.stream("/api/v1/configmaps?watch=1"):
+                    got.append(event)
+            return got, caught.value
+
+    got, error = run(scenario())  # type: ignore[misc]
+    assert got == [{"type": "ADDED", "object": {}}]
+    assert error.status == 0
+
+
+def test_leader_whose_renewal_hangs_loses_the_lease_at_its_deadline_not_after() -> None:
+    """A renewal the API server never answers must not hold leadership past the deadline
+    (the request timeout is 30 s; the lease here is 3 s)."""
+
+    async def never_answer(conn: socket.socket) -> None:
+        pass  # accepted, read by nobody, answered never
+
+    async def scenario() -> tuple[float, bool]:
+        async with raw_server(never_answer) as api:
+            elector = LeaderElector(
+                api, namespace="ns", name="lease", identity="me",
+                lease_seconds=3.0, renew_seconds=1.0, retry_seconds=0.5,
+            )  # fmt: skip
+            elector._renewed_at = time.monotonic()  # as if just acquired
+            assert elector.held()
+            started = time.monotonic()
+            with pytest.raises(LostLeadership):
+                await elector.keep()
+            return time.monotonic() - started, elector.held()
+
+    took, held = run(scenario())  # type: ignore[misc]
+    assert took < 3.0  # the deadline is lease (3 s) minus the margin (0.5 s)
+    assert not held
