@@ -527,6 +527,15 @@ def restart(
         raise ClusterError(f"{name} (pid {old.pid}) did not die of signal {sig}")
     time.sleep(down_seconds)
     new = _start(name, Path(old.exe), args, plane.logs)
+    # The dead process's port may be held a moment longer: start again until it binds.
+    for _ in range(40):
+        time.sleep(0.25)
+        if new.alive():
+            break
+        _reap(new.pid)
+        if "address already in use" not in _log_tail(plane.logs / f"{name}.log", lines=3):
+            break
+        new = _start(name, Path(old.exe), args, plane.logs)
     _write_state(
         ControlPlane(
             directory=directory,

@@ -11,12 +11,14 @@ import os
 import signal
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
+import yaml
 
 from e2e import cluster as local_cluster
 from e2e.fixtures import Cluster, ClusterAccess, SchedulerProcess, own_control_plane, wait_for
@@ -129,6 +131,63 @@ def _pid_of(plane: ClusterAccess, name: str) -> int:
     state = local_cluster.read_state(plane.kubeconfig.parent)
     assert state is not None
     return next(p.pid for p in state.processes if p.name == name and p.alive())
+
+
+def test_deletions_hidden_by_an_expired_watch_are_dropped_after_the_relist(
+    plane: ClusterAccess, cluster: Cluster
+) -> None:
+    """The network between the scheduler and the API server breaks; meanwhile a node and a
+    pod are deleted, the API server restarts and etcd compacts its history, so no DELETED
+    event can ever reach the scheduler: its watches resume into 410 Gone and re-list. The
+    re-list must drop both, or a gang lands on a node that is gone and another waits forever
+    for capacity a deleted pod held."""
+    from e2e.proxy import Proxy  # noqa: PLC0415
+    from e2e.test_incarnations import occupy  # noqa: PLC0415
+
+    kept, doomed = cluster.nodes(2, cpu="4")
+    blocker = occupy(cluster, kept, cpu="4")
+    config = yaml.safe_load(plane.kubeconfig.read_text())
+    server = urllib.parse.urlsplit(config["clusters"][0]["cluster"]["server"])
+    proxy = Proxy((server.hostname or "127.0.0.1", server.port or 443))
+    logs = plane.kubeconfig.parent / "logs"
+    name = f"hidden-{uuid.uuid4().hex[:4]}"
+    scheduler = SchedulerProcess(
+        kubeconfig=proxy.kubeconfig(plane.kubeconfig, logs / f"{name}.kubeconfig"),
+        log=logs / f"scheduler-{name}.log",
+        name=name,
+    ).start()
+    try:
+        wait_for(lambda: "cache synced" in scheduler.log.read_text(), timeout=30, what="a sync")
+        proxy.cut()
+        try:
+            cluster.access.kubectl("delete", "node", doomed)
+            cluster.access.kubectl("delete", "pod", blocker, "-n", cluster.namespace)
+            local_cluster.restart(plane.kubeconfig.parent, "kube-apiserver")
+            local_cluster.compact_etcd(plane.kubeconfig.parent)  # the history is gone too
+        finally:
+            proxy.restore()
+        wait_for(
+            lambda: "removed what vanished" in scheduler.log.read_text(),
+            timeout=60,
+            what="the scheduler to drop what the re-list no longer shows",
+        )
+        removed = [
+            line for line in scheduler.log.read_text().splitlines() if "removed what" in line
+        ]
+        assert any(doomed in line for line in removed), removed
+        pair = cluster.gang(
+            "pair", 2, scheduler=name, annotations=_koord("pair", 2), requests={"cpu": "3"}
+        )
+        solo = cluster.gang(
+            "solo", 1, scheduler=name, annotations=_koord("solo", 1), requests={"cpu": "4"}
+        )
+        wait_for(lambda: cluster.bound() >= solo, timeout=30, what="solo bound on the freed node")
+        assert cluster.placements()["solo-0"] == kept
+        assert not cluster.bound() & pair, "a member of pair was bound to the deleted node"
+        scheduler.assert_alive()
+    finally:
+        scheduler.stop()
+        proxy.close()
 
 
 def _holder(cluster: Cluster, lease: str) -> str:

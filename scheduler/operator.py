@@ -83,6 +83,11 @@ class _NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
+# How often every kind is checked against a fresh LIST anyway: a watch that expired and
+# re-listed a kind that has nothing left delivers no event that could trigger the check.
+RELIST_BACKSTOP_SECONDS = 300.0
+
+
 class _Forever:
     """Retry delays without end (kopf iterates them afresh for every request)."""
 
@@ -315,6 +320,7 @@ async def run_operator(
     relisting = Relisting(
         api, cache, poke=wake.set, errored=metrics.background_errors.labels(worker="resync").inc
     )
+    api.health.on_recovered = relisting.everything
 
     loop = SchedulingLoop(
         cache=cache,
@@ -340,6 +346,7 @@ async def run_operator(
             keep_watch(api, metrics=metrics, watches=_kopf_watches, on_fatal=lose),
             name="health",
         ),
+        asyncio.create_task(relisting.every(RELIST_BACKSTOP_SECONDS), name="re-list backstop"),
     ]
 
     async def shutdown() -> None:

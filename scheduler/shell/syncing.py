@@ -101,6 +101,10 @@ async def wait_until_synced(
     )
 
 
+# The kinds kopf watches for the cache (the ConfigMaps' own watch re-lists correctly).
+KINDS = ("pods", "nodes", "podgroups", "priorityclasses")
+
+
 def _remove(cache: ClusterCache, kind: str, key: str) -> None:
     if kind == "pods":
         cache.remove_pod(key)
@@ -121,6 +125,7 @@ async def remove_vanished(api: ApiClient, cache: ClusterCache, kind: str) -> lis
     since = cache.delivered
     listed = {_key(kind, item) for item in await list_objects(api, kind, metadata_only=True)}
     gone = cache.vanished(kind, listed, since=since)
+    log.debug("re-list checked", kind=kind, listed=len(listed), vanished=len(gone))
     for key in gone:
         _remove(cache, kind, key)
     if gone:
@@ -154,6 +159,19 @@ class Relisting:
         self._settle_seconds = settle_seconds
         self._retry_seconds = retry_seconds
         self._checks: dict[str, asyncio.Task[None]] = {}
+
+    def everything(self) -> None:
+        """Check every kind: the API server was unreachable for a while (the watches were
+        cut, and a re-list of a kind with nothing left in it delivers no object at all,
+        so ``relisted`` would never be called), or the periodic backstop."""
+        for kind in KINDS:
+            self.relisted(kind)
+
+    async def every(self, seconds: float) -> None:
+        """The backstop, forever: a check of every kind every ``seconds``."""
+        while True:
+            await asyncio.sleep(seconds)
+            self.everything()
 
     def relisted(self, kind: str) -> None:
         """An object of ``kind`` came from a LIST: check once the listing has landed."""

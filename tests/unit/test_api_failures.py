@@ -198,10 +198,14 @@ def test_watch_stream_cut_short_is_an_api_error() -> None:
 
     async def scenario() -> tuple[list[dict], ApiError]:
         got: list[dict] = []
+
+        async def collect(api: ApiClient) -> None:
+            async for event in api.stream("/api/v1/configmaps?watch=1"):
+                got.append(event)
+
         async with server(cut) as api:
             with pytest.raises(ApiError) as caught:
-                async for event in api.stream("/api/v1/configmaps?watch=1"):
-                    got.append(event)
+                await collect(api)
             return got, caught.value
 
     got, error = run(scenario())  # type: ignore[misc]
