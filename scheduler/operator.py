@@ -36,7 +36,7 @@ from scheduler.shell.binding import Binder
 from scheduler.shell.clocks import SteadyClock
 from scheduler.shell.configmaps import apply_configmap
 from scheduler.shell.electing import LeaderElector, Leadership
-from scheduler.shell.health import Health, keep_watch
+from scheduler.shell.health import Health, Unhealthy, keep_watch
 from scheduler.shell.looping import SchedulingLoop, measure_lag
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
@@ -86,6 +86,8 @@ class _NoDiffBase(kopf.DiffBaseStorage):
 # How often every kind is checked against a fresh LIST anyway: a watch that expired and
 # re-listed a kind that has nothing left delivers no event that could trigger the check.
 RELIST_BACKSTOP_SECONDS = 300.0
+# A first sync that takes longer means some watch never started: exit to be restarted.
+SYNC_LIMIT_SECONDS = 60.0
 
 
 class _Forever:
@@ -245,7 +247,7 @@ def _configmap_watches(
     ]
 
 
-async def run_operator(
+async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one place)
     *,
     credentials: Credentials,
     config: Config,
@@ -313,9 +315,22 @@ async def run_operator(
         fence=leadership.held,
     )
 
-    async def lead_then_sync() -> None:
+    async def sync_then_lead() -> None:
+        """Sync first: a replica whose watches never deliver must not hold the Lease (the
+        standby could not take over). kopf resolves the kinds it watches once; started
+        while the API server is coming up, it may never watch some: exit, be restarted."""
+        try:
+            async with asyncio.timeout(SYNC_LIMIT_SECONDS):
+                await wait_until_synced(api, cache)
+        except TimeoutError:
+            lose(
+                Unhealthy(
+                    f"the watches did not deliver the cluster within {SYNC_LIMIT_SECONDS:.0f}s "
+                    "(started while the API server was unavailable?)"
+                )
+            )
+            raise
         await leadership.acquire()
-        await wait_until_synced(api, cache)
 
     relisting = Relisting(
         api, cache, poke=wake.set, errored=metrics.background_errors.labels(worker="resync").inc
@@ -329,7 +344,7 @@ async def run_operator(
         patcher=patcher,
         recorder=recorder,
         wake=wake,
-        sync=lead_then_sync,
+        sync=sync_then_lead,
         settled=relisting.settled,
         metrics=metrics,
         clock=clock,
