@@ -9,7 +9,7 @@ KUBECTL = KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k podgroup -x"`.
 PYTEST_ARGS ?=
 
-.PHONY: help setup binaries lint format test test-unit bench cluster-up cluster-down demo e2e-kind clean
+.PHONY: help setup binaries lint format test test-unit fuzz bench chaos cluster-up cluster-down demo e2e-kind clean
 
 help:
 	@echo "make demo          start the local control plane with fake GPU nodes, and say how to use it"
@@ -17,7 +17,9 @@ help:
 	@echo "make lint          ruff and import-linter"
 	@echo "make cluster-up    start the local control plane in $(CLUSTER_DIR)/"
 	@echo "make cluster-down  stop it and remove its state"
+	@echo "make fuzz          every codec fuzzed with hostile input, FUZZ_EXAMPLES in all (100000)"
 	@echo "make bench         measure scheduling throughput against the bind ceiling"
+	@echo "make chaos         random faults against the scheduler, invariants checked (CHAOS_RUNS=200)"
 	@echo "make e2e-kind      the e2e suite on a kind cluster, scheduler deployed (needs Docker)"
 	@echo "make setup         create $(VENV) with the project and its dev tools"
 	@echo "make binaries      build (or find cached) kube-apiserver, etcd, kubectl and kwok"
@@ -54,8 +56,26 @@ bench: setup binaries
 	$(PY) -m bench.pass
 	$(PY) -m bench.run $(BENCH_ARGS)
 
+# Fault injection: CHAOS_RUNS seeded runs (run i has seed CHAOS_SEED+i) of random workloads
+# and faults on a control plane of its own (.cluster-chaos/); figures and violations, each
+# with the seed that reproduces it, go to bench/results/chaos.{json,md}. Exits non-zero on
+# any violation. CHAOS_ARGS="--small" for small workloads.
+CHAOS_RUNS ?= 200
+CHAOS_SEED ?= 1
+CHAOS_ARGS ?=
+chaos: setup binaries
+	$(PY) -m bench.chaos --runs $(CHAOS_RUNS) --seed $(CHAOS_SEED) $(CHAOS_ARGS)
+
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+# The codecs and a pass over what they parse, fuzzed with hostile input (tests/unit/test_fuzz.py):
+# FUZZ_EXAMPLES examples in all, split evenly over its fuzz tests; the statistics say how many
+# each ran and for how long. `make test` runs the same tests with a few hundred examples each.
+FUZZ_EXAMPLES ?= 100000
+fuzz: setup
+	FUZZ_PROFILE=fuzz FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(PY) -m pytest tests/unit/test_fuzz.py \
+		-p no:cacheprovider --hypothesis-show-statistics --timeout=0 $(PYTEST_ARGS)
 
 cluster-up: setup
 	$(PY) -m e2e.cluster up --dir $(CLUSTER_DIR)

@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import fields
 
+from scheduler.codecs.shapes import texts
 from scheduler.codecs.topology import read_constraints
 from scheduler.model import names
 from scheduler.model.pods import GangClaim, GangKey, GangOptions, GangSource, Mode
@@ -46,7 +47,9 @@ def _groups(
     example = '["namespace-a/gang-a", "namespace-b/gang-b"]'
     try:
         entries = json.loads(raw)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):
+        # JSONDecodeError is a ValueError, and so is a number of more than 4,300 digits;
+        # "[[[[..." nested deeper than the interpreter's stack is a RecursionError.
         errors.append(
             f"annotation {names.KOORD_GROUPS} must be a JSON list of namespace/name strings "
             f"such as {example}, got {raw!r}"
@@ -83,7 +86,11 @@ def key_problem(key: GangKey) -> str:
 
 
 def read_options(annotations: Mapping[str, str], *, namespace: str) -> GangOptions:
-    """Koordinator's optional settings (and the legacy min-available) from annotations."""
+    """Koordinator's optional settings (and the legacy min-available) from annotations.
+
+    Annotations are strings; an entry that is not (only input that bypassed the API server
+    has one) is not read."""
+    annotations = texts(annotations)
     errors: list[str] = []
     min_available = _count(annotations, names.KOORD_MIN_AVAILABLE, errors)
     if min_available is None and names.KOORD_MIN_AVAILABLE not in annotations:
@@ -97,7 +104,7 @@ def read_options(annotations: Mapping[str, str], *, namespace: str) -> GangOptio
         except ValueError:
             errors.append(
                 f"annotation {names.KOORD_WAITING_TIME} must be a duration such as 600s, 10m "
-                f"or 1h, got {raw_wait!r}"
+                f"or 1h, at most 2562047h, got {raw_wait!r}"
             )
     mode: Mode | None = None
     raw_mode = annotations.get(names.KOORD_MODE)
@@ -130,8 +137,9 @@ def read_claim(
 
     The name comes from Koordinator's annotation, else the scheduler-plugins label, else the
     legacy label or annotation, else Sakkara's group label. Koordinator's settings override a
-    PodGroup's (seed 000).
+    PodGroup's (seed 000). Labels and annotations that are not strings are not read.
     """
+    labels, annotations = texts(labels), texts(annotations)
     if names.KOORD_NAME in annotations:
         name, source = annotations[names.KOORD_NAME], GangSource.KOORDINATOR
     elif names.POD_GROUP_LABEL in labels:

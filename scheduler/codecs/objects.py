@@ -9,13 +9,14 @@ resources where set, and one ``pods`` slot per pod.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
 from kubernetes.utils.quantity import parse_quantity
 
 from scheduler.codecs.gangs import read_claim, read_options
+from scheduler.codecs.shapes import listed, obj, objs, text, texts, whole
 from scheduler.model import names
 from scheduler.model.gangs import Condition, PodGroup, PodGroupStatus
 from scheduler.model.nodes import Node, Taint
@@ -34,18 +35,40 @@ from scheduler.model.times import parse_time
 Obj = Mapping[str, Any]
 
 
+# Kubernetes keeps quantities in int64 (kube-scheduler: cpu in millicores, the rest in base
+# units); nothing larger can be requested or offered.
+MAX_AMOUNT = 2**63 - 1
+QUANTITY_RULE = (
+    "a quantity such as 500m, 2 or 8Gi, from 0 up to 2^63-1 base units (cpu: millicores)"
+)
+
+
 def quantity(name: str, raw: object) -> int:
-    """A quantity in our integer base units: cpu in millicores, the rest rounded up."""
-    value: Decimal = parse_quantity(raw)
-    if name == CPU:
-        value *= 1000
+    """A quantity in our integer base units: cpu in millicores, the rest rounded up.
+
+    Raises ValueError for anything else, QUANTITY_RULE says what is allowed. Beyond what
+    ``parse_quantity`` refuses, that is: a negative amount, infinity and NaN (``Decimal``
+    reads "Infinity" and "sNaN"), and amounts beyond int64, which would otherwise become
+    integers of a million digits ("1e999999") or raise ``decimal.Overflow`` ("1e999999999"
+    in millicores). JSON ``true`` is not the quantity 1.
+    """
+    if isinstance(raw, bool):
+        raise ValueError(f"{raw!r} is not a quantity")
+    try:
+        value: Decimal = parse_quantity(raw)
+        if name == CPU:
+            value *= 1000
+    except ArithmeticError as error:  # decimal.Overflow, InvalidOperation (sNaN)
+        raise ValueError(f"{raw!r} is not a quantity") from error
+    if not value.is_finite() or value < 0 or value > MAX_AMOUNT:
+        raise ValueError(f"{raw!r} is not {QUANTITY_RULE}")
     return math.ceil(value)
 
 
-def resource_list(raw: Mapping[str, object] | None) -> Resources:
+def resource_list(raw: object) -> Resources:
     """A ResourceList; entries that do not parse are left out (the API server validates)."""
     amounts: dict[str, int] = {}
-    for name, value in (raw or {}).items():
+    for name, value in obj(raw).items():
         try:
             amounts[name] = quantity(name, value)
         except ValueError:
@@ -53,8 +76,22 @@ def resource_list(raw: Mapping[str, object] | None) -> Resources:
     return Resources(amounts)
 
 
+def _resource_errors(raw: object, field: str) -> list[str]:
+    """What ``resource_list`` left out of a ResourceList the API server does not check
+    fully (a PodGroup's minResources: the CRD's pattern takes "-5" and "1e999")."""
+    if raw is not None and not isinstance(raw, Mapping):
+        return [f"{field} must be a map of resource names to quantities, got {raw!r}"]
+    errors = []
+    for name, value in obj(raw).items():
+        try:
+            quantity(name, value)
+        except ValueError:
+            errors.append(f"{field}.{name} must be {QUANTITY_RULE}, got {value!r}")
+    return errors
+
+
 def _requests(container: Obj) -> dict[str, int]:
-    return dict(resource_list((container.get("resources") or {}).get("requests")))
+    return dict(resource_list(obj(container.get("resources")).get("requests")))
 
 
 def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
@@ -70,10 +107,10 @@ def _peak(into: dict[str, int], other: Mapping[str, int]) -> None:
 
 def pod_requests(spec: Obj) -> Resources:
     total: dict[str, int] = {}
-    for container in spec.get("containers") or ():
+    for container in objs(spec.get("containers")):
         _add(total, _requests(container))
     sidecars: dict[str, int] = {}
-    for init in spec.get("initContainers") or ():
+    for init in objs(spec.get("initContainers")):
         requests = _requests(init)
         if init.get("restartPolicy") == "Always":
             _add(total, requests)
@@ -82,91 +119,95 @@ def pod_requests(spec: Obj) -> Resources:
             running = dict(sidecars)
             _add(running, requests)
             _peak(total, running)
-    pod_level = resource_list((spec.get("resources") or {}).get("requests"))
+    pod_level = resource_list(obj(spec.get("resources")).get("requests"))
     total.update(pod_level)
     _add(total, resource_list(spec.get("overhead")))
     total[PODS] = total.get(PODS, 0) + 1
     return Resources(total)
 
 
-def _requirements(raw: Iterable[Obj] | None) -> tuple[Requirement, ...]:
+def _requirements(raw: object) -> tuple[Requirement, ...]:
     return tuple(
         Requirement(
-            key=r.get("key", ""),
-            operator=r.get("operator", "In"),
-            values=tuple(str(v) for v in r.get("values") or ()),
+            key=text(r.get("key")),
+            operator=text(r.get("operator"), "In"),
+            values=tuple(v for v in listed(r.get("values")) if isinstance(v, str)),
         )
-        for r in raw or ()
+        for r in objs(raw)
     )
 
 
 def _affinity(spec: Obj) -> tuple[NodeSelectorTerm, ...]:
-    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
+    required = obj(
+        obj(obj(spec.get("affinity")).get("nodeAffinity")).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+    )
     return tuple(
         NodeSelectorTerm(
             match_expressions=_requirements(term.get("matchExpressions")),
             match_fields=_requirements(term.get("matchFields")),
         )
-        for term in required.get("nodeSelectorTerms") or ()
+        for term in objs(required.get("nodeSelectorTerms"))
     )
 
 
 def _tolerations(spec: Obj) -> tuple[Toleration, ...]:
     return tuple(
         Toleration(
-            key=t.get("key", ""),
-            operator=t.get("operator", "Equal"),
-            value=str(t.get("value", "")),
-            effect=t.get("effect", ""),
+            key=text(t.get("key")),
+            operator=text(t.get("operator"), "Equal"),
+            value=text(t.get("value")),
+            effect=text(t.get("effect")),
         )
-        for t in spec.get("tolerations") or ()
+        for t in objs(spec.get("tolerations"))
     )
 
 
-def pod_from_dict(obj: Obj) -> Pod:
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
-    labels = dict(meta.get("labels") or {})
-    annotations = meta.get("annotations") or {}
-    namespace = meta.get("namespace", "default")
+# Every reader below takes any JSON value: one of the wrong type counts as absent (see
+# ``shapes``), so a parsed object never carries a type the core does not expect.
+
+
+def pod_from_dict(raw: object) -> Pod:
+    body = obj(raw)
+    meta, spec, status = obj(body.get("metadata")), obj(body.get("spec")), obj(body.get("status"))
+    labels = texts(meta.get("labels"))
+    annotations = texts(meta.get("annotations"))
+    namespace = text(meta.get("namespace"), "default")
     return Pod(
-        ref=PodRef(namespace, meta.get("name", ""), meta.get("uid", "")),
+        ref=PodRef(namespace, text(meta.get("name")), text(meta.get("uid"))),
         requests=pod_requests(spec),
-        scheduler_name=spec.get("schedulerName", "default-scheduler"),
-        node_name=spec.get("nodeName") or "",
-        phase=status.get("phase") or "Pending",
-        priority=spec.get("priority"),
-        priority_class=spec.get("priorityClassName") or "",
-        node_selector=dict(spec.get("nodeSelector") or {}),
+        scheduler_name=text(spec.get("schedulerName"), "default-scheduler"),
+        node_name=text(spec.get("nodeName")),
+        phase=text(status.get("phase")) or "Pending",
+        priority=whole(spec.get("priority")),
+        priority_class=text(spec.get("priorityClassName")),
+        node_selector=texts(spec.get("nodeSelector")),
         affinity=_affinity(spec),
         tolerations=_tolerations(spec),
         labels=labels,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
         deleting=bool(meta.get("deletionTimestamp")),
         gang=read_claim(labels, annotations, namespace=namespace),
-        timed_out=str(annotations.get(names.KOORD_TIMEOUT, "")).lower() == "true",
-        first_attempt=parse_time(str(annotations.get(names.FIRST_ATTEMPT, "")) or None),
+        timed_out=annotations.get(names.KOORD_TIMEOUT, "").lower() == "true",
+        first_attempt=parse_time(annotations.get(names.FIRST_ATTEMPT)),
     )
 
 
-def node_from_dict(obj: Obj) -> Node:
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    status = obj.get("status") or {}
+def node_from_dict(raw: object) -> Node:
+    body = obj(raw)
+    meta, spec, status = obj(body.get("metadata")), obj(body.get("spec")), obj(body.get("status"))
     ready = any(
         c.get("type") == "Ready" and c.get("status") == "True"
-        for c in status.get("conditions") or ()
+        for c in objs(status.get("conditions"))
     )
     return Node(
-        name=meta.get("name", ""),
+        name=text(meta.get("name")),
         allocatable=resource_list(status.get("allocatable") or status.get("capacity")),
-        labels=dict(meta.get("labels") or {}),
+        labels=texts(meta.get("labels")),
         taints=tuple(
-            Taint(key=t.get("key", ""), value=str(t.get("value", "")), effect=t.get("effect", ""))
-            for t in spec.get("taints") or ()
+            Taint(key=text(t.get("key")), value=text(t.get("value")), effect=text(t.get("effect")))
+            for t in objs(spec.get("taints"))
         ),
         unschedulable=bool(spec.get("unschedulable")),
         ready=ready,
@@ -174,63 +215,94 @@ def node_from_dict(obj: Obj) -> Node:
 
 
 def _int(raw: object, default: int = 0) -> int:
+    """A count (the API server has checked it is an integer), else ``default``. ``int()``
+    raises OverflowError for an infinite float, besides TypeError and ValueError."""
+    if isinstance(raw, bool):
+        return default
     try:
         return int(raw)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return default
 
 
 def _status(raw: Obj) -> PodGroupStatus:
     return PodGroupStatus(
-        phase=raw.get("phase") or "",
+        phase=text(raw.get("phase")),
         scheduled=_int(raw.get("scheduled")),
         running=_int(raw.get("running")),
         succeeded=_int(raw.get("succeeded")),
         failed=_int(raw.get("failed")),
-        schedule_start_time=raw.get("scheduleStartTime") or "",
-        occupied_by=raw.get("occupiedBy") or "",
+        schedule_start_time=text(raw.get("scheduleStartTime")),
+        occupied_by=text(raw.get("occupiedBy")),
         conditions=tuple(
             Condition(
-                type=c.get("type", ""),
-                status=c.get("status", "Unknown"),
-                reason=c.get("reason", ""),
-                message=c.get("message", ""),
-                last_transition=c.get("lastTransitionTime", ""),
+                type=text(c.get("type")),
+                status=text(c.get("status"), "Unknown"),
+                reason=text(c.get("reason")),
+                message=text(c.get("message")),
+                last_transition=text(c.get("lastTransitionTime")),
             )
-            for c in raw.get("conditions") or ()
+            for c in objs(raw.get("conditions"))
         ),
     )
 
 
-def podgroup_from_dict(obj: Obj) -> PodGroup:
-    """A PodGroup; Koordinator annotations on it (mode, total-number, groups) are folded in."""
-    meta = obj.get("metadata") or {}
-    spec = obj.get("spec") or {}
-    namespace = meta.get("namespace", "default")
-    options = read_options(meta.get("annotations") or {}, namespace=namespace)
-    timeout = spec.get("scheduleTimeoutSeconds")
+def _timeout(raw: object, errors: list[str]) -> float | None:
+    """spec.scheduleTimeoutSeconds: a finite number of seconds, at least 0. The CRD says an
+    integer of at least 0, but ``float()`` alone raised on "abc", a list or 10**400 and let
+    nan and inf through (a deadline that never falls due)."""
+    if raw is None or raw == 0:
+        return None  # absent, or 0: the scheduler's default (as before)
+    if isinstance(raw, int | float) and not isinstance(raw, bool):
+        try:
+            seconds = float(raw)
+        except OverflowError:  # an int beyond a float's range
+            seconds = math.inf
+        if math.isfinite(seconds) and seconds >= 0:
+            return seconds
+    errors.append(
+        "spec.scheduleTimeoutSeconds must be a whole number of seconds, at least 0 "
+        f"(absent or 0: the scheduler's default), got {raw!r}"
+    )
+    return None
+
+
+def podgroup_from_dict(raw: object) -> PodGroup:
+    """A PodGroup; Koordinator annotations on it (mode, total-number, groups) are folded in.
+
+    A spec value the CRD's schema lets through but the scheduler cannot use (a negative or
+    absurd minResources quantity, a timeout that is not a finite number) is an error on the
+    PodGroup: its gang is reported invalid rather than scheduled with half its spec."""
+    body = obj(raw)
+    meta, spec = obj(body.get("metadata")), obj(body.get("spec"))
+    namespace = text(meta.get("namespace"), "default")
+    options = read_options(texts(meta.get("annotations")), namespace=namespace)
+    errors = list(options.errors)
+    timeout = _timeout(spec.get("scheduleTimeoutSeconds"), errors)
     min_resources = spec.get("minResources")
+    errors.extend(_resource_errors(min_resources, "spec.minResources"))
     return PodGroup(
-        key=GangKey(namespace, meta.get("name", "")),
-        uid=meta.get("uid", ""),
+        key=GangKey(namespace, text(meta.get("name"))),
+        uid=text(meta.get("uid")),
         min_member=max(_int(spec.get("minMember"), 1), 1),
         min_resources=resource_list(min_resources) if min_resources else None,
-        timeout_seconds=float(timeout) if timeout else None,
+        timeout_seconds=timeout,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
         mode=options.mode,
         total_number=options.total_number,
         groups=options.groups,
         constraints=options.constraints,
-        status=_status(obj.get("status") or {}),
-        errors=options.errors,
+        status=_status(obj(body.get("status"))),
+        errors=tuple(errors),
     )
 
 
-def priority_class_from_dict(obj: Obj) -> PriorityClass:
+def priority_class_from_dict(raw: object) -> PriorityClass:
+    body = obj(raw)
     return PriorityClass(
-        name=(obj.get("metadata") or {}).get("name", ""),
-        value=_int(obj.get("value")),
-        global_default=bool(obj.get("globalDefault")),
+        name=text(obj(body.get("metadata")).get("name")),
+        value=_int(body.get("value")),
+        global_default=bool(body.get("globalDefault")),
     )
 
 

@@ -1,5 +1,7 @@
 """The topology ConfigMap (seed 004's format) and the constraint JSON, read with errors that
-say which key is wrong and what is expected. Nothing here raises on bad input."""
+say which key is wrong and what is expected. Nothing here raises on bad input: ConfigMap data
+and annotations are whatever a user wrote, JSON nested deeper than the interpreter's stack
+and numbers of more than 4,300 digits included."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from scheduler.codecs.shapes import obj, text, texts
 from scheduler.model.topology import (
     PACK,
     SPREAD,
@@ -19,16 +22,29 @@ from scheduler.model.topology import (
 _EXAMPLE_TREE = '{"rack-0": {"node-0": {}, "node-1": {}}}'
 
 
+def _loads(raw: str) -> tuple[Any, str]:
+    """``json.loads``, and why it failed ("" if it did not). Besides JSONDecodeError,
+    json.loads raises ValueError for an integer of more than 4,300 digits and RecursionError
+    for arrays or objects nested deeper than the interpreter's stack ("[[[[...")."""
+    try:
+        return json.loads(raw), ""
+    except json.JSONDecodeError as error:
+        return None, error.msg
+    except ValueError:  # the only other one json.loads raises
+        return None, "a number in it has more than 4,300 digits"
+    except RecursionError:
+        return None, "nested too deeply"
+
+
 def _json(data: Mapping[str, str], key: str, errors: list[str], example: str) -> Any:
     raw = data.get(key)
     if raw is None:
         errors.append(f"topology key {key!r} is missing; expected JSON such as {example}")
         return None
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as error:
-        errors.append(f"topology key {key!r} is not valid JSON ({error.msg}); expected {example}")
-        return None
+    parsed, problem = _loads(raw)
+    if problem:
+        errors.append(f"topology key {key!r} is not valid JSON ({problem}); expected {example}")
+    return parsed
 
 
 def topology_from_configmap(
@@ -37,8 +53,10 @@ def topology_from_configmap(
     """A Topology, or None with the errors that make the ConfigMap unusable.
 
     Leaves that name unknown nodes (when ``known_nodes`` is given) and duplicate leaves are
-    left out with a warning; the rest of the tree is used.
+    left out with a warning; the rest of the tree is used. ConfigMap data is strings; an
+    entry that is not (only input that bypassed the API server has one) counts as missing.
     """
+    data = texts(data)
     errors: list[str] = []
     levels = _json(data, "level-names", errors, '["rack", "node"]')
     tree = _json(data, "tree", errors, _EXAMPLE_TREE)
@@ -111,18 +129,17 @@ def _count(
     return value
 
 
-def read_constraints(raw: str | None) -> Constraints:
+def read_constraints(raw: object) -> Constraints:
     """The constraint JSON of seed 004: level name -> {type, partitions, min, max, factor,
     isHard}. Level names are checked against the topology later, where it is known."""
+    example = '{"rack": {"type": "pack"}, "node": {"type": "spread", "min": 2, "max": 4}}'
+    if raw is not None and not isinstance(raw, str):
+        return Constraints(errors=(f"constraints must be a JSON text such as {example}",))
     if raw is None or not raw.strip():
         return Constraints()
-    example = '{"rack": {"type": "pack"}, "node": {"type": "spread", "min": 2, "max": 4}}'
-    try:
-        parsed = json.loads(raw)
-    except json.JSONDecodeError as error:
-        return Constraints(
-            errors=(f"constraints are not valid JSON ({error.msg}); e.g. {example}",)
-        )
+    parsed, problem = _loads(raw)
+    if problem:
+        return Constraints(errors=(f"constraints are not valid JSON ({problem}); e.g. {example}",))
     if not isinstance(parsed, dict):
         return Constraints(
             errors=(f"constraints must be a JSON object keyed by level; e.g. {example}",)
@@ -143,6 +160,7 @@ def read_constraints(raw: str | None) -> Constraints:
         kind = spec.get("type", PACK)
         if kind not in (PACK, SPREAD):
             errors.append(f"{where}: type must be pack or spread, got {kind!r}")
+            kind = PACK  # reported; the model holds only types the solver knows
         partitions = _count(spec, "partitions", where, errors, 1)
         low = _count(spec, "min", where, errors, 0)
         high = _count(spec, "max", where, errors, 1)
@@ -155,7 +173,9 @@ def read_constraints(raw: str | None) -> Constraints:
             errors.append(f"{where}: min ({low}) is greater than max ({high})")
         if factor is not None and high is not None:
             lowest = max(low or 0, 1)
-            if not any(k % factor == 0 for k in range(lowest, high + 1)):
+            # The least multiple of factor from lowest up, worked out rather than searched
+            # for: {"max": 1e12-ish, "factor": 1e12-ish} would take hours of counting.
+            if -(-lowest // factor) * factor > high:
                 errors.append(
                     f"{where}: no count between {lowest} and {high} is a multiple of "
                     f"factor {factor}"
@@ -172,10 +192,13 @@ def read_constraints(raw: str | None) -> Constraints:
     return Constraints(by_level=by_level, errors=tuple(errors))
 
 
-def group_from_configmap(obj: Mapping[str, Any]) -> SakkaraGroup:
-    """A group ConfigMap of seed 004: ``name``, ``size``, ``priority``, ``constraints``."""
-    meta = obj.get("metadata") or {}
-    data = obj.get("data") or {}
+def group_from_configmap(configmap: object) -> SakkaraGroup:
+    """A group ConfigMap of seed 004: ``name``, ``size``, ``priority``, ``constraints``.
+
+    Data entries that are not strings count as missing, like a ``topology_from_configmap``'s.
+    """
+    body = obj(configmap)
+    meta, data = obj(body.get("metadata")), texts(body.get("data"))
     errors: list[str] = []
     where = f"group ConfigMap {meta.get('namespace', '')}/{meta.get('name', '')}"
     numbers: dict[str, int] = {}
@@ -198,13 +221,13 @@ def group_from_configmap(obj: Mapping[str, Any]) -> SakkaraGroup:
     constraints = read_constraints(data.get("constraints"))
     errors.extend(f"{where}: {e}" for e in constraints.errors)
     return SakkaraGroup(
-        namespace=meta.get("namespace", "default"),
-        name=str(data.get("name") or meta.get("name", "")),
-        configmap=meta.get("name", ""),
-        uid=meta.get("uid", ""),
+        namespace=text(meta.get("namespace"), "default"),
+        name=data.get("name") or text(meta.get("name")),
+        configmap=text(meta.get("name")),
+        uid=text(meta.get("uid")),
         size=max(numbers["size"], 1),
         priority=numbers["priority"],
         constraints=Constraints(by_level=constraints.by_level),
-        status=str(data.get("status") or ""),
+        status=data.get("status", ""),
         errors=tuple(errors),
     )

@@ -45,8 +45,19 @@ Path = tuple[str, ...]
 
 
 def tree_order(name: str) -> tuple:
-    """Natural order: rack-2 before rack-10."""
-    return tuple((0, int(t)) if t.isdigit() else (1, t) for t in re.split(r"(\d+)", name) if t)
+    """Natural order: rack-2 before rack-10.
+
+    A run of digits compares by its value as (length without leading zeros, the digits),
+    not ``int()``: a unit of a topology ConfigMap's tree may be named with more than the
+    4,300 digits ``int()`` accepts, or with "²", a digit to ``str.isdigit`` but not to
+    ``int()``; either made every topology gang of every pass fail. The runs are the odd
+    parts of the split (its captured group), so "²", which ``\\d`` does not match, is text.
+    """
+    return tuple(
+        (0, len(t.lstrip("0")), t.lstrip("0")) if i % 2 else (1, t)
+        for i, t in enumerate(re.split(r"(\d+)", name))
+        if t
+    )
 
 
 def describe(constraint: LevelConstraint) -> str:

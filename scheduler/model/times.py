@@ -17,14 +17,25 @@ _UNIT_SECONDS = {
 }
 
 
-def parse_time(value: str | None) -> float | None:
-    """RFC 3339 (``2026-11-21T10:00:00Z``) to seconds since the epoch; None if absent or bad."""
-    if not value:
+# Go's time.Duration is int64 nanoseconds: Koordinator cannot wait longer (about 292 years).
+MAX_DURATION_SECONDS = (2**63 - 1) / 1e9
+
+
+def parse_time(value: object) -> float | None:
+    """RFC 3339 (``2026-11-21T10:00:00Z``) to seconds since the epoch; None if absent or bad.
+
+    Bad includes what is not a string, and a time that exists only thanks to its offset
+    (``9999-12-31T23:59:59-23:59`` is in the year 10000 in UTC): ``format_time`` could not
+    write it back, and the pass writes first attempts back.
+    """
+    if not value or not isinstance(value, str):
         return None
     try:
-        return dt.datetime.fromisoformat(value).timestamp()
-    except ValueError:
-        return None
+        seconds = dt.datetime.fromisoformat(value).timestamp()
+        dt.datetime.fromtimestamp(seconds, dt.UTC)  # representable in UTC
+    except (ValueError, OverflowError, OSError):  # OverflowError, OSError: the platform's
+        return None  # time functions, for naive times at the ends of the range
+    return seconds
 
 
 def format_time(seconds: float) -> str:
@@ -35,7 +46,9 @@ def format_time(seconds: float) -> str:
 def parse_duration(value: str) -> float:
     """A Go duration (``600s``, ``10m``, ``1h30m``) or a bare number of seconds.
 
-    Raises ValueError for anything else, or a negative duration.
+    Raises ValueError for anything else, a negative duration, or one longer than Go's
+    (MAX_DURATION_SECONDS): ``float`` reads "nan", "inf" and "1e309", and a timeout that is
+    not a finite number would never fall due, or wake the loop at a NaN time.
     """
     text = value.strip()
     try:
@@ -43,7 +56,7 @@ def parse_duration(value: str) -> float:
     except ValueError:
         pass
     else:
-        if seconds < 0:
+        if not 0 <= seconds <= MAX_DURATION_SECONDS:  # False for nan too
             raise ValueError(value)
         return seconds
     pos, total = 0, 0.0
@@ -52,6 +65,6 @@ def parse_duration(value: str) -> float:
             raise ValueError(value)
         total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
         pos = match.end()
-    if pos == 0 or pos != len(text):
+    if pos == 0 or pos != len(text) or not total <= MAX_DURATION_SECONDS:
         raise ValueError(value)
     return total

@@ -1,0 +1,49 @@
+"""The JSON shapes the codecs read, enforced: a value of the wrong JSON type counts as absent.
+
+The API server checks the built-in kinds (pods, nodes, ConfigMaps, PriorityClasses) against
+their schemas, and PodGroups against the CRD's, so for watched objects these guards almost
+never fire. They are here because what the codecs let through reaches the core, which
+compares, sorts, adds and formats what it reads: one pod whose name is a number, whose
+priority is a string or whose labels are a list would crash every scheduling pass, not just
+its own, and the loop would retry that pass forever. A wrong-typed value is therefore
+treated like a missing one, the way the codecs already treat a missing one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+_EMPTY: Mapping[str, Any] = {}
+
+
+def obj(raw: object) -> Mapping[str, Any]:
+    """A JSON object, or an empty one for anything else (null included)."""
+    return raw if isinstance(raw, Mapping) else _EMPTY
+
+
+def listed(raw: object) -> list[Any]:
+    """A JSON list, or an empty one for anything else (a string is not a list of letters)."""
+    return list(raw) if isinstance(raw, list | tuple) else []
+
+
+def objs(raw: object) -> list[Mapping[str, Any]]:
+    """The JSON objects in a JSON list; other entries, or a value that is not a list, are
+    left out."""
+    return [entry for entry in listed(raw) if isinstance(entry, Mapping)]
+
+
+def text(raw: object, default: str = "") -> str:
+    """A JSON string, or ``default`` for anything else (null included)."""
+    return raw if isinstance(raw, str) else default
+
+
+def texts(raw: object) -> dict[str, str]:
+    """A map of strings (labels, annotations, a nodeSelector, ConfigMap data): the entries
+    whose key and value are both strings."""
+    return {k: v for k, v in obj(raw).items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def whole(raw: object) -> int | None:
+    """A JSON integer (not a boolean, not a float), or None."""
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) else None
