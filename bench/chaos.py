@@ -1,0 +1,1860 @@
+"""``make chaos``: random faults against gang-scheduler on the local control plane, and an
+invariant checker that watches the API server throughout.
+
+One control plane (in ``.cluster-chaos/``) serves every run. A run, seeded and reproducible
+from its seed (``python -m bench.chaos --runs 1 --seed S``; the plan is the seed's, the
+timing is the machine's):
+
+1. **A fresh namespace, fresh KWOK nodes** (8 CPU, 32 GiB each; the workload selects them),
+   one *rival* node (the rival binds there) and one *canary* node (canary gangs go there).
+2. **Schedulers**: one (``single``) or two replicas with leader election (``ha``: Lease in the
+   run's namespace, a short lease), with a scheduler name of the run's own. A replica that
+   exits is started again at once, as a Deployment would.
+3. **A random workload in waves**: PodGroup gangs (the PodGroup sometimes created after its
+   pods), Koordinator-annotated gangs (Strict and NonStrict, sometimes total-number,
+   sometimes more members than min-available), GangGroups (2 or 3 gangs naming each other),
+   single pods, and batch/v1 Jobs whose pod template carries the gang label or annotations.
+   Gangs of 1 to 32 members. The workload fits by construction: its requests are at most
+   60% of the capacity left after the most nodes the run may delete.
+4. **Random faults at random moments**, half of them right after a wave (while it binds):
+   the scheduler SIGKILLed (started again at once); the leader SIGKILLed or frozen (SIGSTOP,
+   SIGCONT seconds later, past its lease); kube-apiserver SIGKILLed and started again; etcd
+   restarted (SIGTERM or SIGKILL); a rival client binding some of our pending pods to the
+   rival node (POST pods/binding, as ``e2e.objects.bind``); workload nodes deleted (their pods
+   then force-deleted, as the pod GC controller would: the control plane runs none); pods
+   deleted. After each fault a canary gang (2 pods) is created.
+5. **Quiescence**: after the last fault, until every gang that should be bound is, every
+   canary is bound and no bind happened for a few seconds, within ``RECOVERY_SECONDS``
+   (60 s; 30 s for the small workloads of the short version in ``make test``).
+
+The checker follows the namespace's pods with a LIST+WATCH (in etcd order; a re-LIST after
+an API server or etcd restart) and checks:
+
+- **I1, no partial gang incarnation.** An incarnation of a gang (the pods of one gang name
+  in the namespace) lasts while one of its bound members is alive (not Succeeded/Failed, not
+  being deleted, not gone), as the scheduler defines it; two incarnations less than
+  ``MERGE_GAP`` apart are one (a Job pod KWOK completes before its peers' binds land is not a
+  new incarnation). Violation: an incarnation in which the scheduler bound fewer than
+  min-available members (Strict or NonStrict: NonStrict holds are in memory, binds are all
+  or nothing too). Excused: the rival bound a member of it (the scheduler then counts the
+  gang satisfied and places the rest one by one), or the chaos deleted a pending member
+  around its binds (from ``EXCUSE_BEFORE`` s before its first bind to ``EXCUSE_AFTER`` s
+  after its last). A scheduler kill, an API server or etcd restart, a node deletion or a
+  freeze excuse nothing: the design promises that a gang cut short is completed.
+- **I2, no node over its allocatable**, at every step of the event order: the sum of the
+  requests (cpu, memory, pod count) of the pods bound to it and not finished (pods being
+  deleted still hold, as in kube-scheduler) never exceeds its allocatable.
+- **I3, no pod bound twice**: a pod's nodeName, once set, never changes (by uid).
+- **I4, every gang that can be bound is, within RECOVERY_SECONDS of the last fault.** At the
+  end: a live pending member of a gang with a live bound member (satisfied: placed one by
+  one), or of a gang with enough live pending members (min-available and total-number) whose
+  GangGroup peers are complete too, must be bound; unless a first-fit of all such pods into
+  the free room of the surviving nodes says it cannot (then it is reported, not a violation).
+  Gangs left incomplete by the chaos (a pending member deleted, no Job to recreate it) are
+  excused and counted.
+- **I5, every canary binds** within RECOVERY_SECONDS of its creation.
+
+Also reported (not violations): scheduler exits (a leader that lost its Lease exits by
+design), incomplete gangs, errors of the harness itself. Results of ``make chaos`` go to
+``bench/results/chaos.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pykube
+import requests
+
+from e2e import cluster as local_cluster
+from e2e.nodes import FakeNode, node_manifest
+from scheduler.model import names
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results"
+CHAOS_DIR = REPO / ".cluster-chaos"
+
+NODE_CPU_M = 8000
+NODE_MEMORY_MI = 32 * 1024
+NODE_PODS = 110
+WORKLOAD_LABEL = "gang-scheduler.io/test"  # the workload's nodeSelector: NAMESPACE
+RUN_LABEL = "gang-scheduler.io/chaos-run"  # on every node of a run, for clean-up
+CANARY_LABEL = "gang-scheduler.io/chaos-canary"
+FIT_SHARE = 0.6  # the workload's requests: at most this share of the surviving capacity
+RECOVERY_SECONDS = 60.0  # I4 and I5: the bound after the last fault / a canary's creation
+RECOVERY_SECONDS_SMALL = 30.0  # the same, for the small workloads of the short version
+SETTLE_SECONDS = 3.0  # settled: no bind for this long
+MERGE_GAP = 2.0  # incarnations closer than this are one
+EXCUSE_BEFORE = 5.0
+EXCUSE_AFTER = 2.0
+HTTP_TIMEOUT = 5.0
+SINGLE = "pod/"
+
+FAULTS_SINGLE = {
+    "scheduler-kill": 3.0,
+    "apiserver-restart": 2.0,
+    "etcd-restart": 1.5,
+    "rival-bind": 2.0,
+    "node-delete": 1.5,
+    "pod-delete": 2.0,
+}
+FAULTS_HA = {
+    "leader-kill": 2.5,
+    "leader-freeze": 2.5,
+    "apiserver-restart": 1.5,
+    "etcd-restart": 1.0,
+    "rival-bind": 1.5,
+    "node-delete": 1.0,
+    "pod-delete": 1.5,
+}
+
+
+# -- the plan: everything a seed decides --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GangSpec:
+    """One unit of the workload. ``kind``: podgroup, koord, job, single."""
+
+    name: str
+    kind: str
+    size: int
+    min: int
+    mode: str = "Strict"
+    cpu_m: int = 1000
+    memory_mi: int = 1024
+    wave: int = 0
+    total: int | None = None
+    group: tuple[str, ...] = ()  # GangGroup: the names of every gang in it (koord only)
+    podgroup_after: bool = False  # the PodGroup is created after its pods
+    job_gang: str = ""  # for jobs: "podgroup" or "koord"
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    at: float
+    kind: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def param(self, key: str, default: Any = None) -> Any:
+        return dict(self.params).get(key, default)
+
+
+@dataclass(frozen=True)
+class Plan:
+    seed: int
+    small: bool
+    mode: str  # single or ha
+    lease_seconds: int
+    nodes: int
+    max_node_deletes: int
+    waves: tuple[float, ...]
+    gangs: tuple[GangSpec, ...]
+    faults: tuple[FaultSpec, ...]
+
+    @property
+    def pods(self) -> int:
+        return sum(g.size for g in self.gangs)
+
+
+def _size(rng: random.Random, small: bool) -> int:
+    r = rng.random()
+    if small:
+        return rng.randint(1, 3) if r < 0.6 else rng.randint(4, 8)
+    if r < 0.5:
+        return rng.randint(1, 4)
+    if r < 0.85:
+        return rng.randint(5, 12)
+    return rng.randint(13, 32)
+
+
+def _plan_faults(
+    rng: random.Random,
+    *,
+    mode: str,
+    small: bool,
+    waves: tuple[float, ...],
+    window: float,
+    max_deletes: int,
+    lease: int,
+) -> tuple[FaultSpec, ...]:
+    """When and what: half of the faults right after a wave (while it binds), at least 2 s
+    apart; each with the parameters it needs, and a seed for its own random choices."""
+    weights = FAULTS_HA if mode == "ha" else FAULTS_SINGLE
+    count = rng.randint(2, 3) if small else rng.randint(3, 6)
+    faults: list[FaultSpec] = []
+    deletes = 0
+    at_times = []
+    for _ in range(count):
+        if rng.random() < 0.5:
+            at_times.append(rng.choice(waves) + rng.uniform(0.0, 1.5))
+        else:
+            at_times.append(rng.uniform(1.0, window))
+    at_times.sort()
+    for i in range(1, len(at_times)):  # at least 2 s apart
+        at_times[i] = max(at_times[i], at_times[i - 1] + 2.0)
+    for at in at_times:
+        kinds = [k for k in weights if k != "node-delete" or deletes < max_deletes]
+        kind = rng.choices(kinds, weights=[weights[k] for k in kinds])[0]
+        params: dict[str, Any] = {"pick": rng.randrange(1 << 30)}
+        if kind == "node-delete":
+            deletes += 1
+        elif kind == "apiserver-restart":
+            params["down"] = round(rng.uniform(0.0, 4.0), 2)
+        elif kind == "etcd-restart":
+            params["signal"] = rng.choice(["SIGTERM", "SIGKILL"])
+            params["down"] = round(rng.uniform(0.0, 2.0), 2)
+        elif kind == "rival-bind":
+            params["count"] = rng.randint(1, 3)
+        elif kind == "pod-delete":
+            params["count"] = rng.randint(1, 4)
+            params["which"] = rng.choice(["pending", "bound", "any"])
+        elif kind == "leader-freeze":
+            params["seconds"] = round(rng.uniform(1.0, 2.0 * lease + 2.0), 2)
+        faults.append(FaultSpec(round(at, 2), kind, tuple(sorted(params.items()))))
+    return tuple(faults)
+
+
+def make_plan(seed: int, *, small: bool = False) -> Plan:
+    """The run a seed stands for: pure, so a seed reproduces its workload and its faults."""
+    rng = random.Random(seed)
+    mode = "ha" if rng.random() < 0.35 else "single"
+    nodes = rng.randint(5, 7) if small else rng.randint(14, 20)
+    max_deletes = 1 if small else 2
+    window = rng.uniform(7, 10) if small else rng.uniform(25, 35)
+    wave_count = 2 if small else 3
+    waves = (0.0, *sorted(round(rng.uniform(1.5, window * 0.7), 2) for _ in range(wave_count - 1)))
+    surviving = nodes - max_deletes
+    cpu_budget = surviving * NODE_CPU_M * FIT_SHARE * rng.uniform(0.6, 1.0)
+    memory_budget = surviving * NODE_MEMORY_MI * FIT_SHARE
+    pod_cap = 40 if small else 240
+    gangs: list[GangSpec] = []
+    cpu = memory = pods = 0
+    counters: Counter[str] = Counter()
+
+    def name(prefix: str) -> str:
+        counters[prefix] += 1
+        return f"{prefix}{counters[prefix] - 1}"
+
+    for _ in range(400):
+        kind = rng.choices(
+            ["podgroup", "koord", "group", "job", "single"], weights=[25, 30, 10, 15, 20]
+        )[0]
+        cpu_m = rng.choice([100, 250, 250, 500, 1000, 2000])
+        memory_mi = rng.choice([256, 1024, 2048, 4096])
+        wave = rng.randrange(wave_count)
+        members: list[GangSpec] = []
+        if kind == "single":
+            members.append(
+                GangSpec(name("s"), "single", 1, 1, cpu_m=cpu_m, memory_mi=memory_mi, wave=wave)
+            )
+        elif kind == "group":
+            count = rng.choice([2, 2, 3])
+            gang_names = tuple(name("gg") for _ in range(count))
+            for gang in gang_names:
+                size = min(_size(rng, small), 12)
+                members.append(
+                    GangSpec(
+                        gang,
+                        "koord",
+                        size,
+                        size,
+                        cpu_m=cpu_m,
+                        memory_mi=memory_mi,
+                        wave=wave,
+                        group=gang_names,
+                        mode=rng.choice(["Strict", "Strict", "NonStrict"]),
+                    )
+                )
+        else:
+            size = _size(rng, small)
+            minimum = size
+            if kind != "job" and size > 2 and rng.random() < 0.25:
+                minimum = size - rng.randint(1, max(1, size // 4))
+            gang_mode = "NonStrict" if rng.random() < 0.3 else "Strict"
+            total = size if kind == "koord" and rng.random() < 0.2 else None
+            members.append(
+                GangSpec(
+                    name("j" if kind == "job" else "g"),
+                    kind,
+                    size,
+                    minimum,
+                    mode=gang_mode,
+                    cpu_m=cpu_m,
+                    memory_mi=memory_mi,
+                    wave=wave,
+                    total=total,
+                    podgroup_after=kind == "podgroup" and rng.random() < 0.3,
+                    job_gang=rng.choice(["podgroup", "koord"]) if kind == "job" else "",
+                )
+            )
+        more_cpu = sum(m.size * m.cpu_m for m in members)
+        more_memory = sum(m.size * m.memory_mi for m in members)
+        more_pods = sum(m.size for m in members)
+        if cpu + more_cpu > cpu_budget or memory + more_memory > memory_budget:
+            continue
+        if pods + more_pods > pod_cap:
+            break
+        gangs.extend(members)
+        cpu, memory, pods = cpu + more_cpu, memory + more_memory, pods + more_pods
+
+    lease = rng.choice([3, 4, 5])
+    faults = _plan_faults(
+        rng,
+        mode=mode,
+        small=small,
+        waves=waves,
+        window=window,
+        max_deletes=max_deletes,
+        lease=lease,
+    )
+    return Plan(
+        seed=seed,
+        small=small,
+        mode=mode,
+        lease_seconds=lease,
+        nodes=nodes,
+        max_node_deletes=max_deletes,
+        waves=waves,
+        gangs=tuple(gangs),
+        faults=faults,
+    )
+
+
+# -- manifests ----------------------------------------------------------------------------------
+
+
+def pod_spec(scheduler: str, selector: dict[str, str], cpu_m: int, memory_mi: int) -> dict:
+    return {
+        "schedulerName": scheduler,
+        "nodeSelector": selector,
+        "terminationGracePeriodSeconds": 0,
+        "containers": [
+            {
+                "name": "main",
+                "image": "busybox",
+                "resources": {"requests": {"cpu": f"{cpu_m}m", "memory": f"{memory_mi}Mi"}},
+            }
+        ],
+    }
+
+
+def gang_metadata(gang: GangSpec, namespace: str, *, pod_group: bool) -> tuple[dict, dict]:
+    """(labels, annotations) that make a pod a member of ``gang``."""
+    if gang.kind == "single":
+        return {}, {}
+    if pod_group:
+        annotations = {names.KOORD_MODE: gang.mode} if gang.mode != "Strict" else {}
+        return {names.POD_GROUP_LABEL: gang.name}, annotations
+    annotations = {
+        names.KOORD_NAME: gang.name,
+        names.KOORD_MIN_AVAILABLE: str(gang.min),
+        names.KOORD_MODE: gang.mode,
+    }
+    if gang.total:
+        annotations[names.KOORD_TOTAL_NUMBER] = str(gang.total)
+    if gang.group:
+        annotations[names.KOORD_GROUPS] = json.dumps([f"{namespace}/{g}" for g in gang.group])
+    return {}, annotations
+
+
+def wave_objects(plan: Plan, wave: int, namespace: str, scheduler: str) -> list[tuple[str, dict]]:
+    """(collection path, object) to create, in order, for one wave."""
+    selector = {WORKLOAD_LABEL: namespace}
+    out: list[tuple[str, dict]] = []
+    later: list[tuple[str, dict]] = []
+    for gang in plan.gangs:
+        if gang.wave != wave:
+            continue
+        spec = pod_spec(scheduler, selector, gang.cpu_m, gang.memory_mi)
+        pod_group = gang.kind == "podgroup" or gang.job_gang == "podgroup"
+        labels, annotations = gang_metadata(gang, namespace, pod_group=pod_group)
+        if pod_group:
+            podgroup = {
+                "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+                "kind": "PodGroup",
+                "metadata": {"name": gang.name, "namespace": namespace},
+                "spec": {"minMember": gang.min},
+            }
+            (later if gang.podgroup_after else out).append(
+                (f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups", podgroup)
+            )
+        if gang.kind == "job":
+            job = {
+                "apiVersion": "batch/v1",
+                "kind": "Job",
+                "metadata": {"name": gang.name, "namespace": namespace},
+                "spec": {
+                    "parallelism": gang.size,
+                    "completions": gang.size,
+                    "backoffLimit": 100,
+                    "template": {
+                        "metadata": {"labels": labels, "annotations": annotations},
+                        "spec": {**spec, "restartPolicy": "Never"},
+                    },
+                },
+            }
+            out.append((f"/apis/batch/v1/namespaces/{namespace}/jobs", job))
+            continue
+        for i in range(gang.size):
+            pod_name = gang.name if gang.kind == "single" else f"{gang.name}-{i}"
+            out.append(
+                (
+                    f"/api/v1/namespaces/{namespace}/pods",
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "metadata": {
+                            "name": pod_name,
+                            "namespace": namespace,
+                            "labels": labels,
+                            "annotations": annotations,
+                        },
+                        "spec": spec,
+                    },
+                )
+            )
+    return out + later
+
+
+def canary_pods(index: int, namespace: str, scheduler: str) -> list[dict]:
+    gang = f"canary-{index}"
+    annotations = {names.KOORD_NAME: gang, names.KOORD_MIN_AVAILABLE: "2"}
+    spec = pod_spec(scheduler, {CANARY_LABEL: namespace}, 100, 64)
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{gang}-{i}", "namespace": namespace, "annotations": annotations},
+            "spec": spec,
+        }
+        for i in range(2)
+    ]
+
+
+# -- talking to the API server, never without a timeout ----------------------------------------
+
+
+class Api:
+    """pykube's session (client certificates from the kubeconfig), a timeout on every call."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        self.client = pykube.HTTPClient(
+            pykube.KubeConfig.from_file(str(kubeconfig)), timeout=HTTP_TIMEOUT
+        )
+        self.base = self.client.url
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: dict | None = None,
+        timeout: float = HTTP_TIMEOUT,
+        params: dict | None = None,
+    ) -> requests.Response:
+        return self.client.session.request(
+            method, self.base + path, json=body, params=params, timeout=timeout
+        )
+
+    def retrying(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: dict | None = None,
+        within: float = 60.0,
+        ok: Iterable[int] = (200, 201, 202),
+        params: dict | None = None,
+    ) -> requests.Response | None:
+        """Retry connection errors and 5xx (the API server may be restarting) for ``within``
+        seconds; a 4xx answer is returned as it is. None if it never answered."""
+        deadline = time.monotonic() + within
+        while True:
+            try:
+                response = self.request(method, path, body=body, params=params)
+                if response.status_code in ok or response.status_code < 500:
+                    return response
+            except requests.RequestException:
+                pass
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.3)
+
+    def create(self, path: str, obj: dict, *, within: float = 60.0) -> bool:
+        response = self.retrying("POST", path, body=obj, within=within)
+        return response is not None and response.status_code in (201, 409)
+
+
+# -- the observer: every pod of the namespace, in etcd order --------------------------------------
+
+
+TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclass
+class PodState:
+    uid: str
+    name: str
+    gang: str  # the gang's name, or "pod/NAME" for a pod of no gang
+    scheduler: str
+    cpu_m: int
+    memory_mi: int
+    job: bool
+    node: str = ""
+    phase: str = "Pending"
+    deleting: bool = False
+    gone: bool = False
+    created_t: float = 0.0
+    bound_t: float | None = None
+    ended_t: float | None = None
+
+    @property
+    def alive(self) -> bool:
+        return not self.gone and not self.deleting and self.phase not in TERMINAL
+
+    @property
+    def holds(self) -> bool:
+        return bool(self.node) and not self.gone and self.phase not in TERMINAL
+
+
+def _cpu_m(value: str) -> int:
+    value = str(value)
+    if value.endswith("m"):
+        return int(value[:-1])
+    return int(float(value) * 1000)
+
+
+_MEMORY_UNITS = {"Ki": 1 / 1024, "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024}
+
+
+def _memory_mi(value: str) -> int:
+    value = str(value)
+    for unit, factor in _MEMORY_UNITS.items():
+        if value.endswith(unit):
+            return int(float(value[: -len(unit)]) * factor)
+    return int(float(value) / (1024 * 1024))
+
+
+def gang_of(obj: dict) -> str:
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    labels = meta.get("labels") or {}
+    if names.KOORD_NAME in annotations:
+        return annotations[names.KOORD_NAME]
+    if names.POD_GROUP_LABEL in labels:
+        return labels[names.POD_GROUP_LABEL]
+    return SINGLE + meta.get("name", "")
+
+
+@dataclass
+class Violation:
+    invariant: str
+    what: str
+    details: dict = field(default_factory=dict)
+
+
+class Observer:
+    """LIST+WATCH of the namespace's pods in a thread; builds each pod's history, checks I2
+    and I3 at every event, and records the bind/end events that I1 is judged on."""
+
+    def __init__(
+        self, api: Api, namespace: str, allocatable: dict[str, tuple[int, int, int]], t0: float
+    ) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.allocatable = dict(allocatable)  # node -> (cpu m, memory Mi, pods)
+        self.t0 = t0
+        self.lock = threading.Lock()
+        self.pods: dict[str, PodState] = {}
+        self.events: list[tuple[float, str, str]] = []  # (t, "bound"|"ended", uid)
+        self.violations: list[Violation] = []
+        self.use: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+        self.over: set[str] = set()
+        self.last_bind = 0.0
+        self.relists = 0
+        self.watch_errors = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="chaos observer", daemon=True)
+        self._ready = threading.Event()
+        self._rv: str | None = None
+        self._response: requests.Response | None = None
+
+    def now(self) -> float:
+        return round(time.monotonic() - self.t0, 3)
+
+    def start(self) -> Observer:
+        self._thread.start()
+        self._ready.wait(timeout=30)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        response = self._response
+        if response is not None:  # a quiet watch would hold the thread for its read timeout
+            with contextlib.suppress(Exception):
+                response.close()
+        self._thread.join(timeout=10)
+
+    # the stream
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if self._rv is None:
+                    self._rv = self._list()
+                    self._ready.set()
+                self._watch()
+                failures = 0
+            except _Gone:
+                self._rv = None
+            except (requests.RequestException, ValueError, OSError):
+                # A read timeout on a quiet watch, or the API server going away: watch again
+                # from the last event seen; list again if that keeps failing.
+                self.watch_errors += 1
+                failures += 1
+                if failures > 3:
+                    self._rv = None
+                self._stop.wait(0.3)
+            except Exception:  # never let the thread die silently
+                if self._stop.is_set():
+                    return
+                self.watch_errors += 1
+                traceback.print_exc()
+                self._rv = None
+                self._stop.wait(0.5)
+
+    def _list(self) -> str:
+        response = self.api.request("GET", f"/api/v1/namespaces/{self.namespace}/pods")
+        response.raise_for_status()
+        body = response.json()
+        items = body.get("items") or []
+        with self.lock:
+            self.relists += 1
+            t = self.now()
+            seen = {item["metadata"]["uid"] for item in items}
+            for uid, pod in self.pods.items():  # what went away first: it frees room
+                if uid not in seen and not pod.gone:
+                    self._update(pod, t, gone=True)
+            for item in sorted(items, key=lambda i: not _frees(i)):
+                self._apply(item, t)
+        return body["metadata"]["resourceVersion"]
+
+    def _watch(self) -> None:
+        """Follow the watch from ``self._rv``, advancing it with every event, so that a
+        watch cut short resumes where it stopped, never replaying older states."""
+        params = {"watch": "1", "resourceVersion": self._rv, "allowWatchBookmarks": "true",
+                  "timeoutSeconds": "30"}  # fmt: skip
+        with self.api.client.session.get(
+            f"{self.api.base}/api/v1/namespaces/{self.namespace}/pods",
+            params=params,
+            stream=True,
+            timeout=(3, 8),
+        ) as response:
+            self._response = response
+            if response.status_code == 410:
+                raise _Gone
+            response.raise_for_status()
+            for line in response.iter_lines():
+                if self._stop.is_set():
+                    return
+                if not line:
+                    continue
+                event = json.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    if obj.get("code") == 410:
+                        raise _Gone
+                    raise ValueError(f"watch error: {obj}")
+                if kind != "BOOKMARK":
+                    with self.lock:
+                        t = self.now()
+                        if kind == "DELETED":
+                            pod = self.pods.get(obj["metadata"]["uid"])
+                            if pod is None:
+                                self._apply(obj, t)
+                                pod = self.pods[obj["metadata"]["uid"]]
+                            self._update(pod, t, gone=True)
+                        else:
+                            self._apply(obj, t)
+                self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
+
+    # the state
+
+    def _apply(self, obj: dict, t: float) -> None:
+        meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+        uid = meta["uid"]
+        pod = self.pods.get(uid)
+        if pod is None:
+            cpu = memory = 0
+            for container in spec.get("containers") or []:
+                req = (container.get("resources") or {}).get("requests") or {}
+                cpu += _cpu_m(req.get("cpu", "0"))
+                memory += _memory_mi(req.get("memory", "0"))
+            pod = PodState(
+                uid=uid,
+                name=meta["name"],
+                gang=gang_of(obj),
+                scheduler=spec.get("schedulerName", ""),
+                cpu_m=cpu,
+                memory_mi=memory,
+                job=any(o.get("kind") == "Job" for o in meta.get("ownerReferences") or []),
+                created_t=t,
+            )
+            self.pods[uid] = pod
+        self._update(
+            pod,
+            t,
+            node=spec.get("nodeName") or "",
+            phase=status.get("phase") or "Pending",
+            deleting=bool(meta.get("deletionTimestamp")),
+        )
+
+    def _update(
+        self,
+        pod: PodState,
+        t: float,
+        *,
+        node: str | None = None,
+        phase: str | None = None,
+        deleting: bool | None = None,
+        gone: bool = False,
+    ) -> None:
+        held, was_alive = pod.holds, pod.alive
+        if node is not None and node != pod.node:
+            if pod.node:
+                self.violations.append(
+                    Violation(
+                        "I3",
+                        f"pod {pod.name} bound twice: {pod.node} then {node or '-'}",
+                        {"pod": pod.name, "uid": pod.uid, "t": t},
+                    ),
+                )
+            if node:
+                pod.node = node
+                pod.bound_t = t
+                self.last_bind = time.monotonic()
+                self.events.append((t, "bound", pod.uid))
+        if phase is not None:
+            pod.phase = phase
+        if deleting is not None:
+            pod.deleting = pod.deleting or deleting
+        if gone:
+            pod.gone = True
+        if was_alive and not pod.alive:
+            pod.ended_t = t
+            if pod.node:
+                self.events.append((t, "ended", pod.uid))
+        if held != pod.holds and pod.node:
+            sign = 1 if pod.holds else -1
+            use = self.use[pod.node]
+            use[0] += sign * pod.cpu_m
+            use[1] += sign * pod.memory_mi
+            use[2] += sign
+            self._check_node(pod.node, t)
+
+    def _check_node(self, node: str, t: float) -> None:
+        limit = self.allocatable.get(node)
+        if limit is None:
+            return
+        use = self.use[node]
+        over = use[0] > limit[0] or use[1] > limit[1] or use[2] > limit[2]
+        if over and node not in self.over:
+            holders = sorted(p.name for p in self.pods.values() if p.node == node and p.holds)
+            self.violations.append(
+                Violation(
+                    "I2",
+                    f"node {node} over its allocatable: cpu {use[0]}m/{limit[0]}m, memory "
+                    f"{use[1]}Mi/{limit[1]}Mi, pods {use[2]}/{limit[2]}",
+                    {"node": node, "t": t, "pods": holders},
+                )
+            )
+            self.over.add(node)
+        elif not over:
+            self.over.discard(node)
+
+    def copy(self) -> dict[str, PodState]:
+        with self.lock:
+            return {uid: PodState(**asdict(p)) for uid, p in self.pods.items()}
+
+
+class _Gone(Exception):
+    """The watch's resourceVersion is too old: list again."""
+
+
+def _frees(item: dict) -> bool:
+    phase = (item.get("status") or {}).get("phase")
+    return phase in TERMINAL or bool(item["metadata"].get("deletionTimestamp"))
+
+
+# -- the schedulers -------------------------------------------------------------------------------
+
+
+@dataclass
+class Replica:
+    index: int
+    log: Path
+    process: subprocess.Popen[bytes] | None = None
+    starts: int = 0
+    frozen: bool = False
+    killed: bool = False  # by us: its exit is no news
+    started_at: float = 0.0
+
+
+class Replicas:
+    """One scheduler, or two with leader election; an exited one is started again at once."""
+
+    def __init__(
+        self,
+        directory: Path,
+        kubeconfig: Path,
+        logs: Path,
+        *,
+        name: str,
+        namespace: str,
+        ha: bool,
+        lease_seconds: int,
+        clock: Callable[[], float],
+    ) -> None:
+        self.directory = directory
+        self.kubeconfig = kubeconfig
+        self.name = name
+        self.namespace = namespace
+        self.ha = ha
+        self.lease_seconds = lease_seconds
+        self.clock = clock
+        self.replicas = [Replica(i, logs / f"scheduler-{i}.log") for i in range(2 if ha else 1)]
+        self.exits: list[dict] = []
+
+    def argv(self) -> list[str]:
+        argv = [
+            sys.executable,
+            "-m",
+            "scheduler",
+            "run",
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--scheduler-name",
+            self.name,
+            "--max-backoff",
+            "2",
+            "-v",
+        ]
+        if self.ha:
+            argv += [
+                "--leader-elect",
+                "--leader-elect-namespace",
+                self.namespace,
+                "--lease-duration",
+                str(self.lease_seconds),
+            ]
+        return argv
+
+    def start(self, replica: Replica) -> None:
+        replica.log.parent.mkdir(parents=True, exist_ok=True)
+        with replica.log.open("ab") as out:
+            out.write(f"=== chaos: start #{replica.starts} at t={self.clock()}\n".encode())
+            out.flush()
+            replica.process = subprocess.Popen(
+                self.argv(),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=REPO,
+                start_new_session=True,
+            )
+        replica.starts += 1
+        replica.started_at = time.monotonic()
+        replica.frozen = replica.killed = False
+        _register(self.directory, replica.process.pid)
+
+    def start_all(self) -> None:
+        for replica in self.replicas:
+            self.start(replica)
+
+    def supervise(self) -> None:
+        for replica in self.replicas:
+            process = replica.process
+            if process is None or process.poll() is None:
+                continue
+            if time.monotonic() - replica.started_at < 1.0:
+                continue  # a crash loop: at most one start a second
+            if not replica.killed:
+                tail = _tail(replica.log, 6)
+                self.exits.append(
+                    {
+                        "replica": replica.index,
+                        "t": self.clock(),
+                        "code": process.returncode,
+                        # A leader that could not renew its Lease exits by design.
+                        "expected": any("lost leadership" in line for line in tail),
+                        "log_tail": tail,
+                    }
+                )
+            self.start(replica)
+
+    def kill(self, replica: Replica) -> None:
+        process = replica.process
+        if process is None:
+            return
+        replica.killed = True
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(process.pid, signal.SIGCONT)
+            process.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=10)
+        self.start(replica)
+
+    def freeze(self, replica: Replica) -> None:
+        if replica.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(replica.process.pid, signal.SIGSTOP)
+            replica.frozen = True
+
+    def thaw(self, replica: Replica) -> None:
+        if replica.process is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(replica.process.pid, signal.SIGCONT)
+            replica.frozen = False
+
+    def stop_all(self) -> None:
+        for replica in self.replicas:
+            process = replica.process
+            if process is None or process.poll() is not None:
+                continue
+            replica.killed = True
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGCONT)
+                process.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=10)
+
+
+def _register(directory: Path, pid: int) -> None:
+    """Record a scheduler in the control plane's state.json so that ``down`` stops it even if
+    this harness is killed; entries of dead schedulers are dropped."""
+    plane = local_cluster.read_state(directory)
+    if plane is None:
+        return
+    kept = tuple(p for p in plane.processes if p.name != "gang-scheduler-chaos" or p.alive())
+    process = local_cluster.Process("gang-scheduler-chaos", pid, os.path.realpath(sys.executable))
+    local_cluster._write_state(
+        local_cluster.ControlPlane(plane.directory, plane.server, (*kept, process))
+    )
+
+
+def source_hash() -> str:
+    """Which scheduler was tested: a hash of the Python files under scheduler/ (the working
+    tree, which may be ahead of the last commit)."""
+    digest = hashlib.sha256()
+    for path in sorted((REPO / "scheduler").rglob("*.py")):
+        digest.update(str(path.relative_to(REPO)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _tail(path: Path, lines: int) -> list[str]:
+    try:
+        with path.open("rb") as f:
+            f.seek(max(0, path.stat().st_size - 20_000))
+            text = f.read().decode(errors="replace")
+    except FileNotFoundError:
+        return []
+    return text.splitlines()[-lines:]
+
+
+# -- one run ----------------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    seed: int
+    small: bool
+    mode: str
+    nodes: int
+    pods: int
+    gangs: int
+    faults: list[dict] = field(default_factory=list)
+    violations: list[dict] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    canary_seconds: list[float] = field(default_factory=list)  # creation to bound
+    canary_recovery_seconds: list[float] = field(default_factory=list)  # last fault to bound
+    recovery_seconds: float | None = None  # last fault's end to every gang bound
+    scheduler_exits: list[dict] = field(default_factory=list)
+    incomplete_gangs: list[str] = field(default_factory=list)
+    no_room: list[str] = field(default_factory=list)
+    wall_seconds: float = 0.0
+    setup_seconds: float = 0.0
+    relists: int = 0
+    logs: str = ""
+    scheduler_source: str = ""  # a hash of scheduler/ as the run started it
+
+
+class Run:
+    def __init__(self, directory: Path, plan: Plan, *, namespace: str) -> None:
+        self.directory = directory
+        self.plan = plan
+        self.namespace = namespace
+        self.api = Api(directory / "kubeconfig")
+        self.t0 = time.monotonic()
+        self.logs = directory / "logs" / f"chaos-{namespace}"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.actions_log = self.logs / "actions.log"
+        self.scheduler = namespace  # its own scheduler name, and Lease name
+        self.result = RunResult(
+            plan.seed,
+            plan.small,
+            plan.mode,
+            plan.nodes,
+            plan.pods,
+            len({g.name for g in plan.gangs}),
+            logs=str(self.logs),
+        )
+        self.workload_nodes = [f"{namespace}-n{i}" for i in range(plan.nodes)]
+        self.specs = {g.name: g for g in plan.gangs}
+        self.books = Books(self.scheduler, self.specs, self.workload_nodes)
+        self.deleted_nodes = self.books.deleted_nodes
+        self.rival_node = f"{namespace}-rival"
+        self.canary_node = f"{namespace}-canary"
+        self.rival_bound = self.books.rival_bound
+        self.chaos_deleted = self.books.chaos_deleted
+        self.canaries: list[tuple[str, float]] = []  # (gang, t created)
+        self.recovery = RECOVERY_SECONDS_SMALL if plan.small else RECOVERY_SECONDS
+        self.observer: Observer | None = None
+        self.replicas: Replicas | None = None
+
+    def clock(self) -> float:
+        return round(time.monotonic() - self.t0, 3)
+
+    def say(self, text: str) -> None:
+        with self.actions_log.open("a") as f:
+            f.write(f"t={self.clock():8.2f} {text}\n")
+
+    # setup and teardown
+
+    def setup(self) -> None:
+        self.result.scheduler_source = source_hash()
+        self.say(f"plan {json.dumps(asdict(self.plan))}")
+        self.say(f"t0 wall clock {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}")
+        ok = self.api.create("/api/v1/namespaces", {"metadata": {"name": self.namespace}})
+        if not ok:
+            raise RuntimeError(f"namespace {self.namespace} could not be created")
+        run = {RUN_LABEL: self.namespace}
+        manifests = [
+            node_manifest(
+                FakeNode(n, {WORKLOAD_LABEL: self.namespace, **run}),
+                cpu=f"{NODE_CPU_M}m",
+                memory=f"{NODE_MEMORY_MI}Mi",
+                pods=NODE_PODS,
+            )
+            for n in self.workload_nodes
+        ]
+        manifests.append(
+            node_manifest(FakeNode(self.rival_node, {**run}), cpu="256", memory="1024Gi", pods=1000)
+        )
+        manifests.append(
+            node_manifest(
+                FakeNode(self.canary_node, {CANARY_LABEL: self.namespace, **run}),
+                cpu="8",
+                memory="32Gi",
+                pods=NODE_PODS,
+            )
+        )
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            created = list(pool.map(lambda m: self.api.create("/api/v1/nodes", m), manifests))
+        if not all(created):
+            raise RuntimeError("nodes could not be created")
+        deadline = time.monotonic() + 60
+        while True:
+            response = self.api.retrying(
+                "GET", "/api/v1/nodes", params={"labelSelector": f"{RUN_LABEL}={self.namespace}"}
+            )
+            items = response.json().get("items", []) if response is not None else []
+            ready = sum(
+                any(
+                    c["type"] == "Ready" and c["status"] == "True"
+                    for c in (n.get("status") or {}).get("conditions") or []
+                )
+                for n in items
+            )
+            if ready >= len(manifests):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {ready} of {len(manifests)} nodes Ready after 60s")
+            time.sleep(0.5)
+        allocatable = {n: (NODE_CPU_M, NODE_MEMORY_MI, NODE_PODS) for n in self.workload_nodes}
+        allocatable[self.canary_node] = (8000, 32 * 1024, NODE_PODS)
+        self.observer = Observer(self.api, self.namespace, allocatable, self.t0).start()
+        self.replicas = Replicas(
+            self.directory,
+            self.directory / "kubeconfig",
+            self.logs,
+            name=self.scheduler,
+            namespace=self.namespace,
+            ha=self.plan.mode == "ha",
+            lease_seconds=self.plan.lease_seconds,
+            clock=self.clock,
+        )
+        self.replicas.start_all()
+        deadline = time.monotonic() + 45
+        while not any("cache synced" in _read(r.log) for r in self.replicas.replicas):
+            if time.monotonic() > deadline:
+                raise RuntimeError("no scheduler replica synced its cache within 45s")
+            self.replicas.supervise()
+            time.sleep(0.3)
+        if self.plan.mode == "ha":
+            deadline = time.monotonic() + 30
+            while self.leader() is None:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("no replica became leader within 30s")
+                time.sleep(0.3)
+        self.result.setup_seconds = round(time.monotonic() - self.t0, 1)
+        self.t0 = time.monotonic()  # the plan's clock starts now
+        self.observer.t0 = self.t0
+        self.say("schedulers up; the plan's clock starts")
+
+    def teardown(self) -> None:
+        if self.replicas is not None:
+            self.replicas.stop_all()
+        if self.observer is not None:
+            self.observer.stop()
+        ns = self.namespace
+        with contextlib.suppress(Exception):
+            self.api.retrying(
+                "DELETE",
+                f"/apis/batch/v1/namespaces/{ns}/jobs",
+                within=15,
+                params={"propagationPolicy": "Background"},
+            )
+        for _ in range(2):
+            with contextlib.suppress(Exception):
+                self.api.retrying(
+                    "DELETE",
+                    f"/api/v1/namespaces/{ns}/pods",
+                    within=15,
+                    params={"gracePeriodSeconds": "0"},
+                )
+            time.sleep(0.5)
+        with contextlib.suppress(Exception):
+            self.api.retrying(
+                "DELETE",
+                f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups",
+                within=15,
+            )
+            self.api.retrying(
+                "DELETE", "/api/v1/nodes", within=15, params={"labelSelector": f"{RUN_LABEL}={ns}"}
+            )
+            self.api.retrying("DELETE", f"/api/v1/namespaces/{ns}", within=15)
+
+    # the timeline
+
+    def idle(self, seconds: float) -> None:
+        """Wait, keeping the replicas running and collecting pods of deleted nodes."""
+        deadline = time.monotonic() + seconds
+        while True:
+            assert self.replicas is not None
+            self.replicas.supervise()
+            self.collect_orphans()
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(0.25, left))
+
+    def execute(self) -> None:
+        actions: list[tuple[float, int, str, Any]] = []
+        for i, at in enumerate(self.plan.waves):
+            actions.append((at, 0, "wave", i))
+        for fault in self.plan.faults:
+            actions.append((fault.at, 1, "fault", fault))
+        actions.sort(key=lambda a: (a[0], a[1]))
+        last_fault_end = 0.0
+        for at, _, what, arg in actions:
+            self.idle(at - self.clock())
+            if what == "wave":
+                self.create_wave(arg)
+            else:
+                started = self.clock()
+                detail = self.fault(arg)
+                ended = self.clock()
+                last_fault_end = ended
+                self.result.faults.append(
+                    {
+                        "kind": arg.kind,
+                        "planned_at": arg.at,
+                        "started": started,
+                        "ended": ended,
+                        **detail,
+                    }
+                )
+                self.say(f"fault {arg.kind} done: {detail}")
+                self.create_canary()
+        self.quiesce(last_fault_end)
+
+    def create_wave(self, wave: int) -> None:
+        objects = wave_objects(self.plan, wave, self.namespace, self.scheduler)
+        self.say(f"wave {wave}: creating {len(objects)} objects")
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            ok = list(pool.map(lambda po: self.api.create(po[0], po[1]), objects))
+        if not all(ok):
+            self.result.errors.append(f"wave {wave}: {ok.count(False)} objects not created")
+        self.say(f"wave {wave} created")
+
+    def create_canary(self) -> None:
+        index = len(self.canaries)
+        for pod in canary_pods(index, self.namespace, self.scheduler):
+            if not self.api.create(f"/api/v1/namespaces/{self.namespace}/pods", pod):
+                self.result.errors.append(f"canary {index} not created")
+        self.canaries.append((f"canary-{index}", self.clock()))
+
+    # faults
+
+    def leader(self) -> Replica | None:
+        assert self.replicas is not None
+        if self.plan.mode != "ha":
+            return self.replicas.replicas[0]
+        response = self.api.retrying(
+            "GET",
+            f"/apis/coordination.k8s.io/v1/namespaces/{self.namespace}/leases/{self.scheduler}",
+            within=10,
+        )
+        if response is None or response.status_code != 200:
+            return None
+        holder = (response.json().get("spec") or {}).get("holderIdentity") or ""
+        pid = holder.rsplit("_", 1)[-1]
+        for replica in self.replicas.replicas:
+            if replica.process is not None and str(replica.process.pid) == pid:
+                return replica
+        return None
+
+    def fault(self, fault: FaultSpec) -> dict:
+        assert self.replicas is not None
+        assert self.observer is not None
+        pick = random.Random(fault.param("pick", 0))
+        kind = fault.kind
+        self.say(f"fault {kind} {dict(fault.params)}")
+        if kind in ("scheduler-kill", "leader-kill"):
+            replica = self.leader() or pick.choice(self.replicas.replicas)
+            old = replica.process.pid if replica.process else None
+            self.replicas.kill(replica)
+            return {"replica": replica.index, "pid": old}
+        if kind == "leader-freeze":
+            replica = self.leader() or pick.choice(self.replicas.replicas)
+            pid = replica.process.pid if replica.process else None
+            self.replicas.freeze(replica)
+            self.idle(float(fault.param("seconds", 3.0)))
+            self.replicas.thaw(replica)
+            return {"replica": replica.index, "pid": pid, "seconds": fault.param("seconds")}
+        if kind == "apiserver-restart":
+            local_cluster.restart(
+                self.directory,
+                "kube-apiserver",
+                down_seconds=float(fault.param("down", 0.0)),
+                timeout=90,
+            )
+            return {"down": fault.param("down")}
+        if kind == "etcd-restart":
+            sig = getattr(signal, fault.param("signal", "SIGTERM"))
+            local_cluster.restart(
+                self.directory,
+                "etcd",
+                sig=sig,
+                down_seconds=float(fault.param("down", 0.0)),
+                timeout=60,
+            )
+            return {"signal": fault.param("signal"), "down": fault.param("down")}
+        pods = self.observer.copy()
+        ours = sorted(
+            (
+                p
+                for p in pods.values()
+                if p.alive and p.scheduler == self.scheduler and not p.gang.startswith("canary-")
+            ),
+            key=lambda p: p.name,
+        )
+        if kind == "rival-bind":
+            return self.rival(pick, int(fault.param("count", 1)))
+        if kind == "pod-delete":
+            which = fault.param("which", "any")
+            pool = [p for p in ours if (which == "any" or (which == "bound") == bool(p.node))]
+            pool = pool or ours
+            chosen = pick.sample(pool, min(len(pool), int(fault.param("count", 1))))
+            for pod in chosen:
+                self.chaos_deleted[pod.uid] = (self.clock(), bool(pod.node))
+                self.api.retrying(
+                    "DELETE", f"/api/v1/namespaces/{self.namespace}/pods/{pod.name}", within=5
+                )
+            return {"deleted": [(p.name, p.node or "pending") for p in chosen]}
+        if kind == "node-delete":
+            alive = [n for n in self.workload_nodes if n not in self.deleted_nodes]
+            busy = sorted({p.node for p in ours if p.node in alive})
+            node = pick.choice(busy or alive)
+            self.deleted_nodes[node] = self.clock()
+            self.api.retrying("DELETE", f"/api/v1/nodes/{node}", within=10)
+            return {"node": node, "pods_on_it": sorted(p.name for p in ours if p.node == node)}
+        raise ValueError(f"unknown fault {kind}")
+
+    def rival(self, pick: random.Random, count: int, *, within: float = 3.0) -> dict:
+        """Another client binding our pending pods (gang members first) to the rival node, as
+        soon as it sees them, for up to ``within`` seconds or until ``count`` binds took."""
+        assert self.observer is not None
+        deadline = time.monotonic() + within
+        tried: dict[str, int] = {}
+        bound: list[str] = []
+        while len(bound) < count and time.monotonic() < deadline:
+            pending = sorted(
+                (p for p in self.observer.copy().values()
+                 if p.alive and not p.node and p.scheduler == self.scheduler
+                 and not p.gang.startswith("canary-") and p.name not in tried),
+                key=lambda p: p.name,
+            )  # fmt: skip
+            members = [p for p in pending if not p.gang.startswith(SINGLE)] or pending
+            if not members:
+                time.sleep(0.05)
+                continue
+            pod = pick.choice(members)
+            body = {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": {"name": pod.name, "namespace": self.namespace},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": self.rival_node},
+            }
+            response = self.api.retrying(
+                "POST",
+                f"/api/v1/namespaces/{self.namespace}/pods/{pod.name}/binding",
+                body=body,
+                within=5,
+            )
+            tried[pod.name] = response.status_code if response is not None else 0
+            if tried[pod.name] == 201:
+                self.rival_bound[pod.name] = self.clock()
+                bound.append(pod.name)
+        return {"tried": tried, "bound": bound}
+
+    def collect_orphans(self) -> None:
+        """What the pod GC controller does: pods bound to a node that is gone are deleted
+        (force: no kubelet will ever confirm), a couple of seconds after the node went."""
+        if not self.deleted_nodes or self.observer is None:
+            return
+        now = self.clock()
+        for pod in self.observer.copy().values():
+            went = self.deleted_nodes.get(pod.node)
+            if went is None or pod.gone or now - went < 2.0 or pod.uid in self.chaos_deleted:
+                continue
+            self.chaos_deleted[pod.uid] = (now, True)
+            self.say(f"pod GC: {pod.name} on deleted node {pod.node}")
+            self.api.retrying(
+                "DELETE",
+                f"/api/v1/namespaces/{self.namespace}/pods/{pod.name}",
+                within=5,
+                params={"gracePeriodSeconds": "0"},
+            )
+
+    # the end
+
+    def quiesce(self, last_fault_end: float) -> None:
+        assert self.observer is not None
+        assert self.replicas is not None
+        deadline = last_fault_end + self.recovery
+        recovered_at: float | None = None
+        while True:
+            self.replicas.supervise()
+            self.collect_orphans()
+            pods = self.observer.copy()
+            expected, _, _ = expectations(self.books, pods)
+            canaries_pending = [g for g, _ in self.canaries if not _gang_bound(pods, g)]
+            now = self.clock()
+            if not expected and not canaries_pending:
+                recovered_at = recovered_at if recovered_at is not None else now
+                quiet = time.monotonic() - self.observer.last_bind
+                if quiet >= SETTLE_SECONDS and now >= last_fault_end + SETTLE_SECONDS:
+                    break
+            else:
+                recovered_at = None
+            if now > deadline:
+                break
+            time.sleep(0.5)
+        if recovered_at is not None:
+            self.result.recovery_seconds = round(max(0.0, recovered_at - last_fault_end), 2)
+        self.say(f"quiescent (recovered at {recovered_at}); checking")
+
+    def check(self) -> None:
+        assert self.observer is not None
+        pods = self.observer.copy()
+        with self.observer.lock:
+            events = list(self.observer.events)
+            seen = list(self.observer.violations)
+        violations: list[Violation] = seen
+        violations += partial_incarnations(self.books, pods, events)
+        expected, incomplete, no_room = expectations(self.books, pods)
+        for gang, pending in expected.items():
+            members = [p for p in pods.values() if p.gang == gang and p.scheduler == self.scheduler]
+            violations.append(
+                Violation(
+                    "I4",
+                    f"gang {gang} not bound {self.recovery:.0f}s after the last fault: "
+                    f"{len(pending)} live members pending, "
+                    f"{sum(1 for p in members if p.node and p.alive)} live bound",
+                    {
+                        "gang": gang,
+                        "pending": sorted(p.name for p in pending),
+                        "spec": asdict(self.specs[gang]) if gang in self.specs else None,
+                    },
+                )
+            )
+        for gang, created in self.canaries:
+            bound = [p.bound_t for p in pods.values() if p.gang == gang and p.bound_t is not None]
+            if len(bound) < 2:
+                violations.append(
+                    Violation(
+                        "I5",
+                        f"canary {gang} (created t={created}) not bound",
+                        {"gang": gang, "created": created},
+                    )
+                )
+            else:
+                latency = round(max(bound) - created, 2)
+                self.result.canary_seconds.append(latency)
+                # Later faults may overlap a canary's wait: the time since the last fault
+                # that ended before it bound is the recovery proper.
+                ends = [f["ended"] for f in self.result.faults if f["ended"] <= max(bound)]
+                self.result.canary_recovery_seconds.append(round(max(bound) - max(ends), 2))
+                if latency > self.recovery:
+                    violations.append(
+                        Violation("I5", f"canary {gang} bound after {latency}s", {"gang": gang})
+                    )
+        self.result.incomplete_gangs = incomplete
+        self.result.no_room = no_room
+        self.result.relists = self.observer.relists
+        for v in violations:
+            v.details["scheduler_log"] = self.log_excerpt(v)
+            self.result.violations.append(
+                {"invariant": v.invariant, "what": v.what, "details": v.details}
+            )
+
+    def log_excerpt(self, violation: Violation) -> list[str]:
+        assert self.replicas is not None
+        needle = violation.details.get("gang") or violation.details.get("node") or ""
+        if not needle:
+            return []
+        lines = []
+        for replica in self.replicas.replicas:
+            for line in _read(replica.log).splitlines():
+                if needle and (f"/{needle}" in line or f"{needle}-" in line or "=== chaos" in line):
+                    lines.append(f"[{replica.index}] {line[:300]}")
+        return lines[-40:]
+
+
+# -- the invariants judged on what the observer saw ------------------------------------------
+
+
+@dataclass
+class Books:
+    """What the run did that the checker judges by: whose pods, the gangs as planned, the
+    nodes, and what the chaos itself did (rival binds, deleted nodes and pods)."""
+
+    scheduler: str
+    specs: dict[str, GangSpec]
+    workload_nodes: list[str]
+    deleted_nodes: dict[str, float] = field(default_factory=dict)  # node -> t
+    rival_bound: dict[str, float] = field(default_factory=dict)  # pod name -> t
+    chaos_deleted: dict[str, tuple[float, bool]] = field(default_factory=dict)  # uid -> (t, bound)
+
+
+def expectations(
+    books: Books, pods: dict[str, PodState]
+) -> tuple[dict[str, list[PodState]], list[str], list[str]]:
+    """(gang -> its live pending pods that should be bound, incomplete gangs, gangs with
+    no room): I4's rule."""
+    by_gang: dict[str, list[PodState]] = defaultdict(list)
+    for pod in pods.values():
+        if pod.scheduler == books.scheduler and pod.alive:
+            by_gang[pod.gang].append(pod)
+
+    def complete(gang: str) -> bool:
+        members = by_gang.get(gang, [])
+        if any(p.node for p in members):
+            return True
+        spec = books.specs.get(gang)
+        need = 2 if gang.startswith("canary-") else 1
+        if spec is not None:
+            need = max(spec.min, spec.total or 0)
+        return len([p for p in members if not p.node]) >= need
+
+    expected: dict[str, list[PodState]] = {}
+    incomplete: list[str] = []
+    for gang, members in sorted(by_gang.items()):
+        if gang.startswith("canary-"):
+            continue
+        pending = [p for p in members if not p.node]
+        if not pending:
+            continue
+        satisfied = any(p.node for p in members)
+        spec = books.specs.get(gang)
+        peers = spec.group if spec else ()
+        if satisfied or (complete(gang) and all(complete(g) for g in peers)):
+            expected[gang] = pending
+        else:
+            incomplete.append(gang)
+    # Room: first fit, biggest first, into what the surviving nodes have free.
+    free = {}
+    for node in books.workload_nodes:
+        if node in books.deleted_nodes:
+            continue
+        free[node] = [NODE_CPU_M, NODE_MEMORY_MI, NODE_PODS]
+    for pod in pods.values():
+        if pod.holds and pod.node in free:
+            f = free[pod.node]
+            f[0], f[1], f[2] = f[0] - pod.cpu_m, f[1] - pod.memory_mi, f[2] - 1
+    no_room: list[str] = []
+    for gang in sorted(expected, key=lambda g: -sum(p.cpu_m for p in expected[g])):
+        for pod in sorted(expected[gang], key=lambda p: -p.cpu_m):
+            spot = next(
+                (
+                    f
+                    for f in free.values()
+                    if f[0] >= pod.cpu_m and f[1] >= pod.memory_mi and f[2] >= 1
+                ),
+                None,
+            )
+            if spot is None:
+                no_room.append(gang)
+                break
+            spot[0], spot[1], spot[2] = (
+                spot[0] - pod.cpu_m,
+                spot[1] - pod.memory_mi,
+                spot[2] - 1,
+            )
+    for gang in no_room:
+        expected.pop(gang, None)
+    return expected, incomplete, no_room
+
+
+def partial_incarnations(
+    books: Books, pods: dict[str, PodState], events: list[tuple[float, str, str]]
+) -> list[Violation]:
+    """I1, from the bind and end events in etcd order."""
+    live: Counter[str] = Counter()
+    incarnations: dict[str, list[dict]] = defaultdict(list)
+    for t, kind, uid in events:
+        pod = pods[uid]
+        if pod.scheduler != books.scheduler or pod.gang.startswith(SINGLE):
+            continue
+        gang = pod.gang
+        if kind == "bound":
+            history = incarnations[gang]
+            if live[gang] == 0:
+                last = history[-1] if history else None
+                if last is None or last["end"] is None or t - last["end"] >= MERGE_GAP:
+                    history.append({"start": t, "end": None, "bound": [], "last_bind": t})
+                else:
+                    last["end"] = None
+            current = history[-1]
+            current["bound"].append(uid)
+            current["last_bind"] = t
+            live[gang] += 1  # its "ended" event, if any, comes after this one
+        elif kind == "ended" and live[gang] > 0:
+            live[gang] -= 1
+            if live[gang] == 0:
+                incarnations[gang][-1]["end"] = t
+    violations = []
+    deleted_by_gang: dict[str, list[float]] = defaultdict(list)
+    for uid, (t, was_bound) in books.chaos_deleted.items():
+        if uid in pods and not was_bound:
+            deleted_by_gang[pods[uid].gang].append(t)
+    for gang, history in incarnations.items():
+        spec = books.specs.get(gang)
+        minimum = spec.min if spec else (2 if gang.startswith("canary-") else 1)
+        for inc in history:
+            ours = [u for u in inc["bound"] if pods[u].name not in books.rival_bound]
+            if len(ours) >= minimum:
+                continue
+            rival = [pods[u].name for u in inc["bound"] if pods[u].name in books.rival_bound]
+            if rival:
+                continue
+            window = (inc["start"] - EXCUSE_BEFORE, inc["last_bind"] + EXCUSE_AFTER)
+            if any(window[0] <= t <= window[1] for t in deleted_by_gang.get(gang, [])):
+                continue
+            members = sorted(
+                (p for p in pods.values() if p.gang == gang and p.scheduler == books.scheduler),
+                key=lambda p: p.created_t,
+            )
+            violations.append(
+                Violation(
+                    "I1",
+                    f"{spec.mode if spec else 'Strict'} gang {gang}: an incarnation with "
+                    f"{len(ours)} of min {minimum} members bound "
+                    f"(t={inc['start']}..{inc['end']})",
+                    {
+                        "gang": gang,
+                        "spec": asdict(spec) if spec else None,
+                        "incarnation": {**inc, "bound": [pods[u].name for u in inc["bound"]]},
+                        "members": [
+                            {
+                                "name": p.name,
+                                "node": p.node,
+                                "phase": p.phase,
+                                "created": p.created_t,
+                                "bound": p.bound_t,
+                                "ended": p.ended_t,
+                                "gone": p.gone,
+                                "job": p.job,
+                            }
+                            for p in members
+                        ],
+                    },
+                )
+            )
+    return violations
+
+
+def _gang_bound(pods: dict[str, PodState], gang: str) -> bool:
+    return sum(1 for p in pods.values() if p.gang == gang and p.node) >= 2
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def run_once(directory: Path, seed: int, *, small: bool, keep_logs: bool = False) -> RunResult:
+    plan = make_plan(seed, small=small)
+    namespace = f"chaos-{seed}-{os.urandom(2).hex()}"
+    run = Run(directory, plan, namespace=namespace)
+    started = time.monotonic()
+    try:
+        run.setup()
+        run.execute()
+        run.check()
+    except Exception as error:  # a harness failure is reported, never hidden
+        run.result.errors.append(f"{type(error).__name__}: {error}")
+        run.say(traceback.format_exc())
+    finally:
+        if run.replicas is not None:
+            run.result.scheduler_exits = run.replicas.exits
+        run.teardown()
+        run.result.wall_seconds = round(time.monotonic() - started, 1)
+    if not run.result.violations and not run.result.errors and not keep_logs:
+        for path in run.logs.iterdir():
+            path.unlink()
+        run.logs.rmdir()
+        run.result.logs = ""
+    return run.result
+
+
+# -- many runs, and what they add up to ----------------------------------------------------------
+
+
+def summarize(results: list[RunResult], *, base_seed: int, small: bool, wall: float) -> dict:
+    faults = Counter(f["kind"] for r in results for f in r.faults)
+    violations = [
+        {
+            "seed": r.seed,
+            **v,
+            "reproduce": f"python -m bench.chaos --runs 1 --seed {r.seed}"
+            + (" --small" if small else ""),
+        }
+        for r in results
+        for v in r.violations
+    ]
+    recoveries = [r.recovery_seconds for r in results if r.recovery_seconds is not None]
+    canaries = [c for r in results for c in r.canary_seconds]
+    canary_recoveries = [c for r in results for c in r.canary_recovery_seconds]
+    worst_run = max(results, key=lambda r: r.recovery_seconds or 0.0, default=None)
+    return {
+        "runs": len(results),
+        "base_seed": base_seed,
+        "small": small,
+        "modes": dict(Counter(r.mode for r in results)),
+        "pods": sum(r.pods for r in results),
+        "faults_by_kind": dict(sorted(faults.items())),
+        "faults": sum(faults.values()),
+        "violations": violations,
+        "violations_by_invariant": dict(Counter(v["invariant"] for v in violations)),
+        "runs_with_violations": sorted({v["seed"] for v in violations}),
+        "errors": [{"seed": r.seed, "error": e} for r in results for e in r.errors],
+        "worst_recovery_seconds": max(recoveries, default=None),
+        "worst_recovery_seed": worst_run.seed if worst_run and recoveries else None,
+        "median_recovery_seconds": sorted(recoveries)[len(recoveries) // 2] if recoveries else None,
+        "worst_canary_seconds": max(canaries, default=None),
+        "median_canary_seconds": sorted(canaries)[len(canaries) // 2] if canaries else None,
+        "worst_canary_recovery_seconds": max(canary_recoveries, default=None),
+        "scheduler_exits": sum(len(r.scheduler_exits) for r in results),
+        "scheduler_exits_unexpected": [
+            {"seed": r.seed, **e} for r in results for e in r.scheduler_exits if not e["expected"]
+        ],
+        "wall_seconds_total": round(wall, 1),
+        "wall_seconds_per_run": round(wall / len(results), 1) if results else None,
+        "results": [asdict(r) for r in results],
+    }
+
+
+def markdown(summary: dict) -> str:
+    lines = [
+        "# Chaos runs (`make chaos`)",
+        "",
+        "Random workloads and faults on the local control plane; see `bench/chaos.py` for what "
+        "a run does and exactly what each invariant checks.",
+        "",
+        f"- runs: {summary['runs']} (seeds {summary['base_seed']} to "
+        f"{summary['base_seed'] + summary['runs'] - 1}{', small' if summary['small'] else ''}), "
+        f"modes {summary['modes']}, {summary['pods']} pods in all",
+        f"- faults: {summary['faults']}: "
+        + ", ".join(f"{k} {v}" for k, v in summary["faults_by_kind"].items()),
+        f"- violations: {len(summary['violations'])} "
+        f"{summary['violations_by_invariant'] or ''} in runs {summary['runs_with_violations']}",
+        f"- harness errors: {len(summary['errors'])}",
+        f"- recovery (last fault's end to every gang bound): median "
+        f"{summary['median_recovery_seconds']} s, worst {summary['worst_recovery_seconds']} s "
+        f"(seed {summary['worst_recovery_seed']})",
+        f"- canary gangs (created after each fault, to bound): median "
+        f"{summary['median_canary_seconds']} s, worst {summary['worst_canary_seconds']} s (faults "
+        "that came meanwhile included); from the end of the last fault before it bound, worst "
+        f"{summary.get('worst_canary_recovery_seconds')} s",
+        f"- scheduler exits (restarted at once; a leader that lost its Lease exits by design): "
+        f"{summary['scheduler_exits']}, other exits: "
+        f"{len(summary.get('scheduler_exits_unexpected', []))}",
+        f"- wall time: {summary['wall_seconds_total']} s, {summary['wall_seconds_per_run']} s "
+        "per run",
+        "",
+    ]
+    if summary["violations"]:
+        lines += [
+            "## Violations",
+            "",
+            "| seed | invariant | what | reproduce |",
+            "| --- | --- | --- | --- |",
+        ]
+        for v in summary["violations"]:
+            lines.append(f"| {v['seed']} | {v['invariant']} | {v['what']} | `{v['reproduce']}` |")
+        lines.append("")
+    if summary["errors"]:
+        lines += ["## Harness errors", ""]
+        lines += [f"- seed {e['seed']}: {e['error']}" for e in summary["errors"]]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def run_many(
+    directory: Path,
+    seeds: Iterable[int],
+    *,
+    small: bool,
+    keep_logs: bool = False,
+    on_result: Callable[[RunResult], None] | None = None,
+) -> list[RunResult]:
+    """Runs on one control plane of their own in ``directory``, always stopped afterwards."""
+    local_cluster.down(directory)  # whatever a killed harness left behind
+    results: list[RunResult] = []
+    try:
+        local_cluster.up(directory)
+        for seed in seeds:
+            result = run_once(directory, seed, small=small, keep_logs=keep_logs)
+            results.append(result)
+            if on_result is not None:
+                on_result(result)
+            plane = local_cluster.read_state(directory.resolve())
+            down = [p.name for p in plane.processes if not p.alive()] if plane else ["all"]
+            down = [n for n in down if n != "gang-scheduler-chaos"]
+            if down:  # a fault left the control plane broken: start a fresh one
+                result.errors.append(f"control plane processes down after the run: {down}")
+                local_cluster.down(directory)
+                local_cluster.up(directory)
+    finally:
+        local_cluster.down(directory)
+    return results
+
+
+def summary_line(result: RunResult) -> str:
+    kinds = ",".join(f["kind"] for f in result.faults)
+    status = (
+        "ok"
+        if not result.violations and not result.errors
+        else (
+            f"{len(result.violations)} violations "
+            f"{dict(Counter(v['invariant'] for v in result.violations))}"
+            f" {len(result.errors)} errors {result.errors[:2]}"
+        )
+    )
+    return (
+        f"seed {result.seed} [{result.mode}] {result.pods} pods, faults {kinds}: {status}; "
+        f"recovery {result.recovery_seconds}s, canaries {result.canary_seconds}, "
+        f"exits {len(result.scheduler_exits)}, {result.wall_seconds}s"
+        + (f"; logs {result.logs}" if result.logs else "")
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.chaos", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--seed", type=int, default=1, help="run i uses seed SEED+i")
+    parser.add_argument("--small", action="store_true", help="small workloads, short windows")
+    parser.add_argument("--dir", type=Path, default=CHAOS_DIR, help="the control plane's folder")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where chaos.{json,md} go")
+    parser.add_argument("--keep-logs", action="store_true", help="keep the logs of clean runs")
+    parser.add_argument("--plan", action="store_true", help="print the seed's plan and stop")
+    args = parser.parse_args(argv)
+    if args.plan:
+        print(json.dumps(asdict(make_plan(args.seed, small=args.small)), indent=1))
+        return 0
+    started = time.monotonic()
+    results: list[RunResult] = []
+
+    def report(result: RunResult) -> None:
+        results.append(result)
+        print(summary_line(result), flush=True)
+        write(
+            args.out,
+            summarize(
+                results, base_seed=args.seed, small=args.small, wall=time.monotonic() - started
+            ),
+        )
+
+    try:
+        run_many(
+            args.dir,
+            range(args.seed, args.seed + args.runs),
+            small=args.small,
+            keep_logs=args.keep_logs,
+            on_result=report,
+        )
+    except (local_cluster.ClusterError, KeyboardInterrupt) as error:
+        print(f"chaos stopped: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    summary = summarize(
+        results, base_seed=args.seed, small=args.small, wall=time.monotonic() - started
+    )
+    write(args.out, summary)
+    print(markdown(summary))
+    return 1 if summary["violations"] or summary["errors"] else 0
+
+
+def write(out: Path, summary: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "chaos.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
+    (out / "chaos.md").write_text(markdown(summary))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

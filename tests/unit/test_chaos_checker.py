@@ -1,0 +1,190 @@
+"""The chaos harness's checker (bench/chaos.py), on pod histories made up here: it must see
+every violation it claims to check, and excuse exactly what the chaos itself caused."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+import pytest
+
+from bench import chaos
+from bench.chaos import Books, GangSpec, Observer, expectations, make_plan, partial_incarnations
+from scheduler.model import names
+
+NS = "chaos-t"
+NODE = "n0"
+
+
+def pod(
+    name: str, *, gang: str | None = None, node: str = "", phase: str = "Pending",
+    cpu: str = "1", job: bool = False, deleting: bool = False,
+) -> dict:  # fmt: skip
+    annotations = {names.KOORD_NAME: gang, names.KOORD_MIN_AVAILABLE: "1"} if gang else {}
+    meta: dict = {"name": name, "namespace": NS, "uid": f"uid-{name}", "annotations": annotations}
+    if job:
+        meta["ownerReferences"] = [{"kind": "Job", "name": "j"}]
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    spec = {
+        "schedulerName": NS,
+        "containers": [{"name": "m", "resources": {"requests": {"cpu": cpu, "memory": "1Gi"}}}],
+    }
+    if node:
+        spec["nodeName"] = node
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+def observer() -> Observer:
+    return Observer(None, NS, {NODE: (4000, 32 * 1024, 110), "n1": (4000, 32 * 1024, 110)}, 0.0)  # type: ignore[arg-type]
+
+
+def books(*specs: GangSpec, nodes: tuple[str, ...] = (NODE, "n1")) -> Books:
+    return Books(NS, {s.name: s for s in specs}, list(nodes))
+
+
+def test_a_plan_is_its_seed_and_fits_by_construction() -> None:
+    kinds: Counter[str] = Counter()
+    for seed in range(40):
+        plan = make_plan(seed)
+        assert plan == make_plan(seed)
+        surviving = plan.nodes - plan.max_node_deletes
+        cpu = sum(g.size * g.cpu_m for g in plan.gangs)
+        assert cpu <= surviving * chaos.NODE_CPU_M * chaos.FIT_SHARE
+        assert all(1 <= g.size <= 32 and 1 <= g.min <= g.size for g in plan.gangs)
+        for gang in plan.gangs:
+            for peer in gang.group:
+                assert plan.gangs[[g.name for g in plan.gangs].index(peer)].group == gang.group
+        times = [f.at for f in plan.faults]
+        assert times == sorted(times)
+        assert all(b - a >= 2.0 - 1e-9 for a, b in itertools.pairwise(times))
+        assert sum(f.kind == "node-delete" for f in plan.faults) <= plan.max_node_deletes
+        kinds.update(f.kind for f in plan.faults)
+        kinds.update(g.kind for g in plan.gangs)
+        kinds.update(g.mode for g in plan.gangs)
+        kinds[plan.mode] += 1
+    wanted = set(chaos.FAULTS_SINGLE) | set(chaos.FAULTS_HA)
+    wanted |= {"podgroup", "koord", "job", "single", "Strict", "NonStrict", "ha"}
+    assert wanted <= set(kinds)
+
+
+def test_a_node_over_its_allocatable_is_seen_and_finished_or_gone_pods_free_room() -> None:
+    seen = observer()
+    seen._apply(pod("a", node=NODE, cpu="3", job=True), 1.0)
+    seen._apply(pod("a", node=NODE, cpu="3", job=True, phase="Succeeded"), 2.0)
+    seen._apply(pod("b", node=NODE, cpu="3"), 3.0)  # a finished: room for b
+    assert seen.violations == []
+    seen._apply(pod("b", node=NODE, cpu="3", deleting=True), 4.0)
+    seen._apply(pod("c", node=NODE, cpu="2"), 5.0)  # b still holds while being deleted
+    assert [v.invariant for v in seen.violations] == ["I2"]
+    assert seen.violations[0].details["pods"] == ["b", "c"]
+    seen._update(seen.pods["uid-b"], 6.0, gone=True)
+    seen._apply(pod("d", node=NODE, cpu="1"), 7.0)
+    assert [v.invariant for v in seen.violations] == ["I2"]
+
+
+def test_a_pod_whose_node_changes_is_bound_twice() -> None:
+    seen = observer()
+    seen._apply(pod("a", node=NODE), 1.0)
+    seen._apply(pod("a", node="n1"), 2.0)
+    assert [v.invariant for v in seen.violations] == ["I3"]
+
+
+def history(*steps: tuple[float, dict]) -> Observer:
+    seen = observer()
+    for t, obj in steps:
+        seen._apply(obj, t)
+    return seen
+
+
+def judge(seen: Observer, ledger: Books) -> list[str]:
+    return [v.invariant for v in partial_incarnations(ledger, seen.pods, seen.events)]
+
+
+def test_a_gang_bound_in_part_is_a_violation_unless_the_chaos_caused_it() -> None:
+    gang = GangSpec("g", "koord", 3, 3)
+    seen = history(
+        (0.0, pod("g-0", gang="g")),
+        (0.0, pod("g-1", gang="g")),
+        (0.0, pod("g-2", gang="g")),
+        (1.0, pod("g-0", gang="g", node=NODE)),
+        (1.1, pod("g-1", gang="g", node=NODE)),
+    )
+    assert judge(seen, books(gang)) == ["I1"]
+    rival = books(gang)
+    rival.rival_bound["g-1"] = 1.05  # the rival bound one: the scheduler placed the rest
+    assert judge(seen, rival) == []
+    deleted = books(gang)
+    deleted.chaos_deleted["uid-g-2"] = (0.5, False)  # a pending member deleted before
+    assert judge(seen, deleted) == []
+    late = books(gang)
+    late.chaos_deleted["uid-g-2"] = (30.0, False)  # long after the binds: no excuse
+    assert judge(seen, late) == ["I1"]
+    seen._apply(pod("g-2", gang="g", node="n1"), 5.0)  # completed later: whole after all
+    assert judge(seen, books(gang)) == []
+
+
+def test_incarnations_follow_live_bound_members() -> None:
+    job = GangSpec("j", "job", 2, 2)
+    # A Job gang whose first pod completes before the second's bind lands: one incarnation.
+    quick = history(
+        (1.0, pod("j-a", gang="j", node=NODE, job=True)),
+        (1.2, pod("j-a", gang="j", node=NODE, job=True, phase="Succeeded")),
+        (1.5, pod("j-b", gang="j", node=NODE, job=True)),
+    )
+    assert judge(quick, books(job)) == []
+    # Both finished; a pod bound alone later starts an incarnation of its own: partial.
+    quick._apply(pod("j-b", gang="j", node=NODE, job=True, phase="Succeeded"), 2.0)
+    quick._apply(pod("j-c", gang="j", node=NODE, job=True), 9.0)
+    assert judge(quick, books(job)) == ["I1"]
+    # While one member still runs, a recreated member placed alone is the same incarnation.
+    running = history(
+        (1.0, pod("j-a", gang="j", node=NODE)),
+        (1.0, pod("j-b", gang="j", node=NODE)),
+        (3.0, pod("j-b", gang="j", node=NODE, phase="Failed")),
+        (8.0, pod("j-c", gang="j", node=NODE)),
+    )
+    assert judge(running, books(job)) == []
+
+
+def pods_of(*objs: dict) -> dict:
+    seen = observer()
+    for obj in objs:
+        seen._apply(obj, 1.0)
+    return seen.pods
+
+
+def test_what_must_be_bound_at_the_end() -> None:
+    gang = GangSpec("g", "koord", 3, 3)
+    pending = [pod(f"g-{i}", gang="g") for i in range(3)]
+    expected, incomplete, no_room = expectations(books(gang), pods_of(*pending))
+    assert sorted(expected) == ["g"]
+    assert incomplete == no_room == []
+    # Two members left (the chaos deleted one): the gang cannot be complete, it is excused.
+    expected, incomplete, _ = expectations(books(gang), pods_of(*pending[:2]))
+    assert expected == {}
+    assert incomplete == ["g"]
+    # One member bound (by anyone): satisfied, so the pending ones must be placed.
+    bound = [pod("g-0", gang="g", node="n1"), pending[1]]
+    expected, _, _ = expectations(books(gang), pods_of(*bound))
+    assert [p.name for p in expected["g"]] == ["g-1"]
+    # No room left on the surviving nodes: said, not a violation.
+    full = books(gang, nodes=(NODE,))
+    full.deleted_nodes[NODE] = 1.0
+    expected, _, no_room = expectations(full, pods_of(*pending))
+    assert expected == {}
+    assert no_room == ["g"]
+
+
+def test_a_gang_group_waits_for_its_incomplete_peer() -> None:
+    a = GangSpec("a", "koord", 2, 2, group=("a", "b"))
+    b = GangSpec("b", "koord", 2, 2, group=("a", "b"))
+    objs = [pod("a-0", gang="a"), pod("a-1", gang="a"), pod("b-0", gang="b")]
+    expected, incomplete, _ = expectations(books(a, b), pods_of(*objs))
+    assert expected == {}
+    assert sorted(incomplete) == ["a", "b"]
+
+
+@pytest.mark.parametrize(("text", "milli"), [("250m", 250), ("1", 1000), ("1.5", 1500)])
+def test_cpu_quantities(text: str, milli: int) -> None:
+    assert chaos._cpu_m(text) == milli
