@@ -376,6 +376,15 @@ class Cluster:
         ).stdout  # fmt: skip
         return [e["message"] for e in json.loads(out)["items"]]
 
+    def lease_holder(self, name: str) -> str:
+        """The holderIdentity of Lease ``name`` in this namespace ("" if none yet)."""
+        result = self.access.kubectl(
+            "get", "lease", name, "-n", self.namespace, "-o", "json", check=False
+        )
+        if result.returncode != 0:
+            return ""
+        return json.loads(result.stdout)["spec"].get("holderIdentity") or ""
+
     def get(self, kind: str, name: str, namespace: str | None = None) -> dict:
         out = self.access.kubectl(
             "get", kind, name, "-n", namespace or self.namespace, "-o", "json"

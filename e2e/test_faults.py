@@ -190,15 +190,6 @@ def test_deletions_hidden_by_an_expired_watch_are_dropped_after_the_relist(
         proxy.close()
 
 
-def _holder(cluster: Cluster, lease: str) -> str:
-    result = cluster.access.kubectl(
-        "get", "lease", lease, "-n", cluster.namespace, "-o", "json", check=False
-    )
-    if result.returncode != 0:
-        return ""
-    return json.loads(result.stdout)["spec"].get("holderIdentity") or ""
-
-
 def test_frozen_leader_binds_nothing_once_the_standby_took_over(
     plane: ClusterAccess, cluster: Cluster
 ) -> None:
@@ -217,7 +208,7 @@ def test_frozen_leader_binds_nothing_once_the_standby_took_over(
         for i in range(2)
     ]
     try:
-        holder = wait_for(lambda: _holder(cluster, lease), timeout=30, what="a leader")
+        holder = wait_for(lambda: cluster.lease_holder(lease), timeout=30, what="a leader")
         by_pid = {str(p.process.pid): p for p in replicas if p.process}
         leader = by_pid[str(holder).rsplit("_", 1)[1]]
         standby = next(p for p in replicas if p is not leader)
@@ -228,7 +219,7 @@ def test_frozen_leader_binds_nothing_once_the_standby_took_over(
         _freeze(leader.process.pid)
         try:
             wait_for(
-                lambda: _holder(cluster, lease) not in ("", holder),
+                lambda: cluster.lease_holder(lease) not in ("", holder),
                 timeout=30,
                 what="the standby to take the Lease over",
             )

@@ -59,7 +59,7 @@ class Patcher:
             async with self._slots:
                 await self._api.merge_patch(path, {"status": body}, retries=self._retries)
         except Exception as error:
-            if error.__class__ is not ApiError:
+            if not isinstance(error, ApiError):
                 self._errored()
             self._sent_status.pop(update.gang, None)  # try again on the next pass
             if not (isinstance(error, ApiError) and error.status == 404):  # PodGroup deleted
@@ -78,7 +78,7 @@ class Patcher:
                     f"/api/v1/namespaces/{ns}/pods/{name}", body, retries=self._retries
                 )
         except Exception as error:
-            if error.__class__ is not ApiError:
+            if not isinstance(error, ApiError):
                 self._errored()
             if isinstance(error, ApiError) and error.status == 404:
                 return  # a deleted pod needs no mark
@@ -149,7 +149,7 @@ class Patcher:
             async with self._slots:
                 await self._api.merge_patch(path, body, retries=self._retries)
         except Exception as error:
-            if error.__class__ is not ApiError:
+            if not isinstance(error, ApiError):
                 self._errored()
             log.warning("placement not written back", gang=gang, object=what, error=str(error))
 

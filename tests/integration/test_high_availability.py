@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import pytest
@@ -12,15 +11,6 @@ from scheduler.model import names
 
 pytestmark = pytest.mark.cluster
 LEASE_SECONDS = 4
-
-
-def _holder(cluster: Cluster, name: str) -> str:
-    result = cluster.access.kubectl(
-        "get", "lease", name, "-n", cluster.namespace, "-o", "json", check=False
-    )
-    if result.returncode != 0:
-        return ""
-    return json.loads(result.stdout)["spec"].get("holderIdentity") or ""
 
 
 def _gang(cluster: Cluster, scheduler: str, gang: str) -> set[str]:
@@ -36,7 +26,7 @@ def test_standby_binds_the_next_gang_after_the_leader_is_killed(
              "--lease-duration", str(LEASE_SECONDS))  # fmt: skip
     replicas = [private_scheduler.start(*flags), private_scheduler.start(*flags)]
     name = private_scheduler.name
-    holder = wait_for(lambda: _holder(cluster, name), timeout=30, what="a leader")
+    holder = wait_for(lambda: cluster.lease_holder(name), timeout=30, what="a leader")
     by_pid = {str(p.process.pid): p for p in replicas if p.process}
     leader: SchedulerProcess = by_pid[str(holder).rsplit("_", 1)[1]]
     standby = next(p for p in replicas if p is not leader)
@@ -50,7 +40,7 @@ def test_standby_binds_the_next_gang_after_the_leader_is_killed(
     second = _gang(cluster, name, "second")
     wait_for(lambda: second <= cluster.bound(), timeout=30, what="the standby binding the gang")
     takeover = time.monotonic() - killed_at
-    new_holder = _holder(cluster, name)
+    new_holder = cluster.lease_holder(name)
     assert new_holder.endswith(f"_{standby.process.pid}")  # type: ignore[union-attr]
     # The stated bound: one lease duration plus a retry and a sync, well under 3 leases.
     assert takeover < 3 * LEASE_SECONDS + 5, f"took {takeover:.1f}s"
