@@ -166,15 +166,21 @@ def test_deletions_hidden_by_an_expired_watch_are_dropped_after_the_relist(
             local_cluster.compact_etcd(plane.kubeconfig.parent)  # the history is gone too
         finally:
             proxy.restore()
+
+        def removals() -> list[str]:
+            text = scheduler.log.read_text()
+            return [line for line in text.splitlines() if "removed what vanished" in line]
+
+        # Each kind re-lists on its own clock: pods may be dropped seconds before nodes.
         wait_for(
-            lambda: "removed what vanished" in scheduler.log.read_text(),
+            lambda: (
+                any("kind=nodes" in line for line in removals())
+                and any("kind=pods" in line for line in removals())
+            ),
             timeout=60,
-            what="the scheduler to drop what the re-list no longer shows",
+            what="the scheduler to drop the node and the pod the re-lists no longer show",
         )
-        removed = [
-            line for line in scheduler.log.read_text().splitlines() if "removed what" in line
-        ]
-        assert any(doomed in line for line in removed), removed
+        assert any(doomed in line for line in removals()), removals()
         pair = cluster.gang(
             "pair", 2, scheduler=name, annotations=_koord("pair", 2), requests={"cpu": "3"}
         )
