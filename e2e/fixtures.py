@@ -320,10 +320,11 @@ class Cluster:
         annotations: dict[str, str] | None = None,
         requests: dict[str, str] | None = None,
         priority_class: str | None = None,
+        spec: dict | None = None,
     ) -> dict:
-        """A pod manifest bound for this test's nodes."""
+        """A pod manifest bound for this test's nodes; ``spec`` adds fields to its spec."""
         requests = requests or {"cpu": "1"}
-        spec: dict = {
+        body: dict = {
             "schedulerName": scheduler,
             "nodeSelector": {TEST_LABEL: self.namespace},
             "containers": [
@@ -338,7 +339,8 @@ class Cluster:
             ],
         }
         if priority_class:
-            spec["priorityClassName"] = priority_class
+            body["priorityClassName"] = priority_class
+        body.update(spec or {})
         return {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -348,7 +350,7 @@ class Cluster:
                 "labels": labels or {},
                 "annotations": annotations or {},
             },
-            "spec": spec,
+            "spec": body,
         }
 
     def gang(self, prefix: str, count: int, **pod: Any) -> set[str]:

@@ -164,6 +164,18 @@ def _tolerations(spec: Obj) -> tuple[Toleration, ...]:
     )
 
 
+def _pod_scheduled(status: Obj) -> tuple[str, str, str, str] | None:
+    for c in objs(status.get("conditions")):
+        if c.get("type") == "PodScheduled":
+            return (
+                text(c.get("status")),
+                text(c.get("reason")),
+                text(c.get("message")),
+                text(c.get("lastTransitionTime")),
+            )
+    return None
+
+
 # Every reader below takes any JSON value: one of the wrong type counts as absent (see
 # ``shapes``), so a parsed object never carries a type the core does not expect.
 
@@ -191,6 +203,8 @@ def pod_from_dict(raw: object) -> Pod:
         gang=read_claim(labels, annotations, namespace=namespace),
         timed_out=annotations.get(names.KOORD_TIMEOUT, "").lower() == "true",
         first_attempt=parse_time(annotations.get(names.FIRST_ATTEMPT)),
+        scheduled_condition=_pod_scheduled(status),
+        gates=tuple(text(g.get("name")) or "(unnamed)" for g in objs(spec.get("schedulingGates"))),
     )
 
 

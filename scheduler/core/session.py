@@ -31,12 +31,13 @@ from scheduler.model.decisions import (
     GroupBinding,
     ObjectRef,
     Placement,
+    PodCondition,
     PodPatch,
     Result,
     StatusUpdate,
 )
 from scheduler.model.gangs import Gang, PodGroup, PodGroupStatus
-from scheduler.model.pods import SUCCEEDED, GangKey, Mode, Pod, PodRef
+from scheduler.model.pods import SINGLE_PREFIX, SUCCEEDED, GangKey, Mode, Pod, PodRef
 from scheduler.model.resources import Resources, describe
 from scheduler.model.snapshot import GangState, Snapshot
 from scheduler.model.status import Status
@@ -49,6 +50,8 @@ REASON_UNSCHEDULABLE = "Unschedulable"
 REASON_WAITING = "Waiting"
 REASON_TIMEOUT = "Timeout"
 REASON_INVALID = "InvalidSpec"
+REASON_SCHEDULER_ERROR = "SchedulerError"  # kube-scheduler's PodScheduled reason for a bug
+REASON_GATED = "SchedulingGated"  # the reason the API server gives a gated pod's PodScheduled
 NOT_TRIED = ("False", REASON_WAITING, "not tried yet")
 
 
@@ -73,7 +76,10 @@ def _same(now: object, then: object) -> bool:
     if now is then:
         return True
     if isinstance(now, Pod) and isinstance(then, Pod):
-        return now == replace(then, first_attempt=now.first_attempt)
+        # Nor the PodScheduled condition we wrote after the failure.
+        return now == replace(
+            then, first_attempt=now.first_attempt, scheduled_condition=now.scheduled_condition
+        )
     return now == then
 
 
@@ -85,8 +91,15 @@ def of_timeout(pod: Pod, state: GangState) -> bool:
 
 
 def pending(gang: Gang) -> list[Pod]:
-    """The members still to be placed: unbound and alive."""
-    return [p for p in gang.members if not p.bound and p.alive]
+    """The members still to be placed: unbound, alive and not gated. A gated pod is not
+    placed until its spec.schedulingGates are gone (kube-scheduler's PreEnqueue): until
+    then it counts as a member that does not exist yet."""
+    return [p for p in gang.members if not p.bound and p.alive and not p.gates]
+
+
+def gated(gang: Gang) -> list[Pod]:
+    """The members that would be pending but for their spec.schedulingGates."""
+    return [p for p in gang.members if not p.bound and p.alive and p.gates]
 
 
 def topology_of(snapshot: Snapshot, config: Config) -> Topology:
@@ -117,6 +130,7 @@ class Session:
         self.outcomes: dict[GangKey, Outcome] = {}
         self.events: list[Event] = []
         self.patches: list[PodPatch] = []
+        self.conditions: list[PodCondition] = []
         self.bindings: list[GroupBinding] = []
         self.attempts: list[tuple[GangKey, str]] = []
         self.wake_at: float | None = None
@@ -328,12 +342,24 @@ class Session:
                 return message
         for gang in gangs:
             missing = [k for k in unit if k not in self.gangs]
+            held = len(self.outcomes[gang.key].state.reservations)
+            short = len(pending(gang)) + held < gang.total
+            reason, event = REASON_WAITING, "GangWaiting"
             if missing:
                 message = (
                     f"waiting for gang {missing[0]} of the same GangGroup, which has no pods yet"
                 )
                 condition = message
-            elif len(pending(gang)) + len(self.outcomes[gang.key].state.reservations) < gang.total:
+            elif short and (blocked := gated(gang)):
+                shown = ", ".join(f"{p.ref.name} ({', '.join(p.gates)})" for p in blocked[:5])
+                more = f" and {len(blocked) - 5} more" if len(blocked) > 5 else ""
+                message = condition = (
+                    f"gang {gang.key} waits for {len(blocked)} gated member(s): {shown}{more}; "
+                    "a pod is not placed while its spec.schedulingGates list a gate, and the "
+                    f"gang needs {gang.total}: whoever added the gates removes them"
+                )
+                reason = event = REASON_GATED
+            elif short:
                 have = len(pending(gang))
                 # The event stays the same while members trickle in (one event, not one per
                 # arrival); the condition keeps the count current.
@@ -347,12 +373,14 @@ class Session:
             else:
                 continue
             for other in gangs:
-                self.outcomes[other.key].condition = ("False", REASON_WAITING, condition)
+                self.outcomes[other.key].condition = ("False", reason, condition)
+                if other.key.name.startswith(SINGLE_PREFIX):
+                    continue  # a lone pod: its own PodScheduled condition says it (no Event)
                 self.say(
                     other,
-                    reason="GangWaiting",
+                    reason=event,
                     message=message,
-                    pods=pending(other),
+                    pods=pending(other) + gated(other),
                     warning=False,
                 )
             return message
@@ -507,14 +535,30 @@ class Session:
             ref = ObjectRef("Pod", pod.ref.namespace, pod.ref.name, pod.ref.uid)
             self.events.append(Event(ref, kind, reason, message))
 
-    def failed_attempt(self, gang: Gang, message: str, *, pods: Iterable[Pod]) -> None:
+    def failed_attempt(
+        self, gang: Gang, message: str, *, pods: Iterable[Pod], reason: str = REASON_UNSCHEDULABLE
+    ) -> None:
         outcome = self.outcomes[gang.key]
         attempts = outcome.state.attempts + 1
         retry_at = self.now + self.config.backoff(attempts)
         outcome.state = replace(outcome.state, attempts=attempts, retry_at=retry_at)
         self.wake(retry_at)
+        pods = list(pods)
         self.say(gang, reason="FailedScheduling", message=message, pods=pods)
+        self.mark_unscheduled(pods, reason=reason, message=message)
         self._persist_first_attempt(gang)
+
+    def mark_unscheduled(self, pods: Iterable[Pod], *, reason: str, message: str) -> None:
+        """``PodScheduled=False`` on each pod, as kube-scheduler writes it after a failed
+        attempt, unless the pod says so already. The time of the transition is kept while
+        the status stays False (a gated pod's SchedulingGated becoming Unschedulable)."""
+        now = format_time(self.now)
+        for pod in pods:
+            had = pod.scheduled_condition
+            if had is not None and had[:3] == ("False", reason, message):
+                continue
+            since = had[3] if had is not None and had[0] == "False" and had[3] else now
+            self.conditions.append(PodCondition(pod.ref, "False", reason, message, since))
 
     def _persist_first_attempt(self, gang: Gang) -> None:
         """A gang that waits keeps its clock across restarts: PodGroups in their status, other
@@ -561,7 +605,13 @@ class Session:
             (o, o.state, o.condition, o.bindings[:], o.relaxed, o.below_min)
             for o in (self.outcomes[g.key] for g in gangs)
         ]
-        marks = (len(self.bindings), len(self.attempts), len(self.events), len(self.patches))
+        marks = (
+            len(self.bindings),
+            len(self.attempts),
+            len(self.events),
+            len(self.patches),
+            len(self.conditions),
+        )
         statement = self.statement()
         try:
             yield statement
@@ -571,6 +621,7 @@ class Session:
             del self.attempts[marks[1] :]
             del self.events[marks[2] :]
             del self.patches[marks[3] :]
+            del self.conditions[marks[4] :]
             for outcome, state, condition, bindings, relaxed, below_min in saved:
                 outcome.state, outcome.condition = state, condition
                 outcome.bindings, outcome.relaxed, outcome.below_min = bindings, relaxed, below_min
@@ -581,7 +632,9 @@ class Session:
             )
             for gang in gangs:
                 self.outcomes[gang.key].condition = ("False", REASON_UNSCHEDULABLE, message)
-                self.failed_attempt(gang, message, pods=pending(gang))
+                self.failed_attempt(
+                    gang, message, pods=pending(gang), reason=REASON_SCHEDULER_ERROR
+                )
         else:
             statement.commit()
 
@@ -615,6 +668,7 @@ class Session:
         return Result(
             bindings=tuple(self.bindings),
             pod_patches=tuple(self.patches),
+            pod_conditions=tuple(self.conditions),
             status_updates=tuple(statuses),
             events=tuple(self.events),
             memory=memory,

@@ -91,6 +91,19 @@ class PodPatch:
 
 
 @dataclass(frozen=True, slots=True)
+class PodCondition:
+    """The PodScheduled condition to write on a pod that could not be placed, as
+    kube-scheduler writes it: the cluster autoscaler and Karpenter add nodes for exactly
+    the pods that carry ``PodScheduled=False`` with reason ``Unschedulable``."""
+
+    pod: PodRef
+    status: str
+    reason: str
+    message: str
+    last_transition: str  # RFC 3339: kept while the status stays the same
+
+
+@dataclass(frozen=True, slots=True)
 class StatusUpdate:
     gang: GangKey
     status: PodGroupStatus
@@ -100,6 +113,7 @@ class StatusUpdate:
 class Result:
     bindings: tuple[GroupBinding, ...] = ()
     pod_patches: tuple[PodPatch, ...] = ()
+    pod_conditions: tuple[PodCondition, ...] = ()
     status_updates: tuple[StatusUpdate, ...] = ()
     events: tuple[Event, ...] = ()
     memory: Mapping[GangKey, GangState] = field(default_factory=dict)

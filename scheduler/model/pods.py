@@ -118,6 +118,12 @@ class Pod:
     gang: GangClaim | None = None
     timed_out: bool = False  # carries gang.scheduling.koordinator.sh/timeout=true
     first_attempt: float | None = None  # gang-scheduler.io/first-attempt, when written
+    # spec.schedulingGates by name: while any is left the pod is not placed (kube-scheduler's
+    # PreEnqueue), whatever its gang does.
+    gates: tuple[str, ...] = ()
+    # status.conditions' PodScheduled as (status, reason, message, lastTransitionTime), if any:
+    # the scheduler writes Unschedulable there as kube-scheduler does, only when it differs.
+    scheduled_condition: tuple[str, str, str, str] | None = None
 
     @property
     def bound(self) -> bool:

@@ -260,3 +260,14 @@ class ApiClient:
         return await self.request(
             "PATCH", path, body=body, content_type="application/merge-patch+json", retries=retries
         )
+
+    async def strategic_patch(self, path: str, body: object, *, retries: int = 0) -> dict[str, Any]:
+        """A strategic merge patch (built-in kinds only): lists with a merge key, such as a
+        pod's status.conditions, are merged by it instead of replaced whole."""
+        return await self.request(
+            "PATCH",
+            path,
+            body=body,
+            content_type="application/strategic-merge-patch+json",
+            retries=retries,
+        )

@@ -161,6 +161,8 @@ class SchedulingLoop:
                 await asyncio.sleep(0)
         for patch in result.pod_patches:
             self._spawn(self._patcher.pod(patch))
+        for condition in result.pod_conditions:
+            self._spawn(self._patcher.condition(condition))
         for update in result.status_updates:
             self._spawn(self._patcher.status(update))
         for event in result.events:

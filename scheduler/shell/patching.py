@@ -17,7 +17,7 @@ import structlog
 
 from scheduler.codecs.objects import podgroup_status_to_dict
 from scheduler.model import names
-from scheduler.model.decisions import GangBinding, PodPatch, StatusUpdate
+from scheduler.model.decisions import GangBinding, PodCondition, PodPatch, StatusUpdate
 from scheduler.model.pods import GangKey, PodRef
 from scheduler.shell.api import ApiClient, ApiError
 
@@ -47,6 +47,7 @@ class Patcher:
         self._slots = asyncio.Semaphore(concurrency)
         self._sent_status: dict[GangKey, dict] = {}
         self._sent_pods: dict[PodRef, dict] = {}
+        self._sent_conditions: dict[PodRef, dict] = {}
 
     async def status(self, update: StatusUpdate) -> None:
         body = podgroup_status_to_dict(update.status)
@@ -87,6 +88,40 @@ class Patcher:
             self._sent_pods.pop(patch.pod, None)
             self._retry_pod(patch.pod)
             log.warning("pod not annotated", pod=str(patch.pod), error=str(error))
+
+    async def condition(self, update: PodCondition) -> None:
+        """The pod's PodScheduled condition, by a strategic merge patch of its status (the
+        kubelet's conditions stay); kube-scheduler's ``PatchPodStatus`` does the same."""
+        body = {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": update.status,
+                        "reason": update.reason,
+                        "message": update.message,
+                        "lastProbeTime": None,
+                        "lastTransitionTime": update.last_transition,
+                    }
+                ]
+            }
+        }
+        if self._sent_conditions.get(update.pod) == body:
+            return
+        self._sent_conditions[update.pod] = body
+        ns, name = update.pod.namespace, update.pod.name
+        try:
+            async with self._slots:
+                await self._api.strategic_patch(
+                    f"/api/v1/namespaces/{ns}/pods/{name}/status", body, retries=self._retries
+                )
+        except Exception as error:
+            if not isinstance(error, ApiError):
+                self._errored()
+            # The next failed attempt writes it again; a deleted or bound pod needs none.
+            self._sent_conditions.pop(update.pod, None)
+            if not (isinstance(error, ApiError) and error.status == 404):
+                log.warning("pod condition not written", pod=str(update.pod), error=str(error))
 
     async def placement(self, gang_binding: GangBinding, pass_seconds: float) -> None:
         """Seed 004's write-back: rank labels on every pod, the placement on the PodGroup

@@ -76,8 +76,10 @@ def pod(
     annotations: Mapping[str, str] | None = None,
     affinity: Mapping[str, Any] | None = None,
     labels: Mapping[str, str] | None = None,
+    spec: Mapping[str, Any] | None = None,
 ) -> Pod:
-    """A pod; ``gang`` uses Koordinator annotations, ``pod_group`` the PodGroup label."""
+    """A pod; ``gang`` uses Koordinator annotations, ``pod_group`` the PodGroup label;
+    ``spec`` adds fields to the pod spec (its ``affinity`` is merged with node ``affinity``)."""
     notes = dict(annotations or {})
     labels = dict(labels or {})
     if gang is not None:
@@ -97,7 +99,8 @@ def pod(
     requests = {"cpu": cpu, "memory": memory}
     if gpu:
         requests["nvidia.com/gpu"] = str(gpu)
-    spec: dict[str, Any] = {
+    extra = dict(spec or {})
+    spec = {
         "schedulerName": scheduler,
         "containers": [{"name": "main", "resources": {"requests": requests}}],
         "nodeSelector": dict(node_selector or {}),
@@ -111,6 +114,8 @@ def pod(
         spec["affinity"] = {
             "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": affinity}
         }
+    extra["affinity"] = {**spec.get("affinity", {}), **extra.get("affinity", {})}
+    spec = {**spec, **{k: v for k, v in extra.items() if v}}
     return pod_from_dict(
         {
             "metadata": {

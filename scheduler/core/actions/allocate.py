@@ -19,6 +19,7 @@ from scheduler.core.session import (
     REASON_TIMEOUT,
     REASON_UNSCHEDULABLE,
     Session,
+    gated,
     of_timeout,
     pending,
 )
@@ -56,7 +57,11 @@ def _turn(
     if any(session.in_flight(g) and not session.outcomes[g.key].state.satisfied for g in present):
         return
     # A gang with nobody pending (every member finished) has nothing to place.
-    waiting = [g for g in present if not session.outcomes[g.key].state.satisfied and pending(g)]
+    waiting = [
+        g
+        for g in present
+        if not session.outcomes[g.key].state.satisfied and (pending(g) or gated(g))
+    ]
     for gang in present:
         if session.outcomes[gang.key].state.satisfied:
             _place_after_gang(session, statement, gang)

@@ -1,0 +1,65 @@
+"""Issue #11 on the real API server: what a pod spec says is honoured for whole gangs, and a
+pod that cannot be placed says so where the autoscalers look (PodScheduled=False)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from e2e.fixtures import Cluster, SchedulerProcess, wait_for
+from e2e.test_gang_scheduling import BIND_TIMEOUT, koord, stays_unbound, wait_bound
+
+pytestmark = pytest.mark.cluster
+
+GATE = {"schedulingGates": [{"name": "example.com/admission"}]}
+
+
+def pod_scheduled(cluster: Cluster, name: str) -> dict:
+    """The pod's PodScheduled condition ({} if it has none)."""
+    conditions = cluster.get("pod", name).get("status", {}).get("conditions", [])
+    return next((c for c in conditions if c["type"] == "PodScheduled"), {})
+
+
+def test_gang_with_a_gated_member_waits_then_binds_once_the_gate_is_removed(
+    cluster: Cluster, scheduler: SchedulerProcess
+) -> None:
+    cluster.nodes(1, cpu="8")
+    open_ = cluster.gang("train", 2, annotations=koord("train", 3))
+    cluster.apply(cluster.pod("train-2", annotations=koord("train", 3), spec=GATE))
+    wait_for(
+        lambda: cluster.events("SchedulingGated"), timeout=BIND_TIMEOUT, what="SchedulingGated"
+    )
+    assert "train-2 (example.com/admission)" in cluster.events("SchedulingGated")[0]
+    stays_unbound(cluster, open_ | {"train-2"}, seconds=2)
+    cluster.access.kubectl(
+        "patch", "pod", "train-2", "-n", cluster.namespace, "--type=json",
+        "-p", json.dumps([{"op": "remove", "path": "/spec/schedulingGates"}]),
+    )  # fmt: skip
+    wait_bound(cluster, open_ | {"train-2"})
+    scheduler.assert_alive()
+
+
+def test_members_of_a_gang_that_does_not_fit_carry_pod_scheduled_false_until_they_bind(
+    cluster: Cluster, scheduler: SchedulerProcess
+) -> None:
+    """The cluster autoscaler and Karpenter add nodes for pods with PodScheduled=False,
+    reason Unschedulable; a gang waiting for room must show it on every member."""
+    cluster.nodes(1, cpu="4")
+    members = cluster.gang("wide", 3, annotations=koord("wide", 3), requests={"cpu": "3"})
+
+    def all_marked() -> bool:
+        return all(pod_scheduled(cluster, m).get("reason") == "Unschedulable" for m in members)
+
+    wait_for(all_marked, timeout=BIND_TIMEOUT, what="PodScheduled=False on every member")
+    condition = pod_scheduled(cluster, "wide-0")
+    assert condition["status"] == "False"
+    assert "Insufficient cpu" in condition["message"]
+    cluster.nodes(2, cpu="4")  # what an autoscaler would do
+    wait_bound(cluster, members)
+    wait_for(
+        lambda: all(pod_scheduled(cluster, m).get("status") == "True" for m in members),
+        timeout=BIND_TIMEOUT,
+        what="PodScheduled=True once bound",
+    )
+    scheduler.assert_alive()
