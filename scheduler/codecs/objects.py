@@ -22,8 +22,11 @@ from scheduler.model.gangs import Condition, PodGroup, PodGroupStatus
 from scheduler.model.nodes import Node, Taint
 from scheduler.model.pods import (
     GangKey,
+    HostPort,
+    LabelSelector,
     NodeSelectorTerm,
     Pod,
+    PodAffinityTerm,
     PodRef,
     Requirement,
     Toleration,
@@ -152,6 +155,62 @@ def _affinity(spec: Obj) -> tuple[NodeSelectorTerm, ...]:
     )
 
 
+def label_selector(raw: object) -> LabelSelector | None:
+    """A LabelSelector; null (or not an object) is None, which matches nothing."""
+    if not isinstance(raw, Mapping):
+        return None
+    return LabelSelector(
+        match_labels=tuple(sorted(texts(raw.get("matchLabels")).items())),
+        match_expressions=_requirements(raw.get("matchExpressions")),
+    )
+
+
+def _pod_affinity_terms(raw: object, namespace: str) -> tuple[PodAffinityTerm, ...]:
+    terms = []
+    for term in objs(raw):
+        namespaces = frozenset(n for n in listed(term.get("namespaces")) if isinstance(n, str))
+        selector = term.get("namespaceSelector")
+        if not namespaces and selector is None:
+            namespaces = frozenset({namespace})
+        terms.append(
+            PodAffinityTerm(
+                selector=label_selector(term.get("labelSelector")),
+                topology_key=text(term.get("topologyKey")),
+                namespaces=namespaces,
+                namespace_selector=label_selector(selector),
+            )
+        )
+    return tuple(terms)
+
+
+def _required(affinity: Obj, kind: str, namespace: str) -> tuple[PodAffinityTerm, ...]:
+    required = obj(affinity.get(kind)).get("requiredDuringSchedulingIgnoredDuringExecution")
+    return _pod_affinity_terms(required, namespace)
+
+
+def host_ports(spec: Obj) -> tuple[HostPort, ...]:
+    """The ports with a hostPort of the app containers and of the init containers that run
+    as long as the pod (sidecars), as kube-scheduler's ``GetHostPorts`` collects them."""
+    containers = [
+        *(c for c in objs(spec.get("initContainers")) if c.get("restartPolicy") == "Always"),
+        *objs(spec.get("containers")),
+    ]
+    ports = []
+    for container in containers:
+        for port in objs(container.get("ports")):
+            number = whole(port.get("hostPort"))
+            if number is None or number <= 0:
+                continue
+            ports.append(
+                HostPort(
+                    port=number,
+                    protocol=text(port.get("protocol")) or "TCP",
+                    ip=text(port.get("hostIP")) or "0.0.0.0",
+                )
+            )
+    return tuple(ports)
+
+
 def _tolerations(spec: Obj) -> tuple[Toleration, ...]:
     return tuple(
         Toleration(
@@ -204,6 +263,9 @@ def pod_from_dict(raw: object) -> Pod:
         timed_out=annotations.get(names.KOORD_TIMEOUT, "").lower() == "true",
         first_attempt=parse_time(annotations.get(names.FIRST_ATTEMPT)),
         scheduled_condition=_pod_scheduled(status),
+        pod_affinity=_required(obj(spec.get("affinity")), "podAffinity", namespace),
+        pod_anti_affinity=_required(obj(spec.get("affinity")), "podAntiAffinity", namespace),
+        host_ports=host_ports(spec),
         gates=tuple(text(g.get("name")) or "(unnamed)" for g in objs(spec.get("schedulingGates"))),
     )
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from scheduler.model.nodes import NO_EXECUTE, NO_SCHEDULE, Node, Taint
-from scheduler.model.pods import NodeSelectorTerm, Pod, Requirement, Toleration
+from scheduler.model.pods import LabelSelector, NodeSelectorTerm, Pod, Requirement, Toleration
 
 NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", NO_SCHEDULE)
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
@@ -49,6 +49,16 @@ def _requirement_holds(requirement: Requirement, values: Mapping[str, str]) -> b
             return False
         return have > bound if op == "Gt" else have < bound
     return False
+
+
+def selector_matches(selector: LabelSelector | None, labels: Mapping[str, str]) -> bool:
+    """A label selector against a label set: None matches nothing, the empty one everything
+    (``metav1.LabelSelectorAsSelector``)."""
+    if selector is None:
+        return False
+    return all(labels.get(k) == v for k, v in selector.match_labels) and all(
+        _requirement_holds(r, labels) for r in selector.match_expressions
+    )
 
 
 def _term_holds(term: NodeSelectorTerm, node: Node) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler.core.filtering import static_reason
+from scheduler.core.neighbouring import PORTS_TAKEN, Check, Neighbours
 from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.pods import Pod
 from scheduler.model.resources import Resources
@@ -27,6 +28,10 @@ class Ledger:
     def __init__(self, free: dict[str, dict[str, int]], parent: Ledger | None = None) -> None:
         self._free = free
         self._parent = parent
+        # Pods placed on this ledger (not in the snapshot's node infos), for the filters
+        # that look at the other pods: anti-affinity, host ports.
+        self._placed: list[tuple[Pod, str]] = []
+        self._anti = 0  # how many of them carry required anti-affinity
         self._nodes: Mapping[str, Node] = {}
         self._infos: Mapping[str, NodeInfo] = {}
 
@@ -80,6 +85,31 @@ class Ledger:
         for resource, amount in requests.items():
             room[resource] = room.get(resource, 0) + amount
 
+    def place(self, pod: Pod, node: str) -> None:
+        """Take the pod's requests on the node, and remember it is there."""
+        self.take(node, pod.requests)
+        self._placed.append((pod, node))
+        self._anti += bool(pod.pod_anti_affinity)
+
+    def unplace(self, pod: Pod, node: str) -> None:
+        """Undo a ``place`` of this ledger (the last one of the pod there)."""
+        self.give(node, pod.requests)
+        for i in range(len(self._placed) - 1, -1, -1):
+            if self._placed[i][0] is pod and self._placed[i][1] == node:
+                del self._placed[i]
+                self._anti -= bool(pod.pod_anti_affinity)
+                break
+
+    def placed_anti_affinity(self) -> bool:
+        """Whether a pod placed here (or on the ledgers below) carries anti-affinity."""
+        return self._anti > 0 or (self._parent is not None and self._parent.placed_anti_affinity())
+
+    def placed(self) -> list[tuple[Pod, str]]:
+        """Every pod placed on this ledger and the ledgers it is a scratch of."""
+        if self._parent is None:
+            return list(self._placed)
+        return [*self._parent.placed(), *self._placed]
+
     def scratch(self) -> Ledger:
         return Ledger({}, parent=self)
 
@@ -88,7 +118,11 @@ class Ledger:
             raise ValueError("only a scratch ledger can be committed")
         for node, room in self._free.items():
             self._parent._free[node] = room
+        self._parent._placed.extend(self._placed)
+        self._parent._anti += self._anti
         self._free = {}
+        self._placed = []
+        self._anti = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,8 +152,10 @@ class NodeFinder:
         ledger: Ledger,
         *,
         infos: Mapping[str, NodeInfo] | None = None,
+        neighbours: Neighbours | None = None,
     ) -> None:
         self._nodes = nodes
+        self._neighbours = neighbours or Neighbours(nodes, infos or {})
 
         def fullness(name: str) -> float:
             if infos is not None:
@@ -159,17 +195,44 @@ class NodeFinder:
             fit = self._static_sets[signature] = frozenset(self._candidates(signature, pod)[0])
         return fit
 
+    def inert(self, pod: Pod, ledger: Ledger) -> bool:
+        """Whether no other pod can turn a node away from ``pod`` (room aside)."""
+        return self._neighbours.inert(pod, placed_anti_affinity=ledger.placed_anti_affinity())
+
+    def check(self, pod: Pod, ledger: Ledger) -> Check | None:
+        """The filter on the other pods for ``pod`` on ``ledger``; None where none applies."""
+        if self.inert(pod, ledger):
+            return None
+        return self._neighbours.check(pod, ledger.placed())
+
     def find(self, pod: Pod, ledger: Ledger) -> str | None:
         signature = Signature.of(pod)
         fit, _ = self._candidates(signature, pod)
         cursor_key = (signature, pod.requests)
         requests = pod.requests
-        for i in range(self._cursors.get(cursor_key, 0), len(fit)):
-            if ledger.fits(fit[i], requests):
-                self._cursors[cursor_key] = i
-                return fit[i]
-        self._cursors[cursor_key] = len(fit)
-        return None
+        start = self._cursors.get(cursor_key, 0)
+        check = self.check(pod, ledger)
+        if check is None:
+            for i in range(start, len(fit)):
+                if ledger.fits(fit[i], requests):
+                    self._cursors[cursor_key] = i
+                    return fit[i]
+            self._cursors[cursor_key] = len(fit)
+            return None
+        # The cursor moves only past nodes without room (room only shrinks in a pass); a
+        # node turned away by the other pods may take the next pod of the same shape.
+        roomy: int | None = None
+        found: str | None = None
+        for i in range(start, len(fit)):
+            if not ledger.fits(fit[i], requests):
+                continue
+            if roomy is None:
+                roomy = i
+            if not check.reason(fit[i]):
+                found = fit[i]
+                break
+        self._cursors[cursor_key] = roomy if roomy is not None else len(fit)
+        return found
 
     def mark(self) -> dict:
         """Where the cursors stand; ``restore`` puts them back there. A Statement discarded
@@ -184,11 +247,21 @@ class NodeFinder:
         """Why no node fits ``pod`` now, counted per reason as kube-scheduler does."""
         fit, rejected = self._candidates(Signature.of(pod), pod)
         reasons = dict(rejected)
+        check = self.check(pod, ledger)
         for name in fit:
+            # kube-scheduler's filter order: NodePorts, NodeResourcesFit, InterPodAffinity.
+            if check is not None and check.pod.host_ports:
+                taken = check.reason(name) == PORTS_TAKEN
+                if taken:
+                    reasons[PORTS_TAKEN] = reasons.get(PORTS_TAKEN, 0) + 1
+                    continue
             room = ledger.free(name)
-            for resource in pod.requests.shortfalls(room):
+            short = pod.requests.shortfalls(room)
+            for resource in short:
                 key = f"Insufficient {resource}"
                 reasons[key] = reasons.get(key, 0) + 1
+            if not short and check is not None and (reason := check.affinity_reason(name)):
+                reasons[reason] = reasons.get(reason, 0) + 1
         counted = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
         detail = ", ".join(f"{count} {reason}" for reason, count in counted)
         return Status.unschedulable(f"0/{len(self._nodes)} nodes fit: {detail or 'no nodes'}")

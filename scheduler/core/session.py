@@ -18,6 +18,7 @@ from functools import cached_property
 
 from scheduler.core.arranging import Arranger, Tree, placement_tree, ranks
 from scheduler.core.gangs import gang_groups, priority_of, queue_key, resolve
+from scheduler.core.neighbouring import Neighbours
 from scheduler.core.placing import Ledger, NodeFinder, Signature
 from scheduler.core.statement import Statement
 from scheduler.core.statuses import PENDING_PHASE, SCHEDULING_PHASE, desired_status
@@ -149,7 +150,11 @@ class Session:
 
     @cached_property
     def finder(self) -> NodeFinder:
-        return NodeFinder(self.snapshot.nodes, self.ledger, infos=self.infos)
+        snapshot = self.snapshot
+        neighbours = Neighbours(
+            snapshot.nodes, self.infos, namespace_labels=snapshot.namespace_labels
+        )
+        return NodeFinder(snapshot.nodes, self.ledger, infos=self.infos, neighbours=neighbours)
 
     @cached_property
     def topology(self) -> Topology:
@@ -262,7 +267,7 @@ class Session:
                     continue
                 if not self.ledger.fits(node, pod.requests):
                     continue
-                self.ledger.take(node, pod.requests)
+                self.ledger.place(pod, node)
                 kept[ref] = node
             outcome.state = replace(outcome.state, reservations=kept)
 
@@ -476,7 +481,10 @@ class Session:
         """The key under which a Strict gang's failure is remembered for this pass."""
         if gang.mode is not Mode.STRICT or gang.topology_placed or gang.min_resources:
             return None
-        members = tuple((Signature.of(p), p.requests) for p in self.ordered(pending(gang)))
+        todo = self.ordered(pending(gang))
+        if not all(self.finder.inert(p, self.ledger) for p in todo):
+            return None  # the other pods matter: a gang of the same shapes may fare otherwise
+        members = tuple((Signature.of(p), p.requests) for p in todo)
         return (members, gang.min_member)
 
     def enough_in_total(self, gang: Gang) -> Status:

@@ -40,11 +40,11 @@ class Statement:
         self._operations: list[Operation] = []
 
     def allocate(self, pod: Pod, node: str) -> None:
-        self.ledger.take(node, pod.requests)
+        self.ledger.place(pod, node)
         self._operations.append(Operation(Kind.ALLOCATE, pod, node))
 
     def hold(self, pod: Pod, node: str) -> None:
-        self.ledger.take(node, pod.requests)
+        self.ledger.place(pod, node)
         self._operations.append(Operation(Kind.HOLD, pod, node))
 
     def evict(self, pod: Pod, node: str) -> None:
@@ -62,7 +62,7 @@ class Statement:
             if op.kind is Kind.EVICT:
                 self.ledger.take(op.node, op.pod.requests)
             else:
-                self.ledger.give(op.node, op.pod.requests)
+                self.ledger.unplace(op.pod, op.node)
         self._operations.clear()
         if undone:
             self._on_discard()

@@ -51,6 +51,40 @@ class NodeSelectorTerm:
     match_fields: tuple[Requirement, ...] = ()
 
 
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    """A label selector: ``match_labels`` and ``match_expressions`` must all hold. The empty
+    selector matches everything; where the API has no selector (null), ``None`` is used and
+    matches nothing, as ``metav1.LabelSelectorAsSelector`` does."""
+
+    match_labels: tuple[tuple[str, str], ...] = ()
+    match_expressions: tuple[Requirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    """One required pod (anti-)affinity term, as kube-scheduler's ``AffinityTerm``: the pods
+    it is about are those ``selector`` matches in ``namespaces`` (the owner's own namespace
+    when the term names none and has no namespace selector) or in a namespace whose labels
+    ``namespace_selector`` matches. ``matchLabelKeys`` are merged into the selector by the
+    API server when the pod is created, so they need nothing here."""
+
+    selector: LabelSelector | None
+    topology_key: str
+    namespaces: frozenset[str] = frozenset()
+    namespace_selector: LabelSelector | None = None
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class HostPort:
+    """A container port with a hostPort: it takes (protocol, port) on the node, on one IP
+    or, with no IP (0.0.0.0), on all of them."""
+
+    port: int
+    protocol: str = "TCP"
+    ip: str = "0.0.0.0"  # the wildcard address: what the API defaults to
+
+
 class Mode(Enum):
     """Koordinator's gang modes: Strict keeps nothing unless the gang places whole."""
 
@@ -124,6 +158,15 @@ class Pod:
     # status.conditions' PodScheduled as (status, reason, message, lastTransitionTime), if any:
     # the scheduler writes Unschedulable there as kube-scheduler does, only when it differs.
     scheduled_condition: tuple[str, str, str, str] | None = None
+    # Required inter-pod affinity and anti-affinity, and the host ports the pod takes.
+    pod_affinity: tuple[PodAffinityTerm, ...] = ()
+    pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
+    host_ports: tuple[HostPort, ...] = ()
+
+    @property
+    def neighbourly(self) -> bool:
+        """Whether where it may go depends on the other pods (not only on room)."""
+        return bool(self.pod_affinity or self.pod_anti_affinity or self.host_ports)
 
     @property
     def bound(self) -> bool:

@@ -84,6 +84,8 @@ class Snapshot:
     # The cache's generation when the snapshot was taken: a node whose info has a higher
     # generation than a gang's last failure changed since, and may help it.
     generation: int = 0
+    # Namespace name -> its labels, for the namespaceSelector of pod (anti-)affinity terms.
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     def infos(self) -> Mapping[str, NodeInfo]:
         """Per known node, what holds resources on it."""

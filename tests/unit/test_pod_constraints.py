@@ -75,3 +75,118 @@ def test_a_gated_pods_transition_time_is_kept_when_it_becomes_unschedulable() ->
     (condition,) = result.pod_conditions
     assert condition.reason == "Unschedulable"
     assert condition.last_transition == gated_since
+
+
+HOST = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+
+
+def one_per_node(app: str, key: str = HOST) -> dict:
+    """Required anti-affinity against the pods labelled app=APP, per ``key`` domain."""
+    term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+    return {
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    }
+
+
+def together(app: str, key: str = ZONE) -> dict:
+    term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+    return {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+
+
+def hosts(count: int, *, zone: str = "", cpu: str = "8", prefix: str = "n") -> list:
+    return [
+        node(
+            f"{prefix}{i}", cpu=cpu, labels={HOST: f"{prefix}{i}", **({ZONE: zone} if zone else {})}
+        )
+        for i in range(count)
+    ]
+
+
+def test_gang_with_mutual_anti_affinity_puts_one_worker_on_each_node() -> None:
+    pods = gang_pods(
+        "worker", 4, gang="worker", min_available=4, labels={"app": "w"}, spec=one_per_node("w")
+    )
+    result = schedule(snapshot(hosts(6), pods), now=T0)
+    placed = bind_map(result)
+    assert len(placed) == 4
+    assert len(set(placed.values())) == 4, placed
+
+
+def test_gang_with_mutual_anti_affinity_binds_nothing_when_nodes_are_too_few() -> None:
+    pods = gang_pods(
+        "worker", 4, gang="worker", min_available=4, labels={"app": "w"}, spec=one_per_node("w")
+    )
+    result = schedule(snapshot(hosts(3), pods), now=T0)
+    assert bind_map(result) == {}
+    (message, *_) = events(result, "FailedScheduling")
+    assert "3 node(s) didn't match pod anti-affinity rules" in message
+
+
+def test_running_pods_anti_affinity_keeps_the_incoming_gang_off_its_node() -> None:
+    running = pod(
+        "db", node_name="n0", phase="Running", labels={"app": "db"}, spec=one_per_node("web")
+    )
+    pods = gang_pods("web", 2, gang="web", min_available=2, labels={"app": "web"})
+    placed = bind_map(schedule(snapshot(hosts(2), [running, *pods]), now=T0))
+    assert placed == {"web-0": "n1", "web-1": "n1"}
+
+
+def test_existing_anti_affinity_is_said_in_kube_schedulers_words() -> None:
+    running = pod(
+        "db", node_name="n0", phase="Running", labels={"app": "db"}, spec=one_per_node("web")
+    )
+    lone = pod("web", labels={"app": "web"})
+    result = schedule(snapshot(hosts(1), [running, lone]), now=T0)
+    assert bind_map(result) == {}
+    assert (
+        "1 node(s) didn't satisfy existing pods anti-affinity rules"
+        in events(result, "FailedScheduling")[0]
+    )
+
+
+def test_gang_with_zone_affinity_to_itself_lands_in_one_zone() -> None:
+    nodes = hosts(2, zone="a", cpu="2", prefix="a") + hosts(2, zone="b", cpu="2", prefix="b")
+    pods = gang_pods("ps", 4, gang="ps", min_available=4, labels={"app": "ps"}, spec=together("ps"))
+    placed = bind_map(schedule(snapshot(nodes, pods), now=T0))
+    assert len(placed) == 4
+    # 2 cpu per node and 1 cpu per pod: the zone of the first member holds all four.
+    assert len({name[0] for name in placed.values()}) == 1, placed
+
+
+def test_affinity_follows_a_running_pod_to_its_zone() -> None:
+    nodes = hosts(1, zone="a", prefix="a") + hosts(1, zone="b", prefix="b")
+    cache = pod("cache", node_name="b0", phase="Running", labels={"app": "cache"})
+    pods = gang_pods("job", 2, gang="job", min_available=2, spec=together("cache"))
+    assert bind_map(schedule(snapshot(nodes, [cache, *pods]), now=T0)) == {
+        "job-0": "b0",
+        "job-1": "b0",
+    }
+
+
+def test_host_port_spreads_a_gang_and_a_clash_with_a_running_pod_is_refused() -> None:
+    port = {"containers": [{"name": "main", "ports": [{"containerPort": 80, "hostPort": 8080}]}]}
+    running = pod("proxy", node_name="n0", phase="Running", spec=port)
+    pods = gang_pods("srv", 2, gang="srv", min_available=2, spec=port)
+    result = schedule(snapshot(hosts(2), [running, *pods]), now=T0)
+    assert bind_map(result) == {}, "only n1 has the port free, and only for one member"
+    assert (
+        "node(s) didn't have free ports for the requested pod ports"
+        in events(result, "FailedScheduling")[0]
+    )
+    placed = bind_map(schedule(snapshot(hosts(3), [running, *pods]), now=T0))
+    assert sorted(placed.values()) == ["n1", "n2"]
+
+
+def test_host_ports_on_other_addresses_or_protocols_do_not_clash() -> None:
+    def port(protocol: str, ip: str) -> dict:
+        spec = {"containerPort": 53, "hostPort": 53, "protocol": protocol, "hostIP": ip}
+        return {"containers": [{"name": "main", "ports": [spec]}]}
+
+    running = pod("dns", node_name="n0", phase="Running", spec=port("UDP", "10.0.0.1"))
+    tcp = pod("tcp", spec=port("TCP", "10.0.0.1"))
+    other_ip = pod("other", spec=port("UDP", "10.0.0.2"))
+    placed = bind_map(schedule(snapshot(hosts(1), [running, tcp, other_ip]), now=T0))
+    assert placed == {"tcp": "n0", "other": "n0"}
+    every_ip = pod("all", spec=port("UDP", ""))
+    assert bind_map(schedule(snapshot(hosts(1), [running, every_ip]), now=T0)) == {}

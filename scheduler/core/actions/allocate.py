@@ -10,7 +10,7 @@ are kept as holds that are never bound (NonStrict).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from scheduler.core.arranging import master_of, tree_order
@@ -27,7 +27,7 @@ from scheduler.core.statement import Statement
 from scheduler.model import names
 from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch
 from scheduler.model.gangs import Gang
-from scheduler.model.pods import GangKey, Mode
+from scheduler.model.pods import GangKey, Mode, Pod
 from scheduler.model.status import Status
 from scheduler.model.topology import Constraints
 
@@ -264,11 +264,30 @@ def _arrange_gang(
         arrangement = session.arranger.arrange(chosen, constraints=constraints, ledger=trial)
         status = arrangement.status
         if status.ok:
+            status = _other_pods_allow(session, statement, arrangement.placements)
+        if status.ok:
             for pod, node in arrangement.placements:
                 statement.allocate(pod, node)
             session.outcomes[gang.key].relaxed = arrangement.relaxed
             return [Binding(p.ref, node) for p, node in arrangement.placements], status
     return [], status
+
+
+def _other_pods_allow(
+    session: Session, statement: Statement, placements: Sequence[tuple[Pod, str]]
+) -> Status:
+    """The topology solver places by room; what the other pods forbid (anti-affinity, host
+    ports, affinity) is checked on its answer, member by member, before anything is kept."""
+    probe = statement.ledger.scratch()
+    for pod, node in placements:
+        check = session.finder.check(pod, probe)
+        reason = check.reason(node) if check is not None else ""
+        if reason:
+            return Status.unschedulable(
+                f"{pod.ref.name}: the topology placement chose {node}, but 1 {reason}"
+            )
+        probe.place(pod, node)
+    return Status.success()
 
 
 def _unit_failed(
