@@ -63,3 +63,27 @@ def test_members_of_a_gang_that_does_not_fit_carry_pod_scheduled_false_until_the
         what="PodScheduled=True once bound",
     )
     scheduler.assert_alive()
+
+
+def test_gang_with_one_per_node_anti_affinity_spreads_over_nodes(
+    cluster: Cluster, scheduler: SchedulerProcess
+) -> None:
+    """The measured bug: all 4 workers landed on one node. The term also names the namespace
+    by a label selector, so the scheduler must know namespaces' labels (its namespace watch)."""
+    cluster.access.kubectl("label", "namespace", cluster.namespace, f"team={cluster.namespace}")
+    cluster.nodes(6, cpu="8")
+    term = {
+        "labelSelector": {"matchLabels": {"app": "worker"}},
+        "namespaceSelector": {"matchLabels": {"team": cluster.namespace}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    anti = {
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    }
+    members = cluster.gang(
+        "worker", 4, annotations=koord("worker", 4), labels={"app": "worker"}, spec=anti
+    )
+    wait_bound(cluster, members)
+    placements = cluster.placements()
+    assert len({placements[m] for m in members}) == 4, placements
+    scheduler.assert_alive()

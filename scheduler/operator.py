@@ -23,6 +23,7 @@ import structlog
 
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.objects import (
+    namespace_from_dict,
     node_from_dict,
     pod_from_dict,
     podgroup_from_dict,
@@ -163,6 +164,11 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
             ("scheduling.k8s.io", "v1", "priorityclasses"),
             lambda rt, body: rt.cache.upsert_priority_class(priority_class_from_dict(body)),
             lambda rt, body: rt.cache.remove_priority_class(body["metadata"]["name"]),
+        ),
+        (
+            ("v1", "namespaces"),  # their labels, for namespaceSelectors of pod affinity
+            lambda rt, body: rt.cache.upsert_namespace(*namespace_from_dict(body)),
+            lambda rt, body: rt.cache.remove_namespace(body["metadata"]["name"]),
         ),
     ]
     for resource, upsert, remove in kinds:

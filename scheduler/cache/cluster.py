@@ -22,6 +22,7 @@ waiting gangs out of every pass.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -60,6 +61,7 @@ class ClusterCache:
         self._nodes: dict[str, Node] = {}
         self._podgroups: dict[GangKey, PodGroup] = {}
         self._classes: dict[str, PriorityClass] = {}
+        self._namespaces: dict[str, Mapping[str, str]] = {}  # name -> labels
         # Assumed pods are stored bound (so a snapshot is a plain copy); the pod as the API
         # server last showed it is kept here, to be restored if the assumption is forgotten.
         self._assumed: dict[str, Pod] = {}
@@ -319,6 +321,20 @@ class ClusterCache:
         self._everything |= name in self._classes
         self._drop(self._classes, name)
 
+    def upsert_namespace(self, name: str, labels: Mapping[str, str]) -> None:
+        """A namespace's labels, for namespaceSelectors of pod (anti-)affinity terms. A new
+        namespace has no pods yet, so only a change of an existing one's labels can help."""
+        self.seen("namespaces", name)
+        known = self._namespaces.get(name)
+        self._namespaces[name] = dict(labels)
+        if known is not None and known != labels:
+            self._everything = True
+            self._changed()
+
+    def remove_namespace(self, name: str) -> None:
+        self._unstamp("namespaces", name)
+        self._namespaces.pop(name, None)  # its pods are gone or going: no pass for this
+
     def upsert_topology(
         self, key: str, topology: Topology | None, errors: tuple[str, ...] = ()
     ) -> None:
@@ -476,4 +492,5 @@ class ClusterCache:
             topology=topology,
             topology_errors=errors,
             groups={GangKey(g.namespace, g.name): g for _, g in sorted(self._groups.items())},
+            namespace_labels=dict(self._namespaces),
         )

@@ -373,6 +373,12 @@ def podgroup_from_dict(raw: object) -> PodGroup:
     )
 
 
+def namespace_from_dict(raw: object) -> tuple[str, dict[str, str]]:
+    """A namespace's name and labels."""
+    meta = obj(obj(raw).get("metadata"))
+    return text(meta.get("name")), texts(meta.get("labels"))
+
+
 def priority_class_from_dict(raw: object) -> PriorityClass:
     body = obj(raw)
     return PriorityClass(

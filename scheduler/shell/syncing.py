@@ -27,6 +27,7 @@ LISTS = {
     "nodes": "/api/v1/nodes",
     "podgroups": "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
     "priorityclasses": "/apis/scheduling.k8s.io/v1/priorityclasses",
+    "namespaces": "/api/v1/namespaces",
     # Seed 004's ConfigMaps, by label: a topology-placed gang must not be placed on a tree
     # that has not arrived yet.
     "topologies": "/api/v1/configmaps?labelSelector=sakkara.topology",
@@ -102,7 +103,7 @@ async def wait_until_synced(
 
 
 # The kinds kopf watches for the cache (the ConfigMaps' own watch re-lists correctly).
-KINDS = ("pods", "nodes", "podgroups", "priorityclasses")
+KINDS = ("pods", "nodes", "podgroups", "priorityclasses", "namespaces")
 
 
 def _remove(cache: ClusterCache, kind: str, key: str) -> None:
@@ -115,6 +116,8 @@ def _remove(cache: ClusterCache, kind: str, key: str) -> None:
         cache.remove_podgroup(GangKey(namespace, name))
     elif kind == "priorityclasses":
         cache.remove_priority_class(key)
+    elif kind == "namespaces":
+        cache.remove_namespace(key)
 
 
 async def remove_vanished(api: ApiClient, cache: ClusterCache, kind: str) -> list[str]:

@@ -190,3 +190,26 @@ def test_host_ports_on_other_addresses_or_protocols_do_not_clash() -> None:
     assert placed == {"tcp": "n0", "other": "n0"}
     every_ip = pod("all", spec=port("UDP", ""))
     assert bind_map(schedule(snapshot(hosts(1), [running, every_ip]), now=T0)) == {}
+
+
+def test_anti_affinity_with_a_namespace_selector_counts_pods_of_the_labelled_namespaces() -> None:
+    term = {
+        "labelSelector": {"matchLabels": {"app": "noisy"}},
+        "namespaceSelector": {"matchLabels": {"team": "batch"}},
+        "topologyKey": HOST,
+    }
+    spec = {
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    }
+    batch = pod("a", namespace="etl", node_name="n0", phase="Running", labels={"app": "noisy"})
+    other = pod("b", namespace="web", node_name="n1", phase="Running", labels={"app": "noisy"})
+    quiet = pod("quiet", spec=spec)
+    snap = replace(
+        snapshot(hosts(3), [batch, other, quiet]),
+        namespace_labels={"etl": {"team": "batch"}, "web": {"team": "web"}},
+    )
+    first = bind_map(schedule(snap, now=T0))
+    # n0 holds a noisy pod of a batch namespace; n1's noisy pod is in another team's.
+    crowded = replace(snap, nodes={k: v for k, v in snap.nodes.items() if k != "n2"})
+    assert bind_map(schedule(crowded, now=T0)) == {"quiet": "n1"}
+    assert first["quiet"] in {"n1", "n2"}
