@@ -22,13 +22,6 @@ import kopf
 import structlog
 
 from scheduler.cache.cluster import ClusterCache
-from scheduler.codecs.objects import (
-    namespace_from_dict,
-    node_from_dict,
-    pod_from_dict,
-    podgroup_from_dict,
-    priority_class_from_dict,
-)
 from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.pods import GangKey
@@ -42,7 +35,7 @@ from scheduler.shell.looping import SchedulingLoop, measure_lag
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
 from scheduler.shell.recording import EventRecorder
-from scheduler.shell.syncing import Relisting, wait_until_synced
+from scheduler.shell.syncing import UPSERTS, Relisting, wait_until_synced
 from scheduler.shell.watching import LabelWatch
 
 log = structlog.get_logger()
@@ -140,45 +133,40 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
             raise kopf.PermanentError("; ".join(problems))
         return "ok"
 
-    kinds: list[
-        tuple[tuple[str, ...], Callable[[Runtime, Any], None], Callable[[Runtime, Any], None]]
-    ] = [
-        (
-            ("v1", "pods"),
-            lambda rt, body: rt.cache.upsert_pod(pod_from_dict(body)),
-            lambda rt, body: rt.cache.remove_pod(body["metadata"]["uid"]),
-        ),
+    # Upserts are shared with the re-list (``UPSERTS``); removals come from DELETED events.
+    kinds: list[tuple[tuple[str, ...], str, Callable[[Runtime, Any], None]]] = [
+        (("v1", "pods"), "pods", lambda rt, body: rt.cache.remove_pod(body["metadata"]["uid"])),
         (
             ("v1", "nodes"),
-            lambda rt, body: rt.cache.upsert_node(node_from_dict(body)),
+            "nodes",
             lambda rt, body: rt.cache.remove_node(body["metadata"]["name"]),
         ),
         (
             ("scheduling.x-k8s.io", "v1alpha1", "podgroups"),
-            lambda rt, body: rt.cache.upsert_podgroup(podgroup_from_dict(body)),
+            "podgroups",
             lambda rt, body: rt.cache.remove_podgroup(
                 GangKey(body["metadata"]["namespace"], body["metadata"]["name"])
             ),
         ),
         (
             ("scheduling.k8s.io", "v1", "priorityclasses"),
-            lambda rt, body: rt.cache.upsert_priority_class(priority_class_from_dict(body)),
+            "priorityclasses",
             lambda rt, body: rt.cache.remove_priority_class(body["metadata"]["name"]),
         ),
         (
             ("v1", "namespaces"),  # their labels, for namespaceSelectors of pod affinity
-            lambda rt, body: rt.cache.upsert_namespace(*namespace_from_dict(body)),
+            "namespaces",
             lambda rt, body: rt.cache.remove_namespace(body["metadata"]["name"]),
         ),
     ]
-    for resource, upsert, remove in kinds:
-        name = resource[-1]
+    for resource, name, remove in kinds:
+        upsert = UPSERTS[name]
 
         async def on_event(
             event: kopf.RawEvent,
             body: kopf.Body,
             memo: Runtime,
-            _upsert: Callable[[Runtime, Any], None] = upsert,
+            _upsert: Callable[[ClusterCache, Any], None] = upsert,
             _remove: Callable[[Runtime, Any], None] = remove,
             _name: str = name,
             **_: Any,
@@ -187,7 +175,7 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
             if kind == "DELETED":
                 _guarded(_name, lambda: _remove(memo, body))
             else:
-                _guarded(_name, lambda: _upsert(memo, body))
+                _guarded(_name, lambda: _upsert(memo.cache, body))
                 if kind is None:  # kopf (re-)listed the kind: it says nothing of deletions
                     memo.relisted(_name)
             memo.loop.poke()
@@ -337,6 +325,11 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
             )
             raise
         await leadership.acquire()
+        if leader_election is not None:
+            # A standby's watches may lag behind what the old leader bound (both were cut
+            # off by the same outage, say): a pass on that cache would overcommit nodes.
+            relisting.everything()
+            await relisting.settled()
 
     relisting = Relisting(
         api, cache, poke=wake.set, errored=metrics.background_errors.labels(worker="resync").inc

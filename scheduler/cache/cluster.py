@@ -200,20 +200,41 @@ class ClusterCache:
         """How many objects the watches have delivered so far (a point in their stream)."""
         return self._delivered
 
-    def vanished(self, kind: str, listed: set[str], *, since: int) -> list[str]:
-        """Keys of ``kind`` in the cache that a LIST begun at ``since`` did not show and no
-        watch delivered after it: objects deleted while no watch was there to say so."""
-        held: dict[str, Any] | set[str] = {
+    def _held(self, kind: str) -> dict[str, Any] | set[str]:
+        """The keys of ``kind`` in the cache, as the re-list names them."""
+        return {
             "pods": self._pods,
             "nodes": self._nodes,
             "podgroups": {str(key) for key in self._podgroups},
             "priorityclasses": self._classes,
+            "namespaces": self._namespaces,
         }[kind]
+
+    def vanished(self, kind: str, listed: set[str], *, since: int) -> list[str]:
+        """Keys of ``kind`` in the cache that a LIST begun at ``since`` did not show and no
+        watch delivered after it: objects deleted while no watch was there to say so."""
+        held = self._held(kind)
         stamps = self._stamps.get(kind, {})
         return sorted(k for k in held if k not in listed and stamps.get(k, 0) <= since)
 
+    def stale(self, kind: str, key: str, *, since: int) -> bool:
+        """Whether a LIST begun at ``since`` knows ``key`` better than the cache does: no
+        watch delivered it, nor its deletion, since. A LIST is a consistent read, newer than
+        anything delivered before it began; what a watch delivered after may be newer."""
+        return self._stamps.get(kind, {}).get(key, 0) <= since
+
+    def prune(self, kind: str, *, since: int) -> None:
+        """Forget the marks of deletions that a LIST begun at ``since`` has seen past."""
+        held = self._held(kind)
+        stamps = self._stamps.get(kind, {})
+        for key in [k for k, stamp in stamps.items() if stamp <= since and k not in held]:
+            del stamps[key]
+
     def _unstamp(self, kind: str, key: str) -> None:
-        self._stamps.get(kind, {}).pop(key, None)
+        """A deletion is a delivery too: a LIST begun before it must not bring the object
+        back (the mark is pruned once a later LIST has seen past it)."""
+        self._delivered += 1
+        self._stamps.setdefault(kind, {})[key] = self._delivered
 
     def unseen(self, expected: set[tuple[str, str]]) -> set[tuple[str, str]]:
         """Which of ``expected`` no watch has delivered yet."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 
 import structlog
 
@@ -115,6 +116,8 @@ class Binder:
                 self._forget(binding, f"binding {binding.pod} to {binding.node} failed: {error}")
             else:
                 bound.add(binding)
+        if failed:
+            self._back_off(gang for gang in group.gangs if failed.intersection(gang.bindings))
         if not group.all_or_nothing:
             return
         for gang_binding in group.gangs:
@@ -190,6 +193,15 @@ class Binder:
         )
         self._cache.forget(binding.pod)
         self._poke()
+
+    def _back_off(self, gangs: Iterable[GangBinding]) -> None:
+        """Members whose bind failed are placed again, but not at once: while the API server
+        is away every bind fails at once, and a pass per failure would spin."""
+        retry_at = self._clock() + self._config.initial_backoff_seconds
+        for gang in gangs:
+            state = self._cache.memory.get(gang.gang, GangState())
+            if state.retry_at < retry_at:
+                self._cache.update_memory(gang.gang, replace(state, retry_at=retry_at))
 
     def _first_bind_failed(self, group: GroupBinding, error: str) -> None:
         first = group.bindings[0]

@@ -17,6 +17,13 @@ from typing import Any
 import structlog
 
 from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.objects import (
+    namespace_from_dict,
+    node_from_dict,
+    pod_from_dict,
+    podgroup_from_dict,
+    priority_class_from_dict,
+)
 from scheduler.model.pods import GangKey
 from scheduler.shell.api import ApiClient, ApiError
 
@@ -120,17 +127,45 @@ def _remove(cache: ClusterCache, kind: str, key: str) -> None:
         cache.remove_namespace(key)
 
 
-async def remove_vanished(api: ApiClient, cache: ClusterCache, kind: str) -> list[str]:
-    """After a watch re-listed ``kind`` (its resourceVersion expired, or the API server
-    restarted), drop from the cache whatever was deleted while no watch was there: a
-    re-list delivers what exists, never a DELETED for what does not any more. Returns the
-    keys removed."""
+# How a watched object is folded into the cache, per kind: by the watches and by a re-list.
+UPSERTS: dict[str, Callable[[ClusterCache, Any], None]] = {
+    "pods": lambda cache, body: cache.upsert_pod(pod_from_dict(body)),
+    "nodes": lambda cache, body: cache.upsert_node(node_from_dict(body)),
+    "podgroups": lambda cache, body: cache.upsert_podgroup(podgroup_from_dict(body)),
+    "priorityclasses": lambda cache, body: cache.upsert_priority_class(
+        priority_class_from_dict(body)
+    ),
+    "namespaces": lambda cache, body: cache.upsert_namespace(*namespace_from_dict(body)),
+}
+
+
+async def resync(api: ApiClient, cache: ClusterCache, kind: str) -> list[str]:
+    """After a watch re-listed ``kind`` (its resourceVersion expired, the API server
+    restarted, this replica just became leader), make the cache what a fresh LIST says, as
+    an informer's re-list does: fold in every object no watch delivered since the LIST
+    began (a bind that landed while the watch was away: placing on the room it took would
+    overcommit the node), and drop whatever the LIST no longer shows (a re-list delivers
+    what exists, never a DELETED for what does not any more). Returns the keys removed."""
     since = cache.delivered
-    listed = {_key(kind, item) for item in await list_objects(api, kind, metadata_only=True)}
+    items = await list_objects(api, kind)
+    upsert = UPSERTS[kind]
+    listed: set[str] = set()
+    folded = 0
+    for item in items:
+        key = _key(kind, item)
+        listed.add(key)
+        if cache.stale(kind, key, since=since):
+            try:
+                upsert(cache, item)
+            except Exception:  # a shape no codec foresaw: the watch's handler says so too
+                log.exception("re-listed object not folded in", kind=kind, key=key)
+                continue
+            folded += 1
     gone = cache.vanished(kind, listed, since=since)
-    log.debug("re-list checked", kind=kind, listed=len(listed), vanished=len(gone))
+    log.debug("re-list checked", kind=kind, listed=len(listed), folded=folded, gone=len(gone))
     for key in gone:
         _remove(cache, kind, key)
+    cache.prune(kind, since=since)
     if gone:
         log.info(
             "removed what vanished while the watch was away",
@@ -142,7 +177,7 @@ async def remove_vanished(api: ApiClient, cache: ClusterCache, kind: str) -> lis
 
 
 class Relisting:
-    """Runs ``remove_vanished`` for a kind whenever a watch re-lists it after the first
+    """Runs ``resync`` for a kind whenever a watch re-lists it after the first
     sync, one check per kind at a time, retried until it gets through."""
 
     def __init__(
@@ -186,8 +221,8 @@ class Relisting:
         await asyncio.sleep(self._settle_seconds)  # let the listing land first: less to drop
         while True:
             try:
-                if await remove_vanished(self._api, self._cache, kind):
-                    self._poke()
+                await resync(self._api, self._cache, kind)
+                self._poke()
                 return
             except Exception as error:  # ApiError, or a bug: the check must happen anyway
                 if not isinstance(error, ApiError):
