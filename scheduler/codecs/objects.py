@@ -29,6 +29,7 @@ from scheduler.model.pods import (
     PodAffinityTerm,
     PodRef,
     Requirement,
+    SpreadConstraint,
     Toleration,
 )
 from scheduler.model.resources import CPU, PODS, Resources
@@ -188,6 +189,30 @@ def _required(affinity: Obj, kind: str, namespace: str) -> tuple[PodAffinityTerm
     return _pod_affinity_terms(required, namespace)
 
 
+def _spread(spec: Obj) -> tuple[SpreadConstraint, ...]:
+    """topologySpreadConstraints, with kube-scheduler's defaults (minDomains 1, node
+    affinity honoured, taints ignored). The API server has validated them."""
+    constraints = []
+    for c in objs(spec.get("topologySpreadConstraints")):
+        max_skew = whole(c.get("maxSkew"))
+        min_domains = whole(c.get("minDomains"))
+        constraints.append(
+            SpreadConstraint(
+                max_skew=max_skew if max_skew is not None and max_skew > 0 else 1,
+                topology_key=text(c.get("topologyKey")),
+                hard=text(c.get("whenUnsatisfiable"), "DoNotSchedule") == "DoNotSchedule",
+                selector=label_selector(c.get("labelSelector")),
+                min_domains=min_domains if min_domains is not None and min_domains > 0 else 1,
+                honor_node_affinity=text(c.get("nodeAffinityPolicy"), "Honor") == "Honor",
+                honor_node_taints=text(c.get("nodeTaintsPolicy"), "Ignore") == "Honor",
+                match_label_keys=tuple(
+                    k for k in listed(c.get("matchLabelKeys")) if isinstance(k, str)
+                ),
+            )
+        )
+    return tuple(constraints)
+
+
 def host_ports(spec: Obj) -> tuple[HostPort, ...]:
     """The ports with a hostPort of the app containers and of the init containers that run
     as long as the pod (sidecars), as kube-scheduler's ``GetHostPorts`` collects them."""
@@ -266,6 +291,7 @@ def pod_from_dict(raw: object) -> Pod:
         pod_affinity=_required(obj(spec.get("affinity")), "podAffinity", namespace),
         pod_anti_affinity=_required(obj(spec.get("affinity")), "podAntiAffinity", namespace),
         host_ports=host_ports(spec),
+        spread=_spread(spec),
         gates=tuple(text(g.get("name")) or "(unnamed)" for g in objs(spec.get("schedulingGates"))),
     )
 

@@ -18,15 +18,19 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from scheduler.core.filtering import selector_matches
-from scheduler.model.nodes import Node, NodeInfo
-from scheduler.model.pods import HostPort, Pod, PodAffinityTerm
+from scheduler.core.filtering import matches_node, selector_matches, tolerates
+from scheduler.model.nodes import NO_EXECUTE, NO_SCHEDULE, Node, NodeInfo
+from scheduler.model.pods import HostPort, LabelSelector, Pod, PodAffinityTerm, SpreadConstraint
 
 # kube-scheduler's words, so that FailedScheduling counts read the same.
 PORTS_TAKEN = "node(s) didn't have free ports for the requested pod ports"
 AFFINITY_MISMATCH = "node(s) didn't match pod affinity rules"
 ANTI_AFFINITY_MISMATCH = "node(s) didn't match pod anti-affinity rules"
 EXISTING_ANTI_AFFINITY = "node(s) didn't satisfy existing pods anti-affinity rules"
+SPREAD_MISSING_LABEL = (
+    "node(s) didn't match pod topology spread constraints (missing required label)"
+)
+SPREAD_MISMATCH = "node(s) didn't match pod topology spread constraints"
 
 WILDCARD = "0.0.0.0"  # a host port on every address
 
@@ -60,6 +64,28 @@ def ports_conflict(wanted: Iterable[HostPort], used: Iterable[HostPort]) -> bool
     return False
 
 
+def spread_selector(constraint: SpreadConstraint, pod: Pod) -> LabelSelector | None:
+    """The constraint's selector with the pod's values of its matchLabelKeys added (none
+    added to a null selector, which matches nothing), as kube-scheduler merges them."""
+    selector = constraint.selector
+    extra = tuple((k, pod.labels[k]) for k in constraint.match_label_keys if k in pod.labels)
+    if selector is None or not extra:
+        return selector
+    return LabelSelector(selector.match_labels + extra, selector.match_expressions)
+
+
+@dataclass(frozen=True, slots=True)
+class Spread:
+    """One DoNotSchedule constraint, prepared: matching pods per domain of the nodes it
+    counts, the global minimum, and whether the pod counts itself."""
+
+    key: str
+    max_skew: int
+    counts: Mapping[str, int]
+    minimum: int
+    self_match: int
+
+
 @dataclass(frozen=True, slots=True)
 class Check:
     """The prepared filter for one pod; ``reason(node)`` is "" where it may go."""
@@ -71,12 +97,28 @@ class Check:
     affinity: Counter[Pair]  # pods matching all of the pod's affinity terms, per pair
     anti: frozenset[Pair]  # where pods its anti-affinity terms name are
     first_of_its_kind: bool  # no pod matches its affinity terms, and it matches them itself
+    spreads: tuple[Spread, ...] = ()
 
     def reason(self, node: str) -> str:
+        """kube-scheduler's filter order: NodePorts, (room), PodTopologySpread,
+        InterPodAffinity; room is the caller's."""
         pod = self.pod
         if pod.host_ports and ports_conflict(pod.host_ports, self.ports_on(node)):
             return PORTS_TAKEN
-        return self.affinity_reason(node)
+        return self.spread_reason(node) or self.affinity_reason(node)
+
+    def spread_reason(self, node: str) -> str:
+        """PodTopologySpread's Filter: existing matching pods in the node's domain, plus the
+        pod itself if it matches, minus the global minimum, at most maxSkew."""
+        labels = self.nodes[node].labels
+        for spread in self.spreads:
+            value = labels.get(spread.key)
+            if value is None:
+                return SPREAD_MISSING_LABEL
+            skew = spread.counts.get(value, 0) + spread.self_match - spread.minimum
+            if skew > spread.max_skew:
+                return SPREAD_MISMATCH
+        return ""
 
     def affinity_reason(self, node: str) -> str:
         """InterPodAffinity's Filter, in its order: affinity, anti-affinity, existing."""
@@ -102,6 +144,15 @@ class Check:
         return ""
 
 
+def _counted(other: Pod, pod: Pod, selector: LabelSelector) -> bool:
+    """``countPodsMatchSelector``: not being deleted, same namespace, labels match."""
+    return (
+        not other.deleting
+        and other.ref.namespace == pod.ref.namespace
+        and selector_matches(selector, other.labels)
+    )
+
+
 class Neighbours:
     """The other pods, for one pass: which of them carry required anti-affinity, and the
     per-pass counts of the snapshot's pods by affinity terms."""
@@ -118,6 +169,8 @@ class Neighbours:
         self._namespaces = namespace_labels or {}
         self._anti: list[tuple[Pod, str]] | None = None
         self._counted: dict[tuple, tuple[Counter[Pair], frozenset[Pair]]] = {}
+        self._eligible_by: dict[tuple, dict[str, str]] = {}
+        self._spread_by: dict[tuple, dict[str, int]] = {}
 
     def _existing(self) -> Iterable[tuple[Pod, str]]:
         for name, info in self._infos.items():
@@ -169,7 +222,91 @@ class Neighbours:
             affinity=affinity,
             anti=frozenset(anti),
             first_of_its_kind=first,
+            spreads=self._spreads(pod, placed),
         )
+
+    def _spreads(self, pod: Pod, placed: list[tuple[Pod, str]]) -> tuple[Spread, ...]:
+        hard = [c for c in pod.spread if c.hard]
+        if not hard:
+            return ()
+        keys = {c.topology_key for c in hard}
+        spreads = []
+        for constraint in hard:
+            selector = spread_selector(constraint, pod)
+            counts = dict(self._spread_counts(pod, constraint, selector, keys))
+            if selector is not None and (selector.match_labels or selector.match_expressions):
+                eligible = self._eligible(pod, constraint, keys)
+                for other, node in placed:
+                    value = eligible.get(node)
+                    if value is not None and _counted(other, pod, selector):
+                        counts[value] = counts.get(value, 0) + 1
+            minimum = min(counts.values()) if len(counts) >= constraint.min_domains else 0
+            spreads.append(
+                Spread(
+                    key=constraint.topology_key,
+                    max_skew=constraint.max_skew,
+                    counts=counts,
+                    minimum=minimum,
+                    self_match=int(selector_matches(selector, pod.labels)),
+                )
+            )
+        return tuple(spreads)
+
+    def _eligible(
+        self, pod: Pod, constraint: SpreadConstraint, keys: set[str]
+    ) -> Mapping[str, str]:
+        """The nodes the constraint counts, with their value of its key: those with every
+        hard constraint's key, that match the pod's node affinity and selector (unless the
+        policy is Ignore) and whose taints it tolerates (if the policy is Honor)."""
+        cache_key = (
+            constraint.topology_key,
+            constraint.honor_node_affinity,
+            constraint.honor_node_taints,
+            tuple(sorted(keys)),
+            tuple(sorted(pod.node_selector.items())),
+            pod.affinity,
+            pod.tolerations,
+        )
+        known = self._eligible_by.get(cache_key)
+        if known is None:
+            eligible: dict[str, str] = {}
+            for name, node in self._nodes.items():
+                labels = node.labels
+                if not all(k in labels for k in keys):
+                    continue
+                if constraint.honor_node_affinity and not matches_node(pod, node):
+                    continue
+                if constraint.honor_node_taints and any(
+                    t.effect in (NO_SCHEDULE, NO_EXECUTE) and not tolerates(pod.tolerations, t)
+                    for t in node.taints
+                ):
+                    continue
+                eligible[name] = labels[constraint.topology_key]
+            known = self._eligible_by[cache_key] = eligible
+        return known
+
+    def _spread_counts(
+        self,
+        pod: Pod,
+        constraint: SpreadConstraint,
+        selector: LabelSelector | None,
+        keys: set[str],
+    ) -> Mapping[str, int]:
+        """The snapshot's matching pods per domain (every counted domain present, at 0 if
+        empty); once per pass for each namespace, selector and set of counted nodes."""
+        eligible = self._eligible(pod, constraint, keys)
+        cache_key = (pod.ref.namespace, selector, id(eligible))
+        known = self._spread_by.get(cache_key)
+        if known is None:
+            counts: dict[str, int] = dict.fromkeys(eligible.values(), 0)
+            if selector is not None and (selector.match_labels or selector.match_expressions):
+                for name, value in eligible.items():
+                    info = self._infos.get(name)
+                    for other in info.pods if info is not None else ():
+                        if _counted(other, pod, selector):
+                            counts[value] += 1
+            known = self._spread_by[cache_key] = counts
+        return known
 
     def _counts(self, pod: Pod) -> tuple[Counter[Pair], frozenset[Pair]]:
         """The snapshot's share of the counts; the same for every pod with the same terms."""

@@ -249,7 +249,8 @@ class NodeFinder:
         reasons = dict(rejected)
         check = self.check(pod, ledger)
         for name in fit:
-            # kube-scheduler's filter order: NodePorts, NodeResourcesFit, InterPodAffinity.
+            # kube-scheduler's filter order: NodePorts, NodeResourcesFit, PodTopologySpread,
+            # InterPodAffinity.
             if check is not None and check.pod.host_ports:
                 taken = check.reason(name) == PORTS_TAKEN
                 if taken:
@@ -260,7 +261,11 @@ class NodeFinder:
             for resource in short:
                 key = f"Insufficient {resource}"
                 reasons[key] = reasons.get(key, 0) + 1
-            if not short and check is not None and (reason := check.affinity_reason(name)):
+            if (
+                not short
+                and check is not None
+                and (reason := check.spread_reason(name) or check.affinity_reason(name))
+            ):
                 reasons[reason] = reasons.get(reason, 0) + 1
         counted = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
         detail = ", ".join(f"{count} {reason}" for reason, count in counted)

@@ -75,6 +75,22 @@ class PodAffinityTerm:
     namespace_selector: LabelSelector | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class SpreadConstraint:
+    """One of ``topologySpreadConstraints``, with the API's defaults filled in. The pods it
+    counts are those of the owner's namespace that ``selector`` matches (with the owner's
+    values of ``match_label_keys`` added, as kube-scheduler merges them)."""
+
+    max_skew: int
+    topology_key: str
+    hard: bool  # whenUnsatisfiable: DoNotSchedule (a filter); else ScheduleAnyway (a score)
+    selector: LabelSelector | None
+    min_domains: int = 1
+    honor_node_affinity: bool = True  # nodeAffinityPolicy: Honor (the default) or Ignore
+    honor_node_taints: bool = False  # nodeTaintsPolicy: Ignore (the default) or Honor
+    match_label_keys: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class HostPort:
     """A container port with a hostPort: it takes (protocol, port) on the node, on one IP
@@ -162,11 +178,17 @@ class Pod:
     pod_affinity: tuple[PodAffinityTerm, ...] = ()
     pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
+    spread: tuple[SpreadConstraint, ...] = ()
 
     @property
     def neighbourly(self) -> bool:
         """Whether where it may go depends on the other pods (not only on room)."""
-        return bool(self.pod_affinity or self.pod_anti_affinity or self.host_ports)
+        return bool(
+            self.pod_affinity
+            or self.pod_anti_affinity
+            or self.host_ports
+            or any(c.hard for c in self.spread)
+        )
 
     @property
     def bound(self) -> bool:

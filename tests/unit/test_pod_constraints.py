@@ -213,3 +213,72 @@ def test_anti_affinity_with_a_namespace_selector_counts_pods_of_the_labelled_nam
     crowded = replace(snap, nodes={k: v for k, v in snap.nodes.items() if k != "n2"})
     assert bind_map(schedule(crowded, now=T0)) == {"quiet": "n1"}
     assert first["quiet"] in {"n1", "n2"}
+
+
+def spread(app: str, key: str = ZONE, skew: int = 1, **extra: object) -> dict:
+    constraint = {
+        "maxSkew": skew,
+        "topologyKey": key,
+        "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchLabels": {"app": app}},
+        **extra,
+    }
+    return {"topologySpreadConstraints": [constraint]}
+
+
+def zones(*names: str, per_zone: int = 2, cpu: str = "8") -> list:
+    return [
+        node(f"{z}{i}", cpu=cpu, labels={HOST: f"{z}{i}", ZONE: z})
+        for z in names
+        for i in range(per_zone)
+    ]
+
+
+def test_gang_spread_over_zones_with_max_skew_one_lands_evenly() -> None:
+    pods = gang_pods("w", 6, gang="w", min_available=6, labels={"app": "w"}, spec=spread("w"))
+    placed = bind_map(schedule(snapshot(zones("a", "b", "c"), pods), now=T0))
+    assert len(placed) == 6
+    per_zone = {z: sum(1 for n in placed.values() if n[0] == z) for z in "abc"}
+    assert per_zone == {"a": 2, "b": 2, "c": 2}
+
+
+def test_spread_counts_running_pods_and_refuses_a_skew_beyond_max() -> None:
+    running = [pod(f"r{i}", node_name="a0", phase="Running", labels={"app": "w"}) for i in range(2)]
+    # Pinned to a1 by its selector; nodeAffinityPolicy Ignore counts every zone anyway
+    # (with Honor, the only domain counted would be a1's, and it would fit).
+    ignore = spread("w", nodeAffinityPolicy="Ignore")
+    lone = pod("new", labels={"app": "w"}, spec=ignore, node_selector={HOST: "a1"})
+    result = schedule(snapshot(zones("a", "b"), [*running, lone]), now=T0)
+    assert bind_map(result) == {}, "zone a has 2, zone b 0: a third in a is a skew of 3"
+    honor = replace(lone, spread=pod("x", spec=spread("w")).spread)
+    assert bind_map(schedule(snapshot(zones("a", "b"), [*running, honor]), now=T0)) == {"new": "a1"}
+    assert (
+        "node(s) didn't match pod topology spread constraints"
+        in events(result, "FailedScheduling")[0]
+    )
+
+
+def test_spread_ignores_pods_of_other_namespaces_and_nodes_without_the_key() -> None:
+    elsewhere = pod("r", namespace="other", node_name="a0", phase="Running", labels={"app": "w"})
+    unlabelled = node("bare", cpu="8")
+    lone = pod("new", labels={"app": "w"}, spec=spread("w"), node_selector={HOST: "a0"})
+    placed = bind_map(schedule(snapshot([*zones("a", "b"), unlabelled], [elsewhere, lone]), now=T0))
+    assert placed == {"new": "a0"}
+    on_bare = pod("bare-one", labels={"app": "w"}, spec=spread("w"))
+    result = schedule(snapshot([unlabelled], [on_bare]), now=T0)
+    assert "(missing required label)" in events(result, "FailedScheduling")[0]
+
+
+def test_min_domains_beyond_the_zones_there_are_makes_the_minimum_zero() -> None:
+    """Two zones, minDomains 3: the global minimum counts as 0, so with maxSkew 1 each
+    zone takes one matching pod and no more."""
+    pods = gang_pods(
+        "w", 3, gang="w", min_available=3, labels={"app": "w"}, spec=spread("w", minDomains=3)
+    )
+    result = schedule(snapshot(zones("a", "b"), pods), now=T0)
+    assert bind_map(result) == {}
+    two = gang_pods(
+        "v", 2, gang="v", min_available=2, labels={"app": "v"}, spec=spread("v", minDomains=3)
+    )
+    placed = bind_map(schedule(snapshot(zones("a", "b"), two), now=T0))
+    assert sorted(n[0] for n in placed.values()) == ["a", "b"]
