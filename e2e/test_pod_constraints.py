@@ -4,6 +4,7 @@ pod that cannot be placed says so where the autoscalers look (PodScheduled=False
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -87,3 +88,53 @@ def test_gang_with_one_per_node_anti_affinity_spreads_over_nodes(
     placements = cluster.placements()
     assert len({placements[m] for m in members}) == 4, placements
     scheduler.assert_alive()
+
+
+def test_gang_goes_where_its_volumes_are_and_a_missing_claim_is_named(
+    cluster: Cluster, scheduler: SchedulerProcess
+) -> None:
+    """Local volumes pin their pods: each member's claim is bound to a volume reachable
+    only from one node, and the gang lands there; a pod whose claim does not exist waits
+    with an Event naming the claim."""
+    nodes = cluster.nodes(3, cpu="8")
+    ns = cluster.namespace
+    volumes, claims = [], []
+    for i, node in enumerate(nodes[:2]):
+        term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                      "values": [node]}]}  # fmt: skip
+        volumes.append({
+            "apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": f"{ns}-pv{i}"},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "storageClassName": "", "local": {"path": "/data"},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [term]}}},
+        })  # fmt: skip
+        claims.append({
+            "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": f"data-{i}", "namespace": ns},
+            "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "",
+                     "volumeName": f"{ns}-pv{i}", "resources": {"requests": {"storage": "1Gi"}}},
+        })  # fmt: skip
+
+    def claiming(name: str, claim: str, **pod: Any) -> dict:
+        volume = {"name": "data", "persistentVolumeClaim": {"claimName": claim}}
+        return cluster.pod(name, spec={"volumes": [volume]}, **pod)
+
+    try:
+        cluster.apply(*volumes, *claims)
+        cluster.apply(
+            *(claiming(f"db-{i}", f"data-{i}", annotations=koord("db", 2)) for i in (0, 1))
+        )
+        wait_bound(cluster, {"db-0", "db-1"})
+        placements = cluster.placements()
+        assert (placements["db-0"], placements["db-1"]) == (nodes[0], nodes[1])
+        cluster.apply(claiming("orphan", "nowhere"))
+        wait_for(
+            lambda: any('"nowhere" not found' in m for m in cluster.events("FailedScheduling")),
+            timeout=BIND_TIMEOUT,
+            what='a FailedScheduling event naming the missing claim "nowhere"',
+        )
+        stays_unbound(cluster, {"orphan"}, seconds=1)
+        scheduler.assert_alive()
+    finally:
+        names = [v["metadata"]["name"] for v in volumes]
+        cluster.access.kubectl("delete", "pv", *names, "--wait=false", check=False)

@@ -158,6 +158,24 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
             "namespaces",
             lambda rt, body: rt.cache.remove_namespace(body["metadata"]["name"]),
         ),
+        # Storage: where a pod's volumes let it go, and whether its claims are usable yet.
+        (
+            ("v1", "persistentvolumeclaims"),
+            "persistentvolumeclaims",
+            lambda rt, body: rt.cache.remove_claim(
+                f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+            ),
+        ),
+        (
+            ("v1", "persistentvolumes"),
+            "persistentvolumes",
+            lambda rt, body: rt.cache.remove_volume(body["metadata"]["name"]),
+        ),
+        (
+            ("storage.k8s.io", "v1", "storageclasses"),
+            "storageclasses",
+            lambda rt, body: rt.cache.remove_storage_class(body["metadata"]["name"]),
+        ),
     ]
     for resource, name, remove in kinds:
         upsert = UPSERTS[name]

@@ -32,6 +32,7 @@ from scheduler.model.pods import GangKey, Pod, PodRef, gang_key_of
 from scheduler.model.resources import Resources
 from scheduler.model.snapshot import GangState, PriorityClass, Snapshot
 from scheduler.model.topology import SakkaraGroup, Topology
+from scheduler.model.volumes import Claim, Volume
 
 
 class ClusterCache:
@@ -62,6 +63,10 @@ class ClusterCache:
         self._podgroups: dict[GangKey, PodGroup] = {}
         self._classes: dict[str, PriorityClass] = {}
         self._namespaces: dict[str, Mapping[str, str]] = {}  # name -> labels
+        # Storage: claims by "namespace/name", volumes and storage classes by name.
+        self._claims: dict[str, Claim] = {}
+        self._volumes: dict[str, Volume] = {}
+        self._modes: dict[str, str] = {}
         # Assumed pods are stored bound (so a snapshot is a plain copy); the pod as the API
         # server last showed it is kept here, to be restored if the assumption is forgotten.
         self._assumed: dict[str, Pod] = {}
@@ -208,6 +213,9 @@ class ClusterCache:
             "podgroups": {str(key) for key in self._podgroups},
             "priorityclasses": self._classes,
             "namespaces": self._namespaces,
+            "persistentvolumeclaims": self._claims,
+            "persistentvolumes": self._volumes,
+            "storageclasses": self._modes,
         }[kind]
 
     def vanished(self, kind: str, listed: set[str], *, since: int) -> list[str]:
@@ -355,6 +363,37 @@ class ClusterCache:
     def remove_namespace(self, name: str) -> None:
         self._unstamp("namespaces", name)
         self._namespaces.pop(name, None)  # its pods are gone or going: no pass for this
+
+    # Storage changes rarely and may let any waiting pod go (a claim bound, a volume made):
+    # a change makes the next snapshot whole.
+
+    def upsert_claim(self, claim: Claim) -> None:
+        key = f"{claim.namespace}/{claim.name}"
+        self._everything |= self._claims.get(key) != claim
+        self._put(self._claims, key, claim, kind="persistentvolumeclaims")
+
+    def remove_claim(self, key: str) -> None:
+        self._unstamp("persistentvolumeclaims", key)
+        self._everything |= key in self._claims
+        self._drop(self._claims, key)
+
+    def upsert_volume(self, volume: Volume) -> None:
+        self._everything |= self._volumes.get(volume.name) != volume
+        self._put(self._volumes, volume.name, volume, kind="persistentvolumes")
+
+    def remove_volume(self, name: str) -> None:
+        self._unstamp("persistentvolumes", name)
+        self._everything |= name in self._volumes
+        self._drop(self._volumes, name)
+
+    def upsert_storage_class(self, name: str, mode: str) -> None:
+        self._everything |= self._modes.get(name) != mode
+        self._put(self._modes, name, mode, kind="storageclasses")
+
+    def remove_storage_class(self, name: str) -> None:
+        self._unstamp("storageclasses", name)
+        self._everything |= name in self._modes
+        self._drop(self._modes, name)
 
     def upsert_topology(
         self, key: str, topology: Topology | None, errors: tuple[str, ...] = ()
@@ -514,4 +553,7 @@ class ClusterCache:
             topology_errors=errors,
             groups={GangKey(g.namespace, g.name): g for _, g in sorted(self._groups.items())},
             namespace_labels=dict(self._namespaces),
+            claims={(c.namespace, c.name): c for c in self._claims.values()},
+            volumes=dict(self._volumes),
+            binding_modes=dict(self._modes),
         )

@@ -35,6 +35,7 @@ from scheduler.model.pods import (
 from scheduler.model.resources import CPU, PODS, Resources
 from scheduler.model.snapshot import PriorityClass
 from scheduler.model.times import parse_time
+from scheduler.model.volumes import Claim, Volume
 
 Obj = Mapping[str, Any]
 
@@ -141,19 +142,36 @@ def _requirements(raw: object) -> tuple[Requirement, ...]:
     )
 
 
-def _affinity(spec: Obj) -> tuple[NodeSelectorTerm, ...]:
-    required = obj(
-        obj(obj(spec.get("affinity")).get("nodeAffinity")).get(
-            "requiredDuringSchedulingIgnoredDuringExecution"
-        )
-    )
+def _terms(selector: object) -> tuple[NodeSelectorTerm, ...]:
+    """A NodeSelector's terms."""
     return tuple(
         NodeSelectorTerm(
             match_expressions=_requirements(term.get("matchExpressions")),
             match_fields=_requirements(term.get("matchFields")),
         )
-        for term in objs(required.get("nodeSelectorTerms"))
+        for term in objs(obj(selector).get("nodeSelectorTerms"))
     )
+
+
+def _affinity(spec: Obj) -> tuple[NodeSelectorTerm, ...]:
+    return _terms(
+        obj(obj(spec.get("affinity")).get("nodeAffinity")).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        )
+    )
+
+
+def _claims(name: str, spec: Obj) -> tuple[str, ...]:
+    """The claims a pod's volumes name: persistentVolumeClaim ones by their claimName,
+    generic ephemeral ones by the name their controller gives them (<pod>-<volume>)."""
+    claims = []
+    for volume in objs(spec.get("volumes")):
+        claim = text(obj(volume.get("persistentVolumeClaim")).get("claimName"))
+        if claim:
+            claims.append(claim)
+        elif isinstance(volume.get("ephemeral"), Mapping):
+            claims.append(f"{name}-{text(volume.get('name'))}")
+    return tuple(claims)
 
 
 def label_selector(raw: object) -> LabelSelector | None:
@@ -292,6 +310,8 @@ def pod_from_dict(raw: object) -> Pod:
         pod_anti_affinity=_required(obj(spec.get("affinity")), "podAntiAffinity", namespace),
         host_ports=host_ports(spec),
         spread=_spread(spec),
+        claims=_claims(text(meta.get("name")), spec),
+        resource_claims=bool(objs(spec.get("resourceClaims"))),
         gates=tuple(text(g.get("name")) or "(unnamed)" for g in objs(spec.get("schedulingGates"))),
     )
 
@@ -396,6 +416,34 @@ def podgroup_from_dict(raw: object) -> PodGroup:
         constraints=options.constraints,
         status=_status(obj(body.get("status"))),
         errors=tuple(errors),
+    )
+
+
+def claim_from_dict(raw: object) -> Claim:
+    """A PersistentVolumeClaim."""
+    body = obj(raw)
+    meta, spec = obj(body.get("metadata")), obj(body.get("spec"))
+    return Claim(
+        namespace=text(meta.get("namespace"), "default"),
+        name=text(meta.get("name")),
+        volume=text(spec.get("volumeName")),
+        storage_class=text(spec.get("storageClassName")),
+        deleting=bool(meta.get("deletionTimestamp")),
+    )
+
+
+def volume_from_dict(raw: object) -> Volume:
+    """A PersistentVolume: its name and required node affinity."""
+    body = obj(raw)
+    required = obj(obj(body.get("spec")).get("nodeAffinity")).get("required")
+    return Volume(name=text(obj(body.get("metadata")).get("name")), node_affinity=_terms(required))
+
+
+def storage_class_from_dict(raw: object) -> tuple[str, str]:
+    """A StorageClass's name and volumeBindingMode (Immediate unless it says otherwise)."""
+    body = obj(raw)
+    return text(obj(body.get("metadata")).get("name")), text(
+        body.get("volumeBindingMode"), "Immediate"
     )
 
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 from scheduler.model.nodes import NO_EXECUTE, NO_SCHEDULE, Node, Taint
 from scheduler.model.pods import LabelSelector, NodeSelectorTerm, Pod, Requirement, Toleration
+from scheduler.model.volumes import WAIT_FOR_FIRST_CONSUMER, Claim, Volume
 
 NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", NO_SCHEDULE)
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
@@ -17,6 +18,16 @@ UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
 NOT_READY = "node(s) were not ready"
 UNSCHEDULABLE = "node(s) were unschedulable"
 AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+VOLUME_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
+MISSING_VOLUME = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
+DRA_UNSUPPORTED = (
+    "the pod asks for resourceClaims (dynamic resource allocation), which gang-scheduler "
+    "does not support yet: it is not placed; leave such pods to the default scheduler"
+)
+
+# Where a pod's bound volumes let it go: per claim, the volume's node selector terms (any
+# may hold; () for anywhere), or None where the volume does not exist.
+VolumeTerms = tuple[tuple[NodeSelectorTerm, ...] | None, ...]
 
 
 def tolerates(tolerations: tuple[Toleration, ...], taint: Taint) -> bool:
@@ -77,6 +88,58 @@ def matches_node(pod: Pod, node: Node) -> bool:
         if labels.get(key) != value:
             return False
     return not pod.affinity or any(_term_holds(term, node) for term in pod.affinity)
+
+
+def volume_problem(
+    pod: Pod,
+    *,
+    claims: Mapping[tuple[str, str], Claim],
+    modes: Mapping[str, str],
+) -> str:
+    """Why ``pod`` cannot be placed anywhere yet because of its storage or devices, in
+    kube-scheduler's words where it has them; "" if nothing stops it."""
+    if pod.resource_claims:
+        return DRA_UNSUPPORTED
+    for name in pod.claims:
+        claim = claims.get((pod.ref.namespace, name))
+        if claim is None:
+            return f'persistentvolumeclaim "{name}" not found'
+        if claim.deleting:
+            return f'persistentvolumeclaim "{name}" is being deleted'
+        if claim.volume:
+            continue
+        if modes.get(claim.storage_class) == WAIT_FOR_FIRST_CONSUMER:
+            return (
+                f'persistentvolumeclaim "{name}" waits for its first consumer (storage class '
+                f'"{claim.storage_class}" binds WaitForFirstConsumer): gang-scheduler does '
+                "not provision volumes yet, so the pod is not placed; use a class with "
+                "volumeBindingMode Immediate, or bind the claim to a volume first"
+            )
+        return "pod has unbound immediate PersistentVolumeClaims"
+    return ""
+
+
+def volume_terms(
+    pod: Pod, *, claims: Mapping[tuple[str, str], Claim], volumes: Mapping[str, Volume]
+) -> VolumeTerms:
+    """The node affinity of the volumes the pod's bound claims are bound to."""
+    terms: list[tuple[NodeSelectorTerm, ...] | None] = []
+    for name in pod.claims:
+        claim = claims.get((pod.ref.namespace, name))
+        if claim is None or not claim.volume:
+            continue
+        volume = volumes.get(claim.volume)
+        terms.append(volume.node_affinity if volume is not None else None)
+    return tuple(terms)
+
+
+def volume_reason(terms: VolumeTerms, node: Node) -> str:
+    for selector in terms:
+        if selector is None:
+            return MISSING_VOLUME
+        if selector and not any(_term_holds(term, node) for term in selector):
+            return VOLUME_NODE_CONFLICT
+    return ""
 
 
 def static_reason(pod: Pod, node: Node) -> str:

@@ -8,10 +8,10 @@ and leave whole nodes free for the gangs that need them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from scheduler.core.filtering import static_reason
+from scheduler.core.filtering import VolumeTerms, static_reason, volume_reason
 from scheduler.core.neighbouring import PORTS_TAKEN, Check, Neighbours
 from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.pods import Pod
@@ -132,10 +132,11 @@ class Signature:
     node_selector: tuple[tuple[str, str], ...]
     affinity: tuple
     tolerations: tuple
+    volumes: VolumeTerms = ()
 
     @classmethod
-    def of(cls, pod: Pod) -> Signature:
-        return cls(tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations)
+    def of(cls, pod: Pod, volumes: VolumeTerms = ()) -> Signature:
+        return cls(tuple(sorted(pod.node_selector.items())), pod.affinity, pod.tolerations, volumes)
 
 
 class NodeFinder:
@@ -153,8 +154,10 @@ class NodeFinder:
         *,
         infos: Mapping[str, NodeInfo] | None = None,
         neighbours: Neighbours | None = None,
+        volumes: Callable[[Pod], VolumeTerms] = lambda pod: (),
     ) -> None:
         self._nodes = nodes
+        self._volumes = volumes
         self._neighbours = neighbours or Neighbours(nodes, infos or {})
 
         def fullness(name: str) -> float:
@@ -177,8 +180,12 @@ class NodeFinder:
         if cached is None:
             fit: list[str] = []
             rejected: dict[str, int] = {}
+            volumes = signature.volumes
             for name in self._order:
-                reason = static_reason(pod, self._nodes[name])
+                node = self._nodes[name]
+                reason = static_reason(pod, node) or (
+                    volume_reason(volumes, node) if volumes else ""
+                )
                 if reason:
                     rejected[reason] = rejected.get(reason, 0) + 1
                 else:
@@ -189,7 +196,7 @@ class NodeFinder:
     def static_fit(self, pod: Pod) -> frozenset[str]:
         """The nodes ``pod`` may go on at all (selectors, affinity, taints, readiness); the same
         set object for every pod of a signature."""
-        signature = Signature.of(pod)
+        signature = self.signature(pod)
         fit = self._static_sets.get(signature)
         if fit is None:
             fit = self._static_sets[signature] = frozenset(self._candidates(signature, pod)[0])
@@ -205,8 +212,11 @@ class NodeFinder:
             return None
         return self._neighbours.check(pod, ledger.placed())
 
+    def signature(self, pod: Pod) -> Signature:
+        return Signature.of(pod, self._volumes(pod) if pod.claims else ())
+
     def find(self, pod: Pod, ledger: Ledger) -> str | None:
-        signature = Signature.of(pod)
+        signature = self.signature(pod)
         fit, _ = self._candidates(signature, pod)
         cursor_key = (signature, pod.requests)
         requests = pod.requests
@@ -245,7 +255,7 @@ class NodeFinder:
 
     def explain(self, pod: Pod, ledger: Ledger) -> Status:
         """Why no node fits ``pod`` now, counted per reason as kube-scheduler does."""
-        fit, rejected = self._candidates(Signature.of(pod), pod)
+        fit, rejected = self._candidates(self.signature(pod), pod)
         reasons = dict(rejected)
         check = self.check(pod, ledger)
         for name in fit:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from scheduler.core.arranging import Arranger, Tree, placement_tree, ranks
+from scheduler.core.filtering import volume_problem, volume_terms
 from scheduler.core.gangs import gang_groups, priority_of, queue_key, resolve
 from scheduler.core.neighbouring import Neighbours
 from scheduler.core.placing import Ledger, NodeFinder, Signature
@@ -154,7 +155,20 @@ class Session:
         neighbours = Neighbours(
             snapshot.nodes, self.infos, namespace_labels=snapshot.namespace_labels
         )
-        return NodeFinder(snapshot.nodes, self.ledger, infos=self.infos, neighbours=neighbours)
+        return NodeFinder(
+            snapshot.nodes,
+            self.ledger,
+            infos=self.infos,
+            neighbours=neighbours,
+            volumes=lambda pod: volume_terms(pod, claims=snapshot.claims, volumes=snapshot.volumes),
+        )
+
+    def volume_problem(self, pod: Pod) -> str:
+        """Why the pod's storage or devices keep it from being placed anywhere yet."""
+        if not pod.claims and not pod.resource_claims:
+            return ""
+        snapshot = self.snapshot
+        return volume_problem(pod, claims=snapshot.claims, modes=snapshot.binding_modes)
 
     @cached_property
     def topology(self) -> Topology:
@@ -346,6 +360,19 @@ class Session:
                 self.say(gang, reason=event, message=message, pods=pending(gang))
                 return message
         for gang in gangs:
+            stuck = [(p, why) for p in pending(gang) if (why := self.volume_problem(p))]
+            if stuck:
+                shown = "; ".join(f"{p.ref.name}: {why}" for p, why in stuck[:3])
+                more = f" (and {len(stuck) - 3} more)" if len(stuck) > 3 else ""
+                message = f"gang {gang.key} waits: {shown}{more}"
+                for other in gangs:
+                    self.outcomes[other.key].condition = ("False", REASON_UNSCHEDULABLE, message)
+                    self.say(other, reason="FailedScheduling", message=message, pods=pending(other))
+                    self.mark_unscheduled(
+                        pending(other), reason=REASON_UNSCHEDULABLE, message=message
+                    )
+                return message
+        for gang in gangs:
             missing = [k for k in unit if k not in self.gangs]
             held = len(self.outcomes[gang.key].state.reservations)
             short = len(pending(gang)) + held < gang.total
@@ -482,7 +509,7 @@ class Session:
         if gang.mode is not Mode.STRICT or gang.topology_placed or gang.min_resources:
             return None
         todo = self.ordered(pending(gang))
-        if not all(self.finder.inert(p, self.ledger) for p in todo):
+        if any(p.claims for p in todo) or not all(self.finder.inert(p, self.ledger) for p in todo):
             return None  # the other pods matter: a gang of the same shapes may fare otherwise
         members = tuple((Signature.of(p), p.requests) for p in todo)
         return (members, gang.min_member)

@@ -179,6 +179,10 @@ class Pod:
     pod_anti_affinity: tuple[PodAffinityTerm, ...] = ()
     host_ports: tuple[HostPort, ...] = ()
     spread: tuple[SpreadConstraint, ...] = ()
+    # The PersistentVolumeClaims its volumes name (generic ephemeral ones as <pod>-<volume>),
+    # and whether it asks for resourceClaims (dynamic resource allocation).
+    claims: tuple[str, ...] = ()
+    resource_claims: bool = False
 
     @property
     def neighbourly(self) -> bool:

@@ -10,6 +10,7 @@ from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.pods import GangKey, Pod, PodRef
 from scheduler.model.resources import Resources
 from scheduler.model.topology import SakkaraGroup, Topology
+from scheduler.model.volumes import Claim, Volume
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +87,10 @@ class Snapshot:
     generation: int = 0
     # Namespace name -> its labels, for the namespaceSelector of pod (anti-)affinity terms.
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # Storage: claims by (namespace, name), volumes by name, storage classes' binding mode.
+    claims: Mapping[tuple[str, str], Claim] = field(default_factory=dict)
+    volumes: Mapping[str, Volume] = field(default_factory=dict)
+    binding_modes: Mapping[str, str] = field(default_factory=dict)
 
     def infos(self) -> Mapping[str, NodeInfo]:
         """Per known node, what holds resources on it."""

@@ -18,11 +18,14 @@ import structlog
 
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.objects import (
+    claim_from_dict,
     namespace_from_dict,
     node_from_dict,
     pod_from_dict,
     podgroup_from_dict,
     priority_class_from_dict,
+    storage_class_from_dict,
+    volume_from_dict,
 )
 from scheduler.model.pods import GangKey
 from scheduler.shell.api import ApiClient, ApiError
@@ -35,6 +38,9 @@ LISTS = {
     "podgroups": "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
     "priorityclasses": "/apis/scheduling.k8s.io/v1/priorityclasses",
     "namespaces": "/api/v1/namespaces",
+    "persistentvolumeclaims": "/api/v1/persistentvolumeclaims",
+    "persistentvolumes": "/api/v1/persistentvolumes",
+    "storageclasses": "/apis/storage.k8s.io/v1/storageclasses",
     # Seed 004's ConfigMaps, by label: a topology-placed gang must not be placed on a tree
     # that has not arrived yet.
     "topologies": "/api/v1/configmaps?labelSelector=sakkara.topology",
@@ -50,7 +56,7 @@ def _key(kind: str, obj: dict) -> str:
     meta = obj["metadata"]
     if kind == "pods":
         return meta["uid"]
-    if kind in ("podgroups", "topologies", "groups"):
+    if kind in ("podgroups", "topologies", "groups", "persistentvolumeclaims"):
         return f"{meta['namespace']}/{meta['name']}"
     return meta["name"]
 
@@ -110,7 +116,16 @@ async def wait_until_synced(
 
 
 # The kinds kopf watches for the cache (the ConfigMaps' own watch re-lists correctly).
-KINDS = ("pods", "nodes", "podgroups", "priorityclasses", "namespaces")
+KINDS = (
+    "pods",
+    "nodes",
+    "podgroups",
+    "priorityclasses",
+    "namespaces",
+    "persistentvolumeclaims",
+    "persistentvolumes",
+    "storageclasses",
+)
 
 
 def _remove(cache: ClusterCache, kind: str, key: str) -> None:
@@ -125,6 +140,12 @@ def _remove(cache: ClusterCache, kind: str, key: str) -> None:
         cache.remove_priority_class(key)
     elif kind == "namespaces":
         cache.remove_namespace(key)
+    elif kind == "persistentvolumeclaims":
+        cache.remove_claim(key)
+    elif kind == "persistentvolumes":
+        cache.remove_volume(key)
+    elif kind == "storageclasses":
+        cache.remove_storage_class(key)
 
 
 # How a watched object is folded into the cache, per kind: by the watches and by a re-list.
@@ -136,6 +157,11 @@ UPSERTS: dict[str, Callable[[ClusterCache, Any], None]] = {
         priority_class_from_dict(body)
     ),
     "namespaces": lambda cache, body: cache.upsert_namespace(*namespace_from_dict(body)),
+    "persistentvolumeclaims": lambda cache, body: cache.upsert_claim(claim_from_dict(body)),
+    "persistentvolumes": lambda cache, body: cache.upsert_volume(volume_from_dict(body)),
+    "storageclasses": lambda cache, body: cache.upsert_storage_class(
+        *storage_class_from_dict(body)
+    ),
 }
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.core.scheduling import schedule
+from scheduler.model.pods import NodeSelectorTerm, Pod, Requirement
+from scheduler.model.volumes import Claim, Volume
 from tests.unit.builders import T0, gang_pods, node, pod, podgroup, snapshot
 from tests.unit.test_allocation import bind_map, events
 
@@ -282,3 +284,60 @@ def test_min_domains_beyond_the_zones_there_are_makes_the_minimum_zero() -> None
     )
     placed = bind_map(schedule(snapshot(zones("a", "b"), two), now=T0))
     assert sorted(n[0] for n in placed.values()) == ["a", "b"]
+
+
+def with_claim(name: str, claim: str, **kw: object) -> Pod:
+    volume = {"name": "data", "persistentVolumeClaim": {"claimName": claim}}
+    return pod(name, spec={"volumes": [volume]}, **kw)  # type: ignore[arg-type]
+
+
+def test_gang_whose_claim_is_missing_waits_and_says_which_claim() -> None:
+    pods = [with_claim(f"db-{i}", f"data-{i}", gang="db", min_available=2) for i in range(2)]
+    snap = replace(
+        snapshot(hosts(2), pods),
+        claims={("default", "data-0"): Claim("default", "data-0", volume="pv0")},
+        volumes={"pv0": Volume("pv0")},
+    )
+    result = schedule(snap, now=T0)
+    assert bind_map(result) == {}
+    assert 'db-1: persistentvolumeclaim "data-1" not found' in events(result, "FailedScheduling")[0]
+    assert {c.pod.name for c in result.pod_conditions} == {"db-0", "db-1"}
+
+
+def test_a_bound_volumes_node_affinity_decides_the_node() -> None:
+    on_n1 = NodeSelectorTerm(match_expressions=(Requirement(HOST, "In", ("n1",)),))
+    snap = replace(
+        snapshot(hosts(3), [with_claim("db", "data")]),
+        claims={("default", "data"): Claim("default", "data", volume="pv")},
+        volumes={"pv": Volume("pv", node_affinity=(on_n1,))},
+    )
+    assert bind_map(schedule(snap, now=T0)) == {"db": "n1"}
+    elsewhere = replace(snap, nodes={k: v for k, v in snap.nodes.items() if k != "n1"})
+    result = schedule(elsewhere, now=T0)
+    assert (
+        "2 node(s) didn't match PersistentVolume's node affinity"
+        in events(result, "FailedScheduling")[0]
+    )
+
+
+def test_unbound_claims_wait_and_wait_for_first_consumer_says_it_is_not_supported() -> None:
+    claim = Claim("default", "data", storage_class="local")
+    snap = replace(
+        snapshot(hosts(1), [with_claim("db", "data")]), claims={("default", "data"): claim}
+    )
+    immediate = schedule(snap, now=T0)
+    assert bind_map(immediate) == {}
+    assert (
+        "pod has unbound immediate PersistentVolumeClaims"
+        in events(immediate, "FailedScheduling")[0]
+    )
+    delayed = schedule(replace(snap, binding_modes={"local": "WaitForFirstConsumer"}), now=T0)
+    assert bind_map(delayed) == {}
+    assert "does not provision volumes yet" in events(delayed, "FailedScheduling")[0]
+
+
+def test_a_pod_with_resource_claims_is_not_placed_and_says_why() -> None:
+    claims = {"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]}
+    result = schedule(snapshot(hosts(1), [pod("dra", spec=claims)]), now=T0)
+    assert bind_map(result) == {}
+    assert "dynamic resource allocation" in events(result, "FailedScheduling")[0]

@@ -98,9 +98,11 @@ def _place_after_gang(session: Session, statement: Statement | None, gang: Gang)
     failures: list[str] = []
     finder = session.finder
     for pod in todo:
-        node = finder.find(pod, statement.ledger)
+        problem = session.volume_problem(pod)
+        node = None if problem else finder.find(pod, statement.ledger)
         if node is None:
-            failures.append(f"{pod.ref.name}: {finder.explain(pod, statement.ledger).message}")
+            why = problem or finder.explain(pod, statement.ledger).message
+            failures.append(f"{pod.ref.name}: {why}")
             continue
         statement.allocate(pod, node)
         outcome.bindings.append(Binding(pod.ref, node))
