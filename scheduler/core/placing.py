@@ -279,4 +279,6 @@ class NodeFinder:
                 reasons[reason] = reasons.get(reason, 0) + 1
         counted = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
         detail = ", ".join(f"{count} {reason}" for reason, count in counted)
-        return Status.unschedulable(f"0/{len(self._nodes)} nodes fit: {detail or 'no nodes'}")
+        return Status.unschedulable(
+            f"0/{len(self._nodes)} nodes are available: {detail or 'no nodes'}."
+        )

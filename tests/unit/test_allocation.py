@@ -45,7 +45,7 @@ def test_gang_that_cannot_fit_binds_nothing_and_says_which_resource() -> None:
     assert bind_map(result) == {}
     failed = events(result, "FailedScheduling")
     assert len(failed) == 4
-    assert "train-3: 0/2 nodes fit: 2 Insufficient nvidia.com/gpu" in failed[0]
+    assert "train-3: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu." in failed[0]
     assert "nothing was bound" in failed[0]
 
 

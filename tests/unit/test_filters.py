@@ -73,8 +73,8 @@ def test_explanation_counts_every_reason_across_all_nodes() -> None:
     ledger = Ledger.of(nodes, [])
     message = NodeFinder(nodes, ledger).explain(pod("big", gpu=8), ledger).message
     assert message == (
-        "0/12 nodes fit: 8 Insufficient nvidia.com/gpu, "
-        "4 node(s) had untolerated taint {dedicated: gpu}"
+        "0/12 nodes are available: 8 Insufficient nvidia.com/gpu, "
+        "4 node(s) had untolerated taint {dedicated: gpu}."
     )
 
 

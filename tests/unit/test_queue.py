@@ -81,8 +81,8 @@ def test_many_gangs_of_one_shape_fail_in_one_pass_each_naming_its_own_member() -
     assert not bind_map(result)
     failed = {e.regarding.name: e.message for e in result.events if e.reason == "FailedScheduling"}
     assert len(failed) == 200
-    assert "g17-3: 0/3 nodes fit: 3 Insufficient cpu" in failed["g17-0"]
-    assert "g0-3: 0/3 nodes fit" in failed["g0-0"]
+    assert "g17-3: 0/3 nodes are available: 3 Insufficient cpu." in failed["g17-0"]
+    assert "g0-3: 0/3 nodes are available" in failed["g0-0"]
 
 
 def test_statement_discard_undoes_every_operation_and_commit_keeps_them() -> None:

@@ -208,7 +208,8 @@ def _attempt(session: Session, statement: Statement, gangs: list[Gang]) -> None:
 
 def _renamed(known: tuple[Status, list[str]], names: list[str]) -> Status:
     """A remembered failure, told of this gang: its message names a member ("w-7: 0/50
-    nodes fit ..."); the member at the same place in this gang's order is named instead."""
+    nodes are available: ..."); the member at the same place in this gang's order is named
+    instead."""
     status, before = known
     name, sep, rest = status.message.partition(": ")
     if sep and name in before and len(names) == len(before):
