@@ -134,6 +134,15 @@ def _topology_flags(parser: argparse.ArgumentParser) -> None:
         help="without a topology ConfigMap, build the tree from node labels, e.g. "
         "rack=topology.example.com/rack,zone=topology.kubernetes.io/zone",
     )
+    parser.add_argument(
+        "--scoring",
+        choices=("pack", "spread"),
+        default=Config().scoring,
+        help="among the nodes that fit: pack (most allocated first: fewer fragmented nodes, "
+        "room kept whole for big gangs) or spread (least allocated first); a gang's pods "
+        "may say otherwise with the annotation gang-scheduler.io/scoring (default: "
+        "%(default)s)",
+    )
 
 
 def _label_levels(raw: str) -> tuple[tuple[str, str], ...]:
@@ -187,6 +196,7 @@ async def _run(args: argparse.Namespace) -> None:
         default_timeout_seconds=args.default_timeout,
         max_backoff_seconds=args.max_backoff,
         topology_labels=args.topology_from_labels,
+        scoring=args.scoring,
     )
     structlog.get_logger().info(
         "starting", version=__version__, scheduler_name=config.scheduler_name
@@ -222,7 +232,11 @@ def _explain(args: argparse.Namespace) -> int:
     if not namespace or not name:
         print(f"error: give the gang as NAMESPACE/NAME, got {args.gang!r}", file=sys.stderr)
         return 2
-    config = Config(scheduler_name=args.scheduler_name, topology_labels=args.topology_from_labels)
+    config = Config(
+        scheduler_name=args.scheduler_name,
+        topology_labels=args.topology_from_labels,
+        scoring=args.scoring,
+    )
     lines = asyncio.run(
         explain_gang(
             load_credentials(args.kubeconfig),

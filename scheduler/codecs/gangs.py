@@ -115,6 +115,12 @@ def read_options(annotations: Mapping[str, str], *, namespace: str) -> GangOptio
                 f"annotation {names.KOORD_MODE} must be Strict or NonStrict, got {raw_mode!r}"
             )
     groups = _groups(annotations, namespace, errors)
+    scoring = annotations.get(names.SCORING)
+    if scoring is not None and scoring not in names.SCORINGS:
+        errors.append(
+            f"annotation {names.SCORING} must be one of {', '.join(names.SCORINGS)}, "
+            f"got {scoring!r}"
+        )
     constraints = None
     if names.TOPOLOGY_CONSTRAINTS in annotations:
         constraints = read_constraints(annotations[names.TOPOLOGY_CONSTRAINTS])

@@ -231,6 +231,39 @@ def _spread(spec: Obj) -> tuple[SpreadConstraint, ...]:
     return tuple(constraints)
 
 
+def _weight(raw: object) -> int | None:
+    weight = whole(raw)
+    return weight if weight is not None and 1 <= weight <= 100 else None
+
+
+def _preferred_node_affinity(affinity: Obj) -> tuple[tuple[int, NodeSelectorTerm], ...]:
+    preferred = obj(affinity.get("nodeAffinity")).get(
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    )
+    terms = []
+    for entry in objs(preferred):
+        weight = _weight(entry.get("weight"))
+        preference = obj(entry.get("preference"))
+        if weight is not None:
+            term = NodeSelectorTerm(
+                match_expressions=_requirements(preference.get("matchExpressions")),
+                match_fields=_requirements(preference.get("matchFields")),
+            )
+            terms.append((weight, term))
+    return tuple(terms)
+
+
+def _preferred(affinity: Obj, kind: str, namespace: str) -> tuple[tuple[int, PodAffinityTerm], ...]:
+    preferred = obj(affinity.get(kind)).get("preferredDuringSchedulingIgnoredDuringExecution")
+    entries = [
+        e
+        for e in objs(preferred)
+        if _weight(e.get("weight")) is not None and isinstance(e.get("podAffinityTerm"), Mapping)
+    ]
+    terms = _pod_affinity_terms([e.get("podAffinityTerm") for e in entries], namespace)
+    return tuple((_weight(e.get("weight")) or 1, t) for e, t in zip(entries, terms, strict=True))
+
+
 def host_ports(spec: Obj) -> tuple[HostPort, ...]:
     """The ports with a hostPort of the app containers and of the init containers that run
     as long as the pod (sidecars), as kube-scheduler's ``GetHostPorts`` collects them."""
@@ -311,6 +344,12 @@ def pod_from_dict(raw: object) -> Pod:
         host_ports=host_ports(spec),
         spread=_spread(spec),
         claims=_claims(text(meta.get("name")), spec),
+        preferred_affinity=_preferred_node_affinity(obj(spec.get("affinity"))),
+        preferred_pod_affinity=_preferred(obj(spec.get("affinity")), "podAffinity", namespace),
+        preferred_pod_anti_affinity=_preferred(
+            obj(spec.get("affinity")), "podAntiAffinity", namespace
+        ),
+        scoring=s if (s := annotations.get(names.SCORING, "")) in names.SCORINGS else "",
         resource_claims=bool(objs(spec.get("resourceClaims"))),
         gates=tuple(text(g.get("name")) or "(unnamed)" for g in objs(spec.get("schedulingGates"))),
     )

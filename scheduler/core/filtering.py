@@ -72,7 +72,7 @@ def selector_matches(selector: LabelSelector | None, labels: Mapping[str, str]) 
     )
 
 
-def _term_holds(term: NodeSelectorTerm, node: Node) -> bool:
+def term_holds(term: NodeSelectorTerm, node: Node) -> bool:
     if not term.match_expressions and not term.match_fields:
         return False  # an empty term matches no node, as in Kubernetes
     fields = {"metadata.name": node.name}
@@ -87,7 +87,7 @@ def matches_node(pod: Pod, node: Node) -> bool:
     for key, value in pod.node_selector.items():
         if labels.get(key) != value:
             return False
-    return not pod.affinity or any(_term_holds(term, node) for term in pod.affinity)
+    return not pod.affinity or any(term_holds(term, node) for term in pod.affinity)
 
 
 def volume_problem(
@@ -137,7 +137,7 @@ def volume_reason(terms: VolumeTerms, node: Node) -> str:
     for selector in terms:
         if selector is None:
             return MISSING_VOLUME
-        if selector and not any(_term_holds(term, node) for term in selector):
+        if selector and not any(term_holds(term, node) for term in selector):
             return VOLUME_NODE_CONFLICT
     return ""
 

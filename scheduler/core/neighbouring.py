@@ -144,7 +144,7 @@ class Check:
         return ""
 
 
-def _counted(other: Pod, pod: Pod, selector: LabelSelector) -> bool:
+def counted(other: Pod, pod: Pod, selector: LabelSelector) -> bool:
     """``countPodsMatchSelector``: not being deleted, same namespace, labels match."""
     return (
         not other.deleting
@@ -168,9 +168,13 @@ class Neighbours:
         self._infos = infos
         self._namespaces = namespace_labels or {}
         self._anti: list[tuple[Pod, str]] | None = None
-        self._counted: dict[tuple, tuple[Counter[Pair], frozenset[Pair]]] = {}
+        self.counted: dict[tuple, tuple[Counter[Pair], frozenset[Pair]]] = {}
         self._eligible_by: dict[tuple, dict[str, str]] = {}
         self._spread_by: dict[tuple, dict[str, int]] = {}
+
+    @property
+    def namespace_labels(self) -> Mapping[str, Mapping[str, str]]:
+        return self._namespaces
 
     def _existing(self) -> Iterable[tuple[Pod, str]]:
         for name, info in self._infos.items():
@@ -238,7 +242,7 @@ class Neighbours:
                 eligible = self._eligible(pod, constraint, keys)
                 for other, node in placed:
                     value = eligible.get(node)
-                    if value is not None and _counted(other, pod, selector):
+                    if value is not None and counted(other, pod, selector):
                         counts[value] = counts.get(value, 0) + 1
             minimum = min(counts.values()) if len(counts) >= constraint.min_domains else 0
             spreads.append(
@@ -303,7 +307,7 @@ class Neighbours:
                 for name, value in eligible.items():
                     info = self._infos.get(name)
                     for other in info.pods if info is not None else ():
-                        if _counted(other, pod, selector):
+                        if counted(other, pod, selector):
                             counts[value] += 1
             known = self._spread_by[cache_key] = counts
         return known
@@ -311,12 +315,12 @@ class Neighbours:
     def _counts(self, pod: Pod) -> tuple[Counter[Pair], frozenset[Pair]]:
         """The snapshot's share of the counts; the same for every pod with the same terms."""
         key = (pod.pod_affinity, pod.pod_anti_affinity)
-        counted = self._counted.get(key)
+        counted = self.counted.get(key)
         if counted is None:
             affinity: Counter[Pair] = Counter()
             anti: set[Pair] = set()
             self._count(pod, self._existing(), affinity, anti)
-            counted = self._counted[key] = (affinity, frozenset(anti))
+            counted = self.counted[key] = (affinity, frozenset(anti))
         return counted
 
     def _count(self, pod: Pod, others: Placed, affinity: Counter[Pair], anti: set[Pair]) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from scheduler.core.filtering import VolumeTerms, static_reason, volume_reason
 from scheduler.core.neighbouring import PORTS_TAKEN, Check, Neighbours
+from scheduler.core.scoring import best_node, pods_on
 from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.pods import Pod
 from scheduler.model.resources import Resources
@@ -155,9 +156,12 @@ class NodeFinder:
         infos: Mapping[str, NodeInfo] | None = None,
         neighbours: Neighbours | None = None,
         volumes: Callable[[Pod], VolumeTerms] = lambda pod: (),
+        scoring: str = "pack",
     ) -> None:
         self._nodes = nodes
+        self._infos = infos or {}
         self._volumes = volumes
+        self._scoring = scoring
         self._neighbours = neighbours or Neighbours(nodes, infos or {})
 
         def fullness(name: str) -> float:
@@ -171,9 +175,12 @@ class NodeFinder:
 
         # Fullest first (packing), as of the snapshot when node infos are given.
         self._order = sorted(nodes, key=lambda n: (-round(fullness(n), 6), n))
+        # Emptiest first, for pods that ask to be spread (least allocated).
+        self._spread_order = sorted(nodes, key=lambda n: (round(fullness(n), 6), n))
+        self._spread_fit: dict[Signature, list[str]] = {}
         self._static: dict[Signature, tuple[list[str], dict[str, int]]] = {}
         self._static_sets: dict[Signature, frozenset[str]] = {}
-        self._cursors: dict[tuple[Signature, Resources], int] = {}
+        self._cursors: dict[tuple[Signature, Resources, str], int] = {}
 
     def _candidates(self, signature: Signature, pod: Pod) -> tuple[list[str], dict[str, int]]:
         cached = self._static.get(signature)
@@ -215,13 +222,26 @@ class NodeFinder:
     def signature(self, pod: Pod) -> Signature:
         return Signature.of(pod, self._volumes(pod) if pod.claims else ())
 
+    def _ordered_fit(self, signature: Signature, pod: Pod, strategy: str) -> list[str]:
+        fit, _ = self._candidates(signature, pod)
+        if strategy != "spread":
+            return fit
+        spread = self._spread_fit.get(signature)
+        if spread is None:
+            allowed = set(fit)
+            spread = self._spread_fit[signature] = [n for n in self._spread_order if n in allowed]
+        return spread
+
     def find(self, pod: Pod, ledger: Ledger) -> str | None:
         signature = self.signature(pod)
-        fit, _ = self._candidates(signature, pod)
-        cursor_key = (signature, pod.requests)
+        strategy = pod.scoring or self._scoring
+        fit = self._ordered_fit(signature, pod, strategy)
+        cursor_key = (signature, pod.requests, strategy)
         requests = pod.requests
         start = self._cursors.get(cursor_key, 0)
         check = self.check(pod, ledger)
+        if pod.prefers:
+            return self._best(pod, fit, ledger, check, start=start, cursor_key=cursor_key)
         if check is None:
             for i in range(start, len(fit)):
                 if ledger.fits(fit[i], requests):
@@ -243,6 +263,40 @@ class NodeFinder:
                 break
         self._cursors[cursor_key] = roomy if roomy is not None else len(fit)
         return found
+
+    def _best(
+        self,
+        pod: Pod,
+        fit: list[str],
+        ledger: Ledger,
+        check: Check | None,
+        *,
+        start: int,
+        cursor_key: tuple[Signature, Resources, str],
+    ) -> str | None:
+        """Every node that fits, scored (``scoring.best_node``): for pods with preferences."""
+        roomy: int | None = None
+        candidates = []
+        for i in range(start, len(fit)):
+            if not ledger.fits(fit[i], pod.requests):
+                continue
+            if roomy is None:
+                roomy = i
+            if check is None or not check.reason(fit[i]):
+                candidates.append(fit[i])
+        self._cursors[cursor_key] = roomy if roomy is not None else len(fit)
+        if not candidates:
+            return None
+        placed = ledger.placed()
+        return best_node(
+            pod,
+            candidates,
+            nodes=self._nodes,
+            free={n: ledger.free(n) for n in candidates},
+            others=pods_on(self._infos, placed),
+            namespace_labels=self._neighbours.namespace_labels,
+            strategy=pod.scoring or self._scoring,
+        )
 
     def mark(self) -> dict:
         """Where the cursors stand; ``restore`` puts them back there. A Statement discarded

@@ -161,6 +161,7 @@ class Session:
             infos=self.infos,
             neighbours=neighbours,
             volumes=lambda pod: volume_terms(pod, claims=snapshot.claims, volumes=snapshot.volumes),
+            scoring=self.config.scoring,
         )
 
     def volume_problem(self, pod: Pod) -> str:

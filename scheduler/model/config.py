@@ -20,6 +20,8 @@ class Config:
     # --topology-from-labels: ((level, node label key), ...) top level first; used when no
     # topology ConfigMap exists.
     topology_labels: tuple[tuple[str, str], ...] = ()
+    # Among the nodes that fit: "pack" (most allocated first) or "spread" (least allocated).
+    scoring: str = "pack"
 
     def backoff(self, attempts: int) -> float:
         """The wait after the ``attempts``-th failed attempt (1-based)."""

@@ -30,6 +30,10 @@ PLACEMENT = OUR_PREFIX + "placement"
 # Written on the pods of a gang without a PodGroup when its first attempt fails: when that
 # attempt was (RFC 3339), so a restart or a failover does not restart the gang's timeout.
 FIRST_ATTEMPT = OUR_PREFIX + "first-attempt"
+# On the pods of a gang: how to choose among the nodes that fit, "pack" (most allocated
+# first: fewer fragmented nodes) or "spread" (least allocated first); --scoring otherwise.
+SCORING = OUR_PREFIX + "scoring"
+SCORINGS = ("pack", "spread")
 
 # Sakkara (seed 004): the topology and group ConfigMaps, the pods' group, what is written back.
 SAKKARA_TOPOLOGY = "sakkara.topology"

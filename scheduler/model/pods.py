@@ -183,6 +183,23 @@ class Pod:
     # and whether it asks for resourceClaims (dynamic resource allocation).
     claims: tuple[str, ...] = ()
     resource_claims: bool = False
+    # Preferences, weighed when choosing among the nodes that fit: preferred node affinity
+    # (weight, term), preferred pod affinity and anti-affinity (weight, term), and the
+    # scoring the pod asks for by annotation ("pack" or "spread"; "" for the scheduler's).
+    preferred_affinity: tuple[tuple[int, NodeSelectorTerm], ...] = ()
+    preferred_pod_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()
+    preferred_pod_anti_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()
+    scoring: str = ""
+
+    @property
+    def prefers(self) -> bool:
+        """Whether it states a preference among the nodes that fit."""
+        return bool(
+            self.preferred_affinity
+            or self.preferred_pod_affinity
+            or self.preferred_pod_anti_affinity
+            or any(not c.hard for c in self.spread)
+        )
 
     @property
     def neighbourly(self) -> bool:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.core.scheduling import schedule
+from scheduler.model.config import Config
 from scheduler.model.pods import NodeSelectorTerm, Pod, Requirement
 from scheduler.model.volumes import Claim, Volume
 from tests.unit.builders import T0, gang_pods, node, pod, podgroup, snapshot
@@ -341,3 +342,56 @@ def test_a_pod_with_resource_claims_is_not_placed_and_says_why() -> None:
     result = schedule(snapshot(hosts(1), [pod("dra", spec=claims)]), now=T0)
     assert bind_map(result) == {}
     assert "dynamic resource allocation" in events(result, "FailedScheduling")[0]
+
+
+def test_pack_fills_the_fullest_node_and_spread_the_emptiest() -> None:
+    busy = pod("busy", node_name="n1", phase="Running", cpu="4")
+    packed = bind_map(schedule(snapshot(hosts(3), [busy, pod("p")]), now=T0))
+    assert packed == {"p": "n1"}
+    spread_out = pod("s", annotations={"gang-scheduler.io/scoring": "spread"})
+    assert bind_map(schedule(snapshot(hosts(3), [busy, spread_out]), now=T0)) == {"s": "n0"}
+    flag = Config(scoring="spread")
+    assert bind_map(schedule(snapshot(hosts(3), [busy, pod("p")]), now=T0, config=flag)) == {
+        "p": "n0"
+    }
+
+
+def test_a_mistyped_scoring_annotation_makes_the_gang_invalid_and_says_what_is_allowed() -> None:
+    pods = gang_pods(
+        "g", 2, gang="g", min_available=2, annotations={"gang-scheduler.io/scoring": "packed"}
+    )
+    result = schedule(snapshot(hosts(1), pods), now=T0)
+    assert bind_map(result) == {}
+    assert "must be one of pack, spread, got 'packed'" in events(result, "InvalidGangSpec")[0]
+
+
+def test_preferred_node_affinity_wins_over_packing() -> None:
+    busy = pod("busy", node_name="n1", phase="Running", cpu="4")
+    preferred = [{"weight": 50, "preference": {"matchExpressions": [
+        {"key": HOST, "operator": "In", "values": ["n2"]}]}}]  # fmt: skip
+    picky = pod("picky", spec={"affinity": {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": preferred}}})  # fmt: skip
+    assert bind_map(schedule(snapshot(hosts(3), [busy, picky]), now=T0)) == {"picky": "n2"}
+
+
+def test_preferred_pod_affinity_draws_to_the_zone_of_the_pods_it_names() -> None:
+    nodes = hosts(1, zone="a", prefix="a") + hosts(1, zone="b", prefix="b")
+    cache = pod("cache", node_name="b0", phase="Running", labels={"app": "cache"}, cpu="0")
+    term = {"labelSelector": {"matchLabels": {"app": "cache"}}, "topologyKey": ZONE}
+    near = pod("near", spec={"affinity": {"podAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "podAffinityTerm": term}]}}})  # fmt: skip
+    busy = pod("busy", node_name="a0", phase="Running", cpu="4")
+    assert bind_map(schedule(snapshot(nodes, [busy, cache, near]), now=T0)) == {"near": "b0"}
+
+
+def test_schedule_anyway_spread_prefers_the_emptier_zone_but_never_refuses() -> None:
+    soft = spread("w", whenUnsatisfiable="ScheduleAnyway")
+    running = [pod(f"r{i}", node_name="a0", phase="Running", labels={"app": "w"}) for i in range(2)]
+    lone = pod("new", labels={"app": "w"}, spec=soft)
+    assert bind_map(schedule(snapshot(zones("a", "b"), [*running, lone]), now=T0))["new"][0] == "b"
+    only_a = pod("pinned", labels={"app": "w"}, spec=soft, node_selector={ZONE: "a"})
+    assert (
+        bind_map(schedule(snapshot(zones("a", "b"), [*running, only_a]), now=T0))["pinned"][0]
+        == "a"
+    )
