@@ -13,6 +13,7 @@ from typing import Any
 import structlog
 
 from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.shapes import obj, text, texts
 from scheduler.codecs.topology import group_from_configmap, topology_from_configmap
 from scheduler.model import names
 
@@ -26,9 +27,13 @@ def apply_configmap(
     deleted: bool = False,
     topology_namespace: str,
 ) -> None:
-    meta = body["metadata"]
-    labels = meta.get("labels") or {}
-    key = f"{meta['namespace']}/{meta['name']}"
+    meta = obj(body.get("metadata"))
+    labels = texts(meta.get("labels"))
+    namespace, name = text(meta.get("namespace")), text(meta.get("name"))
+    if not namespace or not name:
+        log.warning("ConfigMap without a namespace and a name ignored", metadata=str(meta)[:200])
+        return
+    key = f"{namespace}/{name}"
     if names.SAKKARA_GROUP in labels and not deleted:
         cache.upsert_group(key, group_from_configmap(body))
     else:
@@ -37,7 +42,7 @@ def apply_configmap(
         cache.remove_topology(key)
         return
     cache.seen("topologies", key)
-    if deleted or meta["namespace"] != topology_namespace:
+    if deleted or namespace != topology_namespace:
         cache.remove_topology(key)
         if not deleted:
             log.warning(
@@ -46,7 +51,7 @@ def apply_configmap(
                 topology_namespace=topology_namespace,
             )
         return
-    topology, errors = topology_from_configmap(body.get("data") or {})
+    topology, errors = topology_from_configmap(obj(body.get("data")))
     for problem in errors:
         log.error("topology ConfigMap cannot be used", configmap=key, problem=problem)
     for warning in topology.warnings if topology else ():

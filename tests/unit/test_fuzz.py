@@ -52,11 +52,15 @@ from hypothesis import strategies as st
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.gangs import read_claim, read_options
 from scheduler.codecs.objects import (
+    claim_from_dict,
+    namespace_from_dict,
     node_from_dict,
     pod_from_dict,
     podgroup_from_dict,
     priority_class_from_dict,
     quantity,
+    storage_class_from_dict,
+    volume_from_dict,
 )
 from scheduler.codecs.topology import (
     group_from_configmap,
@@ -77,7 +81,7 @@ from tests.unit.builders import SCHEDULER, T0
 
 # -- profiles -------------------------------------------------------------------------------
 
-FUZZ_TESTS = 13  # the tests below that use FUZZ; test_every_fuzz_test_gets_its_share checks
+FUZZ_TESTS = 14  # the tests below that use FUZZ; test_every_fuzz_test_gets_its_share checks
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "100000"))
 _COMMON: dict[str, Any] = {
     "deadline": None,
@@ -361,9 +365,30 @@ AFFINITY = {
                     ],
                 }
             ]
-        }
-    }
-}
+        },
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 10, "preference": {"matchExpressions": [
+                {"key": "disk", "operator": "Exists"}]}},
+        ],
+    },
+    "podAntiAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "demo"}},
+             "topologyKey": "kubernetes.io/hostname"},
+        ],
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 50, "podAffinityTerm": {"labelSelector": {}, "namespaceSelector": {},
+                                               "topologyKey": "zone"}},
+        ],
+    },
+    "podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchExpressions": [{"key": "app", "operator": "In",
+                                                     "values": ["demo"]}]},
+             "namespaces": ["default", "other"], "topologyKey": "zone"},
+        ],
+    },
+}  # fmt: skip
 # The optional fields of a pod's spec, each present or not.
 POD_SPEC_OPTIONS = st.fixed_dictionaries(
     {},
@@ -391,6 +416,33 @@ POD_SPEC_OPTIONS = st.fixed_dictionaries(
         ),
         "resources": st.just({"requests": {"cpu": "2"}}),
         "overhead": st.just({"cpu": "10m"}),
+        # What issue #11 added: each shape of constraint, so fuzzed passes exercise them.
+        "topologySpreadConstraints": st.just(
+            [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    "minDomains": 2,
+                    "labelSelector": {"matchLabels": {"app": "demo"}},
+                    "matchLabelKeys": ["app"],
+                },
+                {
+                    "maxSkew": 2,
+                    "topologyKey": "zone",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchExpressions": [{"key": "app", "operator": "Exists"}]},
+                },
+            ]
+        ),
+        "schedulingGates": st.just([{"name": "example.com/gate"}]),
+        "volumes": st.just(
+            [
+                {"name": "data", "persistentVolumeClaim": {"claimName": "data"}},
+                {"name": "scratch", "ephemeral": {"volumeClaimTemplate": {"spec": {}}}},
+            ]
+        ),
+        "resourceClaims": st.just([{"name": "gpu", "resourceClaimName": "gpu"}]),
     },
 )
 
@@ -411,7 +463,13 @@ def valid_pods(draw: st.DrawFn) -> dict[str, Any]:
         labels[names.SAKKARA_GROUP_NAME] = "s"
     spec: dict[str, Any] = {
         "schedulerName": draw(st.sampled_from([SCHEDULER] * 3 + ["default-scheduler"])),
-        "containers": [{"name": "main", "resources": {"requests": draw(REQUESTS)}}],
+        "containers": [
+            {
+                "name": "main",
+                "resources": {"requests": draw(REQUESTS)},
+                "ports": draw(st.sampled_from([[], [{"containerPort": 80, "hostPort": 8080}]])),
+            }
+        ],
         **draw(POD_SPEC_OPTIONS),
     }
     annotations = draw(GANG_OPTIONS)
@@ -584,16 +642,6 @@ def valid_group_configmaps(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
-def _configmap_path(path: Path) -> bool:
-    """What ``apply_configmap`` may meet hostile: anything but the metadata it reads
-    directly (name, namespace, the labels map), which the API server always sends."""
-    if path[:1] != ("metadata",) or len(path) == 1:
-        return path != ("metadata",)
-    if path[1] in ("name", "namespace"):
-        return False
-    return not (path[1] == "labels" and len(path) == 2)
-
-
 def _all_paths(_: Path) -> bool:
     return True
 
@@ -602,8 +650,8 @@ PODS = almost(valid_pods())
 NODES = almost(valid_nodes())
 PODGROUPS = almost(valid_podgroups())
 PRIORITY_CLASSES = almost(valid_priority_classes())
-TOPOLOGY_CONFIGMAPS = almost(valid_topology_configmaps(), keep=_configmap_path)
-GROUP_CONFIGMAPS = almost(valid_group_configmaps(), keep=_configmap_path)
+TOPOLOGY_CONFIGMAPS = almost(valid_topology_configmaps(), keep=_all_paths)
+GROUP_CONFIGMAPS = almost(valid_group_configmaps(), keep=_all_paths)
 
 # -- the codecs on their own ----------------------------------------------------------------
 
@@ -625,6 +673,22 @@ def test_the_pod_codec_returns_a_pod_for_any_json(obj: Any) -> None:
     pod = pod_from_dict(obj)
     assert isinstance(pod, Pod)
     _check_pod(pod)
+
+
+@FUZZ
+@given(JSON)
+def test_the_storage_and_namespace_codecs_take_any_json(obj: Any) -> None:
+    claim = claim_from_dict(obj)
+    assert isinstance(claim.name, str)
+    assert isinstance(claim.volume, str)
+    volume = volume_from_dict(obj)
+    assert isinstance(volume.node_affinity, tuple)
+    name, mode = storage_class_from_dict(obj)
+    assert isinstance(name, str)
+    assert isinstance(mode, str)
+    name, labels = namespace_from_dict(obj)
+    assert isinstance(name, str)
+    assert all(isinstance(v, str) for v in labels.values())
 
 
 @FUZZ
