@@ -12,6 +12,7 @@ rest (each unsatisfied gang of the group still whole).
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
@@ -52,8 +53,12 @@ class Binder:
         clock: Callable[[], float] = time.time,
         on_bound: Callable[[GangBinding, float], Awaitable[None]] | None = None,
         fence: Callable[[], bool] = lambda: True,
+        patience_seconds: float = 30.0,
     ) -> None:
         self._api = api
+        # How long a member of a gang whose first bind landed keeps trying through errors
+        # that may pass (no answer, 429, 5xx), holding its room meanwhile.
+        self._patience = patience_seconds
         self._cache = cache
         self._recorder = recorder
         self._config = config
@@ -109,7 +114,10 @@ class Binder:
                 return
             bound.add(first)
             bindings = rest
-        results = await asyncio.gather(*(self._bind(b) for b in bindings))
+        # Past the first bind the gang is (being) satisfied: a member that fails for a reason
+        # that may pass keeps its room and tries again, or the gang could end half bound
+        # with its room taken by others (make chaos, seed 7017: an API server restart).
+        results = await asyncio.gather(*(self._bind(b, patient=True) for b in bindings))
         for binding, error in zip(bindings, results, strict=True):
             if error is not None:
                 failed.add(binding)
@@ -129,8 +137,24 @@ class Binder:
             if gang_binding.placement is not None and self._on_bound is not None:
                 await self._on_bound(gang_binding, pass_seconds)
 
-    async def _bind(self, binding: Binding) -> str | None:
-        """Bind one pod; None on success, else what went wrong."""
+    async def _bind(self, binding: Binding, *, patient: bool = False) -> str | None:
+        """Bind one pod; None on success, else what went wrong. ``patient``: errors that
+        may pass are retried with backoff for up to ``patience_seconds``."""
+        deadline = time.monotonic() + self._patience
+        attempt = 0
+        while True:
+            failure, transient = await self._bind_once(binding)
+            if failure is None:
+                return None
+            attempt += 1
+            if not patient or not transient or time.monotonic() >= deadline:
+                return failure
+            log.info("bind failed; trying again", pod=str(binding.pod), error=failure)
+            await asyncio.sleep(min(0.2 * 2 ** (attempt - 1), 5.0) * random.uniform(0.8, 1.2))
+
+    async def _bind_once(self, binding: Binding) -> tuple[str | None, bool]:
+        """One bind request: (None, _) on success, else (what went wrong, whether it may
+        pass if tried again)."""
         ref = binding.pod
         body = {
             "apiVersion": "v1",
@@ -142,6 +166,7 @@ class Binder:
         started = time.perf_counter()
         failure: str | None = None
         unsure = False  # the request may have landed although no answer came back
+        transient = False
         try:
             async with self._slots:
                 # Fencing: checked after the wait for a slot, right before the request. A
@@ -153,7 +178,10 @@ class Binder:
                         f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}/binding", body
                     )
         except ApiError as error:
-            failure, unsure = error.message or error.reason, error.unsure
+            # 409: the pod is bound already, maybe by an earlier try of ours whose answer
+            # was lost: on this very node, that is success.
+            failure, unsure = error.message or error.reason, error.unsure or error.status == 409
+            transient = error.transient
         except Exception as error:  # a bug of ours or of a library: the bind may have gone
             failure, unsure = f"{type(error).__name__}: {error}", True
         finally:
@@ -163,7 +191,7 @@ class Binder:
             failure = None  # it did land: forgetting it would leave a gang half bound
         if failure is not None:
             self._metrics.bind_errors.inc()
-            return failure
+            return failure, transient
         self._recorder.emit(
             Event(
                 ObjectRef("Pod", ref.namespace, ref.name, ref.uid),
@@ -172,7 +200,7 @@ class Binder:
                 f"Successfully assigned {ref} to {binding.node}",
             )
         )
-        return None
+        return None, False
 
     async def _landed(self, binding: Binding) -> bool:
         """Whether the pod is bound to the node after all (asked once; no answer is no)."""

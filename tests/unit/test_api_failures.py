@@ -13,8 +13,16 @@ from contextlib import asynccontextmanager
 import pytest
 from aiohttp import web
 
+from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.objects import pod_from_dict
+from scheduler.model.config import Config
+from scheduler.model.decisions import Binding, GangBinding, GroupBinding
+from scheduler.model.pods import GangKey
 from scheduler.shell.api import ApiClient, ApiError, Credentials
+from scheduler.shell.binding import Binder
 from scheduler.shell.electing import LeaderElector, LostLeadership
+from scheduler.shell.metrics import Metrics
+from scheduler.shell.recording import EventRecorder
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -236,3 +244,49 @@ def test_leader_whose_renewal_hangs_loses_the_lease_at_its_deadline_not_after() 
     took, held = run(scenario())  # type: ignore[misc]
     assert took < 3.0  # the deadline is lease (3 s) minus the margin (0.5 s)
     assert not held
+
+
+def test_members_after_the_first_bind_wait_out_server_errors_holding_their_room() -> None:
+    """The first bind lands, then the API server answers 503 twice: the second member keeps
+    its assumption and binds on a later try, so the gang is not left half bound."""
+    posts: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.method == "POST" and request.path.endswith("/binding"):
+            posts.append(request.path.split("/")[-2])
+            if posts[-1] == "m-1" and posts.count("m-1") <= 2:
+                return web.json_response({"reason": "ServiceUnavailable"}, status=503)
+            return web.json_response({}, status=201)
+        return web.json_response({"reason": "NotFound"}, status=404)
+
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+    pods = [
+        pod_from_dict({"metadata": {"name": f"m-{i}", "namespace": "ns", "uid": f"u{i}"},
+                       "spec": {"schedulerName": "gang-scheduler"}})
+        for i in range(2)
+    ]  # fmt: skip
+    for pod in pods:
+        cache.upsert_pod(pod)
+    group = GroupBinding(
+        (GangBinding(GangKey("ns", "g"), tuple(Binding(p.ref, "n0") for p in pods)),)
+    )
+
+    async def run() -> None:
+        async with server(handler) as api:
+            binder = Binder(
+                api,
+                cache,
+                EventRecorder(api, component="test"),
+                config=Config(),
+                metrics=Metrics.create(),
+                patience_seconds=10,
+            )
+            binder.assume(group)
+            await binder.apply(group)
+
+    asyncio.run(run())
+    assert posts.count("m-1") == 3, posts
+    assert {p.ref.name: p.node_name for p in cache.snapshot(whole=True).pods} == {
+        "m-0": "n0",
+        "m-1": "n0",
+    }
