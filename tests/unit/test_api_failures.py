@@ -14,15 +14,18 @@ import pytest
 from aiohttp import web
 
 from scheduler.cache.cluster import ClusterCache
-from scheduler.codecs.objects import pod_from_dict
+from scheduler.codecs.objects import node_from_dict, pod_from_dict
+from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.decisions import Binding, GangBinding, GroupBinding
-from scheduler.model.pods import GangKey
+from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch
+from scheduler.model.pods import GangKey, PodRef
 from scheduler.shell.api import ApiClient, ApiError, Credentials
 from scheduler.shell.binding import Binder
 from scheduler.shell.electing import LeaderElector, LostLeadership
 from scheduler.shell.metrics import Metrics
+from scheduler.shell.patching import Patcher
 from scheduler.shell.recording import EventRecorder
+from scheduler.shell.syncing import Relisting
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -290,3 +293,66 @@ def test_members_after_the_first_bind_wait_out_server_errors_holding_their_room(
         "m-0": "n0",
         "m-1": "n0",
     }
+
+
+def test_a_re_list_that_fails_is_tried_again_until_it_gets_through() -> None:
+    """The API server answers the first LISTs with 500: the re-list is retried, and the
+    loop's ``settled`` waits for it, so no pass runs on a cache that may hold the dead."""
+    lists: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        lists.append(request.path)
+        if len(lists) <= 2:
+            return web.json_response({"reason": "InternalError"}, status=500)
+        return web.json_response({"items": [], "metadata": {}})
+
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+    cache.upsert_node(node_from_dict({"metadata": {"name": "gone"}}))
+    cache.stop_tracking()  # the first sync is over
+    pokes: list[int] = []
+    errors: list[int] = []
+
+    async def run() -> None:
+        async with server(handler) as api:
+            relisting = Relisting(
+                api,
+                cache,
+                poke=lambda: pokes.append(1),
+                errored=lambda: errors.append(1),
+                settle_seconds=0,
+                retry_seconds=0.05,
+            )
+            relisting.relisted("nodes")
+            await asyncio.wait_for(relisting.settled(), timeout=10)
+
+    asyncio.run(run())
+    assert len(lists) == 3, lists
+    assert "gone" not in cache.snapshot(whole=True).nodes
+    assert pokes, "the loop is woken once the re-list got through"
+    assert not errors, "an API error is no bug of ours"
+
+
+def test_a_pod_mark_not_written_asks_for_a_pass_and_is_sent_again_but_not_for_a_gone_pod() -> None:
+    answers = {"alive": [500, 200], "gone": [404]}
+    patched: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        name = request.path.split("/")[-1]
+        patched.append(name)
+        status = answers[name].pop(0)
+        return web.json_response({"reason": "x"} if status >= 400 else {}, status=status)
+
+    retried: list[PodRef] = []
+
+    async def run() -> None:
+        async with server(handler) as api:
+            patcher = Patcher(api, retry_pod=retried.append, retries=0)
+            mark = {names.KOORD_TIMEOUT: "true"}
+            alive, gone = PodRef("ns", "alive", "u1"), PodRef("ns", "gone", "u2")
+            await patcher.pod(PodPatch(alive, mark))
+            await patcher.pod(PodPatch(gone, mark))
+            await patcher.pod(PodPatch(alive, mark))  # not skipped as "already sent"
+
+    asyncio.run(run())
+    assert patched == ["alive", "gone", "alive"]
+    assert [r.name for r in retried] == ["alive"], "a deleted pod needs no mark and no pass"
