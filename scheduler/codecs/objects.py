@@ -328,6 +328,7 @@ def pod_from_dict(raw: object) -> Pod:
         node_name=text(spec.get("nodeName")),
         phase=text(status.get("phase")) or "Pending",
         priority=whole(spec.get("priority")),
+        preempts=text(spec.get("preemptionPolicy")) != "Never",
         priority_class=text(spec.get("priorityClassName")),
         node_selector=texts(spec.get("nodeSelector")),
         affinity=_affinity(spec),

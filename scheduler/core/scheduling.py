@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.core.actions.allocate import allocate
+from scheduler.core.actions.preempt import preempt
 from scheduler.core.session import REASON_UNSCHEDULABLE, Session, topology_of
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
@@ -27,7 +28,7 @@ __all__ = ["DEFAULT_CONFIG", "after_failed_bind", "schedule", "topology_of"]
 DEFAULT_CONFIG = Config()
 
 # The actions of a pass, in order. Each walks the session's queue with Statements.
-ACTIONS = (allocate,)
+ACTIONS = (allocate, preempt)
 
 
 def schedule(snapshot: Snapshot, *, now: float, config: Config = DEFAULT_CONFIG) -> Result:

@@ -30,7 +30,9 @@ from scheduler.model.decisions import (
     WARNING,
     Binding,
     Event,
+    Eviction,
     GroupBinding,
+    Nomination,
     ObjectRef,
     Placement,
     PodCondition,
@@ -55,6 +57,8 @@ REASON_INVALID = "InvalidSpec"
 REASON_SCHEDULER_ERROR = "SchedulerError"  # kube-scheduler's PodScheduled reason for a bug
 REASON_GATED = "SchedulingGated"  # the reason the API server gives a gated pod's PodScheduled
 NOT_TRIED = ("False", REASON_WAITING, "not tried yet")
+# A preemption that has not led to a bind within this long releases the room held for it.
+NOMINATION_SECONDS = 120.0
 
 
 @dataclass(slots=True)
@@ -133,6 +137,8 @@ class Session:
         self.events: list[Event] = []
         self.patches: list[PodPatch] = []
         self.conditions: list[PodCondition] = []
+        self.evictions: list[Eviction] = []
+        self.nominations: list[Nomination] = []
         self.bindings: list[GroupBinding] = []
         self.attempts: list[tuple[GangKey, str]] = []
         self.wake_at: float | None = None
@@ -285,6 +291,46 @@ class Session:
                 self.ledger.place(pod, node)
                 kept[ref] = node
             outcome.state = replace(outcome.state, reservations=kept)
+        self._hold_nominations()
+
+    def _hold_nominations(self) -> None:
+        """A preemptor's room, as its victims leave: each nominated member whose node has
+        room again holds it (as a reservation: taken before any other gang's turn, so no
+        gang of lower priority takes what was freed for it; never bound until the whole gang
+        fits). A nomination lapses after ``NOMINATION_SECONDS`` without a bind."""
+        for key, outcome in self.outcomes.items():
+            state = outcome.state
+            if not state.nominated:
+                continue
+            gang = self.gangs[key]
+            since = state.nominated_at if state.nominated_at is not None else self.now
+            if self.timed_out(gang) or self.now - since > NOMINATION_SECONDS:
+                message = (
+                    f"gang {key} did not bind within {NOMINATION_SECONDS:g}s of its "
+                    "preemption; the room held for it is released"
+                )
+                self.say(gang, reason="PreemptionExpired", message=message, pods=[])
+                self.nominations.extend(Nomination(ref, "") for ref in state.nominated)
+                outcome.state = replace(
+                    state, nominated={}, victims=frozenset(), nominated_at=None, reservations={}
+                )
+                continue
+            waiting = {p.ref: p for p in pending(gang)}
+            held = dict(state.reservations)
+            for ref, node in sorted(state.nominated.items()):
+                pod = waiting.get(ref)
+                if pod is None or ref in held or node not in self.snapshot.nodes:
+                    continue
+                if self.ledger.fits(node, pod.requests):
+                    self.ledger.place(pod, node)
+                    held[ref] = node
+            outcome.state = replace(state, reservations=held)
+
+    def victims_present(self, state: GangState) -> bool:
+        """Whether a pod this gang evicted is still on its node (being deleted)."""
+        if not state.victims:
+            return False
+        return any(p.ref.uid in state.victims for info in self.infos.values() for p in info.pods)
 
     # -- the policy the actions share -------------------------------------------------------
 
@@ -466,6 +512,8 @@ class Session:
             state = self.outcomes[gang.key].state
             if state.parked_at is None or self.now >= state.parked_since + flush:
                 return True
+            if state.nominated and not self.victims_present(state):
+                return True  # the room it preempted for is free (and held for it) now
             now_with = self.tried_with(gang)
             if len(now_with) != len(state.tried_with) or any(
                 not _same(a, b) for a, b in zip(now_with, state.tried_with, strict=True)
@@ -705,6 +753,8 @@ class Session:
             bindings=tuple(self.bindings),
             pod_patches=tuple(self.patches),
             pod_conditions=tuple(self.conditions),
+            evictions=tuple(self.evictions),
+            nominations=tuple(self.nominations),
             status_updates=tuple(statuses),
             events=tuple(self.events),
             memory=memory,

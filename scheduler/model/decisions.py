@@ -104,6 +104,24 @@ class PodCondition:
 
 
 @dataclass(frozen=True, slots=True)
+class Eviction:
+    """A pod to delete so that a gang of higher priority fits (gang preemption): marked
+    with a ``DisruptionTarget`` condition first, and told in a ``Preempted`` Event."""
+
+    pod: PodRef
+    node: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Nomination:
+    """``status.nominatedNodeName`` for a preemptor's pod: where it will go."""
+
+    pod: PodRef
+    node: str  # "" clears it
+
+
+@dataclass(frozen=True, slots=True)
 class StatusUpdate:
     gang: GangKey
     status: PodGroupStatus
@@ -114,6 +132,8 @@ class Result:
     bindings: tuple[GroupBinding, ...] = ()
     pod_patches: tuple[PodPatch, ...] = ()
     pod_conditions: tuple[PodCondition, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    nominations: tuple[Nomination, ...] = ()
     status_updates: tuple[StatusUpdate, ...] = ()
     events: tuple[Event, ...] = ()
     memory: Mapping[GangKey, GangState] = field(default_factory=dict)

@@ -190,6 +190,7 @@ class Pod:
     preferred_pod_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()
     preferred_pod_anti_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()
     scoring: str = ""
+    preempts: bool = True  # spec.preemptionPolicy is not Never
 
     @property
     def prefers(self) -> bool:

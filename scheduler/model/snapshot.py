@@ -62,6 +62,12 @@ class GangState:
     members: frozenset[str] = frozenset()
     # Whether the "fewer than minMember members left" warning was said for this incarnation.
     below_min_said: bool = False
+    # Gang preemption: where its members are to go once the pods it evicted (``victims``,
+    # uids) have left, and since when; the room is held for it meanwhile, and it evicts
+    # nothing more until they are gone or the nomination lapses.
+    nominated: Mapping[PodRef, str] = field(default_factory=dict)
+    victims: frozenset[str] = frozenset()
+    nominated_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

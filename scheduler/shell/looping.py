@@ -21,7 +21,7 @@ import structlog
 from scheduler.cache.cluster import ClusterCache
 from scheduler.core.scheduling import schedule
 from scheduler.model.config import Config
-from scheduler.model.decisions import Result
+from scheduler.model.decisions import NORMAL, Event, ObjectRef, Result
 from scheduler.shell.binding import Binder
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
@@ -163,6 +163,19 @@ class SchedulingLoop:
             self._spawn(self._patcher.pod(patch))
         for condition in result.pod_conditions:
             self._spawn(self._patcher.condition(condition))
+        for eviction in result.evictions:
+            self._spawn(self._patcher.evict(eviction))
+            ref = eviction.pod
+            self._recorder.emit(
+                Event(
+                    ObjectRef("Pod", ref.namespace, ref.name, ref.uid),
+                    NORMAL,
+                    "Preempted",
+                    eviction.message,
+                )
+            )
+        for nomination in result.nominations:
+            self._spawn(self._patcher.nominate(nomination))
         for update in result.status_updates:
             self._spawn(self._patcher.status(update))
         for event in result.events:

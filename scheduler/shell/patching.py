@@ -17,7 +17,14 @@ import structlog
 
 from scheduler.codecs.objects import podgroup_status_to_dict
 from scheduler.model import names
-from scheduler.model.decisions import GangBinding, PodCondition, PodPatch, StatusUpdate
+from scheduler.model.decisions import (
+    Eviction,
+    GangBinding,
+    Nomination,
+    PodCondition,
+    PodPatch,
+    StatusUpdate,
+)
 from scheduler.model.pods import GangKey, PodRef
 from scheduler.shell.api import ApiClient, ApiError
 
@@ -122,6 +129,56 @@ class Patcher:
             self._sent_conditions.pop(update.pod, None)
             if not (isinstance(error, ApiError) and error.status == 404):
                 log.warning("pod condition not written", pod=str(update.pod), error=str(error))
+
+    async def evict(self, eviction: Eviction) -> None:
+        """Gang preemption's victim: the ``DisruptionTarget`` condition first (so its
+        controller and the kubelet know why it goes, as kube-scheduler marks its victims),
+        then a graceful delete, only of this very pod (uid precondition)."""
+        ref = eviction.pod
+        path = f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
+        condition = {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "PreemptionByScheduler",
+            "message": eviction.message,
+            "lastTransitionTime": _timestamp(self._clock()),
+        }
+        try:
+            async with self._slots:
+                await self._api.strategic_patch(
+                    f"{path}/status", {"status": {"conditions": [condition]}}, retries=self._retries
+                )
+                await self._api.request(
+                    "DELETE",
+                    path,
+                    body={"apiVersion": "v1", "kind": "DeleteOptions",
+                          "preconditions": {"uid": ref.uid}},
+                    retries=self._retries,
+                )  # fmt: skip
+        except Exception as error:
+            if not isinstance(error, ApiError):
+                self._errored()
+            if isinstance(error, ApiError) and error.status in (404, 409):
+                return  # gone already, or another pod by that name now: nothing to evict
+            # The preemptor's next failed attempt looks for victims again.
+            log.warning("victim not evicted", pod=str(ref), error=str(error))
+
+    async def nominate(self, nomination: Nomination) -> None:
+        """``status.nominatedNodeName`` (cleared with ""), as kube-scheduler sets it."""
+        ref = nomination.pod
+        body = {"status": {"nominatedNodeName": nomination.node or None}}
+        try:
+            async with self._slots:
+                await self._api.merge_patch(
+                    f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}/status",
+                    body,
+                    retries=self._retries,
+                )
+        except Exception as error:
+            if not isinstance(error, ApiError):
+                self._errored()
+            if not (isinstance(error, ApiError) and error.status == 404):
+                log.warning("nomination not written", pod=str(ref), error=str(error))
 
     async def placement(self, gang_binding: GangBinding, pass_seconds: float) -> None:
         """Seed 004's write-back: rank labels on every pod, the placement on the PodGroup

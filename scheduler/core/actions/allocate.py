@@ -178,6 +178,9 @@ def _attempt(session: Session, statement: Statement, gangs: list[Gang]) -> None:
             outcome.state,
             satisfied=True,
             reservations={},
+            nominated={},
+            victims=frozenset(),
+            nominated_at=None,
             attempts=0,
             retry_at=0.0,
             last_message="",
@@ -215,6 +218,16 @@ def _renamed(known: tuple[Status, list[str]], names: list[str]) -> Status:
     if sep and name in before and len(names) == len(before):
         return Status.unschedulable(f"{names[before.index(name)]}: {rest}")
     return status
+
+
+def place_group(session: Session, statement: Statement, gangs: list[Gang]) -> bool | None:
+    """Place every gang of a group on the statement, each at least its min_member; None
+    if one falls short (the statement then holds what was placed: the caller drops it)."""
+    for gang in gangs:
+        _, status = _place_gang(session, statement, gang)
+        if not status.ok:
+            return None
+    return True
 
 
 def _place_gang(session: Session, statement: Statement, gang: Gang) -> tuple[list[Binding], Status]:

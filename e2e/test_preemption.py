@@ -1,0 +1,85 @@
+"""Gang preemption (issue #12) on the real API server: a high-priority gang evicts one
+low-priority gang whole, leaves the other alone, and binds whole once the victims are gone."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from e2e.fixtures import Cluster, SchedulerProcess, wait_for
+from e2e.test_gang_scheduling import BIND_TIMEOUT, koord, wait_bound
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def priorities(cluster: Cluster) -> Iterator[tuple[str, str]]:
+    low, high = f"{cluster.namespace}-low", f"{cluster.namespace}-high"
+    cluster.apply(
+        *(
+            {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+             "metadata": {"name": name}, "value": value}
+            for name, value in ((low, 1), (high, 1000))
+        )
+    )  # fmt: skip
+    try:
+        yield low, high
+    finally:
+        cluster.access.kubectl("delete", "priorityclass", low, high, check=False)
+
+
+def test_high_priority_gang_evicts_one_low_gang_whole_and_binds_whole(
+    cluster: Cluster, scheduler: SchedulerProcess, priorities: tuple[str, str]
+) -> None:
+    low, high = priorities
+    cluster.nodes(2, cpu="32")
+    cpu16 = {"cpu": "16"}
+    first = cluster.gang(
+        "low-a", 2, annotations=koord("low-a", 2), requests=cpu16, priority_class=low
+    )
+    wait_bound(cluster, first)
+    second = cluster.gang(
+        "low-b", 2, annotations=koord("low-b", 2), requests=cpu16, priority_class=low
+    )
+    wait_bound(cluster, second)
+    urgent = cluster.gang(
+        "high", 2, annotations=koord("high", 2), requests=cpu16, priority_class=high
+    )
+    wait_bound(cluster, urgent)
+    pods = set(cluster.placements())
+    # One low gang is evicted whole, the other untouched (which one: the younger, but
+    # creation times have one-second resolution here).
+    assert (first <= pods and not second & pods) or (second <= pods and not first & pods), pods
+    preempted = cluster.events("Preempted")
+    assert len(preempted) == 2, preempted
+    assert all("Preempted by gang" in m for m in preempted)
+    scheduler.assert_alive()
+
+
+def test_preemption_policy_never_waits_instead(
+    cluster: Cluster, scheduler: SchedulerProcess, priorities: tuple[str, str]
+) -> None:
+    low, _ = priorities
+    cluster.nodes(1, cpu="32")
+    cpu16 = {"cpu": "16"}
+    lows = cluster.gang("low", 2, annotations=koord("low", 2), requests=cpu16, priority_class=low)
+    wait_bound(cluster, lows)
+    polite = f"{cluster.namespace}-polite"  # the API server takes the policy from the class
+    cluster.apply(
+        {
+            "apiVersion": "scheduling.k8s.io/v1",
+            "kind": "PriorityClass",
+            "metadata": {"name": polite},
+            "value": 1000,
+            "preemptionPolicy": "Never",
+        }
+    )
+    try:
+        cluster.gang("polite", 2, annotations=koord("polite", 2), requests=cpu16,
+                     priority_class=polite)  # fmt: skip
+        wait_for(lambda: cluster.events("FailedScheduling"), timeout=BIND_TIMEOUT, what="a failure")
+        assert set(cluster.bound()) == lows
+        assert not cluster.events("Preempted")
+    finally:
+        cluster.access.kubectl("delete", "priorityclass", polite, check=False)

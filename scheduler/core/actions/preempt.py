@@ -1,0 +1,208 @@
+"""Preempt: a GangGroup that did not fit may evict pods of lower priority to make room.
+
+After allocate, in queue order, each GangGroup that failed for want of room in this pass
+looks for victims among the pods bound on the nodes, of this scheduler or any other, whose
+priority is lower than its own (never equal or higher). Victims come in units: a pod of
+another scheduler or a gang of one alone; of a gang of ours, each member above its
+minMember alone (youngest first), and then the whole gang, so that no victim gang is left
+running below its minimum. Units are taken lowest priority first, then fewest pods, then
+youngest, on a scratch ledger, until the group fits (placed by the same code as allocate,
+topology constraints and the filters on the other pods included); then each victim is given
+back, highest priority first, if the group still fits without it (kube-scheduler's
+reprieve). If the group fits, the victims are evicted and the group's members nominated to
+their nodes: the room is held for them as it frees (``Session._hold_nominations``), and the
+group evicts nothing more while its victims are leaving. If it does not fit even with every
+candidate gone, nothing is evicted and it says so.
+
+A group with a member whose ``preemptionPolicy`` is ``Never`` does not preempt.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from scheduler.core.actions.allocate import place_group
+from scheduler.core.gangs import priority_of
+from scheduler.core.placing import Ledger
+from scheduler.core.session import Session, pending
+from scheduler.core.statement import Statement
+from scheduler.model.decisions import Eviction, Nomination
+from scheduler.model.gangs import Gang
+from scheduler.model.pods import SINGLE_PREFIX, Pod, gang_key_of
+
+# Placements tried per GangGroup in one pass: a bound on the work a hopeless group costs.
+MAX_TRIES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Victims:
+    """Pods evicted together: one pod, or a gang's members beyond or including its min."""
+
+    pods: tuple[tuple[Pod, str], ...]  # with their nodes
+    priority: int
+    newest: float  # creation time of the youngest: younger goes first
+
+    def order(self) -> tuple:
+        return (self.priority, len(self.pods), -self.newest)
+
+
+def preempt(session: Session) -> None:
+    failed = {key for key, how in session.attempts if how == "unschedulable"}
+    for unit in session.units():
+        gangs = [session.gangs[k] for k in unit if k in session.gangs]
+        if not gangs or not all(g.key in failed for g in gangs):
+            continue
+        if any(session.victims_present(session.outcomes[g.key].state) for g in gangs):
+            continue  # its victims are still leaving: no more evictions for it
+        if any(not p.preempts for g in gangs for p in pending(g)):
+            continue
+        _preempt_for(session, gangs)
+
+
+def _priority(session: Session, gangs: list[Gang]) -> int:
+    classes = session.snapshot.priority_classes
+    pods = [p for g in gangs for p in pending(g)]
+    return max(priority_of(p, classes) for p in pods) if pods else 0
+
+
+def candidates(session: Session, *, below: int) -> list[Victims]:
+    """The victim units whose priority is below ``below``, best first."""
+    classes = session.snapshot.priority_classes
+    nodes = session.snapshot.nodes
+    ours = session.config.scheduler_name
+    by_gang: dict[object, list[tuple[Pod, str]]] = defaultdict(list)
+    for name, info in session.infos.items():
+        if name not in nodes:
+            continue
+        for pod in info.pods:
+            if pod.deleting or not pod.alive or priority_of(pod, classes) >= below:
+                continue
+            key = gang_key_of(pod)
+            single = pod.scheduler_name != ours or key.name.startswith(SINGLE_PREFIX)
+            by_gang[pod.ref.uid if single else key].append((pod, name))
+    units: list[Victims] = []
+    for key, members in by_gang.items():
+        priority = min(priority_of(p, classes) for p, _ in members)
+        youngest_first = sorted(members, key=lambda m: (-m[0].created, m[0].ref))
+        if isinstance(key, str):  # a pod on its own
+            units.append(Victims(tuple(members), priority, members[0][0].created))
+            continue
+        minimum = _min_member(session, members[0][0])
+        for extra in youngest_first[: max(len(members) - minimum, 0)]:
+            units.append(Victims((extra,), priority, extra[0].created))
+        newest = max(p.created for p, _ in members)
+        units.append(Victims(tuple(youngest_first), priority, newest))
+    return sorted(units, key=Victims.order)
+
+
+def _min_member(session: Session, pod: Pod) -> int:
+    """A victim gang's minimum: its PodGroup's minMember, else its pods' min-available."""
+    key = gang_key_of(pod)
+    gang = session.gangs.get(key)
+    if gang is not None:
+        return gang.min_member
+    podgroup = session.snapshot.podgroups.get(key)
+    if podgroup is not None:
+        return podgroup.min_member
+    claim = pod.gang
+    return claim.min_available if claim is not None and claim.min_available else 1
+
+
+def _evicted(ledger: Ledger, chosen: Iterable[Victims]) -> Ledger:
+    """A scratch of ``ledger`` with the chosen victims' room given back."""
+    trial = ledger.scratch()
+    seen: set[str] = set()
+    for victims in chosen:
+        for pod, node in victims.pods:
+            if pod.ref.uid not in seen:
+                seen.add(pod.ref.uid)
+                trial.give(node, pod.requests)
+    return trial
+
+
+def _fits(session: Session, ledger: Ledger, gangs: list[Gang]) -> list | None:
+    """The group's placements on ``ledger`` if it fits whole, else None. The finder's
+    cursors assume room only shrinks: after evictions they start over."""
+    session.finder.restore({})
+    session.failed_shapes.clear()
+    statement = Statement(ledger)
+    placed = place_group(session, statement, gangs)
+    if placed is None:
+        return None
+    return [(op.pod, op.node) for op in statement.operations]
+
+
+def _preempt_for(session: Session, gangs: list[Gang]) -> None:
+    priority = _priority(session, gangs)
+    units = candidates(session, below=priority)
+    if not units:
+        return
+    base = session.ledger
+    chosen: list[Victims] = []
+    placements = None
+    for tries, victims in enumerate(units):
+        if tries >= MAX_TRIES:
+            break
+        chosen.append(victims)
+        placements = _fits(session, _evicted(base, chosen), gangs)
+        if placements is not None:
+            break
+    if placements is None:
+        session.finder.restore({})
+        return
+    # Reprieve: give back each victim unit, highest priority first, if the group still fits.
+    for victims in sorted(chosen, key=Victims.order, reverse=True):
+        rest = [v for v in chosen if v is not victims]
+        without = _fits(session, _evicted(base, rest), gangs)
+        if without is not None:
+            chosen, placements = rest, without
+    session.finder.restore({})
+    _commit(session, gangs, chosen, placements)
+
+
+def _commit(session: Session, gangs: list[Gang], chosen: list[Victims], placements: list) -> None:
+    """Evict on the pass's ledger, hold the room for the group, and say so."""
+    evicted: dict[str, tuple[Pod, str]] = {}
+    for victims in chosen:
+        for pod, node in victims.pods:
+            evicted.setdefault(pod.ref.uid, (pod, node))
+    statement = Statement(session.ledger)
+    for pod, node in evicted.values():
+        statement.evict(pod, node)
+    for pod, node in placements:
+        statement.hold(pod, node)
+    statement.commit()
+    names_ = ", ".join(str(g.key) for g in gangs)
+    by_gang = {g.key: g for g in gangs}
+    nominated: dict = defaultdict(dict)
+    for pod, node in placements:
+        nominated[gang_key_of(pod)][pod.ref] = node
+        session.nominations.append(Nomination(pod.ref, node))
+    for pod, node in evicted.values():
+        session.evictions.append(
+            Eviction(
+                pod.ref,
+                node,
+                f"Preempted by gang {names_} (priority {_priority(session, gangs)}) on node {node}",
+            )
+        )
+    victims = frozenset(evicted)
+    for key, gang in by_gang.items():
+        session.unpark(gang)  # its victims leaving is the change it waits for
+        outcome = session.outcomes[key]
+        outcome.state = replace(
+            outcome.state,
+            nominated=nominated.get(key, {}),
+            victims=victims,
+            nominated_at=session.now,
+            reservations={},
+        )
+        message = (
+            f"gang {key} preempted {len(evicted)} pod(s) of lower priority "
+            f"({', '.join(sorted(str(p.ref) for p, _ in evicted.values())[:5])}"
+            f"{', ...' if len(evicted) > 5 else ''}); it binds once they have left"
+        )
+        outcome.condition = ("False", "Preempting", message)
+        session.say(gang, reason="Preempting", message=message, pods=pending(gang), warning=False)

@@ -1,0 +1,159 @@
+"""Gang preemption (issue #12), as bind maps and eviction lists: whole gangs are evicted,
+lowest priority first, never below a victim's minimum, and only if the preemptor then fits."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.core.scheduling import schedule
+from scheduler.model.pods import Pod
+from tests.unit.builders import T0, gang_pods, node, pod, snapshot
+from tests.unit.test_allocation import bind_map
+
+
+def running(
+    prefix: str,
+    count: int,
+    *,
+    on: str,
+    priority: int,
+    cpu: str = "16",
+    min_available: int | None = None,
+    age: float = 0,
+) -> list[Pod]:
+    """A running gang of ours on node ``on``; a larger ``age`` is a younger gang."""
+    members = gang_pods(
+        prefix,
+        count,
+        gang=prefix,
+        min_available=min_available or count,
+        priority=priority,
+        cpu=cpu,
+        created=T0 - 500 + age,
+    )
+    return [replace(p, node_name=on, phase="Running") for p in members]
+
+
+def evicted(result: object) -> list[str]:
+    return sorted(e.pod.name for e in result.evictions)  # type: ignore[attr-defined]
+
+
+def two_full_nodes() -> tuple[list, list[Pod]]:
+    nodes = [node("n0", cpu="32"), node("n1", cpu="32")]
+    low = running("low-a", 2, on="n0", priority=1) + running(
+        "low-b", 2, on="n1", priority=1, age=10
+    )
+    return nodes, low
+
+
+def test_high_priority_gang_evicts_one_low_gang_whole_and_leaves_the_other() -> None:
+    nodes, low = two_full_nodes()
+    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="16")
+    result = schedule(snapshot(nodes, [*low, *high]), now=T0)
+    assert bind_map(result) == {}, "victims must leave before the preemptor binds"
+    assert evicted(result) == ["low-b-0", "low-b-1"], "the younger low gang goes, whole"
+    assert {n.pod.name: n.node for n in result.nominations} == {"high-0": "n1", "high-1": "n1"}
+
+
+def test_preemptor_binds_where_it_was_nominated_once_the_victims_are_gone() -> None:
+    nodes, low = two_full_nodes()
+    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="16")
+    first = schedule(snapshot(nodes, [*low, *high]), now=T0)
+    survivors = [p for p in low if p.ref.name.startswith("low-a")]
+    # Meanwhile a low-priority gang arrives that would fit in the freed room.
+    late = gang_pods("late", 2, gang="late", min_available=2, priority=1, cpu="16", created=T0)
+    after = snapshot(nodes, [*survivors, *high, *late], memory=first.memory)
+    backing_off = schedule(after, now=T0 + 0.5)  # high waits out its backoff...
+    assert bind_map(backing_off) == {}, "...and the room freed for it is not given away"
+    second = schedule(replace(after, memory=backing_off.memory), now=T0 + 5)
+    assert bind_map(second) == {"high-0": "n1", "high-1": "n1"}
+
+
+def test_victim_gang_above_its_minimum_loses_only_its_extra_members() -> None:
+    nodes = [node("n0", cpu="32")]
+    low = running("low", 4, on="n0", priority=1, cpu="8", min_available=2)
+    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="8")
+    result = schedule(snapshot(nodes, [*low, *high]), now=T0)
+    assert len(evicted(result)) == 2
+    assert set(evicted(result)) <= {p.ref.name for p in low}
+
+
+def test_preemption_policy_never_evicts_nothing() -> None:
+    nodes, low = two_full_nodes()
+    never = [
+        pod(f"high-{i}", gang="high", min_available=2, priority=100, cpu="16",
+            spec={"preemptionPolicy": "Never"})
+        for i in range(2)
+    ]  # fmt: skip
+    result = schedule(snapshot(nodes, [*low, *never]), now=T0)
+    assert result.evictions == ()
+
+
+def test_pods_of_equal_or_higher_priority_are_never_evicted() -> None:
+    nodes = [node("n0", cpu="32")]
+    peers = running("peer", 2, on="n0", priority=100)
+    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="16")
+    assert schedule(snapshot(nodes, [*peers, *high]), now=T0).evictions == ()
+
+
+def test_nothing_is_evicted_when_the_preemptor_would_not_fit_anyway() -> None:
+    nodes, low = two_full_nodes()
+    huge = gang_pods("huge", 3, gang="huge", min_available=3, priority=100, cpu="24")
+    assert schedule(snapshot(nodes, [*low, *huge]), now=T0).evictions == ()
+
+
+@st.composite
+def contested(draw: st.DrawFn) -> tuple[list, list[Pod], list[Pod]]:
+    """Nodes full of running gangs of random priority and minimum, and a waiting gang."""
+    nodes = [
+        node(f"n{i}", cpu=str(draw(st.sampled_from([8, 16, 32]))))
+        for i in range(draw(st.integers(1, 4)))
+    ]
+    bound: list[Pod] = []
+    for g in range(draw(st.integers(2, 8))):
+        size = draw(st.integers(1, 4))
+        bound += running(
+            f"r{g}",
+            size,
+            on=draw(st.sampled_from([n.name for n in nodes])),
+            priority=draw(st.integers(0, 3)),
+            cpu=str(draw(st.sampled_from([2, 4, 8]))),
+            min_available=draw(st.integers(1, size)),
+            age=g,
+        )
+    size = draw(st.integers(1, 4))
+    waiting = gang_pods(
+        "w",
+        size,
+        gang="w",
+        min_available=size,
+        priority=draw(st.integers(1, 5)),
+        cpu=str(draw(st.sampled_from([2, 4, 8, 16]))),
+    )
+    return nodes, bound, waiting
+
+
+@settings(max_examples=150, deadline=None)
+@given(contested())
+def test_preemption_never_evicts_its_peers_nor_halves_a_gang_nor_evicts_in_vain(
+    case: tuple[list, list[Pod], list[Pod]],
+) -> None:
+    nodes, bound, waiting = case
+    result = schedule(snapshot(nodes, [*bound, *waiting]), now=T0)
+    gone = {e.pod.name for e in result.evictions}
+    if not gone:
+        return
+    preemptor = waiting[0].priority or 0
+    by_name = {p.ref.name: p for p in bound}
+    assert all((by_name[n].priority or 0) < preemptor for n in gone)
+    for prefix in {n.rsplit("-", 1)[0] for n in gone}:
+        members = [p for p in bound if p.ref.name.rsplit("-", 1)[0] == prefix]
+        left = [p for p in members if p.ref.name not in gone]
+        minimum = members[0].gang.min_available  # type: ignore[union-attr]
+        assert not left or len(left) >= minimum, (prefix, len(left), minimum)
+    survivors = [p for p in bound if p.ref.name not in gone]
+    after = schedule(snapshot(nodes, [*survivors, *waiting], memory=result.memory), now=T0 + 60)
+    assert set(bind_map(after)) >= {p.ref.name for p in waiting}, "evicted in vain"
