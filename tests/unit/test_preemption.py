@@ -157,3 +157,13 @@ def test_preemption_never_evicts_its_peers_nor_halves_a_gang_nor_evicts_in_vain(
     survivors = [p for p in bound if p.ref.name not in gone]
     after = schedule(snapshot(nodes, [*survivors, *waiting], memory=result.memory), now=T0 + 60)
     assert set(bind_map(after)) >= {p.ref.name for p in waiting}, "evicted in vain"
+
+
+def test_two_preemptors_in_one_pass_never_evict_the_same_victim_twice() -> None:
+    nodes = [node("n0", cpu="32")]
+    low = running("low", 2, on="n0", priority=1)
+    first = gang_pods("a", 2, gang="a", min_available=2, priority=100, cpu="16", created=T0 - 20)
+    second = gang_pods("b", 2, gang="b", min_available=2, priority=100, cpu="16", created=T0 - 10)
+    result = schedule(snapshot(nodes, [*low, *first, *second]), now=T0)
+    assert evicted(result) == ["low-0", "low-1"]
+    assert {n.pod.name for n in result.nominations} == {"a-0", "a-1"}, "one room, one gang"

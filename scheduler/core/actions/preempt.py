@@ -50,6 +50,9 @@ class Victims:
 
 def preempt(session: Session) -> None:
     failed = {key for key, how in session.attempts if how == "unschedulable"}
+    if not failed:
+        return
+    pool = _Pool(session)
     for unit in session.units():
         gangs = [session.gangs[k] for k in unit if k in session.gangs]
         if not gangs or not all(g.key in failed for g in gangs):
@@ -58,7 +61,43 @@ def preempt(session: Session) -> None:
             continue  # its victims are still leaving: no more evictions for it
         if any(not p.preempts for g in gangs for p in pending(g)):
             continue
-        _preempt_for(session, gangs)
+        _preempt_for(session, gangs, pool)
+
+
+class _Pool:
+    """The pass's candidate victims, built once: the lowest priority of any bound pod (a
+    preemptor at or below it has nothing to evict: the common case, and free), the units
+    below each preemptor priority asked for, and the shapes that found no victims."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._units: dict[int, list[Victims]] = {}
+        self.hopeless: set[tuple] = set()
+        self.taken: set[str] = set()  # uids evicted in this pass
+        classes = session.snapshot.priority_classes
+        self.lowest = min(
+            (
+                priority_of(p, classes)
+                for info in session.infos.values()
+                for p in info.pods
+                if not p.deleting
+            ),
+            default=None,
+        )
+
+    def reset(self) -> None:
+        """Victims were taken: the units are built again when next asked for."""
+        self._units.clear()
+
+    def below(self, priority: int) -> list[Victims]:
+        if self.lowest is None or self.lowest >= priority:
+            return []
+        units = self._units.get(priority)
+        if units is None:
+            units = self._units[priority] = candidates(
+                self._session, below=priority, taken=frozenset(self.taken)
+            )
+        return units
 
 
 def _priority(session: Session, gangs: list[Gang]) -> int:
@@ -67,8 +106,11 @@ def _priority(session: Session, gangs: list[Gang]) -> int:
     return max(priority_of(p, classes) for p in pods) if pods else 0
 
 
-def candidates(session: Session, *, below: int) -> list[Victims]:
-    """The victim units whose priority is below ``below``, best first."""
+def candidates(
+    session: Session, *, below: int, taken: frozenset[str] = frozenset()
+) -> list[Victims]:
+    """The victim units whose priority is below ``below``, best first; pods in ``taken``
+    (evicted earlier in this pass) are gone already."""
     classes = session.snapshot.priority_classes
     nodes = session.snapshot.nodes
     ours = session.config.scheduler_name
@@ -78,6 +120,8 @@ def candidates(session: Session, *, below: int) -> list[Victims]:
             continue
         for pod in info.pods:
             if pod.deleting or not pod.alive or priority_of(pod, classes) >= below:
+                continue
+            if pod.ref.uid in taken:
                 continue
             key = gang_key_of(pod)
             single = pod.scheduler_name != ours or key.name.startswith(SINGLE_PREFIX)
@@ -134,10 +178,22 @@ def _fits(session: Session, ledger: Ledger, gangs: list[Gang]) -> list | None:
     return [(op.pod, op.node) for op in statement.operations]
 
 
-def _preempt_for(session: Session, gangs: list[Gang]) -> None:
+def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool) -> None:
     priority = _priority(session, gangs)
-    units = candidates(session, below=priority)
+    units = pool.below(priority)
     if not units:
+        return
+    # The same shapes at the same priority found no victims earlier in this pass: nor now
+    # (no eviction happened since, or the memo was cleared).
+    shape = (
+        priority,
+        tuple(
+            (session.finder.signature(p), p.requests, p.neighbourly)
+            for g in gangs
+            for p in session.ordered(pending(g))
+        ),
+    )
+    if shape in pool.hopeless:
         return
     base = session.ledger
     chosen: list[Victims] = []
@@ -151,6 +207,7 @@ def _preempt_for(session: Session, gangs: list[Gang]) -> None:
             break
     if placements is None:
         session.finder.restore({})
+        pool.hopeless.add(shape)
         return
     # Reprieve: give back each victim unit, highest priority first, if the group still fits.
     for victims in sorted(chosen, key=Victims.order, reverse=True):
@@ -160,6 +217,9 @@ def _preempt_for(session: Session, gangs: list[Gang]) -> None:
             chosen, placements = rest, without
     session.finder.restore({})
     _commit(session, gangs, chosen, placements)
+    pool.taken.update(p.ref.uid for victims in chosen for p, _ in victims.pods)
+    pool.hopeless.clear()  # room changed: what found no victims may now
+    pool.reset()
 
 
 def _commit(session: Session, gangs: list[Gang], chosen: list[Victims], placements: list) -> None:
