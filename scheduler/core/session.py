@@ -274,23 +274,18 @@ class Session:
         return bool(flying) and any(p.ref.uid in flying for p in gang.members)
 
     def _hold_reservations(self) -> None:
-        """Take NonStrict reservations from the ledger again, dropping the stale ones (and
-        those of a gang whose time is up: its capacity is free in this very pass)."""
-        for key, outcome in self.outcomes.items():
+        """Drop the NonStrict holds that are stale (their pod or node gone). They are not
+        taken from the ledger here: each gang takes its holds again at its own turn, in
+        queue order, so a gang ahead of it (higher priority, or older) may have their room
+        first (``allocate.keep_holds``). Preemptors' nominations are held before any turn."""
+        for outcome in self.outcomes.values():
             held = outcome.state.reservations
-            if not held or self.timed_out(self.gangs[key]):
+            if not held or outcome.state.nominated:
                 continue
-            waiting = {p.ref: p for p in pending(self.gangs[key])}
-            kept: dict[PodRef, str] = {}
-            for ref, node in sorted(held.items()):
-                pod = waiting.get(ref)
-                if pod is None or node not in self.snapshot.nodes:
-                    continue
-                if not self.ledger.fits(node, pod.requests):
-                    continue
-                self.ledger.place(pod, node)
-                kept[ref] = node
-            outcome.state = replace(outcome.state, reservations=kept)
+            nodes = self.snapshot.nodes
+            kept = {ref: node for ref, node in held.items() if node in nodes}
+            if kept != held:
+                outcome.state = replace(outcome.state, reservations=kept)
         self._hold_nominations()
 
     def _hold_nominations(self) -> None:
@@ -316,10 +311,10 @@ class Session:
                 )
                 continue
             waiting = {p.ref: p for p in pending(gang)}
-            held = dict(state.reservations)
+            held: dict[PodRef, str] = {}
             for ref, node in sorted(state.nominated.items()):
                 pod = waiting.get(ref)
-                if pod is None or ref in held or node not in self.snapshot.nodes:
+                if pod is None or node not in self.snapshot.nodes:
                     continue
                 if self.ledger.fits(node, pod.requests):
                     self.ledger.place(pod, node)

@@ -154,14 +154,42 @@ def test_nonstrict_gang_holds_what_fits_and_binds_once_the_rest_fits() -> None:
     assert bind_map(third) == {"ns-0": "n0", "ns-1": "n0", "ns-2": "n1", "ns-3": "n1"}
 
 
-def test_nonstrict_reservations_keep_other_gangs_off_the_held_capacity() -> None:
+def test_nonstrict_reservations_keep_gangs_behind_it_in_the_queue_off_the_held_capacity() -> None:
     held = gang_pods(
         "held", 4, gang="held", min_available=4, mode="NonStrict", gpu=4, created=T0 - 50
     )
     (first,) = run_passes(snapshot([node("n0", gpu=8)], held), times=[T0])
-    other = gang_pods("other", 2, gang="other", min_available=2, gpu=4)
-    second = schedule(snapshot([node("n0", gpu=8)], held + other, memory=first.memory), now=T0 + 1)
+    younger = gang_pods("other", 2, gang="other", min_available=2, gpu=4, created=T0)
+    second = schedule(
+        snapshot([node("n0", gpu=8)], held + younger, memory=first.memory), now=T0 + 1
+    )
     assert bind_map(second) == {}
+
+
+def test_nonstrict_holds_follow_priority_so_the_higher_holder_completes() -> None:
+    """Issue #12: holds were taken before queue order, so a low-priority NonStrict gang
+    holding part of the room kept a high-priority one from completing, and both waited out
+    their time. Now the high-priority gang takes the room it needs; the low one lets go of
+    what it can no longer hold, and says so."""
+    nodes = [node("n0", cpu="6")]
+    blocker = pod("blocker", node_name="n0", phase="Running", cpu="3", priority=1000)
+
+    def gang(name: str, priority: int, created: float) -> list:
+        return [
+            pod(f"{name}-{i}", gang=name, min_available=4, mode="NonStrict", cpu="1",
+                priority=priority, created=created)
+            for i in range(4)
+        ]  # fmt: skip
+
+    low, high = gang("low", 1, T0 - 50), gang("high", 100, T0 - 40)
+    (first,) = run_passes(snapshot(nodes, [blocker, *low]), times=[T0])
+    assert bind_map(first) == {}
+    held = first.memory[GangKey("default", "low")].reservations
+    assert len(held) == 3, "low holds the 3 cpu left"
+    freed = schedule(snapshot(nodes, [*low, *high], memory=first.memory), now=T0 + 20)
+    assert sorted(bind_map(freed)) == ["high-0", "high-1", "high-2", "high-3"]
+    assert events(freed, "HoldReleased"), "the low gang says it let go"
+    assert len(freed.memory[GangKey("default", "low")].reservations) == 2
 
 
 def test_strict_gang_holds_nothing_between_passes() -> None:

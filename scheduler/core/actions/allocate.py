@@ -73,6 +73,9 @@ def _turn(
         for gang in waiting:
             _time_out(session, gang, because=expired[0])
         return
+    for gang in waiting:
+        if gang.mode is Mode.NON_STRICT and not session.outcomes[gang.key].state.nominated:
+            keep_holds(session, statement, gang)
     if session.why_not_ready(unit, waiting) is not None:
         return
     retry_at = max(session.outcomes[g.key].state.retry_at for g in waiting)
@@ -114,6 +117,41 @@ def _place_after_gang(session: Session, statement: Statement | None, gang: Gang)
         placed = {b.pod for b in outcome.bindings}
         unplaced = [p for p in todo if p.ref not in placed]
         session.failed_attempt(gang, "; ".join(failures), pods=unplaced)
+
+
+def keep_holds(session: Session, statement: Statement, gang: Gang) -> None:
+    """A NonStrict gang takes its holds again at its turn, where they still fit: a gang
+    ahead of it in the queue may have taken their room, and then it lets them go (and says
+    so), rather than two holders each waiting out their time for room the other has."""
+    outcome = session.outcomes[gang.key]
+    held = outcome.state.reservations
+    if not held:
+        return
+    waiting = {p.ref: p for p in pending(gang)}
+    kept = {}
+    for ref, node in sorted(held.items()):
+        pod = waiting.get(ref)
+        if pod is None or not statement.ledger.fits(node, pod.requests):
+            continue
+        check = session.finder.check(pod, statement.ledger)
+        if check is not None and check.reason(node):
+            continue
+        statement.hold(pod, node)
+        kept[ref] = node
+    lost = [ref for ref in held if ref not in kept and ref in waiting]
+    if lost:
+        session.say(
+            gang,
+            reason="HoldReleased",
+            message=(
+                f"gang {gang.key} let go of {len(lost)} held member(s): their room went to "
+                f"gangs ahead of it in the queue (higher priority or older); it holds "
+                f"{len(kept)} of {gang.min_member}"
+            ),
+            pods=[waiting[ref] for ref in lost],
+            warning=False,
+        )
+    outcome.state = replace(outcome.state, reservations=kept)
 
 
 def _time_out(session: Session, gang: Gang, *, because: Gang) -> None:

@@ -45,7 +45,9 @@ class Victims:
     newest: float  # creation time of the youngest: younger goes first
 
     def order(self) -> tuple:
-        return (self.priority, len(self.pods), -self.newest)
+        """Lowest priority, fewest pods, youngest first; then by name, so the same cluster
+        gives the same victims whatever order its pods came in."""
+        return (self.priority, len(self.pods), -self.newest, sorted(p.ref for p, _ in self.pods))
 
 
 def preempt(session: Session) -> None:
