@@ -111,6 +111,7 @@ class Eviction:
     pod: PodRef
     node: str
     message: str
+    priority: int = 0  # the victim's
 
 
 @dataclass(frozen=True, slots=True)

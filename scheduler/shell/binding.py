@@ -131,9 +131,15 @@ class Binder:
         for gang_binding in group.gangs:
             if any(b in failed for b in gang_binding.bindings):
                 continue  # a member goes again as an ordinary pod: the placement is stale
-            first_attempt = self._cache.memory.get(gang_binding.gang, GangState()).first_attempt
-            if first_attempt is not None:
-                self._metrics.gang_bound_seconds.observe(max(self._clock() - first_attempt, 0.0))
+            state = self._cache.memory.get(gang_binding.gang, GangState())
+            if state.first_attempt is not None:
+                self._metrics.gang_bound_seconds.observe(
+                    max(self._clock() - state.first_attempt, 0.0)
+                )
+            if state.nominated_at is not None:
+                self._metrics.preemption_bound_seconds.observe(
+                    max(self._clock() - state.nominated_at, 0.0)
+                )
             if gang_binding.placement is not None and self._on_bound is not None:
                 await self._on_bound(gang_binding, pass_seconds)
 

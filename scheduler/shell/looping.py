@@ -164,6 +164,7 @@ class SchedulingLoop:
         for condition in result.pod_conditions:
             self._spawn(self._patcher.condition(condition))
         for eviction in result.evictions:
+            self._metrics.preemption_victims.labels(priority=str(eviction.priority)).inc()
             self._spawn(self._patcher.evict(eviction))
             ref = eviction.pod
             self._recorder.emit(

@@ -27,6 +27,8 @@ class Metrics:
     loop_lag_seconds: Histogram
     loop_lag_max_seconds: Gauge
     background_errors: Counter
+    preemption_victims: Counter
+    preemption_bound_seconds: Histogram
     api_unreachable_seconds: Gauge
 
     @classmethod
@@ -95,6 +97,18 @@ class Metrics:
                 "Unexpected errors caught in a background worker (binder, patcher, event "
                 "recorder, lease keeper, watch), which kept running; by worker.",
                 ["worker"],
+                registry=registry,
+            ),
+            preemption_victims=Counter(
+                "gang_scheduler_preemption_victims_total",
+                "Pods evicted so that a gang of higher priority fits, by the victim's priority.",
+                ["priority"],
+                registry=registry,
+            ),
+            preemption_bound_seconds=Histogram(
+                "gang_scheduler_preemption_to_bound_seconds",
+                "From a gang's preemption to the bind of its first member.",
+                buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300),
                 registry=registry,
             ),
             api_unreachable_seconds=Gauge(

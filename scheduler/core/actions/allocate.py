@@ -218,7 +218,6 @@ def _attempt(session: Session, statement: Statement, gangs: list[Gang]) -> None:
             reservations={},
             nominated={},
             victims=frozenset(),
-            nominated_at=None,
             attempts=0,
             retry_at=0.0,
             last_message="",

@@ -248,6 +248,7 @@ def _commit(session: Session, gangs: list[Gang], chosen: list[Victims], placemen
                 pod.ref,
                 node,
                 f"Preempted by gang {names_} (priority {_priority(session, gangs)}) on node {node}",
+                priority=priority_of(pod, session.snapshot.priority_classes),
             )
         )
     victims = frozenset(evicted)
