@@ -334,13 +334,12 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         try:
             async with asyncio.timeout(SYNC_LIMIT_SECONDS):
                 await wait_until_synced(api, cache)
-        except TimeoutError:
-            lose(
-                Unhealthy(
-                    f"the watches did not deliver the cluster within {SYNC_LIMIT_SECONDS:.0f}s "
-                    "(started while the API server was unavailable?)"
-                )
+        except TimeoutError as error:
+            why = (
+                str(error)
+                or f"the watches did not deliver the cluster within {SYNC_LIMIT_SECONDS:.0f}s"
             )
+            lose(Unhealthy(f"{why} (started while the API server was unavailable?)"))
             raise
         await leadership.acquire()
         if leader_election is not None:

@@ -95,8 +95,17 @@ async def list_keys(api: ApiClient) -> set[tuple[str, str]]:
 
 
 async def wait_until_synced(
-    api: ApiClient, cache: ClusterCache, *, relist_seconds: float = 5.0
+    api: ApiClient,
+    cache: ClusterCache,
+    *,
+    relist_seconds: float = 5.0,
+    stall_seconds: float = 15.0,
 ) -> None:
+    """Wait until the watches delivered every object a LIST shows. Raises TimeoutError if
+    a kind has objects but not one of them came through in ``stall_seconds`` while the
+    API server answers: its watch never started (kopf resolves its kinds once, and a
+    scheduler started while the API server restarts may miss some), so the process must
+    be restarted, sooner than the caller's overall limit."""
     started = time.monotonic()
     expected = await list_keys(api)
     relisted = time.monotonic()
@@ -104,7 +113,14 @@ async def wait_until_synced(
         if time.monotonic() - relisted > relist_seconds:
             expected &= await list_keys(api) | (expected - missing)
             relisted = time.monotonic()
-            log.info("waiting for the watches", missing=len(cache.unseen(expected)))
+            still = cache.unseen(expected)
+            log.info("waiting for the watches", missing=len(still))
+            dead = sorted({kind for kind, _ in still} - {kind for kind, _ in expected - still})
+            if dead and relisted - started > stall_seconds:
+                raise TimeoutError(
+                    f"no {', '.join(dead)} came through the watches in "
+                    f"{relisted - started:.0f}s although the API server lists them"
+                )
             continue
         await asyncio.sleep(0.05)
     cache.stop_tracking()

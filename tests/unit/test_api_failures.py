@@ -25,7 +25,7 @@ from scheduler.shell.electing import LeaderElector, LostLeadership
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
 from scheduler.shell.recording import EventRecorder
-from scheduler.shell.syncing import Relisting
+from scheduler.shell.syncing import Relisting, wait_until_synced
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -356,3 +356,29 @@ def test_a_pod_mark_not_written_asks_for_a_pass_and_is_sent_again_but_not_for_a_
     asyncio.run(run())
     assert patched == ["alive", "gone", "alive"]
     assert [r.name for r in retried] == ["alive"], "a deleted pod needs no mark and no pass"
+
+
+def test_a_kind_whose_watch_never_started_ends_the_first_sync_early() -> None:
+    """kopf resolved its kinds while the API server was away and never watches nodes: the
+    sync gives up once the stall bound passes, naming the kind, instead of waiting out the
+    whole limit while gangs wait."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.path == "/api/v1/nodes":
+            return web.json_response({"items": [{"metadata": {"name": "n0"}}], "metadata": {}})
+        return web.json_response({"items": [], "metadata": {}})
+
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+
+    async def run() -> str:
+        async with server(handler) as api:
+            try:
+                await wait_until_synced(api, cache, relist_seconds=0.1, stall_seconds=0.3)
+            except TimeoutError as error:
+                return str(error)
+        return ""
+
+    started = time.monotonic()
+    message = asyncio.run(run())
+    assert "no nodes came through the watches" in message
+    assert time.monotonic() - started < 5
