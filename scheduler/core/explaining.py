@@ -18,6 +18,7 @@ from scheduler.core.gangs import resolve
 from scheduler.core.placing import Ledger, NodeFinder
 from scheduler.core.scheduling import schedule, topology_of
 from scheduler.model.config import Config
+from scheduler.model.decisions import Result
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import TERMINAL_PHASES, GangKey, Pod
 from scheduler.model.resources import describe
@@ -166,4 +167,21 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
             lines.append(f"a pass now: {said[0]}")
         elif not pending:
             lines.append("nothing pending: every member is bound or finished")
+        lines.extend(_preemption_lines(result, members, pending))
     return lines
+
+
+def _preemption_lines(result: Result, members: set, pending: list[Pod]) -> list[str]:
+    """What the pass would evict for this gang, or why it would evict nothing."""
+    if not pending:
+        return []
+    if any(n.pod in members and n.node for n in result.nominations):
+        victims = sorted(str(e.pod) for e in result.evictions)
+        shown = ", ".join(victims[:5]) + (", ..." if len(victims) > 5 else "")
+        return [f"a pass now would preempt {len(victims)} pod(s) for it: {shown}"]
+    if any(not p.preempts for p in pending):
+        return ["it would preempt nothing: a member's preemptionPolicy is Never"]
+    return [
+        "it would preempt nothing: no set of pods of lower priority, evicted, would let it "
+        "fit (or it is not trying now)"
+    ]

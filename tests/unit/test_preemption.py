@@ -8,8 +8,10 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
-from scheduler.model.pods import Pod
+from scheduler.model.config import Config
+from scheduler.model.pods import GangKey, Pod
 from tests.unit.builders import T0, gang_pods, node, pod, snapshot
 from tests.unit.test_allocation import bind_map
 
@@ -167,3 +169,19 @@ def test_two_preemptors_in_one_pass_never_evict_the_same_victim_twice() -> None:
     result = schedule(snapshot(nodes, [*low, *first, *second]), now=T0)
     assert evicted(result) == ["low-0", "low-1"]
     assert {n.pod.name for n in result.nominations} == {"a-0", "a-1"}, "one room, one gang"
+
+
+def test_explain_says_what_a_gang_would_preempt() -> None:
+    nodes, low = two_full_nodes()
+    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="16")
+    lines = explain(
+        snapshot(nodes, [*low, *high]), GangKey("default", "high"), now=T0, config=Config()
+    )
+    assert any(
+        "would preempt 2 pod(s) for it: default/low-b-0, default/low-b-1" in line for line in lines
+    ), lines
+    peers = running("peer", 2, on="n0", priority=100) + running("peer2", 2, on="n1", priority=100)
+    lines = explain(
+        snapshot(nodes, [*peers, *high]), GangKey("default", "high"), now=T0, config=Config()
+    )
+    assert any("it would preempt nothing" in line for line in lines), lines
