@@ -14,7 +14,7 @@ from dataclasses import replace
 from scheduler.core.arranging import Arranger, Tree, tree_order
 from scheduler.core.arranging import describe as describe_constraint
 from scheduler.core.filtering import static_reason
-from scheduler.core.gangs import resolve
+from scheduler.core.gangs import priority_of, resolve
 from scheduler.core.placing import Ledger, NodeFinder
 from scheduler.core.scheduling import schedule, topology_of
 from scheduler.model.config import Config
@@ -167,13 +167,23 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
             lines.append(f"a pass now: {said[0]}")
         elif not pending:
             lines.append("nothing pending: every member is bound or finished")
-        lines.extend(_preemption_lines(result, members, pending))
+        lines.extend(_preemption_lines(result, snapshot, members, pending))
     return lines
 
 
-def _preemption_lines(result: Result, members: set, pending: list[Pod]) -> list[str]:
-    """What the pass would evict for this gang, or why it would evict nothing."""
+def _preemption_lines(
+    result: Result, snapshot: Snapshot, members: set, pending: list[Pod]
+) -> list[str]:
+    """What the pass would evict for this gang, or why it would evict nothing (said only
+    where some bound pod has a lower priority than the gang's)."""
     if not pending:
+        return []
+    classes = snapshot.priority_classes
+    mine = max(priority_of(p, classes) for p in pending)
+    lower = any(
+        priority_of(p, classes) < mine for info in snapshot.infos().values() for p in info.pods
+    )
+    if not lower:
         return []
     if any(n.pod in members and n.node for n in result.nominations):
         victims = sorted(str(e.pod) for e in result.evictions)

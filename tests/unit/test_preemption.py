@@ -180,8 +180,13 @@ def test_explain_says_what_a_gang_would_preempt() -> None:
     assert any(
         "would preempt 2 pod(s) for it: default/low-b-0, default/low-b-1" in line for line in lines
     ), lines
-    peers = running("peer", 2, on="n0", priority=100) + running("peer2", 2, on="n1", priority=100)
+    peers = running("peer", 2, on="n0", priority=100)
+    lows = running("low", 2, on="n1", priority=1)
+    three = gang_pods("three", 3, gang="three", min_available=3, priority=100, cpu="16")
     lines = explain(
-        snapshot(nodes, [*peers, *high]), GangKey("default", "high"), now=T0, config=Config()
+        snapshot(nodes, [*peers, *lows, *three]),
+        GangKey("default", "three"),
+        now=T0,
+        config=Config(),
     )
     assert any("it would preempt nothing" in line for line in lines), lines
