@@ -68,6 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="longest wait between attempts of a gang that did not fit (default: %(default)s)",
     )
     run.add_argument(
+        "--starvation-after",
+        type=float,
+        default=defaults.starvation_seconds,
+        metavar="SECONDS",
+        help="a gang that has waited this long from its first attempt has the room it "
+        "needs held for it as it frees, node by node; smaller gangs keep using the rest "
+        "(default: %(default)s)",
+    )
+    run.add_argument(
         "--bind-concurrency",
         type=int,
         default=32,
@@ -195,6 +204,7 @@ async def _run(args: argparse.Namespace) -> None:
         scheduler_name=args.scheduler_name,
         default_timeout_seconds=args.default_timeout,
         max_backoff_seconds=args.max_backoff,
+        starvation_seconds=args.starvation_after,
         topology_labels=args.topology_from_labels,
         scoring=args.scoring,
     )

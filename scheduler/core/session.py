@@ -138,6 +138,7 @@ class Session:
         self.patches: list[PodPatch] = []
         self.conditions: list[PodCondition] = []
         self.evictions: list[Eviction] = []
+        self.head_held = False  # a starving gang's room was held in this pass
         self.nominations: list[Nomination] = []
         self.bindings: list[GroupBinding] = []
         self.attempts: list[tuple[GangKey, str]] = []
@@ -244,6 +245,11 @@ class Session:
             and state.below_min_said == below_min_said
         ):
             return state  # the common case of a settled gang: nothing to rebuild
+        # A gang satisfied until now (binds in flight kept its memory above) has no clock of
+        # its own: if it needs one again, it starts afresh, not from the incarnation before
+        # (found by test_stateful: an after-gang bind in flight failed once the last bound
+        # member had gone, and the gang timed out on the old incarnation's clock).
+        first_attempt = None if state.satisfied and not live else state.first_attempt
         return replace(
             state,
             podgroup_uid=podgroup_uid,
@@ -251,6 +257,7 @@ class Session:
             satisfied=live,
             reservations=reservations,
             below_min_said=below_min_said,
+            first_attempt=first_attempt,
         )
 
     def _recovered_state(self, gang: Gang) -> GangState:
@@ -304,7 +311,7 @@ class Session:
                     f"gang {key} did not bind within {NOMINATION_SECONDS:g}s of its "
                     "preemption; the room held for it is released"
                 )
-                self.say(gang, reason="PreemptionExpired", message=message, pods=[])
+                self.say(gang, reason="PreemptionExpired", message=message, pods=pending(gang))
                 self.nominations.extend(Nomination(ref, "") for ref in state.nominated)
                 outcome.state = replace(
                     state, nominated={}, victims=frozenset(), nominated_at=None, reservations={}

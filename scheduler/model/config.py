@@ -17,6 +17,9 @@ class Config:
     # A gang that failed for want of room is tried again on a change that could help it, or
     # at the latest after this long (kube-scheduler's podMaxInUnschedulablePodsDuration).
     unschedulable_flush_seconds: float = 60.0
+    # A gang waiting this long from its first attempt is the head gang: the room it needs is
+    # held for it on chosen nodes as it frees, and other gangs backfill only the rest.
+    starvation_seconds: float = 300.0
     # --topology-from-labels: ((level, node label key), ...) top level first; used when no
     # topology ConfigMap exists.
     topology_labels: tuple[tuple[str, str], ...] = ()

@@ -84,10 +84,10 @@ class GroupBinding:
 
 @dataclass(frozen=True, slots=True)
 class PodPatch:
-    """Annotations to set on a pod (the timeout mark)."""
+    """Annotations to set on a pod (the timeout mark); None removes one (merge patch)."""
 
     pod: PodRef
-    annotations: Mapping[str, str]
+    annotations: Mapping[str, str | None]
 
 
 @dataclass(frozen=True, slots=True)

@@ -68,6 +68,9 @@ class GangState:
     nominated: Mapping[PodRef, str] = field(default_factory=dict)
     victims: frozenset[str] = frozenset()
     nominated_at: float | None = None
+    # A head gang (waited past --starvation-after): where each member is to go, the room
+    # held for it there as it frees.
+    head_target: Mapping[PodRef, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

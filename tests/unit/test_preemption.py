@@ -1,5 +1,6 @@
-"""Gang preemption (issue #12), as bind maps and eviction lists: whole gangs are evicted,
-lowest priority first, never below a victim's minimum, and only if the preemptor then fits."""
+"""Gang preemption and starvation-free backfill (issue #12), as bind maps and eviction
+lists: whole gangs are evicted, lowest priority first, never below a victim's minimum, and
+only if the preemptor then fits; a gang that waited too long has its room held."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from hypothesis import strategies as st
 from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
 from scheduler.model.config import Config
-from scheduler.model.pods import GangKey, Pod
+from scheduler.model.pods import GangKey
+from scheduler.model.snapshot import GangState, Pod, Snapshot
 from tests.unit.builders import T0, gang_pods, node, pod, snapshot
 from tests.unit.test_allocation import bind_map
 
@@ -190,3 +192,35 @@ def test_explain_says_what_a_gang_would_preempt() -> None:
         config=Config(),
     )
     assert any("it would preempt nothing" in line for line in lines), lines
+
+
+def starving_cluster(waited: float) -> tuple[list, list[Pod], Snapshot]:
+    nodes = [node("n0", cpu="4"), node("n1", cpu="4")]
+    small = running("small-a", 2, on="n0", priority=0, cpu="1") + running(
+        "small-b", 2, on="n1", priority=0, cpu="1", age=1
+    )
+    big = gang_pods("big", 8, gang="big", min_available=8, cpu="1", created=T0 - 1000)
+    memory = {GangKey("default", "big"): GangState(first_attempt=T0 - waited)}
+    return nodes, small, snapshot(nodes, [*small, *big], memory=memory)
+
+
+def test_a_starving_gang_has_its_room_held_so_small_gangs_no_longer_take_it() -> None:
+    nodes, small, snap = starving_cluster(waited=400)
+    late = gang_pods("late", 2, gang="late", min_available=2, cpu="1", created=T0)
+    result = schedule(replace(snap, pods=(*snap.pods, *late)), now=T0)
+    assert bind_map(result) == {}, "the room the big gang needs is held for it"
+    assert [e for e in result.events if e.reason == "StarvationHold"]
+    # One small gang finishes: its node's room stays held; the other finishes: big binds.
+    big = [p for p in snap.pods if p.ref.name.startswith("big")]
+    rest = [p for p in small if p.ref.name.startswith("small-b")]
+    half = schedule(snapshot(nodes, [*rest, *big, *late], memory=result.memory), now=T0 + 30)
+    assert not any(name.startswith("late") for name in bind_map(half))
+    free = schedule(snapshot(nodes, [*big, *late], memory=half.memory), now=T0 + 60)
+    assert sorted(bind_map(free)) == [f"big-{i}" for i in range(8)]
+
+
+def test_before_the_starvation_bound_small_gangs_backfill_as_before() -> None:
+    _, _, snap = starving_cluster(waited=10)
+    late = gang_pods("late", 2, gang="late", min_available=2, cpu="1", created=T0)
+    result = schedule(replace(snap, pods=(*snap.pods, *late)), now=T0)
+    assert sorted(bind_map(result)) == ["late-0", "late-1"]
