@@ -337,13 +337,26 @@ class Session:
     # -- the policy the actions share -------------------------------------------------------
 
     def units(self) -> list[tuple[GangKey, ...]]:
-        """The GangGroups in queue order: priority, then age, then name (seed 000)."""
+        """The GangGroups in queue order: priority, then age, then name (seed 000); but
+        first any group with a gang cut short (satisfied with fewer than min_member members
+        bound: the scheduler died between its binds), whose remaining members had room when
+        it was decided, so that they get it back before anyone else takes it."""
         classes = self.snapshot.priority_classes
 
         def unit_order(unit: tuple[GangKey, ...]) -> tuple:
-            return min(queue_key(self.gangs[k], classes) for k in unit if k in self.gangs)
+            present = [self.gangs[k] for k in unit if k in self.gangs]
+            cut_short = any(self.cut_short(g) for g in present)
+            return (not cut_short, min(queue_key(g, classes) for g in present))
 
         return sorted(gang_groups(self.gangs), key=unit_order)
+
+    def cut_short(self, gang: Gang) -> bool:
+        """Satisfied, yet with fewer than min_member members bound and alive, and some
+        waiting: an all-or-nothing commit that was interrupted."""
+        if not self.outcomes[gang.key].state.satisfied:
+            return False
+        bound = sum(1 for p in gang.members if p.bound and p.alive)
+        return bound < gang.min_member and bool(pending(gang))
 
     def ordered(self, pods: list[Pod]) -> list[Pod]:
         """Members in the order they are placed: priority, then age, then name."""

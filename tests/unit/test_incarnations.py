@@ -216,3 +216,22 @@ def test_podgroup_whose_new_incarnation_waits_is_scheduling_not_failed() -> None
     pg = podgroup("train", min_member=2, status={"phase": "Failed"})
     result = schedule(snapshot([node("n0")], [*failed, *fresh], podgroups=[pg]), now=T0)
     assert _status(result).phase == "Scheduling"
+
+
+def test_a_gang_cut_short_by_a_crash_gets_its_room_before_older_gangs() -> None:
+    """The scheduler died after binding 1 of a Strict gang's 3 members; after the restart
+    an older gang is waiting for the same room. The cut-short gang is completed first: it
+    already holds part of the cluster, and its commit had room for the rest."""
+    nodes = [node("n0", cpu="3")]
+    first = replace(
+        pod("young-0", gang="young", min_available=3, created=T0 - 10),
+        node_name="n0",
+        phase="Running",
+    )
+    rest = [pod(f"young-{i}", gang="young", min_available=3, created=T0 - 10) for i in (1, 2)]
+    older = gang_pods("old", 2, gang="old", min_available=2, created=T0 - 500)
+    result = schedule(snapshot(nodes, [first, *rest, *older]), now=T0)
+    assert sorted(b.pod.name for g in result.bindings for b in g.bindings) == [
+        "young-1",
+        "young-2",
+    ]
