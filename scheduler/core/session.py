@@ -498,6 +498,8 @@ class Session:
         if self.snapshot.node_infos is None:
             return
         outcome = self.outcomes[gang.key]
+        if outcome.state.head_target:
+            return  # a head gang holds its room every pass: it must stay in the snapshot
         flush = self.now + self.config.unschedulable_flush_seconds
         first = outcome.state.first_attempt
         deadline = first + gang.timeout_seconds if first is not None else flush

@@ -224,3 +224,13 @@ def test_before_the_starvation_bound_small_gangs_backfill_as_before() -> None:
     late = gang_pods("late", 2, gang="late", min_available=2, cpu="1", created=T0)
     result = schedule(replace(snap, pods=(*snap.pods, *late)), now=T0)
     assert sorted(bind_map(result)) == ["late-0", "late-1"]
+
+
+def test_a_head_gang_holds_its_room_while_it_backs_off_too() -> None:
+    nodes, small, snap = starving_cluster(waited=400)
+    first = schedule(snap, now=T0)  # the head fails, backs off, and holds its room
+    late = gang_pods("late", 2, gang="late", min_available=2, cpu="1", created=T0)
+    big = [p for p in snap.pods if p.ref.name.startswith("big")]
+    rest = [p for p in small if p.ref.name.startswith("small-b")]
+    during = schedule(snapshot(nodes, [*rest, *big, *late], memory=first.memory), now=T0 + 0.5)
+    assert bind_map(during) == {}, "backing off, the head still holds n0's freed room"

@@ -82,8 +82,10 @@ def _turn(
     retry_at = max(session.outcomes[g.key].state.retry_at for g in waiting)
     if session.now < retry_at:
         session.wake(retry_at)
+        _hold_for_head(session, statement, waiting)  # a head holds its room between tries too
         return
     if not session.worth_trying(waiting):
+        _hold_for_head(session, statement, waiting)
         return  # parked: nothing changed that could help it
     _attempt(session, statement, waiting)
 
