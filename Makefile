@@ -9,7 +9,7 @@ KUBECTL = KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k podgroup -x"`.
 PYTEST_ARGS ?=
 
-.PHONY: help setup binaries lint format test test-unit fuzz bench chaos cluster-up cluster-down demo e2e-kind clean
+.PHONY: help setup binaries lint format test test-unit fuzz bench chaos oracle cluster-up cluster-down demo e2e-kind clean
 
 help:
 	@echo "make demo          start the local control plane with fake GPU nodes, and say how to use it"
@@ -20,6 +20,7 @@ help:
 	@echo "make fuzz          every codec fuzzed with hostile input, FUZZ_EXAMPLES in all (100000)"
 	@echo "make bench         measure scheduling throughput against the bind ceiling"
 	@echo "make chaos         random faults against the scheduler, invariants checked (CHAOS_RUNS=200)"
+	@echo "make oracle        kube-scheduler and the core asked the same questions (ORACLE_CASES=500)"
 	@echo "make e2e-kind      the e2e suite on a kind cluster, scheduler deployed (needs Docker)"
 	@echo "make setup         create $(VENV) with the project and its dev tools"
 	@echo "make binaries      build (or find cached) kube-apiserver, etcd, kubectl and kwok"
@@ -65,6 +66,15 @@ CHAOS_SEED ?= 1
 CHAOS_ARGS ?=
 chaos: setup binaries
 	$(PY) -m bench.chaos --runs $(CHAOS_RUNS) --seed $(CHAOS_SEED) $(CHAOS_ARGS)
+
+# kube-scheduler as the oracle (e2e/oracle.py): ORACLE_CASES random "may this pod go on that
+# node?" cases asked of kube-scheduler and of the core, on a control plane of its own
+# (.cluster-oracle/); every disagreement is printed as YAML. A short run is in make test.
+ORACLE_CASES ?= 500
+ORACLE_GANG_CASES ?= 60
+ORACLE_SEED ?= 1
+oracle: setup binaries
+	$(PY) -m e2e.oracle --cases $(ORACLE_CASES) --gangs $(ORACLE_GANG_CASES) --seed $(ORACLE_SEED)
 
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -69,6 +69,7 @@ class Binaries:
     kubectl: Path
     kwok: Path
     kwok_stages: Path
+    kube_scheduler: Path | None = None  # the oracle of e2e/test_oracle.py
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ def resolve_binaries() -> Binaries:
         kubectl=pick("kubectl"),
         kwok=pick("kwok"),
         kwok_stages=built / "kwok-stages.yaml",
+        kube_scheduler=pick("kube-scheduler"),
     )
 
 

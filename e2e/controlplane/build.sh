@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager, kubectl, etcd and kwok from the Go module pinned in go.mod and
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd and kwok from the Go module pinned in go.mod and
 # caches them under ${GANG_SCHEDULER_CACHE:-~/.cache/gang-scheduler}/bin/<key>/, where
 # <key> is a hash of go.mod, go.sum, cmd/ and RECIPE below: the binaries are rebuilt only
 # when a pinned version changes, or RECIPE is bumped because the way they are built changed.
@@ -42,13 +42,14 @@ etcd_version=$(version_of go.etcd.io/etcd/server/v3)
 key=$( (echo "recipe $RECIPE"; cat "$here/go.mod" "$here/go.sum" "$here"/cmd/*/*.go) | sha256sum | cut -c1-12)
 out="$cache_root/bin/k8s-$k8s_version-etcd-$etcd_version-kwok-$kwok_version-$key"
 
-wanted=(kube-apiserver kube-controller-manager kubectl etcd kwok)
+# kube-scheduler is the oracle of e2e/test_oracle.py: what a pod spec allows, per kube-scheduler.
+wanted=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kwok)
 if [ -n "${KUBE_BIN_DIR:-}" ]; then
   for b in kube-apiserver etcd; do
     [ -x "$KUBE_BIN_DIR/$b" ] || die "KUBE_BIN_DIR=$KUBE_BIN_DIR has no executable $b"
   done
   wanted=()
-  for b in kube-controller-manager kubectl kwok; do [ -x "$KUBE_BIN_DIR/$b" ] || wanted+=("$b"); done
+  for b in kube-controller-manager kube-scheduler kubectl kwok; do [ -x "$KUBE_BIN_DIR/$b" ] || wanted+=("$b"); done
 fi
 
 missing=()
@@ -74,6 +75,7 @@ if [ ${#missing[@]} -gt 0 ]; then
       kube-apiserver) pkg=k8s.io/kubernetes/cmd/kube-apiserver; ld="-s -w $kv" ;;
       kubectl)        pkg=k8s.io/kubernetes/cmd/kubectl;        ld="-s -w $kv" ;;
       kube-controller-manager) pkg=k8s.io/kubernetes/cmd/kube-controller-manager; ld="-s -w $kv" ;;
+      kube-scheduler) pkg=k8s.io/kubernetes/cmd/kube-scheduler; ld="-s -w $kv" ;;
       etcd)           pkg=./cmd/etcd;                           ld="-s -w" ;;
       kwok)           pkg=sigs.k8s.io/kwok/cmd/kwok;            ld="-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${kwok_version#v}" ;;
     esac

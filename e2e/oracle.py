@@ -1,0 +1,437 @@
+"""kube-scheduler as the oracle for what a pod spec allows (issue #11).
+
+A random case: a few KWOK nodes with random labels, taints and capacity; a few pods bound
+to them directly (``spec.nodeName``) with random labels, requests, host ports and required
+anti-affinity; and one pending pod with random constraints of every kind the core
+implements (requests, node selector and affinity, tolerations, host ports, required pod
+affinity and anti-affinity, topology spread, scheduling gates), pinned by a node selector on
+``kubernetes.io/hostname`` to one candidate node. The question "may this pod go on that
+node?" is asked of kube-scheduler (built from the same ``k8s.io/kubernetes`` module as the
+API server: the pod is bound, or gets ``PodScheduled=False``) and of this scheduler's core
+(``schedule`` on the same objects, read back from the API server). Every label value is
+unique to the case, so cases never see each other.
+
+    python -m e2e.oracle --cases 300 --seed 1    # on a control plane of its own
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e import cluster as local_cluster
+from e2e.nodes import FakeNode, node_manifest
+from scheduler.codecs.objects import node_from_dict, pod_from_dict
+from scheduler.core.scheduling import schedule
+from scheduler.model import names
+from scheduler.model.config import Config
+from scheduler.model.snapshot import Snapshot
+
+HOST = "kubernetes.io/hostname"
+ORACLE_DIR = local_cluster.REPO / ".cluster-oracle"
+ANSWER_SECONDS = 20.0
+OURS = Config().scheduler_name
+
+
+@dataclass
+class Case:
+    """One question, as the objects to create."""
+
+    number: int
+    nodes: list[dict]
+    bound: list[dict]
+    pending: dict
+    candidate: str
+    namespace: str
+    notes: list[str] = field(default_factory=list)
+
+    def yaml(self) -> str:
+        pods = json.loads(self.notes[0]) if self.notes else [self.pending]
+        return yaml.safe_dump_all([*self.nodes, *self.bound, *pods], sort_keys=False)
+
+
+def _selector(rng: random.Random, apps: list[str]) -> dict:
+    """A label selector on ``app`` in one of its forms."""
+    form = rng.choice(["labels", "in", "notin", "exists", "doesnotexist"])
+    if form == "labels":
+        return {"matchLabels": {"app": rng.choice(apps)}}
+    if form == "in":
+        return {"matchExpressions": [{"key": "app", "operator": "In",
+                                      "values": rng.sample(apps, rng.randint(1, 2))}]}  # fmt: skip
+    if form == "notin":
+        return {"matchExpressions": [{"key": "app", "operator": "NotIn",
+                                      "values": [rng.choice(apps)]}]}  # fmt: skip
+    operator = "Exists" if form == "exists" else "DoesNotExist"
+    return {"matchExpressions": [{"key": "app", "operator": operator}]}
+
+
+def _term(rng: random.Random, apps: list[str], keys: list[str]) -> dict:
+    term: dict[str, Any] = {"labelSelector": _selector(rng, apps), "topologyKey": rng.choice(keys)}
+    if rng.random() < 0.15:
+        term["namespaceSelector"] = {}  # every namespace
+    return term
+
+
+def _ports(rng: random.Random) -> list[dict]:
+    choice = rng.choice([None, None, ("TCP", ""), ("UDP", ""), ("TCP", "127.0.0.1")])
+    if choice is None:
+        return []
+    protocol, ip = choice
+    port = {"containerPort": 80, "hostPort": 8080, "protocol": protocol}
+    if ip:
+        port["hostIP"] = ip
+    return [port]
+
+
+def _container(rng: random.Random, cpu: str) -> dict:
+    return {
+        "name": "main",
+        "image": "busybox",
+        "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
+        "ports": _ports(rng),
+    }
+
+
+def random_case(rng: random.Random, number: int) -> Case:
+    ns = f"oracle-{number}"
+    zones = [f"o{number}-z{i}" for i in range(2)]
+    apps = [f"o{number}-a", f"o{number}-b"]
+    keys = [HOST, "topology.kubernetes.io/zone"]
+    taints = [
+        {"key": "dedicated", "value": "x", "effect": "NoSchedule"},
+        {"key": "gpu", "effect": "NoExecute"},
+        {"key": "soft", "effect": "PreferNoSchedule"},
+    ]
+    nodes = []
+    for i in range(rng.randint(1, 3)):
+        labels = {"topology.kubernetes.io/zone": rng.choice(zones)}
+        if rng.random() < 0.5:
+            labels["disk"] = rng.choice(["ssd", "hdd"])
+        manifest = node_manifest(
+            FakeNode(f"o{number}-n{i}", labels), cpu=rng.choice(["2", "4"]), memory="8Gi"
+        )
+        if rng.random() < 0.3:
+            manifest["spec"] = {"taints": [rng.choice(taints)]}
+        nodes.append(manifest)
+    names = [n["metadata"]["name"] for n in nodes]
+    bound = []
+    for j in range(rng.randint(0, 4)):
+        spec: dict[str, Any] = {
+            "nodeName": rng.choice(names),
+            "containers": [_container(rng, rng.choice(["500m", "1"]))],
+        }
+        if rng.random() < 0.4:
+            terms = [_term(rng, apps, keys)]
+            spec["affinity"] = {
+                "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": terms}
+            }
+        bound.append({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"e{j}", "namespace": ns, "labels": {"app": rng.choice(apps)}},
+            "spec": spec,
+        })  # fmt: skip
+    candidate = rng.choice(names)
+    spec = {
+        "schedulerName": "default-scheduler",
+        "nodeSelector": {HOST: candidate},
+        "containers": [_container(rng, rng.choice(["500m", "1", "2"]))],
+    }
+    if rng.random() < 0.2:
+        spec["nodeSelector"]["disk"] = rng.choice(["ssd", "hdd"])
+    if rng.random() < 0.4:
+        spec["tolerations"] = [
+            {"key": t["key"], "operator": "Exists", "effect": t["effect"]}
+            for t in rng.sample(taints, rng.randint(1, 2))
+        ]
+    affinity: dict[str, Any] = {}
+    if rng.random() < 0.4:
+        affinity["podAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+            _term(rng, apps, keys) for _ in range(rng.randint(1, 2))]}  # fmt: skip
+    if rng.random() < 0.4:
+        affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [
+            _term(rng, apps, keys)]}  # fmt: skip
+    if rng.random() < 0.15:
+        affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "topology.kubernetes.io/zone", "operator": "In",
+                 "values": [rng.choice(zones)]}]}]}}  # fmt: skip
+    if affinity:
+        spec["affinity"] = affinity
+    if rng.random() < 0.3:
+        spec["topologySpreadConstraints"] = [{
+            "maxSkew": rng.randint(1, 2), "topologyKey": rng.choice(keys),
+            "whenUnsatisfiable": "DoNotSchedule", "labelSelector": _selector(rng, apps),
+            "nodeAffinityPolicy": rng.choice(["Honor", "Ignore"]),
+            "nodeTaintsPolicy": rng.choice(["Honor", "Ignore"]),
+            **({"minDomains": rng.randint(1, 3)} if rng.random() < 0.3 else {}),
+        }]  # fmt: skip
+    if rng.random() < 0.1:
+        spec["schedulingGates"] = [{"name": "example.com/gate"}]
+    pending = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "asked", "namespace": ns, "labels": {"app": rng.choice(apps)}},
+        "spec": spec,
+    }  # fmt: skip
+    return Case(number, nodes, bound, pending, candidate, ns)
+
+
+class Plane:
+    """A control plane of its own with kube-scheduler running against it."""
+
+    def __init__(self, directory: Path = ORACLE_DIR) -> None:
+        self.directory = directory
+        self.plane = local_cluster.up(directory)
+        binaries = local_cluster.resolve_binaries()
+        if binaries.kube_scheduler is None or not binaries.kube_scheduler.is_file():
+            raise local_cluster.ClusterError(
+                "kube-scheduler is missing: e2e/controlplane/build.sh builds it (it is in "
+                "the list of binaries it builds and caches)"
+            )
+        self.kubeconfig = self.plane.kubeconfig
+        self.kubectl_path = self.plane.kubectl
+        log = (directory / "logs" / "kube-scheduler.log").open("ab")
+        self.scheduler = subprocess.Popen(
+            [str(binaries.kube_scheduler), f"--kubeconfig={self.kubeconfig}",
+             "--leader-elect=false", "--secure-port=0", "-v=1"],
+            stdout=log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        result = subprocess.run(
+            [str(self.kubectl_path), "--kubeconfig", str(self.kubeconfig), *args],
+            input=stdin, capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        if check and result.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)}: {result.stderr.strip()}")
+        return result.stdout
+
+    def close(self) -> None:
+        self.scheduler.terminate()
+        try:
+            self.scheduler.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.scheduler.kill()
+        local_cluster.down(self.directory)
+
+
+@contextmanager
+def oracle_plane() -> Iterator[Plane]:
+    local_cluster.down(ORACLE_DIR)  # whatever an interrupted run left behind
+    plane = Plane()
+    try:
+        yield plane
+    finally:
+        plane.close()
+
+
+@dataclass(frozen=True)
+class Answer:
+    kube: bool
+    kube_message: str
+    ours: bool
+    our_message: str
+
+    @property
+    def agree(self) -> bool:
+        return self.kube == self.ours
+
+
+def _kube_answer(plane: Plane, case: Case, *, name: str = "asked") -> tuple[bool, str]:
+    deadline = time.monotonic() + ANSWER_SECONDS
+    while time.monotonic() < deadline:
+        pod = json.loads(plane.kubectl("get", "pod", name, "-n", case.namespace, "-o", "json"))
+        if pod["spec"].get("nodeName"):
+            return True, f"bound to {pod['spec']['nodeName']}"
+        for c in pod.get("status", {}).get("conditions", []):
+            if (c["type"], c["status"]) == ("PodScheduled", "False") and c.get("reason") in (
+                "Unschedulable",
+                "SchedulingGated",
+            ):
+                return False, f"{c.get('reason')}: {c.get('message', '')}"
+        time.sleep(0.2)
+    raise TimeoutError(f"kube-scheduler said nothing of case {case.number} in {ANSWER_SECONDS}s")
+
+
+def _our_answer(plane: Plane, case: Case) -> tuple[bool, str]:
+    names = [n["metadata"]["name"] for n in case.nodes]
+    raw_nodes = [json.loads(plane.kubectl("get", "node", n, "-o", "json")) for n in names]
+    raw_pods = json.loads(plane.kubectl("get", "pods", "-n", case.namespace, "-o", "json"))
+    nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
+    pods = []
+    for raw in raw_pods["items"]:
+        pod = pod_from_dict(raw)
+        if pod.ref.name == "asked":
+            pod = replace(pod, scheduler_name=OURS, node_name="", scheduled_condition=None)
+        pods.append(pod)
+    result = schedule(Snapshot(nodes=nodes, pods=tuple(pods)), now=time.time())
+    placed = {b.pod.name: b.node for g in result.bindings for b in g.bindings}
+    if placed.get("asked") == case.candidate:
+        return True, f"bound to {case.candidate}"
+    said = [e.message for e in result.events if e.regarding.name == "asked"]
+    return False, said[0] if said else "no event"
+
+
+def ask(plane: Plane, case: Case) -> Answer:
+    plane.kubectl("create", "namespace", case.namespace)
+    try:
+        plane.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                             "items": case.nodes}))  # fmt: skip
+        names = [n["metadata"]["name"] for n in case.nodes]
+        plane.kubectl("wait", "node", *names, "--for=condition=Ready", "--timeout=60s")
+        if case.bound:
+            plane.kubectl("apply", "-f", "-", stdin=json.dumps(
+                {"apiVersion": "v1", "kind": "List", "items": case.bound}))  # fmt: skip
+        # Our answer before the pod exists for kube-scheduler: the same objects, read back.
+        plane.kubectl("apply", "-f", "-", stdin=json.dumps(case.pending))
+        kube, kube_message = _kube_answer(plane, case)
+        ours, our_message = _our_answer(plane, case)
+        return Answer(kube, kube_message, ours, our_message)
+    finally:
+        plane.kubectl("delete", "namespace", case.namespace, "--wait=false", check=False)
+        plane.kubectl("delete", "node", *(n["metadata"]["name"] for n in case.nodes),
+                      "--wait=false", check=False)  # fmt: skip
+
+
+def random_gang_case(rng: random.Random, number: int) -> Case:
+    """A gang of 2-6 members that must spread: mutual required anti-affinity on hostname or
+    zone, or a DoNotSchedule spread over zones; on nodes only it selects (by a case label)."""
+    ns = f"oracle-{number}"
+    mark = {"oracle-case": str(number)}
+    zones = [f"o{number}-z{i}" for i in range(rng.randint(1, 3))]
+    nodes = [
+        node_manifest(
+            FakeNode(f"o{number}-n{i}", {"topology.kubernetes.io/zone": rng.choice(zones), **mark}),
+            cpu=rng.choice(["1", "2", "4"]),
+            memory="8Gi",
+        )
+        for i in range(rng.randint(2, 5))
+    ]
+    app = f"o{number}-g"
+    size = rng.randint(2, 6)
+    key = rng.choice([HOST, "topology.kubernetes.io/zone"])
+    spec: dict[str, Any] = {"schedulerName": "default-scheduler", "nodeSelector": dict(mark)}
+    if rng.random() < 0.6:
+        term = {"labelSelector": {"matchLabels": {"app": app}}, "topologyKey": key}
+        spec["affinity"] = {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        }
+    else:
+        spec["topologySpreadConstraints"] = [{
+            "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "DoNotSchedule", "labelSelector": {"matchLabels": {"app": app}},
+        }]  # fmt: skip
+    members = [
+        {"apiVersion": "v1", "kind": "Pod",
+         "metadata": {"name": f"m{i}", "namespace": ns, "labels": {"app": app},
+                      "annotations": {names.KOORD_NAME: "g", names.KOORD_MIN_AVAILABLE: str(size)}},
+         "spec": {**spec, "containers": [_container(random.Random(0), "500m")]}}
+        for i in range(size)
+    ]  # fmt: skip
+    return Case(number, nodes, [], members[0], "", ns, notes=[json.dumps(members)])
+
+
+def ask_gang(plane: Plane, case: Case) -> Answer:
+    """kube-scheduler member by member (each waits for its answer); the core on the whole
+    gang at once. Either all members fit or not."""
+    members = json.loads(case.notes[0])
+    plane.kubectl("create", "namespace", case.namespace)
+    try:
+        plane.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                             "items": case.nodes}))  # fmt: skip
+        names_ = [n["metadata"]["name"] for n in case.nodes]
+        plane.kubectl("wait", "node", *names_, "--for=condition=Ready", "--timeout=60s")
+        raw_nodes = [json.loads(plane.kubectl("get", "node", n, "-o", "json")) for n in names_]
+        nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
+        ours_pods = [
+            replace(
+                pod_from_dict({**m, "metadata": {**m["metadata"], "uid": f"u{i}"}}),
+                scheduler_name=OURS,
+            )
+            for i, m in enumerate(members)
+        ]
+        result = schedule(Snapshot(nodes=nodes, pods=tuple(ours_pods)), now=time.time())
+        placed = [b for g in result.bindings for b in g.bindings]
+        ours = len(placed) == len(members)
+        said = [e.message for e in result.events if e.reason == "FailedScheduling"]
+        kube = True
+        message = "all bound"
+        for member in members:
+            plane.kubectl("apply", "-f", "-", stdin=json.dumps(member))
+            single = replace(case, pending=member)
+            bound, why = _kube_answer(plane, single, name=member["metadata"]["name"])
+            if not bound:
+                kube, message = False, f"{member['metadata']['name']}: {why}"
+                break
+        return Answer(kube, message, ours, "all bound" if ours else (said[0] if said else "-"))
+    finally:
+        plane.kubectl("delete", "namespace", case.namespace, "--wait=false", check=False)
+        plane.kubectl("delete", "node", *(n["metadata"]["name"] for n in case.nodes),
+                      "--wait=false", check=False)  # fmt: skip
+
+
+def run(
+    plane: Plane, *, cases: int, seed: int, gangs: int = 0, tally: Counter | None = None
+) -> list[tuple[Case, Answer]]:
+    """Ask ``cases`` single-pod questions and ``gangs`` gang ones; the disagreements.
+    ``tally`` counts kube-scheduler's answers by kind ("pod yes", "gang no", ...): a run
+    where every answer is the same would prove little."""
+    rng = random.Random(seed)
+    disagreements = []
+    tally = tally if tally is not None else Counter()
+    for number in range(cases + gangs):
+        case_number = seed * 100_000 + number
+        if number < cases:
+            case = random_case(rng, case_number)
+            answer = ask(plane, case)
+        else:
+            case = random_gang_case(rng, case_number)
+            answer = ask_gang(plane, case)
+        kind = "pod" if number < cases else "gang"
+        tally[f"{kind} {'yes' if answer.kube else 'no'}"] += 1
+        if not answer.agree:
+            disagreements.append((case, answer))
+    return disagreements
+
+
+def describe(case: Case, answer: Answer) -> str:
+    return (
+        f"case {case.number}: kube-scheduler says {'yes' if answer.kube else 'no'} "
+        f"({answer.kube_message}); we say {'yes' if answer.ours else 'no'} "
+        f"({answer.our_message}); candidate {case.candidate}\n{case.yaml()}"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=300)
+    parser.add_argument("--gangs", type=int, default=40, help="gang cases besides")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    tally: Counter = Counter()
+    with oracle_plane() as plane:
+        found = run(plane, cases=args.cases, seed=args.seed, gangs=args.gangs, tally=tally)
+    for case, answer in found:
+        print(describe(case, answer))
+    print(
+        f"{args.cases} pod cases and {args.gangs} gang cases, {len(found)} disagreements, "
+        f"{time.monotonic() - started:.0f}s; kube-scheduler's answers: "
+        f"{dict(sorted(tally.items()))}"
+    )
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
