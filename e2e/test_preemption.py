@@ -83,3 +83,20 @@ def test_preemption_policy_never_waits_instead(
         assert not cluster.events("Preempted")
     finally:
         cluster.access.kubectl("delete", "priorityclass", polite, check=False)
+
+
+def test_a_victim_gang_above_its_minimum_loses_only_its_extra_members(
+    cluster: Cluster, scheduler: SchedulerProcess, priorities: tuple[str, str]
+) -> None:
+    low, high = priorities
+    cluster.nodes(1, cpu="32")
+    cpu8 = {"cpu": "8"}
+    workers = cluster.gang("w", 4, annotations=koord("w", 2), requests=cpu8, priority_class=low)
+    wait_bound(cluster, workers)
+    urgent = cluster.gang(
+        "high", 2, annotations=koord("high", 2), requests=cpu8, priority_class=high
+    )
+    wait_bound(cluster, urgent)
+    left = workers & set(cluster.placements())
+    assert len(left) == 2, f"the low gang keeps its minimum of 2: {sorted(left)}"
+    assert len(cluster.events("Preempted")) == 2
