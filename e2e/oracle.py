@@ -283,25 +283,31 @@ def _our_answer(plane: Plane, case: Case) -> tuple[bool, str]:
     return False, said[0] if said else "no event"
 
 
-def ask(plane: Plane, case: Case) -> Answer:
+@contextmanager
+def _staged(plane: Plane, case: Case) -> Iterator[list[str]]:
+    """The case's namespace and Ready nodes (their names), removed afterwards."""
     plane.kubectl("create", "namespace", case.namespace)
+    names_ = [n["metadata"]["name"] for n in case.nodes]
     try:
-        plane.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                             "items": case.nodes}))  # fmt: skip
-        names = [n["metadata"]["name"] for n in case.nodes]
-        plane.kubectl("wait", "node", *names, "--for=condition=Ready", "--timeout=60s")
-        if case.bound:
-            plane.kubectl("apply", "-f", "-", stdin=json.dumps(
-                {"apiVersion": "v1", "kind": "List", "items": case.bound}))  # fmt: skip
-        # Our answer before the pod exists for kube-scheduler: the same objects, read back.
-        plane.kubectl("apply", "-f", "-", stdin=json.dumps(case.pending))
-        kube, kube_message = _kube_answer(plane, case)
-        ours, our_message = _our_answer(plane, case)
-        return Answer(kube, kube_message, ours, our_message)
+        nodes = {"apiVersion": "v1", "kind": "List", "items": case.nodes}
+        plane.kubectl("apply", "-f", "-", stdin=json.dumps(nodes))
+        plane.kubectl("wait", "node", *names_, "--for=condition=Ready", "--timeout=60s")
+        yield names_
     finally:
         plane.kubectl("delete", "namespace", case.namespace, "--wait=false", check=False)
-        plane.kubectl("delete", "node", *(n["metadata"]["name"] for n in case.nodes),
-                      "--wait=false", check=False)  # fmt: skip
+        plane.kubectl("delete", "node", *names_, "--wait=false", check=False)
+
+
+def ask(plane: Plane, case: Case) -> Answer:
+    with _staged(plane, case):
+        if case.bound:
+            bound = {"apiVersion": "v1", "kind": "List", "items": case.bound}
+            plane.kubectl("apply", "-f", "-", stdin=json.dumps(bound))
+        plane.kubectl("apply", "-f", "-", stdin=json.dumps(case.pending))
+        kube, kube_message = _kube_answer(plane, case)
+        # The same objects, read back from the API server (the pending pod as ours).
+        ours, our_message = _our_answer(plane, case)
+        return Answer(kube, kube_message, ours, our_message)
 
 
 def random_gang_case(rng: random.Random, number: int) -> Case:
@@ -346,12 +352,7 @@ def ask_gang(plane: Plane, case: Case) -> Answer:
     """kube-scheduler member by member (each waits for its answer); the core on the whole
     gang at once. Either all members fit or not."""
     members = json.loads(case.notes[0])
-    plane.kubectl("create", "namespace", case.namespace)
-    try:
-        plane.kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
-                                                             "items": case.nodes}))  # fmt: skip
-        names_ = [n["metadata"]["name"] for n in case.nodes]
-        plane.kubectl("wait", "node", *names_, "--for=condition=Ready", "--timeout=60s")
+    with _staged(plane, case) as names_:
         raw_nodes = [json.loads(plane.kubectl("get", "node", n, "-o", "json")) for n in names_]
         nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
         ours_pods = [
@@ -375,10 +376,6 @@ def ask_gang(plane: Plane, case: Case) -> Answer:
                 kube, message = False, f"{member['metadata']['name']}: {why}"
                 break
         return Answer(kube, message, ours, "all bound" if ours else (said[0] if said else "-"))
-    finally:
-        plane.kubectl("delete", "namespace", case.namespace, "--wait=false", check=False)
-        plane.kubectl("delete", "node", *(n["metadata"]["name"] for n in case.nodes),
-                      "--wait=false", check=False)  # fmt: skip
 
 
 def run(
