@@ -100,3 +100,32 @@ def test_a_victim_gang_above_its_minimum_loses_only_its_extra_members(
     left = workers & set(cluster.placements())
     assert len(left) == 2, f"the low gang keeps its minimum of 2: {sorted(left)}"
     assert len(cluster.events("Preempted")) == 2
+
+
+def test_nonstrict_holds_yield_to_a_higher_priority_gang(
+    cluster: Cluster, scheduler: SchedulerProcess, priorities: tuple[str, str]
+) -> None:
+    """#12's NonStrict case: a low-priority NonStrict gang holds the room left on a node; a
+    high-priority NonStrict gang arrives and takes that room at its turn (the low one lets
+    go, HoldReleased); when more room frees, the high one completes, not the low one."""
+    low, high = priorities
+    (node,) = cluster.nodes(1, cpu="6")
+    blocker = cluster.pod("blocker", requests={"cpu": "3"}, priority_class=high)
+    blocker["spec"]["nodeName"] = node  # bound by hand: nobody preempts it
+    cluster.apply(blocker)
+    nonstrict = {"mode": "NonStrict"}
+    cpu1 = {"cpu": "1"}
+    cluster.gang("low", 4, annotations=koord("low", 4, **nonstrict), requests=cpu1,
+                 priority_class=low)  # fmt: skip
+    wait_for(
+        lambda: any("holds 3 of 4" in m for m in cluster.events("FailedScheduling")),
+        timeout=BIND_TIMEOUT,
+        what="the low gang holding 3 of 4",
+    )
+    # The high gang comes while the room is still short: it takes it first, at its turn.
+    urgent = cluster.gang("high", 4, annotations=koord("high", 4, **nonstrict), requests=cpu1,
+                          priority_class=high)  # fmt: skip
+    wait_for(lambda: cluster.events("HoldReleased"), timeout=BIND_TIMEOUT, what="HoldReleased")
+    cluster.access.kubectl("delete", "pod", "blocker", "-n", cluster.namespace)
+    wait_bound(cluster, urgent)
+    assert not {p for p in cluster.bound() if p.startswith("low")}
