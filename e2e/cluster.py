@@ -371,6 +371,11 @@ def up(directory: Path = DEFAULT_DIR, *, timeout: float = 120.0) -> ControlPlane
                 "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
                 "--allow-privileged=true",
                 "--profiling=false",
+                # The upstream Workload API: scheduling.k8s.io/v1alpha2 PodGroups and the pods'
+                # spec.schedulingGroup. A gang source we read (#13), and what kube-scheduler's
+                # own gang scheduling, a peer in make bench, needs on the API server.
+                "--feature-gates=GenericWorkload=true,GangScheduling=true",
+                "--runtime-config=scheduling.k8s.io/v1alpha2=true",
             ],
             logs,
         )
