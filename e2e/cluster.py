@@ -278,7 +278,8 @@ def install_crds(plane: ControlPlane, crds: Path = CRDS) -> None:
     deadline = time.monotonic() + 30
     while True:
         try:
-            kubectl(plane, "get", "podgroups", "--all-namespaces")
+            # In full: with the upstream Workload API served, plain "podgroups" is the built-in.
+            kubectl(plane, "get", "podgroups.scheduling.x-k8s.io", "--all-namespaces")
             return
         except ClusterError:
             if time.monotonic() > deadline:
@@ -400,7 +401,7 @@ def up(directory: Path = DEFAULT_DIR, *, timeout: float = 120.0) -> ControlPlane
                 f"--kubeconfig={plane.kubeconfig}",
                 f"--authentication-kubeconfig={plane.kubeconfig}",
                 f"--authorization-kubeconfig={plane.kubeconfig}",
-                "--controllers=job,garbagecollector",
+                "--controllers=job,garbagecollector,disruption",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={kcm_port}",
@@ -638,7 +639,7 @@ def _print_usage(plane: ControlPlane) -> None:
         f"control plane up at {plane.server} (logs in {shown}/logs)\n"
         f"use it with:\n"
         f"  export KUBECONFIG=$PWD/{shown}/kubeconfig PATH=$PWD/{shown}/bin:$PATH\n"
-        f"  kubectl get nodes,podgroups\n"
+        f"  kubectl get nodes,pg\n"
         f"stop it with: make cluster-down"
     )
 

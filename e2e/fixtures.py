@@ -137,7 +137,13 @@ def namespace(control_plane: ClusterAccess, request: pytest.FixtureRequest) -> I
         yield name
     finally:
         control_plane.kubectl(
-            "delete", "pods,podgroups,configmaps", "--all", "-n", name, "--wait=false", check=False
+            "delete",
+            "pods,podgroups.scheduling.x-k8s.io,configmaps",
+            "--all",
+            "-n",
+            name,
+            "--wait=false",
+            check=False,
         )
         control_plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
