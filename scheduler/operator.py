@@ -176,6 +176,14 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
             "storageclasses",
             lambda rt, body: rt.cache.remove_storage_class(body["metadata"]["name"]),
         ),
+        # PodDisruptionBudgets: which victims gang preemption prefers.
+        (
+            ("policy", "v1", "poddisruptionbudgets"),
+            "poddisruptionbudgets",
+            lambda rt, body: rt.cache.remove_budget(
+                f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+            ),
+        ),
     ]
     for resource, name, remove in kinds:
         upsert = UPSERTS[name]

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.gangs import PodGroup
 from scheduler.model.nodes import Node, NodeInfo
 from scheduler.model.pods import GangKey, Pod, PodRef, gang_key_of
@@ -67,6 +68,9 @@ class ClusterCache:
         self._claims: dict[str, Claim] = {}
         self._volumes: dict[str, Volume] = {}
         self._modes: dict[str, str] = {}
+        # PodDisruptionBudgets by "namespace/name": read by preemption only, so a change
+        # wakes no gang (it makes no room).
+        self._budgets: dict[str, DisruptionBudget] = {}
         # Assumed pods are stored bound (so a snapshot is a plain copy); the pod as the API
         # server last showed it is kept here, to be restored if the assumption is forgotten.
         self._assumed: dict[str, Pod] = {}
@@ -216,6 +220,7 @@ class ClusterCache:
             "persistentvolumeclaims": self._claims,
             "persistentvolumes": self._volumes,
             "storageclasses": self._modes,
+            "poddisruptionbudgets": self._budgets,
         }[kind]
 
     def vanished(self, kind: str, listed: set[str], *, since: int) -> list[str]:
@@ -395,6 +400,15 @@ class ClusterCache:
         self._everything |= name in self._modes
         self._drop(self._modes, name)
 
+    def upsert_budget(self, budget: DisruptionBudget) -> None:
+        self._put(
+            self._budgets, f"{budget.namespace}/{budget.name}", budget, kind="poddisruptionbudgets"
+        )
+
+    def remove_budget(self, key: str) -> None:
+        self._unstamp("poddisruptionbudgets", key)
+        self._drop(self._budgets, key)
+
     def upsert_topology(
         self, key: str, topology: Topology | None, errors: tuple[str, ...] = ()
     ) -> None:
@@ -556,4 +570,5 @@ class ClusterCache:
             claims={(c.namespace, c.name): c for c in self._claims.values()},
             volumes=dict(self._volumes),
             binding_modes=dict(self._modes),
+            budgets=tuple(b for _, b in sorted(self._budgets.items())),
         )

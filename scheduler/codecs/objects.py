@@ -18,6 +18,7 @@ from kubernetes.utils.quantity import parse_quantity
 from scheduler.codecs.gangs import read_claim, read_options
 from scheduler.codecs.shapes import listed, obj, objs, text, texts, whole
 from scheduler.model import names
+from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.gangs import Condition, PodGroup, PodGroupStatus
 from scheduler.model.nodes import Node, Taint
 from scheduler.model.pods import (
@@ -477,6 +478,22 @@ def volume_from_dict(raw: object) -> Volume:
     body = obj(raw)
     required = obj(obj(body.get("spec")).get("nodeAffinity")).get("required")
     return Volume(name=text(obj(body.get("metadata")).get("name")), node_affinity=_terms(required))
+
+
+def budget_from_dict(raw: object) -> DisruptionBudget:
+    """A PodDisruptionBudget (policy/v1): its selector and what its status allows. A status
+    not written yet (no disruption controller has seen it) allows nothing, as kube-scheduler
+    reads it."""
+    body = obj(raw)
+    meta, spec, status = obj(body.get("metadata")), obj(body.get("spec")), obj(body.get("status"))
+    allowed = whole(status.get("disruptionsAllowed"))
+    return DisruptionBudget(
+        namespace=text(meta.get("namespace"), "default"),
+        name=text(meta.get("name")),
+        selector=label_selector(spec.get("selector")),
+        disruptions_allowed=max(allowed, 0) if allowed is not None else 0,
+        disrupted=frozenset(texts(status.get("disruptedPods"))),
+    )
 
 
 def storage_class_from_dict(raw: object) -> tuple[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.gangs import PodGroup
 from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.pods import GangKey, Pod, PodRef
@@ -100,6 +101,8 @@ class Snapshot:
     claims: Mapping[tuple[str, str], Claim] = field(default_factory=dict)
     volumes: Mapping[str, Volume] = field(default_factory=dict)
     binding_modes: Mapping[str, str] = field(default_factory=dict)
+    # PodDisruptionBudgets: which victims preemption prefers (those that break none).
+    budgets: tuple[DisruptionBudget, ...] = ()
 
     def infos(self) -> Mapping[str, NodeInfo]:
         """Per known node, what holds resources on it."""

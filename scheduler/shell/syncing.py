@@ -18,6 +18,7 @@ import structlog
 
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.objects import (
+    budget_from_dict,
     claim_from_dict,
     namespace_from_dict,
     node_from_dict,
@@ -41,6 +42,7 @@ LISTS = {
     "persistentvolumeclaims": "/api/v1/persistentvolumeclaims",
     "persistentvolumes": "/api/v1/persistentvolumes",
     "storageclasses": "/apis/storage.k8s.io/v1/storageclasses",
+    "poddisruptionbudgets": "/apis/policy/v1/poddisruptionbudgets",
     # Seed 004's ConfigMaps, by label: a topology-placed gang must not be placed on a tree
     # that has not arrived yet.
     "topologies": "/api/v1/configmaps?labelSelector=sakkara.topology",
@@ -56,7 +58,13 @@ def _key(kind: str, obj: dict) -> str:
     meta = obj["metadata"]
     if kind == "pods":
         return meta["uid"]
-    if kind in ("podgroups", "topologies", "groups", "persistentvolumeclaims"):
+    if kind in (
+        "podgroups",
+        "topologies",
+        "groups",
+        "persistentvolumeclaims",
+        "poddisruptionbudgets",
+    ):
         return f"{meta['namespace']}/{meta['name']}"
     return meta["name"]
 
@@ -141,6 +149,7 @@ KINDS = (
     "persistentvolumeclaims",
     "persistentvolumes",
     "storageclasses",
+    "poddisruptionbudgets",
 )
 
 
@@ -162,6 +171,8 @@ def _remove(cache: ClusterCache, kind: str, key: str) -> None:
         cache.remove_volume(key)
     elif kind == "storageclasses":
         cache.remove_storage_class(key)
+    elif kind == "poddisruptionbudgets":
+        cache.remove_budget(key)
 
 
 # How a watched object is folded into the cache, per kind: by the watches and by a re-list.
@@ -178,6 +189,7 @@ UPSERTS: dict[str, Callable[[ClusterCache, Any], None]] = {
     "storageclasses": lambda cache, body: cache.upsert_storage_class(
         *storage_class_from_dict(body)
     ),
+    "poddisruptionbudgets": lambda cache, body: cache.upsert_budget(budget_from_dict(body)),
 }
 
 

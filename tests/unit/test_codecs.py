@@ -6,9 +6,14 @@ from __future__ import annotations
 import pytest
 
 from scheduler.codecs.gangs import read_claim
-from scheduler.codecs.objects import pod_from_dict, pod_requests, podgroup_from_dict
+from scheduler.codecs.objects import (
+    budget_from_dict,
+    pod_from_dict,
+    pod_requests,
+    podgroup_from_dict,
+)
 from scheduler.model import names
-from scheduler.model.pods import GangKey, GangSource, Mode
+from scheduler.model.pods import GangKey, GangSource, LabelSelector, Mode
 from scheduler.model.times import parse_duration
 
 
@@ -149,3 +154,24 @@ def test_a_first_attempt_mark_is_read_back_as_written() -> None:
         }
     )
     assert pod.first_attempt == 1_795_320_000.0
+
+
+def test_a_disruption_budget_reads_its_selector_and_what_its_status_allows() -> None:
+    budget = budget_from_dict(
+        {
+            "metadata": {"namespace": "ml", "name": "keep"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "train"}}},
+            "status": {
+                "disruptionsAllowed": 1,
+                "disruptedPods": {"train-0": "2026-11-24T00:00:00Z"},
+            },
+        }
+    )
+    assert (budget.namespace, budget.name, budget.disruptions_allowed) == ("ml", "keep", 1)
+    assert budget.selector == LabelSelector(match_labels=(("app", "train"),))
+    assert budget.disrupted == frozenset({"train-0"})
+    unseen = budget_from_dict(
+        {"metadata": {"name": "new"}, "spec": {}, "status": {"disruptionsAllowed": -3}}
+    )
+    assert unseen.disruptions_allowed == 0
+    assert unseen.selector is None

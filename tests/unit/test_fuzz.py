@@ -52,6 +52,7 @@ from hypothesis import strategies as st
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.gangs import read_claim, read_options
 from scheduler.codecs.objects import (
+    budget_from_dict,
     claim_from_dict,
     namespace_from_dict,
     node_from_dict,
@@ -677,7 +678,7 @@ def test_the_pod_codec_returns_a_pod_for_any_json(obj: Any) -> None:
 
 @FUZZ
 @given(JSON)
-def test_the_storage_and_namespace_codecs_take_any_json(obj: Any) -> None:
+def test_the_storage_namespace_and_budget_codecs_take_any_json(obj: Any) -> None:
     claim = claim_from_dict(obj)
     assert isinstance(claim.name, str)
     assert isinstance(claim.volume, str)
@@ -689,6 +690,10 @@ def test_the_storage_and_namespace_codecs_take_any_json(obj: Any) -> None:
     name, labels = namespace_from_dict(obj)
     assert isinstance(name, str)
     assert all(isinstance(v, str) for v in labels.values())
+    budget = budget_from_dict(obj)
+    assert isinstance(budget.disruptions_allowed, int)
+    assert budget.disruptions_allowed >= 0
+    assert all(isinstance(n, str) for n in budget.disrupted)
 
 
 @FUZZ

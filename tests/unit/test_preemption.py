@@ -11,10 +11,12 @@ from hypothesis import strategies as st
 
 from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
+from scheduler.model import names
+from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.config import Config
-from scheduler.model.pods import GangKey
+from scheduler.model.pods import GangKey, LabelSelector
 from scheduler.model.snapshot import GangState, Pod, Snapshot
-from tests.unit.builders import T0, gang_pods, node, pod, snapshot
+from tests.unit.builders import T0, gang_pods, node, pod, snapshot, tree_topology
 from tests.unit.test_allocation import bind_map
 
 
@@ -107,6 +109,56 @@ def test_nothing_is_evicted_when_the_preemptor_would_not_fit_anyway() -> None:
     nodes, low = two_full_nodes()
     huge = gang_pods("huge", 3, gang="huge", min_available=3, priority=100, cpu="24")
     assert schedule(snapshot(nodes, [*low, *huge]), now=T0).evictions == ()
+
+
+def budget(name: str, app: str, *, allowed: int) -> DisruptionBudget:
+    return DisruptionBudget(
+        namespace="default",
+        name=name,
+        selector=LabelSelector(match_labels=(("app", app),)),
+        disruptions_allowed=allowed,
+    )
+
+
+def labelled(pods: list[Pod], app: str) -> list[Pod]:
+    return [replace(p, labels={**p.labels, "app": app}) for p in pods]
+
+
+def test_a_victim_a_disruption_budget_protects_is_passed_over_for_one_it_does_not() -> None:
+    nodes, low = two_full_nodes()  # without a budget the younger low-b goes (test above)
+    low = labelled(low[:2], "a") + labelled(low[2:], "b")
+    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="16")
+    snap = replace(snapshot(nodes, [*low, *high]), budgets=(budget("keep-b", "b", allowed=0),))
+    result = schedule(snap, now=T0)
+    assert evicted(result) == ["low-a-0", "low-a-1"], "low-b is kept by its budget"
+
+
+def test_a_budget_that_allows_the_disruption_changes_nothing() -> None:
+    nodes, low = two_full_nodes()
+    low = labelled(low[:2], "a") + labelled(low[2:], "b")
+    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="16")
+    snap = replace(snapshot(nodes, [*low, *high]), budgets=(budget("b", "b", allowed=2),))
+    assert evicted(schedule(snap, now=T0)) == ["low-b-0", "low-b-1"]
+
+
+def test_budgets_are_broken_only_when_nothing_else_makes_room_and_the_gang_says_so() -> None:
+    nodes, low = two_full_nodes()
+    low = labelled(low, "all")
+    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="16")
+    snap = replace(snapshot(nodes, [*low, *high]), budgets=(budget("all", "all", allowed=1),))
+    result = schedule(snap, now=T0)
+    assert evicted(result) == ["low-b-0", "low-b-1"], "one gang's room is still needed"
+    said = [e.message for e in result.events if e.reason == "Preempting"]
+    assert said
+    assert all("no choice of victims kept every PodDisruptionBudget" in m for m in said)
+
+
+def test_an_empty_budget_selector_protects_nothing_as_in_kube_scheduler() -> None:
+    nodes, low = two_full_nodes()
+    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="16")
+    empty = DisruptionBudget(namespace="default", name="e", selector=LabelSelector())
+    snap = replace(snapshot(nodes, [*low, *high]), budgets=(empty,))
+    assert evicted(schedule(snap, now=T0)) == ["low-b-0", "low-b-1"]
 
 
 @st.composite
@@ -234,3 +286,41 @@ def test_a_head_gang_holds_its_room_while_it_backs_off_too() -> None:
     rest = [p for p in small if p.ref.name.startswith("small-b")]
     during = schedule(snapshot(nodes, [*rest, *big, *late], memory=first.memory), now=T0 + 0.5)
     assert bind_map(during) == {}, "backing off, the head still holds n0's freed room"
+
+
+def test_a_topology_gang_evicts_inside_one_rack_rather_than_a_pod_in_every_rack() -> None:
+    """Each node of two racks runs a low pod on half of it; the youngest victims (those a
+    plain gang would take) are in different racks. The gang must sit in one rack, whole
+    nodes: it evicts the two pods of one rack, and no pod of the other."""
+    tree = {"rack-0": {"n0": {}, "n1": {}}, "rack-1": {"n2": {}, "n3": {}}}
+    topology = tree_topology(tree, ("rack", "node"))
+    nodes = [node(f"n{i}", cpu="8") for i in range(4)]
+    ages = {"n0": 40, "n2": 30, "n3": 20, "n1": 10}  # n0's pod is the youngest
+    low = [
+        replace(pod(f"low-{n}", cpu="4", priority=1, created=T0 - 500 + age),
+                node_name=n, phase="Running")
+        for n, age in ages.items()
+    ]  # fmt: skip
+    notes = {
+        names.TOPOLOGY_CONSTRAINTS: '{"rack": {"type": "pack", "partitions": 1, "isHard": true}}'
+    }
+    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="8",
+                     annotations=notes)  # fmt: skip
+    result = schedule(snapshot(nodes, [*low, *high], topology=topology), now=T0)
+    assert evicted(result) == ["low-n2", "low-n3"], "both victims in rack-1, none in rack-0"
+    assert sorted(n.node for n in result.nominations) == ["n2", "n3"]
+    # The victims leave: the gang binds where it was nominated, each member once, and
+    # evicts nothing more (its own holds are not in its way).
+    rest = [p for p in low if p.node_name in ("n0", "n1")]
+    after = snapshot(nodes, [*rest, *high], topology=topology, memory=result.memory)
+    bound = schedule(after, now=T0 + 5)
+    assert bound.evictions == ()
+    assert [
+        (b.pod.name, b.node) for g in bound.bindings for gb in g.gangs for b in gb.bindings
+    ] == [
+        ("high-0", "n2"),
+        ("high-1", "n3"),
+    ]
+    plain = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="8")
+    anywhere = schedule(snapshot(nodes, [*low, *plain], topology=topology), now=T0)
+    assert evicted(anywhere) == ["low-n0", "low-n2"], "without the constraint: the youngest"

@@ -28,7 +28,7 @@ from scheduler.core.statement import Statement
 from scheduler.model import names
 from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch
 from scheduler.model.gangs import Gang
-from scheduler.model.pods import GangKey, Mode, Pod
+from scheduler.model.pods import GangKey, Mode, Pod, PodRef
 from scheduler.model.status import Status
 from scheduler.model.topology import Constraints
 
@@ -375,6 +375,9 @@ def _arrange_gang(
     todo = pending(gang)
     if not todo:
         return [], Status.success()
+    state = session.outcomes[gang.key].state
+    if state.reservations:
+        return [], _nominated_room(gang, todo, state.reservations, state.nominated)
     master = master_of(p.ref for p in todo)
     members = sorted(todo, key=lambda p: (p.ref != master, tree_order(p.ref.name)))
     constraints = gang.constraints or Constraints()
@@ -395,6 +398,23 @@ def _arrange_gang(
             session.outcomes[gang.key].relaxed = arrangement.relaxed
             return [Binding(p.ref, node) for p, node in arrangement.placements], status
     return [], status
+
+
+def _nominated_room(
+    gang: Gang, todo: list[Pod], held: Mapping[PodRef, str], nominated: Mapping[PodRef, str]
+) -> Status:
+    """A topology-placed preemptor's members hold the room its victims freed, where the
+    solver placed them when it chose the victims: it binds there (the holds are its
+    bindings) once every nominated member holds its room, and is not arranged again, which
+    would place its held members a second time, or find its own holds in its way."""
+    waiting = {p.ref for p in todo}
+    wanted = {ref for ref in nominated if ref in waiting}
+    if wanted <= set(held) and len(held) >= gang.min_member:
+        return Status.success()
+    missing = sorted(ref.name for ref in wanted - set(held))
+    return Status.unschedulable(
+        f"waiting for the room freed by its preemption: {', '.join(missing)} not yet free"
+    )
 
 
 def _other_pods_allow(

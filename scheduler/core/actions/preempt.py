@@ -9,7 +9,10 @@ running below its minimum. Units are taken lowest priority first, then fewest po
 youngest, on a scratch ledger, until the group fits (placed by the same code as allocate,
 topology constraints and the filters on the other pods included); then each victim is given
 back, highest priority first, if the group still fits without it (kube-scheduler's
-reprieve). If the group fits, the victims are evicted and the group's members nominated to
+reprieve). PodDisruptionBudgets are kept where possible, as kube-scheduler keeps them: units whose
+eviction, together with those before them, would take a budget below zero come after every
+unit that breaks none, and are the first to be given back.
+If the group fits, the victims are evicted and the group's members nominated to
 their nodes: the room is held for them as it frees (``Session._hold_nominations``), and the
 group evicts nothing more while its victims are leaving. If it does not fit even with every
 candidate gone, nothing is evicted and it says so.
@@ -19,15 +22,17 @@ A group with a member whose ``preemptionPolicy`` is ``Never`` does not preempt.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from scheduler.core.actions.allocate import place_group
+from scheduler.core.filtering import selector_matches
 from scheduler.core.gangs import priority_of
 from scheduler.core.placing import Ledger
 from scheduler.core.session import Session, pending
 from scheduler.core.statement import Statement
+from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.decisions import Eviction, Nomination
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import SINGLE_PREFIX, Pod, gang_key_of
@@ -43,6 +48,8 @@ class Victims:
     pods: tuple[tuple[Pod, str], ...]  # with their nodes
     priority: int
     newest: float  # creation time of the youngest: younger goes first
+    # Evicting it, after the units before it, would take a PodDisruptionBudget below zero.
+    breaks_budget: bool = False
 
     def order(self) -> tuple:
         """Lowest priority, fewest pods, youngest first; then by name, so the same cluster
@@ -140,7 +147,63 @@ def candidates(
             units.append(Victims((extra,), priority, extra[0].created))
         newest = max(p.created for p, _ in members)
         units.append(Victims(tuple(youngest_first), priority, newest))
-    return sorted(units, key=Victims.order)
+    units.sort(key=Victims.order)
+    budgets = session.snapshot.budgets
+    if not budgets:
+        return units
+    gone = [p for info in session.infos.values() for p in info.pods if p.ref.uid in taken]
+    return _keeping_budgets(units, budgets, gone=gone)
+
+
+def _keeping_budgets(
+    units: list[Victims], budgets: tuple[DisruptionBudget, ...], *, gone: list[Pod]
+) -> list[Victims]:
+    """``units`` with those that keep every budget first, in their order, then the rest,
+    marked. Taken in order, any first few of the result break no budget that the units
+    before them did not break already (kube-scheduler's violating / non-violating victims,
+    across nodes). ``gone`` were evicted earlier in this pass: their share is spent."""
+    left = [b.disruptions_allowed for b in budgets]
+    counted: set[str] = set()
+
+    def cost(pods: Iterable[Pod]) -> Counter:
+        hits: Counter = Counter()
+        for pod in pods:
+            if pod.ref.uid in counted:
+                continue
+            for i, budget in enumerate(budgets):
+                if _counts_against(budget, pod):
+                    hits[i] += 1
+        return hits
+
+    for i, n in cost(gone).items():
+        left[i] -= n
+    counted.update(p.ref.uid for p in gone)
+    keeping: list[Victims] = []
+    breaking: list[Victims] = []
+    for unit in units:
+        hits = cost(p for p, _ in unit.pods)
+        if all(left[i] >= n for i, n in hits.items()):
+            for i, n in hits.items():
+                left[i] -= n
+            counted.update(p.ref.uid for p, _ in unit.pods)
+            keeping.append(unit)
+        else:
+            breaking.append(replace(unit, breaks_budget=True))
+    return keeping + breaking
+
+
+def _counts_against(budget: DisruptionBudget, pod: Pod) -> bool:
+    """Whether evicting ``pod`` uses up some of ``budget`` (kube-scheduler's
+    filterPodsWithPDBViolation: same namespace, a non-empty selector that matches, and not
+    counted as disrupted already)."""
+    selector = budget.selector
+    return (
+        budget.namespace == pod.ref.namespace
+        and selector is not None
+        and bool(selector.match_labels or selector.match_expressions)
+        and pod.ref.name not in budget.disrupted
+        and selector_matches(selector, pod.labels)
+    )
 
 
 def _min_member(session: Session, pod: Pod) -> int:
@@ -211,8 +274,9 @@ def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool) -> None:
         session.finder.restore({})
         pool.hopeless.add(shape)
         return
-    # Reprieve: give back each victim unit, highest priority first, if the group still fits.
-    for victims in sorted(chosen, key=Victims.order, reverse=True):
+    # Reprieve: give back each victim unit, those that break a budget first, then highest
+    # priority first, if the group still fits without it.
+    for victims in sorted(chosen, key=lambda v: (v.breaks_budget, v.order()), reverse=True):
         rest = [v for v in chosen if v is not victims]
         without = _fits(session, _evicted(base, rest), gangs)
         if without is not None:
@@ -267,5 +331,7 @@ def _commit(session: Session, gangs: list[Gang], chosen: list[Victims], placemen
             f"({', '.join(sorted(str(p.ref) for p, _ in evicted.values())[:5])}"
             f"{', ...' if len(evicted) > 5 else ''}); it binds once they have left"
         )
+        if any(v.breaks_budget for v in chosen):
+            message += "; no choice of victims kept every PodDisruptionBudget"
         outcome.condition = ("False", "Preempting", message)
         session.say(gang, reason="Preempting", message=message, pods=pending(gang), warning=False)
