@@ -96,16 +96,8 @@ def read_options(annotations: Mapping[str, str], *, namespace: str) -> GangOptio
     if min_available is None and names.KOORD_MIN_AVAILABLE not in annotations:
         min_available = _count(annotations, names.LEGACY_MIN_AVAILABLE, errors)
     total = _count(annotations, names.KOORD_TOTAL_NUMBER, errors)
-    waiting: float | None = None
-    raw_wait = annotations.get(names.KOORD_WAITING_TIME)
-    if raw_wait is not None:
-        try:
-            waiting = parse_duration(str(raw_wait))
-        except ValueError:
-            errors.append(
-                f"annotation {names.KOORD_WAITING_TIME} must be a duration such as 600s, 10m "
-                f"or 1h, at most 2562047h, got {raw_wait!r}"
-            )
+    waiting = _duration(annotations, names.KOORD_WAITING_TIME, errors)
+    starvation = _duration(annotations, names.STARVATION_AFTER, errors)
     mode: Mode | None = None
     raw_mode = annotations.get(names.KOORD_MODE)
     if raw_mode is not None:
@@ -129,11 +121,26 @@ def read_options(annotations: Mapping[str, str], *, namespace: str) -> GangOptio
         min_available=min_available,
         total_number=total,
         waiting_seconds=waiting,
+        starvation_seconds=starvation,
         mode=mode,
         groups=groups,
         constraints=constraints,
         errors=tuple(errors),
     )
+
+
+def _duration(annotations: Mapping[str, str], key: str, errors: list[str]) -> float | None:
+    raw = annotations.get(key)
+    if raw is None:
+        return None
+    try:
+        return parse_duration(str(raw))
+    except ValueError:
+        errors.append(
+            f"annotation {key} must be a duration such as 600s, 10m or 1h, at most 2562047h, "
+            f"got {raw!r}"
+        )
+        return None
 
 
 def read_claim(

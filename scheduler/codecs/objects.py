@@ -450,6 +450,7 @@ def podgroup_from_dict(raw: object) -> PodGroup:
         min_member=max(_int(spec.get("minMember"), 1), 1),
         min_resources=resource_list(min_resources) if min_resources else None,
         timeout_seconds=timeout,
+        starvation_seconds=options.starvation_seconds,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
         mode=options.mode,
         total_number=options.total_number,

@@ -107,6 +107,9 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
         timeout = _agreed(c.waiting_seconds for c in claims)
         if timeout is None and podgroup is not None:
             timeout = podgroup.timeout_seconds
+        starvation = _agreed(c.starvation_seconds for c in claims)
+        if starvation is None and podgroup is not None:
+            starvation = podgroup.starvation_seconds
         groups = _agreed(c.groups for c in claims)
         if groups is None and podgroup is not None:
             groups = podgroup.groups
@@ -127,6 +130,7 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
             min_resources=podgroup.min_resources if podgroup else None,
             errors=tuple(errors),
             constraints=constraints,
+            starvation_seconds=starvation,
         )
     return Resolution(
         gangs=_with_consent(gangs),

@@ -39,6 +39,7 @@ class PodGroup:
     min_member: int = 1
     min_resources: Resources | None = None
     timeout_seconds: float | None = None
+    starvation_seconds: float | None = None  # gang-scheduler.io/starvation-after
     created: float = 0.0
     mode: Mode | None = None
     total_number: int | None = None
@@ -73,6 +74,8 @@ class Gang:
     errors: tuple[str, ...] = ()
     # Placed by the topology solver when set (Sakkara groups always: pack by default).
     constraints: Constraints | None = None
+    # How long it may wait before it is the head gang; None: --starvation-after.
+    starvation_seconds: float | None = None
     sakkara: SakkaraGroup | None = None
     priority: int | None = None  # a Sakkara group's own priority, over its pods'
 

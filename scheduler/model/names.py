@@ -34,6 +34,9 @@ FIRST_ATTEMPT = OUR_PREFIX + "first-attempt"
 # first: fewer fragmented nodes) or "spread" (least allocated first); --scoring otherwise.
 SCORING = OUR_PREFIX + "scoring"
 SCORINGS = ("pack", "spread")
+# On a PodGroup or the pods of a gang: how long it may wait before it becomes the head gang,
+# whose room is held as it frees (a duration, like waiting-time); --starvation-after otherwise.
+STARVATION_AFTER = OUR_PREFIX + "starvation-after"
 
 # Sakkara (seed 004): the topology and group ConfigMaps, the pods' group, what is written back.
 SAKKARA_TOPOLOGY = "sakkara.topology"

@@ -134,6 +134,7 @@ class GangOptions:
     min_available: int | None = None
     total_number: int | None = None
     waiting_seconds: float | None = None
+    starvation_seconds: float | None = None  # gang-scheduler.io/starvation-after
     mode: Mode | None = None
     groups: tuple[GangKey, ...] | None = None
     # gang-scheduler.io/topology-constraints, when stated.

@@ -175,3 +175,15 @@ def test_a_disruption_budget_reads_its_selector_and_what_its_status_allows() -> 
     )
     assert unseen.disruptions_allowed == 0
     assert unseen.selector is None
+
+
+def test_starvation_after_is_read_from_pods_and_podgroups_and_a_bad_one_is_named() -> None:
+    pg = podgroup_from_dict(
+        {"metadata": {"name": "big", "annotations": {names.STARVATION_AFTER: "2m"}}, "spec": {}}
+    )
+    assert pg.starvation_seconds == 120
+    bad = podgroup_from_dict(
+        {"metadata": {"name": "big", "annotations": {names.STARVATION_AFTER: "soon"}}, "spec": {}}
+    )
+    assert bad.starvation_seconds is None
+    assert any(names.STARVATION_AFTER in e and "'soon'" in e for e in bad.errors)

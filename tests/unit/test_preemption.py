@@ -324,3 +324,20 @@ def test_a_topology_gang_evicts_inside_one_rack_rather_than_a_pod_in_every_rack(
     plain = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="8")
     anywhere = schedule(snapshot(nodes, [*low, *plain], topology=topology), now=T0)
     assert evicted(anywhere) == ["low-n0", "low-n2"], "without the constraint: the youngest"
+
+
+def test_a_gang_s_own_starvation_after_overrides_the_scheduler_s() -> None:
+    nodes, small, snap = starving_cluster(waited=60)  # under the default 300 s: no head yet
+    eager = gang_pods("big", 8, gang="big", min_available=8, cpu="1", created=T0 - 1000,
+                      annotations={names.STARVATION_AFTER: "30s"})  # fmt: skip
+    late = gang_pods("late", 2, gang="late", min_available=2, cpu="1", created=T0)
+    result = schedule(snapshot(nodes, [*small, *eager, *late], memory=snap.memory), now=T0)
+    assert bind_map(result) == {}, "past its own 30 s, the big gang is the head"
+    held = [e.message for e in result.events if e.reason == "StarvationHold"]
+    assert held
+    assert "has waited over 30s" in held[0]
+    patient = gang_pods("big", 8, gang="big", min_available=8, cpu="1", created=T0 - 1000,
+                        annotations={names.STARVATION_AFTER: "1h"})  # fmt: skip
+    _, _, long_ago = starving_cluster(waited=400)  # past the default 300 s
+    result = schedule(snapshot(nodes, [*small, *patient, *late], memory=long_ago.memory), now=T0)
+    assert sorted(bind_map(result)) == ["late-0", "late-1"], "its own hour: small gangs backfill"

@@ -270,7 +270,7 @@ def _hold_for_head(session: Session, statement: Statement, gangs: list[Gang]) ->
         return
     for gang in gangs:
         first = session.outcomes[gang.key].state.first_attempt
-        if first is None or session.now - first < session.config.starvation_seconds:
+        if first is None or session.now - first < _starvation_after(session, gang):
             return
     targets = {gang.key: _head_target(session, gang) for gang in gangs}
     if not all(targets.values()):
@@ -288,13 +288,21 @@ def _hold_for_head(session: Session, statement: Statement, gangs: list[Gang]) ->
             gang,
             reason="StarvationHold",
             message=(
-                f"gang {gang.key} has waited over {session.config.starvation_seconds:g}s: the "
+                f"gang {gang.key} has waited over {_starvation_after(session, gang):g}s: the "
                 f"room it needs is held for it on {', '.join(nodes[:5])}"
                 f"{', ...' if len(nodes) > 5 else ''} as it frees; other gangs use the rest"
             ),
             pods=pending(gang),
             warning=False,
         )
+
+
+def _starvation_after(session: Session, gang: Gang) -> float:
+    """How long the gang may wait before it is the head: its own starvation-after, else
+    the scheduler's."""
+    if gang.starvation_seconds is not None:
+        return gang.starvation_seconds
+    return session.config.starvation_seconds
 
 
 def _head_target(session: Session, gang: Gang) -> dict:
