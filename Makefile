@@ -55,6 +55,7 @@ BENCH_ARGS ?=
 bench: setup binaries
 	$(PY) -m bench.solver
 	$(PY) -m bench.pass
+	$(PY) -m bench.backfill
 	$(PY) -m bench.run $(BENCH_ARGS)
 
 # Fault injection: CHAOS_RUNS seeded runs (run i has seed CHAOS_SEED+i) of random workloads

@@ -42,6 +42,8 @@ CRDS = REPO / "crds"
 DEFAULT_DIR = REPO / ".cluster"
 # KWOK manages only nodes carrying this annotation; e2e.nodes puts it on every fake node.
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+# Stages of our own beside KWOK's fast ones: pods that complete after a delay they name.
+KWOK_EXTRA_STAGES = Path(__file__).resolve().parent / "kwok-complete-after.yaml"
 SERVICE_CIDR = "10.96.0.0/12"
 
 
@@ -427,6 +429,7 @@ def up(directory: Path = DEFAULT_DIR, *, timeout: float = 120.0) -> ControlPlane
             [
                 f"--kubeconfig={plane.kubeconfig}",
                 f"--config={binaries.kwok_stages}",
+                f"--config={KWOK_EXTRA_STAGES}",
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector=" + "=".join(KWOK_NODE_ANNOTATION),
                 f"--server-address=127.0.0.1:{kwok_port}",
