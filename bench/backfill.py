@@ -23,6 +23,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -267,7 +268,7 @@ async def starvation(
     small_bound = sum(1 for v in gangs.values() if all(v))
     half_bound = sorted(g for g, v in gangs.items() if any(v) and not all(v))
     waited = (bound_at - created) if bound_at is not None else None
-    head_from = starvation_after if starvation_after is not None else window
+    head_from = starvation_after if starvation_after is not None else math.inf
     before = [u for t, u in samples if t < head_from]
     during = [u for t, u in samples if t >= head_from]
     result = {
@@ -347,8 +348,9 @@ def markdown(results: dict) -> str:
         "",
         "## Preemption latency",
         "",
-        f"{p['nodes']} nodes, each half taken by two low-priority gangs of 2; a high-priority "
-        "gang of 2 needs one node whole. Latency: its last pod created to its last pod bound.",
+        f"{p['nodes']} nodes, filled by low-priority gangs of 2 (each member half a node); a "
+        "high-priority gang of 2 alike needs the room of one of them. Latency: its last pod "
+        "created to its last pod bound (eviction, the victims leaving, the bind).",
         "",
         "| rounds | p50 | max | pods evicted per round |",
         "| --- | --- | --- | --- |",
@@ -370,7 +372,7 @@ def markdown(results: dict) -> str:
         after = f"{s['starvation_after_seconds']:g} s" if s["starvation_after_seconds"] else "off"
         lines.append(
             f"| {after} | {wait} | {s['utilisation_before_head']} | "
-            f"{s['utilisation_while_head_waits']} | {s['utilisation_over_wait']} | "
+            f"{s['utilisation_while_head_waits'] or '-'} | {s['utilisation_over_wait']} | "
             f"{s['small_gangs_created']} | {s['small_gangs_bound_in_all']} | "
             f"{len(s['small_gangs_half_bound'])} |"
         )

@@ -64,18 +64,21 @@ def test_high_priority_gang_evicts_one_low_gang_whole_and_leaves_the_other() -> 
     assert {n.pod.name: n.node for n in result.nominations} == {"high-0": "n1", "high-1": "n1"}
 
 
-def test_preemptor_binds_where_it_was_nominated_once_the_victims_are_gone() -> None:
+def test_preemptor_binds_where_it_was_nominated_as_soon_as_the_victims_are_gone() -> None:
     nodes, low = two_full_nodes()
     high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="16")
     first = schedule(snapshot(nodes, [*low, *high]), now=T0)
     survivors = [p for p in low if p.ref.name.startswith("low-a")]
+    leaving = [replace(p, deleting=True) for p in low if p.ref.name.startswith("low-b")]
     # Meanwhile a low-priority gang arrives that would fit in the freed room.
     late = gang_pods("late", 2, gang="late", min_available=2, priority=1, cpu="16", created=T0)
-    after = snapshot(nodes, [*survivors, *high, *late], memory=first.memory)
-    backing_off = schedule(after, now=T0 + 0.5)  # high waits out its backoff...
-    assert bind_map(backing_off) == {}, "...and the room freed for it is not given away"
-    second = schedule(replace(after, memory=backing_off.memory), now=T0 + 5)
-    assert bind_map(second) == {"high-0": "n1", "high-1": "n1"}
+    during = schedule(
+        snapshot(nodes, [*survivors, *leaving, *high, *late], memory=first.memory), now=T0 + 0.1
+    )
+    assert bind_map(during) == {}, "nothing binds while the victims are still on the node"
+    after = snapshot(nodes, [*survivors, *high, *late], memory=during.memory)
+    gone = schedule(after, now=T0 + 0.3)  # well within the failed attempt's backoff
+    assert bind_map(gone) == {"high-0": "n1", "high-1": "n1"}, "at once, and the late gang waits"
 
 
 def test_victim_gang_above_its_minimum_loses_only_its_extra_members() -> None:

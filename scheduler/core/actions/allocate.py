@@ -79,6 +79,8 @@ def _turn(
             keep_holds(session, statement, gang)
     if session.why_not_ready(unit, waiting) is not None:
         return
+    if any(session.victims_present(session.outcomes[g.key].state) for g in waiting):
+        return  # a preemptor whose victims are still leaving: their going is what it waits for
     retry_at = max(session.outcomes[g.key].state.retry_at for g in waiting)
     if session.now < retry_at:
         session.wake(retry_at)

@@ -325,6 +325,9 @@ def _commit(session: Session, gangs: list[Gang], chosen: list[Victims], placemen
             victims=victims,
             nominated_at=session.now,
             reservations={},
+            # Tried again as soon as its victims have left (their deletion is the change it
+            # waits for), not after the backoff of the attempt that led to the preemption.
+            retry_at=0.0,
         )
         message = (
             f"gang {key} preempted {len(evicted)} pod(s) of lower priority "
