@@ -24,7 +24,7 @@ import structlog
 from scheduler.cache.cluster import ClusterCache
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.pods import GangKey
+from scheduler.model.pods import GangKey, PodGroupApi
 from scheduler.shell.api import ApiClient, Credentials
 from scheduler.shell.binding import Binder
 from scheduler.shell.clocks import SteadyClock
@@ -141,12 +141,18 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
             "nodes",
             lambda rt, body: rt.cache.remove_node(body["metadata"]["name"]),
         ),
-        (
-            ("scheduling.x-k8s.io", "v1alpha1", "podgroups"),
-            "podgroups",
-            lambda rt, body: rt.cache.remove_podgroup(
-                GangKey(body["metadata"]["namespace"], body["metadata"]["name"])
-            ),
+        # PodGroups of every kind (ours, the upstream Workload API's, Volcano's). kopf
+        # resolves them against what the API server serves, watches only those, and starts
+        # watching one whose CRD is installed later; a kind never served never delivers.
+        *(
+            (
+                (*api.value.split("/"), "podgroups"),
+                api.kind,
+                lambda rt, body, _api=api: rt.cache.remove_podgroup(
+                    GangKey(body["metadata"]["namespace"], body["metadata"]["name"]), _api
+                ),
+            )
+            for api in PodGroupApi
         ),
         (
             ("scheduling.k8s.io", "v1", "priorityclasses"),

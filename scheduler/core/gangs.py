@@ -83,13 +83,23 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
             if key not in snapshot.groups:
                 missing_groups.add(key)
             continue
-        podgroup: PodGroup | None = snapshot.podgroups.get(key)
-        min_available = _agreed(c.min_available for c in claims)
-        # Declared by label only: the PodGroup says how many; wait until it exists.
-        labelled_only = all(c.source in (GangSource.POD_GROUP, GangSource.LEGACY) for c in claims)
-        if podgroup is None and min_available is None and labelled_only:
-            missing.add(key)
         errors: list[str] = []
+        # The kind of PodGroup the pods name; a PodGroup of another kind under the same name
+        # is not this gang's.
+        apis = sorted({c.source.api for c in claims}, key=lambda a: a.value)
+        podgroup: PodGroup | None = snapshot.podgroups.get(key)
+        if podgroup is not None and podgroup.api is not claims[0].source.api:
+            podgroup = None
+        if len(apis) > 1:
+            errors.append(
+                f"the pods of gang {key} name it as PodGroups of different kinds "
+                f"({', '.join(a.value for a in apis)}): give every member the same kind"
+            )
+        min_available = _agreed(c.min_available for c in claims)
+        # Declared by name only: the PodGroup says how many; wait until it exists.
+        named_only = all(c.source.needs_podgroup for c in claims)
+        if podgroup is None and min_available is None and named_only:
+            missing.add(key)
         for claim in claims:
             errors.extend(e for e in claim.errors if e not in errors)
         if podgroup is not None:
@@ -127,12 +137,22 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
             min_resources=podgroup.min_resources if podgroup else None,
             errors=tuple(errors),
             constraints=constraints,
+            priority=_priority(podgroup, snapshot.priority_classes),
         )
     return Resolution(
         gangs=_with_consent(gangs),
         missing_podgroups=frozenset(missing),
         missing_groups=frozenset(missing_groups),
     )
+
+
+def _priority(podgroup: PodGroup | None, classes: Mapping[str, PriorityClass]) -> int | None:
+    """A Volcano PodGroup's own priority (its priorityClassName), over its pods'. A class
+    that does not exist counts as not stated, as Volcano treats it."""
+    if podgroup is None or not podgroup.priority_class:
+        return None
+    named = classes.get(podgroup.priority_class)
+    return named.value if named is not None else None
 
 
 def _with_consent(gangs: Mapping[GangKey, Gang]) -> dict[GangKey, Gang]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scheduler.model.pods import GangKey, Mode, Pod
+from scheduler.model.pods import GangKey, Mode, Pod, PodGroupApi
 from scheduler.model.resources import Resources
 from scheduler.model.topology import Constraints, SakkaraGroup
 
@@ -16,6 +16,8 @@ class Condition:
     reason: str = ""
     message: str = ""
     last_transition: str = ""  # RFC 3339, kept from the previous status when unchanged
+    # metav1.Condition's (the upstream PodGroup's conditions): the generation it was set for.
+    observed_generation: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +34,9 @@ class PodGroupStatus:
 
 @dataclass(frozen=True, slots=True)
 class PodGroup:
-    """A PodGroup object; annotation overrides are folded in by the codec."""
+    """A PodGroup object of any of the kinds in ``PodGroupApi``, in one shape; annotation
+    overrides are folded in by the codec. ``basic``: an upstream PodGroup whose policy is
+    ``basic`` (no gang: its pods are placed one by one, ``min_member`` 1)."""
 
     key: GangKey
     uid: str = ""
@@ -46,6 +50,10 @@ class PodGroup:
     constraints: Constraints | None = None
     status: PodGroupStatus = field(default_factory=PodGroupStatus)
     errors: tuple[str, ...] = ()
+    api: PodGroupApi = PodGroupApi.OURS
+    generation: int = 0  # metadata.generation: upstream conditions carry it
+    basic: bool = False
+    priority_class: str = ""  # Volcano's spec.priorityClassName: the gang's priority
 
 
 @dataclass(frozen=True, slots=True)
