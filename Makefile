@@ -105,7 +105,7 @@ demo: cluster-up
 	@$(KUBECTL) wait pod -l app=demo --for=jsonpath='{.spec.nodeName}' --timeout=60s \
 		>/dev/null 2>&1 || true
 	@echo
-	@$(KUBECTL) get podgroups
+	@$(KUBECTL) get podgroups.scheduling.x-k8s.io
 	@echo
 	@$(KUBECTL) get pods -o wide -L sakkara.member.rank
 	@echo

@@ -43,7 +43,9 @@ def cluster(plane: ClusterAccess) -> Iterator[Cluster]:
     namespace = f"faults-{uuid.uuid4().hex[:5]}"
     plane.kubectl("create", "namespace", namespace)
     yield Cluster(access=plane, namespace=namespace)
-    plane.kubectl("delete", "pods,podgroups", "--all", "-n", namespace, "--wait=false")
+    plane.kubectl(
+        "delete", "pods,podgroups.scheduling.x-k8s.io", "--all", "-n", namespace, "--wait=false"
+    )
 
 
 @pytest.fixture

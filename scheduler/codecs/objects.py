@@ -620,12 +620,18 @@ def podgroup_status_to_dict(
     replaces it whole); the upstream PodGroup's conditions only (metav1.Condition, with
     observedGeneration); Volcano's phase, counts and conditions."""
     if api is PodGroupApi.WORKLOAD:
+        # observedGeneration only where the PodGroup has a generation (the API server sets
+        # none on v1alpha2 PodGroups today; omitempty reads 0 back as absent).
         return {
             "conditions": [
                 {
                     "type": c.type,
                     "status": c.status,
-                    "observedGeneration": c.observed_generation,
+                    **(
+                        {"observedGeneration": c.observed_generation}
+                        if c.observed_generation
+                        else {}
+                    ),
                     "reason": c.reason,
                     "message": c.message[:MAX_CONDITION_MESSAGE],
                     "lastTransitionTime": c.last_transition,

@@ -139,7 +139,10 @@ def test_scheduler_as_its_service_account_schedules_and_writes_without_a_403(
         what="rank label written",
     )
     wait_for(
-        lambda: cluster.get("podgroup", "fits").get("status", {}).get("scheduled") == 2,
+        lambda: (
+            cluster.get("podgroups.scheduling.x-k8s.io", "fits").get("status", {}).get("scheduled")
+            == 2
+        ),
         timeout=30,
         what="PodGroup status written",
     )
