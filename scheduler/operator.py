@@ -92,6 +92,26 @@ class _Forever:
         yield from itertools.repeat(5)
 
 
+class _OptionalKinds(logging.Filter):
+    """kopf warns at start about every watched kind the API server does not serve. The
+    PodGroup kinds other than ours are optional (Volcano's CRD is rarely installed, the
+    upstream v1alpha2 API is off by default): a cluster without them is no problem to warn
+    about. Gangs that name one wait with a PodGroupNotFound event that says what to do."""
+
+    OPTIONAL = tuple(
+        "group='{}', version='{}'".format(*api.value.split("/"))
+        for api in PodGroupApi
+        if api is not PodGroupApi.OURS
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.startswith("Unresolved resources cannot be served"):
+            return True
+        named = message.count("Selector(")
+        return named != sum(message.count(group) for group in self.OPTIONAL)
+
+
 def _kopf_watches() -> list[asyncio.Task[Any]]:
     """kopf's watch tasks, by the name kopf gives them (checked by an integration test)."""
     return [t for t in asyncio.all_tasks() if t.get_name().startswith("watcher for ")]
@@ -286,6 +306,9 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     fails /healthz.
     """
     logging.getLogger("kopf").setLevel(logging.WARNING)
+    observation = logging.getLogger("kopf._core.reactor.observation")
+    if not any(isinstance(f, _OptionalKinds) for f in observation.filters):
+        observation.addFilter(_OptionalKinds())
     cache = ClusterCache(scheduler_name=config.scheduler_name)
     api = ApiClient(credentials, connections=bind_concurrency + 32)
     metrics = _metrics(metrics_port)

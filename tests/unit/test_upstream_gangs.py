@@ -4,6 +4,7 @@ and given the status their own APIs define."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from scheduler.cache.cluster import ClusterCache
@@ -18,6 +19,8 @@ from scheduler.model import names
 from scheduler.model.gangs import PodGroup
 from scheduler.model.pods import GangKey, GangSource, PodGroupApi
 from scheduler.model.snapshot import PriorityClass
+from scheduler.shell.api import ApiError
+from scheduler.shell.syncing import wait_until_synced
 from tests.unit.builders import SCHEDULER, T0, gang_pods, node, snapshot
 from tests.unit.test_allocation import bind_map, events
 
@@ -188,3 +191,25 @@ def test_volcano_priority_class_orders_the_gang() -> None:
         [node("n0", cpu="2")], [*low, *high], podgroups=groups, priority_classes=classes
     )
     assert set(bind_map(schedule(snap, now=T0))) == {"high-0", "high-1"}
+
+
+class _Server:
+    """An API server that serves neither the upstream v1alpha2 API nor Volcano's CRD."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    async def request(self, method: str, path: str, **_: Any) -> dict:
+        self.asked.append(path)
+        if "/scheduling.k8s.io/v1alpha2/" in path or "/scheduling.volcano.sh/" in path:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return {"items": [], "metadata": {}}
+
+
+def test_a_podgroup_kind_the_server_does_not_serve_neither_stalls_nor_fails_the_sync() -> None:
+    server = _Server()
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    asyncio.run(asyncio.wait_for(wait_until_synced(server, cache), timeout=5))  # type: ignore[arg-type]
+    assert cache.synced
+    assert any("/scheduling.volcano.sh/v1beta1/podgroups" in p for p in server.asked)
+    assert any("/scheduling.k8s.io/v1alpha2/podgroups" in p for p in server.asked)
