@@ -18,7 +18,7 @@ from kubernetes.utils.quantity import parse_quantity
 from scheduler.codecs.gangs import read_claim, read_options
 from scheduler.codecs.shapes import listed, obj, objs, text, texts, whole
 from scheduler.model import names
-from scheduler.model.gangs import Condition, PodGroup, PodGroupStatus
+from scheduler.model.gangs import Condition, PodGroup, PodGroupStatus, clip_message
 from scheduler.model.nodes import Node, Taint
 from scheduler.model.pods import (
     GangKey,
@@ -609,10 +609,6 @@ def priority_class_from_dict(raw: object) -> PriorityClass:
     )
 
 
-# metav1.Condition's message is at most 32768 characters (the API server refuses more).
-MAX_CONDITION_MESSAGE = 32768
-
-
 def podgroup_status_to_dict(
     status: PodGroupStatus, api: PodGroupApi = PodGroupApi.OURS
 ) -> dict[str, Any]:
@@ -633,7 +629,7 @@ def podgroup_status_to_dict(
                         else {}
                     ),
                     "reason": c.reason,
-                    "message": c.message[:MAX_CONDITION_MESSAGE],
+                    "message": clip_message(c.message),
                     "lastTransitionTime": c.last_transition,
                 }
                 for c in status.conditions

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import replace
 
-from scheduler.model.gangs import Condition, Gang, PodGroupStatus
+from scheduler.model.gangs import Condition, Gang, PodGroupStatus, clip_message
 from scheduler.model.pods import FAILED, RUNNING, SUCCEEDED, TERMINAL_PHASES, PodGroupApi, PodRef
 from scheduler.model.times import format_time
 
@@ -28,10 +28,9 @@ FAILED_PHASE = "Failed"
 NOT_TRIED = ("False", "Waiting", "not tried yet")
 
 # The upstream PodGroup (scheduling.k8s.io/v1alpha2): one condition, the type and reasons
-# kube-scheduler writes (schedule_one_podgroup.go), metav1.Condition's message limit.
+# kube-scheduler writes (schedule_one_podgroup.go).
 UPSTREAM_SCHEDULED = "PodGroupScheduled"
 UPSTREAM_REASONS = ("Scheduled", "Unschedulable", "SchedulerError")
-UPSTREAM_MESSAGE_LIMIT = 32768
 # Volcano's PodGroup: its conditions and reasons as its gang plugin writes them, and its
 # phases (it has no Failed: a gang that failed or timed out is Unknown).
 VOLCANO_SCHEDULED = "Scheduled"
@@ -171,7 +170,7 @@ def _upstream(
         type=UPSTREAM_SCHEDULED,
         status=status,
         reason=reason,
-        message=message[:UPSTREAM_MESSAGE_LIMIT],
+        message=clip_message(message),
         last_transition=since,
         observed_generation=gang.podgroup.generation if gang.podgroup else 0,
     )

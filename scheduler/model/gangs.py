@@ -8,6 +8,15 @@ from scheduler.model.pods import GangKey, Mode, Pod, PodGroupApi
 from scheduler.model.resources import Resources
 from scheduler.model.topology import Constraints, SakkaraGroup
 
+# metav1.Condition's message limit, in bytes (the API server refuses a longer one).
+CONDITION_MESSAGE_BYTES = 32768
+
+
+def clip_message(message: str, limit: int = CONDITION_MESSAGE_BYTES) -> str:
+    """``message`` cut to ``limit`` bytes of UTF-8, never inside a character."""
+    raw = message.encode()
+    return message if len(raw) <= limit else raw[:limit].decode(errors="ignore")
+
 
 @dataclass(frozen=True, slots=True)
 class Condition:

@@ -16,7 +16,7 @@ from scheduler.codecs.objects import (
 )
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
-from scheduler.model.gangs import PodGroup
+from scheduler.model.gangs import PodGroup, clip_message
 from scheduler.model.pods import GangKey, GangSource, PodGroupApi
 from scheduler.model.snapshot import PriorityClass
 from scheduler.shell.api import ApiError
@@ -213,3 +213,8 @@ def test_a_podgroup_kind_the_server_does_not_serve_neither_stalls_nor_fails_the_
     assert cache.synced
     assert any("/scheduling.volcano.sh/v1beta1/podgroups" in p for p in server.asked)
     assert any("/scheduling.k8s.io/v1alpha2/podgroups" in p for p in server.asked)
+
+
+def test_an_upstream_condition_message_is_cut_to_the_api_servers_limit_in_bytes() -> None:
+    assert clip_message("é" * 20000) == "é" * 16384
+    assert clip_message("ok") == "ok"
