@@ -524,6 +524,7 @@ def workload_podgroup_from_dict(raw: object) -> PodGroup:
         generation=_int(meta.get("generation")),
         basic=basic,
         priority_class=text(spec.get("priorityClassName")),
+        priority=whole(spec.get("priority")),
     )
 
 

@@ -147,8 +147,11 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
 
 
 def _priority(podgroup: PodGroup | None, classes: Mapping[str, PriorityClass]) -> int | None:
-    """A Volcano PodGroup's own priority (its priorityClassName), over its pods'. A class
-    that does not exist counts as not stated, as Volcano treats it."""
+    """A Volcano or upstream PodGroup's own priority (spec.priority as admission resolved
+    it, else its priorityClassName), over its pods'. A class that does not exist counts as
+    not stated, as Volcano treats it."""
+    if podgroup is not None and podgroup.priority is not None:
+        return podgroup.priority
     if podgroup is None or not podgroup.priority_class:
         return None
     named = classes.get(podgroup.priority_class)

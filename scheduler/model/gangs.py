@@ -62,7 +62,10 @@ class PodGroup:
     api: PodGroupApi = PodGroupApi.OURS
     generation: int = 0  # metadata.generation: upstream conditions carry it
     basic: bool = False
-    priority_class: str = ""  # Volcano's spec.priorityClassName: the gang's priority
+    # spec.priorityClassName (Volcano's; the upstream one's), and the upstream spec.priority
+    # that admission resolves it to: the gang's priority, over its pods'.
+    priority_class: str = ""
+    priority: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1253,6 +1253,9 @@ def _check_podgroup(podgroup: PodGroup) -> None:
     assert seconds is None or (math.isfinite(seconds) and seconds >= 0)
     assert math.isfinite(podgroup.created)
     assert podgroup.total_number is None or podgroup.total_number >= 1
+    assert podgroup.priority is None or _is_int(podgroup.priority)
+    assert isinstance(podgroup.priority_class, str)
+    assert isinstance(podgroup.generation, int)
     assert all(isinstance(e, str) and e for e in podgroup.errors)
     if podgroup.constraints is not None:
         _check_constraints(podgroup.constraints)

@@ -218,3 +218,30 @@ def test_a_podgroup_kind_the_server_does_not_serve_neither_stalls_nor_fails_the_
 def test_an_upstream_condition_message_is_cut_to_the_api_servers_limit_in_bytes() -> None:
     assert clip_message("é" * 20000) == "é" * 16384
     assert clip_message("ok") == "ok"
+
+
+def test_an_upstream_gang_keeps_its_clock_on_its_pods() -> None:
+    """The upstream PodGroup has no field for the first attempt (ours has
+    scheduleStartTime): a gang that has to wait marks its pods, so a restart does not
+    restart its timeout."""
+    pods = members("train", 2, cpu="8")
+    group = upstream("train", {"gang": {"minCount": 2}})
+    result = schedule(snapshot([node("n0", cpu="4")], pods, podgroups=[group]), now=T0)
+    marked = {p.pod.name for p in result.pod_patches if names.FIRST_ATTEMPT in p.annotations}
+    assert marked == {"train-0", "train-1"}
+
+
+def test_upstream_spec_priority_orders_the_gang() -> None:
+    def spec_priority(name: str, priority: int) -> PodGroup:
+        return workload_podgroup_from_dict(
+            {
+                "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "priority": priority},
+            }
+        )
+
+    old = members("old", 2, cpu="1", created=T0 - 500)
+    urgent = members("urgent", 2, cpu="1", created=T0 - 10)
+    groups = [spec_priority("old", 0), spec_priority("urgent", 100)]
+    snap = snapshot([node("n0", cpu="2")], [*old, *urgent], podgroups=groups)
+    assert set(bind_map(schedule(snap, now=T0))) == {"urgent-0", "urgent-1"}
