@@ -16,7 +16,10 @@ from e2e.fixtures import Cluster, ClusterAccess, SchedulerProcess, wait_for
 from e2e.test_gang_scheduling import BIND_TIMEOUT, stays_unbound, wait_bound
 from scheduler.model import names
 
-pytestmark = pytest.mark.cluster
+# The local control plane: it serves v1alpha2 (kind does not without feature gates), and
+# these tests install and delete a stand-in for Volcano's CRD, which must never replace or
+# remove a real Volcano's.
+pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
 
 UPSTREAM = "podgroups.scheduling.k8s.io"
 VOLCANO = "podgroups.scheduling.volcano.sh"
