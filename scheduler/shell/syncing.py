@@ -84,8 +84,7 @@ async def list_objects(
             if error.status == 404 and kind in PODGROUP_KINDS:
                 if kind == PodGroupApi.OURS.kind:
                     log.warning("the PodGroup CRD is not installed; kubectl apply -f crds/")
-                else:
-                    log.debug("not served: gangs of it wait", kind=PODGROUP_KINDS[kind].value)
+                # The others are optional: their gangs' PodGroupNotFound event says so.
                 return items
             raise
         items.extend(page.get("items") or ())
