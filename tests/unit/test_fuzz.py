@@ -77,7 +77,7 @@ from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.gangs import PodGroup
 from scheduler.model.nodes import Node
-from scheduler.model.pods import GangClaim, GangOptions, Pod, PodGroupApi
+from scheduler.model.pods import GangClaim, GangOptions, GangSource, Pod, PodGroupApi
 from scheduler.model.snapshot import PriorityClass
 from scheduler.model.topology import Constraints, SakkaraGroup, Topology
 from scheduler.shell.configmaps import apply_configmap
@@ -891,6 +891,7 @@ ANNOTATION_KEYS = st.sampled_from(
         names.KOORD_NAME, names.KOORD_MIN_AVAILABLE, names.KOORD_TOTAL_NUMBER,
         names.KOORD_WAITING_TIME, names.KOORD_MODE, names.KOORD_GROUPS,
         names.TOPOLOGY_CONSTRAINTS, names.LEGACY_NAME, names.LEGACY_MIN_AVAILABLE,
+        names.VOLCANO_GROUP_NAME,
     ]
 )  # fmt: skip
 LABEL_KEYS = st.sampled_from(
@@ -911,19 +912,30 @@ LABELS = st.lists(
 # The namespace is the pod's or PodGroup's own, a string by then (the object codecs see to
 # it), but not necessarily a valid one.
 NAMESPACES = st.sampled_from(["default", "", "UPPER", "a" * 64]) | st.text() | LONG
+# A pod's spec.schedulingGroup (the upstream Workload API): absent, or anything at all.
+SCHEDULING_GROUPS = (
+    st.none()
+    | st.fixed_dictionaries({"podGroupName": HOSTILE_TEXT | HOSTILE | st.just("train")})
+    | JSON
+)
 
 
 @FUZZ
-@given(LABELS | JSON, ANNOTATIONS, NAMESPACES)
-@example({}, {names.KOORD_NAME: "g", names.KOORD_GROUPS: "[" * 100_000}, "default")
-@example({}, {names.KOORD_NAME: "g", names.KOORD_GROUPS: "1" * 5000}, "default")
-@example({}, {names.KOORD_NAME: "g", names.KOORD_GROUPS: ["default/g"]}, "default")
-@example({}, {names.KOORD_NAME: "g", names.KOORD_WAITING_TIME: "nan"}, "default")
-@example({}, {names.KOORD_NAME: "g", names.KOORD_WAITING_TIME: "1e309"}, "default")
+@given(LABELS | JSON, ANNOTATIONS, NAMESPACES, SCHEDULING_GROUPS)
+@example({}, {names.KOORD_NAME: "g", names.KOORD_GROUPS: "[" * 100_000}, "default", None)
+@example({}, {names.KOORD_NAME: "g", names.KOORD_GROUPS: "1" * 5000}, "default", None)
+@example({}, {names.KOORD_NAME: "g", names.KOORD_GROUPS: ["default/g"]}, "default", None)
+@example({}, {names.KOORD_NAME: "g", names.KOORD_WAITING_TIME: "nan"}, "default", None)
+@example({}, {names.KOORD_NAME: "g", names.KOORD_WAITING_TIME: "1e309"}, "default", None)
+@example({}, {}, "default", {"podGroupName": None})
+@example({}, {names.VOLCANO_GROUP_NAME: "UPPER"}, "default", [])
 def test_every_gang_annotation_becomes_a_claim_or_an_error_never_an_exception(
-    labels: Any, annotations: Any, namespace: str
+    labels: Any, annotations: Any, namespace: str, scheduling_group: Any
 ) -> None:
-    claim = read_claim(labels, annotations, namespace=namespace)
+    claim = read_claim(labels, annotations, namespace=namespace, scheduling_group=scheduling_group)
+    if scheduling_group is not None:
+        assert claim is not None
+        assert claim.source is GangSource.WORKLOAD
     assert claim is None or isinstance(claim, GangClaim)
     if claim is not None:
         _check_options(claim)
