@@ -107,6 +107,8 @@ demo: cluster-up
 	@echo
 	@$(KUBECTL) get podgroups.scheduling.x-k8s.io
 	@echo
+	@$(KUBECTL) get podgroups   # the built-in scheduling.k8s.io kind (upstream-gang.yaml)
+	@echo
 	@$(KUBECTL) get pods -o wide -L sakkara.member.rank
 	@echo
 	@$(KUBECTL) get configmap group-a -o jsonpath='{.data.placement}{"\n"}' 2>/dev/null || true
