@@ -509,6 +509,14 @@ def workload_podgroup_from_dict(raw: object) -> PodGroup:
             "nothing) and basic ({}: pod by pod), got "
             f"{policy!r}"
         )
+    topology = obj(spec.get("schedulingConstraints")).get("topology")
+    if topology:
+        # A hard colocation kube-scheduler would honour: never placed as if it were absent.
+        errors.append(
+            f"spec.schedulingConstraints.topology ({topology!r}) is not supported by "
+            f"gang-scheduler yet: remove it, or state the placement in the annotation "
+            f"{names.TOPOLOGY_CONSTRAINTS}"
+        )
     return PodGroup(
         key=GangKey(namespace, text(meta.get("name"))),
         uid=text(meta.get("uid")),

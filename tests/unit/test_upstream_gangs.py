@@ -245,3 +245,20 @@ def test_upstream_spec_priority_orders_the_gang() -> None:
     groups = [spec_priority("old", 0), spec_priority("urgent", 100)]
     snap = snapshot([node("n0", cpu="2")], [*old, *urgent], podgroups=groups)
     assert set(bind_map(schedule(snap, now=T0))) == {"urgent-0", "urgent-1"}
+
+
+def test_an_upstream_topology_constraint_is_refused_not_ignored() -> None:
+    """TopologyAwareWorkloadScheduling's colocation is a hard constraint this scheduler does
+    not read yet: the gang waits with an error rather than being placed across domains."""
+    group = workload_podgroup_from_dict(
+        {
+            "metadata": {"name": "t", "namespace": "default"},
+            "spec": {
+                "schedulingPolicy": {"gang": {"minCount": 2}},
+                "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/zone"}]},
+            },
+        }
+    )
+    (error,) = group.errors
+    assert error.startswith("spec.schedulingConstraints.topology ([{'key': 'topology.kub")
+    assert names.TOPOLOGY_CONSTRAINTS in error
