@@ -106,7 +106,9 @@ demo: cluster-up
 	@$(KUBECTL) wait pod -l app=demo --for=jsonpath='{.spec.nodeName}' --timeout=60s \
 		>/dev/null 2>&1 || true
 	@echo
-	@$(KUBECTL) get pg
+	@$(KUBECTL) get podgroups.scheduling.x-k8s.io
+	@echo
+	@$(KUBECTL) get podgroups   # the built-in scheduling.k8s.io kind (upstream-gang.yaml)
 	@echo
 	@$(KUBECTL) get pods -o wide -L sakkara.member.rank
 	@echo

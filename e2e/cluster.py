@@ -280,7 +280,7 @@ def install_crds(plane: ControlPlane, crds: Path = CRDS) -> None:
     deadline = time.monotonic() + 30
     while True:
         try:
-            # In full: with the upstream Workload API served, plain "podgroups" is the built-in.
+            # In full: plain "podgroups" is the built-in scheduling.k8s.io kind, served at once.
             kubectl(plane, "get", "podgroups.scheduling.x-k8s.io", "--all-namespaces")
             return
         except ClusterError:
@@ -642,7 +642,7 @@ def _print_usage(plane: ControlPlane) -> None:
         f"control plane up at {plane.server} (logs in {shown}/logs)\n"
         f"use it with:\n"
         f"  export KUBECONFIG=$PWD/{shown}/kubeconfig PATH=$PWD/{shown}/bin:$PATH\n"
-        f"  kubectl get nodes,pg\n"
+        f"  kubectl get nodes,podgroups.scheduling.x-k8s.io   # or pg\n"
         f"stop it with: make cluster-down"
     )
 

@@ -58,7 +58,7 @@ def test_gang_of_eight_binds_all_eight(cluster: Cluster, scheduler: SchedulerPro
     assert Counter(cluster.placements().values()) == Counter({n: 4 for n in cluster.node_names()})
 
     def podgroup_running() -> bool:
-        status = cluster.get("pg", "train").get("status", {})
+        status = cluster.get("podgroups.scheduling.x-k8s.io", "train").get("status", {})
         return status.get("phase") == "Running" and status.get("scheduled") == 8
 
     wait_for(podgroup_running, timeout=BIND_TIMEOUT, what="PodGroup train Running, 8 scheduled")

@@ -141,7 +141,10 @@ def test_podgroup_whose_members_all_fail_shows_failed(
     wait_bound(cluster, members)
     set_phase(cluster, members, "Failed")
     wait_for(
-        lambda: cluster.get("pg", "train").get("status", {}).get("phase") == "Failed",
+        lambda: (
+            cluster.get("podgroups.scheduling.x-k8s.io", "train").get("status", {}).get("phase")
+            == "Failed"
+        ),
         timeout=BIND_TIMEOUT,
         what="PodGroup train in phase Failed",
     )
@@ -155,7 +158,9 @@ def test_describe_podgroup_of_a_backing_off_gang_says_why_it_waits(
     cluster.gang("big", 3, labels={names.POD_GROUP_LABEL: "big"})
 
     def described() -> str:
-        return cluster.access.kubectl("describe", "pg", "big", "-n", cluster.namespace).stdout
+        return cluster.access.kubectl(
+            "describe", "podgroups.scheduling.x-k8s.io", "big", "-n", cluster.namespace
+        ).stdout
 
     wait_for(
         lambda: "Insufficient cpu" in described(), timeout=BIND_TIMEOUT, what="the reason shown"
@@ -177,7 +182,8 @@ def test_podgroup_deleted_and_created_anew_does_not_inherit_the_old_timeout(
     wait_for(lambda: cluster.events("GangTimeout"), timeout=BIND_TIMEOUT, what="GangTimeout")
     cluster.access.kubectl(
         "delete", "pods,podgroups.scheduling.x-k8s.io", "--all", "-n", cluster.namespace,
-        "--wait=true", timeout=60,
+        "--wait=true",
+        timeout=60,
     )  # fmt: skip
     cluster.apply(podgroup("pg", cluster.namespace, 2, scheduleTimeoutSeconds=60))
     cluster.gang("m", 2, labels={names.POD_GROUP_LABEL: "pg"}, requests={"cpu": "1"})

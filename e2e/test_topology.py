@@ -154,7 +154,7 @@ def test_podgroup_with_constraint_annotation_partitions_and_gets_its_placement(
     }
 
     def annotation() -> str:
-        meta = cluster.get("pg", "train")["metadata"]
+        meta = cluster.get("podgroups.scheduling.x-k8s.io", "train")["metadata"]
         return (meta.get("annotations") or {}).get(names.PLACEMENT, "")
 
     tree = json.loads(wait_for(annotation, timeout=TIMEOUT, what="placement annotation"))

@@ -24,7 +24,7 @@ import structlog
 from scheduler.cache.cluster import ClusterCache
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.pods import GangKey
+from scheduler.model.pods import GangKey, PodGroupApi
 from scheduler.shell.api import ApiClient, Credentials
 from scheduler.shell.binding import Binder
 from scheduler.shell.clocks import SteadyClock
@@ -92,6 +92,26 @@ class _Forever:
         yield from itertools.repeat(5)
 
 
+class _OptionalKinds(logging.Filter):
+    """kopf warns at start about every watched kind the API server does not serve. The
+    PodGroup kinds other than ours are optional (Volcano's CRD is rarely installed, the
+    upstream v1alpha2 API is off by default): a cluster without them is no problem to warn
+    about. Gangs that name one wait with a PodGroupNotFound event that says what to do."""
+
+    OPTIONAL = tuple(
+        "group='{}', version='{}'".format(*api.value.split("/"))
+        for api in PodGroupApi
+        if api is not PodGroupApi.OURS
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if not message.startswith("Unresolved resources cannot be served"):
+            return True
+        named = message.count("Selector(")
+        return named != sum(message.count(group) for group in self.OPTIONAL)
+
+
 def _kopf_watches() -> list[asyncio.Task[Any]]:
     """kopf's watch tasks, by the name kopf gives them (checked by an integration test)."""
     return [t for t in asyncio.all_tasks() if t.get_name().startswith("watcher for ")]
@@ -141,12 +161,18 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
             "nodes",
             lambda rt, body: rt.cache.remove_node(body["metadata"]["name"]),
         ),
-        (
-            ("scheduling.x-k8s.io", "v1alpha1", "podgroups"),
-            "podgroups",
-            lambda rt, body: rt.cache.remove_podgroup(
-                GangKey(body["metadata"]["namespace"], body["metadata"]["name"])
-            ),
+        # PodGroups of every kind (ours, the upstream Workload API's, Volcano's). kopf
+        # resolves them against what the API server serves, watches only those, and starts
+        # watching one whose CRD is installed later; a kind never served never delivers.
+        *(
+            (
+                (*api.value.split("/"), "podgroups"),
+                api.kind,
+                lambda rt, body, _api=api: rt.cache.remove_podgroup(
+                    GangKey(body["metadata"]["namespace"], body["metadata"]["name"]), _api
+                ),
+            )
+            for api in PodGroupApi
         ),
         (
             ("scheduling.k8s.io", "v1", "priorityclasses"),
@@ -288,6 +314,9 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     fails /healthz.
     """
     logging.getLogger("kopf").setLevel(logging.WARNING)
+    observation = logging.getLogger("kopf._core.reactor.observation")
+    if not any(isinstance(f, _OptionalKinds) for f in observation.filters):
+        observation.addFilter(_OptionalKinds())
     cache = ClusterCache(scheduler_name=config.scheduler_name)
     api = ApiClient(credentials, connections=bind_concurrency + 32)
     metrics = _metrics(metrics_port)

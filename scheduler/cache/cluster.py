@@ -29,7 +29,7 @@ from typing import Any
 from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.gangs import PodGroup
 from scheduler.model.nodes import Node, NodeInfo
-from scheduler.model.pods import GangKey, Pod, PodRef, gang_key_of
+from scheduler.model.pods import GangKey, Pod, PodGroupApi, PodRef, gang_key_of
 from scheduler.model.resources import Resources
 from scheduler.model.snapshot import GangState, PriorityClass, Snapshot
 from scheduler.model.topology import SakkaraGroup, Topology
@@ -61,7 +61,8 @@ class ClusterCache:
         # PriorityClass, a pass that failed) may help any gang: the next snapshot is whole.
         self._everything = True
         self._nodes: dict[str, Node] = {}
-        self._podgroups: dict[GangKey, PodGroup] = {}
+        # PodGroups of every kind, by kind: the same name may be taken in several.
+        self._podgroups: dict[PodGroupApi, dict[GangKey, PodGroup]] = {a: {} for a in PodGroupApi}
         self._classes: dict[str, PriorityClass] = {}
         self._namespaces: dict[str, Mapping[str, str]] = {}  # name -> labels
         # Storage: claims by "namespace/name", volumes and storage classes by name.
@@ -105,7 +106,7 @@ class ClusterCache:
             ours = pod.scheduler_name == self._scheduler_name
             if ours and not pod.bound:
                 return True  # a pending pod of ours: work
-            if ours and pod.gang is not None and pod.gang.key in self._podgroups:
+            if ours and pod.gang is not None and self._podgroup(pod.gang.key) is not None:
                 return True  # a PodGroup's counts may change
         # Capacity freed (a pod finished or went away) helps only if something waits.
         freed = old is not None and old.holds_resources and (new is None or not new.holds_resources)
@@ -214,7 +215,7 @@ class ClusterCache:
         return {
             "pods": self._pods,
             "nodes": self._nodes,
-            "podgroups": {str(key) for key in self._podgroups},
+            **{api.kind: {str(key) for key in self._podgroups[api]} for api in PodGroupApi},
             "priorityclasses": self._classes,
             "namespaces": self._namespaces,
             "persistentvolumeclaims": self._claims,
@@ -332,16 +333,36 @@ class ClusterCache:
         self._drop(self._nodes, name)
 
     def upsert_podgroup(self, podgroup: PodGroup) -> None:
-        if self._podgroups.get(podgroup.key) != podgroup:
+        store = self._podgroups[podgroup.api]
+        if store.get(podgroup.key) != podgroup:
             self._touched.add(podgroup.key)
             for named in podgroup.groups or ():
                 self._named_by.setdefault(named, set()).add(podgroup.key)
-        self._put(self._podgroups, podgroup.key, podgroup, kind="podgroups")
+        self._put(store, podgroup.key, podgroup, kind=podgroup.api.kind)
 
-    def remove_podgroup(self, key: GangKey) -> None:
-        self._unstamp("podgroups", str(key))
+    def remove_podgroup(self, key: GangKey, api: PodGroupApi = PodGroupApi.OURS) -> None:
+        self._unstamp(api.kind, str(key))
         self._touched.add(key)
-        self._drop(self._podgroups, key)
+        self._drop(self._podgroups[api], key)
+
+    def _podgroup(self, key: GangKey) -> PodGroup | None:
+        """The PodGroup of gang ``key``: of the kind its members name, when more than one
+        kind has a PodGroup of that name."""
+        found = [store[key] for store in self._podgroups.values() if key in store]
+        if len(found) < 2:
+            return found[0] if found else None
+        members = self._members.get(key, {}).values()
+        api = next((p.gang.source.api for p in members if p.gang is not None), PodGroupApi.OURS)
+        return next((pg for pg in found if pg.api is api), found[0])
+
+    def _podgroups_by_gang(self) -> dict[GangKey, PodGroup]:
+        """One PodGroup per gang name, for the snapshot (see ``_podgroup``)."""
+        merged: dict[GangKey, PodGroup] = dict(self._podgroups[PodGroupApi.OURS])
+        for api in (PodGroupApi.WORKLOAD, PodGroupApi.VOLCANO):
+            for key, podgroup in self._podgroups[api].items():
+                chosen = self._podgroup(key) if key in merged else podgroup
+                merged[key] = chosen or podgroup
+        return merged
 
     # Priority classes, topologies and groups may change what any waiting gang can do: a
     # change of one makes the next snapshot whole (they change rarely).
@@ -525,7 +546,7 @@ class ClusterCache:
             related: set[GangKey] = set(self._named_by.get(key, ()))
             for pod in self._members.get(key, {}).values():
                 related.update((pod.gang.groups or ()) if pod.gang else ())
-            podgroup = self._podgroups.get(key)
+            podgroup = self._podgroup(key)
             if podgroup is not None:
                 related.update(podgroup.groups or ())
             for other in related - active:
@@ -560,7 +581,7 @@ class ClusterCache:
             generation=self._generation,
             in_flight=frozenset(self._assumed),
             pods=pods,
-            podgroups=dict(self._podgroups),
+            podgroups=self._podgroups_by_gang(),
             priority_classes=dict(self._classes),
             memory=dict(self._memory),
             topology=topology,

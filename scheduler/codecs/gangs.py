@@ -144,16 +144,29 @@ def _duration(annotations: Mapping[str, str], key: str, errors: list[str]) -> fl
 
 
 def read_claim(
-    labels: Mapping[str, str], annotations: Mapping[str, str], *, namespace: str
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    *,
+    namespace: str,
+    scheduling_group: object = None,
 ) -> GangClaim | None:
     """The gang a pod declares, or None for a pod that declares none.
 
-    The name comes from Koordinator's annotation, else the scheduler-plugins label, else the
-    legacy label or annotation, else Sakkara's group label. Koordinator's settings override a
-    PodGroup's (seed 000). Labels and annotations that are not strings are not read.
+    The name comes from the pod's ``spec.schedulingGroup`` (the upstream Workload API: the
+    API server's own field, so it wins), else Koordinator's annotation, else the
+    scheduler-plugins label, else the legacy label or annotation, else Sakkara's group label,
+    else Volcano's (and kube-batch's) annotation. Koordinator's settings override a
+    PodGroup's (seed 000). Labels and annotations that are not strings are not read; a
+    ``schedulingGroup`` without a usable ``podGroupName`` (only input that bypassed the API
+    server has one) is a claim with an error that says so.
     """
     labels, annotations = texts(labels), texts(annotations)
-    if names.KOORD_NAME in annotations:
+    if scheduling_group is not None:
+        raw = (
+            scheduling_group.get("podGroupName") if isinstance(scheduling_group, Mapping) else None
+        )
+        name, source = (raw if isinstance(raw, str) else ""), GangSource.WORKLOAD
+    elif names.KOORD_NAME in annotations:
         name, source = annotations[names.KOORD_NAME], GangSource.KOORDINATOR
     elif names.POD_GROUP_LABEL in labels:
         name, source = labels[names.POD_GROUP_LABEL], GangSource.POD_GROUP
@@ -163,6 +176,8 @@ def read_claim(
         name, source = annotations[names.LEGACY_NAME], GangSource.LEGACY
     elif names.SAKKARA_GROUP_NAME in labels:
         name, source = labels[names.SAKKARA_GROUP_NAME], GangSource.SAKKARA
+    elif names.VOLCANO_GROUP_NAME in annotations:
+        name, source = annotations[names.VOLCANO_GROUP_NAME], GangSource.VOLCANO
     else:
         return None
     options = read_options(annotations, namespace=namespace)

@@ -19,7 +19,7 @@ from scheduler.codecs.gangs import read_claim, read_options
 from scheduler.codecs.shapes import listed, obj, objs, text, texts, whole
 from scheduler.model import names
 from scheduler.model.budgets import DisruptionBudget
-from scheduler.model.gangs import Condition, PodGroup, PodGroupStatus
+from scheduler.model.gangs import Condition, PodGroup, PodGroupStatus, clip_message
 from scheduler.model.nodes import Node, Taint
 from scheduler.model.pods import (
     GangKey,
@@ -28,6 +28,7 @@ from scheduler.model.pods import (
     NodeSelectorTerm,
     Pod,
     PodAffinityTerm,
+    PodGroupApi,
     PodRef,
     Requirement,
     SpreadConstraint,
@@ -337,7 +338,9 @@ def pod_from_dict(raw: object) -> Pod:
         labels=labels,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
         deleting=bool(meta.get("deletionTimestamp")),
-        gang=read_claim(labels, annotations, namespace=namespace),
+        gang=read_claim(
+            labels, annotations, namespace=namespace, scheduling_group=spec.get("schedulingGroup")
+        ),
         timed_out=annotations.get(names.KOORD_TIMEOUT, "").lower() == "true",
         first_attempt=parse_time(annotations.get(names.FIRST_ATTEMPT)),
         scheduled_condition=_pod_scheduled(status),
@@ -404,6 +407,7 @@ def _status(raw: Obj) -> PodGroupStatus:
                 reason=text(c.get("reason")),
                 message=text(c.get("message")),
                 last_transition=text(c.get("lastTransitionTime")),
+                observed_generation=_int(c.get("observedGeneration")),
             )
             for c in objs(raw.get("conditions"))
         ),
@@ -459,6 +463,118 @@ def podgroup_from_dict(raw: object) -> PodGroup:
         status=_status(obj(body.get("status"))),
         errors=tuple(errors),
     )
+
+
+# int32, the type of minCount and minMember in both APIs' Go types.
+MAX_COUNT = 2**31 - 1
+
+
+def _count(raw: object, field: str, errors: list[str], *, absent: int | None = None) -> int:
+    """A member count of at least 1 (int32); anything else is an error naming the field.
+    The API server checks minCount, but a CRD (Volcano's) takes 0 and negative numbers."""
+    if raw is None and absent is not None:
+        return absent
+    if isinstance(raw, int) and not isinstance(raw, bool) and 1 <= raw <= MAX_COUNT:
+        return raw
+    errors.append(
+        f"{field} must be a whole number from 1 to {MAX_COUNT} (the pods that must be "
+        f"placed together), got {raw!r}"
+    )
+    return 1
+
+
+def workload_podgroup_from_dict(raw: object) -> PodGroup:
+    """An upstream PodGroup (``scheduling.k8s.io/v1alpha2``, the Workload API): exactly one
+    of ``spec.schedulingPolicy.gang`` (``minCount`` pods all or nothing) and ``basic`` (no
+    gang: each pod on its own, as kube-scheduler places pods). Our Koordinator annotations
+    and topology constraints on it count as on our own PodGroups."""
+    body = obj(raw)
+    meta, spec = obj(body.get("metadata")), obj(body.get("spec"))
+    namespace = text(meta.get("namespace"), "default")
+    options = read_options(texts(meta.get("annotations")), namespace=namespace)
+    errors = list(options.errors)
+    policy = spec.get("schedulingPolicy")
+    stated = sorted(k for k in ("gang", "basic") if obj(policy).get(k) is not None)
+    basic = stated == ["basic"]
+    min_member = 1
+    if stated == ["gang"]:
+        gang = obj(policy).get("gang")
+        if isinstance(gang, Mapping):
+            min_member = _count(gang.get("minCount"), "spec.schedulingPolicy.gang.minCount", errors)
+        else:
+            errors.append(
+                f"spec.schedulingPolicy.gang must be an object with minCount, got {gang!r}"
+            )
+    elif not basic:
+        errors.append(
+            "spec.schedulingPolicy must set exactly one of gang (with minCount: all or "
+            "nothing) and basic ({}: pod by pod), got "
+            f"{policy!r}"
+        )
+    topology = obj(spec.get("schedulingConstraints")).get("topology")
+    if topology:
+        # A hard colocation kube-scheduler would honour: never placed as if it were absent.
+        errors.append(
+            f"spec.schedulingConstraints.topology ({topology!r}) is not supported by "
+            f"gang-scheduler yet: remove it, or state the placement in the annotation "
+            f"{names.TOPOLOGY_CONSTRAINTS}"
+        )
+    return PodGroup(
+        key=GangKey(namespace, text(meta.get("name"))),
+        uid=text(meta.get("uid")),
+        min_member=min_member,
+        created=parse_time(meta.get("creationTimestamp")) or 0.0,
+        mode=options.mode,
+        total_number=options.total_number,
+        groups=options.groups,
+        constraints=options.constraints,
+        status=_status(obj(body.get("status"))),
+        errors=tuple(errors),
+        api=PodGroupApi.WORKLOAD,
+        generation=_int(meta.get("generation")),
+        basic=basic,
+        priority_class=text(spec.get("priorityClassName")),
+        priority=whole(spec.get("priority")),
+    )
+
+
+def volcano_podgroup_from_dict(raw: object) -> PodGroup:
+    """Volcano's PodGroup (``scheduling.volcano.sh/v1beta1``): ``spec.minMember`` (1 when
+    absent), ``minResources``, ``priorityClassName`` (the gang's priority). ``queue`` and
+    ``minTaskMember`` are Volcano's own and not read: this scheduler has no queues."""
+    body = obj(raw)
+    meta, spec = obj(body.get("metadata")), obj(body.get("spec"))
+    namespace = text(meta.get("namespace"), "default")
+    options = read_options(texts(meta.get("annotations")), namespace=namespace)
+    errors = list(options.errors)
+    min_member = _count(spec.get("minMember"), "spec.minMember", errors, absent=1)
+    min_resources = spec.get("minResources")
+    errors.extend(_resource_errors(min_resources, "spec.minResources"))
+    return PodGroup(
+        key=GangKey(namespace, text(meta.get("name"))),
+        uid=text(meta.get("uid")),
+        min_member=min_member,
+        min_resources=resource_list(min_resources) if min_resources else None,
+        created=parse_time(meta.get("creationTimestamp")) or 0.0,
+        mode=options.mode,
+        total_number=options.total_number,
+        groups=options.groups,
+        constraints=options.constraints,
+        status=_status(obj(body.get("status"))),
+        errors=tuple(errors),
+        api=PodGroupApi.VOLCANO,
+        generation=_int(meta.get("generation")),
+        priority_class=text(spec.get("priorityClassName")),
+    )
+
+
+def podgroup_of(api: PodGroupApi, raw: object) -> PodGroup:
+    """A PodGroup of the kind ``api`` names."""
+    if api is PodGroupApi.WORKLOAD:
+        return workload_podgroup_from_dict(raw)
+    if api is PodGroupApi.VOLCANO:
+        return volcano_podgroup_from_dict(raw)
+    return podgroup_from_dict(raw)
 
 
 def claim_from_dict(raw: object) -> Claim:
@@ -520,8 +636,49 @@ def priority_class_from_dict(raw: object) -> PriorityClass:
     )
 
 
-def podgroup_status_to_dict(status: PodGroupStatus) -> dict[str, Any]:
-    """The status subresource body: every field, so a merge patch replaces it whole."""
+def podgroup_status_to_dict(
+    status: PodGroupStatus, api: PodGroupApi = PodGroupApi.OURS
+) -> dict[str, Any]:
+    """The status as the kind ``api`` names defines it: ours every field (so a merge patch
+    replaces it whole); the upstream PodGroup's conditions only (metav1.Condition, with
+    observedGeneration); Volcano's phase, counts and conditions."""
+    if api is PodGroupApi.WORKLOAD:
+        # observedGeneration only where the PodGroup has a generation (the API server sets
+        # none on v1alpha2 PodGroups today; omitempty reads 0 back as absent).
+        return {
+            "conditions": [
+                {
+                    "type": c.type,
+                    "status": c.status,
+                    **(
+                        {"observedGeneration": c.observed_generation}
+                        if c.observed_generation
+                        else {}
+                    ),
+                    "reason": c.reason,
+                    "message": clip_message(c.message),
+                    "lastTransitionTime": c.last_transition,
+                }
+                for c in status.conditions
+            ]
+        }
+    if api is PodGroupApi.VOLCANO:
+        return {
+            "phase": status.phase,
+            "running": status.running,
+            "succeeded": status.succeeded,
+            "failed": status.failed,
+            "conditions": [
+                {
+                    "type": c.type,
+                    "status": c.status,
+                    "reason": c.reason,
+                    "message": c.message,
+                    "lastTransitionTime": c.last_transition,
+                }
+                for c in status.conditions
+            ],
+        }
     body: dict[str, Any] = {
         "phase": status.phase,
         "scheduled": status.scheduled,

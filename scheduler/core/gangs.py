@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.gangs import Gang, PodGroup
-from scheduler.model.pods import GangKey, GangSource, Mode, Pod, gang_key_of
+from scheduler.model.pods import GangClaim, GangKey, GangSource, Mode, Pod, gang_key_of
 from scheduler.model.snapshot import PriorityClass, Snapshot
 
 
@@ -41,6 +41,17 @@ def _agreed(values: Iterable[T | None]) -> T | None:
     if not counted:
         return None
     return sorted(counted.items(), key=lambda kv: (-kv[1], str(kv[0])))[0][0]
+
+
+def _stated(
+    claims: list[GangClaim], podgroup: PodGroup | None, field: str, podgroup_field: str = ""
+) -> Any:
+    """What the members' annotations agree on, else what the PodGroup says (annotations
+    override a PodGroup, seed 000)."""
+    value = _agreed(getattr(c, field) for c in claims)
+    if value is None and podgroup is not None:
+        value = getattr(podgroup, podgroup_field or field)
+    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,36 +94,37 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
             if key not in snapshot.groups:
                 missing_groups.add(key)
             continue
-        podgroup: PodGroup | None = snapshot.podgroups.get(key)
-        min_available = _agreed(c.min_available for c in claims)
-        # Declared by label only: the PodGroup says how many; wait until it exists.
-        labelled_only = all(c.source in (GangSource.POD_GROUP, GangSource.LEGACY) for c in claims)
-        if podgroup is None and min_available is None and labelled_only:
-            missing.add(key)
         errors: list[str] = []
+        # The kind of PodGroup the pods name; a PodGroup of another kind under the same name
+        # is not this gang's.
+        apis = sorted({c.source.api for c in claims}, key=lambda a: a.value)
+        podgroup: PodGroup | None = snapshot.podgroups.get(key)
+        if podgroup is not None and podgroup.api is not claims[0].source.api:
+            podgroup = None
+        if len(apis) > 1:
+            errors.append(
+                f"the pods of gang {key} name it as PodGroups of different kinds "
+                f"({', '.join(a.value for a in apis)}): give every member the same kind"
+            )
+        min_available = _agreed(c.min_available for c in claims)
+        # Declared by name only: the PodGroup says how many; wait until it exists.
+        named_only = all(c.source.needs_podgroup for c in claims)
+        if podgroup is None and min_available is None and named_only:
+            missing.add(key)
         for claim in claims:
             errors.extend(e for e in claim.errors if e not in errors)
         if podgroup is not None:
             errors.extend(e for e in podgroup.errors if e not in errors)
         min_member = min_available or (podgroup.min_member if podgroup else 1)
-        total_claimed = _agreed(c.total_number for c in claims)
-        if total_claimed is None and podgroup is not None:
-            total_claimed = podgroup.total_number
+        total_claimed = _stated(claims, podgroup, "total_number")
         if total_claimed is not None and min_member > total_claimed:
             errors.append(
                 f"min-available ({min_member}) is greater than total-number ({total_claimed}); "
                 "the gang could never be complete"
             )
-        mode = _agreed(c.mode for c in claims) or (podgroup.mode if podgroup else None)
-        timeout = _agreed(c.waiting_seconds for c in claims)
-        if timeout is None and podgroup is not None:
-            timeout = podgroup.timeout_seconds
-        starvation = _agreed(c.starvation_seconds for c in claims)
-        if starvation is None and podgroup is not None:
-            starvation = podgroup.starvation_seconds
-        groups = _agreed(c.groups for c in claims)
-        if groups is None and podgroup is not None:
-            groups = podgroup.groups
+        mode = _stated(claims, podgroup, "mode")
+        timeout = _stated(claims, podgroup, "waiting_seconds", "timeout_seconds")
+        groups = _stated(claims, podgroup, "groups")
         constraints = next((c.constraints for c in claims if c.constraints is not None), None)
         if constraints is None and podgroup is not None:
             constraints = podgroup.constraints
@@ -130,13 +142,26 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
             min_resources=podgroup.min_resources if podgroup else None,
             errors=tuple(errors),
             constraints=constraints,
-            starvation_seconds=starvation,
+            starvation_seconds=_stated(claims, podgroup, "starvation_seconds"),
+            priority=_priority(podgroup, snapshot.priority_classes),
         )
     return Resolution(
         gangs=_with_consent(gangs),
         missing_podgroups=frozenset(missing),
         missing_groups=frozenset(missing_groups),
     )
+
+
+def _priority(podgroup: PodGroup | None, classes: Mapping[str, PriorityClass]) -> int | None:
+    """A Volcano or upstream PodGroup's own priority (spec.priority as admission resolved
+    it, else its priorityClassName), over its pods'. A class that does not exist counts as
+    not stated, as Volcano treats it."""
+    if podgroup is not None and podgroup.priority is not None:
+        return podgroup.priority
+    if podgroup is None or not podgroup.priority_class:
+        return None
+    named = classes.get(podgroup.priority_class)
+    return named.value if named is not None else None
 
 
 def _with_consent(gangs: Mapping[GangKey, Gang]) -> dict[GangKey, Gang]:

@@ -22,7 +22,7 @@ from scheduler.core.gangs import gang_groups, priority_of, queue_key, resolve
 from scheduler.core.neighbouring import Neighbours
 from scheduler.core.placing import Ledger, NodeFinder, Signature
 from scheduler.core.statement import Statement
-from scheduler.core.statuses import PENDING_PHASE, SCHEDULING_PHASE, desired_status
+from scheduler.core.statuses import NOT_TRIED, PENDING_PHASE, SCHEDULING_PHASE, desired_status
 from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.decisions import (
@@ -41,7 +41,15 @@ from scheduler.model.decisions import (
     StatusUpdate,
 )
 from scheduler.model.gangs import Gang, PodGroup, PodGroupStatus
-from scheduler.model.pods import SINGLE_PREFIX, SUCCEEDED, GangKey, Mode, Pod, PodRef
+from scheduler.model.pods import (
+    SINGLE_PREFIX,
+    SUCCEEDED,
+    GangKey,
+    Mode,
+    Pod,
+    PodGroupApi,
+    PodRef,
+)
 from scheduler.model.resources import Resources, describe
 from scheduler.model.snapshot import GangState, Snapshot
 from scheduler.model.status import Status
@@ -56,7 +64,6 @@ REASON_TIMEOUT = "Timeout"
 REASON_INVALID = "InvalidSpec"
 REASON_SCHEDULER_ERROR = "SchedulerError"  # kube-scheduler's PodScheduled reason for a bug
 REASON_GATED = "SchedulingGated"  # the reason the API server gives a gated pod's PodScheduled
-NOT_TRIED = ("False", REASON_WAITING, "not tried yet")
 # A preemption that has not led to a bind within this long releases the room held for it.
 NOMINATION_SECONDS = 120.0
 
@@ -266,7 +273,7 @@ class Session:
         members' first-attempt annotation, but only when every pending member carries it (a
         member without it belongs to a later incarnation: an old mark must not time it out;
         a clock started late is the lesser harm)."""
-        if gang.podgroup is not None:
+        if gang.podgroup is not None and gang.podgroup.api is PodGroupApi.OURS:
             status = gang.podgroup.status
             waiting = status.phase in ("", PENDING_PHASE, SCHEDULING_PHASE)
             start = parse_time(status.schedule_start_time) if waiting else None
@@ -404,11 +411,19 @@ class Session:
                 + "; ".join(self.snapshot.topology_errors),
             )
         if gang.key in self.missing_podgroups:
+            claim = next((p.gang for p in gang.members if p.gang is not None), None)
+            api = claim.source.api if claim is not None else PodGroupApi.OURS
+            served = (
+                ""
+                if api is PodGroupApi.OURS
+                else f" (if the API server does not serve {api.value}, install or enable it)"
+            )
             return (
                 REASON_WAITING,
                 "PodGroupNotFound",
-                f"waiting for PodGroup {gang.key}, which does not exist: create it, or give "
-                f"the pods the annotation {names.KOORD_MIN_AVAILABLE}",
+                f"waiting for PodGroup {gang.key} ({api.value}), which does not exist: "
+                f"create it{served}, or give the pods the annotation "
+                f"{names.KOORD_MIN_AVAILABLE}",
             )
         return None
 
@@ -609,6 +624,7 @@ class Session:
             begin=min(p.created for p in gang.members),
             group=(group.namespace, group.configmap) if group else None,
             podgroup=gang.key if gang.podgroup is not None else None,
+            podgroup_api=gang.podgroup.api if gang.podgroup is not None else PodGroupApi.OURS,
         )
 
     # -- saying things ------------------------------------------------------------------------
@@ -626,7 +642,7 @@ class Session:
             pg = gang.podgroup
             self.events.append(
                 Event(
-                    ObjectRef("PodGroup", pg.key.namespace, pg.key.name, pg.uid),
+                    ObjectRef("PodGroup", pg.key.namespace, pg.key.name, pg.uid, pg.api.value),
                     kind,
                     reason,
                     message,
@@ -662,11 +678,13 @@ class Session:
             self.conditions.append(PodCondition(pod.ref, "False", reason, message, since))
 
     def _persist_first_attempt(self, gang: Gang) -> None:
-        """A gang that waits keeps its clock across restarts: PodGroups in their status, other
-        gangs on their pods (only pods that do not carry it yet, so once per member)."""
+        """A gang that waits keeps its clock across restarts: our PodGroups in their status,
+        other gangs on their pods (only pods that do not carry it yet, so once per member;
+        the upstream and Volcano PodGroups have no field for it)."""
         state = self.outcomes[gang.key].state
         first = state.first_attempt
-        if gang.podgroup is not None or first is None or state.satisfied:
+        ours = gang.podgroup is not None and gang.podgroup.api is PodGroupApi.OURS
+        if ours or first is None or state.satisfied:
             return  # a satisfied gang's members are placed one by one: no clock of theirs
         mark = {names.FIRST_ATTEMPT: format_time(first)}
         self.patches.extend(PodPatch(p.ref, mark) for p in pending(gang) if p.first_attempt is None)
@@ -689,7 +707,7 @@ class Session:
         outcome.state = replace(outcome.state, below_min_said=True)
         if gang.podgroup is not None:
             pg = gang.podgroup
-            ref = ObjectRef("PodGroup", pg.key.namespace, pg.key.name, pg.uid)
+            ref = ObjectRef("PodGroup", pg.key.namespace, pg.key.name, pg.uid, pg.api.value)
         else:
             alive = next(p for p in gang.members if p.bound and p.alive)
             ref = ObjectRef("Pod", alive.ref.namespace, alive.ref.name, alive.ref.uid)
@@ -765,7 +783,7 @@ class Session:
                 now=self.now,
             )
             if status != gang.podgroup.status:
-                statuses.append(StatusUpdate(key, status))
+                statuses.append(StatusUpdate(key, status, gang.podgroup.api))
         return Result(
             bindings=tuple(self.bindings),
             pod_patches=tuple(self.patches),

@@ -7,9 +7,10 @@ no status writes; a condition keeps its lastTransitionTime while its status and 
 from __future__ import annotations
 
 from collections.abc import Collection
+from dataclasses import replace
 
-from scheduler.model.gangs import Condition, Gang, PodGroupStatus
-from scheduler.model.pods import FAILED, RUNNING, SUCCEEDED, TERMINAL_PHASES, PodRef
+from scheduler.model.gangs import Condition, Gang, PodGroupStatus, clip_message
+from scheduler.model.pods import FAILED, RUNNING, SUCCEEDED, TERMINAL_PHASES, PodGroupApi, PodRef
 from scheduler.model.times import format_time
 
 SCHEDULED = "Scheduled"
@@ -23,6 +24,28 @@ SCHEDULED_PHASE = "Scheduled"
 RUNNING_PHASE = "Running"
 FINISHED_PHASE = "Finished"
 FAILED_PHASE = "Failed"
+# The Scheduled condition of a gang no pass has tried yet.
+NOT_TRIED = ("False", "Waiting", "not tried yet")
+
+# The upstream PodGroup (scheduling.k8s.io/v1alpha2): one condition, the type and reasons
+# kube-scheduler writes (schedule_one_podgroup.go).
+UPSTREAM_SCHEDULED = "PodGroupScheduled"
+UPSTREAM_REASONS = ("Scheduled", "Unschedulable", "SchedulerError")
+# Volcano's PodGroup: its conditions and reasons as its gang plugin writes them, and its
+# phases (it has no Failed: a gang that failed or timed out is Unknown).
+VOLCANO_SCHEDULED = "Scheduled"
+VOLCANO_UNSCHEDULABLE = "Unschedulable"
+VOLCANO_READY = "tasks in gang are ready to be scheduled"
+VOLCANO_NOT_ENOUGH_RESOURCES = "NotEnoughResources"
+VOLCANO_NOT_ENOUGH_TASKS = "NotEnoughTasks"
+VOLCANO_PHASES = {
+    PENDING_PHASE: "Pending",
+    SCHEDULING_PHASE: "Inqueue",
+    SCHEDULED_PHASE: "Running",
+    RUNNING_PHASE: "Running",
+    FINISHED_PHASE: "Completed",
+    FAILED_PHASE: "Unknown",
+}
 
 
 def desired_status(
@@ -38,10 +61,11 @@ def desired_status(
 ) -> PodGroupStatus:
     """``condition`` is the Scheduled condition as (status, reason, message).
 
-    The phase follows scheduler-plugins' and Koordinator's rules, read per incarnation: a
-    live incarnation with minMember members running (or bound) is Running (Scheduled);
-    otherwise any failed member with failed + running + succeeded at least minMember makes
-    the gang Failed, as does a timeout.
+    Each kind of PodGroup gets the status its own API defines (``_upstream``, ``_volcano``);
+    ours is computed here. The phase follows scheduler-plugins' and Koordinator's rules,
+    read per incarnation: a live incarnation with minMember members running (or bound) is
+    Running (Scheduled); otherwise any failed member with failed + running + succeeded at
+    least minMember makes the gang Failed, as does a timeout.
     """
     members = gang.members
     scheduled = sum(1 for p in members if p.bound or p.ref in binding_now)
@@ -72,6 +96,13 @@ def desired_status(
         phase = PENDING_PHASE
 
     current = gang.podgroup.status if gang.podgroup else PodGroupStatus()
+    api = gang.podgroup.api if gang.podgroup else PodGroupApi.OURS
+    if api is PodGroupApi.WORKLOAD:
+        return _upstream(gang, current, condition=condition, now=now)
+    if api is PodGroupApi.VOLCANO:
+        phase = VOLCANO_PHASES.get(phase, phase)
+        counts = {"running": running, "succeeded": succeeded, "failed": failed}
+        return _volcano(current, phase=phase, counts=counts, condition=condition, now=now)
     wanted = {SCHEDULED: condition}
     if satisfied:
         wanted[MIN_MEMBER_AVAILABLE] = (
@@ -110,3 +141,67 @@ def _condition(
     return Condition(
         type=kind, status=status, reason=reason, message=message, last_transition=since
     )
+
+
+def _upstream(
+    gang: Gang, current: PodGroupStatus, *, condition: tuple[str, str, str], now: float
+) -> PodGroupStatus:
+    """kube-scheduler's ``PodGroupScheduled``: True/Scheduled once placed, else
+    False/Unschedulable (or SchedulerError for an internal error), never back from True to
+    False (kube-scheduler's rule: later members of a scheduled group do not regress it),
+    nothing before a first attempt. The transition time moves only when the status does
+    (``meta.SetStatusCondition``); ``observedGeneration`` is the PodGroup's generation."""
+    status, reason, message = condition
+    if condition == NOT_TRIED:
+        return current
+    previous = next((c for c in current.conditions if c.type == UPSTREAM_SCHEDULED), None)
+    if previous is not None and previous.status == "True" and status != "True":
+        return current
+    if status == "True":
+        reason = "Scheduled"
+    elif reason not in UPSTREAM_REASONS:
+        reason = "Unschedulable"
+    since = (
+        previous.last_transition
+        if previous is not None and previous.status == status and previous.last_transition
+        else format_time(now)
+    )
+    written = Condition(
+        type=UPSTREAM_SCHEDULED,
+        status=status,
+        reason=reason,
+        message=clip_message(message),
+        last_transition=since,
+        observed_generation=gang.podgroup.generation if gang.podgroup else 0,
+    )
+    others = tuple(c for c in current.conditions if c.type != UPSTREAM_SCHEDULED)
+    return replace(current, conditions=(*others, written))
+
+
+def _volcano(
+    current: PodGroupStatus,
+    *,
+    phase: str,
+    counts: dict[str, int],
+    condition: tuple[str, str, str],
+    now: float,
+) -> PodGroupStatus:
+    """Volcano's status: its phase, the counts, and the conditions its gang plugin writes:
+    ``Scheduled`` (True, "tasks in gang are ready to be scheduled") once placed, else
+    ``Unschedulable`` (True, NotEnoughResources, or NotEnoughTasks while members are
+    missing). The other of the two is set False rather than left saying the opposite."""
+    status, reason, message = condition
+    wanted: dict[str, tuple[str, str, str]] = {}
+    if status == "True":
+        wanted[VOLCANO_SCHEDULED] = ("True", VOLCANO_READY, message)
+        if any(c.type == VOLCANO_UNSCHEDULABLE for c in current.conditions):
+            wanted[VOLCANO_UNSCHEDULABLE] = ("False", VOLCANO_READY, message)
+    elif condition != NOT_TRIED:
+        waiting = reason in ("Waiting", "SchedulingGated")  # for members, not for room
+        why = VOLCANO_NOT_ENOUGH_TASKS if waiting else VOLCANO_NOT_ENOUGH_RESOURCES
+        wanted[VOLCANO_UNSCHEDULABLE] = ("True", why, message)
+    others = tuple(c for c in current.conditions if c.type not in wanted)
+    written = tuple(
+        _condition(kind, value, current=current, now=now) for kind, value in wanted.items()
+    )
+    return replace(current, phase=phase, conditions=(*others, *written), **counts)

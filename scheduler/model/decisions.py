@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduler.model.gangs import PodGroupStatus
-from scheduler.model.pods import GangKey, PodRef
+from scheduler.model.pods import GangKey, PodGroupApi, PodRef
 from scheduler.model.snapshot import GangState
 
 NORMAL = "Normal"
@@ -21,6 +21,7 @@ class ObjectRef:
     namespace: str
     name: str
     uid: str = ""
+    api_version: str = ""  # a PodGroup's (which kind of PodGroup); "" for the usual one
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +49,7 @@ class Placement:
     begin: float  # when the gang began waiting: its first member's creation
     group: tuple[str, str] | None = None  # Sakkara group ConfigMap (namespace, name)
     podgroup: GangKey | None = None
+    podgroup_api: PodGroupApi = PodGroupApi.OURS
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +128,7 @@ class Nomination:
 class StatusUpdate:
     gang: GangKey
     status: PodGroupStatus
+    api: PodGroupApi = PodGroupApi.OURS  # the kind of PodGroup: where and how it is written
 
 
 @dataclass(frozen=True, slots=True)

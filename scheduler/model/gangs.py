@@ -4,9 +4,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scheduler.model.pods import GangKey, Mode, Pod
+from scheduler.model.pods import GangKey, Mode, Pod, PodGroupApi
 from scheduler.model.resources import Resources
 from scheduler.model.topology import Constraints, SakkaraGroup
+
+# metav1.Condition's message limit, in bytes (the API server refuses a longer one).
+CONDITION_MESSAGE_BYTES = 32768
+
+
+def clip_message(message: str, limit: int = CONDITION_MESSAGE_BYTES) -> str:
+    """``message`` cut to ``limit`` bytes of UTF-8, never inside a character."""
+    raw = message.encode()
+    return message if len(raw) <= limit else raw[:limit].decode(errors="ignore")
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,6 +25,8 @@ class Condition:
     reason: str = ""
     message: str = ""
     last_transition: str = ""  # RFC 3339, kept from the previous status when unchanged
+    # metav1.Condition's (the upstream PodGroup's conditions): the generation it was set for.
+    observed_generation: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +43,9 @@ class PodGroupStatus:
 
 @dataclass(frozen=True, slots=True)
 class PodGroup:
-    """A PodGroup object; annotation overrides are folded in by the codec."""
+    """A PodGroup object of any of the kinds in ``PodGroupApi``, in one shape; annotation
+    overrides are folded in by the codec. ``basic``: an upstream PodGroup whose policy is
+    ``basic`` (no gang: its pods are placed one by one, ``min_member`` 1)."""
 
     key: GangKey
     uid: str = ""
@@ -47,6 +60,13 @@ class PodGroup:
     constraints: Constraints | None = None
     status: PodGroupStatus = field(default_factory=PodGroupStatus)
     errors: tuple[str, ...] = ()
+    api: PodGroupApi = PodGroupApi.OURS
+    generation: int = 0  # metadata.generation: upstream conditions carry it
+    basic: bool = False
+    # spec.priorityClassName (Volcano's; the upstream one's), and the upstream spec.priority
+    # that admission resolves it to: the gang's priority, over its pods'.
+    priority_class: str = ""
+    priority: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,3 +45,6 @@ SAKKARA_GROUP_NAME = "sakkara.group.name"
 SAKKARA_RANK = "sakkara.member.rank"
 SAKKARA_STATUS = "sakkara.member.status"
 SAKKARA_RETRIES = "sakkara.member.retries"
+
+# Volcano's (and kube-batch's before it) pod annotation: the pod's Volcano PodGroup, by name.
+VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"

@@ -117,6 +117,28 @@ class GangKey:
         return f"{self.namespace}/{self.name}"
 
 
+class PodGroupApi(Enum):
+    """The PodGroup kinds a gang may be declared with, by apiVersion. They share a name
+    space for gangs (namespace/name); which one a gang's PodGroup is of is the one its pods
+    name (``GangSource.api``)."""
+
+    OURS = "scheduling.x-k8s.io/v1alpha1"  # scheduler-plugins' schema, our CRD
+    WORKLOAD = "scheduling.k8s.io/v1alpha2"  # the upstream Workload API (kube-scheduler)
+    VOLCANO = "scheduling.volcano.sh/v1beta1"  # Volcano's (and, by its annotation, kube-batch's)
+
+    @property
+    def kind(self) -> str:
+        """The name the cache and the watches know this kind by (a LIST's key)."""
+        return _KINDS[self]
+
+
+_KINDS = {
+    PodGroupApi.OURS: "podgroups",
+    PodGroupApi.WORKLOAD: "workload-podgroups",
+    PodGroupApi.VOLCANO: "volcano-podgroups",
+}
+
+
 class GangSource(Enum):
     """Where a pod's gang membership was declared."""
 
@@ -124,6 +146,22 @@ class GangSource(Enum):
     LEGACY = "pod-group.scheduling.sigs.k8s.io"
     KOORDINATOR = "gang.scheduling.koordinator.sh annotations"
     SAKKARA = "sakkara.group.name label"
+    WORKLOAD = "spec.schedulingGroup.podGroupName"
+    VOLCANO = "scheduling.k8s.io/group-name annotation"
+
+    @property
+    def api(self) -> PodGroupApi:
+        """The kind of PodGroup a pod declaring its gang this way names."""
+        if self is GangSource.WORKLOAD:
+            return PodGroupApi.WORKLOAD
+        if self is GangSource.VOLCANO:
+            return PodGroupApi.VOLCANO
+        return PodGroupApi.OURS
+
+    @property
+    def needs_podgroup(self) -> bool:
+        """Whether the pods say nothing of the gang's size: its PodGroup does."""
+        return self not in (GangSource.KOORDINATOR, GangSource.SAKKARA)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -8,12 +8,12 @@ from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.objects import (
     node_from_dict,
     pod_from_dict,
-    podgroup_from_dict,
+    podgroup_of,
     priority_class_from_dict,
 )
 from scheduler.core.explaining import explain
 from scheduler.model.config import Config
-from scheduler.model.pods import GangKey
+from scheduler.model.pods import GangKey, PodGroupApi
 from scheduler.shell.api import ApiClient, Credentials
 from scheduler.shell.configmaps import apply_configmap
 from scheduler.shell.syncing import list_objects
@@ -33,8 +33,9 @@ async def explain_gang(
             cache.upsert_node(node_from_dict(body))
         for body in await list_objects(api, "pods"):
             cache.upsert_pod(pod_from_dict(body))
-        for body in await list_objects(api, "podgroups"):
-            cache.upsert_podgroup(podgroup_from_dict(body))
+        for kind in PodGroupApi:
+            for body in await list_objects(api, kind.kind):
+                cache.upsert_podgroup(podgroup_of(kind, body))
         for body in await list_objects(api, "priorityclasses"):
             cache.upsert_priority_class(priority_class_from_dict(body))
         for kind in ("topologies", "groups"):

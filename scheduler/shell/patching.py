@@ -25,7 +25,7 @@ from scheduler.model.decisions import (
     PodPatch,
     StatusUpdate,
 )
-from scheduler.model.pods import GangKey, PodRef
+from scheduler.model.pods import GangKey, PodGroupApi, PodRef
 from scheduler.shell.api import ApiClient, ApiError
 
 log = structlog.get_logger()
@@ -57,15 +57,28 @@ class Patcher:
         self._sent_conditions: dict[PodRef, dict] = {}
 
     async def status(self, update: StatusUpdate) -> None:
-        body = podgroup_status_to_dict(update.status)
+        """Where each kind keeps it: ours and the upstream PodGroup in the status
+        subresource (the upstream one by a strategic merge of its conditions by type, as
+        kube-scheduler patches it, so conditions others write stay), Volcano's in the object
+        itself (its CRD has no status subresource)."""
+        body = podgroup_status_to_dict(update.status, update.api)
         if self._sent_status.get(update.gang) == body:
             return
         self._sent_status[update.gang] = body
         ns, name = update.gang.namespace, update.gang.name
-        path = f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/{name}/status"
+        path = f"/apis/{update.api.value}/namespaces/{ns}/podgroups/{name}"
         try:
             async with self._slots:
-                await self._api.merge_patch(path, {"status": body}, retries=self._retries)
+                if update.api is PodGroupApi.WORKLOAD:
+                    await self._api.strategic_patch(
+                        f"{path}/status", {"status": body}, retries=self._retries
+                    )
+                elif update.api is PodGroupApi.VOLCANO:
+                    await self._api.merge_patch(path, {"status": body}, retries=self._retries)
+                else:
+                    await self._api.merge_patch(
+                        f"{path}/status", {"status": body}, retries=self._retries
+                    )
         except Exception as error:
             if not isinstance(error, ApiError):
                 self._errored()
@@ -208,7 +221,7 @@ class Patcher:
             ns, name = placement.podgroup.namespace, placement.podgroup.name
             writes.append(
                 self._write(
-                    f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{ns}/podgroups/{name}",
+                    f"/apis/{placement.podgroup_api.value}/namespaces/{ns}/podgroups/{name}",
                     {"metadata": {"annotations": {names.PLACEMENT: placement.tree}}},
                     what=f"podgroup {ns}/{name}",
                     gang=str(gang_binding.gang),

@@ -60,7 +60,7 @@ class EventRecorder:
             "kind": "Event",
             "metadata": {"name": f"{ref.name}.{uuid.uuid4().hex[:16]}", "namespace": ref.namespace},
             "involvedObject": {
-                "apiVersion": _API_VERSIONS.get(ref.kind, "v1"),
+                "apiVersion": ref.api_version or _API_VERSIONS.get(ref.kind, "v1"),
                 "kind": ref.kind,
                 "namespace": ref.namespace,
                 "name": ref.name,

@@ -23,12 +23,12 @@ from scheduler.codecs.objects import (
     namespace_from_dict,
     node_from_dict,
     pod_from_dict,
-    podgroup_from_dict,
+    podgroup_of,
     priority_class_from_dict,
     storage_class_from_dict,
     volume_from_dict,
 )
-from scheduler.model.pods import GangKey
+from scheduler.model.pods import GangKey, PodGroupApi
 from scheduler.shell.api import ApiClient, ApiError
 
 log = structlog.get_logger()
@@ -36,7 +36,7 @@ log = structlog.get_logger()
 LISTS = {
     "pods": "/api/v1/pods",
     "nodes": "/api/v1/nodes",
-    "podgroups": "/apis/scheduling.x-k8s.io/v1alpha1/podgroups",
+    **{api.kind: f"/apis/{api.value}/podgroups" for api in PodGroupApi},
     "priorityclasses": "/apis/scheduling.k8s.io/v1/priorityclasses",
     "namespaces": "/api/v1/namespaces",
     "persistentvolumeclaims": "/api/v1/persistentvolumeclaims",
@@ -58,22 +58,23 @@ def _key(kind: str, obj: dict) -> str:
     meta = obj["metadata"]
     if kind == "pods":
         return meta["uid"]
-    if kind in (
-        "podgroups",
-        "topologies",
-        "groups",
-        "persistentvolumeclaims",
-        "poddisruptionbudgets",
-    ):
+    namespaced = ("topologies", "groups", "persistentvolumeclaims", "poddisruptionbudgets")
+    if kind in namespaced or kind in PODGROUP_KINDS:
         return f"{meta['namespace']}/{meta['name']}"
     return meta["name"]
+
+
+# The PodGroup kinds by the name the cache knows them by.
+PODGROUP_KINDS = {api.kind: api for api in PodGroupApi}
 
 
 async def list_objects(
     api: ApiClient, kind: str, *, metadata_only: bool = False
 ) -> list[dict[str, Any]]:
-    """Every object of a watched kind, paging through large lists; [] for the PodGroup kind
-    if its CRD is not installed."""
+    """Every object of a watched kind, paging through large lists; [] for a PodGroup kind
+    the API server does not serve (its CRD not installed, v1alpha2 not enabled): the watch
+    of such a kind delivers nothing, and the first sync must not wait for it. kopf watches
+    it once it is served (it watches the CRDs), and the next re-list takes it in."""
     items: list[dict[str, Any]] = []
     token = ""
     accept = METADATA_ONLY if metadata_only else "application/json"
@@ -83,8 +84,10 @@ async def list_objects(
         try:
             page = await api.request("GET", LISTS[kind] + query, accept=accept)
         except ApiError as error:
-            if error.status == 404 and kind == "podgroups":
-                log.warning("the PodGroup CRD is not installed; kubectl apply -f crds/")
+            if error.status == 404 and kind in PODGROUP_KINDS:
+                if kind == PodGroupApi.OURS.kind:
+                    log.warning("the PodGroup CRD is not installed; kubectl apply -f crds/")
+                # The others are optional: their gangs' PodGroupNotFound event says so.
                 return items
             raise
         items.extend(page.get("items") or ())
@@ -143,7 +146,7 @@ async def wait_until_synced(
 KINDS = (
     "pods",
     "nodes",
-    "podgroups",
+    *PODGROUP_KINDS,
     "priorityclasses",
     "namespaces",
     "persistentvolumeclaims",
@@ -158,9 +161,9 @@ def _remove(cache: ClusterCache, kind: str, key: str) -> None:
         cache.remove_pod(key)
     elif kind == "nodes":
         cache.remove_node(key)
-    elif kind == "podgroups":
+    elif kind in PODGROUP_KINDS:
         namespace, name = key.split("/", 1)
-        cache.remove_podgroup(GangKey(namespace, name))
+        cache.remove_podgroup(GangKey(namespace, name), PODGROUP_KINDS[kind])
     elif kind == "priorityclasses":
         cache.remove_priority_class(key)
     elif kind == "namespaces":
@@ -179,7 +182,10 @@ def _remove(cache: ClusterCache, kind: str, key: str) -> None:
 UPSERTS: dict[str, Callable[[ClusterCache, Any], None]] = {
     "pods": lambda cache, body: cache.upsert_pod(pod_from_dict(body)),
     "nodes": lambda cache, body: cache.upsert_node(node_from_dict(body)),
-    "podgroups": lambda cache, body: cache.upsert_podgroup(podgroup_from_dict(body)),
+    **{
+        api.kind: lambda cache, body, _api=api: cache.upsert_podgroup(podgroup_of(_api, body))
+        for api in PodGroupApi
+    },
     "priorityclasses": lambda cache, body: cache.upsert_priority_class(
         priority_class_from_dict(body)
     ),

@@ -107,6 +107,9 @@ def test_kubectl_get_pg_prints_the_gang_columns(
 
 
 def test_podgroups_answer_to_their_short_name(control_plane: ClusterAccess, namespace: str) -> None:
+    """Plain ``podgroups`` and ``podgroup`` name the built-in scheduling.k8s.io PodGroup
+    where the API server serves it (kubectl prefers built-in groups), so ours answers to
+    its short names and its full name."""
     control_plane.kubectl("apply", "-f", "-", stdin=json.dumps(_podgroup(namespace, "spark", 2)))
     for alias in ("pg", "pgs", "podgroups.scheduling.x-k8s.io", "podgroup.scheduling.x-k8s.io"):
         names = control_plane.kubectl("get", alias, "-n", namespace, "-o", "name").stdout

@@ -94,6 +94,23 @@ def test_scheduler_as_its_service_account_schedules_and_writes_without_a_403(
             for i in range(2)
         ),
     )
+    # An upstream (Workload API) PodGroup gang: its PodGroupScheduled condition is written.
+    cluster.apply(
+        {
+            "apiVersion": "scheduling.k8s.io/v1alpha2",
+            "kind": "PodGroup",
+            "metadata": {"name": "upstream", "namespace": cluster.namespace},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+        },
+        *(
+            cluster.pod(
+                f"upstream-{i}",
+                scheduler=sa_scheduler.name,
+                spec={"schedulingGroup": {"podGroupName": "upstream"}},
+            )
+            for i in range(2)
+        ),
+    )
     # A gang that times out: the timeout annotation is a pod patch.
     late = {names.KOORD_NAME: "late", names.KOORD_MIN_AVAILABLE: "2"}
     late[names.KOORD_WAITING_TIME] = "2s"
@@ -139,9 +156,25 @@ def test_scheduler_as_its_service_account_schedules_and_writes_without_a_403(
         what="rank label written",
     )
     wait_for(
-        lambda: cluster.get("pg", "fits").get("status", {}).get("scheduled") == 2,
+        lambda: (
+            cluster.get("podgroups.scheduling.x-k8s.io", "fits").get("status", {}).get("scheduled")
+            == 2
+        ),
         timeout=30,
         what="PodGroup status written",
+    )
+    wait_for(
+        lambda: (
+            [
+                c["status"]
+                for c in cluster.get("podgroups.scheduling.k8s.io", "upstream")
+                .get("status", {})
+                .get("conditions", [])
+            ]
+            == ["True"]
+        ),
+        timeout=30,
+        what="upstream PodGroup condition written",
     )
     wait_for(lambda: cluster.events("Scheduled"), timeout=30, what="Scheduled events")
     wait_for(
@@ -162,3 +195,32 @@ def test_scheduler_as_its_service_account_schedules_and_writes_without_a_403(
     assert whoami["status"]["userInfo"]["username"] == (
         f"system:serviceaccount:{NAMESPACE}:gang-scheduler"
     )
+
+
+def test_service_account_may_read_and_write_volcano_podgroups(
+    control_plane: ClusterAccess, service_account_kubeconfig: Path
+) -> None:
+    """Volcano's PodGroups are read and patched (status lives in the object). kubectl
+    cannot ask about a resource the API server does not serve, so its stand-in CRD first."""
+    control_plane.kubectl(
+        "apply", "-f", str(local_cluster.REPO / "e2e/crds/volcano-podgroups.yaml")
+    )
+    control_plane.kubectl(
+        "wait", "--for=condition=Established", "crd/podgroups.scheduling.volcano.sh",
+        "--timeout=60s", timeout=90,
+    )  # fmt: skip
+    as_scheduler = ClusterAccess(
+        kubeconfig=service_account_kubeconfig, kubectl_path=control_plane.kubectl_path
+    )
+    for verb in ("get", "list", "watch", "patch"):
+        # Retried: discovery may serve the new kind a moment after Established.
+        wait_for(
+            lambda verb=verb: (
+                as_scheduler.kubectl(
+                    "auth", "can-i", verb, "podgroups.scheduling.volcano.sh", "-A", check=False
+                ).stdout.strip()
+                == "yes"
+            ),
+            timeout=30,
+            what=f"the ServiceAccount may {verb} Volcano PodGroups",
+        )

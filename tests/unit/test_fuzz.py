@@ -58,10 +58,14 @@ from scheduler.codecs.objects import (
     node_from_dict,
     pod_from_dict,
     podgroup_from_dict,
+    podgroup_of,
+    podgroup_status_to_dict,
     priority_class_from_dict,
     quantity,
     storage_class_from_dict,
+    volcano_podgroup_from_dict,
     volume_from_dict,
+    workload_podgroup_from_dict,
 )
 from scheduler.codecs.topology import (
     group_from_configmap,
@@ -74,7 +78,7 @@ from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.gangs import PodGroup
 from scheduler.model.nodes import Node
-from scheduler.model.pods import GangClaim, GangOptions, Pod
+from scheduler.model.pods import GangClaim, GangOptions, GangSource, Pod, PodGroupApi
 from scheduler.model.snapshot import PriorityClass
 from scheduler.model.topology import Constraints, SakkaraGroup, Topology
 from scheduler.shell.configmaps import apply_configmap
@@ -82,7 +86,7 @@ from tests.unit.builders import SCHEDULER, T0
 
 # -- profiles -------------------------------------------------------------------------------
 
-FUZZ_TESTS = 14  # the tests below that use FUZZ; test_every_fuzz_test_gets_its_share checks
+FUZZ_TESTS = 16  # the tests below that use FUZZ; test_every_fuzz_test_gets_its_share checks
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "100000"))
 _COMMON: dict[str, Any] = {
     "deadline": None,
@@ -451,11 +455,16 @@ POD_SPEC_OPTIONS = st.fixed_dictionaries(
 @st.composite
 def valid_pods(draw: st.DrawFn) -> dict[str, Any]:
     """A pod as the API server sends it, with every field the codec reads now and then:
-    a member of gang g (Koordinator) or of PodGroup pg (label), of Sakkara group s, or of
-    no gang; pending or bound, ours or another scheduler's."""
+    a member of gang g (Koordinator) or of PodGroup pg (label; spec.schedulingGroup, an
+    upstream PodGroup; Volcano's annotation), of Sakkara group s, or of no gang; pending or
+    bound, ours or another scheduler's."""
     index = draw(st.integers(0, 7))
     labels: dict[str, str] = {"app": "demo"}
-    declared = draw(st.sampled_from(["koordinator", "label", "legacy", "sakkara", "none"]))
+    declared = draw(
+        st.sampled_from(
+            ["koordinator", "label", "legacy", "sakkara", "none", "upstream", "volcano"]
+        )
+    )
     if declared == "label":
         labels[names.POD_GROUP_LABEL] = "pg"
     elif declared == "legacy":
@@ -476,6 +485,10 @@ def valid_pods(draw: st.DrawFn) -> dict[str, Any]:
     annotations = draw(GANG_OPTIONS)
     if declared == "koordinator":
         annotations[names.KOORD_NAME] = "g"
+    elif declared == "upstream":
+        spec["schedulingGroup"] = {"podGroupName": "pg"}
+    elif declared == "volcano":
+        annotations[names.VOLCANO_GROUP_NAME] = "pg"
     metadata: dict[str, Any] = {
         "name": f"p{index}",
         "namespace": "default",
@@ -587,6 +600,87 @@ def valid_podgroups(draw: st.DrawFn) -> dict[str, Any]:
 
 
 @st.composite
+def valid_workload_podgroups(draw: st.DrawFn) -> dict[str, Any]:
+    """An upstream PodGroup (scheduling.k8s.io/v1alpha2): gang with minCount, or basic."""
+    name = draw(st.sampled_from(["pg", "g"]))
+    if draw(st.booleans()):
+        policy: dict[str, Any] = {"gang": {"minCount": draw(st.integers(1, 4))}}
+    else:
+        policy = {"basic": {}}
+    conditions = draw(
+        st.sampled_from(
+            [
+                [],
+                [
+                    {
+                        "type": "PodGroupScheduled",
+                        "status": draw(st.sampled_from(["True", "False"])),
+                        "observedGeneration": 1,
+                        "reason": "Unschedulable",
+                        "message": "0/4 nodes are available",
+                        "lastTransitionTime": draw(TIMES),
+                    }
+                ],
+            ]
+        )
+    )
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"uid-upg-{name}",
+            "generation": draw(st.integers(0, 3)),
+            "creationTimestamp": draw(TIMES),
+            "annotations": draw(GANG_OPTIONS),
+        },
+        "spec": {"schedulingPolicy": policy, "disruptionMode": "Pod"},
+        "status": {"conditions": conditions} if conditions else {},
+    }
+
+
+@st.composite
+def valid_volcano_podgroups(draw: st.DrawFn) -> dict[str, Any]:
+    """Volcano's PodGroup (scheduling.volcano.sh/v1beta1)."""
+    name = draw(st.sampled_from(["pg", "g"]))
+    spec: dict[str, Any] = {"minMember": draw(st.integers(0, 4)), "queue": "default"}
+    if draw(st.booleans()):
+        spec["minResources"] = {"cpu": "2", "nvidia.com/gpu": 1}
+    if draw(st.booleans()):
+        spec["priorityClassName"] = draw(st.sampled_from(["high", "low", "absent"]))
+    status: dict[str, Any] = {}
+    if draw(st.booleans()):
+        status = {
+            "phase": draw(st.sampled_from(["Pending", "Inqueue", "Running", "Unknown"])),
+            "running": 1,
+            "conditions": [
+                {
+                    "type": "Unschedulable",
+                    "status": "True",
+                    "transitionID": "x",
+                    "reason": "NotEnoughResources",
+                    "message": "1/2 tasks in gang unschedulable",
+                    "lastTransitionTime": draw(TIMES),
+                }
+            ],
+        }
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {
+            "name": name,
+            "namespace": "default",
+            "uid": f"uid-vpg-{name}",
+            "creationTimestamp": draw(TIMES),
+            "annotations": draw(GANG_OPTIONS),
+        },
+        "spec": spec,
+        "status": status,
+    }
+
+
+@st.composite
 def valid_priority_classes(draw: st.DrawFn) -> dict[str, Any]:
     return {
         "apiVersion": "scheduling.k8s.io/v1",
@@ -650,6 +744,8 @@ def _all_paths(_: Path) -> bool:
 PODS = almost(valid_pods())
 NODES = almost(valid_nodes())
 PODGROUPS = almost(valid_podgroups())
+WORKLOAD_PODGROUPS = almost(valid_workload_podgroups())
+VOLCANO_PODGROUPS = almost(valid_volcano_podgroups())
 PRIORITY_CLASSES = almost(valid_priority_classes())
 TOPOLOGY_CONFIGMAPS = almost(valid_topology_configmaps(), keep=_all_paths)
 GROUP_CONFIGMAPS = almost(valid_group_configmaps(), keep=_all_paths)
@@ -717,6 +813,57 @@ def test_the_podgroup_codec_returns_a_podgroup_for_any_json(obj: Any) -> None:
 
 
 @FUZZ
+@given(JSON | WORKLOAD_PODGROUPS | valid_workload_podgroups())
+@example({"spec": {"schedulingPolicy": {"gang": {"minCount": 0}}}})
+@example({"spec": {"schedulingPolicy": {"gang": {"minCount": 2**31}, "basic": {}}}})
+@example({"spec": {"schedulingPolicy": {"gang": "4"}}, "metadata": {"generation": math.inf}})
+@example(
+    {"spec": {"schedulingPolicy": {}}, "status": {"conditions": [{"observedGeneration": "x"}]}}
+)
+def test_the_upstream_podgroup_codec_returns_a_podgroup_for_any_json(obj: Any) -> None:
+    podgroup = workload_podgroup_from_dict(obj)
+    assert isinstance(podgroup, PodGroup)
+    assert podgroup.api is PodGroupApi.WORKLOAD
+    _check_podgroup(podgroup)
+    json.dumps(podgroup_status_to_dict(podgroup.status, podgroup.api))
+
+
+@FUZZ
+@given(JSON | VOLCANO_PODGROUPS | valid_volcano_podgroups())
+@example({"spec": {"minMember": -3, "minResources": {"cpu": "1e999"}}})
+@example({"spec": {"minMember": 10**40, "priorityClassName": 5}})
+@example({"spec": {"minMember": True}})
+def test_the_volcano_podgroup_codec_returns_a_podgroup_for_any_json(obj: Any) -> None:
+    podgroup = volcano_podgroup_from_dict(obj)
+    assert isinstance(podgroup, PodGroup)
+    assert podgroup.api is PodGroupApi.VOLCANO
+    _check_podgroup(podgroup)
+    json.dumps(podgroup_status_to_dict(podgroup.status, podgroup.api))
+
+
+def test_bad_upstream_and_volcano_counts_are_errors_that_name_the_field() -> None:
+    for spec, field in [
+        ({"schedulingPolicy": {"gang": {"minCount": 0}}}, "spec.schedulingPolicy.gang.minCount"),
+        (
+            {"schedulingPolicy": {"gang": {"minCount": 2**31}}},
+            "spec.schedulingPolicy.gang.minCount",
+        ),
+        ({"schedulingPolicy": {"gang": {"minCount": "4"}}}, "spec.schedulingPolicy.gang.minCount"),
+        ({"schedulingPolicy": {}}, "spec.schedulingPolicy must set exactly one of gang"),
+        ({"schedulingPolicy": {"gang": {"minCount": 2}, "basic": {}}}, "exactly one of gang"),
+    ]:
+        errors = workload_podgroup_from_dict({"spec": spec}).errors
+        assert len(errors) == 1
+        assert field in errors[0]
+    for raw in (0, -1, 2**31, "2", 1.5):
+        errors = volcano_podgroup_from_dict({"spec": {"minMember": raw}}).errors
+        assert len(errors) == 1
+        assert "spec.minMember must be a whole number from 1 to 2147483647" in errors[0]
+        assert repr(raw) in errors[0]
+    assert volcano_podgroup_from_dict({"spec": {}}).min_member == 1
+
+
+@FUZZ
 @given(JSON | PRIORITY_CLASSES | valid_priority_classes())
 @example({"value": math.inf})
 def test_the_priority_class_codec_returns_a_priority_class_for_any_json(obj: Any) -> None:
@@ -749,6 +896,7 @@ ANNOTATION_KEYS = st.sampled_from(
         names.KOORD_NAME, names.KOORD_MIN_AVAILABLE, names.KOORD_TOTAL_NUMBER,
         names.KOORD_WAITING_TIME, names.KOORD_MODE, names.KOORD_GROUPS,
         names.TOPOLOGY_CONSTRAINTS, names.LEGACY_NAME, names.LEGACY_MIN_AVAILABLE,
+        names.VOLCANO_GROUP_NAME,
     ]
 )  # fmt: skip
 LABEL_KEYS = st.sampled_from(
@@ -769,19 +917,30 @@ LABELS = st.lists(
 # The namespace is the pod's or PodGroup's own, a string by then (the object codecs see to
 # it), but not necessarily a valid one.
 NAMESPACES = st.sampled_from(["default", "", "UPPER", "a" * 64]) | st.text() | LONG
+# A pod's spec.schedulingGroup (the upstream Workload API): absent, or anything at all.
+SCHEDULING_GROUPS = (
+    st.none()
+    | st.fixed_dictionaries({"podGroupName": HOSTILE_TEXT | HOSTILE | st.just("train")})
+    | JSON
+)
 
 
 @FUZZ
-@given(LABELS | JSON, ANNOTATIONS, NAMESPACES)
-@example({}, {names.KOORD_NAME: "g", names.KOORD_GROUPS: "[" * 100_000}, "default")
-@example({}, {names.KOORD_NAME: "g", names.KOORD_GROUPS: "1" * 5000}, "default")
-@example({}, {names.KOORD_NAME: "g", names.KOORD_GROUPS: ["default/g"]}, "default")
-@example({}, {names.KOORD_NAME: "g", names.KOORD_WAITING_TIME: "nan"}, "default")
-@example({}, {names.KOORD_NAME: "g", names.KOORD_WAITING_TIME: "1e309"}, "default")
+@given(LABELS | JSON, ANNOTATIONS, NAMESPACES, SCHEDULING_GROUPS)
+@example({}, {names.KOORD_NAME: "g", names.KOORD_GROUPS: "[" * 100_000}, "default", None)
+@example({}, {names.KOORD_NAME: "g", names.KOORD_GROUPS: "1" * 5000}, "default", None)
+@example({}, {names.KOORD_NAME: "g", names.KOORD_GROUPS: ["default/g"]}, "default", None)
+@example({}, {names.KOORD_NAME: "g", names.KOORD_WAITING_TIME: "nan"}, "default", None)
+@example({}, {names.KOORD_NAME: "g", names.KOORD_WAITING_TIME: "1e309"}, "default", None)
+@example({}, {}, "default", {"podGroupName": None})
+@example({}, {names.VOLCANO_GROUP_NAME: "UPPER"}, "default", [])
 def test_every_gang_annotation_becomes_a_claim_or_an_error_never_an_exception(
-    labels: Any, annotations: Any, namespace: str
+    labels: Any, annotations: Any, namespace: str, scheduling_group: Any
 ) -> None:
-    claim = read_claim(labels, annotations, namespace=namespace)
+    claim = read_claim(labels, annotations, namespace=namespace, scheduling_group=scheduling_group)
+    if scheduling_group is not None:
+        assert claim is not None
+        assert claim.source is GangSource.WORKLOAD
     assert claim is None or isinstance(claim, GangClaim)
     if claim is not None:
         _check_options(claim)
@@ -877,7 +1036,10 @@ CLUSTERS = st.builds(
     Cluster,
     nodes=st.lists(valid_nodes() | NODES, min_size=1, max_size=4),
     pods=st.lists(valid_pods() | PODS, min_size=2, max_size=8),
-    podgroups=_some(valid_podgroups(), PODGROUPS),
+    podgroups=_some(
+        valid_podgroups() | valid_workload_podgroups() | valid_volcano_podgroups(),
+        PODGROUPS | WORKLOAD_PODGROUPS | VOLCANO_PODGROUPS,
+    ),
     priority_classes=_some(valid_priority_classes(), PRIORITY_CLASSES),
     configmaps=_some(
         valid_topology_configmaps() | valid_group_configmaps(),
@@ -893,8 +1055,11 @@ def _load(cluster: Cluster) -> ClusterCache:
         cache.upsert_node(node_from_dict(body))
     for body in cluster.priority_classes:
         cache.upsert_priority_class(priority_class_from_dict(body))
+    kinds = {api.value: api for api in PodGroupApi}
     for body in cluster.podgroups:
-        cache.upsert_podgroup(podgroup_from_dict(body))
+        version = body.get("apiVersion") if isinstance(body, dict) else None
+        api = kinds.get(version, PodGroupApi.OURS) if isinstance(version, str) else PodGroupApi.OURS
+        cache.upsert_podgroup(podgroup_of(api, body))
     for body in cluster.configmaps:
         apply_configmap(cache, body, topology_namespace=TOPOLOGY_NAMESPACE)
     for body in cluster.pods:
@@ -1105,6 +1270,9 @@ def _check_podgroup(podgroup: PodGroup) -> None:
     assert seconds is None or (math.isfinite(seconds) and seconds >= 0)
     assert math.isfinite(podgroup.created)
     assert podgroup.total_number is None or podgroup.total_number >= 1
+    assert podgroup.priority is None or _is_int(podgroup.priority)
+    assert isinstance(podgroup.priority_class, str)
+    assert isinstance(podgroup.generation, int)
     assert all(isinstance(e, str) and e for e in podgroup.errors)
     if podgroup.constraints is not None:
         _check_constraints(podgroup.constraints)
