@@ -645,39 +645,14 @@ def podgroup_status_to_dict(
     if api is PodGroupApi.WORKLOAD:
         # observedGeneration only where the PodGroup has a generation (the API server sets
         # none on v1alpha2 PodGroups today; omitempty reads 0 back as absent).
-        return {
-            "conditions": [
-                {
-                    "type": c.type,
-                    "status": c.status,
-                    **(
-                        {"observedGeneration": c.observed_generation}
-                        if c.observed_generation
-                        else {}
-                    ),
-                    "reason": c.reason,
-                    "message": clip_message(c.message),
-                    "lastTransitionTime": c.last_transition,
-                }
-                for c in status.conditions
-            ]
-        }
+        return {"conditions": _conditions(status, metav1=True)}
     if api is PodGroupApi.VOLCANO:
         return {
             "phase": status.phase,
             "running": status.running,
             "succeeded": status.succeeded,
             "failed": status.failed,
-            "conditions": [
-                {
-                    "type": c.type,
-                    "status": c.status,
-                    "reason": c.reason,
-                    "message": c.message,
-                    "lastTransitionTime": c.last_transition,
-                }
-                for c in status.conditions
-            ],
+            "conditions": _conditions(status),
         }
     body: dict[str, Any] = {
         "phase": status.phase,
@@ -685,19 +660,31 @@ def podgroup_status_to_dict(
         "running": status.running,
         "succeeded": status.succeeded,
         "failed": status.failed,
-        "conditions": [
-            {
-                "type": c.type,
-                "status": c.status,
-                "reason": c.reason,
-                "message": c.message,
-                "lastTransitionTime": c.last_transition,
-            }
-            for c in status.conditions
-        ],
+        "conditions": _conditions(status),
     }
     if status.schedule_start_time:
         body["scheduleStartTime"] = status.schedule_start_time
     if status.occupied_by:
         body["occupiedBy"] = status.occupied_by
     return body
+
+
+def _conditions(status: PodGroupStatus, *, metav1: bool = False) -> list[dict[str, Any]]:
+    """The conditions as the API writes them. ``metav1`` (the upstream PodGroup's
+    metav1.Condition): with observedGeneration where there is one, and the message cut to
+    the API server's limit in bytes."""
+    return [
+        {
+            "type": c.type,
+            "status": c.status,
+            **(
+                {"observedGeneration": c.observed_generation}
+                if metav1 and c.observed_generation
+                else {}
+            ),
+            "reason": c.reason,
+            "message": clip_message(c.message) if metav1 else c.message,
+            "lastTransitionTime": c.last_transition,
+        }
+        for c in status.conditions
+    ]
