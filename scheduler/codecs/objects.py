@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
@@ -23,6 +24,7 @@ from scheduler.model.gangs import Condition, PodGroup, PodGroupStatus, clip_mess
 from scheduler.model.nodes import Node, Taint
 from scheduler.model.pods import (
     GangKey,
+    GangOptions,
     HostPort,
     LabelSelector,
     NodeSelectorTerm,
@@ -434,6 +436,17 @@ def _timeout(raw: object, errors: list[str]) -> float | None:
     return None
 
 
+def _stated_options(options: GangOptions) -> dict[str, Any]:
+    """What our and Koordinator's annotations on a PodGroup of any kind say of its gang."""
+    return {
+        "mode": options.mode,
+        "total_number": options.total_number,
+        "groups": options.groups,
+        "constraints": options.constraints,
+        "starvation_seconds": options.starvation_seconds,
+    }
+
+
 def podgroup_from_dict(raw: object) -> PodGroup:
     """A PodGroup; Koordinator annotations on it (mode, total-number, groups) are folded in.
 
@@ -454,12 +467,8 @@ def podgroup_from_dict(raw: object) -> PodGroup:
         min_member=max(_int(spec.get("minMember"), 1), 1),
         min_resources=resource_list(min_resources) if min_resources else None,
         timeout_seconds=timeout,
-        starvation_seconds=options.starvation_seconds,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
-        mode=options.mode,
-        total_number=options.total_number,
-        groups=options.groups,
-        constraints=options.constraints,
+        **_stated_options(options),
         status=_status(obj(body.get("status"))),
         errors=tuple(errors),
     )
@@ -524,10 +533,7 @@ def workload_podgroup_from_dict(raw: object) -> PodGroup:
         uid=text(meta.get("uid")),
         min_member=min_member,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
-        mode=options.mode,
-        total_number=options.total_number,
-        groups=options.groups,
-        constraints=options.constraints,
+        **_stated_options(options),
         status=_status(obj(body.get("status"))),
         errors=tuple(errors),
         api=PodGroupApi.WORKLOAD,
@@ -556,10 +562,7 @@ def volcano_podgroup_from_dict(raw: object) -> PodGroup:
         min_member=min_member,
         min_resources=resource_list(min_resources) if min_resources else None,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
-        mode=options.mode,
-        total_number=options.total_number,
-        groups=options.groups,
-        constraints=options.constraints,
+        **_stated_options(options),
         status=_status(obj(body.get("status"))),
         errors=tuple(errors),
         api=PodGroupApi.VOLCANO,
@@ -640,12 +643,15 @@ def podgroup_status_to_dict(
     status: PodGroupStatus, api: PodGroupApi = PodGroupApi.OURS
 ) -> dict[str, Any]:
     """The status as the kind ``api`` names defines it: ours every field (so a merge patch
-    replaces it whole); the upstream PodGroup's conditions only (metav1.Condition, with
-    observedGeneration); Volcano's phase, counts and conditions."""
+    replaces it whole); of the upstream PodGroup's conditions the one we write
+    (metav1.Condition, with observedGeneration; sent as a strategic merge by type, so other
+    writers' conditions stay as they are); Volcano's phase, counts and conditions."""
     if api is PodGroupApi.WORKLOAD:
-        # observedGeneration only where the PodGroup has a generation (the API server sets
-        # none on v1alpha2 PodGroups today; omitempty reads 0 back as absent).
-        return {"conditions": _conditions(status, metav1=True)}
+        ours = replace(
+            status,
+            conditions=tuple(c for c in status.conditions if c.type == names.UPSTREAM_SCHEDULED),
+        )
+        return {"conditions": _conditions(ours, metav1=True)}
     if api is PodGroupApi.VOLCANO:
         return {
             "phase": status.phase,

@@ -500,9 +500,13 @@ class Session:
     def tried_with(self, gang: Gang) -> tuple[object, ...]:
         """What an attempt of ``gang`` depended on, besides the nodes: its members (the very
         objects: the cache replaces a pod when it changes), its PodGroup's spec (not its
-        status, which we write ourselves), and for a topology-placed gang the tree."""
+        status, which we write ourselves, nor its generation: a CRD without a status
+        subresource, as Volcano's, counts our status writes as new generations), and for a
+        topology-placed gang the tree."""
         spec: PodGroup | None = (
-            replace(gang.podgroup, status=_NO_STATUS) if gang.podgroup is not None else None
+            replace(gang.podgroup, status=_NO_STATUS, generation=0)
+            if gang.podgroup is not None
+            else None
         )
         tree = (self.snapshot.topology, gang.sakkara) if gang.topology_placed else ()
         return (*gang.members, spec, tree)

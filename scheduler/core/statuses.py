@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import replace
 
+from scheduler.model import names
 from scheduler.model.gangs import Condition, Gang, PodGroupStatus, clip_message
 from scheduler.model.pods import FAILED, RUNNING, SUCCEEDED, TERMINAL_PHASES, PodGroupApi, PodRef
 from scheduler.model.times import format_time
@@ -29,7 +30,7 @@ NOT_TRIED = ("False", "Waiting", "not tried yet")
 
 # The upstream PodGroup (scheduling.k8s.io/v1alpha2): one condition, the type and reasons
 # kube-scheduler writes (schedule_one_podgroup.go).
-UPSTREAM_SCHEDULED = "PodGroupScheduled"
+UPSTREAM_SCHEDULED = names.UPSTREAM_SCHEDULED
 UPSTREAM_REASONS = ("Scheduled", "Unschedulable", "SchedulerError")
 # Volcano's PodGroup: its conditions and reasons as its gang plugin writes them, and its
 # phases (it has no Failed: a gang that failed or timed out is Unknown).
@@ -174,8 +175,7 @@ def _upstream(
         last_transition=since,
         observed_generation=gang.podgroup.generation if gang.podgroup else 0,
     )
-    others = tuple(c for c in current.conditions if c.type != UPSTREAM_SCHEDULED)
-    return replace(current, conditions=(*others, written))
+    return replace(current, conditions=_put(current.conditions, (written,)))
 
 
 def _volcano(
@@ -200,8 +200,18 @@ def _volcano(
         waiting = reason in ("Waiting", "SchedulingGated")  # for members, not for room
         why = VOLCANO_NOT_ENOUGH_TASKS if waiting else VOLCANO_NOT_ENOUGH_RESOURCES
         wanted[VOLCANO_UNSCHEDULABLE] = ("True", why, message)
-    others = tuple(c for c in current.conditions if c.type not in wanted)
     written = tuple(
         _condition(kind, value, current=current, now=now) for kind, value in wanted.items()
     )
-    return replace(current, phase=phase, conditions=(*others, *written), **counts)
+    return replace(current, phase=phase, conditions=_put(current.conditions, written), **counts)
+
+
+def _put(
+    conditions: tuple[Condition, ...], written: tuple[Condition, ...]
+) -> tuple[Condition, ...]:
+    """``conditions`` with each of ``written`` in the place of the one of its type, or added
+    at the end: the order the API server keeps, so an unchanged status compares equal and is
+    not written again."""
+    by_type = {c.type: c for c in written}
+    kept = tuple(by_type.pop(c.type, c) for c in conditions)
+    return (*kept, *(c for c in written if c.type in by_type))

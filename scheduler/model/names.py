@@ -48,3 +48,7 @@ SAKKARA_RETRIES = "sakkara.member.retries"
 
 # Volcano's (and kube-batch's before it) pod annotation: the pod's Volcano PodGroup, by name.
 VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
+
+# The condition kube-scheduler writes on an upstream (scheduling.k8s.io) PodGroup, and so do we;
+# only it is sent (a strategic merge by type), so other writers' conditions are left alone.
+UPSTREAM_SCHEDULED = "PodGroupScheduled"

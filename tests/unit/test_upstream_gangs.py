@@ -11,6 +11,7 @@ from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.gangs import read_claim
 from scheduler.codecs.objects import (
     podgroup_from_dict,
+    podgroup_status_to_dict,
     volcano_podgroup_from_dict,
     workload_podgroup_from_dict,
 )
@@ -23,6 +24,7 @@ from scheduler.shell.api import ApiError
 from scheduler.shell.syncing import wait_until_synced
 from tests.unit.builders import SCHEDULER, T0, gang_pods, node, snapshot
 from tests.unit.test_allocation import bind_map, events
+from tests.unit.test_queue import Loop
 
 
 def upstream(name: str, policy: dict[str, Any], **status: Any) -> PodGroup:
@@ -262,3 +264,51 @@ def test_an_upstream_topology_constraint_is_refused_not_ignored() -> None:
     (error,) = group.errors
     assert error.startswith("spec.schedulingConstraints.topology ([{'key': 'topology.kub")
     assert names.TOPOLOGY_CONSTRAINTS in error
+
+
+def test_starvation_after_is_read_from_podgroups_of_every_kind() -> None:
+    meta = {"name": "g", "namespace": "default", "annotations": {names.STARVATION_AFTER: "30s"}}
+    assert podgroup_from_dict({"metadata": meta}).starvation_seconds == 30
+    assert volcano_podgroup_from_dict({"metadata": meta, "spec": {}}).starvation_seconds == 30
+    gang = {"schedulingPolicy": {"gang": {"minCount": 2}}}
+    assert workload_podgroup_from_dict({"metadata": meta, "spec": gang}).starvation_seconds == 30
+
+
+def test_a_parked_volcano_gang_is_not_tried_again_for_the_status_we_wrote() -> None:
+    """Volcano's CRD has no status subresource: our status write bumps the generation."""
+
+    def written(generation: int, status: dict) -> PodGroup:
+        return volcano_podgroup_from_dict(
+            {"metadata": {"name": "g", "namespace": "default", "uid": "u",
+                          "generation": generation},
+             "spec": {"minMember": 2}, "status": status}
+        )  # fmt: skip
+
+    loop = Loop(*vc_members("g", 2, cpu="3"), nodes=[node("n0", cpu="4")])
+    loop.cache.upsert_podgroup(written(1, {}))
+    first = loop.run(T0)
+    assert first.attempts, "tried, and it does not fit"
+    body = podgroup_status_to_dict(first.status_updates[0].status, PodGroupApi.VOLCANO)
+    loop.cache.upsert_podgroup(written(2, body))
+    assert not loop.run(T0 + 20).attempts, "our own status write is no change that helps it"
+
+
+def test_only_our_condition_is_sent_and_an_unchanged_status_is_not_written_again() -> None:
+    foreign = {"type": "Foreign", "status": "True", "reason": "R", "message": "m",
+               "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip
+    ours = {"type": names.UPSTREAM_SCHEDULED, "status": "False", "reason": "Unschedulable",
+            "message": "x", "lastTransitionTime": "2026-01-01T00:00:00Z"}  # fmt: skip
+    pg = upstream("g", {"gang": {"minCount": 2}}, conditions=[ours, foreign])
+    result = schedule(snapshot([node("n0", cpu="2")], members("g", 2, cpu="2"), podgroups=[pg]),
+                      now=T0)  # fmt: skip
+    (update,) = result.status_updates
+    sent = podgroup_status_to_dict(update.status, PodGroupApi.WORKLOAD)["conditions"]
+    assert [c["type"] for c in sent] == [names.UPSTREAM_SCHEDULED], "other writers' are theirs"
+    # The API server keeps the order it had: the next pass finds nothing to write.
+    kept = upstream("g", {"gang": {"minCount": 2}}, conditions=[sent[0], foreign])
+    again = schedule(
+        snapshot([node("n0", cpu="2")], members("g", 2, cpu="2"), podgroups=[kept],
+                 memory=result.memory),
+        now=T0 + 30,
+    )  # fmt: skip
+    assert again.status_updates == ()
