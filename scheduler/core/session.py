@@ -147,6 +147,9 @@ class Session:
         self.evictions: list[Eviction] = []
         self.head_held = False  # a starving gang's room was held in this pass
         self.nominations: list[Nomination] = []
+        # The room held in this pass for preemptors' nominated members, by gang: preemption
+        # gives a gang's own holds back before it looks for victims again.
+        self.nominated_holds: dict[GangKey, dict[PodRef, str]] = {}
         self.bindings: list[GroupBinding] = []
         self.attempts: list[tuple[GangKey, str]] = []
         self.wake_at: float | None = None
@@ -313,7 +316,7 @@ class Session:
                 continue
             gang = self.gangs[key]
             since = state.nominated_at if state.nominated_at is not None else self.now
-            if self.timed_out(gang) or self.now - since > NOMINATION_SECONDS:
+            if self.timed_out(gang) or self.now - since >= NOMINATION_SECONDS:
                 message = (
                     f"gang {key} did not bind within {NOMINATION_SECONDS:g}s of its "
                     "preemption; the room held for it is released"
@@ -324,6 +327,7 @@ class Session:
                     state, nominated={}, victims=frozenset(), nominated_at=None, reservations={}
                 )
                 continue
+            self.wake(since + NOMINATION_SECONDS)  # to let it go then, if nothing else wakes it
             waiting = {p.ref: p for p in pending(gang)}
             held: dict[PodRef, str] = {}
             for ref, node in sorted(state.nominated.items()):
@@ -333,7 +337,25 @@ class Session:
                 if self.ledger.fits(node, pod.requests):
                     self.ledger.place(pod, node)
                     held[ref] = node
+            self.nominated_holds[key] = held
             outcome.state = replace(state, reservations=held)
+
+    def awaiting_victims(self, gang: Gang) -> bool:
+        """Whether a preemptor waits for its victims: a nominated member has no room yet
+        and a victim is still there. Victims on nodes it was not nominated to do not hold it
+        back once every nominated member has its room (kube-scheduler never waits for them)."""
+        state = self.outcomes[gang.key].state
+        if not state.nominated or not self.victims_present(state):
+            return False
+        waiting = {p.ref for p in pending(gang)}
+        return any(ref in waiting and ref not in state.reservations for ref in state.nominated)
+
+    def starvation_after(self, gang: Gang) -> float:
+        """How long the gang may wait before it is the head gang: its own starvation-after,
+        else the scheduler's."""
+        if gang.starvation_seconds is not None:
+            return gang.starvation_seconds
+        return self.config.starvation_seconds
 
     def victims_present(self, state: GangState) -> bool:
         """Whether a pod this gang evicted is still on its node (being deleted)."""
@@ -522,15 +544,20 @@ class Session:
         flush = self.now + self.config.unschedulable_flush_seconds
         first = outcome.state.first_attempt
         deadline = first + gang.timeout_seconds if first is not None else flush
+        # A Strict gang is looked at again when it becomes the head gang, too (a starvation
+        # bound shorter than the flush interval would otherwise be met only at the flush).
+        head = first + self.starvation_after(gang) if first is not None else flush
+        if gang.mode is not Mode.STRICT or head <= self.now:
+            head = flush
         outcome.state = replace(
             outcome.state,
             parked_at=self.snapshot.generation,
             parked_since=self.now,
             tried_with=self.tried_with(gang),
             parked_shapes=frozenset(p.requests for p in pending(gang)),
-            due_at=min(flush, deadline),
+            due_at=min(flush, deadline, head),
         )
-        self.wake(flush)
+        self.wake(min(flush, head))
 
     def unpark(self, gang: Gang) -> None:
         outcome = self.outcomes[gang.key]

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
+from scheduler.core.session import NOMINATION_SECONDS
 from scheduler.model import names
 from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.config import Config
@@ -18,6 +19,7 @@ from scheduler.model.pods import GangKey, LabelSelector
 from scheduler.model.snapshot import GangState, Pod, Snapshot
 from tests.unit.builders import T0, gang_pods, node, pod, snapshot, tree_topology
 from tests.unit.test_allocation import bind_map
+from tests.unit.test_queue import Loop
 
 
 def running(
@@ -344,3 +346,89 @@ def test_a_gang_s_own_starvation_after_overrides_the_scheduler_s() -> None:
     _, _, long_ago = starving_cluster(waited=400)  # past the default 300 s
     result = schedule(snapshot(nodes, [*small, *patient, *late], memory=long_ago.memory), now=T0)
     assert sorted(bind_map(result)) == ["late-0", "late-1"], "its own hour: small gangs backfill"
+
+
+# Found by the review of the first steps: each failed before its fix.
+
+
+def test_a_preemptor_binds_once_its_nominated_node_is_free_while_other_victims_still_leave() -> (
+    None
+):
+    nodes = [node("n0", cpu="16"), node("n1", cpu="16")]
+    v = gang_pods("v", 2, gang="v", min_available=2, priority=1, cpu="16", created=T0 - 500)
+    v = [
+        replace(v[0], node_name="n0", phase="Running"),
+        replace(v[1], node_name="n1", phase="Running"),
+    ]
+    high = gang_pods("high", 1, gang="high", min_available=1, priority=100, cpu="16")
+    first = schedule(snapshot(nodes, [*v, *high]), now=T0)
+    (nominated,) = first.nominations
+    leaving = [replace(p, deleting=True) for p in v if p.node_name != nominated.node]
+    second = schedule(snapshot(nodes, [*leaving, *high], memory=first.memory), now=T0 + 1)
+    assert bind_map(second) == {"high-0": nominated.node}, "kube-scheduler does not wait either"
+
+
+def test_a_nomination_whose_victims_never_leave_lapses_on_time_even_when_nothing_changes() -> None:
+    nodes, low = two_full_nodes()
+    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="16")
+    first = schedule(snapshot(nodes, [*low, *high]), now=T0)
+    stuck = schedule(snapshot(nodes, [*low, *high], memory=first.memory), now=T0 + 1)
+    assert stuck.wake_at is not None
+    assert stuck.wake_at <= T0 + NOMINATION_SECONDS + 1, "woken to let the nomination go"
+    later = schedule(snapshot(nodes, [*low, *high], memory=stuck.memory), now=stuck.wake_at)
+    assert "PreemptionExpired" in {e.reason for e in later.events}
+
+
+def test_a_budget_never_stops_a_preemption_beyond_the_tries_that_keep_it() -> None:
+    nodes = [node("n0", cpu="32")]
+    tiny = [
+        pod(f"tiny-{i}", cpu="10m", memory="1Mi", scheduler="other", node_name="n0",
+            phase="Running", priority=0, created=T0 - 1000)
+        for i in range(70)
+    ]  # fmt: skip
+    db = pod("db", cpu="30", memory="1Gi", scheduler="other", node_name="n0", phase="Running",
+             priority=0, created=T0 - 10, labels={"app": "db"})  # fmt: skip
+    high = gang_pods("high", 1, gang="high", min_available=1, priority=100, cpu="31", memory="1Gi")
+    snap = replace(snapshot(nodes, [*tiny, db, *high]), budgets=(budget("db", "db", allowed=0),))
+    assert evicted(schedule(snap, now=T0)) == ["db"], "the budget is broken, as a last resort"
+
+
+def test_a_preemptor_whose_nominated_room_was_taken_does_not_evict_around_its_own_holds() -> None:
+    nodes, low = two_full_nodes()
+    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="16")
+    first = schedule(snapshot(nodes, [*low, *high]), now=T0)
+    assert evicted(first) == ["low-b-0", "low-b-1"]
+    survivors = [p for p in low if p.ref.name.startswith("low-a")]
+    intruder = pod("intruder", scheduler="other", node_name="n1", phase="Running", cpu="16",
+                   priority=1, created=T0)  # fmt: skip
+    second = schedule(snapshot(nodes, [*survivors, intruder, *high], memory=first.memory),
+                      now=T0 + 1)  # fmt: skip
+    assert evicted(second) == ["intruder"], "low-a stays: one member still holds room on n1"
+
+
+def test_the_broken_budget_message_speaks_of_the_victims_that_go_not_those_spared() -> None:
+    nodes = [node("n0", cpu="16"), node("n1", cpu="16")]
+    b1 = pod("b1", cpu="16", scheduler="other", node_name="n0", phase="Running", priority=1,
+             created=T0 - 500, labels={"app": "x"})  # fmt: skip
+    k1 = pod("k1", cpu="1", scheduler="other", node_name="n1", phase="Running", priority=1,
+             created=T0 - 100, labels={"app": "x"})  # fmt: skip
+    filler = pod("filler", cpu="15", scheduler="other", node_name="n1", phase="Running",
+                 priority=200, created=T0 - 100)  # fmt: skip
+    high = gang_pods("high", 1, gang="high", min_available=1, priority=100, cpu="16")
+    snap = replace(snapshot(nodes, [b1, k1, filler, *high]), budgets=(budget("x", "x", allowed=1),))
+    result = schedule(snap, now=T0)
+    assert evicted(result) == ["b1"]
+    said = [e.message for e in result.events if e.reason == "Preempting"]
+    assert said
+    assert not any("PodDisruptionBudget" in m for m in said), "one eviction is within budget"
+
+
+def test_a_parked_gang_becomes_the_head_at_its_own_starvation_bound_not_at_the_flush() -> None:
+    busy = pod("busy", scheduler="x", node_name="n0", phase="Running", cpu="1")
+    big = gang_pods("big", 1, gang="big", min_available=1, cpu="4",
+                    annotations={names.STARVATION_AFTER: "10s"})  # fmt: skip
+    loop = Loop(busy, *big, nodes=[node("n0", cpu="4")])
+    assert loop.run(T0).attempts, "tried, and parked: nothing that could help it changes"
+    assert not [e for e in loop.run(T0 + 5).events if e.reason == "StarvationHold"]
+    held = loop.run(T0 + 11)
+    assert [e for e in held.events if e.reason == "StarvationHold"], "not only at the 60 s flush"

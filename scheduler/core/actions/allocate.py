@@ -79,7 +79,7 @@ def _turn(
             keep_holds(session, statement, gang)
     if session.why_not_ready(unit, waiting) is not None:
         return
-    if any(session.victims_present(session.outcomes[g.key].state) for g in waiting):
+    if any(session.awaiting_victims(g) for g in waiting):
         return  # a preemptor whose victims are still leaving: their going is what it waits for
     retry_at = max(session.outcomes[g.key].state.retry_at for g in waiting)
     if session.now < retry_at:
@@ -272,7 +272,8 @@ def _hold_for_head(session: Session, statement: Statement, gangs: list[Gang]) ->
         return
     for gang in gangs:
         first = session.outcomes[gang.key].state.first_attempt
-        if first is None or session.now - first < _starvation_after(session, gang):
+        if first is None or session.now - first < session.starvation_after(gang):
+            session.wake(first + session.starvation_after(gang) if first is not None else 0)
             return
     targets = {gang.key: _head_target(session, gang) for gang in gangs}
     if not all(targets.values()):
@@ -290,21 +291,13 @@ def _hold_for_head(session: Session, statement: Statement, gangs: list[Gang]) ->
             gang,
             reason="StarvationHold",
             message=(
-                f"gang {gang.key} has waited over {_starvation_after(session, gang):g}s: the "
+                f"gang {gang.key} has waited over {session.starvation_after(gang):g}s: the "
                 f"room it needs is held for it on {', '.join(nodes[:5])}"
                 f"{', ...' if len(nodes) > 5 else ''} as it frees; other gangs use the rest"
             ),
             pods=pending(gang),
             warning=False,
         )
-
-
-def _starvation_after(session: Session, gang: Gang) -> float:
-    """How long the gang may wait before it is the head: its own starvation-after, else
-    the scheduler's."""
-    if gang.starvation_seconds is not None:
-        return gang.starvation_seconds
-    return session.config.starvation_seconds
 
 
 def _head_target(session: Session, gang: Gang) -> dict:

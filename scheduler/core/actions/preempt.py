@@ -258,21 +258,24 @@ def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool) -> None:
             for p in session.ordered(pending(g))
         ),
     )
-    if shape in pool.hopeless:
+    own = _own_holds(session, gangs)
+    if shape in pool.hopeless and not own:
         return
-    base = session.ledger
-    chosen: list[Victims] = []
-    placements = None
-    for tries, victims in enumerate(units):
-        if tries >= MAX_TRIES:
-            break
-        chosen.append(victims)
-        placements = _fits(session, _evicted(base, chosen), gangs)
-        if placements is not None:
-            break
+    # The room held for the group's own nominated members (a preemption that did not lead to
+    # a bind: a member's room was taken meanwhile) is its to use again: not in its way.
+    base = session.ledger.scratch()
+    for pod, node in own:
+        base.give(node, pod.requests)
+    chosen, placements = _greedy(session, base, units, gangs)
+    if placements is None and any(v.breaks_budget for v in units):
+        # The budgets' order ran out of tries: the plain order, as if there were no budget.
+        # A budget decides which victims go first and are spared first, never whether a
+        # gang may preempt at all (kube-scheduler's rule).
+        chosen, placements = _greedy(session, base, sorted(units, key=Victims.order), gangs)
     if placements is None:
         session.finder.restore({})
-        pool.hopeless.add(shape)
+        if not own:
+            pool.hopeless.add(shape)
         return
     # Reprieve: give back each victim unit, those that break a budget first, then highest
     # priority first, if the group still fits without it.
@@ -282,13 +285,61 @@ def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool) -> None:
         if without is not None:
             chosen, placements = rest, without
     session.finder.restore({})
-    _commit(session, gangs, chosen, placements)
+    gone = [p for info in session.infos.values() for p in info.pods if p.ref.uid in pool.taken]
+    evicted = list({p.ref.uid: p for v in chosen for p, _ in v.pods}.values())
+    broke = _breaks_budgets(session.snapshot.budgets, evicted, gone=gone)
+    for pod, node in own:
+        session.ledger.unplace(pod, node)
+    _commit(session, gangs, chosen, placements, broke_budgets=broke)
     pool.taken.update(p.ref.uid for victims in chosen for p, _ in victims.pods)
     pool.hopeless.clear()  # room changed: what found no victims may now
     pool.reset()
 
 
-def _commit(session: Session, gangs: list[Gang], chosen: list[Victims], placements: list) -> None:
+def _greedy(
+    session: Session, base: Ledger, units: list[Victims], gangs: list[Gang]
+) -> tuple[list[Victims], list | None]:
+    """Units taken in order, at most ``MAX_TRIES``, until the group fits: the units taken
+    and the group's placements, or None for the placements if it never did."""
+    chosen: list[Victims] = []
+    for victims in units[:MAX_TRIES]:
+        chosen.append(victims)
+        placements = _fits(session, _evicted(base, chosen), gangs)
+        if placements is not None:
+            return chosen, placements
+    return chosen, None
+
+
+def _own_holds(session: Session, gangs: list[Gang]) -> list[tuple[Pod, str]]:
+    """The room this pass holds for the group's nominated members, with their pods."""
+    pods = {p.ref: p for g in gangs for p in pending(g)}
+    return [
+        (pods[ref], node)
+        for g in gangs
+        for ref, node in session.nominated_holds.get(g.key, {}).items()
+        if ref in pods
+    ]
+
+
+def _breaks_budgets(
+    budgets: tuple[DisruptionBudget, ...], evicted: list[Pod], *, gone: list[Pod]
+) -> bool:
+    """Whether evicting ``evicted``, after ``gone``, takes some budget below zero."""
+    for budget in budgets:
+        spent = sum(1 for p in (*gone, *evicted) if _counts_against(budget, p))
+        if spent > budget.disruptions_allowed:
+            return True
+    return False
+
+
+def _commit(
+    session: Session,
+    gangs: list[Gang],
+    chosen: list[Victims],
+    placements: list,
+    *,
+    broke_budgets: bool = False,
+) -> None:
     """Evict on the pass's ledger, hold the room for the group, and say so."""
     evicted: dict[str, tuple[Pod, str]] = {}
     for victims in chosen:
@@ -334,7 +385,7 @@ def _commit(session: Session, gangs: list[Gang], chosen: list[Victims], placemen
             f"({', '.join(sorted(str(p.ref) for p, _ in evicted.values())[:5])}"
             f"{', ...' if len(evicted) > 5 else ''}); it binds once they have left"
         )
-        if any(v.breaks_budget for v in chosen):
+        if broke_budgets:
             message += "; no choice of victims kept every PodDisruptionBudget"
         outcome.condition = ("False", "Preempting", message)
         session.say(gang, reason="Preempting", message=message, pods=pending(gang), warning=False)
