@@ -446,14 +446,25 @@ async def latency(
     }
 
 
+# How kube-scheduler's framework (v1.34 and v1.36 alike) words the rejection of a pod that
+# waited at Permit with a node held for it: the Permit timeout, and Coscheduling's rejections
+# of a gang's waiting members when one member fails (PostFilter) or is unreserved.
+SENT_BACK = (
+    "rejected due to timeout after waiting",
+    "optimistic rejection in postfilter",
+    "rejection in unreserve",
+)
+
+
 def _sent_back(events: list[dict]) -> int:
-    """Pods rejected after a node was held for them at Permit (the gang did not come whole
-    in time, or a member failed): kube-scheduler's framework says so in FailedScheduling."""
+    """Pods sent back to the queue after a node was held for them at Permit: the work a
+    gang scheduler wastes under contention. gang-scheduler has no Permit stage (it binds a
+    gang only once every member has a node), so it never sends a pod back this way."""
     pods = {
         e.get("involvedObject", {}).get("name")
         for e in events
         if e.get("reason") == "FailedScheduling"
-        and any(w in (e.get("message") or "").lower() for w in ("permit", "rejected"))
+        and any(w in (e.get("message") or "").lower() for w in SENT_BACK)
     }
     return len(pods - {None})
 
@@ -796,10 +807,15 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser().parse_args(argv)
     args.nodes = args.nodes or (5000 if args.scale else 1000)
     args.pods = args.pods or (30000 if args.scale else 5000)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
     try:
         results = asyncio.run(main_async(args))
     except (local_cluster.ClusterError, ApiError, TimeoutError) as error:
