@@ -42,6 +42,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
@@ -297,6 +298,21 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def log_size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def longest_loop_lag_ms(path: Path, since: int) -> dict:
+    """The longest stretch gang-scheduler's event loop was held, as it logs on stopping
+    (``event loop lag ... longest_milliseconds``), in the part of its log after ``since``;
+    nothing for the peers, whose logs say no such thing."""
+    with path.open("rb") as f:
+        f.seek(since)
+        text = f.read().decode(errors="replace")
+    found = re.findall(r"longest_milliseconds\W+([0-9.]+)", text)
+    return {"longest_event_loop_stretch_ms": float(found[-1])} if found else {}
+
+
 def stop(process: subprocess.Popen[bytes]) -> None:
     process.terminate()
     try:
@@ -379,8 +395,10 @@ async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: G
         api, contender, namespace, gangs, requests=CPU_REQUEST, concurrency=setting.concurrency
     )
     watch = BindWatch(api, namespace).start()
+    log_path = _scheduler_log(setting, contender)
+    offset = log_size(log_path)
     started = time.monotonic()
-    scheduler = contender.start(_scheduler_log(setting, contender))
+    scheduler = contender.start(log_path)
     try:
         await watch.wait_for(gangs.pods, timeout=setting.timeout)
         used = usage(scheduler)
@@ -388,6 +406,7 @@ async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: G
         stop(scheduler)
         await watch.stop()
         await clear_namespace(api, namespace)
+    used |= longest_loop_lag_ms(log_path, offset)
     first, last = min(watch.bound_at.values()), max(watch.bound_at.values())
     return {
         "pods": gangs.pods,
@@ -408,7 +427,9 @@ async def latency(
     """Gangs created at ``rate`` pods a second while the scheduler runs."""
     api = setting.api
     namespace = await fresh_namespace(api, f"{name}-{contender.key}")
-    scheduler = contender.start(_scheduler_log(setting, contender))
+    log_path = _scheduler_log(setting, contender)
+    offset = log_size(log_path)
+    scheduler = contender.start(log_path)
     watch = BindWatch(api, namespace).start()
     try:
         await asyncio.sleep(3)  # let the scheduler list the cluster before the gangs come
@@ -428,6 +449,7 @@ async def latency(
         stop(scheduler)
         await watch.stop()
         await clear_namespace(api, namespace)
+    used |= longest_loop_lag_ms(log_path, offset)
     per_gang = sorted(
         max(watch.bound_at[p] for p in pods) - max(created[p] for p in pods)
         for pods in gangs.members().values()
@@ -666,12 +688,14 @@ def markdown(results: dict) -> str:
         ("pods/s first to last bind", "pods_per_second_first_to_last_bind"),
         ("÷ ceiling", "pods_per_second_first_to_last_bind_ratio_to_ceiling"),
         ("start to first bind s", "start_to_first_bind_seconds"),
+        ("longest event-loop stretch ms", "longest_event_loop_stretch_ms"),
     ]
     lat = [
         ("gangs whole", "gangs_whole"),
         ("p50 ms", "gang_latency_p50_ms"),
         ("p99 ms", "gang_latency_p99_ms"),
         ("drain after creation s", "drain_after_creation_seconds"),
+        ("longest event-loop stretch ms", "longest_event_loop_stretch_ms"),
     ]
     fight = [
         ("room (gangs)", "room_gangs"),
