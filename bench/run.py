@@ -723,9 +723,18 @@ def markdown(results: dict) -> str:
         rows = _table(results, key, columns=columns, figure=figure, higher=higher)
         if rows:
             lines += ["", f"## {title}", "", *rows]
-    notes = results.get("notes")
-    if notes:
-        lines += ["", *notes]
+    if any(k.startswith("contention") for k in results["workloads"]):
+        lines += [
+            "",
+            "Contention: every pod asks for a whole node's GPUs, so the cluster has room for "
+            "K = nodes // 8 gangs of 8; 2K gangs are submitted while the scheduler runs. "
+            "Seconds to the K-th whole gang count from the first PodGroup's submission. Gangs "
+            "partly bound hold part of the cluster without running. Pods sent back: pods "
+            "rejected after waiting at Permit with a node held for them (kube-scheduler's "
+            "FailedScheduling events: Permit timeout, Coscheduling's rejection in PostFilter "
+            "or Unreserve); gang-scheduler has no Permit stage and binds a gang only once "
+            "every member has a node.",
+        ]
     return "\n".join(lines) + "\n"
 
 
