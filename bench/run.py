@@ -223,9 +223,9 @@ class Gangs:
 async def submit(
     api: ApiClient,
     contender: Contender,
+    *,
     namespace: str,
     gangs: Gangs,
-    *,
     requests: dict[str, str],
     concurrency: int,
     rate: float | None = None,
@@ -392,7 +392,12 @@ async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: G
     api = setting.api
     namespace = await fresh_namespace(api, f"{name}-{contender.key}")
     await submit(
-        api, contender, namespace, gangs, requests=CPU_REQUEST, concurrency=setting.concurrency
+        api,
+        contender,
+        namespace=namespace,
+        gangs=gangs,
+        requests=CPU_REQUEST,
+        concurrency=setting.concurrency,
     )
     watch = BindWatch(api, namespace).start()
     log_path = _scheduler_log(setting, contender)
@@ -436,8 +441,8 @@ async def latency(
         created = await submit(
             api,
             contender,
-            namespace,
-            gangs,
+            namespace=namespace,
+            gangs=gangs,
             requests=CPU_REQUEST,
             concurrency=setting.concurrency,
             rate=rate,
@@ -509,8 +514,8 @@ async def contention(
         await submit(
             api,
             contender,
-            namespace,
-            gangs,
+            namespace=namespace,
+            gangs=gangs,
             requests=WHOLE_NODE,
             concurrency=setting.concurrency,
             shuffle=random.Random(seed) if shuffled else None,
@@ -553,6 +558,7 @@ async def contention(
 async def each(
     setting: Setting,
     peers: list[Contender],
+    *,
     name: str,
     workload: Callable[[Contender], Awaitable[dict]],
 ) -> dict:
@@ -599,7 +605,10 @@ async def workloads(setting: Setting, peers: list[Contender], args: argparse.Nam
     if args.smoke:
         plan = {k: plan[k] for k in ("backlog_gangs_of_8", "latency_gangs_of_8",
                                      "contention_shuffled")}  # fmt: skip
-    return {key: await each(setting, peers, key, workload) for key, workload in plan.items()}
+    return {
+        key: await each(setting, peers, name=key, workload=workload)
+        for key, workload in plan.items()
+    }
 
 
 async def scale_workloads(
@@ -615,8 +624,12 @@ async def scale_workloads(
         return await latency(setting, c, name="scale-latency", gangs=gangs, rate=args.latency_rate)
 
     return {
-        "backlog_mixed_gangs": await each(setting, peers, "backlog_mixed_gangs", mixed_backlog),
-        "latency_mixed_gangs": await each(setting, peers, "latency_mixed_gangs", mixed_latency),
+        "backlog_mixed_gangs": await each(
+            setting, peers, name="backlog_mixed_gangs", workload=mixed_backlog
+        ),
+        "latency_mixed_gangs": await each(
+            setting, peers, name="latency_mixed_gangs", workload=mixed_latency
+        ),
     }
 
 
