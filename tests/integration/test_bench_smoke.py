@@ -22,7 +22,8 @@ SMOKE_DIR = REPO / ".cluster-bench-smoke"
 def test_every_scheduler_of_the_bench_ends_every_gang_whole() -> None:
     args = parse(
         ["--smoke", "--nodes", "16", "--pods", "32", "--latency-pods", "32",
-         "--latency-rate", "50", "--timeout", "30", "--settle", "0.5"]
+         "--latency-rate", "50", "--timeout", "30", "--contention-timeout", "30",
+         "--settle", "0.5"]
     )  # fmt: skip
     started = time.monotonic()
     try:
@@ -36,9 +37,12 @@ def test_every_scheduler_of_the_bench_ends_every_gang_whole() -> None:
             if "error" in result:
                 broken.append(f"{workload}, {scheduler}: {result['error']}")
             elif workload.startswith("contention"):
-                if (result["gangs_whole"], result["gangs_partly_bound"]) != (
-                    result["room_gangs"],
-                    0,
+                # Whole or not at all, for everyone; and we must fill the room (a peer that
+                # keeps holding nodes for gangs that cannot complete is a figure of the
+                # bench, not a failure of ours).
+                ours = scheduler == "gang_scheduler"
+                if result["gangs_partly_bound"] or (
+                    ours and result["gangs_whole"] != result["room_gangs"]
                 ):
                     broken.append(f"{workload}, {scheduler}: {result}")
             elif result["gangs_whole"] != result["gangs"]:
