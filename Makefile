@@ -18,12 +18,12 @@ help:
 	@echo "make cluster-up    start the local control plane in $(CLUSTER_DIR)/"
 	@echo "make cluster-down  stop it and remove its state"
 	@echo "make fuzz          every codec fuzzed with hostile input, FUZZ_EXAMPLES in all (100000)"
-	@echo "make bench         measure scheduling throughput against the bind ceiling"
+	@echo "make bench         us beside kube-scheduler's gang scheduling and Coscheduling, vs the bind ceiling"
 	@echo "make chaos         random faults against the scheduler, invariants checked (CHAOS_RUNS=200)"
 	@echo "make oracle        kube-scheduler and the core asked the same questions (ORACLE_CASES=500)"
 	@echo "make e2e-kind      the e2e suite on a kind cluster, scheduler deployed (needs Docker)"
 	@echo "make setup         create $(VENV) with the project and its dev tools"
-	@echo "make binaries      build (or find cached) kube-apiserver, etcd, kubectl and kwok"
+	@echo "make binaries      build (or find cached) the control plane and the Coscheduling peer"
 
 setup: $(VENV)/.installed
 
@@ -34,8 +34,11 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $@
 
+# The control plane, and the Coscheduling peer of make bench (its own Go module, cached the
+# same way; its bench smoke test runs in make test).
 binaries:
 	bash e2e/controlplane/build.sh
+	bash bench/peers/coscheduling/build.sh
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -50,7 +53,7 @@ test: lint binaries
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # A benchmark, not a test: figures go to bench/results/. BENCH_ARGS="--nodes 100 --pods 500"
-# makes a quick one.
+# makes a quick one; BENCH_ARGS=--scale the scale tier (5,000 nodes, 30,000 pods; long).
 BENCH_ARGS ?=
 bench: setup binaries
 	$(PY) -m bench.solver

@@ -1,19 +1,37 @@
-"""``make bench``: gang-scheduler against the bind ceiling, on the local control plane.
+"""``make bench``: gang-scheduler beside its peers and the bind ceiling, on the local control plane.
 
-One run, one control plane (in ``.cluster-bench/``), 1,000 KWOK nodes, and in that order:
+One run, one control plane (in ``.cluster-bench/``), KWOK nodes (1,000 by default), and in
+that order:
 
 1. **Bind ceiling**: pods created for no scheduler, then bound by a trivial client that
-   only POSTs bindings, round robin over the nodes, at the scheduler's bind concurrency.
-2. **Backlog, gangs of 8** and 3. **backlog, single pods**: the pods are created while the
-   scheduler is stopped; the clock starts when creation is complete and the scheduler is
-   started, and stops at the last bind. pods/s is comparable with the ceiling.
-4. **Latency, gangs of 8**: the scheduler runs while gangs are created at a steady rate the
-   API server sustains (a creation storm measures the API server's queue, not us); for each
-   gang, the time from its last member created to its last member bound (p50, p99).
+   only POSTs bindings, round robin over the nodes, at our bind concurrency.
+2. Then each scheduler in turn (bench/schedulers.py: gang-scheduler, kube-scheduler with
+   its own gang scheduling, kube-scheduler with scheduler-plugins' Coscheduling), every
+   one started fresh for every workload, its API client held to the same QPS and burst:
 
-The scheduler's peak RSS (VmHWM) is read at the end. Figures go to
-``bench/results/gang-scheduling.{json,md}``; compare ratios within one run, never absolute
-times across machines.
+   - **Backlog, gangs of 8** (PodGroups) and **backlog, single pods**: the pods are
+     created while the scheduler is stopped; the clock starts when the scheduler process
+     is started and stops at the last bind (pods/s from process start, comparable with
+     the ceiling), and also first to last bind.
+   - **Latency, gangs of 8**: gangs created at a steady rate the API server sustains
+     while the scheduler runs; for each gang, last member created to last member bound
+     (p50, p99).
+   - **Contention**: 8 GPUs a node, pods asking for all 8, so the cluster has room for
+     K = nodes // 8 gangs of 8; 2K gangs are submitted while the scheduler runs, gang
+     after gang ("in order") and all pods shuffled. Measured: gangs fully bound, gangs
+     holding part of the cluster (some members bound, not all), time to the K-th whole
+     gang, and pods sent back (a pod held a node at Permit, then was rejected: its
+     FailedScheduling event says so).
+
+   For each: the scheduler's CPU seconds (utime + stime from /proc) and peak RSS, read at
+   the end of the workload.
+
+``--scale`` runs the scale tier instead: 5,000 nodes, 30,000 pods in gangs of mixed sizes
+1 to 64, backlog (pods/s, time from process start to first bind, peak RSS) and latency
+(p99), the same schedulers; to ``gang-scheduling-scale.{json,md}``.
+
+Figures go to ``bench/results/gang-scheduling.{json,md}``; compare ratios within one run,
+never absolute times across machines.
 """
 
 from __future__ import annotations
@@ -23,70 +41,106 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import re
 import statistics
 import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench.schedulers import ClientLimits, Contender, contenders
 from e2e import cluster as local_cluster
-from e2e.nodes import api_client, create_nodes, layout, node_manifest, wait_ready
-from scheduler.model import names
+from e2e.nodes import GPU, api_client, create_nodes, layout, node_manifest, wait_ready
 from scheduler.shell.api import ApiClient, ApiError, load_credentials
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "results"
 BENCH_DIR = REPO / ".cluster-bench"
-SCHEDULER = "gang-scheduler"
+GPUS_PER_NODE = 8
+CPU_REQUEST = {"cpu": "1"}
+WHOLE_NODE = {"cpu": "1", GPU: str(GPUS_PER_NODE)}
 
 
-def pod_manifest(name: str, *, scheduler: str, gang: str | None, size: int) -> dict:
-    annotations = {}
-    if gang is not None:
-        annotations = {names.KOORD_NAME: gang, names.KOORD_MIN_AVAILABLE: str(size)}
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "annotations": annotations},
-        "spec": {
-            "schedulerName": scheduler,
-            "containers": [
-                {"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1"}}}
-            ],
-        },
-    }
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 @dataclass
 class BindWatch:
-    """Records, from a watch, when each pod was first seen bound."""
+    """Records, from a list and then a watch of the namespace's pods, when each pod was
+    first seen bound. The API server may end a watch at any time (its timeout, a restart):
+    the watch is then resumed from the last resourceVersion seen, and on 410 Gone the
+    namespace is listed again; each is logged. Without that, a watch that ended silently
+    left the bench waiting out its whole timeout for binds it could no longer see."""
 
     api: ApiClient
     namespace: str
     bound_at: dict[str, float] = field(default_factory=dict)
+    resumed: int = 0
+    relisted: int = 0
     task: asyncio.Task | None = None
 
+    def _record(self, pod: dict) -> None:
+        name = pod.get("metadata", {}).get("name")
+        if name and pod.get("spec", {}).get("nodeName") and name not in self.bound_at:
+            self.bound_at[name] = time.monotonic()
+
+    async def _list(self) -> str:
+        listed = await self.api.request(
+            "GET", f"/api/v1/namespaces/{self.namespace}/pods", retries=5
+        )
+        for pod in listed.get("items", []):
+            self._record(pod)
+        return listed["metadata"]["resourceVersion"]
+
     async def _run(self) -> None:
-        path = f"/api/v1/namespaces/{self.namespace}/pods?watch=1"
-        async for event in self.api.stream(path):
-            pod = event.get("object", {})
-            name = pod.get("metadata", {}).get("name")
-            if name and pod.get("spec", {}).get("nodeName") and name not in self.bound_at:
-                self.bound_at[name] = time.monotonic()
+        version = await self._list()
+        while True:
+            path = (
+                f"/api/v1/namespaces/{self.namespace}/pods?watch=1&allowWatchBookmarks=true"
+                f"&resourceVersion={version}"
+            )
+            try:
+                async for event in self.api.stream(path):
+                    obj = event.get("object", {})
+                    if event.get("type") == "ERROR":
+                        raise ApiError(int(obj.get("code") or 0), "watch", str(obj.get("message")))
+                    version = obj.get("metadata", {}).get("resourceVersion") or version
+                    if event.get("type") in {"ADDED", "MODIFIED"}:
+                        self._record(obj)
+                self.resumed += 1
+                log(f"watch of {self.namespace} ended by the server; resuming from {version}")
+            except ApiError as error:
+                if error.status == 410:
+                    self.relisted += 1
+                    log(f"watch of {self.namespace}: 410 Gone at {version}; listing again")
+                    version = await self._list()
+                else:
+                    self.resumed += 1
+                    log(f"watch of {self.namespace} failed ({error}); resuming from {version}")
+                    await asyncio.sleep(0.5)
 
     def start(self) -> BindWatch:
         self.task = asyncio.get_running_loop().create_task(self._run())
         return self
 
-    async def wait_for(self, count: int, *, timeout: float) -> None:
+    async def wait_until(self, done: Callable[[], bool], *, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
-        while len(self.bound_at) < count:
+        while not done():
+            if self.task is not None and self.task.done():
+                self.task.result()  # the watch died: say why, rather than time out
             if time.monotonic() > deadline:
-                raise TimeoutError(f"only {len(self.bound_at)} of {count} pods bound in {timeout}s")
+                raise TimeoutError(f"{what}: only {len(self.bound_at)} pods bound in {timeout}s")
             await asyncio.sleep(0.05)
+
+    async def wait_for(self, count: int, *, timeout: float) -> None:
+        await self.wait_until(
+            lambda: len(self.bound_at) >= count, timeout=timeout, what=f"waiting for {count} binds"
+        )
 
     async def stop(self) -> None:
         if self.task:
@@ -119,27 +173,106 @@ async def create_pods(
     async def create(i: int, manifest: dict) -> None:
         if rate:
             await asyncio.sleep(max(start + i / rate - time.monotonic(), 0))
-        await api.post(f"/api/v1/namespaces/{namespace}/pods", manifest)
+        await api.post(f"/api/v1/namespaces/{namespace}/pods", manifest, retries=3)
         created[manifest["metadata"]["name"]] = time.monotonic()
 
     await gather_limited(concurrency, [create(i, m) for i, m in enumerate(manifests)])
     return created
 
 
+@dataclass(frozen=True)
+class Gangs:
+    """A workload's pods: ``sizes[g]`` members in gang ``g`` (``None``: single pods, no
+    PodGroup). Pod ``g{g}-{m}`` is member ``m`` of gang ``g``."""
+
+    sizes: tuple[int, ...] | None
+    singles: int = 0
+
+    @staticmethod
+    def of(size: int, pods: int) -> Gangs:
+        return Gangs(sizes=(size,) * (pods // size)) if size > 1 else Gangs(None, singles=pods)
+
+    @staticmethod
+    def mixed(pods: int, *, largest: int, seed: int) -> Gangs:
+        rng = random.Random(seed)
+        sizes: list[int] = []
+        while sum(sizes) < pods:
+            sizes.append(min(rng.randint(1, largest), pods - sum(sizes)))
+        return Gangs(sizes=tuple(sizes))
+
+    @property
+    def pods(self) -> int:
+        return sum(self.sizes) if self.sizes is not None else self.singles
+
+    def members(self) -> dict[str, list[str]]:
+        if self.sizes is None:
+            return {f"p-{i}": [f"p-{i}"] for i in range(self.singles)}
+        return {f"g{g}": [f"g{g}-{m}" for m in range(size)] for g, size in enumerate(self.sizes)}
+
+    def whole(self, bound: dict[str, float]) -> list[str]:
+        return [g for g, pods in self.members().items() if all(p in bound for p in pods)]
+
+    def partial(self, bound: dict[str, float]) -> list[str]:
+        return [
+            g
+            for g, pods in self.members().items()
+            if any(p in bound for p in pods) and not all(p in bound for p in pods)
+        ]
+
+
+async def submit(
+    api: ApiClient,
+    contender: Contender,
+    *,
+    namespace: str,
+    gangs: Gangs,
+    requests: dict[str, str],
+    concurrency: int,
+    rate: float | None = None,
+    shuffle: random.Random | None = None,
+) -> dict[str, float]:
+    """Create the PodGroups, then the pods (gang after gang, or shuffled); returns when each
+    pod's creation was acknowledged."""
+    if gangs.sizes is not None:
+        posts = [
+            contender.podgroup(namespace=namespace, name=f"g{g}", size=size)
+            for g, size in enumerate(gangs.sizes)
+        ]
+        await gather_limited(concurrency, [api.post(p, body, retries=3) for p, body in posts])
+    manifests = [
+        contender.pod(pod, gang=gang if gangs.sizes is not None else None, requests=requests)
+        for gang, pods in gangs.members().items()
+        for pod in pods
+    ]
+    if shuffle is not None:
+        shuffle.shuffle(manifests)
+    return await create_pods(api, namespace, manifests, concurrency=concurrency, rate=rate)
+
+
+_namespaces = iter(range(1_000_000))
+
+
 async def fresh_namespace(api: ApiClient, name: str) -> str:
+    name = f"{name}-{next(_namespaces)}".replace("_", "-")
     await api.post("/api/v1/namespaces", {"metadata": {"name": name}})
     return name
 
 
 async def clear_namespace(api: ApiClient, namespace: str, *, timeout: float = 300) -> None:
-    """Delete every pod (KWOK removes the bound ones) and wait until they are gone. A
-    DELETE of thousands of pods can outlast the client's 30 s timeout (the API server then
-    stops where it was): it is sent again every few seconds until no pod is left."""
+    """Delete every pod (KWOK removes the bound ones) and PodGroup, and wait until the pods
+    are gone. A DELETE of thousands of pods can outlast the client's 30 s timeout (the API
+    server then stops where it was): it is sent again every few seconds until none is left."""
+    for path in (
+        f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups",
+        f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups",
+    ):
+        with contextlib.suppress(ApiError):
+            await api.request("DELETE", path)
     deadline = time.monotonic() + timeout
     sent = 0.0
     while True:
         if time.monotonic() - sent > 5:
-            with contextlib.suppress(TimeoutError):
+            with contextlib.suppress(ApiError):
                 await api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods")
             sent = time.monotonic()
         left = len(
@@ -152,34 +285,32 @@ async def clear_namespace(api: ApiClient, namespace: str, *, timeout: float = 30
         await asyncio.sleep(0.5)
 
 
-def start_scheduler(kubeconfig: Path, log: Path, concurrency: int) -> subprocess.Popen[bytes]:
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "scheduler", "run", "--kubeconfig", str(kubeconfig),
-             "--bind-concurrency", str(concurrency)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
-
-
-def log_size(log: Path) -> int:
-    return log.stat().st_size if log.exists() else 0
-
-
-def longest_loop_lag_ms(log: Path, since: int) -> float | None:
-    """The longest stretch the scheduler's event loop was held, as it logged on stopping
-    (``event loop lag ... longest_milliseconds``), in the part of the log after ``since``."""
-    with log.open("rb") as f:
-        f.seek(since)
-        text = f.read().decode(errors="replace")
-    found = re.findall(r"longest_milliseconds\W+([0-9.]+)", text)
-    return float(found[-1]) if found else None
-
-
 def peak_rss_mib(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of the process so far (fields 14 and 15 of /proc/pid/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def log_size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def longest_loop_lag_ms(path: Path, since: int) -> dict:
+    """The longest stretch gang-scheduler's event loop was held, as it logs on stopping
+    (``event loop lag ... longest_milliseconds``), in the part of its log after ``since``;
+    nothing for the peers, whose logs say no such thing."""
+    with path.open("rb") as f:
+        f.seek(since)
+        text = f.read().decode(errors="replace")
+    found = re.findall(r"longest_milliseconds\W+([0-9.]+)", text)
+    return {"longest_event_loop_stretch_ms": float(found[-1])} if found else {}
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
@@ -191,10 +322,57 @@ def stop(process: subprocess.Popen[bytes]) -> None:
         process.wait(timeout=20)
 
 
-async def bind_ceiling(api: ApiClient, nodes: list[str], *, pods: int, concurrency: int) -> dict:
+def usage(process: subprocess.Popen[bytes]) -> dict:
+    """What the scheduler used so far; read before it is stopped."""
+    if process.poll() is not None:
+        raise RuntimeError(f"the scheduler exited with {process.returncode} during the workload")
+    return {
+        "cpu_seconds": round(cpu_seconds(process.pid), 2),
+        "peak_rss_mib": round(peak_rss_mib(process.pid), 1),
+    }
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What every workload of a run shares."""
+
+    api: ApiClient
+    nodes: tuple[str, ...]
+    logs: Path
+    concurrency: int
+    timeout: float
+    # Under contention a scheduler may never get K gangs whole (it keeps holding nodes for
+    # gangs that cannot complete): that is a result, not worth the general timeout.
+    contention_timeout: float = 120.0
+
+
+def _scheduler_log(setting: Setting, contender: Contender) -> Path:
+    return setting.logs / f"{contender.key}.log"
+
+
+def _rounded(seconds: float) -> float:
+    return round(seconds, 3)
+
+
+async def bind_ceiling(setting: Setting, *, pods: int) -> dict:
+    api = setting.api
     namespace = await fresh_namespace(api, "bench-ceiling")
-    manifests = [pod_manifest(f"p-{i}", scheduler="nobody", gang=None, size=1) for i in range(pods)]
-    await create_pods(api, namespace, manifests, concurrency=concurrency)
+    manifests = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"p-{i}"},
+            "spec": {
+                "schedulerName": "nobody",
+                "containers": [
+                    {"name": "main", "image": "busybox", "resources": {"requests": CPU_REQUEST}}
+                ],
+            },
+        }
+        for i in range(pods)
+    ]
+    await create_pods(api, namespace, manifests, concurrency=setting.concurrency)
+    nodes = setting.nodes
 
     async def bind(i: int) -> None:
         body = {
@@ -206,212 +384,523 @@ async def bind_ceiling(api: ApiClient, nodes: list[str], *, pods: int, concurren
         await api.post(f"/api/v1/namespaces/{namespace}/pods/p-{i}/binding", body)
 
     started = time.monotonic()
-    await gather_limited(concurrency, [bind(i) for i in range(pods)])
+    await gather_limited(setting.concurrency, [bind(i) for i in range(pods)])
     elapsed = time.monotonic() - started
     await clear_namespace(api, namespace)
     return {"pods": pods, "seconds": round(elapsed, 2), "pods_per_second": round(pods / elapsed, 1)}
 
 
-async def backlog(
-    api: ApiClient, kubeconfig: Path, log: Path, *, name: str, pods: int, gang_size: int,
-    concurrency: int,
-) -> dict:  # fmt: skip
-    namespace = await fresh_namespace(api, f"bench-{name}")
-    manifests = [
-        pod_manifest(
-            f"p-{i}", scheduler=SCHEDULER,
-            gang=f"g-{i // gang_size}" if gang_size > 1 else None, size=gang_size,
-        )
-        for i in range(pods)
-    ]  # fmt: skip
-    await create_pods(api, namespace, manifests, concurrency=concurrency)
+async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: Gangs) -> dict:
+    """Pods created while the scheduler is stopped; timed from its process start."""
+    api = setting.api
+    namespace = await fresh_namespace(api, f"{name}-{contender.key}")
+    await submit(
+        api,
+        contender,
+        namespace=namespace,
+        gangs=gangs,
+        requests=CPU_REQUEST,
+        concurrency=setting.concurrency,
+    )
     watch = BindWatch(api, namespace).start()
+    log_path = _scheduler_log(setting, contender)
+    offset = log_size(log_path)
     started = time.monotonic()
-    offset = log_size(log)
-    scheduler = start_scheduler(kubeconfig, log, concurrency)
+    scheduler = contender.start(log_path)
     try:
-        await watch.wait_for(pods, timeout=600)
-        rss = peak_rss_mib(scheduler.pid)
+        await watch.wait_for(gangs.pods, timeout=setting.timeout)
+        used = usage(scheduler)
     finally:
         stop(scheduler)
         await watch.stop()
-    elapsed = max(watch.bound_at.values()) - started
-    binding = max(watch.bound_at.values()) - min(watch.bound_at.values())
-    await clear_namespace(api, namespace)
+        await clear_namespace(api, namespace)
+    used |= longest_loop_lag_ms(log_path, offset)
+    first, last = min(watch.bound_at.values()), max(watch.bound_at.values())
     return {
-        "pods": pods,
-        "gang_size": gang_size,
-        "seconds": round(elapsed, 2),
-        "pods_per_second": round(pods / elapsed, 1),
-        "first_to_last_bind_seconds": round(binding, 2),
-        "pods_per_second_first_to_last_bind": round(pods / binding, 1),
-        "scheduler_peak_rss_mib": round(rss, 1),
-        "longest_event_loop_stretch_ms": longest_loop_lag_ms(log, offset),
+        "pods": gangs.pods,
+        "gangs": len(gangs.sizes) if gangs.sizes else 0,
+        "gangs_whole": len(gangs.whole(watch.bound_at)) if gangs.sizes else 0,
+        "seconds": round(last - started, 2),
+        "pods_per_second": round(gangs.pods / (last - started), 1),
+        "start_to_first_bind_seconds": _rounded(first - started),
+        "first_to_last_bind_seconds": _rounded(last - first),
+        "pods_per_second_first_to_last_bind": round(gangs.pods / max(last - first, 1e-3), 1),
+        **used,
     }
 
 
 async def latency(
-    api: ApiClient,
-    kubeconfig: Path,
-    log: Path,
-    *,
-    pods: int,
-    gang_size: int,
-    concurrency: int,
-    rate: float,
+    setting: Setting, contender: Contender, *, name: str, gangs: Gangs, rate: float
 ) -> dict:
-    namespace = await fresh_namespace(api, "bench-latency")
-    offset = log_size(log)
-    scheduler = start_scheduler(kubeconfig, log, concurrency)
+    """Gangs created at ``rate`` pods a second while the scheduler runs."""
+    api = setting.api
+    namespace = await fresh_namespace(api, f"{name}-{contender.key}")
+    log_path = _scheduler_log(setting, contender)
+    offset = log_size(log_path)
+    scheduler = contender.start(log_path)
     watch = BindWatch(api, namespace).start()
     try:
         await asyncio.sleep(3)  # let the scheduler list the cluster before the gangs come
-        manifests = [
-            pod_manifest(f"p-{i}", scheduler=SCHEDULER, gang=f"g-{i // gang_size}", size=gang_size)
-            for i in range(pods)
-        ]
-        created = await create_pods(api, namespace, manifests, concurrency=concurrency, rate=rate)
+        created = await submit(
+            api,
+            contender,
+            namespace=namespace,
+            gangs=gangs,
+            requests=CPU_REQUEST,
+            concurrency=setting.concurrency,
+            rate=rate,
+        )
         creation_complete = time.monotonic()
-        await watch.wait_for(pods, timeout=600)
-        rss = peak_rss_mib(scheduler.pid)
+        await watch.wait_for(gangs.pods, timeout=setting.timeout)
+        used = usage(scheduler)
     finally:
         stop(scheduler)
         await watch.stop()
-    per_gang = []
-    for g in range(pods // gang_size):
-        members = [f"p-{i}" for i in range(g * gang_size, (g + 1) * gang_size)]
-        per_gang.append(max(watch.bound_at[m] for m in members) - max(created[m] for m in members))
-    per_gang.sort()
+        await clear_namespace(api, namespace)
+    used |= longest_loop_lag_ms(log_path, offset)
+    per_gang = sorted(
+        max(watch.bound_at[p] for p in pods) - max(created[p] for p in pods)
+        for pods in gangs.members().values()
+    )
     last_bind = max(watch.bound_at.values())
-    await clear_namespace(api, namespace)
     return {
-        "pods": pods,
-        "gang_size": gang_size,
+        "pods": gangs.pods,
+        "gangs": len(per_gang),
+        "gangs_whole": len(gangs.whole(watch.bound_at)),
         "creation_rate_pods_per_second": rate,
         "creation_seconds": round(creation_complete - min(created.values()), 2),
-        "drain_after_creation_seconds": round(max(last_bind - creation_complete, 0.0), 3),
+        "drain_after_creation_seconds": _rounded(max(last_bind - creation_complete, 0.0)),
         "gang_latency_p50_ms": round(statistics.median(per_gang) * 1000, 1),
-        "gang_latency_p99_ms": round(per_gang[int(len(per_gang) * 0.99) - 1] * 1000, 1),
-        "scheduler_peak_rss_mib": round(rss, 1),
-        "longest_event_loop_stretch_ms": longest_loop_lag_ms(log, offset),
+        "gang_latency_p99_ms": round(per_gang[max(int(len(per_gang) * 0.99) - 1, 0)] * 1000, 1),
+        **used,
     }
 
 
-def markdown(results: dict) -> str:
-    ceiling = results["bind_ceiling"]["pods_per_second"]
-    rows = [
-        "| measurement | pods | pods/s (incl. start-up) | ratio | pods/s (first to last bind) "
-        "| ratio | peak RSS MiB | longest event-loop stretch ms |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
-        f"| bind ceiling (trivial client) | {results['bind_ceiling']['pods']} | {ceiling} | 1.00 "
-        f"| {ceiling} | 1.00 | | |",
-    ]
-    for key, label in (
-        ("gangs_of_8", "gang-scheduler, gangs of 8"),
-        ("single_pods", "gang-scheduler, single pods"),
-    ):
-        r = results[key]
-        steady = r["pods_per_second_first_to_last_bind"]
-        rows.append(
-            f"| {label} | {r['pods']} | {r['pods_per_second']} | "
-            f"{r['pods_per_second'] / ceiling:.2f} | {steady} | {steady / ceiling:.2f} "
-            f"| {r['scheduler_peak_rss_mib']} | {r.get('longest_event_loop_stretch_ms')} |"
-        )
-    lat = results["latency_gangs_of_8"]
-    return "\n".join(
-        [
-            f"# gang-scheduler bench ({results['nodes']} KWOK nodes, bind concurrency "
-            f"{results['concurrency']}, {results['machine']})",
-            "",
-            *rows,
-            "",
-            f"Latency, gangs of 8 created while the scheduler runs ({lat['pods']} pods at "
-            f"{lat['creation_rate_pods_per_second']:g} pods/s): last member created to last "
-            "member bound, "
-            f"p50 {lat['gang_latency_p50_ms']} ms, p99 {lat['gang_latency_p99_ms']} ms; "
-            f"the last bind came {lat['drain_after_creation_seconds']} s after creation ended; "
-            f"peak RSS {lat['scheduler_peak_rss_mib']} MiB; the scheduler's event loop was "
-            f"never held longer than {lat.get('longest_event_loop_stretch_ms')} ms.",
-            "",
-        ]
-    )
+# How kube-scheduler's framework (v1.34 and v1.36 alike) words the rejection of a pod that
+# waited at Permit with a node held for it: the Permit timeout, and Coscheduling's rejections
+# of a gang's waiting members when one member fails (PostFilter) or is unreserved.
+SENT_BACK = (
+    "rejected due to timeout after waiting",
+    "optimistic rejection in postfilter",
+    "rejection in unreserve",
+)
 
 
-async def main_async(args: argparse.Namespace) -> dict:
-    plane = local_cluster.up(BENCH_DIR)
+def _sent_back(events: list[dict]) -> int:
+    """Pods sent back to the queue after a node was held for them at Permit: the work a
+    gang scheduler wastes under contention. gang-scheduler has no Permit stage (it binds a
+    gang only once every member has a node), so it never sends a pod back this way."""
+    pods = {
+        e.get("involvedObject", {}).get("name")
+        for e in events
+        if e.get("reason") == "FailedScheduling"
+        and any(w in (e.get("message") or "").lower() for w in SENT_BACK)
+    }
+    return len(pods - {None})
+
+
+async def contention(
+    setting: Setting, contender: Contender, *, shuffled: bool, settle: float, seed: int
+) -> dict:
+    """Room for K gangs of 8 (each pod takes a node's GPUs), 2K gangs submitted."""
+    api = setting.api
+    room = len(setting.nodes) // 8
+    gangs = Gangs.of(8, 2 * room * 8)
+    name = "contention-shuffled" if shuffled else "contention-in-order"
+    namespace = await fresh_namespace(api, f"{name}-{contender.key}")
+    scheduler = contender.start(_scheduler_log(setting, contender))
+    watch = BindWatch(api, namespace).start()
+    kth: float | None = None
     try:
+        await asyncio.sleep(3)
+        started = time.monotonic()
+        await submit(
+            api,
+            contender,
+            namespace=namespace,
+            gangs=gangs,
+            requests=WHOLE_NODE,
+            concurrency=setting.concurrency,
+            shuffle=random.Random(seed) if shuffled else None,
+        )
+        with contextlib.suppress(TimeoutError):
+            await watch.wait_until(
+                lambda: len(gangs.whole(watch.bound_at)) >= room,
+                timeout=setting.contention_timeout,
+                what=f"waiting for {room} whole gangs",
+            )
+        whole = gangs.whole(watch.bound_at)
+        if len(whole) >= room:
+            kth = sorted(max(watch.bound_at[p] for p in gangs.members()[g]) for g in whole)[
+                room - 1
+            ]
+        await asyncio.sleep(settle)  # what else binds once the room is taken
+        used = usage(scheduler)
+        events = (await api.request("GET", f"/api/v1/namespaces/{namespace}/events"))["items"]
+    finally:
+        stop(scheduler)
+        await watch.stop()
+        await clear_namespace(api, namespace)
+    return {
+        "room_gangs": room,
+        "gangs_submitted": len(gangs.sizes or ()),
+        "order": "shuffled" if shuffled else "in order",
+        "gangs_whole": len(gangs.whole(watch.bound_at)),
+        "gangs_partly_bound": len(gangs.partial(watch.bound_at)),
+        "pods_bound": len(watch.bound_at),
+        "seconds_to_kth_whole_gang": None if kth is None else _rounded(kth - started),
+        "pods_sent_back": _sent_back(events),
+        # What the scheduler said of the pods it did not place, a few distinct messages.
+        "failed_scheduling_messages": sorted(
+            {e.get("message", "")[:200] for e in events if e.get("reason") == "FailedScheduling"}
+        )[:4],
+        **used,
+    }
+
+
+async def each(
+    setting: Setting,
+    peers: list[Contender],
+    *,
+    name: str,
+    workload: Callable[[Contender], Awaitable[dict]],
+) -> dict:
+    """Run ``workload`` for every scheduler; a scheduler that fails it (times out, exits)
+    gets its error recorded and the run goes on with the next."""
+    out: dict = {}
+    for contender in peers:
+        log(f"{name}: {contender.label}")
+        try:
+            out[contender.key] = await workload(contender)
+        except (TimeoutError, RuntimeError, ApiError) as error:
+            log(f"{contender.label} failed: {error}")
+            out[contender.key] = {"error": f"{type(error).__name__}: {error}"}
+        log(f"{contender.label}: {out[contender.key]}")
+    return out
+
+
+async def workloads(setting: Setting, peers: list[Contender], args: argparse.Namespace) -> dict:
+    """The standard tier: every workload for every scheduler (the smoke: a few of them)."""
+
+    async def gangs_of_8(c: Contender) -> dict:
+        return await backlog(setting, c, name="gangs", gangs=Gangs.of(8, args.pods))
+
+    async def single_pods(c: Contender) -> dict:
+        return await backlog(setting, c, name="singles", gangs=Gangs.of(1, args.pods))
+
+    async def steady(c: Contender) -> dict:
+        gangs = Gangs.of(8, args.latency_pods)
+        return await latency(setting, c, name="latency", gangs=gangs, rate=args.latency_rate)
+
+    async def in_order(c: Contender) -> dict:
+        return await contention(setting, c, shuffled=False, settle=args.settle, seed=args.seed)
+
+    async def shuffled(c: Contender) -> dict:
+        return await contention(setting, c, shuffled=True, settle=args.settle, seed=args.seed)
+
+    plan = {
+        "backlog_gangs_of_8": gangs_of_8,
+        "backlog_single_pods": single_pods,
+        "latency_gangs_of_8": steady,
+        "contention_in_order": in_order,
+        "contention_shuffled": shuffled,
+    }
+    if args.smoke:
+        plan = {k: plan[k] for k in ("backlog_gangs_of_8", "latency_gangs_of_8",
+                                     "contention_shuffled")}  # fmt: skip
+    return {
+        key: await each(setting, peers, name=key, workload=workload)
+        for key, workload in plan.items()
+    }
+
+
+async def scale_workloads(
+    setting: Setting, peers: list[Contender], args: argparse.Namespace
+) -> dict:
+    """The scale tier: gangs of mixed sizes 1 to 64."""
+    gangs = Gangs.mixed(args.pods, largest=64, seed=args.seed)
+
+    async def mixed_backlog(c: Contender) -> dict:
+        return await backlog(setting, c, name="scale", gangs=gangs)
+
+    async def mixed_latency(c: Contender) -> dict:
+        return await latency(setting, c, name="scale-latency", gangs=gangs, rate=args.latency_rate)
+
+    return {
+        "backlog_mixed_gangs": await each(
+            setting, peers, name="backlog_mixed_gangs", workload=mixed_backlog
+        ),
+        "latency_mixed_gangs": await each(
+            setting, peers, name="latency_mixed_gangs", workload=mixed_latency
+        ),
+    }
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}" if a and b else "-"
+
+
+def _value(result: dict, key: str) -> float | None:
+    return None if "error" in result else result.get(key)
+
+
+def _cell(result: dict, key: str, results: dict) -> str:
+    value = result.get(key, "-")
+    if key == "seconds_to_kth_whole_gang" and value is None:
+        limit = results.get("contention_timeout_seconds")
+        return f"not in {limit:g} s" if limit else "not reached"
+    return str(value)
+
+
+def _table(
+    results: dict, workload: str, *, columns: list[tuple[str, str]], figure: str, higher: bool
+) -> list[str]:
+    """One row per scheduler; ``figure`` compared as ratios to every scheduler (each ratio
+    says how many times better the row is: higher pods/s, or lower latency)."""
+    runs = results["workloads"].get(workload)
+    if not runs:
+        return []
+    peers = results["schedulers"]
+    header = ["scheduler", *(c for c, _ in columns), "CPU s", "peak RSS MiB"]
+    header += [f"x {peers[k]['label']}" for k in runs]
+    rows = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    for key, result in runs.items():
+        if "error" in result:
+            rows.append(f"| {peers[key]['label']} | failed: {result['error']} |")
+            continue
+        cells = [peers[key]["label"], *(_cell(result, k, results) for _, k in columns)]
+        cells += [str(result.get("cpu_seconds")), str(result.get("peak_rss_mib"))]
+        for other in runs:
+            mine, theirs = _value(result, figure), _value(runs[other], figure)
+            cells.append(_ratio(mine, theirs) if higher else _ratio(theirs, mine))
+        rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
+def markdown(results: dict) -> str:
+    ceiling = results.get("bind_ceiling", {}).get("pods_per_second")
+    for runs in results["workloads"].values():
+        for result in runs.values():
+            for key in ("pods_per_second", "pods_per_second_first_to_last_bind"):
+                if ceiling and result.get(key):
+                    result[f"{key}_ratio_to_ceiling"] = round(result[key] / ceiling, 2)
+    limits = results["client"]
+    lines = [
+        f"# Gang scheduling bench ({results['nodes']} KWOK nodes, {results['machine']})",
+        "",
+        "Every scheduler started fresh for every workload, its API client held to "
+        f"QPS {limits['qps']:g} and burst {limits['burst']} (ours: --kube-api-qps, "
+        "--kube-api-burst; kube-scheduler: clientConnection). Ratios (x) say how many times "
+        "better the row is than the column: pods/s over pods/s, or latency over latency.",
+        "",
+        "| scheduler | version | settings |",
+        "| --- | --- | --- |",
+    ]
+    for peer in results["schedulers"].values():
+        settings = ", ".join(f"{k}: {v}" for k, v in peer.items() if k not in {"label", "version"})
+        lines.append(f"| {peer['label']} | {peer['version']} | {settings} |")
+    if ceiling:
+        c = results["bind_ceiling"]
+        lines += [
+            "",
+            f"Bind ceiling (a trivial client POSTing bindings at concurrency "
+            f"{results['concurrency']}): {c['pods']} pods at {ceiling} pods/s.",
+        ]
+    throughput = [
+        ("pods/s from start", "pods_per_second"),
+        ("÷ ceiling", "pods_per_second_ratio_to_ceiling"),
+        ("pods/s first to last bind", "pods_per_second_first_to_last_bind"),
+        ("÷ ceiling", "pods_per_second_first_to_last_bind_ratio_to_ceiling"),
+        ("start to first bind s", "start_to_first_bind_seconds"),
+        ("longest event-loop stretch ms", "longest_event_loop_stretch_ms"),
+    ]
+    lat = [
+        ("gangs whole", "gangs_whole"),
+        ("p50 ms", "gang_latency_p50_ms"),
+        ("p99 ms", "gang_latency_p99_ms"),
+        ("drain after creation s", "drain_after_creation_seconds"),
+        ("longest event-loop stretch ms", "longest_event_loop_stretch_ms"),
+    ]
+    fight = [
+        ("room (gangs)", "room_gangs"),
+        ("submitted", "gangs_submitted"),
+        ("gangs whole", "gangs_whole"),
+        ("gangs partly bound", "gangs_partly_bound"),
+        ("s to K-th whole gang", "seconds_to_kth_whole_gang"),
+        ("pods sent back", "pods_sent_back"),
+    ]
+    sections = [
+        ("backlog_gangs_of_8", "Backlog, gangs of 8 (PodGroups)", throughput, "pods_per_second",
+         True),
+        ("backlog_single_pods", "Backlog, single pods", throughput, "pods_per_second", True),
+        ("backlog_mixed_gangs", "Backlog, gangs of 1 to 64", throughput, "pods_per_second", True),
+        ("latency_gangs_of_8", "Latency, gangs of 8 at a steady creation rate", lat,
+         "gang_latency_p99_ms", False),
+        ("latency_mixed_gangs", "Latency, gangs of 1 to 64 at a steady creation rate", lat,
+         "gang_latency_p99_ms", False),
+        ("contention_in_order", "Contention, gang after gang", fight,
+         "seconds_to_kth_whole_gang", False),
+        ("contention_shuffled", "Contention, pods shuffled", fight,
+         "seconds_to_kth_whole_gang", False),
+    ]  # fmt: skip
+    for key, title, columns, figure, higher in sections:
+        rows = _table(results, key, columns=columns, figure=figure, higher=higher)
+        if rows:
+            lines += ["", f"## {title}", "", *rows]
+    if any(k.startswith("contention") for k in results["workloads"]):
+        lines += [
+            "",
+            "Contention: every pod asks for a whole node's GPUs, so the cluster has room for "
+            "K = nodes // 8 gangs of 8; 2K gangs are submitted while the scheduler runs. "
+            "Seconds to the K-th whole gang count from the first PodGroup's submission. Gangs "
+            "partly bound hold part of the cluster without running. Pods sent back: pods "
+            "rejected after waiting at Permit with a node held for them (kube-scheduler's "
+            "FailedScheduling events: Permit timeout, Coscheduling's rejection in PostFilter "
+            "or Unreserve); gang-scheduler has no Permit stage and binds a gang only once "
+            "every member has a node.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+async def main_async(args: argparse.Namespace, *, directory: Path = BENCH_DIR) -> dict:
+    plane = local_cluster.up(directory)
+    try:
+        limits = ClientLimits(qps=args.qps, burst=args.burst, bind_concurrency=args.concurrency)
+        peers = contenders(
+            kubeconfig=plane.kubeconfig,
+            workdir=directory / "schedulers",
+            limits=limits,
+            build=not args.smoke,
+            only=frozenset(args.only) if args.only else None,
+        )
         racks = max(args.nodes // 50, 1)
         plan = layout(racks=racks, nodes_per_rack=args.nodes // racks, prefix="bench-node-")
-        credentials = load_credentials(str(plane.kubeconfig))
-        manifests = [node_manifest(n, cpu="64", memory="256Gi", gpu=8) for n in plan.nodes]
+        manifests = [
+            node_manifest(n, cpu="64", memory="256Gi", gpu=GPUS_PER_NODE) for n in plan.nodes
+        ]
         create_nodes(api_client(plane.kubeconfig), manifests, workers=16)
         wait_ready(api_client(plane.kubeconfig), len(manifests))
-        nodes = [n.name for n in plan.nodes]
-        api = ApiClient(credentials, connections=args.concurrency + 8)
-        log = BENCH_DIR / "logs" / "scheduler.log"
+        api = ApiClient(load_credentials(str(plane.kubeconfig)), connections=args.concurrency + 8)
+        setting = Setting(
+            api=api,
+            nodes=tuple(n.name for n in plan.nodes),
+            logs=plane.logs,
+            concurrency=args.concurrency,
+            timeout=args.timeout,
+            contention_timeout=args.contention_timeout,
+        )
         try:
-            results = {
+            results: dict = {
                 "machine": f"{os.cpu_count()} cores",
-                "nodes": len(nodes),
+                "nodes": len(setting.nodes),
                 "concurrency": args.concurrency,
-                "bind_ceiling": await bind_ceiling(
-                    api, nodes, pods=args.pods, concurrency=args.concurrency
-                ),
-                "gangs_of_8": await backlog(
-                    api, plane.kubeconfig, log, name="gangs", pods=args.pods, gang_size=8,
-                    concurrency=args.concurrency,
-                ),
-                "single_pods": await backlog(
-                    api, plane.kubeconfig, log, name="singles", pods=args.pods, gang_size=1,
-                    concurrency=args.concurrency,
-                ),
-                "latency_gangs_of_8": await latency(
-                    api, plane.kubeconfig, log, pods=args.latency_pods, gang_size=8,
-                    concurrency=args.concurrency, rate=args.latency_rate,
-                ),
-            }  # fmt: skip
+                "client": {"qps": args.qps, "burst": args.burst},
+                "contention_timeout_seconds": args.contention_timeout,
+                "schedulers": {p.key: p.describe() for p in peers},
+            }
+            if not args.smoke:
+                log("bind ceiling")
+                results["bind_ceiling"] = await bind_ceiling(setting, pods=args.pods)
+            run = scale_workloads if args.scale else workloads
+            results["workloads"] = await run(setting, peers, args)
         finally:
             await api.close()
-        ceiling = results["bind_ceiling"]["pods_per_second"]
-        for key in ("gangs_of_8", "single_pods"):
-            r = results[key]
-            r["ratio_to_ceiling"] = round(r["pods_per_second"] / ceiling, 2)
-            r["ratio_to_ceiling_first_to_last_bind"] = round(
-                r["pods_per_second_first_to_last_bind"] / ceiling, 2
-            )
         return results
     finally:
-        local_cluster.down(BENCH_DIR)
+        local_cluster.down(directory)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
-    parser.add_argument("--nodes", type=int, default=1000)
-    parser.add_argument("--pods", type=int, default=5000)
-    parser.add_argument("--concurrency", type=int, default=32)
-    parser.add_argument(
-        "--latency-pods", type=int, default=2000, help="pods created for the latency phase"
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
+    p.add_argument("--nodes", type=int, help="KWOK nodes (default: 1000; 5000 with --scale)")
+    p.add_argument("--pods", type=int, help="pods per backlog (default: 5000; 30000 --scale)")
+    p.add_argument(
+        "--concurrency",
+        type=int,
+        default=32,
+        help="our bind concurrency, the "
+        "ceiling's and the bench's requests in flight (default: %(default)s)",
     )
-    parser.add_argument(
+    p.add_argument(
+        "--qps",
+        type=float,
+        default=5000,
+        help="every scheduler's client QPS "
+        "(default: %(default)s, as kube-scheduler's own scheduler_perf)",
+    )
+    p.add_argument("--burst", type=int, default=5000, help="and burst (default: %(default)s)")
+    p.add_argument("--latency-pods", type=int, default=2000, help="pods of the latency phase")
+    p.add_argument(
         "--latency-rate",
         type=float,
         default=200,
         help="pods created per second in the latency phase: a load the API server sustains, "
         "so that the figure is the scheduler's and not a queue in front of the API server",
     )
-    args = parser.parse_args(argv)
+    p.add_argument(
+        "--settle",
+        type=float,
+        default=3.0,
+        help="seconds the contention phase "
+        "watches after the K-th whole gang (default: %(default)s)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=600,
+        help="longest wait of a workload, per scheduler (default: %(default)s)",
+    )
+    p.add_argument(
+        "--contention-timeout",
+        type=float,
+        default=120,
+        help="how long contention waits for the K-th whole gang; a scheduler that has not "
+        "got there is reported as such (default: %(default)s)",
+    )
+    p.add_argument("--seed", type=int, default=1, help="shuffles and mixed gang sizes")
+    p.add_argument(
+        "--scale",
+        action="store_true",
+        help="the scale tier (long): 5,000 nodes, 30,000 pods in gangs of 1 to 64",
+    )
+    p.add_argument(
+        "--only",
+        action="append",
+        choices=["gang_scheduler", "kube_scheduler", "coscheduling"],
+        help="run only these schedulers (repeatable)",
+    )
+    p.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
+    return p
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    args = parser().parse_args(argv)
+    args.nodes = args.nodes or (5000 if args.scale else 1000)
+    args.pods = args.pods or (30000 if args.scale else 5000)
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
     try:
         results = asyncio.run(main_async(args))
     except (local_cluster.ClusterError, ApiError, TimeoutError) as error:
         traceback.print_exc()
         print(f"bench failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
+    name = "gang-scheduling-scale" if args.scale else "gang-scheduling"
     RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "gang-scheduling.json").write_text(json.dumps(results, indent=2) + "\n")
     table = markdown(results)
-    (RESULTS / "gang-scheduling.md").write_text(table)
+    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (RESULTS / f"{name}.md").write_text(table)
     print(table)
-    return 0
+    failed = [
+        f"{w}/{k}" for w, runs in results["workloads"].items() for k, r in runs.items()
+        if "error" in r
+    ]  # fmt: skip
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -83,6 +83,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="binding requests in flight at once (default: %(default)s)",
     )
     run.add_argument(
+        "--kube-api-qps",
+        type=float,
+        default=0.0,
+        help="requests a second to the API server, on average, as client-go's rate limit "
+        "(kube-scheduler's clientConnection.qps); 0: no limit (default: %(default)s)",
+    )
+    run.add_argument(
+        "--kube-api-burst",
+        type=int,
+        default=0,
+        help="requests at once above --kube-api-qps (clientConnection.burst); "
+        "default: as many as --kube-api-qps",
+    )
+    run.add_argument(
         "--log-format",
         choices=["console", "json"],
         default="json" if os.environ.get("KUBERNETES_SERVICE_HOST") else "console",
@@ -220,6 +234,11 @@ async def _run(args: argparse.Namespace) -> None:
         ),
         metrics_port=args.metrics_port,
         unreachable_limit=args.unreachable_limit,
+        api_rate_limit=(
+            (args.kube_api_qps, args.kube_api_burst or max(int(args.kube_api_qps), 1))
+            if args.kube_api_qps > 0
+            else None
+        ),
         topology_namespace=args.topology_namespace,
         leader_election=(
             (

@@ -25,7 +25,7 @@ from scheduler.cache.cluster import ClusterCache
 from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.pods import GangKey, PodGroupApi
-from scheduler.shell.api import ApiClient, Credentials
+from scheduler.shell.api import ApiClient, Credentials, RateLimiter
 from scheduler.shell.binding import Binder
 from scheduler.shell.clocks import SteadyClock
 from scheduler.shell.configmaps import apply_configmap
@@ -304,6 +304,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     leader_election: tuple[str, str, float] | None = None,
     stop: asyncio.Event | None = None,
     unreachable_limit: float = 60.0,
+    api_rate_limit: tuple[float, int] | None = None,
 ) -> None:
     """Run the watches and the scheduling loop until ``stop`` is set (or forever).
 
@@ -311,14 +312,21 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     (a standby keeps its cache warm) but the loop starts only once this replica holds the
     Lease; losing it stops the operator and raises LostLeadership. A watch that ends for
     good stops it with Unhealthy; an API server silent for ``unreachable_limit`` seconds
-    fails /healthz.
+    fails /healthz. ``api_rate_limit`` = (qps, burst) limits our own requests as client-go
+    limits kube-scheduler's (kopf's few long-lived watches are not counted).
     """
     logging.getLogger("kopf").setLevel(logging.WARNING)
     observation = logging.getLogger("kopf._core.reactor.observation")
     if not any(isinstance(f, _OptionalKinds) for f in observation.filters):
         observation.addFilter(_OptionalKinds())
     cache = ClusterCache(scheduler_name=config.scheduler_name)
-    api = ApiClient(credentials, connections=bind_concurrency + 32)
+    api = ApiClient(
+        credentials,
+        connections=bind_concurrency + 32,
+        rate_limit=RateLimiter(qps=api_rate_limit[0], burst=api_rate_limit[1])
+        if api_rate_limit
+        else None,
+    )
     metrics = _metrics(metrics_port)
     binder: Binder
     recorder = EventRecorder(

@@ -8,6 +8,7 @@ library's own kubeconfig and in-cluster loaders, so every way a kubeconfig can a
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 import time
@@ -132,8 +133,41 @@ class Reachability:
         return 0.0 if self.failing_since is None else self._clock() - self.failing_since
 
 
+class RateLimiter:
+    """client-go's token bucket: at most ``burst`` requests at once, refilled at ``qps`` a
+    second. kube-scheduler's clients are limited this way (KubeSchedulerConfiguration's
+    clientConnection qps and burst); the same limit on ours is what makes a comparison
+    with it fair in ``make bench``. A caller that finds the bucket empty reserves the next
+    token and sleeps until it is due, so callers go through in the order they came."""
+
+    def __init__(
+        self, *, qps: float, burst: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        if qps <= 0 or burst < 1:
+            raise ValueError(f"qps must be positive and burst at least 1, not {qps} and {burst}")
+        self.qps = qps
+        self.burst = burst
+        self._clock = clock
+        self._tokens = float(burst)
+        self._last = clock()
+
+    def reserve(self) -> float:
+        """Take a token; the seconds to wait before using it (0 if one was there)."""
+        now = self._clock()
+        self._tokens = min(float(self.burst), self._tokens + (now - self._last) * self.qps)
+        self._last = now
+        self._tokens -= 1
+        return max(-self._tokens / self.qps, 0.0)
+
+    async def acquire(self) -> None:
+        delay = self.reserve()
+        if delay:
+            await asyncio.sleep(delay)
+
+
 class ApiClient:
-    """JSON over HTTPS to one API server, with a bounded connection pool."""
+    """JSON over HTTPS to one API server, with a bounded connection pool and, if given, a
+    client-side rate limit on every request (a watch counts once, when it is opened)."""
 
     def __init__(
         self,
@@ -141,8 +175,10 @@ class ApiClient:
         *,
         connections: int = 64,
         clock: Callable[[], float] = time.monotonic,
+        rate_limit: RateLimiter | None = None,
     ) -> None:
         self._credentials = credentials
+        self._rate_limit = rate_limit
         context: ssl.SSLContext | bool
         if credentials.verify:
             context = ssl.create_default_context(cafile=credentials.ca_file)
@@ -200,6 +236,8 @@ class ApiClient:
     async def _once(
         self, method: str, path: str, body: object, *, content_type: str, accept: str
     ) -> dict[str, Any]:
+        if self._rate_limit is not None:
+            await self._rate_limit.acquire()
         headers = self._headers(content_type)
         headers["Accept"] = accept
         data = None if body is None else json.dumps(body)
@@ -239,6 +277,8 @@ class ApiClient:
         """The JSON objects of a watch, one per line, until the server ends it. Raises
         ApiError (a line that is not JSON included) and nothing else."""
         timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
+        if self._rate_limit is not None:
+            await self._rate_limit.acquire()
         try:
             async with self._session.get(
                 path, headers=self._headers(), timeout=timeout

@@ -40,3 +40,10 @@ def test_topology_from_labels_without_a_label_says_the_form_expected(
         build_parser().parse_args(["run", "--topology-from-labels", "rack"])
     assert exit_.value.code == 2
     assert "'rack' is not LEVEL=LABEL" in capsys.readouterr().err
+
+
+def test_kube_api_qps_and_burst_default_to_no_limit() -> None:
+    args = build_parser().parse_args(["run"])
+    assert (args.kube_api_qps, args.kube_api_burst) == (0.0, 0)
+    args = build_parser().parse_args(["run", "--kube-api-qps", "500", "--kube-api-burst", "800"])
+    assert (args.kube_api_qps, args.kube_api_burst) == (500.0, 800)

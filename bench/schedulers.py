@@ -1,0 +1,311 @@
+"""The schedulers ``make bench`` runs side by side, each in turn on the same control plane:
+gang-scheduler and its peers, each with its own way of saying "these pods are a gang".
+
+- **gang-scheduler** (us): a PodGroup of ours (``scheduling.x-k8s.io/v1alpha1``, the
+  schema of scheduler-plugins'), pods labelled ``scheduling.x-k8s.io/pod-group``.
+- **kube-scheduler** v1.36.3, the same build as the control plane, with its own gang
+  scheduling (feature gates GenericWorkload and GangScheduling): an upstream PodGroup
+  (``scheduling.k8s.io/v1alpha2``, gang policy with ``minCount``), pods joined to it through
+  ``spec.schedulingGroup.podGroupName``.
+- **Coscheduling**: kube-scheduler v1.34.7 with scheduler-plugins' Coscheduling v0.34.7
+  (bench/peers/coscheduling/), configured as scheduler-plugins' own example
+  (manifests/coscheduling/scheduler-config.yaml); the same PodGroup objects as ours.
+
+Every scheduler's API client is held to the same QPS and burst (kube-scheduler's
+clientConnection, our ``--kube-api-qps``/``--kube-api-burst``).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from e2e import cluster as local_cluster
+from scheduler import __version__
+from scheduler.model import names
+
+REPO = Path(__file__).resolve().parent.parent
+COSCHEDULING_BUILD = REPO / "bench" / "peers" / "coscheduling" / "build.sh"
+# scheduler-plugins' example configuration waits this long at Permit for a gang's members.
+COSCHEDULING_PERMIT_WAITING_SECONDS = 10
+OUR_PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups"
+UPSTREAM_PODGROUPS = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups"
+
+
+class PeerMissing(local_cluster.ClusterError):
+    """A peer's binary is not built; the message says how to build it."""
+
+
+@dataclass(frozen=True)
+class ClientLimits:
+    """What every scheduler's API client may do: client-go's QPS and burst, and how many
+    bindings ours keeps in flight (kube-scheduler binds each pod in a goroutine of its own)."""
+
+    qps: float
+    burst: int
+    bind_concurrency: int
+
+
+@dataclass(frozen=True)
+class Contender:
+    """One scheduler of the bench: how to start it and how its gangs are written."""
+
+    key: str
+    label: str
+    scheduler_name: str
+    version: str
+    argv: tuple[str, ...]
+    # "ours": scheduling.x-k8s.io/v1alpha1 PodGroups (us, Coscheduling);
+    # "upstream": scheduling.k8s.io/v1alpha2 PodGroups (kube-scheduler's gang scheduling).
+    gang_api: str
+    settings: dict = field(default_factory=dict)
+
+    def podgroup(self, *, namespace: str, name: str, size: int) -> tuple[str, dict]:
+        """The POST path and body of the PodGroup for a gang of ``size``."""
+        if self.gang_api == "upstream":
+            return UPSTREAM_PODGROUPS.format(namespace=namespace), {
+                "apiVersion": "scheduling.k8s.io/v1alpha2",
+                "kind": "PodGroup",
+                "metadata": {"name": name},
+                "spec": {"schedulingPolicy": {"gang": {"minCount": size}}},
+            }
+        return OUR_PODGROUPS.format(namespace=namespace), {
+            "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+            "kind": "PodGroup",
+            "metadata": {"name": name},
+            "spec": {"minMember": size},
+        }
+
+    def pod(self, name: str, *, gang: str | None, requests: dict[str, str]) -> dict:
+        """A pod for this scheduler, joined to ``gang`` (a PodGroup) the way it reads them."""
+        labels: dict[str, str] = {}
+        spec: dict = {
+            "schedulerName": self.scheduler_name,
+            "containers": [{"name": "main", "image": "busybox", "resources": _resources(requests)}],
+        }
+        if gang is not None and self.gang_api == "upstream":
+            spec["schedulingGroup"] = {"podGroupName": gang}
+        elif gang is not None:
+            labels[names.POD_GROUP_LABEL] = gang
+        return {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "labels": labels},
+            "spec": spec,
+        }
+
+    def start(self, log: Path) -> subprocess.Popen[bytes]:
+        with log.open("ab") as out:
+            return subprocess.Popen(
+                list(self.argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
+
+    def describe(self) -> dict:
+        return {"label": self.label, "version": self.version, **self.settings}
+
+
+def _resources(requests: dict[str, str]) -> dict:
+    """Extended resources (GPUs) cannot be overcommitted: their limit must equal the request."""
+    limits = {k: v for k, v in requests.items() if k not in {"cpu", "memory"}}
+    return {"requests": requests, "limits": limits} if limits else {"requests": requests}
+
+
+def coscheduling_binary(*, build: bool) -> Path:
+    """The Coscheduling peer's binary, from bench/peers/coscheduling/build.sh's cache.
+
+    With ``build`` False nothing is built: a missing binary raises PeerMissing, which says
+    how to build it (the bench smoke test must fail, not wait out a cold build)."""
+    if not build:
+        result = subprocess.run(
+            ["bash", str(COSCHEDULING_BUILD), "--path"],
+            stdout=subprocess.PIPE, text=True, check=False,
+        )  # fmt: skip
+    else:
+        result = subprocess.run(
+            ["bash", str(COSCHEDULING_BUILD)], stdout=subprocess.PIPE, text=True, check=False
+        )
+    path = Path(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else None
+    if result.returncode != 0 or path is None or not path.is_file():
+        raise PeerMissing(
+            "the Coscheduling peer (kube-scheduler with scheduler-plugins' Coscheduling) is not "
+            f"built{f' (no {path})' if path else ''}: build it with `make binaries` or "
+            f"`bash {COSCHEDULING_BUILD.relative_to(REPO)}` (needs Go; about 7 minutes cold)"
+        )
+    return path
+
+
+def kube_scheduler_binary() -> Path:
+    binary = local_cluster.resolve_binaries().kube_scheduler
+    if binary is None or not binary.is_file():
+        raise PeerMissing(
+            "kube-scheduler is not built: `make binaries` (e2e/controlplane/build.sh) builds it"
+        )
+    return binary
+
+
+def _kube_scheduler_config(
+    path: Path, *, kubeconfig: Path, limits: ClientLimits, profile: dict
+) -> Path:
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kubescheduler.config.k8s.io/v1",
+                "kind": "KubeSchedulerConfiguration",
+                "leaderElection": {"leaderElect": False},
+                "clientConnection": {
+                    "kubeconfig": str(kubeconfig),
+                    "qps": limits.qps,
+                    "burst": limits.burst,
+                },
+                "profiles": [profile],
+            },
+            sort_keys=False,
+        )
+    )
+    return path
+
+
+def _ours(*, kubeconfig: Path, workdir: Path, limits: ClientLimits, build: bool) -> Contender:
+    return Contender(
+        key="gang_scheduler",
+        label="gang-scheduler",
+        scheduler_name="gang-scheduler",
+        version=__version__,
+        argv=(
+            sys.executable,
+            "-m",
+            "scheduler",
+            "run",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--bind-concurrency",
+            str(limits.bind_concurrency),
+            "--kube-api-qps",
+            str(limits.qps),
+            "--kube-api-burst",
+            str(limits.burst),
+        ),
+        gang_api="ours",
+        settings={
+            "gangs": "scheduling.x-k8s.io/v1alpha1 PodGroup",
+            "qps": limits.qps,
+            "burst": limits.burst,
+            "bind_concurrency": limits.bind_concurrency,
+        },
+    )
+
+
+def _kube_scheduler(
+    *, kubeconfig: Path, workdir: Path, limits: ClientLimits, build: bool
+) -> Contender:
+    kube_config = _kube_scheduler_config(
+        workdir / "kube-scheduler-gang.yaml",
+        kubeconfig=kubeconfig,
+        limits=limits,
+        profile={"schedulerName": "kube-scheduler-gang"},
+    )
+    gates = "GenericWorkload=true,GangScheduling=true"
+    return Contender(
+        key="kube_scheduler",
+        label="kube-scheduler (GangScheduling)",
+        scheduler_name="kube-scheduler-gang",
+        version=_version_of_control_plane(),
+        argv=(
+            str(kube_scheduler_binary()),
+            f"--config={kube_config}",
+            f"--feature-gates={gates}",
+            "--secure-port=0",
+            "-v=1",
+        ),
+        gang_api="upstream",
+        settings={
+            "gangs": "scheduling.k8s.io/v1alpha2 PodGroup (gang policy, minCount)",
+            "feature_gates": gates,
+            "qps": limits.qps,
+            "burst": limits.burst,
+            "profile": "default plugins",
+        },
+    )
+
+
+def _coscheduling(
+    *, kubeconfig: Path, workdir: Path, limits: ClientLimits, build: bool
+) -> Contender:
+    cos_config = _kube_scheduler_config(
+        workdir / "coscheduling.yaml",
+        kubeconfig=kubeconfig,
+        limits=limits,
+        profile={
+            # scheduler-plugins' manifests/coscheduling/scheduler-config.yaml at v0.34.7:
+            # Coscheduling at every extension point it implements, and the only queue sort.
+            "schedulerName": "coscheduling",
+            "plugins": {
+                "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+                "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
+            },
+            "pluginConfig": [
+                {
+                    "name": "Coscheduling",
+                    "args": {"permitWaitingTimeSeconds": COSCHEDULING_PERMIT_WAITING_SECONDS},
+                }
+            ],
+        },
+    )
+    return Contender(
+        key="coscheduling",
+        label="Coscheduling",
+        scheduler_name="coscheduling",
+        version="kube-scheduler v1.34.7 + scheduler-plugins Coscheduling v0.34.7",
+        argv=(
+            str(coscheduling_binary(build=build)),
+            f"--config={cos_config}",
+            "--secure-port=0",
+            "-v=1",
+        ),
+        gang_api="ours",
+        settings={
+            "gangs": "scheduling.x-k8s.io/v1alpha1 PodGroup (the same objects as ours)",
+            "plugins": "Coscheduling at multiPoint and the only queueSort (the example config)",
+            "permit_waiting_time_seconds": COSCHEDULING_PERMIT_WAITING_SECONDS,
+            "qps": limits.qps,
+            "burst": limits.burst,
+        },
+    )
+
+
+BUILDERS = {
+    "gang_scheduler": _ours,
+    "kube_scheduler": _kube_scheduler,
+    "coscheduling": _coscheduling,
+}
+
+
+def contenders(
+    *,
+    kubeconfig: Path,
+    workdir: Path,
+    limits: ClientLimits,
+    build: bool = True,
+    only: frozenset[str] | None = None,
+) -> list[Contender]:
+    """Us, then kube-scheduler's gang scheduling, then Coscheduling (or ``only`` those named);
+    a peer whose binary is missing raises PeerMissing, never silently left out. With
+    ``build`` False, a missing Coscheduling binary is not built (the smoke test fails fast)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    return [
+        make(kubeconfig=kubeconfig, workdir=workdir, limits=limits, build=build)
+        for key, make in BUILDERS.items()
+        if only is None or key in only
+    ]
+
+
+def _version_of_control_plane() -> str:
+    """kube-scheduler's version: the k8s.io/kubernetes module e2e/controlplane pins."""
+    go_mod = (REPO / "e2e" / "controlplane" / "go.mod").read_text()
+    found = re.search(r"^\s*k8s\.io/kubernetes (v\S+)", go_mod, re.MULTILINE)
+    return f"kube-scheduler {found.group(1) if found else '(version unknown)'}"

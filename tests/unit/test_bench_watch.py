@@ -1,0 +1,63 @@
+"""bench/run.py's bind watch outlives the API server ending its stream: it resumes from the
+last resourceVersion, and lists again on 410 Gone (as an HTTP answer or as an ERROR event),
+so a bench run never waits out its timeout for binds it could no longer see."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from aiohttp import web
+
+from bench.run import BindWatch
+from tests.unit.test_api_failures import server
+
+
+def pod(name: str, version: int, node: str = "n-1") -> dict:
+    return {"metadata": {"name": name, "resourceVersion": str(version)}, "spec": {"nodeName": node}}
+
+
+def test_the_watch_resumes_after_the_stream_ends_and_lists_again_on_gone() -> None:
+    seen: list[str] = []
+    lists = iter([
+        {"metadata": {"resourceVersion": "1"}, "items": []},
+        {"metadata": {"resourceVersion": "5"}, "items": [pod("a", 2), pod("b", 4)]},
+        {"metadata": {"resourceVersion": "7"}, "items": [pod("a", 2), pod("b", 4), pod("c", 6)]},
+    ])  # fmt: skip
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "1":
+            seen.append("list")
+            return web.json_response(next(lists))
+        version = request.query["resourceVersion"]
+        seen.append(f"watch@{version}")
+        if version == "3":
+            return web.json_response({"code": 410, "reason": "Expired"}, status=410)
+        response = web.StreamResponse()
+        await response.prepare(request)
+        if version == "1":  # one bind, then the server ends the stream
+            event = {"type": "MODIFIED", "object": pod("a", 2)}
+            await response.write(json.dumps(event).encode() + b"\n")
+            event = {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "3"}}}
+            await response.write(json.dumps(event).encode() + b"\n")
+        elif version == "5":  # Gone, as an event in the stream
+            event = {"type": "ERROR", "object": {"kind": "Status", "code": 410}}
+            await response.write(json.dumps(event).encode() + b"\n")
+        else:  # quiet until the watch is stopped (or ends again, to be resumed again)
+            await asyncio.sleep(0.5)
+        return response
+
+    async def scenario() -> BindWatch:
+        async with server(handler) as api:
+            watch = BindWatch(api, "bench").start()
+            try:
+                await watch.wait_for(3, timeout=10)
+            finally:
+                await watch.stop()
+            return watch
+
+    watch = asyncio.run(scenario())
+    assert set(watch.bound_at) == {"a", "b", "c"}
+    assert seen[:7] == ["list", "watch@1", "watch@3", "list", "watch@5", "list", "watch@7"]
+    assert watch.relisted == 2
+    assert watch.resumed >= 1
