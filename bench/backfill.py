@@ -33,6 +33,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.run import stop
 from e2e import cluster as local_cluster
 from e2e.nodes import api_client, create_nodes, layout, node_manifest, wait_ready
 from scheduler.model import names
@@ -328,15 +329,6 @@ def start_scheduler(kubeconfig: Path, log: Path, *extra: str) -> subprocess.Pope
              "--max-backoff", "2", *extra],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )  # fmt: skip
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=20)
 
 
 def markdown(results: dict) -> str:
