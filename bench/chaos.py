@@ -102,6 +102,9 @@ RECOVERY_SECONDS = 60.0  # I4 and I5: the bound after the last fault / a canary'
 RECOVERY_SECONDS_SMALL = 30.0  # the same, for the small workloads of the short version
 SETTLE_SECONDS = 3.0  # settled: no bind for this long
 MERGE_GAP = 2.0  # incarnations closer than this are one
+# How long a Job's pods run once running (KWOK, through e2e/kwok-complete-after.yaml).
+JOB_POD_RUNS = "pod-complete.stage.kwok.x-k8s.io/delay"
+JOB_POD_SECONDS = "5s"
 EXCUSE_BEFORE = 5.0
 EXCUSE_AFTER = 2.0
 HTTP_TIMEOUT = 5.0
@@ -406,7 +409,14 @@ def wave_objects(plan: Plan, wave: int, namespace: str, scheduler: str) -> list[
                     "completions": gang.size,
                     "backoffLimit": 100,
                     "template": {
-                        "metadata": {"labels": labels, "annotations": annotations},
+                        # A Job's pods run a few seconds, as work does, instead of KWOK's
+                        # instant completion: a member completed 33 ms after its bind, before
+                        # the restarted scheduler's first pass, ended its incarnation with 1
+                        # of 11 bound (seed 8036), which no real training pod does.
+                        "metadata": {
+                            "labels": labels,
+                            "annotations": {**annotations, JOB_POD_RUNS: JOB_POD_SECONDS},
+                        },
                         "spec": {**spec, "restartPolicy": "Never"},
                     },
                 },
