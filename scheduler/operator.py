@@ -336,6 +336,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         retry=cache.touch_gang,
         retry_pod=cache.touch_pod,
         errored=metrics.background_errors.labels(worker="patcher").inc,
+        busy=lambda: binder.in_flight > 0,
     )
     stop = stop or asyncio.Event()
     lost: list[BaseException] = []
