@@ -247,7 +247,7 @@ async def backlog(api: ApiClient, kubeconfig: Path, log: Path, *, pods: int, nam
 
 
 async def latency(api: ApiClient, kubeconfig: Path, log: Path, *, pods: int, rate: float) -> dict:
-    namespace = "latency"
+    namespace = f"latency-{time.time():.0f}"
     await api.post("/api/v1/namespaces", {"metadata": {"name": namespace}})
     port = local_cluster.free_port()
     scheduler = start_scheduler(kubeconfig, log, port=port)
