@@ -102,36 +102,40 @@ def _plain_kubeconfig(kubeconfig: str | None) -> Credentials | None:
     try:
         with open(path, "rb") as file:
             config = yaml.load(file, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        context = _named(config, "contexts", config["current-context"])["context"]
-        cluster = _named(config, "clusters", context["cluster"])["cluster"]
-        user = _named(config, "users", context["user"])["user"] or {}
+        context = _named(config, "contexts", name=config["current-context"])["context"]
+        cluster = _named(config, "clusters", name=context["cluster"])["cluster"]
+        user = _named(config, "users", name=context["user"])["user"] or {}
     except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, StopIteration):
         return None  # the library's loader says what is wrong
-    insecure = cluster.get("insecure-skip-tls-verify") is True
+    insecure = cluster.get("insecure-skip-tls-verify", False)
     token = user.get("token")
     if (
         set(cluster) - _PLAIN_CLUSTER - {"insecure-skip-tls-verify"}
         or set(user) - _PLAIN_USER - {"token"}
         or not isinstance(cluster.get("server"), str)
         or not isinstance(token, str | None)
+        or not isinstance(insecure, bool)
     ):
         return None
     folder = os.path.dirname(os.path.abspath(path))
-    return Credentials(
-        server=cluster["server"].rstrip("/"),
-        ca_file=None if insecure else _file(cluster, "certificate-authority", folder),
-        cert_file=_file(user, "client-certificate", folder),
-        key_file=_file(user, "client-key", folder),
-        token=token or None,
-        verify=not insecure,
-    )
+    try:
+        return Credentials(
+            server=cluster["server"].rstrip("/"),
+            ca_file=None if insecure else _file(cluster, "certificate-authority", folder=folder),
+            cert_file=_file(user, "client-certificate", folder=folder),
+            key_file=_file(user, "client-key", folder=folder),
+            token=token or None,
+            verify=not insecure,
+        )
+    except (ValueError, TypeError):  # inline data that is not base64
+        return None
 
 
-def _named(config: dict, section: str, name: str) -> dict:
+def _named(config: dict, section: str, *, name: str) -> dict:
     return next(item for item in config[section] if item["name"] == name)
 
 
-def _file(entry: dict, key: str, folder: str) -> str | None:
+def _file(entry: dict, key: str, *, folder: str) -> str | None:
     """The file that ``key`` names (relative to ``folder``), or one holding ``key``-data."""
     if entry.get(f"{key}-data"):
         data = base64.standard_b64decode(entry[f"{key}-data"])

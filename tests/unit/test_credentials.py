@@ -97,3 +97,17 @@ def test_a_missing_or_broken_kubeconfig_is_left_to_the_library(tmp_path: Path) -
     assert _plain_kubeconfig(str(tmp_path / "absent")) is None
     (tmp_path / "broken").write_text("current-context: nowhere\n")
     assert _plain_kubeconfig(str(tmp_path / "broken")) is None
+
+
+@pytest.mark.parametrize(
+    "cluster",
+    [
+        {"server": "https://api", "insecure-skip-tls-verify": "false"},  # the library: truthy
+        {"server": "https://api", "certificate-authority-data": "not base64!"},
+        {"server": "https://api", "proxy-url": "http://proxy:3128"},
+    ],
+)
+def test_a_cluster_entry_read_otherwise_is_left_to_the_library(
+    tmp_path: Path, cluster: dict
+) -> None:
+    assert _plain_kubeconfig(write(tmp_path, cluster=cluster, user={"token": "t"})) is None
