@@ -333,12 +333,23 @@ class ClusterCache:
         self._drop(self._nodes, name)
 
     def upsert_podgroup(self, podgroup: PodGroup) -> None:
+        """A change of the spec (or the annotations folded into it) is work for a pass. A
+        change of the status alone is not: the status is what passes write, and the watch
+        brings back each write (a pass each). A pass reads it only for a gang it has no
+        memory of (``_recovered_state``: the first pass after a start, which looks at
+        everything); the next pass that looks at the gang sees the stored one."""
         store = self._podgroups[podgroup.api]
-        if store.get(podgroup.key) != podgroup:
-            self._touched.add(podgroup.key)
-            for named in podgroup.groups or ():
-                self._named_by.setdefault(named, set()).add(podgroup.key)
-        self._put(store, podgroup.key, podgroup, kind=podgroup.api.kind)
+        old = store.get(podgroup.key)
+        self.seen(podgroup.api.kind, str(podgroup.key))
+        if old == podgroup:
+            return
+        store[podgroup.key] = podgroup
+        if old is not None and replace(old, status=podgroup.status) == podgroup:
+            return
+        self._touched.add(podgroup.key)
+        for named in podgroup.groups or ():
+            self._named_by.setdefault(named, set()).add(podgroup.key)
+        self._changed()
 
     def remove_podgroup(self, key: GangKey, api: PodGroupApi = PodGroupApi.OURS) -> None:
         self._unstamp(api.kind, str(key))

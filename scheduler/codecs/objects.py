@@ -14,9 +14,8 @@ from dataclasses import replace
 from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
-
 from scheduler.codecs.gangs import read_claim, read_options
+from scheduler.codecs.quantities import parse_quantity
 from scheduler.codecs.shapes import listed, obj, objs, text, texts, whole
 from scheduler.model import names
 from scheduler.model.budgets import DisruptionBudget

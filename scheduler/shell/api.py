@@ -1,16 +1,24 @@
 """A small asynchronous client for the few API calls the scheduler makes.
 
 Binding, patching and event posting are the hot path of a scheduler; aiohttp (already under
-kopf) does them concurrently on one connection pool. Credentials come from the kubernetes
-library's own kubeconfig and in-cluster loaders, so every way a kubeconfig can authenticate
-(client certificates, tokens, exec plugins) works the same as for kubectl.
+kopf) does them concurrently on one connection pool. Credentials of a pod (in-cluster) and
+of a kubeconfig that names only files, inline data and a static token are read here; any
+other kubeconfig (exec plugins, auth providers, several files merged) by the kubernetes
+library's own loader, so every way a kubeconfig can authenticate works as for kubectl.
+Importing that library costs about a fifth of a second, before the first LIST: it is
+imported only when it is needed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import base64
+import contextlib
 import json
+import os
 import ssl
+import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -19,10 +27,10 @@ from typing import Any
 
 import aiohttp
 import tenacity
-from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
+import yaml
 
 IN_CLUSTER_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+IN_CLUSTER_CA = IN_CLUSTER_TOKEN.with_name("ca.crt")
 _MAX_BACKOFF = 5.0
 # 0.2 s doubling up to 5 s, with jitter so that retries of many writes do not march in step.
 _BACKOFF = tenacity.wait_exponential(multiplier=0.2, max=_MAX_BACKOFF) + tenacity.wait_random(
@@ -46,7 +54,8 @@ class Credentials:
         return self.token_source() if self.token_source else self.token
 
 
-def _token_of(cfg: k8s_client.Configuration) -> str | None:
+def _token_of(cfg: Any) -> str | None:
+    """The bearer token of a kubernetes ``Configuration``, refreshed when it has expired."""
     if cfg.refresh_api_key_hook is not None:
         cfg.refresh_api_key_hook(cfg)  # re-authenticates only once the token has expired
     value = (cfg.api_key or {}).get("BearerToken") or (cfg.api_key or {}).get("authorization")
@@ -55,13 +64,114 @@ def _token_of(cfg: k8s_client.Configuration) -> str | None:
 
 def load_credentials(kubeconfig: str | None) -> Credentials:
     """From ``kubeconfig`` if given (or $KUBECONFIG / ~/.kube/config), else in-cluster."""
-    cfg = k8s_client.Configuration()
     if kubeconfig or not IN_CLUSTER_TOKEN.exists():
-        k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
-        source = (lambda: _token_of(cfg)) if _token_of(cfg) else None
-    else:
-        k8s_config.load_incluster_config(client_configuration=cfg)
-        source = lambda: IN_CLUSTER_TOKEN.read_text().strip()  # noqa: E731
+        return _plain_kubeconfig(kubeconfig) or _library_kubeconfig(kubeconfig)
+    return _in_cluster() or _library_in_cluster()
+
+
+def _in_cluster() -> Credentials | None:
+    """A pod's own: the service's address from the environment, the service account's CA
+    and token (a token the kubelet rotates, so it is read afresh)."""
+    host, port = (
+        os.environ.get("KUBERNETES_SERVICE_HOST"),
+        os.environ.get("KUBERNETES_SERVICE_PORT"),
+    )
+    if not host or not port or not IN_CLUSTER_CA.exists():
+        return None  # the library's loader says what is missing
+    host = f"[{host}]" if ":" in host else host
+    return Credentials(
+        server=f"https://{host}:{port}",
+        ca_file=str(IN_CLUSTER_CA),
+        token_source=lambda: IN_CLUSTER_TOKEN.read_text().strip(),
+    )
+
+
+# What a kubeconfig's cluster and user may say for ``_plain_kubeconfig`` to read it.
+_PLAIN_CLUSTER = {"server", "certificate-authority", "certificate-authority-data"}
+_PLAIN_USER = {"client-certificate", "client-certificate-data", "client-key", "client-key-data"}
+
+
+def _plain_kubeconfig(kubeconfig: str | None) -> Credentials | None:
+    """A kubeconfig of one file whose current context's cluster and user say nothing but
+    the server, certificates and keys (as files or inline), a static token and whether
+    to skip TLS verification, as the library reads it (relative paths from the file's
+    folder). None for anything else, left to the library."""
+    path = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+    if os.pathsep in path:
+        return None  # several files, merged
+    path = os.path.expanduser(path)
+    try:
+        with open(path, "rb") as file:
+            config = yaml.load(file, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        context = _named(config, "contexts", name=config["current-context"])["context"]
+        cluster = _named(config, "clusters", name=context["cluster"])["cluster"]
+        user = _named(config, "users", name=context["user"])["user"] or {}
+    except (OSError, yaml.YAMLError, KeyError, TypeError, AttributeError, StopIteration):
+        return None  # the library's loader says what is wrong
+    insecure = cluster.get("insecure-skip-tls-verify", False)
+    token = user.get("token")
+    if (
+        set(cluster) - _PLAIN_CLUSTER - {"insecure-skip-tls-verify"}
+        or set(user) - _PLAIN_USER - {"token"}
+        or not isinstance(cluster.get("server"), str)
+        or not isinstance(token, str | None)
+        or not isinstance(insecure, bool)
+    ):
+        return None
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        return Credentials(
+            server=cluster["server"].rstrip("/"),
+            ca_file=None if insecure else _file(cluster, "certificate-authority", folder=folder),
+            cert_file=_file(user, "client-certificate", folder=folder),
+            key_file=_file(user, "client-key", folder=folder),
+            token=token or None,
+            verify=not insecure,
+        )
+    except (ValueError, TypeError):  # inline data that is not base64
+        return None
+
+
+def _named(config: dict, section: str, *, name: str) -> dict:
+    return next(item for item in config[section] if item["name"] == name)
+
+
+def _file(entry: dict, key: str, *, folder: str) -> str | None:
+    """The file that ``key`` names (relative to ``folder``), or one holding ``key``-data."""
+    if entry.get(f"{key}-data"):
+        data = base64.standard_b64decode(entry[f"{key}-data"])
+        with tempfile.NamedTemporaryFile(delete=False, prefix="gang-scheduler-") as file:
+            file.write(data)
+        atexit.register(_remove, file.name)
+        return file.name
+    if entry.get(key):
+        return os.path.join(folder, entry[key])
+    return None
+
+
+def _remove(name: str) -> None:
+    with contextlib.suppress(OSError):
+        os.remove(name)
+
+
+def _library_kubeconfig(kubeconfig: str | None) -> Credentials:
+    from kubernetes import client, config  # noqa: PLC0415 (costly; rarely needed)
+
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    source = (lambda: _token_of(cfg)) if _token_of(cfg) else None
+    return _of_configuration(cfg, source)
+
+
+def _library_in_cluster() -> Credentials:
+    from kubernetes import client, config  # noqa: PLC0415 (costly; rarely needed)
+
+    cfg = client.Configuration()
+    config.load_incluster_config(client_configuration=cfg)
+    return _of_configuration(cfg, lambda: IN_CLUSTER_TOKEN.read_text().strip())
+
+
+def _of_configuration(cfg: Any, source: Callable[[], str | None] | None) -> Credentials:
     return Credentials(
         server=cfg.host.rstrip("/"),
         ca_file=cfg.ssl_ca_cert,

@@ -17,7 +17,8 @@ from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.objects import node_from_dict, pod_from_dict
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch
+from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch, StatusUpdate
+from scheduler.model.gangs import PodGroupStatus
 from scheduler.model.pods import GangKey, PodRef
 from scheduler.shell.api import ApiClient, ApiError, Credentials
 from scheduler.shell.binding import Binder
@@ -382,3 +383,37 @@ def test_a_kind_whose_watch_never_started_ends_the_first_sync_early() -> None:
     message = asyncio.run(run())
     assert "no nodes came through the watches" in message
     assert time.monotonic() - started < 5
+
+
+def test_podgroup_statuses_wait_behind_binds_and_only_the_latest_of_a_gang_is_written() -> None:
+    """A burst decides a status per gang several times (scheduled, then each member
+    running): while binds are in flight nothing is written, then one write per gang, the
+    latest; a write waits no longer than ``yield_seconds`` however long binds go on."""
+    written: list[tuple[str, int]] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        written.append((request.path.split("/")[-2], body["status"]["running"]))
+        return web.json_response({})
+
+    binding = [True]
+
+    async def run() -> None:
+        async with server(handler) as api:
+            patcher = Patcher(api, retries=0, busy=lambda: binding[0], yield_seconds=5)
+            a, b = GangKey("ns", "a"), GangKey("ns", "b")
+            writes = [
+                asyncio.create_task(patcher.status(StatusUpdate(gang, PodGroupStatus(running=n))))
+                for gang, n in ((a, 1), (a, 2), (b, 1), (a, 3))
+            ]
+            await asyncio.sleep(0.3)
+            assert written == [], "nothing goes while binds are in flight"
+            binding[0] = False
+            await asyncio.gather(*writes)
+            assert sorted(written) == [("a", 3), ("b", 1)]
+            binding[0] = True  # binds that never end hold a write back for yield_seconds only
+            quick = Patcher(api, retries=0, busy=lambda: binding[0], yield_seconds=0.2)
+            await asyncio.wait_for(quick.status(StatusUpdate(b, PodGroupStatus(running=2))), 2)
+            assert ("b", 2) in written
+
+    asyncio.run(run())

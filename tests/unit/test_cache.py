@@ -7,7 +7,7 @@ from dataclasses import replace
 from scheduler.cache.cluster import ClusterCache
 from scheduler.model.pods import GangKey
 from scheduler.model.snapshot import GangState
-from tests.unit.builders import SCHEDULER, node, pod
+from tests.unit.builders import SCHEDULER, node, pod, podgroup
 
 
 def cache_with(*pods, nodes=("n0",)) -> ClusterCache:
@@ -79,6 +79,25 @@ def test_freed_capacity_needs_a_pass_only_when_something_waits() -> None:
     cache.snapshot()  # a pass starts
     cache.remove_pod(busy.ref.uid)
     assert cache.dirty
+
+
+def test_a_podgroup_status_alone_needs_no_pass_but_its_spec_does() -> None:
+    """The status is what passes write: its echo is no work (and the gang is not looked
+    at for it), but it is kept for the next pass that does look; a spec change is work."""
+    bound = pod("b", pod_group="pg", node_name="n0", phase="Running")
+    cache = cache_with(bound)
+    cache.upsert_podgroup(podgroup("pg", min_member=1))
+    cache.snapshot()  # a pass starts
+    cache.remember({GangKey("default", "pg"): GangState(satisfied=True)})
+    written = podgroup("pg", min_member=1, status={"phase": "Running", "running": 1})
+    cache.upsert_podgroup(written)
+    assert not cache.dirty
+    snap = cache.snapshot()
+    assert snap.pods == ()  # the gang is not active for it
+    assert snap.podgroups[GangKey("default", "pg")].status.running == 1  # but it is kept
+    cache.upsert_podgroup(podgroup("pg", min_member=2, status={"phase": "Running", "running": 1}))
+    assert cache.dirty
+    assert [p.ref.name for p in cache.snapshot().pods] == ["b"]
 
 
 def test_sync_tracking_reports_what_the_watches_have_not_delivered() -> None:
