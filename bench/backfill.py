@@ -33,7 +33,7 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.run import stop
+from bench.run import stop, write_results
 from e2e import cluster as local_cluster
 from e2e.nodes import api_client, create_nodes, layout, node_manifest, wait_ready
 from scheduler.model import names
@@ -464,11 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         print(f"bench failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "backfill.json").write_text(json.dumps(results, indent=2) + "\n")
-    table = markdown(results)
-    (RESULTS / "backfill.md").write_text(table)
-    print(table)
+    write_results("backfill", results, markdown(results))
     return 0
 
 

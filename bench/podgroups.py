@@ -27,6 +27,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from bench.run import bind_round_robin, gather_limited
 from e2e import cluster as local_cluster
 from e2e.nodes import api_client, create_nodes, layout, node_manifest, wait_ready
 from scheduler.shell.api import ApiClient, load_credentials
@@ -100,16 +101,6 @@ class Watch:
         await asyncio.gather(*self.tasks, return_exceptions=True)
 
 
-async def limited(limit: int, coroutines: list) -> None:
-    slots = asyncio.Semaphore(limit)
-
-    async def one(coroutine):
-        async with slots:
-            await coroutine
-
-    await asyncio.gather(*(one(c) for c in coroutines))
-
-
 async def create_gangs(
     api: ApiClient, namespace: str, *, pods: int, size: int, rate: float | None = None
 ) -> dict[str, float]:
@@ -128,7 +119,7 @@ async def create_gangs(
             )
             created[f"p-{i}"] = time.monotonic()
 
-    await limited(32 // 8 * 2 if rate else 32, [gang(g) for g in range(pods // size)])
+    await gather_limited(32 // 8 * 2 if rate else 32, [gang(g) for g in range(pods // size)])
     return created
 
 
@@ -193,7 +184,7 @@ def stop(process: subprocess.Popen[bytes]) -> None:
 async def ceiling(api: ApiClient, nodes: list[str], *, pods: int) -> float:
     namespace = f"ceiling-{time.time():.0f}"
     await api.post("/api/v1/namespaces", {"metadata": {"name": namespace}})
-    await limited(
+    await gather_limited(
         32,
         [
             api.post(
@@ -203,18 +194,7 @@ async def ceiling(api: ApiClient, nodes: list[str], *, pods: int) -> float:
         ],
     )
 
-    async def bind(i: int) -> None:
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": f"p-{i}", "namespace": namespace},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": nodes[i % len(nodes)]},
-        }
-        await api.post(f"/api/v1/namespaces/{namespace}/pods/p-{i}/binding", body)
-
-    started = time.monotonic()
-    await limited(32, [bind(i) for i in range(pods)])
-    rate = pods / (time.monotonic() - started)
+    rate = pods / await bind_round_robin(api, namespace, nodes=nodes, pods=pods, concurrency=32)
     await clear(api, namespace)
     return rate
 

@@ -354,6 +354,34 @@ def _rounded(seconds: float) -> float:
     return round(seconds, 3)
 
 
+async def bind_round_robin(
+    api: ApiClient, namespace: str, *, nodes: list[str], pods: int, concurrency: int
+) -> float:
+    """The bind ceiling's client: pods p-0 ... p-N bound round robin over ``nodes`` by
+    plain binding POSTs, ``concurrency`` in flight; the seconds it took."""
+
+    async def bind(i: int) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": f"p-{i}", "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": nodes[i % len(nodes)]},
+        }
+        await api.post(f"/api/v1/namespaces/{namespace}/pods/p-{i}/binding", body)
+
+    started = time.monotonic()
+    await gather_limited(concurrency, [bind(i) for i in range(pods)])
+    return time.monotonic() - started
+
+
+def write_results(name: str, results: dict, table: str) -> None:
+    """``bench/results/NAME.json`` and ``NAME.md``, and the table on stdout."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (RESULTS / f"{name}.md").write_text(table)
+    print(table)
+
+
 async def bind_ceiling(setting: Setting, *, pods: int) -> dict:
     api = setting.api
     namespace = await fresh_namespace(api, "bench-ceiling")
@@ -372,20 +400,9 @@ async def bind_ceiling(setting: Setting, *, pods: int) -> dict:
         for i in range(pods)
     ]
     await create_pods(api, namespace, manifests, concurrency=setting.concurrency)
-    nodes = setting.nodes
-
-    async def bind(i: int) -> None:
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": f"p-{i}", "namespace": namespace},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": nodes[i % len(nodes)]},
-        }
-        await api.post(f"/api/v1/namespaces/{namespace}/pods/p-{i}/binding", body)
-
-    started = time.monotonic()
-    await gather_limited(setting.concurrency, [bind(i) for i in range(pods)])
-    elapsed = time.monotonic() - started
+    elapsed = await bind_round_robin(
+        api, namespace, nodes=setting.nodes, pods=pods, concurrency=setting.concurrency
+    )
     await clear_namespace(api, namespace)
     return {"pods": pods, "seconds": round(elapsed, 2), "pods_per_second": round(pods / elapsed, 1)}
 
@@ -889,11 +906,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     name = "gang-scheduling-scale" if args.scale else "gang-scheduling"
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    table = markdown(results)
-    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (RESULTS / f"{name}.md").write_text(table)
-    print(table)
+    write_results(name, results, markdown(results))
     failed = [
         f"{w}/{k}" for w, runs in results["workloads"].items() for k, r in runs.items()
         if "error" in r
