@@ -23,8 +23,9 @@ A group with a member whose ``preemptionPolicy`` is ``Never`` does not preempt.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from types import MappingProxyType
 
 from scheduler.core.actions.allocate import place_group
 from scheduler.core.filtering import selector_matches
@@ -82,7 +83,7 @@ class _Pool:
         self._session = session
         self._units: dict[int, list[Victims]] = {}
         self.hopeless: set[tuple] = set()
-        self.taken: set[str] = set()  # uids evicted in this pass
+        self.taken: dict[str, Pod] = {}  # evicted in this pass, by uid
         classes = session.snapshot.priority_classes
         self.lowest = min(
             (
@@ -104,7 +105,7 @@ class _Pool:
         units = self._units.get(priority)
         if units is None:
             units = self._units[priority] = candidates(
-                self._session, below=priority, taken=frozenset(self.taken)
+                self._session, below=priority, taken=self.taken
             )
         return units
 
@@ -116,7 +117,7 @@ def _priority(session: Session, gangs: list[Gang]) -> int:
 
 
 def candidates(
-    session: Session, *, below: int, taken: frozenset[str] = frozenset()
+    session: Session, *, below: int, taken: Mapping[str, Pod] = MappingProxyType({})
 ) -> list[Victims]:
     """The victim units whose priority is below ``below``, best first; pods in ``taken``
     (evicted earlier in this pass) are gone already."""
@@ -151,7 +152,7 @@ def candidates(
     budgets = session.snapshot.budgets
     if not budgets:
         return units
-    gone = [p for info in session.infos.values() for p in info.pods if p.ref.uid in taken]
+    gone = list(taken.values())
     return _keeping_budgets(units, budgets, gone=gone)
 
 
@@ -285,13 +286,13 @@ def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool) -> None:
         if without is not None:
             chosen, placements = rest, without
     session.finder.restore({})
-    gone = [p for info in session.infos.values() for p in info.pods if p.ref.uid in pool.taken]
+    gone = list(pool.taken.values())
     evicted = list({p.ref.uid: p for v in chosen for p, _ in v.pods}.values())
     broke = _breaks_budgets(session.snapshot.budgets, evicted, gone=gone)
     for pod, node in own:
         session.ledger.unplace(pod, node)
     _commit(session, gangs, chosen, placements, broke_budgets=broke)
-    pool.taken.update(p.ref.uid for victims in chosen for p, _ in victims.pods)
+    pool.taken.update((p.ref.uid, p) for victims in chosen for p, _ in victims.pods)
     pool.hopeless.clear()  # room changed: what found no victims may now
     pool.reset()
 
