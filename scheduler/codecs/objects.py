@@ -332,6 +332,7 @@ def pod_from_dict(raw: object) -> Pod:
         phase=text(status.get("phase")) or "Pending",
         priority=whole(spec.get("priority")),
         preempts=text(spec.get("preemptionPolicy")) != "Never",
+        nominated_node=text(status.get("nominatedNodeName")),
         priority_class=text(spec.get("priorityClassName")),
         node_selector=texts(spec.get("nodeSelector")),
         affinity=_affinity(spec),

@@ -275,15 +275,35 @@ class Session:
         the PodGroup's status while it says the gang is still being scheduled, else from the
         members' first-attempt annotation, but only when every pending member carries it (a
         member without it belongs to a later incarnation: an old mark must not time it out;
-        a clock started late is the lesser harm)."""
+        a clock started late is the lesser harm). A preemptor's nomination comes back from
+        its members' ``status.nominatedNodeName``, so the room its victims freed is still held
+        for it after a restart or a failover (kube-scheduler reads them back too), with a
+        fresh ``NOMINATION_SECONDS``."""
+        nominated = {p.ref: p.nominated_node for p in pending(gang) if p.nominated_node}
+        since = self.now if nominated else None
+        # Its victims are not known any more: the pods being deleted where it was nominated
+        # are what it waits for.
+        infos = self.infos if nominated else {}
+        victims = frozenset(
+            p.ref.uid
+            for node in set(nominated.values())
+            if node in infos
+            for p in infos[node].pods
+            if p.deleting
+        )
         if gang.podgroup is not None and gang.podgroup.api is PodGroupApi.OURS:
             status = gang.podgroup.status
             waiting = status.phase in ("", PENDING_PHASE, SCHEDULING_PHASE)
             start = parse_time(status.schedule_start_time) if waiting else None
-            return GangState(first_attempt=start)
+            return GangState(
+                first_attempt=start, nominated=nominated, nominated_at=since, victims=victims
+            )
         marks = [p.first_attempt for p in pending(gang)]
         known = [m for m in marks if m is not None]
-        return GangState(first_attempt=min(known) if known and len(known) == len(marks) else None)
+        first = min(known) if known and len(known) == len(marks) else None
+        return GangState(
+            first_attempt=first, nominated=nominated, nominated_at=since, victims=victims
+        )
 
     def in_flight(self, gang: Gang) -> bool:
         """Whether binds of the gang are still in flight (assumed, not confirmed)."""

@@ -230,6 +230,8 @@ class Pod:
     preferred_pod_anti_affinity: tuple[tuple[int, PodAffinityTerm], ...] = ()
     scoring: str = ""
     preempts: bool = True  # spec.preemptionPolicy is not Never
+    # status.nominatedNodeName: where a preemption made room for it (read back on restart).
+    nominated_node: str = ""
 
     @property
     def prefers(self) -> bool:

@@ -432,3 +432,21 @@ def test_a_parked_gang_becomes_the_head_at_its_own_starvation_bound_not_at_the_f
     assert not [e for e in loop.run(T0 + 5).events if e.reason == "StarvationHold"]
     held = loop.run(T0 + 11)
     assert [e for e in held.events if e.reason == "StarvationHold"], "not only at the 60 s flush"
+
+
+def test_a_restarted_scheduler_still_holds_the_room_freed_for_a_nominated_preemptor() -> None:
+    nodes, low = two_full_nodes()
+    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="16")
+    first = schedule(snapshot(nodes, [*low, *high]), now=T0)
+    where = {n.pod.name: n.node for n in first.nominations}
+    # The scheduler restarts (no memory) while the victims are still leaving; the API
+    # server shows the nominations it wrote.
+    nominated = [replace(p, nominated_node=where[p.ref.name]) for p in high]
+    survivors = [p for p in low if p.ref.name.startswith("low-a")]
+    leaving = [replace(p, deleting=True) for p in low if p.ref.name.startswith("low-b")]
+    late = gang_pods("late", 2, gang="late", min_available=2, priority=1, cpu="16", created=T0)
+    during = schedule(snapshot(nodes, [*survivors, *leaving, *nominated, *late]), now=T0 + 5)
+    assert bind_map(during) == {}
+    gone = snapshot(nodes, [*survivors, *nominated, *late], memory=during.memory)
+    after = schedule(gone, now=T0 + 5.3)
+    assert bind_map(after) == where, "the late low gang does not take the preemptor's room"
