@@ -1,11 +1,14 @@
 """The kopf operator: the only module that imports kopf.
 
-Watch events on Pods, Nodes, PodGroups and PriorityClasses become cache updates (seed 004's
-ConfigMaps come through ``shell.watching`` instead); nothing here decides anything. The
-handlers are coroutines (kopf runs plain functions in a thread pool, a hand-off per event)
-and plain ``on.event`` handlers: kopf's indexes would tell when the first listing is
-complete, but they cost a wake-up of every waiting object per listed object, which is
-quadratic in the size of the cluster. ``shell.syncing`` tells instead.
+kopf runs the operator's frame (login, probes, start-up and clean-up) and watches the quiet
+kinds (PriorityClasses, Namespaces, storage, PodDisruptionBudgets); their events become
+cache updates. Pods, Nodes and PodGroups, where nearly every event comes from, have our own
+informers (``shell.watching.Informer``), and seed 004's ConfigMaps a label-selected watch;
+nothing here decides anything. The handlers are coroutines (kopf runs plain functions in a
+thread pool, a hand-off per event) and plain ``on.event`` handlers: kopf's indexes would
+tell when the first listing is complete, but they cost a wake-up of every waiting object per
+listed object, which is quadratic in the size of the cluster. ``shell.syncing`` tells
+instead.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import structlog
 from scheduler.cache.cluster import ClusterCache
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.pods import GangKey, PodGroupApi
+from scheduler.model.pods import PodGroupApi
 from scheduler.shell.api import ApiClient, Credentials, RateLimiter
 from scheduler.shell.binding import Binder
 from scheduler.shell.clocks import SteadyClock
@@ -36,7 +39,7 @@ from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
 from scheduler.shell.recording import EventRecorder
 from scheduler.shell.syncing import UPSERTS, Relisting, wait_until_synced
-from scheduler.shell.watching import LabelWatch
+from scheduler.shell.watching import Informer, LabelWatch
 
 # kopf imports the pykube and kubernetes clients when they are installed, only to know their
 # objects in helpers we never call (adopt, owner references): about a fifth of a second of
@@ -104,26 +107,6 @@ class _Forever:
         yield from itertools.repeat(5)
 
 
-class _OptionalKinds(logging.Filter):
-    """kopf warns at start about every watched kind the API server does not serve. The
-    PodGroup kinds other than ours are optional (Volcano's CRD is rarely installed, the
-    upstream v1alpha2 API is off by default): a cluster without them is no problem to warn
-    about. Gangs that name one wait with a PodGroupNotFound event that says what to do."""
-
-    OPTIONAL = tuple(
-        "group='{}', version='{}'".format(*api.value.split("/"))
-        for api in PodGroupApi
-        if api is not PodGroupApi.OURS
-    )
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if not message.startswith("Unresolved resources cannot be served"):
-            return True
-        named = message.count("Selector(")
-        return named != sum(message.count(group) for group in self.OPTIONAL)
-
-
 def _kopf_watches() -> list[asyncio.Task[Any]]:
     """kopf's watch tasks, by the name kopf gives them (checked by an integration test)."""
     return [t for t in asyncio.all_tasks() if t.get_name().startswith("watcher for ")]
@@ -165,27 +148,9 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
             raise kopf.PermanentError("; ".join(problems))
         return "ok"
 
-    # Upserts are shared with the re-list (``UPSERTS``); removals come from DELETED events.
+    # The quiet kinds (pods, nodes and PodGroups have our own ``Informer``s). Upserts are
+    # shared with the re-list (``UPSERTS``); removals come from DELETED events.
     kinds: list[tuple[tuple[str, ...], str, Callable[[Runtime, Any], None]]] = [
-        (("v1", "pods"), "pods", lambda rt, body: rt.cache.remove_pod(body["metadata"]["uid"])),
-        (
-            ("v1", "nodes"),
-            "nodes",
-            lambda rt, body: rt.cache.remove_node(body["metadata"]["name"]),
-        ),
-        # PodGroups of every kind (ours, the upstream Workload API's, Volcano's). kopf
-        # resolves them against what the API server serves, watches only those, and starts
-        # watching one whose CRD is installed later; a kind never served never delivers.
-        *(
-            (
-                (*api.value.split("/"), "podgroups"),
-                api.kind,
-                lambda rt, body, _api=api: rt.cache.remove_podgroup(
-                    GangKey(body["metadata"]["namespace"], body["metadata"]["name"]), _api
-                ),
-            )
-            for api in PodGroupApi
-        ),
         (
             ("scheduling.k8s.io", "v1", "priorityclasses"),
             "priorityclasses",
@@ -328,9 +293,6 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     limits kube-scheduler's (kopf's few long-lived watches are not counted).
     """
     logging.getLogger("kopf").setLevel(logging.WARNING)
-    observation = logging.getLogger("kopf._core.reactor.observation")
-    if not any(isinstance(f, _OptionalKinds) for f in observation.filters):
-        observation.addFilter(_OptionalKinds())
     cache = ClusterCache(scheduler_name=config.scheduler_name)
     api = ApiClient(
         credentials,
@@ -391,7 +353,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         while the API server is coming up, it may never watch some: exit, be restarted."""
         try:
             async with asyncio.timeout(SYNC_LIMIT_SECONDS):
-                await wait_until_synced(api, cache)
+                await wait_until_synced(api, cache, listed={i.kind: i.listed for i in informers})
         except TimeoutError as error:
             why = (
                 str(error)
@@ -423,16 +385,38 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         metrics=metrics,
         clock=clock,
     )
+    # The busy kinds, by our own informers (``shell.watching``): kopf's per-event cost was a
+    # third of the process at 1,000 nodes.
+    informers = [
+        Informer(
+            api,
+            cache,
+            kind=kind,
+            poke=loop.poke,
+            errored=metrics.background_errors.labels(worker="watch").inc,
+        )
+        for kind in ("pods", "nodes", *(api_.kind for api_ in PodGroupApi))
+    ]
+    informing = [
+        asyncio.create_task(informer.run(), name=f"informer {informer.kind}")
+        for informer in informers
+    ]
     scheduling = asyncio.create_task(loop.run(), name="scheduling loop")
     recording = asyncio.create_task(recorder.run(), name="event recorder")
 
     watches = [
+        *informing,
         *_configmap_watches(
             api, cache, loop=loop, metrics=metrics, topology_namespace=topology_namespace
         ),
         asyncio.create_task(measure_lag(metrics), name="event loop lag"),
         asyncio.create_task(
-            keep_watch(api, metrics=metrics, watches=_kopf_watches, on_fatal=lose),
+            keep_watch(
+                api,
+                metrics=metrics,
+                watches=lambda: [*_kopf_watches(), *informing],
+                on_fatal=lose,
+            ),
             name="health",
         ),
         asyncio.create_task(relisting.every(RELIST_BACKSTOP_SECONDS), name="re-list backstop"),
