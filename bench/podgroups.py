@@ -148,6 +148,7 @@ def start_scheduler(
     kubeconfig: Path, log: Path, *, port: int, checkout: Path | None = None
 ) -> subprocess.Popen[bytes]:
     """This checkout's scheduler, or ``checkout``'s (its own .venv) for an A/B run."""
+    checkout = checkout.resolve() if checkout else None
     python = str(checkout / ".venv" / "bin" / "python") if checkout else sys.executable
     wrap = []
     if PROFILE:

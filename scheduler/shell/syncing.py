@@ -93,16 +93,13 @@ async def list_versioned(
             page = await api.request("GET", LISTS[kind] + query, accept=accept)
         except ApiError as error:
             if error.status == 404 and kind in PODGROUP_KINDS:
-                if kind == PodGroupApi.OURS.kind:
-                    log.warning("the PodGroup CRD is not installed; kubectl apply -f crds/")
-                # The others are optional: their gangs' PodGroupNotFound event says so.
                 return [], None
             raise
         items.extend(page.get("items") or ())
         meta = page.get("metadata") or {}
         token = meta.get("continue", "")
         if not token:  # every page of a LIST is read at the first page's resourceVersion
-            return items, str(meta.get("resourceVersion", ""))
+            return items, str(meta.get("resourceVersion") or "")
 
 
 async def list_keys(api: ApiClient, *, skip: Collection[str] = ()) -> set[tuple[str, str]]:
@@ -128,9 +125,9 @@ async def wait_until_synced(
 ) -> None:
     """Wait until the watches delivered every object a LIST shows. Raises TimeoutError if
     a kind has objects but not one of them came through in ``stall_seconds`` while the
-    API server answers: its watch never started (kopf resolves its kinds once, and a
-    scheduler started while the API server restarts may miss some), so the process must
-    be restarted, sooner than the caller's overall limit. The kinds in ``listed`` are
+    API server answers: its watch never started, so the process must be restarted,
+    sooner than the caller's overall limit (kopf, which watched the kinds until #13,
+    resolved them once and could miss some for good). The kinds in ``listed`` are
     watched by our own informers, whose first LIST is the cache's: their event says when
     it is folded in, and they are not listed a second time here."""
     listed = listed or {}
@@ -164,7 +161,7 @@ async def wait_until_synced(
     )
 
 
-# The kinds kopf watches for the cache (the ConfigMaps' own watch re-lists correctly).
+# The kinds the informers keep in the cache (the ConfigMaps' own watch re-lists correctly).
 KINDS = (
     "pods",
     "nodes",
@@ -221,14 +218,6 @@ UPSERTS: dict[str, Callable[[ClusterCache, Any], None]] = {
 }
 
 
-async def resync(api: ApiClient, cache: ClusterCache, kind: str) -> list[str]:
-    """After a watch re-listed ``kind`` (its resourceVersion expired, the API server
-    restarted, this replica just became leader), make the cache what a fresh LIST says.
-    Returns the keys removed."""
-    since = cache.delivered
-    return fold_listing(cache, kind, await list_objects(api, kind), since=since)
-
-
 def fold_listing(
     cache: ClusterCache, kind: str, items: list[dict[str, Any]], *, since: int
 ) -> list[str]:
@@ -268,69 +257,3 @@ def fold_listing(
             examples=gone[:5],
         )
     return gone
-
-
-class Relisting:
-    """Runs ``resync`` for a kind whenever a watch re-lists it after the first
-    sync, one check per kind at a time, retried until it gets through."""
-
-    def __init__(
-        self,
-        api: ApiClient,
-        cache: ClusterCache,
-        *,
-        poke: Callable[[], None],
-        errored: Callable[[], None] = lambda: None,
-        settle_seconds: float = 0.5,
-        retry_seconds: float = 2.0,
-    ) -> None:
-        self._api = api
-        self._cache = cache
-        self._poke = poke
-        self._errored = errored
-        self._settle_seconds = settle_seconds
-        self._retry_seconds = retry_seconds
-        self._checks: dict[str, asyncio.Task[None]] = {}
-
-    def everything(self) -> None:
-        """Check every kind: the API server was unreachable for a while (the watches were
-        cut, and a re-list of a kind with nothing left in it delivers no object at all,
-        so ``relisted`` would never be called), or the periodic backstop."""
-        for kind in KINDS:
-            self.relisted(kind)
-
-    async def every(self, seconds: float) -> None:
-        """The backstop, forever: a check of every kind every ``seconds``."""
-        while True:
-            await asyncio.sleep(seconds)
-            self.everything()
-
-    def relisted(self, kind: str) -> None:
-        """An object of ``kind`` came from a LIST: check once the listing has landed."""
-        if not self._cache.synced or (kind in self._checks and not self._checks[kind].done()):
-            return
-        self._checks[kind] = asyncio.create_task(self._check(kind), name=f"re-list {kind}")
-
-    async def _check(self, kind: str) -> None:
-        await asyncio.sleep(self._settle_seconds)  # let the listing land first: less to drop
-        while True:
-            try:
-                await resync(self._api, self._cache, kind)
-                self._poke()
-                return
-            except Exception as error:  # ApiError, or a bug: the check must happen anyway
-                if not isinstance(error, ApiError):
-                    self._errored()
-                log.warning("re-list check failed; trying again", kind=kind, error=str(error))
-                await asyncio.sleep(self._retry_seconds)
-
-    async def settled(self) -> None:
-        """Wait until no check is pending: a pass on a cache that may still hold deleted
-        nodes or pods would place members on nodes that are gone."""
-        while pending := [t for t in self._checks.values() if not t.done()]:
-            await asyncio.wait(pending)
-
-    async def close(self) -> None:
-        for task in self._checks.values():
-            task.cancel()
-        await asyncio.gather(*self._checks.values(), return_exceptions=True)

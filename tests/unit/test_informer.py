@@ -110,14 +110,16 @@ def test_a_watch_resumes_from_the_last_version_and_lists_again_only_when_it_is_g
 
 
 def test_a_broken_stream_a_malformed_object_and_a_huge_line_do_not_stop_the_watch() -> None:
-    """The server cuts the first stream mid-line (after one good event), then sends a
-    deletion of an object with no name, then a node whose annotations make a 300 KiB line, then a deletion."""
+    """The server cuts the first stream mid-line (after one good event), then sends the
+    deletion of an object with no name, a node whose annotations make a 300 KiB line and
+    a deletion."""
     calls: list[str] = []
 
     async def handler(request: web.Request) -> web.StreamResponse:
         if request.query.get("watch") != "1":
             calls.append("list")
-            return web.json_response({"items": [node("n0", 5)], "metadata": {"resourceVersion": "5"}})
+            listing = {"items": [node("n0", 5)], "metadata": {"resourceVersion": "5"}}
+            return web.json_response(listing)
         calls.append(request.query["resourceVersion"])
         if len(calls) == 2:  # a good event, then half of one and the connection goes
             response = web.StreamResponse()
@@ -144,7 +146,7 @@ def test_a_broken_stream_a_malformed_object_and_a_huge_line_do_not_stop_the_watc
         async with server(handler) as api:
             task = await inform(api, cache, "nodes")
             try:
-                await until(lambda: nodes_in(cache) == {"a", "big"})
+                await until(lambda: nodes_in(cache) == {"a", "big"} and len(calls) >= 4)
             finally:
                 await stop(task)
 
@@ -184,3 +186,161 @@ def test_a_kind_the_server_does_not_serve_counts_as_listed_and_is_picked_up_once
 
     asyncio.run(scenario())
     assert informer_listed == [True], "not served: listed, and nothing in the cache"
+
+
+def test_a_410_answer_to_the_watch_lists_again() -> None:
+    asked: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "1":
+            asked.append("list")
+            items = [node("n0", 1)] if len(asked) == 1 else []
+            return web.json_response({"items": items, "metadata": {"resourceVersion": "2"}})
+        asked.append("watch")
+        if asked.count("watch") == 1:
+            return web.json_response({"reason": "Expired"}, status=410)
+        await asyncio.sleep(0.5)
+        return web.Response()
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            task = await inform(api, cache, "nodes")
+            await until(lambda: asked.count("list") == 2 and not nodes_in(cache))
+            await stop(task)
+
+    asyncio.run(scenario())
+    assert asked[:3] == ["list", "watch", "list"]
+
+
+def test_a_watch_that_fails_again_and_again_from_one_version_lists_again() -> None:
+    """A version the server keeps refusing with 5xx (say, "too large" after an etcd
+    restore): after three failures the informer starts over with a LIST."""
+    asked: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "1":
+            asked.append("list")
+            return web.json_response({"items": [], "metadata": {"resourceVersion": "2"}})
+        asked.append("watch")
+        return web.json_response({"reason": "Timeout"}, status=504)
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            task = await inform(api, cache, "nodes")
+            await until(lambda: asked.count("list") == 2)
+            await stop(task)
+
+    asyncio.run(scenario())
+    assert asked[:5] == ["list", "watch", "watch", "watch", "list"]
+
+
+def test_a_watch_silent_past_its_own_timeout_is_given_up_and_resumed() -> None:
+    """A connection that died without a word: the server would have ended the stream by
+    timeoutSeconds; past that and a grace, the informer stops waiting on it."""
+    watches: list[float] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "1":
+            return web.json_response({"items": [], "metadata": {"resourceVersion": "2"}})
+        watches.append(asyncio.get_running_loop().time())
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await asyncio.sleep(3)  # says nothing, ends nothing
+        return response
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            informer = Informer(
+                api, cache, kind="nodes", poke=lambda: None, timeout_seconds=0, grace_seconds=0.2
+            )
+            task = asyncio.create_task(informer.run())
+            await until(lambda: len(watches) >= 2, seconds=2.5)
+            await stop(task)
+
+    asyncio.run(scenario())
+    assert watches[1] - watches[0] < 1.5
+
+
+def test_a_re_list_asked_while_a_list_runs_is_answered_by_a_list_begun_after_it() -> None:
+    """A new leader asks for a LIST while the informer is in the middle of one: that LIST
+    may predate the old leader's last bind, so only the next one answers."""
+    lists: list[int] = []
+    release = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") == "1":
+            await asyncio.sleep(0.5)
+            return web.Response()
+        lists.append(1)
+        if len(lists) == 1:
+            await release.wait()
+        return web.json_response({"items": [], "metadata": {"resourceVersion": "2"}})
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    lists_when_answered: list[int] = []
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            informer = Informer(api, cache, kind="nodes", poke=lambda: None)
+            task = asyncio.create_task(informer.run())
+            await until(lambda: len(lists) == 1)
+            answer = informer.relist()
+            release.set()
+            await asyncio.wait_for(answer, 5)
+            lists_when_answered.append(len(lists))
+            await stop(task)
+
+    asyncio.run(scenario())
+    assert lists_when_answered == [2]
+
+
+def test_a_podgroup_kind_that_answers_404_for_a_moment_keeps_its_podgroups() -> None:
+    """A restarting API server answers 404 for custom resources for a moment: the
+    PodGroups stay; a kind that stays away past ``absent_seconds`` is dropped."""
+    state = {"served": True, "lists": 0}
+    group = {
+        "metadata": {"name": "train", "namespace": "ns", "resourceVersion": "3"},
+        "spec": {"minMember": 2},
+    }
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if not state["served"]:
+            return web.json_response({"reason": "NotFound"}, status=404)
+        if request.query.get("watch") == "1":
+            await asyncio.sleep(0.2)
+            return web.Response()
+        state["lists"] += 1
+        return web.json_response({"items": [group], "metadata": {"resourceVersion": "3"}})
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    seen: list[int] = []
+
+    def podgroups() -> int:
+        return len(cache.snapshot(whole=True).podgroups)
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            informer = Informer(
+                api, cache, kind="podgroups", poke=lambda: None, retry_seconds=0.02,
+                absent_seconds=1.0,
+            )  # fmt: skip
+            task = asyncio.create_task(informer.run())
+            await until(lambda: podgroups() == 1)
+            state["served"] = False
+            await asyncio.sleep(0.5)  # a moment of 404s
+            seen.append(podgroups())
+            state["served"] = True
+            lists = state["lists"]
+            await until(lambda: state["lists"] > lists)
+            state["served"] = False  # for good
+            await until(lambda: podgroups() == 0, seconds=5)
+            await stop(task)
+
+    asyncio.run(scenario())
+    assert seen == [1], "kept through a moment of 404s"
