@@ -30,7 +30,7 @@ from pathlib import Path
 from bench.run import bind_round_robin, cpu_seconds, gather_limited
 from e2e import cluster as local_cluster
 from e2e.nodes import api_client, create_nodes, layout, node_manifest, wait_ready
-from scheduler.shell.api import ApiClient, load_credentials
+from scheduler.shell.api import ApiClient, ApiError, load_credentials
 
 REPO = Path(__file__).resolve().parent.parent
 DIRECTORY = REPO / ".cluster-podgroups"
@@ -132,7 +132,9 @@ async def clear(api: ApiClient, namespace: str) -> None:
                 f"/api/v1/namespaces/{namespace}/pods",
                 f"{PODGROUPS}/namespaces/{namespace}/podgroups",
             ):
-                with contextlib.suppress(TimeoutError):
+                # A collection DELETE of thousands of pods may outlast the client's 30 s: it
+                # goes on in the API server, and the next round asks again.
+                with contextlib.suppress(ApiError):
                     await api.request("DELETE", path)
             sent = time.monotonic()
         if not (await api.request("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1"))["items"]:

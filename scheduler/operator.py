@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +67,14 @@ class Runtime:
 SYNC_LIMIT_SECONDS = 60.0
 
 
+class _Forever:
+    """Retry delays without end (kopf iterates them afresh for every request)."""
+
+    def __iter__(self) -> Iterator[float]:
+        yield from (1, 1, 2, 3, 5)
+        yield from itertools.repeat(5)
+
+
 def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
@@ -87,6 +96,12 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.enabled = False  # our Events are our own; kopf's would be noise
+        # kopf watches nothing of ours, so it need not watch CRDs for new kinds either: that
+        # watch is a task kopf cannot do without, and it dies once its retries run out.
+        settings.scanning.disabled = True
+        # kopf gives a failed request 8 retries (about a minute) and then fails the task,
+        # which stops the operator: its start-up discovery must retry as long as it takes.
+        settings.networking.error_backoffs = _Forever()
 
     @kopf.on.probe(id="health", registry=registry)
     async def health(memo: Runtime, **_: Any) -> str:
@@ -240,9 +255,9 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
             async with asyncio.timeout(SYNC_LIMIT_SECONDS):
                 await wait_until_synced(api, cache, listed=informers.listed)
         except TimeoutError as error:
-            why = (
-                str(error)
-                or f"the watches did not deliver the cluster within {SYNC_LIMIT_SECONDS:.0f}s"
+            why = str(error) or (
+                f"the watches did not deliver the cluster within {SYNC_LIMIT_SECONDS:.0f}s; "
+                f"not yet listed: {informers.unlisted() or 'none'}"
             )
             lose(Unhealthy(f"{why} (started while the API server was unavailable?)"))
             raise
@@ -266,7 +281,6 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
             for kind in KINDS
         ]
     )
-    api.health.on_recovered = informers.everything
 
     loop = SchedulingLoop(
         cache=cache,
@@ -284,16 +298,16 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     scheduling = asyncio.create_task(loop.run(), name="scheduling loop")
     recording = asyncio.create_task(recorder.run(), name="event recorder")
 
-    watches = [
+    watches = [  # cancelled in this order: the health check first (it watches the rest)
+        asyncio.create_task(
+            keep_watch(api, metrics=metrics, watches=lambda: informing, on_fatal=lose),
+            name="health",
+        ),
         *informing,
         *_configmap_watches(
             api, cache, loop=loop, metrics=metrics, topology_namespace=topology_namespace
         ),
         asyncio.create_task(measure_lag(metrics), name="event loop lag"),
-        asyncio.create_task(
-            keep_watch(api, metrics=metrics, watches=lambda: informing, on_fatal=lose),
-            name="health",
-        ),
     ]
 
     async def shutdown() -> None:

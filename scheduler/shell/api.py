@@ -226,14 +226,9 @@ class Reachability:
     def __init__(self, *, clock: Callable[[], float]) -> None:
         self._clock = clock
         self.failing_since: float | None = None
-        # Called when the API server answers again after failures: the watches were most
-        # likely cut too, and may have missed deletions.
-        self.on_recovered: Callable[[], None] = lambda: None
 
     def answered(self) -> None:
-        if self.failing_since is not None:
-            self.failing_since = None
-            self.on_recovered()
+        self.failing_since = None
 
     def failed(self) -> None:
         if self.failing_since is None:

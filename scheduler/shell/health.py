@@ -63,11 +63,11 @@ async def keep_watch(
             log.debug("API server heartbeat failed", error=str(error))
         metrics.api_unreachable_seconds.set(api.health.unreachable_for())
         for task in watches():
-            if task.done() and not task.cancelled():
-                error = task.exception()
+            if task.done():  # cancelled too: only the shutdown may, and it stops this first
+                error = "cancelled" if task.cancelled() else repr(task.exception())
                 on_fatal(
                     Unhealthy(
-                        f"the watch {task.get_name()!r} ended ({error!r}) and cannot resume; "
+                        f"the watch {task.get_name()!r} ended ({error}) and cannot resume; "
                         "exiting so that the process is restarted with fresh watches"
                     )
                 )

@@ -1,10 +1,11 @@
 """Knowing when the watches have delivered the whole cluster, before the first pass.
 
 A scheduler that decides on half a cluster double-books nodes it has not heard of yet, or
-takes a half-bound gang for a new one. So the loop starts only after every object that a
-fresh LIST shows has come through the watches. An object deleted between the LIST and its
-watch never comes: the LIST is repeated now and then, and what is gone is no longer waited
-for.
+takes a half-bound gang for a new one. So the loop starts only once every informer's first
+LIST is in the cache, and every labelled ConfigMap a fresh LIST shows has come through its
+watch (an object deleted between the LIST and its watch never comes: that LIST is repeated
+now and then, and what is gone is no longer waited for). Here too: the kinds' LISTs, and
+how a LIST is folded into the cache.
 """
 
 from __future__ import annotations

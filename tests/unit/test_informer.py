@@ -16,6 +16,8 @@ from aiohttp import web
 
 from scheduler.cache.cluster import ClusterCache
 from scheduler.shell.api import ApiClient, Credentials
+from scheduler.shell.health import keep_watch
+from scheduler.shell.metrics import Metrics
 from scheduler.shell.watching import Informer
 from tests.unit.builders import SCHEDULER, node_manifest
 
@@ -174,9 +176,7 @@ def test_a_kind_the_server_does_not_serve_counts_as_listed_and_is_picked_up_once
 
     async def scenario() -> None:
         async with server(handler) as api:
-            informer = Informer(
-                api, cache, kind="podgroups", poke=lambda: None, absent_seconds=0.05
-            )
+            informer = Informer(api, cache, kind="podgroups", poke=lambda: None)
             task = asyncio.create_task(informer.run())
             await asyncio.wait_for(informer.listed.wait(), 5)
             informer_listed.append(cache.snapshot(whole=True).podgroups == {})
@@ -328,7 +328,7 @@ def test_a_podgroup_kind_that_answers_404_for_a_moment_keeps_its_podgroups() -> 
         async with server(handler) as api:
             informer = Informer(
                 api, cache, kind="podgroups", poke=lambda: None, retry_seconds=0.02,
-                absent_seconds=1.0,
+                absent_seconds=3.0,
             )  # fmt: skip
             task = asyncio.create_task(informer.run())
             await until(lambda: podgroups() == 1)
@@ -339,8 +339,65 @@ def test_a_podgroup_kind_that_answers_404_for_a_moment_keeps_its_podgroups() -> 
             lists = state["lists"]
             await until(lambda: state["lists"] > lists)
             state["served"] = False  # for good
-            await until(lambda: podgroups() == 0, seconds=5)
+            await until(lambda: podgroups() == 0, seconds=10)
             await stop(task)
 
     asyncio.run(scenario())
     assert seen == [1], "kept through a moment of 404s"
+
+
+def test_cancelling_the_informer_while_it_watches_ends_it() -> None:
+    """A shutdown cancels the informer's task in the middle of a watch: it must end (a
+    cancel taken for a re-list would keep it running, and the shutdown would hang)."""
+    watching = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "1":
+            return web.json_response({"items": [], "metadata": {"resourceVersion": "2"}})
+        response = web.StreamResponse()
+        await response.prepare(request)
+        watching.set()
+        await asyncio.sleep(1)
+        return response
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    ended: list[bool] = []
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            task = await inform(api, cache, "nodes")
+            await asyncio.wait_for(watching.wait(), 5)
+            await asyncio.sleep(0.05)
+            task.cancel()
+            done, _ = await asyncio.wait({task}, timeout=0.5)
+            ended.append(task in done and task.cancelled())
+
+    asyncio.run(scenario())
+    assert ended == [True]
+
+
+def test_an_informer_task_that_ended_even_cancelled_stops_the_process() -> None:
+    """Only the shutdown cancels an informer, and it stops the health check first: any
+    other end leaves a kind that never changes again, so the process must go."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"major": "1"})
+
+    fatal: list[BaseException] = []
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            informer = asyncio.create_task(asyncio.sleep(10), name="informer pods")
+            informer.cancel()
+            await asyncio.gather(informer, return_exceptions=True)
+            check = keep_watch(
+                api,
+                metrics=Metrics.create(),
+                watches=lambda: [informer],
+                on_fatal=fatal.append,
+                interval=0.01,
+            )
+            await asyncio.wait_for(check, 5)
+
+    asyncio.run(scenario())
+    assert "'informer pods' ended (cancelled)" in str(fatal[0])
