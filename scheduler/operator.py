@@ -18,7 +18,8 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -38,17 +39,28 @@ from scheduler.shell.recording import EventRecorder
 from scheduler.shell.syncing import KINDS, wait_until_synced
 from scheduler.shell.watching import Informer, Informers, LabelWatch
 
-# kopf imports the pykube and kubernetes clients when they are installed, only to know their
-# objects in helpers we never call (adopt, owner references): about a fifth of a second of
-# the start-up, before anything is listed. They are hidden from it while it loads (a
-# module that is None in sys.modules cannot be imported), unless already imported.
-_HIDDEN = [name for name in ("pykube", "kubernetes") if name not in sys.modules]
-sys.modules.update(dict.fromkeys(_HIDDEN))
-try:
+if TYPE_CHECKING:
     import kopf
-finally:
-    for _name in _HIDDEN:
-        del sys.modules[_name]
+
+
+def _load_kopf() -> ModuleType:
+    """kopf, imported while the informers' first LISTs are in flight: a quarter of a second
+    that used to come before them.
+
+    kopf imports the pykube and kubernetes clients when they are installed, only to know
+    their objects in helpers we never call (adopt, owner references): about a fifth of a
+    second more. They are hidden from it while it loads (a module that is None in
+    sys.modules cannot be imported), unless already imported."""
+    hidden = [name for name in ("pykube", "kubernetes") if name not in sys.modules]
+    sys.modules.update(dict.fromkeys(hidden))
+    try:
+        import kopf  # noqa: PLC0415
+
+        return kopf
+    finally:
+        for name in hidden:
+            del sys.modules[name]
+
 
 log = structlog.get_logger()
 
@@ -75,7 +87,7 @@ class _Forever:
         yield from itertools.repeat(5)
 
 
-def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
+def build_registry(credentials: Credentials, *, kopf: ModuleType) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -328,8 +340,9 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         shutdown=shutdown,
     )
     try:
+        kopf = await asyncio.to_thread(_load_kopf)
         await kopf.operator(
-            registry=build_registry(credentials),
+            registry=build_registry(credentials, kopf=kopf),
             clusterwide=True,
             standalone=True,
             memo=runtime,
