@@ -328,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.profile:
+        if not (Path(sys.executable).parent / "py-spy").exists():
+            parser.error("--profile needs py-spy: .venv/bin/pip install py-spy")
         args.profile.mkdir(parents=True, exist_ok=True)
         PROFILE.append(args.profile.resolve())
     print(json.dumps(asyncio.run(main_async(args)), indent=2))
