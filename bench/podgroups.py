@@ -27,10 +27,10 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench.run import bind_round_robin, gather_limited
+from bench.run import bind_round_robin, cpu_seconds, gather_limited
 from e2e import cluster as local_cluster
 from e2e.nodes import api_client, create_nodes, layout, node_manifest, wait_ready
-from scheduler.shell.api import ApiClient, load_credentials
+from scheduler.shell.api import ApiClient, ApiError, load_credentials
 
 REPO = Path(__file__).resolve().parent.parent
 DIRECTORY = REPO / ".cluster-podgroups"
@@ -132,7 +132,9 @@ async def clear(api: ApiClient, namespace: str) -> None:
                 f"/api/v1/namespaces/{namespace}/pods",
                 f"{PODGROUPS}/namespaces/{namespace}/podgroups",
             ):
-                with contextlib.suppress(TimeoutError):
+                # A collection DELETE of thousands of pods may outlast the client's 30 s: it
+                # goes on in the API server, and the next round asks again.
+                with contextlib.suppress(ApiError):
                     await api.request("DELETE", path)
             sent = time.monotonic()
         if not (await api.request("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1"))["items"]:
@@ -144,7 +146,12 @@ async def clear(api: ApiClient, namespace: str) -> None:
 PROFILE: list[Path] = []
 
 
-def start_scheduler(kubeconfig: Path, log: Path, *, port: int) -> subprocess.Popen[bytes]:
+def start_scheduler(
+    kubeconfig: Path, log: Path, *, port: int, checkout: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """This checkout's scheduler, or ``checkout``'s (its own .venv) for an A/B run."""
+    checkout = checkout.resolve() if checkout else None
+    python = str(checkout / ".venv" / "bin" / "python") if checkout else sys.executable
     wrap = []
     if PROFILE:
         out = PROFILE[0] / f"scheduler-{time.time():.0f}.txt"
@@ -152,9 +159,9 @@ def start_scheduler(kubeconfig: Path, log: Path, *, port: int) -> subprocess.Pop
         wrap = [spy, "record", "--format", "raw", "--rate", "200", "-o", str(out), "--"]
     with log.open("ab") as out:
         return subprocess.Popen(
-            [*wrap, sys.executable, "-m", "scheduler", "run", "--kubeconfig", str(kubeconfig),
+            [*wrap, python, "-m", "scheduler", "run", "--kubeconfig", str(kubeconfig),
              "--bind-concurrency", "32", "--metrics-port", str(port)],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=checkout,
         )  # fmt: skip
 
 
@@ -199,16 +206,25 @@ async def ceiling(api: ApiClient, nodes: list[str], *, pods: int) -> float:
     return rate
 
 
-async def backlog(api: ApiClient, kubeconfig: Path, log: Path, *, pods: int, name: str) -> dict:
+async def backlog(
+    api: ApiClient,
+    kubeconfig: Path,
+    log: Path,
+    *,
+    pods: int,
+    name: str,
+    checkout: Path | None = None,
+) -> dict:
     namespace = name
     await api.post("/api/v1/namespaces", {"metadata": {"name": namespace}})
     await create_gangs(api, namespace, pods=pods, size=8)
     watch = await Watch(api, namespace).start()
     port = local_cluster.free_port()
     started = time.monotonic()
-    scheduler = start_scheduler(kubeconfig, log, port=port)
+    scheduler = start_scheduler(kubeconfig, log, port=port, checkout=checkout)
     try:
         await watch.wait_for(pods, timeout=600)
+        cpu = cpu_seconds(scheduler.pid) if not PROFILE else None
         await asyncio.sleep(1)  # the status writes of the last gangs
         count = passes(port)
     finally:
@@ -223,6 +239,7 @@ async def backlog(api: ApiClient, kubeconfig: Path, log: Path, *, pods: int, nam
         "start_to_first_bind_seconds": round(first - started, 2),
         "passes": count,
         "podgroup_updates": watch.podgroup_updates,
+        "cpu_seconds_to_last_bind": cpu,
     }
 
 
@@ -266,14 +283,24 @@ async def main_async(args: argparse.Namespace) -> dict:
         try:
             rate = await ceiling(api, [n.name for n in plan.nodes], pods=args.pods)
             results = {"nodes": len(manifests), "pods": args.pods, "ceiling": round(rate, 1)}
+            # With --baseline, each round runs that checkout's scheduler, then this one's.
+            checkouts = {"baseline": args.baseline, "": None} if args.baseline else {"": None}
             for round_ in range(args.rounds):
-                b = await backlog(
-                    api, plane.kubeconfig, log, pods=args.pods, name=f"backlog-{round_}"
-                )
-                b["ratio_first_to_last"] = round(b.pop("pods_per_second_first_to_last") / rate, 2)
-                b["ratio_from_start"] = round(b.pop("pods_per_second_from_start") / rate, 2)
-                results[f"backlog_{round_}"] = b
-                print(json.dumps(b), file=sys.stderr)
+                for label, checkout in checkouts.items():
+                    b = await backlog(
+                        api,
+                        plane.kubeconfig,
+                        log,
+                        pods=args.pods,
+                        name=f"backlog-{label or 'this'}-{round_}",
+                        checkout=checkout,
+                    )
+                    b["ratio_first_to_last"] = round(
+                        b.pop("pods_per_second_first_to_last") / rate, 2
+                    )
+                    b["ratio_from_start"] = round(b.pop("pods_per_second_from_start") / rate, 2)
+                    results[f"backlog_{label}_{round_}" if label else f"backlog_{round_}"] = b
+                    print(json.dumps(b), file=sys.stderr)
             if args.latency_pods:
                 results["latency"] = await latency(
                     api, plane.kubeconfig, log, pods=args.latency_pods, rate=args.latency_rate
@@ -293,8 +320,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-pods", type=int, default=400)
     parser.add_argument("--latency-rate", type=float, default=100)
     parser.add_argument("--profile", type=Path, help="py-spy each scheduler run into DIR")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="an A/B run: also run the scheduler of this checkout (with its own .venv) "
+        "before ours in every backlog round",
+    )
     args = parser.parse_args(argv)
     if args.profile:
+        if not (Path(sys.executable).parent / "py-spy").exists():
+            parser.error("--profile needs py-spy: .venv/bin/pip install py-spy")
         args.profile.mkdir(parents=True, exist_ok=True)
         PROFILE.append(args.profile.resolve())
     print(json.dumps(asyncio.run(main_async(args)), indent=2))

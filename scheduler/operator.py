@@ -1,11 +1,12 @@
 """The kopf operator: the only module that imports kopf.
 
-Watch events on Pods, Nodes, PodGroups and PriorityClasses become cache updates (seed 004's
-ConfigMaps come through ``shell.watching`` instead); nothing here decides anything. The
-handlers are coroutines (kopf runs plain functions in a thread pool, a hand-off per event)
-and plain ``on.event`` handlers: kopf's indexes would tell when the first listing is
-complete, but they cost a wake-up of every waiting object per listed object, which is
-quadratic in the size of the cluster. ``shell.syncing`` tells instead.
+kopf runs the operator's frame: credentials, the liveness probe, start-up and clean-up,
+signals. The cluster comes into the cache through our own informers
+(``shell.watching.Informer``, one per kind) and seed 004's ConfigMaps through a
+label-selected watch; nothing here decides anything. kopf watched the kinds until the
+speed work of #13: its per-event machinery was a third of the process at 1,000 nodes, it
+resolved the kinds it watches only once (a scheduler started while the API server
+restarted could miss some for good), and it never said when a LIST was complete.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ import logging
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from scheduler.cache.cluster import ClusterCache
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.pods import GangKey, PodGroupApi
 from scheduler.shell.api import ApiClient, Credentials, RateLimiter
 from scheduler.shell.binding import Binder
 from scheduler.shell.clocks import SteadyClock
@@ -35,63 +36,45 @@ from scheduler.shell.looping import SchedulingLoop, measure_lag
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
 from scheduler.shell.recording import EventRecorder
-from scheduler.shell.syncing import UPSERTS, Relisting, wait_until_synced
-from scheduler.shell.watching import LabelWatch
+from scheduler.shell.syncing import KINDS, wait_until_synced
+from scheduler.shell.watching import Informer, Informers, LabelWatch
 
-# kopf imports the pykube and kubernetes clients when they are installed, only to know their
-# objects in helpers we never call (adopt, owner references): about a fifth of a second of
-# the start-up, before anything is listed. They are hidden from it while it loads (a
-# module that is None in sys.modules cannot be imported), unless already imported.
-_HIDDEN = [name for name in ("pykube", "kubernetes") if name not in sys.modules]
-sys.modules.update(dict.fromkeys(_HIDDEN))
-try:
+if TYPE_CHECKING:
     import kopf
-finally:
-    for _name in _HIDDEN:
-        del sys.modules[_name]
+
+
+def _load_kopf() -> ModuleType:
+    """kopf, imported while the informers' first LISTs are in flight: a quarter of a second
+    that used to come before them.
+
+    kopf imports the pykube and kubernetes clients when they are installed, only to know
+    their objects in helpers we never call (adopt, owner references): about a fifth of a
+    second more. They are hidden from it while it loads (a module that is None in
+    sys.modules cannot be imported), unless already imported."""
+    hidden = [name for name in ("pykube", "kubernetes") if name not in sys.modules]
+    sys.modules.update(dict.fromkeys(hidden))
+    try:
+        import kopf  # noqa: PLC0415
+
+        return kopf
+    finally:
+        for name in hidden:
+            del sys.modules[name]
+
 
 log = structlog.get_logger()
 
 
 @dataclass(frozen=True)
 class Runtime:
-    """What the handlers share; passed to kopf as its memo, so there is no global state."""
+    """What kopf's handlers share; passed to kopf as its memo, so there is no global state."""
 
-    cache: ClusterCache
-    loop: SchedulingLoop
     health: Health
-    # Called for every object of a LIST (kopf's first, and any after a watch expired).
-    relisted: Callable[[str], None]
     # Stops our own background tasks as soon as kopf begins to stop (its cleanup handlers), so
     # the lease is handed back before kopf's own wind-down (about 5 s) rather than after.
     shutdown: Callable[[], Awaitable[None]]
 
 
-def _guarded(what: str, apply: Callable[[], None]) -> None:
-    """A malformed object must never take a handler (or the operator) down."""
-    try:
-        apply()
-    except Exception:
-        log.exception("could not read object; it is ignored", kind=what)
-
-
-class _NoDiffBase(kopf.DiffBaseStorage):
-    """kopf keeps a deep-copied "essence" of every object to detect field changes; we only
-    use raw events, so there is nothing to compare, and a copy per event is wasted."""
-
-    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
-        return kopf.BodyEssence()
-
-    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
-        return None
-
-    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
-        return None
-
-
-# How often every kind is checked against a fresh LIST anyway: a watch that expired and
-# re-listed a kind that has nothing left delivers no event that could trigger the check.
-RELIST_BACKSTOP_SECONDS = 300.0
 # A first sync that takes longer means some watch never started: exit to be restarted.
 SYNC_LIMIT_SECONDS = 60.0
 
@@ -104,32 +87,7 @@ class _Forever:
         yield from itertools.repeat(5)
 
 
-class _OptionalKinds(logging.Filter):
-    """kopf warns at start about every watched kind the API server does not serve. The
-    PodGroup kinds other than ours are optional (Volcano's CRD is rarely installed, the
-    upstream v1alpha2 API is off by default): a cluster without them is no problem to warn
-    about. Gangs that name one wait with a PodGroupNotFound event that says what to do."""
-
-    OPTIONAL = tuple(
-        "group='{}', version='{}'".format(*api.value.split("/"))
-        for api in PodGroupApi
-        if api is not PodGroupApi.OURS
-    )
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if not message.startswith("Unresolved resources cannot be served"):
-            return True
-        named = message.count("Selector(")
-        return named != sum(message.count(group) for group in self.OPTIONAL)
-
-
-def _kopf_watches() -> list[asyncio.Task[Any]]:
-    """kopf's watch tasks, by the name kopf gives them (checked by an integration test)."""
-    return [t for t in asyncio.all_tasks() if t.get_name().startswith("watcher for ")]
-
-
-def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
+def build_registry(credentials: Credentials, *, kopf: ModuleType) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
     @kopf.on.login(registry=registry)
@@ -150,12 +108,11 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.enabled = False  # our Events are our own; kopf's would be noise
-        settings.persistence.diffbase_storage = _NoDiffBase()
-        settings.watching.server_timeout = 300
-        settings.watching.client_timeout = 330
-        # kopf gives a failed request 8 retries (about a minute) and then lets the watch
-        # die for good, leaving the process alive and idle: an API server restart that
-        # takes longer would stop scheduling. A watch must retry as long as it takes.
+        # kopf watches nothing of ours, so it need not watch CRDs for new kinds either: that
+        # watch is a task kopf cannot do without, and it dies once its retries run out.
+        settings.scanning.disabled = True
+        # kopf gives a failed request 8 retries (about a minute) and then fails the task,
+        # which stops the operator: its start-up discovery must retry as long as it takes.
         settings.networking.error_backoffs = _Forever()
 
     @kopf.on.probe(id="health", registry=registry)
@@ -164,87 +121,6 @@ def build_registry(credentials: Credentials) -> kopf.OperatorRegistry:
         if problems:
             raise kopf.PermanentError("; ".join(problems))
         return "ok"
-
-    # Upserts are shared with the re-list (``UPSERTS``); removals come from DELETED events.
-    kinds: list[tuple[tuple[str, ...], str, Callable[[Runtime, Any], None]]] = [
-        (("v1", "pods"), "pods", lambda rt, body: rt.cache.remove_pod(body["metadata"]["uid"])),
-        (
-            ("v1", "nodes"),
-            "nodes",
-            lambda rt, body: rt.cache.remove_node(body["metadata"]["name"]),
-        ),
-        # PodGroups of every kind (ours, the upstream Workload API's, Volcano's). kopf
-        # resolves them against what the API server serves, watches only those, and starts
-        # watching one whose CRD is installed later; a kind never served never delivers.
-        *(
-            (
-                (*api.value.split("/"), "podgroups"),
-                api.kind,
-                lambda rt, body, _api=api: rt.cache.remove_podgroup(
-                    GangKey(body["metadata"]["namespace"], body["metadata"]["name"]), _api
-                ),
-            )
-            for api in PodGroupApi
-        ),
-        (
-            ("scheduling.k8s.io", "v1", "priorityclasses"),
-            "priorityclasses",
-            lambda rt, body: rt.cache.remove_priority_class(body["metadata"]["name"]),
-        ),
-        (
-            ("v1", "namespaces"),  # their labels, for namespaceSelectors of pod affinity
-            "namespaces",
-            lambda rt, body: rt.cache.remove_namespace(body["metadata"]["name"]),
-        ),
-        # Storage: where a pod's volumes let it go, and whether its claims are usable yet.
-        (
-            ("v1", "persistentvolumeclaims"),
-            "persistentvolumeclaims",
-            lambda rt, body: rt.cache.remove_claim(
-                f"{body['metadata']['namespace']}/{body['metadata']['name']}"
-            ),
-        ),
-        (
-            ("v1", "persistentvolumes"),
-            "persistentvolumes",
-            lambda rt, body: rt.cache.remove_volume(body["metadata"]["name"]),
-        ),
-        (
-            ("storage.k8s.io", "v1", "storageclasses"),
-            "storageclasses",
-            lambda rt, body: rt.cache.remove_storage_class(body["metadata"]["name"]),
-        ),
-        # PodDisruptionBudgets: which victims gang preemption prefers.
-        (
-            ("policy", "v1", "poddisruptionbudgets"),
-            "poddisruptionbudgets",
-            lambda rt, body: rt.cache.remove_budget(
-                f"{body['metadata']['namespace']}/{body['metadata']['name']}"
-            ),
-        ),
-    ]
-    for resource, name, remove in kinds:
-        upsert = UPSERTS[name]
-
-        async def on_event(
-            event: kopf.RawEvent,
-            body: kopf.Body,
-            memo: Runtime,
-            _upsert: Callable[[ClusterCache, Any], None] = upsert,
-            _remove: Callable[[Runtime, Any], None] = remove,
-            _name: str = name,
-            **_: Any,
-        ) -> None:
-            kind = event.get("type")
-            if kind == "DELETED":
-                _guarded(_name, lambda: _remove(memo, body))
-            else:
-                _guarded(_name, lambda: _upsert(memo.cache, body))
-                if kind is None:  # kopf (re-)listed the kind: it says nothing of deletions
-                    memo.relisted(_name)
-            memo.loop.poke()
-
-        kopf.on.event(*resource, id=f"cache-{name}", registry=registry)(on_event)
 
     return registry
 
@@ -325,12 +201,9 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     Lease; losing it stops the operator and raises LostLeadership. A watch that ends for
     good stops it with Unhealthy; an API server silent for ``unreachable_limit`` seconds
     fails /healthz. ``api_rate_limit`` = (qps, burst) limits our own requests as client-go
-    limits kube-scheduler's (kopf's few long-lived watches are not counted).
+    limits kube-scheduler's (LISTs and the opening of watches count, as in client-go).
     """
     logging.getLogger("kopf").setLevel(logging.WARNING)
-    observation = logging.getLogger("kopf._core.reactor.observation")
-    if not any(isinstance(f, _OptionalKinds) for f in observation.filters):
-        observation.addFilter(_OptionalKinds())
     cache = ClusterCache(scheduler_name=config.scheduler_name)
     api = ApiClient(
         credentials,
@@ -387,15 +260,16 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
 
     async def sync_then_lead() -> None:
         """Sync first: a replica whose watches never deliver must not hold the Lease (the
-        standby could not take over). kopf resolves the kinds it watches once; started
-        while the API server is coming up, it may never watch some: exit, be restarted."""
+        standby could not take over). The informers retry for as long as it takes; one
+        that has not delivered its first LIST within the limit means the API server is
+        out of reach (or refuses us): exit, be restarted, and say so."""
         try:
             async with asyncio.timeout(SYNC_LIMIT_SECONDS):
-                await wait_until_synced(api, cache)
+                await wait_until_synced(api, cache, listed=informers.listed)
         except TimeoutError as error:
-            why = (
-                str(error)
-                or f"the watches did not deliver the cluster within {SYNC_LIMIT_SECONDS:.0f}s"
+            why = str(error) or (
+                f"the watches did not deliver the cluster within {SYNC_LIMIT_SECONDS:.0f}s; "
+                f"not yet listed: {informers.unlisted() or 'none'}"
             )
             lose(Unhealthy(f"{why} (started while the API server was unavailable?)"))
             raise
@@ -403,13 +277,22 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         if leader_election is not None:
             # A standby's watches may lag behind what the old leader bound (both were cut
             # off by the same outage, say): a pass on that cache would overcommit nodes.
-            relisting.everything()
-            await relisting.settled()
+            informers.everything()
+            await informers.settled()
 
-    relisting = Relisting(
-        api, cache, poke=wake.set, errored=metrics.background_errors.labels(worker="resync").inc
+    # One informer per kind (``shell.watching``); the first pass waits for their first LISTs.
+    informers = Informers(
+        [
+            Informer(
+                api,
+                cache,
+                kind=kind,
+                poke=wake.set,
+                errored=metrics.background_errors.labels(worker="watch").inc,
+            )
+            for kind in KINDS
+        ]
     )
-    api.health.on_recovered = relisting.everything
 
     loop = SchedulingLoop(
         cache=cache,
@@ -419,28 +302,28 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         recorder=recorder,
         wake=wake,
         sync=sync_then_lead,
-        settled=relisting.settled,
+        settled=informers.settled,
         metrics=metrics,
         clock=clock,
     )
+    informing = informers.start()
     scheduling = asyncio.create_task(loop.run(), name="scheduling loop")
     recording = asyncio.create_task(recorder.run(), name="event recorder")
 
-    watches = [
+    watches = [  # cancelled in this order: the health check first (it watches the rest)
+        asyncio.create_task(
+            keep_watch(api, metrics=metrics, watches=lambda: informing, on_fatal=lose),
+            name="health",
+        ),
+        *informing,
         *_configmap_watches(
             api, cache, loop=loop, metrics=metrics, topology_namespace=topology_namespace
         ),
         asyncio.create_task(measure_lag(metrics), name="event loop lag"),
-        asyncio.create_task(
-            keep_watch(api, metrics=metrics, watches=_kopf_watches, on_fatal=lose),
-            name="health",
-        ),
-        asyncio.create_task(relisting.every(RELIST_BACKSTOP_SECONDS), name="re-list backstop"),
     ]
 
     async def shutdown() -> None:
         """Idempotent: first from kopf's cleanup handler, again once kopf has returned."""
-        await relisting.close()
         for task in (scheduling, *watches):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -453,15 +336,13 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
             await recording
 
     runtime = Runtime(
-        cache=cache,
-        loop=loop,
         health=Health(api, unreachable_limit=unreachable_limit),
-        relisted=relisting.relisted,
         shutdown=shutdown,
     )
     try:
+        kopf = await asyncio.to_thread(_load_kopf)
         await kopf.operator(
-            registry=build_registry(credentials),
+            registry=build_registry(credentials, kopf=kopf),
             clusterwide=True,
             standalone=True,
             memo=runtime,

@@ -226,14 +226,9 @@ class Reachability:
     def __init__(self, *, clock: Callable[[], float]) -> None:
         self._clock = clock
         self.failing_since: float | None = None
-        # Called when the API server answers again after failures: the watches were most
-        # likely cut too, and may have missed deletions.
-        self.on_recovered: Callable[[], None] = lambda: None
 
     def answered(self) -> None:
-        if self.failing_since is not None:
-            self.failing_since = None
-            self.on_recovered()
+        self.failing_since = None
 
     def failed(self) -> None:
         if self.failing_since is None:
@@ -396,9 +391,17 @@ class ApiClient:
                 if response.status >= 400:
                     raise ApiError(response.status, response.reason or "", await response.text())
                 self.health.answered()
-                async for line in response.content:
-                    if line.strip():
-                        yield json.loads(line)
+                # Split by hand: aiohttp's line iterator refuses a line over 128 KiB, and a
+                # pod may be bigger (annotations up to 256 KiB); refusing it would re-list
+                # and meet it again, forever.
+                pending = b""
+                async for chunk in response.content.iter_any():
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            yield json.loads(line)
+                if pending.strip():
+                    yield json.loads(pending)
         except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as error:
             self.health.failed()
             raise _unreachable(error) from error

@@ -6,9 +6,9 @@ A scheduler that is alive but cut off schedules nothing, and nobody notices. Two
   scheduler notices an outage too (the calls of the binder and the watches count as well).
   Once every call has failed for longer than the limit, ``/healthz`` fails and Kubernetes
   restarts the pod; the metric ``gang_scheduler_api_unreachable_seconds`` says so before.
-* A watch that ended for good (kopf gives up on a watch after an error it does not retry)
-  cannot come back by itself: the process stops with an error (and is restarted), rather
-  than schedule on a cache that no longer changes.
+* A watch that ended (the informers never end by design; this guards against a bug that
+  ends one) cannot come back by itself: the process stops with an error (and is
+  restarted), rather than schedule on a cache that no longer changes.
 """
 
 from __future__ import annotations
@@ -63,11 +63,11 @@ async def keep_watch(
             log.debug("API server heartbeat failed", error=str(error))
         metrics.api_unreachable_seconds.set(api.health.unreachable_for())
         for task in watches():
-            if task.done() and not task.cancelled():
-                error = task.exception()
+            if task.done():  # cancelled too: only the shutdown may, and it stops this first
+                error = "cancelled" if task.cancelled() else repr(task.exception())
                 on_fatal(
                     Unhealthy(
-                        f"the watch {task.get_name()!r} ended ({error!r}) and cannot resume; "
+                        f"the watch {task.get_name()!r} ended ({error}) and cannot resume; "
                         "exiting so that the process is restarted with fresh watches"
                     )
                 )

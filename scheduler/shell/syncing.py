@@ -1,17 +1,18 @@
 """Knowing when the watches have delivered the whole cluster, before the first pass.
 
 A scheduler that decides on half a cluster double-books nodes it has not heard of yet, or
-takes a half-bound gang for a new one. So the loop starts only after every object that a
-fresh LIST shows has come through the watches. An object deleted between the LIST and its
-watch never comes: the LIST is repeated now and then, and what is gone is no longer waited
-for.
+takes a half-bound gang for a new one. So the loop starts only once every informer's first
+LIST is in the cache, and every labelled ConfigMap a fresh LIST shows has come through its
+watch (an object deleted between the LIST and its watch never comes: that LIST is repeated
+now and then, and what is gone is no longer waited for). Here too: the kinds' LISTs, and
+how a LIST is folded into the cache.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import structlog
@@ -54,7 +55,7 @@ LISTS = {
 METADATA_ONLY = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 
 
-def _key(kind: str, obj: dict) -> str:
+def key_of(kind: str, obj: dict) -> str:
     meta = obj["metadata"]
     if kind == "pods":
         return meta["uid"]
@@ -73,8 +74,16 @@ async def list_objects(
 ) -> list[dict[str, Any]]:
     """Every object of a watched kind, paging through large lists; [] for a PodGroup kind
     the API server does not serve (its CRD not installed, v1alpha2 not enabled): the watch
-    of such a kind delivers nothing, and the first sync must not wait for it. kopf watches
-    it once it is served (it watches the CRDs), and the next re-list takes it in."""
+    of such a kind delivers nothing, and the first sync must not wait for it."""
+    items, _ = await list_versioned(api, kind, metadata_only=metadata_only)
+    return items
+
+
+async def list_versioned(
+    api: ApiClient, kind: str, *, metadata_only: bool = False
+) -> tuple[list[dict[str, Any]], str | None]:
+    """``list_objects`` and the resourceVersion of the LIST, where a watch takes up; None
+    for a PodGroup kind the API server does not serve (then no objects either)."""
     items: list[dict[str, Any]] = []
     token = ""
     accept = METADATA_ONLY if metadata_only else "application/json"
@@ -85,24 +94,25 @@ async def list_objects(
             page = await api.request("GET", LISTS[kind] + query, accept=accept)
         except ApiError as error:
             if error.status == 404 and kind in PODGROUP_KINDS:
-                if kind == PodGroupApi.OURS.kind:
-                    log.warning("the PodGroup CRD is not installed; kubectl apply -f crds/")
-                # The others are optional: their gangs' PodGroupNotFound event says so.
-                return items
+                return [], None
             raise
         items.extend(page.get("items") or ())
-        token = (page.get("metadata") or {}).get("continue", "")
-        if not token:
-            return items
+        meta = page.get("metadata") or {}
+        token = meta.get("continue", "")
+        if not token:  # every page of a LIST is read at the first page's resourceVersion
+            return items, str(meta.get("resourceVersion") or "")
 
 
-async def list_keys(api: ApiClient) -> set[tuple[str, str]]:
-    """Every object of the watched kinds, as (kind, key). The kinds are listed at once: one
-    after the other, the 16 round trips were most of the first sync on a small cluster,
-    and they stand between the start and the first bind."""
-    lists = await asyncio.gather(*(list_objects(api, kind, metadata_only=True) for kind in LISTS))
+async def list_keys(api: ApiClient, *, skip: Collection[str] = ()) -> set[tuple[str, str]]:
+    """Every object of the watched kinds but ``skip``, as (kind, key). The kinds are listed
+    at once: one after the other, the 16 round trips were most of the first sync on a
+    small cluster, and they stand between the start and the first bind."""
+    kinds = [kind for kind in LISTS if kind not in skip]
+    lists = await asyncio.gather(*(list_objects(api, kind, metadata_only=True) for kind in kinds))
     return {
-        (kind, _key(kind, item)) for kind, items in zip(LISTS, lists, strict=True) for item in items
+        (kind, key_of(kind, item))
+        for kind, items in zip(kinds, lists, strict=True)
+        for item in items
     }
 
 
@@ -112,14 +122,18 @@ async def wait_until_synced(
     *,
     relist_seconds: float = 5.0,
     stall_seconds: float = 15.0,
+    listed: Mapping[str, asyncio.Event] | None = None,
 ) -> None:
     """Wait until the watches delivered every object a LIST shows. Raises TimeoutError if
     a kind has objects but not one of them came through in ``stall_seconds`` while the
-    API server answers: its watch never started (kopf resolves its kinds once, and a
-    scheduler started while the API server restarts may miss some), so the process must
-    be restarted, sooner than the caller's overall limit."""
+    API server answers: its watch never started, so the process must be restarted,
+    sooner than the caller's overall limit (kopf, which watched the kinds until #13,
+    resolved them once and could miss some for good). The kinds in ``listed`` are
+    watched by our own informers, whose first LIST is the cache's: their event says when
+    it is folded in, and they are not listed a second time here."""
+    listed = listed or {}
     started = time.monotonic()
-    expected = await list_keys(api)
+    expected = await list_keys(api, skip=listed)
     relisted = time.monotonic()
     while missing := cache.unseen(expected):
         # Checked every 10 ms (the pass waits on it), but only recounted once the watches
@@ -128,7 +142,7 @@ async def wait_until_synced(
         while cache.delivered == checked and time.monotonic() - relisted <= relist_seconds:
             await asyncio.sleep(0.01)
         if time.monotonic() - relisted > relist_seconds:
-            expected &= await list_keys(api) | (expected - missing)
+            expected &= await list_keys(api, skip=listed) | (expected - missing)
             relisted = time.monotonic()
             still = cache.unseen(expected)
             log.info("waiting for the watches", missing=len(still))
@@ -138,6 +152,8 @@ async def wait_until_synced(
                     f"no {', '.join(dead)} came through the watches in "
                     f"{relisted - started:.0f}s although the API server lists them"
                 )
+    for event in listed.values():
+        await event.wait()
     cache.stop_tracking()
     log.info(
         "cache synced; scheduling starts",
@@ -146,7 +162,7 @@ async def wait_until_synced(
     )
 
 
-# The kinds kopf watches for the cache (the ConfigMaps' own watch re-lists correctly).
+# The kinds the informers keep in the cache (the ConfigMaps' own watch re-lists correctly).
 KINDS = (
     "pods",
     "nodes",
@@ -160,7 +176,7 @@ KINDS = (
 )
 
 
-def _remove(cache: ClusterCache, kind: str, key: str) -> None:
+def remove(cache: ClusterCache, kind: str, key: str) -> None:
     if kind == "pods":
         cache.remove_pod(key)
     elif kind == "nodes":
@@ -203,32 +219,36 @@ UPSERTS: dict[str, Callable[[ClusterCache, Any], None]] = {
 }
 
 
-async def resync(api: ApiClient, cache: ClusterCache, kind: str) -> list[str]:
-    """After a watch re-listed ``kind`` (its resourceVersion expired, the API server
-    restarted, this replica just became leader), make the cache what a fresh LIST says, as
-    an informer's re-list does: fold in every object no watch delivered since the LIST
-    began (a bind that landed while the watch was away: placing on the room it took would
-    overcommit the node), and drop whatever the LIST no longer shows (a re-list delivers
-    what exists, never a DELETED for what does not any more). Returns the keys removed."""
-    since = cache.delivered
-    items = await list_objects(api, kind)
+def fold_listing(
+    cache: ClusterCache, kind: str, items: list[dict[str, Any]], *, since: int
+) -> list[str]:
+    """Fold a LIST of ``kind`` begun when the cache had had ``since`` deliveries into the
+    cache, as an informer's re-list does: take in every object no watch delivered since the
+    LIST began (a bind that landed while the watch was away: placing on the room it took
+    would overcommit the node), and drop whatever the LIST no longer shows (a re-list
+    delivers what exists, never a DELETED for what does not any more). Returns the keys
+    removed."""
     upsert = UPSERTS[kind]
     listed: set[str] = set()
     folded = 0
     for item in items:
-        key = _key(kind, item)
+        try:
+            key = key_of(kind, item)
+        except (KeyError, TypeError):
+            log.warning("listed object without a name; ignored", kind=kind)
+            continue
         listed.add(key)
         if cache.stale(kind, key, since=since):
             try:
                 upsert(cache, item)
             except Exception:  # a shape no codec foresaw: the watch's handler says so too
-                log.exception("re-listed object not folded in", kind=kind, key=key)
+                log.exception("listed object not folded in", kind=kind, key=key)
                 continue
             folded += 1
     gone = cache.vanished(kind, listed, since=since)
-    log.debug("re-list checked", kind=kind, listed=len(listed), folded=folded, gone=len(gone))
+    log.debug("listing folded in", kind=kind, listed=len(listed), folded=folded, gone=len(gone))
     for key in gone:
-        _remove(cache, kind, key)
+        remove(cache, kind, key)
     cache.prune(kind, since=since)
     if gone:
         log.info(
@@ -238,69 +258,3 @@ async def resync(api: ApiClient, cache: ClusterCache, kind: str) -> list[str]:
             examples=gone[:5],
         )
     return gone
-
-
-class Relisting:
-    """Runs ``resync`` for a kind whenever a watch re-lists it after the first
-    sync, one check per kind at a time, retried until it gets through."""
-
-    def __init__(
-        self,
-        api: ApiClient,
-        cache: ClusterCache,
-        *,
-        poke: Callable[[], None],
-        errored: Callable[[], None] = lambda: None,
-        settle_seconds: float = 0.5,
-        retry_seconds: float = 2.0,
-    ) -> None:
-        self._api = api
-        self._cache = cache
-        self._poke = poke
-        self._errored = errored
-        self._settle_seconds = settle_seconds
-        self._retry_seconds = retry_seconds
-        self._checks: dict[str, asyncio.Task[None]] = {}
-
-    def everything(self) -> None:
-        """Check every kind: the API server was unreachable for a while (the watches were
-        cut, and a re-list of a kind with nothing left in it delivers no object at all,
-        so ``relisted`` would never be called), or the periodic backstop."""
-        for kind in KINDS:
-            self.relisted(kind)
-
-    async def every(self, seconds: float) -> None:
-        """The backstop, forever: a check of every kind every ``seconds``."""
-        while True:
-            await asyncio.sleep(seconds)
-            self.everything()
-
-    def relisted(self, kind: str) -> None:
-        """An object of ``kind`` came from a LIST: check once the listing has landed."""
-        if not self._cache.synced or (kind in self._checks and not self._checks[kind].done()):
-            return
-        self._checks[kind] = asyncio.create_task(self._check(kind), name=f"re-list {kind}")
-
-    async def _check(self, kind: str) -> None:
-        await asyncio.sleep(self._settle_seconds)  # let the listing land first: less to drop
-        while True:
-            try:
-                await resync(self._api, self._cache, kind)
-                self._poke()
-                return
-            except Exception as error:  # ApiError, or a bug: the check must happen anyway
-                if not isinstance(error, ApiError):
-                    self._errored()
-                log.warning("re-list check failed; trying again", kind=kind, error=str(error))
-                await asyncio.sleep(self._retry_seconds)
-
-    async def settled(self) -> None:
-        """Wait until no check is pending: a pass on a cache that may still hold deleted
-        nodes or pods would place members on nodes that are gone."""
-        while pending := [t for t in self._checks.values() if not t.done()]:
-            await asyncio.wait(pending)
-
-    async def close(self) -> None:
-        for task in self._checks.values():
-            task.cancel()
-        await asyncio.gather(*self._checks.values(), return_exceptions=True)

@@ -13,7 +13,7 @@ from e2e.fixtures import Cluster
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.objects import pod_from_dict
 from scheduler.shell.api import ApiClient, load_credentials
-from scheduler.shell.syncing import resync
+from scheduler.shell.syncing import fold_listing, list_objects
 
 pytestmark = pytest.mark.cluster
 
@@ -26,7 +26,8 @@ def _pods(cluster: Cluster) -> dict[str, dict]:
 async def _resync(cluster: Cluster, cache: ClusterCache) -> list[str]:
     api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
     try:
-        return await resync(api, cache, "pods")
+        since = cache.delivered
+        return fold_listing(cache, "pods", await list_objects(api, "pods"), since=since)
     finally:
         await api.close()
 

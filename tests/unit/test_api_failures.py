@@ -14,7 +14,7 @@ import pytest
 from aiohttp import web
 
 from scheduler.cache.cluster import ClusterCache
-from scheduler.codecs.objects import node_from_dict, pod_from_dict
+from scheduler.codecs.objects import pod_from_dict
 from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch, StatusUpdate
@@ -26,7 +26,8 @@ from scheduler.shell.electing import LeaderElector, LostLeadership
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
 from scheduler.shell.recording import EventRecorder
-from scheduler.shell.syncing import Relisting, wait_until_synced
+from scheduler.shell.syncing import wait_until_synced
+from scheduler.shell.watching import Informer, Informers
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -297,37 +298,49 @@ def test_members_after_the_first_bind_wait_out_server_errors_holding_their_room(
 
 
 def test_a_re_list_that_fails_is_tried_again_until_it_gets_through() -> None:
-    """The API server answers the first LISTs with 500: the re-list is retried, and the
-    loop's ``settled`` waits for it, so no pass runs on a cache that may hold the dead."""
-    lists: list[str] = []
+    """The API server answers the re-list's first LISTs with 500: it is retried, and
+    ``settled`` (which the loop awaits) waits for it, so no pass runs on a cache that may
+    hold the dead. The watch that ran is cut short, not waited out."""
+    lists: list[int] = []
 
     async def handler(request: web.Request) -> web.StreamResponse:
-        lists.append(request.path)
-        if len(lists) <= 2:
+        if request.query.get("watch") == "1":
+            await asyncio.sleep(5)  # a watch that would stay open a long while
+            return web.Response()
+        lists.append(1)
+        if 2 <= len(lists) <= 3:
             return web.json_response({"reason": "InternalError"}, status=500)
-        return web.json_response({"items": [], "metadata": {}})
+        items = [{"metadata": {"name": "gone"}}] if len(lists) == 1 else []
+        return web.json_response({"items": items, "metadata": {"resourceVersion": "1"}})
 
     cache = ClusterCache(scheduler_name="gang-scheduler")
-    cache.upsert_node(node_from_dict({"metadata": {"name": "gone"}}))
-    cache.stop_tracking()  # the first sync is over
     pokes: list[int] = []
     errors: list[int] = []
+    was: list[set[str]] = []
 
     async def run() -> None:
         async with server(handler) as api:
-            relisting = Relisting(
+            informer = Informer(
                 api,
                 cache,
+                kind="nodes",
                 poke=lambda: pokes.append(1),
                 errored=lambda: errors.append(1),
-                settle_seconds=0,
                 retry_seconds=0.05,
             )
-            relisting.relisted("nodes")
-            await asyncio.wait_for(relisting.settled(), timeout=10)
+            informers = Informers([informer])
+            tasks = informers.start()
+            await asyncio.wait_for(informer.listed.wait(), timeout=5)
+            was.append(set(cache.snapshot(whole=True).nodes))
+            informers.everything()
+            await asyncio.wait_for(informers.settled(), timeout=4)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     asyncio.run(run())
-    assert len(lists) == 3, lists
+    assert was == [{"gone"}]
+    assert len(lists) == 4, lists
     assert "gone" not in cache.snapshot(whole=True).nodes
     assert pokes, "the loop is woken once the re-list got through"
     assert not errors, "an API error is no bug of ours"

@@ -1,0 +1,403 @@
+"""Our informer (``shell.watching.Informer``) against a real HTTP server on localhost that
+plays the API server's part: it resumes a watch from the last version seen, lists again only
+on 410 and then drops what vanished, survives broken streams, malformed objects and lines
+too long for aiohttp's own reader, and counts a kind the server does not serve as listed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from aiohttp import web
+
+from scheduler.cache.cluster import ClusterCache
+from scheduler.shell.api import ApiClient, Credentials
+from scheduler.shell.health import keep_watch
+from scheduler.shell.metrics import Metrics
+from scheduler.shell.watching import Informer
+from tests.unit.builders import SCHEDULER, node_manifest
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@asynccontextmanager
+async def server(handler: Handler) -> AsyncIterator[ApiClient]:
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    api = ApiClient(Credentials(server=f"http://127.0.0.1:{port}", verify=False))
+    try:
+        yield api
+    finally:
+        await api.close()
+        await runner.cleanup()
+
+
+def node(name: str, version: int, **kw: Any) -> dict[str, Any]:
+    manifest = node_manifest(name, **kw)
+    manifest["metadata"]["resourceVersion"] = str(version)
+    return manifest
+
+
+async def stream(request: web.Request, *events: dict[str, Any]) -> web.StreamResponse:
+    """A watch answer: ``events``, one JSON object per line, then the end of the stream."""
+    response = web.StreamResponse()
+    await response.prepare(request)
+    for event in events:
+        await response.write(json.dumps(event).encode() + b"\n")
+    await response.write_eof()
+    return response
+
+
+async def until(check: Callable[[], bool], *, seconds: float = 10) -> None:
+    async with asyncio.timeout(seconds):
+        while not check():
+            await asyncio.sleep(0.01)
+
+
+def nodes_in(cache: ClusterCache) -> set[str]:
+    return set(cache.snapshot(whole=True).nodes)
+
+
+async def stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+async def inform(api: ApiClient, cache: ClusterCache, kind: str, **kw: Any) -> asyncio.Task[None]:
+    informer = Informer(api, cache, kind=kind, poke=lambda: None, retry_seconds=0.01, **kw)
+    return asyncio.create_task(informer.run())
+
+
+def test_a_watch_resumes_from_the_last_version_and_lists_again_only_when_it_is_gone() -> None:
+    """The first watch ends after n1 is added (as timeoutSeconds ends one): the next one
+    asks for version 11, not a LIST. That one says 410: the LIST that follows no longer
+    shows n0, which goes from the cache although no DELETED ever came."""
+    asked: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        watching = request.query.get("watch") == "1"
+        asked.append(f"watch@{request.query['resourceVersion']}" if watching else "list")
+        if not watching:
+            lists = asked.count("list")
+            items = [node("n0", 10)] if lists == 1 else [node("n1", 11), node("n2", 20)]
+            return web.json_response({"items": items, "metadata": {"resourceVersion": "10"}})
+        if request.query["resourceVersion"] == "10":
+            return await stream(request, {"type": "ADDED", "object": node("n1", 11)})
+        if request.query["resourceVersion"] == "11":
+            gone = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old"}
+            return await stream(request, {"type": "ERROR", "object": gone})
+        await asyncio.sleep(0.5)  # the last watch stays open a while
+        return web.Response()
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            task = await inform(api, cache, "nodes")
+            await until(lambda: nodes_in(cache) == {"n1", "n2"})
+            await stop(task)
+
+    asyncio.run(scenario())
+    assert asked[:4] == ["list", "watch@10", "watch@11", "list"]
+
+
+def test_a_broken_stream_a_malformed_object_and_a_huge_line_do_not_stop_the_watch() -> None:
+    """The server cuts the first stream mid-line (after one good event), then sends the
+    deletion of an object with no name, a node whose annotations make a 300 KiB line and
+    a deletion."""
+    calls: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "1":
+            calls.append("list")
+            listing = {"items": [node("n0", 5)], "metadata": {"resourceVersion": "5"}}
+            return web.json_response(listing)
+        calls.append(request.query["resourceVersion"])
+        if len(calls) == 2:  # a good event, then half of one and the connection goes
+            response = web.StreamResponse()
+            await response.prepare(request)
+            await response.write(json.dumps({"type": "ADDED", "object": node("a", 6)}).encode())
+            await response.write(b'\n{"type": "ADDED", "obj')
+            request.transport.close()  # type: ignore[union-attr]
+            return response
+        if len(calls) == 3:
+            huge = node("big", 8)
+            huge["metadata"]["annotations"] = {"note": "x" * 300_000}
+            return await stream(
+                request,
+                {"type": "DELETED", "object": {"metadata": {"resourceVersion": "7"}}},
+                {"type": "ADDED", "object": huge},
+                {"type": "DELETED", "object": node("n0", 9)},
+            )
+        await asyncio.sleep(0.5)
+        return web.Response()
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            task = await inform(api, cache, "nodes")
+            try:
+                await until(lambda: nodes_in(cache) == {"a", "big"} and len(calls) >= 4)
+            finally:
+                await stop(task)
+
+    asyncio.run(scenario())
+    assert calls[:4] == ["list", "5", "6", "9"], "resumed where it was each time, no LIST"
+
+
+def test_a_kind_the_server_does_not_serve_counts_as_listed_and_is_picked_up_once_served() -> None:
+    served = [False]
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if not served[0]:
+            return web.json_response({"reason": "NotFound"}, status=404)
+        if request.query.get("watch") != "1":
+            group = {
+                "metadata": {"name": "train", "namespace": "ns", "resourceVersion": "3"},
+                "spec": {"minMember": 2},
+            }
+            return web.json_response({"items": [group], "metadata": {"resourceVersion": "3"}})
+        await asyncio.sleep(0.5)
+        return web.Response()
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    informer_listed: list[bool] = []
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            informer = Informer(api, cache, kind="podgroups", poke=lambda: None)
+            task = asyncio.create_task(informer.run())
+            await asyncio.wait_for(informer.listed.wait(), 5)
+            informer_listed.append(cache.snapshot(whole=True).podgroups == {})
+            served[0] = True
+            await until(lambda: bool(cache.snapshot(whole=True).podgroups))
+            await stop(task)
+
+    asyncio.run(scenario())
+    assert informer_listed == [True], "not served: listed, and nothing in the cache"
+
+
+def test_a_410_answer_to_the_watch_lists_again() -> None:
+    asked: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "1":
+            asked.append("list")
+            items = [node("n0", 1)] if len(asked) == 1 else []
+            return web.json_response({"items": items, "metadata": {"resourceVersion": "2"}})
+        asked.append("watch")
+        if asked.count("watch") == 1:
+            return web.json_response({"reason": "Expired"}, status=410)
+        await asyncio.sleep(0.5)
+        return web.Response()
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            task = await inform(api, cache, "nodes")
+            await until(lambda: asked.count("list") == 2 and not nodes_in(cache))
+            await stop(task)
+
+    asyncio.run(scenario())
+    assert asked[:3] == ["list", "watch", "list"]
+
+
+def test_a_watch_that_fails_again_and_again_from_one_version_lists_again() -> None:
+    """A version the server keeps refusing with 5xx (say, "too large" after an etcd
+    restore): after three failures the informer starts over with a LIST."""
+    asked: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "1":
+            asked.append("list")
+            return web.json_response({"items": [], "metadata": {"resourceVersion": "2"}})
+        asked.append("watch")
+        return web.json_response({"reason": "Timeout"}, status=504)
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            task = await inform(api, cache, "nodes")
+            await until(lambda: asked.count("list") == 2)
+            await stop(task)
+
+    asyncio.run(scenario())
+    assert asked[:5] == ["list", "watch", "watch", "watch", "list"]
+
+
+def test_a_watch_silent_past_its_own_timeout_is_given_up_and_resumed() -> None:
+    """A connection that died without a word: the server would have ended the stream by
+    timeoutSeconds; past that and a grace, the informer stops waiting on it."""
+    watches: list[float] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "1":
+            return web.json_response({"items": [], "metadata": {"resourceVersion": "2"}})
+        watches.append(asyncio.get_running_loop().time())
+        response = web.StreamResponse()
+        await response.prepare(request)
+        await asyncio.sleep(3)  # says nothing, ends nothing
+        return response
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            informer = Informer(
+                api, cache, kind="nodes", poke=lambda: None, timeout_seconds=0, grace_seconds=0.2
+            )
+            task = asyncio.create_task(informer.run())
+            await until(lambda: len(watches) >= 2, seconds=2.5)
+            await stop(task)
+
+    asyncio.run(scenario())
+    assert watches[1] - watches[0] < 1.5
+
+
+def test_a_re_list_asked_while_a_list_runs_is_answered_by_a_list_begun_after_it() -> None:
+    """A new leader asks for a LIST while the informer is in the middle of one: that LIST
+    may predate the old leader's last bind, so only the next one answers."""
+    lists: list[int] = []
+    release = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") == "1":
+            await asyncio.sleep(0.5)
+            return web.Response()
+        lists.append(1)
+        if len(lists) == 1:
+            await release.wait()
+        return web.json_response({"items": [], "metadata": {"resourceVersion": "2"}})
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    lists_when_answered: list[int] = []
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            informer = Informer(api, cache, kind="nodes", poke=lambda: None)
+            task = asyncio.create_task(informer.run())
+            await until(lambda: len(lists) == 1)
+            answer = informer.relist()
+            release.set()
+            await asyncio.wait_for(answer, 5)
+            lists_when_answered.append(len(lists))
+            await stop(task)
+
+    asyncio.run(scenario())
+    assert lists_when_answered == [2]
+
+
+def test_a_podgroup_kind_that_answers_404_for_a_moment_keeps_its_podgroups() -> None:
+    """A restarting API server answers 404 for custom resources for a moment: the
+    PodGroups stay; a kind that stays away past ``absent_seconds`` is dropped."""
+    state = {"served": True, "lists": 0}
+    group = {
+        "metadata": {"name": "train", "namespace": "ns", "resourceVersion": "3"},
+        "spec": {"minMember": 2},
+    }
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if not state["served"]:
+            return web.json_response({"reason": "NotFound"}, status=404)
+        if request.query.get("watch") == "1":
+            await asyncio.sleep(0.2)
+            return web.Response()
+        state["lists"] += 1
+        return web.json_response({"items": [group], "metadata": {"resourceVersion": "3"}})
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    seen: list[int] = []
+
+    def podgroups() -> int:
+        return len(cache.snapshot(whole=True).podgroups)
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            informer = Informer(
+                api, cache, kind="podgroups", poke=lambda: None, retry_seconds=0.02,
+                absent_seconds=3.0,
+            )  # fmt: skip
+            task = asyncio.create_task(informer.run())
+            await until(lambda: podgroups() == 1)
+            state["served"] = False
+            await asyncio.sleep(0.5)  # a moment of 404s
+            seen.append(podgroups())
+            state["served"] = True
+            lists = state["lists"]
+            await until(lambda: state["lists"] > lists)
+            state["served"] = False  # for good
+            await until(lambda: podgroups() == 0, seconds=10)
+            await stop(task)
+
+    asyncio.run(scenario())
+    assert seen == [1], "kept through a moment of 404s"
+
+
+def test_cancelling_the_informer_while_it_watches_ends_it() -> None:
+    """A shutdown cancels the informer's task in the middle of a watch: it must end (a
+    cancel taken for a re-list would keep it running, and the shutdown would hang)."""
+    watching = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "1":
+            return web.json_response({"items": [], "metadata": {"resourceVersion": "2"}})
+        response = web.StreamResponse()
+        await response.prepare(request)
+        watching.set()
+        await asyncio.sleep(1)
+        return response
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    ended: list[bool] = []
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            task = await inform(api, cache, "nodes")
+            await asyncio.wait_for(watching.wait(), 5)
+            await asyncio.sleep(0.05)
+            task.cancel()
+            done, _ = await asyncio.wait({task}, timeout=0.5)
+            ended.append(task in done and task.cancelled())
+
+    asyncio.run(scenario())
+    assert ended == [True]
+
+
+def test_an_informer_task_that_ended_even_cancelled_stops_the_process() -> None:
+    """Only the shutdown cancels an informer, and it stops the health check first: any
+    other end leaves a kind that never changes again, so the process must go."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"major": "1"})
+
+    fatal: list[BaseException] = []
+
+    async def scenario() -> None:
+        async with server(handler) as api:
+            informer = asyncio.create_task(asyncio.sleep(10), name="informer pods")
+            informer.cancel()
+            await asyncio.gather(informer, return_exceptions=True)
+            check = keep_watch(
+                api,
+                metrics=Metrics.create(),
+                watches=lambda: [informer],
+                on_fatal=fatal.append,
+                interval=0.01,
+            )
+            await asyncio.wait_for(check, 5)
+
+    asyncio.run(scenario())
+    assert "'informer pods' ended (cancelled)" in str(fatal[0])
