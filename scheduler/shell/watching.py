@@ -84,7 +84,6 @@ class Informer:
     ) -> None:
         self.kind = kind
         self.listed = asyncio.Event()  # the first LIST is in the cache
-        self.lists = 0  # how many LISTs it took (1 unless a version expired)
         self.last_error = ""  # what the last failure was, for a message that names it
         self._api = api
         self._cache = cache
@@ -183,7 +182,6 @@ class Informer:
                 log.info("kind now served; watching it", kind=self.kind)
             self._served, self._absent_since, self._absent_pause = True, None, 1.0
         fold_listing(self._cache, self.kind, items, since=since)
-        self.lists += 1
         # A re-list asked for while this one ran wants one begun after it: another LIST.
         self._version = version if self._asked == asked else None
         if version == "":
@@ -274,26 +272,26 @@ class Informers:
     """The informers of every watched kind, run and asked to re-list together."""
 
     def __init__(self, informers: list[Informer]) -> None:
-        self.all = {informer.kind: informer for informer in informers}
+        self._all = {informer.kind: informer for informer in informers}
         self._pending: list[asyncio.Future[None]] = []
 
     @property
     def listed(self) -> dict[str, asyncio.Event]:
         """Per kind, set once its first LIST is in the cache."""
-        return {kind: informer.listed for kind, informer in self.all.items()}
+        return {kind: informer.listed for kind, informer in self._all.items()}
 
     def unlisted(self) -> str:
         """The kinds whose first LIST is not in yet, each with its last error."""
         return "; ".join(
             f"{kind}: {informer.last_error or 'no answer yet'}"
-            for kind, informer in self.all.items()
+            for kind, informer in self._all.items()
             if not informer.listed.is_set()
         )
 
     def start(self) -> list[asyncio.Task[None]]:
         return [
             asyncio.create_task(informer.run(), name=f"informer {kind}")
-            for kind, informer in self.all.items()
+            for kind, informer in self._all.items()
         ]
 
     def everything(self) -> None:
@@ -301,7 +299,7 @@ class Informers:
         became leader, and its watches may lag behind the old leader's last binds (both
         were cut off by the same outage, say)."""
         self._pending = [f for f in self._pending if not f.done()]
-        self._pending += [informer.relist() for informer in self.all.values()]
+        self._pending += [informer.relist() for informer in self._all.values()]
 
     async def settled(self) -> None:
         """Wait until every re-list asked for is in the cache: a pass on a cache that may

@@ -28,27 +28,7 @@ from scheduler.shell.patching import Patcher
 from scheduler.shell.recording import EventRecorder
 from scheduler.shell.syncing import wait_until_synced
 from scheduler.shell.watching import Informer, Informers
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@asynccontextmanager
-async def server(handler: Handler) -> AsyncIterator[ApiClient]:
-    """An HTTP server on a free port answering every request with ``handler``, and a
-    client for it."""
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    api = ApiClient(Credentials(server=f"http://127.0.0.1:{port}", verify=False))
-    try:
-        yield api
-    finally:
-        await api.close()
-        await runner.cleanup()
+from tests.unit.servers import server
 
 
 @asynccontextmanager

@@ -8,37 +8,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
 
 from scheduler.cache.cluster import ClusterCache
-from scheduler.shell.api import ApiClient, Credentials
+from scheduler.shell.api import ApiClient
 from scheduler.shell.health import keep_watch
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.watching import Informer
 from tests.unit.builders import SCHEDULER, node_manifest
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@asynccontextmanager
-async def server(handler: Handler) -> AsyncIterator[ApiClient]:
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", handler)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    api = ApiClient(Credentials(server=f"http://127.0.0.1:{port}", verify=False))
-    try:
-        yield api
-    finally:
-        await api.close()
-        await runner.cleanup()
+from tests.unit.servers import server
 
 
 def node(name: str, version: int, **kw: Any) -> dict[str, Any]:
