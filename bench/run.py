@@ -897,6 +897,15 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def results_name(args: argparse.Namespace) -> str:
+    """``gang-scheduling`` at the tier's own size; another size gets a file of its own
+    (``gang-scheduling-100-nodes``), so a quick run never overwrites the tier's figures."""
+    name = "gang-scheduling-scale" if args.scale else "gang-scheduling"
+    if args.nodes != (5000 if args.scale else 1000):
+        name += f"-{args.nodes}-nodes"
+    return name
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     try:
@@ -905,7 +914,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         print(f"bench failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
-    name = "gang-scheduling-scale" if args.scale else "gang-scheduling"
+    name = results_name(args)
     write_results(name, results, markdown(results))
     failed = [
         f"{w}/{k}" for w, runs in results["workloads"].items() for k, r in runs.items()

@@ -1,0 +1,19 @@
+"""``make bench`` at another size than its tier's writes a file of its own, so a quick run
+(``BENCH_ARGS="--nodes 100 --pods 400"``) never overwrites the tier's figures."""
+
+from __future__ import annotations
+
+from bench.run import parse, results_name
+
+
+def test_the_standard_tier_writes_gang_scheduling() -> None:
+    assert results_name(parse([])) == "gang-scheduling"
+
+
+def test_a_smaller_run_names_its_node_count() -> None:
+    assert results_name(parse(["--nodes", "100", "--pods", "400"])) == "gang-scheduling-100-nodes"
+
+
+def test_the_scale_tier_writes_its_own_file_at_its_own_size() -> None:
+    assert results_name(parse(["--scale"])) == "gang-scheduling-scale"
+    assert results_name(parse(["--scale", "--nodes", "16"])) == "gang-scheduling-scale-16-nodes"
