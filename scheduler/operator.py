@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
@@ -78,6 +79,9 @@ class Runtime:
 # A first sync that takes longer means some watch never started: exit to be restarted.
 SYNC_LIMIT_SECONDS = 60.0
 
+# kopf's frame is loaded once the first pass's binds are done, or this long after start.
+FRAME_AFTER_SECONDS = 5.0
+
 
 class _Forever:
     """Retry delays without end (kopf iterates them afresh for every request)."""
@@ -85,6 +89,38 @@ class _Forever:
     def __iter__(self) -> Iterator[float]:
         yield from (1, 1, 2, 3, 5)
         yield from itertools.repeat(5)
+
+
+async def _quiet_after_first_pass(
+    loop: SchedulingLoop, *, busy: Callable[[], bool], stop: asyncio.Event
+) -> None:
+    """Wait to load kopf until the first pass has been applied and its binds are done, or
+    for FRAME_AFTER_SECONDS (a standby waits for the Lease; the API server may be out of
+    reach; a big backlog binds for longer).
+
+    kopf runs only the frame (the probe, signals, clean-up), and loading it is about a
+    quarter of a second of the interpreter: beside the first LISTs and the first pass it
+    delayed the first bind, and beside the first binds it slowed them. Until kopf is there,
+    SIGTERM and SIGINT set the stop flag, as kopf's own handlers do; kopf then starts
+    stopped, and the shutdown is the same."""
+    running = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not main thread
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            running.add_signal_handler(sig, stop.set)
+
+    async def quiet() -> None:
+        await loop.first_pass.wait()
+        while busy():
+            await asyncio.sleep(0.05)
+
+    waiters = [asyncio.ensure_future(quiet()), asyncio.ensure_future(stop.wait())]
+    try:
+        await asyncio.wait(
+            waiters, timeout=FRAME_AFTER_SECONDS, return_when=asyncio.FIRST_COMPLETED
+        )
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
 
 
 def build_registry(credentials: Credentials, *, kopf: ModuleType) -> kopf.OperatorRegistry:
@@ -340,15 +376,17 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         shutdown=shutdown,
     )
     try:
-        kopf = await asyncio.to_thread(_load_kopf)
-        await kopf.operator(
-            registry=build_registry(credentials, kopf=kopf),
-            clusterwide=True,
-            standalone=True,
-            memo=runtime,
-            stop_flag=stop,
-            liveness_endpoint=liveness_endpoint,
-        )
+        await _quiet_after_first_pass(loop, busy=lambda: binder.in_flight > 0, stop=stop)
+        if not stop.is_set():  # stopped already: no frame to start
+            kopf = await asyncio.to_thread(_load_kopf)
+            await kopf.operator(
+                registry=build_registry(credentials, kopf=kopf),
+                clusterwide=True,
+                standalone=True,
+                memo=runtime,
+                stop_flag=stop,
+                liveness_endpoint=liveness_endpoint,
+            )
     finally:
         await shutdown()
         await api.close()

@@ -63,6 +63,9 @@ class SchedulingLoop:
         self._metrics = metrics
         self._tasks: set[asyncio.Task[None]] = set()
         self._topology_notes: tuple[str, ...] = ()  # said once per change
+        # Set once the first pass has been applied (its binds handed to the binder) or has
+        # failed: what may wait for the first binds (loading kopf's frame) waits for this.
+        self.first_pass = asyncio.Event()
 
     def poke(self) -> None:
         """Something changed: run a pass soon."""
@@ -98,6 +101,7 @@ class SchedulingLoop:
             except Exception:  # a bad pass must not stop scheduling for good
                 log.exception("scheduling pass failed; retrying in 1s")
                 wake_at = self._clock() + 1.0
+            self.first_pass.set()
             last_pass = time.perf_counter() - started
 
     async def run_pass(self) -> float | None:

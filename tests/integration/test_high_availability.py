@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -45,3 +46,36 @@ def test_standby_binds_the_next_gang_after_the_leader_is_killed(
     # The stated bound: one lease duration plus a retry and a sync, well under 3 leases.
     assert takeover < 3 * LEASE_SECONDS + 5, f"took {takeover:.1f}s"
     standby.assert_alive()
+
+
+def test_a_standby_stopped_in_its_first_seconds_exits_cleanly(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    """kopf, which installs the SIGTERM handler, is loaded only after the first pass (or a
+    few seconds): before that, SIGTERM must still stop the process as kopf would, not kill
+    it by the signal's default action. A Lease held by someone else keeps this replica a
+    standby, with no pass to run."""
+    name = private_scheduler.name
+    cluster.apply(
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": name, "namespace": cluster.namespace},
+            "spec": {"holderIdentity": "someone-else", "leaseDurationSeconds": 3600},
+        }
+    )
+    replica = private_scheduler.start(
+        "--leader-elect", "--leader-elect-namespace", cluster.namespace,
+        "--lease-duration", str(LEASE_SECONDS),
+    )  # fmt: skip
+    assert replica.process is not None
+    wait_for(
+        lambda: "waiting to become leader" in replica.log.read_text(),
+        timeout=30,
+        what="the replica standing by",
+    )
+    replica.process.send_signal(signal.SIGTERM)
+    code = replica.process.wait(timeout=20)
+    tail = "\n".join(replica.log.read_text(errors="replace").splitlines()[-15:])
+    assert code == 0, f"exit code {code} (-15: killed by SIGTERM); the log ends:\n{tail}"
+    assert cluster.lease_holder(name) == "someone-else"
