@@ -61,3 +61,35 @@ def test_the_watch_resumes_after_the_stream_ends_and_lists_again_on_gone() -> No
     assert seen[:7] == ["list", "watch@1", "watch@3", "list", "watch@5", "list", "watch@7"]
     assert watch.relisted == 2
     assert watch.resumed >= 1
+
+
+def test_a_backlog_waits_for_the_first_list_and_hears_of_its_failure() -> None:
+    """A backlog starts the scheduler only once the bench's own LIST is in (it would share
+    the API server and the cores with the scheduler's start); a LIST that fails says so
+    rather than leaving the backlog to wait."""
+    answers = iter([
+        web.json_response({"code": 403, "reason": "Forbidden"}, status=403),
+        web.json_response({"metadata": {"resourceVersion": "1"}, "items": [pod("a", 1)]}),
+    ])  # fmt: skip
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") == "1":
+            await asyncio.sleep(0.5)
+            return web.json_response({})
+        return next(answers)
+
+    async def scenario() -> tuple[str, set[str]]:
+        async with server(handler) as api:
+            failed = BindWatch(api, "bench").start()
+            try:
+                await failed.until_listed(timeout=10)
+                error = "none"
+            except Exception as raised:  # noqa: BLE001 (what it was is the assertion)
+                error = type(raised).__name__
+            watch = await BindWatch(api, "bench").start().until_listed(timeout=10)
+            await watch.stop()
+            return error, set(watch.bound_at)
+
+    error, bound = asyncio.run(scenario())
+    assert error == "ApiError"
+    assert bound == {"a"}
