@@ -84,7 +84,7 @@ def test_a_backlog_waits_for_the_first_list_and_hears_of_its_failure() -> None:
             try:
                 await failed.until_listed(timeout=10)
                 error = "none"
-            except Exception as raised:  # noqa: BLE001 (what it was is the assertion)
+            except Exception as raised:  # what it was is the assertion
                 error = type(raised).__name__
             watch = await BindWatch(api, "bench").start().until_listed(timeout=10)
             await watch.stop()
