@@ -31,9 +31,13 @@ import structlog
 from scheduler.cache.cluster import ClusterCache
 from scheduler.model.pods import PodGroupApi
 from scheduler.shell.api import ApiClient, ApiError
-from scheduler.shell.syncing import LISTS, UPSERTS, fold_listing, key_of, list_versioned, remove
+from scheduler.shell.syncing import LISTS, UPSERTS, Folding, key_of, list_pages, remove
 
 log = structlog.get_logger()
+
+# Listed objects folded into the cache between two looks at the event loop: about 7 ms of
+# pods (their codec is ~35 us each).
+FOLD_SLICE = 200
 
 
 class _Expired(Exception):
@@ -172,8 +176,16 @@ class Informer:
     async def _list(self) -> None:
         self._nudge.clear()
         asked = self._asked
-        since = self._cache.delivered
-        items, version = await list_versioned(self._api, self.kind)
+        folding = Folding(self._cache, self.kind, since=self._cache.delivered)
+
+        async def fold(items: list[dict[str, Any]]) -> None:
+            # In slices, handing the loop back between them: the next page's request goes
+            # out meanwhile, and the watches and binds go on.
+            for start in range(0, len(items), FOLD_SLICE):
+                folding.page(items[start : start + FOLD_SLICE])
+                await asyncio.sleep(0)
+
+        version = await list_pages(self._api, self.kind, each=fold)
         if version is None:
             if not self._gone_for_good():
                 raise ApiError(404, "NotFound", "not served just now; looking again")
@@ -181,7 +193,7 @@ class Informer:
             if not self._served:
                 log.info("kind now served; watching it", kind=self.kind)
             self._served, self._absent_since, self._absent_pause = True, None, 1.0
-        fold_listing(self._cache, self.kind, items, since=since)
+        folding.finish()
         # A re-list asked for while this one ran wants one begun after it: another LIST.
         self._version = version if self._asked == asked else None
         if version == "":

@@ -382,3 +382,75 @@ def test_an_informer_task_that_ended_even_cancelled_stops_the_process() -> None:
 
     asyncio.run(scenario())
     assert "'informer pods' ended (cancelled)" in str(fatal[0])
+
+
+def test_the_next_page_is_asked_for_before_this_one_is_folded_in() -> None:
+    """The API server reads and encodes page 2 while we fold page 1: a LIST's pages no
+    longer wait for each other's folding. The version is the LIST's."""
+    from scheduler.shell.syncing import list_pages  # noqa: PLC0415
+
+    seen: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        token = request.query.get("continue", "")
+        seen.append(f"GET page {token or '1'}")
+        following = {"": "2", "2": "3"}.get(token, "")
+        items = [node(f"n-{token or '1'}-{i}", 1) for i in range(3)]
+        return web.json_response(
+            {"metadata": {"resourceVersion": "7", "continue": following}, "items": items}
+        )
+
+    async def scenario() -> str | None:
+        async with server(handler) as api:
+
+            async def each(items: list[dict[str, Any]]) -> None:
+                await asyncio.sleep(0.2)  # folding takes a while; the next GET goes meanwhile
+                seen.append(f"folded {items[0]['metadata']['name']}")
+
+            return await list_pages(api, "nodes", each=each)
+
+    assert asyncio.run(scenario()) == "7"
+    assert seen == [
+        "GET page 1", "GET page 2", "folded n-1-0", "GET page 3", "folded n-2-0", "folded n-3-0",
+    ]  # fmt: skip
+
+
+def test_a_paged_re_list_drops_what_vanished_only_after_its_last_page() -> None:
+    """A re-list folds each page as it comes; what it no longer shows is dropped once the
+    last page is in, never because it was not on the pages so far."""
+    pages = iter([
+        {"metadata": {"resourceVersion": "1"}, "items": [node("a", 1), node("b", 1)]},
+        {"metadata": {"resourceVersion": "5", "continue": "x"}, "items": [node("b", 4)]},
+        {"metadata": {"resourceVersion": "5"}, "items": [node("c", 5)]},
+    ])  # fmt: skip
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "1":
+            if "continue" in request.query:
+                await asyncio.sleep(0.3)  # the last page is slow: look at the cache meanwhile
+            return web.json_response(next(pages))
+        if request.query["resourceVersion"] == "1":
+            return web.json_response({"code": 410, "reason": "Expired"}, status=410)
+        await asyncio.sleep(0.5)
+        return await stream(request)
+
+    async def scenario() -> list[set[str]]:
+        cache = ClusterCache(scheduler_name=SCHEDULER)
+        observed: list[set[str]] = []
+        async with server(handler) as api:
+            task = await inform(api, cache, "nodes")
+
+            def look() -> bool:
+                now = nodes_in(cache)
+                if not observed or observed[-1] != now:
+                    observed.append(now)
+                return now == {"b", "c"}
+
+            await until(look)
+            await stop(task)
+        return observed
+
+    observed = asyncio.run(scenario())
+    assert {"b"} not in observed, f"a dropped before the last page: {observed}"
+    assert {"a", "b"} in observed
+    assert observed[-1] == {"b", "c"}
