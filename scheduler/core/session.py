@@ -137,6 +137,9 @@ class Session:
         self.config = config
         self.limit = limit  # pods' binds this pass may decide before it stops (see full())
         self.limited = False
+        # The gangs a pass stopped at its limit did not look at: their status is left as it
+        # is (a status written now would only be written again once they are tried).
+        self.behind: frozenset[GangKey] = frozenset()
         self._counted = (0, 0)  # (GroupBindings counted, pods in them)
         resolution = resolve(snapshot, config)
         self.gangs = {key: self._checked(gang) for key, gang in resolution.gangs.items()}
@@ -840,7 +843,7 @@ class Session:
         for key, gang in self.gangs.items():
             outcome = self.outcomes[key]
             memory[key] = replace(outcome.state, condition=outcome.condition)
-            if gang.podgroup is None:
+            if gang.podgroup is None or key in self.behind:
                 continue
             status = desired_status(
                 gang,

@@ -353,3 +353,16 @@ def test_a_pass_stops_after_the_gang_that_reaches_its_limit_and_asks_for_the_nex
     unlimited = schedule(snapshot(nodes, pods), now=T0)
     assert len(bind_map(unlimited)) == 20
     assert not unlimited.limited
+
+
+def test_a_pass_stopped_at_its_limit_writes_no_status_for_the_podgroups_behind_it() -> None:
+    """Their status would only be written again once they are tried: with thousands of
+    gangs waiting, that doubled the PodGroup writes competing with the binds."""
+    nodes = [node(f"n{i}", cpu="64") for i in range(2)]
+    groups = [podgroup(name, min_member=2, created=T0 - 50 + g) for g, name in enumerate("abc")]
+    pods = [p for name in "abc" for p in gang_pods(name, 2, pod_group=name)]
+    limited = schedule(snapshot(nodes, pods, podgroups=groups), now=T0, limit=2)
+    assert sorted(bind_map(limited)) == ["a-0", "a-1"]
+    assert [u.gang.name for u in limited.status_updates] == ["a"]
+    whole = schedule(snapshot(nodes, pods, podgroups=groups), now=T0)
+    assert sorted(u.gang.name for u in whole.status_updates) == ["a", "b", "c"]
