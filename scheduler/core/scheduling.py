@@ -31,18 +31,9 @@ DEFAULT_CONFIG = Config()
 ACTIONS = (allocate, preempt)
 
 
-def schedule(
-    snapshot: Snapshot, *, now: float, config: Config = DEFAULT_CONFIG, limit: int | None = None
-) -> Result:
-    """Decide one pass. Same snapshot, same ``now``, same ``limit``: same result.
-
-    ``limit``: once the pass has decided that many pods' binds, it looks at no further
-    GangGroup (the one that crossed the limit is kept whole); the result says so and asks
-    for the next pass at once. A backlog of thousands is then bound while the rest is
-    decided, rather than after all of it (at 5,000 nodes the first pass of 30,000 pods took
-    over a second before its first bind). Preemption looks only at gangs that failed in
-    this pass: never at those behind the limit, which were not tried."""
-    session = Session(snapshot, now=now, config=config, limit=limit)
+def schedule(snapshot: Snapshot, *, now: float, config: Config = DEFAULT_CONFIG) -> Result:
+    """Decide one pass. Same snapshot, same ``now``: same result."""
+    session = Session(snapshot, now=now, config=config)
     for action in ACTIONS:
         action(session)
     return session.result()

@@ -129,18 +129,10 @@ def topology_of(snapshot: Snapshot, config: Config) -> Topology:
 class Session:
     """The bookkeeping of one pass; it never outlives the call to ``schedule``."""
 
-    def __init__(
-        self, snapshot: Snapshot, *, now: float, config: Config, limit: int | None = None
-    ) -> None:
+    def __init__(self, snapshot: Snapshot, *, now: float, config: Config) -> None:
         self.snapshot = snapshot
         self.now = now
         self.config = config
-        self.limit = limit  # pods' binds this pass may decide before it stops (see full())
-        self.limited = False
-        # The gangs a pass stopped at its limit did not look at: their status is left as it
-        # is (a status written now would only be written again once they are tried).
-        self.behind: frozenset[GangKey] = frozenset()
-        self._counted = (0, 0)  # (GroupBindings counted, pods in them)
         resolution = resolve(snapshot, config)
         self.gangs = {key: self._checked(gang) for key, gang in resolution.gangs.items()}
         self.missing_podgroups = resolution.missing_podgroups
@@ -414,20 +406,6 @@ class Session:
             return False
         bound = sum(1 for p in gang.members if p.bound and p.alive)
         return bound < gang.min_member and bool(pending(gang))
-
-    def full(self) -> bool:
-        """Whether the pass has decided ``limit`` pods' binds: then it stops, and asks for
-        the next pass at once (``schedule``)."""
-        if self.limit is None:
-            return False
-        counted, pods = self._counted
-        for group in self.bindings[counted:]:
-            pods += sum(len(g.bindings) for g in group.gangs)
-        self._counted = (len(self.bindings), pods)
-        if pods >= self.limit:
-            self.limited = True
-            self.wake_at = self.now  # wake() looks only ahead
-        return self.limited
 
     def ordered(self, pods: list[Pod]) -> list[Pod]:
         """Members in the order they are placed: priority, then age, then name."""
@@ -843,7 +821,7 @@ class Session:
         for key, gang in self.gangs.items():
             outcome = self.outcomes[key]
             memory[key] = replace(outcome.state, condition=outcome.condition)
-            if gang.podgroup is None or key in self.behind:
+            if gang.podgroup is None:
                 continue
             status = desired_status(
                 gang,
@@ -869,5 +847,4 @@ class Session:
             wake_at=self.wake_at,
             attempts=tuple(self.attempts),
             topology_notes=self.topology_notes,
-            limited=self.limited,
         )

@@ -148,6 +148,3 @@ class Result:
     attempts: tuple[tuple[GangKey, str], ...] = ()
     # Said once per change by the shell's log: cluster nodes the topology does not name.
     topology_notes: tuple[str, ...] = ()
-    # The pass stopped at its limit of pods to bind: the gangs behind wait for the next
-    # pass, which ``wake_at`` asks for at once.
-    limited: bool = False

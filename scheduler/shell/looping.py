@@ -32,13 +32,6 @@ log = structlog.get_logger()
 # Assumptions made in one go before the event loop is handed back (about 10 ms of work).
 APPLY_SLICE = 200
 
-# Pods' binds a pass decides before it stops and lets them go (``schedule``'s limit); each
-# pass that stops at its limit lets the next decide twice as many, until one decides all
-# that is left. A backlog's first binds go out once 512 pods are decided, not all of them,
-# for a few more passes in all (each looks at every waiting gang: doubling keeps their
-# number to the logarithm of the backlog). Passes of a running cluster stay under it.
-FIRST_PASS_LIMIT = 512
-
 
 class SchedulingLoop:
     def __init__(
@@ -70,7 +63,6 @@ class SchedulingLoop:
         self._metrics = metrics
         self._tasks: set[asyncio.Task[None]] = set()
         self._topology_notes: tuple[str, ...] = ()  # said once per change
-        self._limit = FIRST_PASS_LIMIT
         # Set once the first pass has been applied (its binds handed to the binder) or has
         # failed: what may wait for the first binds (loading kopf's frame) waits for this.
         self.first_pass = asyncio.Event()
@@ -119,16 +111,13 @@ class SchedulingLoop:
         now = self._clock()
         snapshot = self._cache.snapshot(now=now)
         try:
-            result = await asyncio.to_thread(
-                schedule, snapshot, now=now, config=self._config, limit=self._limit
-            )
+            result = await asyncio.to_thread(schedule, snapshot, now=now, config=self._config)
         except BaseException:
             # What the snapshot took as "changed since the last pass" was not acted on: the
             # next pass looks at everything.
             self._cache.look_at_everything()
             raise
         decided = time.perf_counter() - started
-        self._limit = 2 * self._limit if result.limited else FIRST_PASS_LIMIT
         self._cache.remember(dict(result.memory))
         # Passes without topology-placed gangs do not look at the tree and say nothing.
         if result.topology_notes and result.topology_notes != self._topology_notes:

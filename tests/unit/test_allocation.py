@@ -330,39 +330,3 @@ def test_explain_names_the_shape_the_room_and_what_a_pass_would_do() -> None:
     lines = explain(snapshot(nodes, too_big), GangKey("default", "huge"), now=T0, config=Config())
     assert "Insufficient nvidia.com/gpu" in lines[-1]
     assert lines[-1].startswith("a pass now: gang default/huge does not fit")
-
-
-def test_a_pass_stops_after_the_gang_that_reaches_its_limit_and_asks_for_the_next_at_once() -> None:
-    nodes = [node(f"n{i}", cpu="64") for i in range(4)]
-    pods = [
-        p
-        for g, name in enumerate("abcde")
-        for p in gang_pods(name, 4, gang=name, min_available=4, created=T0 - 50 + g)
-    ]
-    first = schedule(snapshot(nodes, pods), now=T0, limit=6)
-    assert sorted(bind_map(first)) == [f"{g}-{i}" for g in "ab" for i in range(4)]
-    assert first.limited
-    assert first.wake_at == T0
-    assert not any(key in first.memory and first.memory[key].first_attempt for key in (
-        GangKey("default", "c"), GangKey("default", "d"), GangKey("default", "e"),
-    )), "gangs behind the limit were not tried, and their clocks have not started"  # fmt: skip
-    bound = [replace(p, node_name=bind_map(first).get(p.ref.name, "")) for p in pods]
-    second = schedule(snapshot(nodes, bound, memory=first.memory), now=T0 + 0.1, limit=12)
-    assert sorted(bind_map(second)) == [f"{g}-{i}" for g in "cde" for i in range(4)]
-    assert not second.limited, "nothing was left behind"
-    unlimited = schedule(snapshot(nodes, pods), now=T0)
-    assert len(bind_map(unlimited)) == 20
-    assert not unlimited.limited
-
-
-def test_a_pass_stopped_at_its_limit_writes_no_status_for_the_podgroups_behind_it() -> None:
-    """Their status would only be written again once they are tried: with thousands of
-    gangs waiting, that doubled the PodGroup writes competing with the binds."""
-    nodes = [node(f"n{i}", cpu="64") for i in range(2)]
-    groups = [podgroup(name, min_member=2, created=T0 - 50 + g) for g, name in enumerate("abc")]
-    pods = [p for name in "abc" for p in gang_pods(name, 2, pod_group=name)]
-    limited = schedule(snapshot(nodes, pods, podgroups=groups), now=T0, limit=2)
-    assert sorted(bind_map(limited)) == ["a-0", "a-1"]
-    assert [u.gang.name for u in limited.status_updates] == ["a"]
-    whole = schedule(snapshot(nodes, pods, podgroups=groups), now=T0)
-    assert sorted(u.gang.name for u in whole.status_updates) == ["a", "b", "c"]

@@ -450,21 +450,3 @@ def test_a_restarted_scheduler_still_holds_the_room_freed_for_a_nominated_preemp
     gone = snapshot(nodes, [*survivors, *nominated, *late], memory=during.memory)
     after = schedule(gone, now=T0 + 5.3)
     assert bind_map(after) == where, "the late low gang does not take the preemptor's room"
-
-
-def test_a_pass_stopped_at_its_limit_preempts_for_the_gangs_it_tried_and_not_those_behind() -> None:
-    nodes, low = two_full_nodes()
-    nodes = [*nodes, node("n2", cpu="4")]
-    high = gang_pods("high", 2, gang="high", min_available=2, priority=300, cpu="16")
-    small = gang_pods("small", 2, gang="small", min_available=2, priority=200, cpu="1")
-    behind = gang_pods("behind", 2, gang="behind", min_available=2, priority=100, cpu="16")
-    pods = [*low, *high, *small, *behind]
-    limited = schedule(snapshot(nodes, pods), now=T0, limit=2)
-    assert sorted(bind_map(limited)) == ["small-0", "small-1"]
-    assert limited.limited
-    assert evicted(limited) == ["low-b-0", "low-b-1"], "for high, tried before the limit"
-    assert {n.pod.name for n in limited.nominations} == {"high-0", "high-1"}
-    whole = schedule(snapshot(nodes, pods), now=T0)
-    assert evicted(whole) == ["low-a-0", "low-a-1", "low-b-0", "low-b-1"], (
-        "without the limit the pass preempts for the gang behind too"
-    )

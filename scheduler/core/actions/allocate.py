@@ -34,12 +34,7 @@ from scheduler.model.topology import Constraints
 
 
 def allocate(session: Session) -> None:
-    units = session.units()
-    for i, unit in enumerate(units):
-        if session.full():
-            # The GangGroups behind wait for the next pass, which comes at once.
-            session.behind = frozenset(key for later in units[i:] for key in later)
-            return
+    for unit in session.units():
         present = [session.gangs[k] for k in unit if k in session.gangs]
         if len(present) == 1 and _settled(session, present[0]):
             _place_after_gang(session, None, present[0])  # nothing to place: no turn needed
