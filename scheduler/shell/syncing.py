@@ -132,10 +132,8 @@ async def list_pages(
             # Every page of a LIST is read at the first page's resourceVersion.
             following = asyncio.ensure_future(fetch(token)) if token else None
             await each(page.get("items") or [])
-            if following is None:
-                return str(meta.get("resourceVersion") or "")
-        raise AssertionError("unreachable")  # pragma: no cover
-    finally:
+        return str(meta.get("resourceVersion") or "")
+    finally:  # failed or cancelled (a shutdown) while a page was asked for: not left behind
         if following is not None and not following.done():
             following.cancel()
             with contextlib.suppress(BaseException):

@@ -454,3 +454,53 @@ def test_a_paged_re_list_drops_what_vanished_only_after_its_last_page() -> None:
     assert {"b"} not in observed, f"a dropped before the last page: {observed}"
     assert {"a", "b"} in observed
     assert observed[-1] == {"b", "c"}
+
+
+def test_a_re_list_whose_later_page_fails_drops_nothing_and_is_done_again_whole() -> None:
+    """A LIST that fails after its first page (a 500, the API server restarting) keeps
+    what that page brought but drops nothing: only a LIST that got to its last page says
+    what is gone. The informer lists again from the start."""
+    answers = iter([
+        web.json_response({"metadata": {"resourceVersion": "1"},
+                           "items": [node("a", 1), node("b", 1), node("c", 1)]}),
+        web.json_response({"metadata": {"resourceVersion": "5", "continue": "x"},
+                           "items": [node("b", 4)]}),
+        web.json_response({"code": 500, "reason": "InternalError"}, status=500),
+        web.json_response({"metadata": {"resourceVersion": "6", "continue": "y"},
+                           "items": [node("b", 4)]}),
+        web.json_response({"metadata": {"resourceVersion": "6"},
+                           "items": [node("c", 5), node("d", 6)]}),
+    ])  # fmt: skip
+    lists = 0
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        nonlocal lists
+        if request.query.get("watch") != "1":
+            lists += 1
+            if lists == 4:
+                await asyncio.sleep(0.3)  # the LIST after the failure is slow: look meanwhile
+            return next(answers)
+        if request.query["resourceVersion"] == "1":
+            return web.json_response({"code": 410, "reason": "Expired"}, status=410)
+        await asyncio.sleep(0.5)
+        return await stream(request)
+
+    async def scenario() -> list[set[str]]:
+        cache = ClusterCache(scheduler_name=SCHEDULER)
+        observed: list[set[str]] = []
+        async with server(handler) as api:
+            task = await inform(api, cache, "nodes")
+
+            def look() -> bool:
+                now = nodes_in(cache)
+                if not observed or observed[-1] != now:
+                    observed.append(now)
+                return now == {"b", "c", "d"}
+
+            await until(look)
+            await stop(task)
+        return observed
+
+    observed = asyncio.run(scenario())
+    assert all("a" in seen for seen in observed if "d" not in seen and seen), observed
+    assert observed[-1] == {"b", "c", "d"}
