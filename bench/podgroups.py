@@ -7,7 +7,9 @@
 2. **Backlog, gangs of 8 by PodGroup**: PodGroups and their pods are created while the
    scheduler is stopped; then it is started. pods/s first to last bind and from process
    start, the time from process start to the first bind, how many passes it ran and how
-   many PodGroup writes reached the API server (MODIFIED events of the PodGroups).
+   many PodGroup writes reached the API server (MODIFIED events of the PodGroups), and what
+   the API server was asked per pod (its own request and watch-event counters, from the
+   scheduler's start to a second after the last bind; the ceiling's are printed beside).
 3. **Latency, gangs of 8 by PodGroup**: gangs created at a steady rate while the scheduler
    runs; per gang, last member created to last member bound (p50, p99).
 
@@ -27,7 +29,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench.run import bind_round_robin, cpu_seconds, gather_limited
+from bench.run import api_counts, bind_round_robin, cpu_seconds, gather_limited, settled
 from e2e import cluster as local_cluster
 from e2e.nodes import api_client, create_nodes, layout, node_manifest, wait_ready
 from scheduler.shell.api import ApiClient, ApiError, load_credentials
@@ -173,6 +175,12 @@ def passes(port: int) -> int:
     return -1
 
 
+def per_pod(before: dict[str, float], after: dict[str, float], pods: int) -> dict[str, float]:
+    """What changed, per pod, leaving out what changed by less than one in a hundred pods."""
+    changes = {k: (v - before.get(k, 0.0)) / pods for k, v in after.items()}
+    return {k: round(v, 2) for k, v in sorted(changes.items()) if v >= 0.01}
+
+
 def stop(process: subprocess.Popen[bytes]) -> None:
     if PROFILE:  # stop the scheduler, not py-spy: it writes its profile once that exits
         children = Path(f"/proc/{process.pid}/task/{process.pid}/children").read_text().split()
@@ -201,8 +209,13 @@ async def ceiling(api: ApiClient, nodes: list[str], *, pods: int) -> float:
         ],
     )
 
+    before = await api_counts(api)
     rate = pods / await bind_round_robin(api, namespace, nodes=nodes, pods=pods, concurrency=32)
+    await asyncio.sleep(1)  # KWOK's status writes of the last pods, as in a backlog run
+    print(f"ceiling, API server per pod: {per_pod(before, await api_counts(api), pods)}",
+          file=sys.stderr)  # fmt: skip
     await clear(api, namespace)
+    await settled(api)
     return rate
 
 
@@ -220,6 +233,7 @@ async def backlog(
     await create_gangs(api, namespace, pods=pods, size=8)
     watch = await Watch(api, namespace).start()
     port = local_cluster.free_port()
+    before = await api_counts(api)
     started = time.monotonic()
     scheduler = start_scheduler(kubeconfig, log, port=port, checkout=checkout)
     try:
@@ -227,12 +241,14 @@ async def backlog(
         cpu = cpu_seconds(scheduler.pid) if not PROFILE else None
         await asyncio.sleep(1)  # the status writes of the last gangs
         count = passes(port)
+        requests = per_pod(before, await api_counts(api), pods)
     finally:
         stop(scheduler)
         await watch.stop()
     first, last = min(watch.bound_at.values()), max(watch.bound_at.values())
     print(f"{namespace}: all bound; clearing", file=sys.stderr)
     await clear(api, namespace)
+    await settled(api)
     return {
         "pods_per_second_first_to_last": pods / (last - first),
         "pods_per_second_from_start": pods / (last - started),
@@ -240,6 +256,7 @@ async def backlog(
         "passes": count,
         "podgroup_updates": watch.podgroup_updates,
         "cpu_seconds_to_last_bind": cpu,
+        "api_server_per_pod": requests,
     }
 
 
