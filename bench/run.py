@@ -389,6 +389,27 @@ def usage(process: subprocess.Popen[bytes]) -> dict:
     }
 
 
+class Unfinished(TimeoutError):
+    """A scheduler ran out of time: what it did meanwhile goes into the results too."""
+
+    def __init__(self, message: str, figures: dict) -> None:
+        super().__init__(message)
+        self.figures = figures
+
+
+def partial(
+    bound_at: dict[str, float], pods: int, started: float, process: subprocess.Popen[bytes]
+) -> dict:
+    """How far a scheduler got before the timeout: pods bound, how soon the first one,
+    and what it used (a scheduler that exited has nothing to read)."""
+    figures: dict = {"pods_bound": len(bound_at), "pods": pods}
+    if bound_at:
+        figures["start_to_first_bind_seconds"] = _rounded(min(bound_at.values()) - started)
+    with contextlib.suppress(RuntimeError, OSError):
+        figures |= usage(process)
+    return figures
+
+
 @dataclass(frozen=True)
 class Setting:
     """What every workload of a run shares."""
@@ -482,7 +503,11 @@ async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: G
     started = time.monotonic()
     scheduler = contender.start(log_path)
     try:
-        await watch.wait_for(gangs.pods, timeout=setting.timeout)
+        try:
+            await watch.wait_for(gangs.pods, timeout=setting.timeout)
+        except TimeoutError as error:
+            figures = partial(watch.bound_at, gangs.pods, started, scheduler)
+            raise Unfinished(str(error), figures) from error
         used = usage(scheduler)
     finally:
         stop(scheduler)
@@ -648,7 +673,8 @@ async def each(
             out[contender.key] = await workload(contender)
         except (TimeoutError, RuntimeError, ApiError) as error:
             log(f"{contender.label} failed: {error}")
-            out[contender.key] = {"error": f"{type(error).__name__}: {error}"}
+            kind = "TimeoutError" if isinstance(error, Unfinished) else type(error).__name__
+            out[contender.key] = {"error": f"{kind}: {error}", **getattr(error, "figures", {})}
         log(f"{contender.label}: {out[contender.key]}")
     return out
 
@@ -740,7 +766,7 @@ def _table(
     rows = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
     for key, result in runs.items():
         if "error" in result:
-            rows.append(f"| {peers[key]['label']} | failed: {result['error']} |")
+            rows.append(f"| {peers[key]['label']} | failed: {_unfinished(result)} |")
             continue
         cells = [peers[key]["label"], *(_cell(result, k, results) for _, k in columns)]
         cells += [str(result.get("cpu_seconds")), str(result.get("peak_rss_mib"))]
@@ -749,6 +775,18 @@ def _table(
             cells.append(_ratio(mine, theirs) if higher else _ratio(theirs, mine))
         rows.append("| " + " | ".join(cells) + " |")
     return rows
+
+
+def _unfinished(result: dict) -> str:
+    """A failed run's cell: its error, and how far it got if that is known."""
+    got = []
+    if "pods_bound" in result:
+        got.append(f"{result['pods_bound']} of {result['pods']} pods bound")
+    if "start_to_first_bind_seconds" in result:
+        got.append(f"first bind after {result['start_to_first_bind_seconds']} s")
+    if "cpu_seconds" in result:
+        got.append(f"{result['cpu_seconds']} CPU s, peak RSS {result['peak_rss_mib']} MiB")
+    return "; ".join([result["error"], *got])
 
 
 def markdown(results: dict) -> str:

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 
 from aiohttp import web
 
-from bench.run import BindWatch
+from bench.run import BindWatch, _unfinished, partial
 from tests.unit.test_api_failures import server
 
 
@@ -93,3 +94,31 @@ def test_a_backlog_waits_for_the_first_list_and_hears_of_its_failure() -> None:
     error, bound = asyncio.run(scenario())
     assert error == "ApiError"
     assert bound == {"a"}
+
+
+def test_a_scheduler_that_runs_out_of_time_leaves_how_far_it_got_in_the_results() -> None:
+    process = subprocess.Popen(["sleep", "30"])
+    try:
+        figures = partial({"p-0": 10.5, "p-1": 11.0}, 8, 10.0, process)
+    finally:
+        process.kill()
+        process.wait()
+    assert figures["pods_bound"] == 2
+    assert figures["pods"] == 8
+    assert figures["start_to_first_bind_seconds"] == 0.5
+    assert figures["cpu_seconds"] >= 0
+    assert figures["peak_rss_mib"] > 0
+    cell = _unfinished({"error": "TimeoutError: waiting for 8 binds", **figures})
+    assert cell.startswith("TimeoutError: waiting for 8 binds; 2 of 8 pods bound; ")
+    assert "first bind after 0.5 s" in cell
+    assert "CPU s, peak RSS" in cell
+
+
+def test_a_scheduler_that_exited_and_bound_nothing_says_only_that() -> None:
+    process = subprocess.Popen(["true"])
+    process.wait()
+    figures = partial({}, 8, 10.0, process)
+    assert figures == {"pods_bound": 0, "pods": 8}
+    assert _unfinished({"error": "TimeoutError: x", **figures}) == (
+        "TimeoutError: x; 0 of 8 pods bound"
+    )
