@@ -10,7 +10,7 @@ import subprocess
 
 from aiohttp import web
 
-from bench.run import BindWatch, _unfinished, partial
+from bench.run import BindWatch, _unfinished, partial, settled
 from tests.unit.test_api_failures import server
 
 
@@ -122,3 +122,28 @@ def test_a_scheduler_that_exited_and_bound_nothing_says_only_that() -> None:
     assert _unfinished({"error": "TimeoutError: x", **figures}) == (
         "TimeoutError: x; 0 of 8 pods bound"
     )
+
+
+def test_settling_waits_for_deletes_to_stop_and_gives_up_on_metrics_it_may_not_read() -> None:
+    """Between workloads the bench waits until KWOK's DELETEs stop; an API server that
+    refuses its metrics must not fail the run."""
+    counts = iter([1, 5, 9, 9])
+    sample = 'apiserver_request_total{{code="200",resource="pods",verb="DELETE"}} {}\n'
+    asked: list[str] = []
+
+    async def counting(request: web.Request) -> web.StreamResponse:
+        asked.append(request.path)
+        return web.Response(text=sample.format(next(counts)))
+
+    async def refusing(request: web.Request) -> web.StreamResponse:
+        asked.append("refused")
+        return web.json_response({"code": 403, "reason": "Forbidden"}, status=403)
+
+    async def scenario() -> None:
+        async with server(counting) as api:
+            await settled(api, timeout=10)
+        async with server(refusing) as api:
+            await settled(api, timeout=10)
+
+    asyncio.run(scenario())
+    assert asked == ["/metrics"] * 4 + ["refused"]
