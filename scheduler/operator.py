@@ -266,6 +266,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         retry_pod=cache.touch_pod,
         errored=metrics.background_errors.labels(worker="patcher").inc,
         busy=lambda: binder.in_flight > 0,
+        fence=lambda: leadership.held(),  # noqa: PLW0108 (leadership is made below)
     )
     stop = stop or asyncio.Event()
     lost: list[BaseException] = []

@@ -44,7 +44,12 @@ class Patcher:
         retries: int = 3,
         busy: Callable[[], bool] = lambda: False,
         yield_seconds: float = 10.0,
+        fence: Callable[[], bool] = lambda: True,
     ) -> None:
+        # True while this replica may write (it holds the leader Lease, or runs alone): a
+        # status that waited behind binds (up to ``yield_seconds``) is not written by a
+        # replica that lost the Lease meanwhile; the new leader writes its own.
+        self._fence = fence
         self._errored = errored
         self._retries = retries
         self._api = api
@@ -112,7 +117,7 @@ class Patcher:
         kube-scheduler patches it, so conditions others write stay), Volcano's in the object
         itself (its CRD has no status subresource)."""
         body = podgroup_status_to_dict(update.status, update.api)
-        if self._sent_status.get(update.gang) == body:
+        if self._sent_status.get(update.gang) == body or not self._fence():
             return
         self._sent_status[update.gang] = body
         ns, name = update.gang.namespace, update.gang.name

@@ -410,3 +410,27 @@ def test_podgroup_statuses_wait_behind_binds_and_only_the_latest_of_a_gang_is_wr
             assert ("b", 2) in written
 
     asyncio.run(run())
+
+
+def test_a_status_that_waited_behind_binds_is_not_written_once_the_lease_is_lost() -> None:
+    """Statuses wait up to ``yield_seconds`` behind binds: a replica that lost the Lease
+    meanwhile writes nothing (the new leader writes its own), as its binds send nothing."""
+    written: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        written.append(request.path)
+        return web.json_response({})
+
+    holding = [True]
+
+    async def run() -> None:
+        async with server(handler) as api:
+            patcher = Patcher(api, retries=0, busy=lambda: holding[0], fence=lambda: holding[0])
+            update = StatusUpdate(GangKey("ns", "a"), PodGroupStatus(running=1))
+            waiting = asyncio.create_task(patcher.status(update))
+            await asyncio.sleep(0.1)
+            holding[0] = False  # the Lease is lost while the status waits behind binds
+            await asyncio.wait_for(waiting, 2)
+
+    asyncio.run(run())
+    assert written == []
