@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+import sys
 
 from aiohttp import web
 
@@ -97,12 +98,20 @@ def test_a_backlog_waits_for_the_first_list_and_hears_of_its_failure() -> None:
 
 
 def test_a_scheduler_that_runs_out_of_time_leaves_how_far_it_got_in_the_results() -> None:
-    process = subprocess.Popen(["sleep", "30"])
+    # A child that says it is up has exec'd and touched its memory: read right after the
+    # fork, its peak RSS may still be 0 (CI saw that once with `sleep`).
+    process = subprocess.Popen(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(30)"],
+        stdout=subprocess.PIPE,
+    )
     try:
+        assert process.stdout is not None
+        assert process.stdout.readline() == b"up\n"
         figures = partial({"p-0": 10.5, "p-1": 11.0}, 8, 10.0, process)
     finally:
         process.kill()
         process.wait()
+        process.stdout.close()
     assert figures["pods_bound"] == 2
     assert figures["pods"] == 8
     assert figures["start_to_first_bind_seconds"] == 0.5
