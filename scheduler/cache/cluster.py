@@ -86,6 +86,12 @@ class ClusterCache:
         # ours, a node, a PodGroup or its members, freed capacity), cleared by each pass.
         # Bind confirmations and status updates of bound pods without a PodGroup cannot.
         self.dirty = True
+        # Whether the change could place or free anything (as opposed to a bound member of a
+        # PodGroup gang whose bind was confirmed or that started running: a pass would only
+        # recount the gang's status, and status writes wait behind binds anyway). The loop
+        # runs a pass for the latter at most once a second: a backlog of 625 gangs ran ~200
+        # such passes between its binds, each over every gang whose member changed.
+        self.urgent = True
         # Until the first pass, every object a watch delivered, relevant or not: the loop
         # starts only once the watches have delivered everything a fresh LIST shows.
         self._seen: set[tuple[str, str]] | None = set()
@@ -94,23 +100,29 @@ class ClusterCache:
         self._delivered = 0
         self._stamps: dict[str, dict[str, int]] = {}
 
-    def _changed(self, *, matters: bool = True) -> None:
+    def _changed(self, *, matters: bool = True, urgent: bool = True) -> None:
         if matters:
             self.dirty = True
+            self.urgent = self.urgent or urgent
 
-    def _matters(self, old: Pod | None, new: Pod | None) -> bool:
-        """Could this pod change let a pass decide something new?"""
-        for pod in (old, new):
-            if pod is None:
-                continue
-            ours = pod.scheduler_name == self._scheduler_name
-            if ours and not pod.bound:
-                return True  # a pending pod of ours: work
-            if ours and pod.gang is not None and self._podgroup(pod.gang.key) is not None:
-                return True  # a PodGroup's counts may change
+    def _pod_changed(self, old: Pod | None, new: Pod | None) -> None:
+        """Could this pod change let a pass decide something new, and is it more than a
+        recount of a PodGroup's members?"""
         # Capacity freed (a pod finished or went away) helps only if something waits.
         freed = old is not None and old.holds_resources and (new is None or not new.holds_resources)
-        return freed and self.waiting > 0
+        counts = False
+        for pod in (old, new):
+            if pod is None or pod.scheduler_name != self._scheduler_name:
+                continue
+            if not pod.bound:
+                self._changed()  # a pending pod of ours: work
+                return
+            if pod.gang is not None and self._podgroup(pod.gang.key) is not None:
+                counts = True  # a PodGroup's counts may change
+        if freed and self.waiting > 0:
+            self._changed()
+        elif counts:
+            self._changed(urgent=False)
 
     @property
     def waiting(self) -> int:
@@ -279,11 +291,11 @@ class ClusterCache:
             if old != pod:
                 self._track(uid, pod)
                 self._pods[uid] = pod
-                self._changed(matters=self._matters(old, pod))
+                self._pod_changed(old, pod)
         elif old is not None:
             self._track(uid, None)
             del self._pods[uid]
-            self._changed(matters=self._matters(old, None))
+            self._pod_changed(old, None)
 
     def remove_pod(self, uid: str) -> None:
         self._unstamp("pods", uid)
@@ -291,7 +303,7 @@ class ClusterCache:
         self._track(uid, None)
         old = self._pods.pop(uid, None)
         if old is not None:
-            self._changed(matters=self._matters(old, None))
+            self._pod_changed(old, None)
 
     def assume(self, ref: PodRef, node: str) -> None:
         pod = self._pods.get(ref.uid)
@@ -584,7 +596,7 @@ class ClusterCache:
             active = self._active(now)
             pods = tuple(p for key in active for p in members.get(key, {}).values())
         self._touched.clear()
-        self.dirty = False
+        self.dirty = self.urgent = False
         self._updated.clear()
         return Snapshot(
             nodes=dict(self._nodes),

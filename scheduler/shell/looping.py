@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Awaitable, Callable
 
@@ -47,6 +48,7 @@ class SchedulingLoop:
         metrics: Metrics,
         settled: Callable[[], Awaitable[None]] | None = None,
         batch_seconds: float = 0.02,
+        recount_seconds: float = 1.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._cache = cache
@@ -55,6 +57,9 @@ class SchedulingLoop:
         self._patcher = patcher
         self._recorder = recorder
         self._batch_seconds = batch_seconds
+        # A pass for changes that only recount PodGroups' members (``ClusterCache.urgent``)
+        # waits this long after the last pass; any other change ends the wait.
+        self._recount_seconds = recount_seconds
         self._clock = clock
         self._wake = wake  # set by watch handlers and by the binder: "run a pass soon"
         self._sync = sync
@@ -81,8 +86,12 @@ class SchedulingLoop:
                 await asyncio.sleep(2)
         wake_at: float | None = None
         last_pass = 0.0
+        passed_at = -math.inf  # when the last pass ended (perf_counter)
         while True:
             timeout = None if wake_at is None else max(wake_at - self._clock(), 0.0)
+            if self._cache.dirty:  # only recounts wait (below): until they are due
+                recount = max(passed_at + self._recount_seconds - time.perf_counter(), 0.0)
+                timeout = recount if timeout is None else min(timeout, recount)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
             # Let a burst of events land first. Under load, passes grow with the cluster:
@@ -93,6 +102,11 @@ class SchedulingLoop:
             due = wake_at is not None and self._clock() >= wake_at
             if not (self._cache.dirty or due):
                 continue  # woken by changes no pass can act on (binds confirmed, say)
+            recounting = not (self._cache.urgent or due)
+            if recounting and time.perf_counter() - passed_at < self._recount_seconds:
+                # Only bound members of PodGroup gangs changed: a pass would recount their
+                # statuses, no sooner than once every ``recount_seconds``.
+                continue
             if self._settled is not None:
                 await self._settled()
             started = time.perf_counter()
@@ -102,7 +116,8 @@ class SchedulingLoop:
                 log.exception("scheduling pass failed; retrying in 1s")
                 wake_at = self._clock() + 1.0
             self.first_pass.set()
-            last_pass = time.perf_counter() - started
+            passed_at = time.perf_counter()
+            last_pass = passed_at - started
 
     async def run_pass(self) -> float | None:
         """One pass: the snapshot is taken and the result applied on the event loop; the

@@ -67,6 +67,25 @@ def test_confirmed_binds_of_pods_without_podgroup_need_no_pass() -> None:
     assert cache.dirty
 
 
+def test_a_podgroup_members_confirmed_bind_is_a_recount_not_urgent_work() -> None:
+    """The loop runs a pass for a recount at most once a second; anything that could place
+    a pod (a new pending pod, a forgotten assumption) is urgent again."""
+    member = pod("m", pod_group="pg")
+    cache = cache_with(member)
+    cache.upsert_podgroup(podgroup("pg", min_member=1))
+    cache.snapshot()  # a pass starts, and assumes the member
+    cache.assume(member.ref, "n0")
+    cache.upsert_pod(replace(member, node_name="n0"))
+    cache.upsert_pod(replace(member, node_name="n0", phase="Running"))
+    assert cache.dirty
+    assert not cache.urgent
+    cache.upsert_pod(pod("new", pod_group="pg"))
+    assert cache.urgent
+    cache.snapshot()
+    assert not cache.dirty
+    assert not cache.urgent
+
+
 def test_freed_capacity_needs_a_pass_only_when_something_waits() -> None:
     done = pod("done", node_name="n0", phase="Running")
     cache = cache_with(done)
