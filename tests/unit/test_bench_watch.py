@@ -11,7 +11,7 @@ import sys
 
 from aiohttp import web
 
-from bench.run import BindWatch, _unfinished, partial, settled
+from bench.run import BindWatch, _unfinished, markdown, partial, settled
 from tests.unit.test_api_failures import server
 
 
@@ -156,3 +156,29 @@ def test_settling_waits_for_deletes_to_stop_and_gives_up_on_metrics_it_may_not_r
 
     asyncio.run(scenario())
     assert asked == ["/metrics"] * 4 + ["refused"]
+
+
+def test_the_table_gives_first_to_last_bind_against_the_plain_and_the_watched_ceiling() -> None:
+    results = {
+        "nodes": 10,
+        "machine": "2 cores",
+        "concurrency": 32,
+        "client": {"qps": 5000, "burst": 5000},
+        "schedulers": {"gang": {"label": "gang-scheduler", "version": "0.1.0"}},
+        "bind_ceiling": {"pods": 100, "seconds": 0.1, "pods_per_second": 1000.0},
+        "bind_ceiling_watched": {
+            "pods": 100,
+            "seconds": 0.125,
+            "pods_per_second": 800.0,
+            "pods_per_second_first_to_last_bind": 900.0,
+        },
+        "workloads": {
+            "backlog_gangs_of_8": {
+                "gang": {"pods_per_second": 500.0, "pods_per_second_first_to_last_bind": 720.0}
+            }
+        },
+    }
+    table = markdown(results)
+    assert "800.0 pods/s by its POSTs, 900.0 pods/s first to last bind" in table
+    row = next(line for line in table.splitlines() if line.startswith("| gang-scheduler | 500"))
+    assert "| 0.72 | 0.8 |" in row  # 720 / 1000, then 720 / 900
