@@ -30,6 +30,7 @@ import urllib.request
 from pathlib import Path
 
 from bench.run import api_counts, bind_round_robin, cpu_seconds, gather_limited, settled
+from bench.schedulers import compile_bytecode
 from e2e import cluster as local_cluster
 from e2e.nodes import api_client, create_nodes, layout, node_manifest, wait_ready
 from scheduler.shell.api import ApiClient, ApiError, load_credentials
@@ -288,6 +289,9 @@ async def latency(api: ApiClient, kubeconfig: Path, log: Path, *, pods: int, rat
 
 
 async def main_async(args: argparse.Namespace) -> dict:
+    compile_bytecode()
+    if args.baseline:
+        compile_bytecode(args.baseline.resolve())
     plane = local_cluster.up(DIRECTORY)
     try:
         racks = max(args.nodes // 50, 1)
