@@ -75,7 +75,9 @@ class ClusterCache:
         # Assumed pods are stored bound (so a snapshot is a plain copy); the pod as the API
         # server last showed it is kept here, to be restored if the assumption is forgotten.
         self._assumed: dict[str, Pod] = {}
-        self._pending: set[str] = set()  # uids of our pods not bound (nor assumed)
+        # Our pods not bound (nor assumed): their gangs by uid, and how many per gang.
+        self._pending: dict[str, GangKey] = {}
+        self._pending_in: dict[GangKey, int] = {}
         self._memory: dict[GangKey, GangState] = {}
         self._updated: set[GangKey] = set()  # memory the shell changed since the last snapshot
         # ConfigMaps of seed 004, by "namespace/name": topologies (with why one is unusable)
@@ -83,14 +85,16 @@ class ClusterCache:
         self._topologies: dict[str, tuple[Topology | None, tuple[str, ...]]] = {}
         self._groups: dict[str, SakkaraGroup] = {}
         # Whether a pass could decide anything new: set by changes that can (a pending pod of
-        # ours, a node, a PodGroup or its members, freed capacity), cleared by each pass.
-        # Bind confirmations and status updates of bound pods without a PodGroup cannot.
+        # ours, a node, a PodGroup or its members, freed capacity, a bind confirmed while its
+        # gang has members waiting), cleared by each pass. Other bind confirmations and
+        # status updates of bound pods without a PodGroup cannot.
         self.dirty = True
-        # Whether the change could place or free anything (as opposed to a bound member of a
-        # PodGroup gang whose bind was confirmed or that started running: a pass would only
-        # recount the gang's status, and status writes wait behind binds anyway). The loop
-        # runs a pass for the latter at most once a second: a backlog of 625 gangs ran ~200
-        # such passes between its binds, each over every gang whose member changed.
+        # Whether the change could place or free anything, as opposed to a change of a bound
+        # member of a PodGroup gang with nobody of its gang (or GangGroup) waiting: its bind
+        # confirmed, it started running, it finished or went while nothing waits. A pass
+        # would only recount the gang's status, and status writes wait behind binds anyway.
+        # The loop runs a pass for those at most once a second: a backlog of 625 gangs ran
+        # ~200 such passes between its binds, each over every gang whose member changed.
         self.urgent = True
         # Until the first pass, every object a watch delivered, relevant or not: the loop
         # starts only once the watches have delivered everything a fresh LIST shows.
@@ -107,7 +111,7 @@ class ClusterCache:
 
     def _pod_changed(self, old: Pod | None, new: Pod | None) -> None:
         """Could this pod change let a pass decide something new, and is it more than a
-        recount of a PodGroup's members?"""
+        recount of a PodGroup's members? Called once the change is tracked."""
         # Capacity freed (a pod finished or went away) helps only if something waits.
         freed = old is not None and old.holds_resources and (new is None or not new.holds_resources)
         counts = False
@@ -116,6 +120,13 @@ class ClusterCache:
                 continue
             if not pod.bound:
                 self._changed()  # a pending pod of ours: work
+                return
+            if self._gang_waits(pod):
+                # A bound member of a gang with members waiting: its confirmed bind may be
+                # what the rest waits for (a gang is satisfied only by confirmed binds, and
+                # nothing of its GangGroup is placed while its binds are in flight), its
+                # end may make the gang a new incarnation.
+                self._changed()
                 return
             if pod.gang is not None and self._podgroup(pod.gang.key) is not None:
                 counts = True  # a PodGroup's counts may change
@@ -128,6 +139,33 @@ class ClusterCache:
     def waiting(self) -> int:
         """How many of our pods are neither bound nor assumed."""
         return len(self._pending)
+
+    def _gang_waits(self, pod: Pod) -> bool:
+        """Whether a pod of the gang of ``pod``, or of a gang of its GangGroup, is neither
+        bound nor assumed."""
+        if not self._pending_in:
+            return False
+        key = gang_key_of(pod)
+        if key in self._pending_in:
+            return True
+        related = (*(pod.gang.groups or ()), *self._named_by.get(key, ())) if pod.gang else ()
+        return any(k in self._pending_in for k in related)
+
+    def _pend(self, uid: str, key: GangKey | None) -> None:
+        """Count ``uid`` as waiting in gang ``key`` (None: not waiting)."""
+        was = self._pending.get(uid)
+        if was == key:
+            return
+        if was is not None:
+            del self._pending[uid]
+            left = self._pending_in[was] - 1
+            if left:
+                self._pending_in[was] = left
+            else:
+                del self._pending_in[was]
+        if key is not None:
+            self._pending[uid] = key
+            self._pending_in[key] = self._pending_in.get(key, 0) + 1
 
     def _track(self, uid: str, pod: Pod | None) -> None:
         """Keep the set of our pending pods and the per-node accounting current (O(1) per
@@ -146,10 +184,7 @@ class ClusterCache:
             self._join_gang(uid, pod)
         else:
             self._ours.pop(uid, None)
-        if ours and not pod.bound:
-            self._pending.add(uid)
-        else:
-            self._pending.discard(uid)
+        self._pend(uid, gang_key_of(pod) if ours and not pod.bound else None)
 
     def _join_gang(self, uid: str, pod: Pod) -> None:
         key = gang_key_of(pod)
@@ -281,17 +316,21 @@ class ClusterCache:
     def upsert_pod(self, pod: Pod) -> None:
         uid = pod.ref.uid
         self.seen("pods", uid)
+        confirmed = False
         if uid in self._assumed:
             if not pod.bound:  # not confirmed yet: keep counting it where we assumed it
                 self._assumed[uid] = pod
                 return
             del self._assumed[uid]
+            confirmed = True
         old = self._pods.get(uid)
         if self._relevant(pod):
             if old != pod:
                 self._track(uid, pod)
                 self._pods[uid] = pod
                 self._pod_changed(old, pod)
+            elif confirmed and self._gang_waits(pod):
+                self._changed()  # the same pod, but no longer in flight: see _pod_changed
         elif old is not None:
             self._track(uid, None)
             del self._pods[uid]
@@ -556,7 +595,7 @@ class ClusterCache:
         and neither woken nor due at ``now``), and every gang of their GangGroups (both
         ways: named by them, or naming them)."""
         active = set(self._touched)
-        waiting = {gang_key_of(self._ours[uid]) for uid in self._pending if uid in self._ours}
+        waiting = set(self._pending_in)
         if now is not None:
             due = self._due_at
             waiting = {

@@ -101,11 +101,12 @@ class SchedulingLoop:
             self._wake.clear()
             due = wake_at is not None and self._clock() >= wake_at
             if not (self._cache.dirty or due):
-                continue  # woken by changes no pass can act on (binds confirmed, say)
+                continue  # woken by changes no pass can act on (a single pod's bind confirmed)
             recounting = not (self._cache.urgent or due)
             if recounting and time.perf_counter() - passed_at < self._recount_seconds:
-                # Only bound members of PodGroup gangs changed: a pass would recount their
-                # statuses, no sooner than once every ``recount_seconds``.
+                # Only bound members of PodGroup gangs with nobody waiting changed: a pass
+                # would recount their statuses, no sooner than ``recount_seconds`` after the
+                # last pass ended (the wait's timeout above brings the loop back then).
                 continue
             if self._settled is not None:
                 await self._settled()

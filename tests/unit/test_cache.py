@@ -67,23 +67,57 @@ def test_confirmed_binds_of_pods_without_podgroup_need_no_pass() -> None:
     assert cache.dirty
 
 
+def confirmed(member, *, phase: str = "Pending"):
+    """``member`` as the watch shows it once its bind to n0 went through."""
+    return replace(
+        member, node_name="n0", phase=phase, scheduled_condition=("True", "", "", "2026-11-25")
+    )
+
+
 def test_a_podgroup_members_confirmed_bind_is_a_recount_not_urgent_work() -> None:
     """The loop runs a pass for a recount at most once a second; anything that could place
-    a pod (a new pending pod, a forgotten assumption) is urgent again."""
+    a pod (a new pending pod, say) is urgent again."""
     member = pod("m", pod_group="pg")
     cache = cache_with(member)
     cache.upsert_podgroup(podgroup("pg", min_member=1))
     cache.snapshot()  # a pass starts, and assumes the member
     cache.assume(member.ref, "n0")
-    cache.upsert_pod(replace(member, node_name="n0"))
-    cache.upsert_pod(replace(member, node_name="n0", phase="Running"))
-    assert cache.dirty
-    assert not cache.urgent
+    cache.upsert_pod(confirmed(member))
+    assert (cache.dirty, cache.urgent) == (True, False)
+    cache.snapshot()
+    cache.upsert_pod(confirmed(member, phase="Running"))
+    assert (cache.dirty, cache.urgent) == (True, False)
     cache.upsert_pod(pod("new", pod_group="pg"))
     assert cache.urgent
     cache.snapshot()
-    assert not cache.dirty
-    assert not cache.urgent
+    assert (cache.dirty, cache.urgent) == (False, False)
+
+
+def test_a_confirmed_bind_is_urgent_while_its_gang_has_members_waiting() -> None:
+    """A gang is satisfied only by confirmed binds, and nothing of it is placed while its
+    binds are in flight: the confirmation is what its third member waits for (by PodGroup or
+    by annotations alone, which once woke no pass at all)."""
+    for gang in ({"pod_group": "pg"}, {"gang": "g", "min_available": 2}):
+        a, b, c = (pod(name, **gang) for name in "abc")
+        cache = cache_with(a, b)
+        cache.upsert_podgroup(podgroup("pg", min_member=2))
+        cache.snapshot()
+        cache.assume(a.ref, "n0")
+        cache.assume(b.ref, "n0")
+        cache.upsert_pod(c)  # a pass runs, and can place nothing while a and b fly
+        cache.snapshot()
+        cache.upsert_pod(confirmed(a))
+        assert (cache.dirty, cache.urgent) == (True, True), gang
+
+
+def test_a_confirmation_that_changes_nothing_else_still_ends_the_wait_of_its_gang() -> None:
+    a, b = pod("a", gang="g", min_available=2), pod("b", gang="g", min_available=2)
+    cache = cache_with(a, b)
+    cache.snapshot()
+    cache.assume(a.ref, "n0")
+    cache.snapshot()
+    cache.upsert_pod(replace(a, node_name="n0"))  # just as assumed
+    assert (cache.dirty, cache.urgent) == (True, True)
 
 
 def test_freed_capacity_needs_a_pass_only_when_something_waits() -> None:

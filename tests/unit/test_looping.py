@@ -1,0 +1,91 @@
+"""The scheduling loop's pacing, with the real cache, binder, patcher and recorder, and a
+local HTTP server in the API server's place: a pass is seen as the cache's ``dirty`` flag
+cleared (taking the snapshot clears it)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import replace
+
+from aiohttp import web
+
+from scheduler.cache.cluster import ClusterCache
+from scheduler.model.config import Config
+from scheduler.shell.binding import Binder
+from scheduler.shell.looping import SchedulingLoop
+from scheduler.shell.metrics import Metrics
+from scheduler.shell.patching import Patcher
+from scheduler.shell.recording import EventRecorder
+from tests.unit.builders import SCHEDULER, node, pod, podgroup
+from tests.unit.servers import server
+
+
+async def _accept(request: web.Request) -> web.StreamResponse:
+    return web.json_response({}, status=201 if request.method == "POST" else 200)
+
+
+async def _until(done: Callable[[], bool], *, timeout: float) -> float:
+    """Seconds until ``done()``; raises TimeoutError after ``timeout``."""
+    started = time.perf_counter()
+    while not done():
+        if time.perf_counter() - started > timeout:
+            raise TimeoutError(f"not done in {timeout} s")
+        await asyncio.sleep(0.01)
+    return time.perf_counter() - started
+
+
+def test_a_recount_waits_for_its_second_and_a_pending_pod_does_not() -> None:
+    """A bound PodGroup member that starts running (a recount: nobody of its gang waits)
+    gets its pass no sooner than ``recount_seconds`` after the last pass, with nothing else
+    waking the loop; a new pending pod gets one at once."""
+    member = pod("m", pod_group="pg", node_name="n0")
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    cache.upsert_node(node("n0"))
+    cache.upsert_podgroup(podgroup("pg", min_member=1))
+    cache.upsert_pod(member)
+
+    async def scenario() -> tuple[float, bool, float]:
+        async with server(_accept) as api:
+            wake = asyncio.Event()
+            recorder = EventRecorder(api, component=SCHEDULER)
+            metrics = Metrics.create()
+
+            async def nothing() -> None:
+                return None
+
+            loop = SchedulingLoop(
+                cache=cache,
+                config=Config(),
+                binder=Binder(api, cache, recorder, config=Config(), metrics=metrics),
+                patcher=Patcher(api),
+                recorder=recorder,
+                wake=wake,
+                sync=nothing,
+                metrics=metrics,
+                recount_seconds=2.0,
+            )
+            task = asyncio.create_task(loop.run())
+            try:
+                await asyncio.wait_for(loop.first_pass.wait(), 10)
+                await _until(lambda: not cache.dirty, timeout=10)
+                cache.upsert_pod(pod("new", pod_group="pg"))  # urgent: placed at once
+                wake.set()
+                urgent = await _until(lambda: cache.waiting == 0, timeout=10)
+                await asyncio.sleep(0.1)  # the pass that placed it has ended
+                cache.upsert_pod(replace(member, phase="Running"))  # a recount
+                assert (cache.dirty, cache.urgent) == (True, False)
+                wake.set()
+                await asyncio.sleep(0.5)
+                held = cache.dirty
+                recount = 0.6 + await _until(lambda: not cache.dirty, timeout=10)
+                return urgent, held, recount
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    urgent, held, recount = asyncio.run(scenario())
+    assert urgent < 1.0  # placed and bound well before a recount's 2 s
+    assert held  # half a second after the wake, the recount still waited
+    assert 1.5 < recount < 5.0  # its pass came, with nothing else to wake the loop
