@@ -27,7 +27,6 @@ import structlog
 from scheduler.cache.cluster import ClusterCache
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.pods import GangKey, PodRef
 from scheduler.shell.api import ApiClient, Credentials, RateLimiter
 from scheduler.shell.binding import Binder
 from scheduler.shell.clocks import SteadyClock
@@ -260,21 +259,13 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     )
     wake = asyncio.Event()
     clock = SteadyClock()
-
-    # A write that failed asks for a pass now: no change may come to wake the loop.
-    def retry_gang(key: GangKey) -> None:
-        cache.touch_gang(key)
-        wake.set()
-
-    def retry_pod(ref: PodRef) -> None:
-        cache.touch_pod(ref)
-        wake.set()
-
+    # A write that failed is sent again by the next pass, not at once: a write refused for
+    # good (403 on a status, a webhook) would otherwise run passes back to back.
     patcher = Patcher(
         api,
         clock=clock,
-        retry=retry_gang,
-        retry_pod=retry_pod,
+        retry=cache.touch_gang,
+        retry_pod=cache.touch_pod,
         errored=metrics.background_errors.labels(worker="patcher").inc,
         busy=lambda: binder.in_flight > 0,
         fence=lambda: leadership.held(),  # noqa: PLW0108 (leadership is made below)

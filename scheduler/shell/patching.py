@@ -158,8 +158,9 @@ class Patcher:
                 self._errored()
             if isinstance(error, ApiError) and error.status == 404:
                 return  # a deleted pod needs no mark
-            # The next pass that looks at the gang asks again; the PodGroup-less gang of a
-            # pod is touched through its pods' next change, so ask for that pass now.
+            # The next pass that looks at the gang asks again (not at once: a mark refused
+            # for good would be asked for pass after pass); the PodGroup-less gang of a pod
+            # is otherwise looked at only on its pods' next change, so touch it.
             self._sent_pods.pop(patch.pod, None)
             self._retry_pod(patch.pod)
             log.warning("pod not annotated", pod=str(patch.pod), error=str(error))

@@ -118,6 +118,14 @@ def test_a_confirmation_that_changes_nothing_else_still_ends_the_wait_of_its_gan
     cache.snapshot()
     cache.upsert_pod(replace(a, node_name="n0"))  # just as assumed
     assert (cache.dirty, cache.urgent) == (True, True)
+    # Nobody of its gang waiting, a PodGroup to recount: dirty, not urgent.
+    member = pod("m", pod_group="pg")
+    cache = cache_with(member)
+    cache.upsert_podgroup(podgroup("pg", min_member=1))
+    cache.snapshot()
+    cache.assume(member.ref, "n0")
+    cache.upsert_pod(replace(member, node_name="n0"))
+    assert (cache.dirty, cache.urgent) == (True, False)
 
 
 def test_freed_capacity_needs_a_pass_only_when_something_waits() -> None:
