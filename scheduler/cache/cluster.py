@@ -325,26 +325,16 @@ class ClusterCache:
             confirmed = True
         old = self._pods.get(uid)
         if self._relevant(pod):
-            if old != pod:
+            # A confirmation just as assumed changes no field, but the bind is no longer in
+            # flight: what a gang's waiting members wait for (see _pod_changed).
+            if old != pod or confirmed:
                 self._track(uid, pod)
                 self._pods[uid] = pod
                 self._pod_changed(old, pod)
-            elif confirmed:  # the same pod, but no longer in flight: as in _pod_changed
-                self._confirmed_as_assumed(pod)
         elif old is not None:
             self._track(uid, None)
             del self._pods[uid]
             self._pod_changed(old, None)
-
-    def _confirmed_as_assumed(self, pod: Pod) -> None:
-        """A bind confirmed by a pod just as we assumed it: what the waiting members of its
-        gang wait for, else a recount of its PodGroup (a pod without either needs nothing)."""
-        if self._gang_waits(pod):
-            self._touched.add(gang_key_of(pod))
-            self._changed()
-        elif pod.gang is not None and self._podgroup(pod.gang.key) is not None:
-            self._touched.add(gang_key_of(pod))
-            self._changed(urgent=False)
 
     def remove_pod(self, uid: str) -> None:
         self._unstamp("pods", uid)
