@@ -8,10 +8,11 @@ import asyncio
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 from aiohttp import web
 
-from bench.run import BindWatch, _unfinished, markdown, partial, settled
+from bench.run import BindWatch, Setting, _unfinished, markdown, partial, settled, watched_ceiling
 from tests.unit.test_api_failures import server
 
 
@@ -182,3 +183,28 @@ def test_the_table_gives_first_to_last_bind_against_the_plain_and_the_watched_ce
     assert "800.0 pods/s by its POSTs, 900.0 pods/s first to last bind" in table
     row = next(line for line in table.splitlines() if line.startswith("| gang-scheduler | 500"))
     assert "| 0.72 | 0.8 |" in row  # 720 / 1000, then 720 / 900
+
+
+def test_a_watched_ceiling_whose_watch_is_refused_is_left_out_not_the_run(tmp_path: Path) -> None:
+    """The targets are against the plain ceiling: a bench whose pod LIST is refused (403)
+    still binds, clears the namespace, and goes on without the watched one."""
+    binds: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.path == "/metrics":
+            return web.Response(text="")
+        if request.method == "POST" and request.path.endswith("/binding"):
+            binds.append(request.path)
+        if request.method in {"POST", "DELETE"}:
+            return web.json_response({}, status=201 if request.method == "POST" else 200)
+        if request.query.get("limit") == "1":  # clear_namespace: none left
+            return web.json_response({"items": []})
+        return web.json_response({"reason": "Forbidden", "message": "no list"}, status=403)
+
+    async def scenario() -> dict | None:
+        async with server(handler) as api:
+            setting = Setting(api=api, nodes=("n0",), logs=tmp_path, concurrency=2, timeout=5)
+            return await watched_ceiling(setting, pods=2)
+
+    assert asyncio.run(scenario()) is None
+    assert binds == []  # the watch failed before the binds: nothing half measured
