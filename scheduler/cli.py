@@ -11,6 +11,7 @@ import platform
 import socket
 import sys
 from types import ModuleType
+from typing import Any
 
 
 def _import_structlog() -> ModuleType:
@@ -52,13 +53,20 @@ def build_parser() -> argparse.ArgumentParser:
         "explain", help="say why a gang is (not) placed, computed on the cluster as it is now"
     )
     why.add_argument(
-        "gang", metavar="NAMESPACE/NAME", help="the gang (PodGroup or annotation name)"
+        "gang",
+        metavar="NAMESPACE/NAME",
+        help="the gang: a PodGroup or annotation name, or a gang from an owner such as "
+        "ml/JobSet/llama/workers-0 (explain names it)",
     )
     why.add_argument(
         "--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config)"
     )
     why.add_argument(
-        "--scheduler-name", default=Config().scheduler_name, help="default: %(default)s"
+        "--scheduler-name",
+        action="append",
+        type=_scheduler_name,
+        metavar="NAME",
+        help=f"as for run; may be given more than once (default: {Config().scheduler_name})",
     )
     _topology_flags(why)
     run = commands.add_parser("run", help="schedule the pods whose spec.schedulerName names us")
@@ -69,8 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--scheduler-name",
-        default=defaults.scheduler_name,
-        help="schedule pods whose spec.schedulerName is this (default: %(default)s)",
+        action="append",
+        type=_scheduler_name,
+        metavar="NAME",
+        help="schedule pods whose spec.schedulerName is this; may be given more than once "
+        "(e.g. also scheduler-plugins-scheduler or volcano, for operators that hard-code "
+        "those): the first is the scheduler's identity (its Lease and its Events' component "
+        f"for pods that ask for it) (default: {defaults.scheduler_name})",
     )
     run.add_argument(
         "--default-timeout",
@@ -223,6 +236,22 @@ def configure_logging(*, fmt: str, verbose: bool) -> None:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 
 
+def _scheduler_name(text: str) -> str:
+    name = text.strip()
+    if not name or any(c.isspace() for c in name):
+        raise argparse.ArgumentTypeError(
+            f"a scheduler name is a non-empty word such as gang-scheduler, got {text!r}"
+        )
+    return name
+
+
+def _names(given: list[str] | None) -> dict[str, Any]:
+    """--scheduler-name, given once or more: the first is the identity, the others aliases
+    (a name given twice counts once)."""
+    names = list(dict.fromkeys(given or [Config().scheduler_name]))
+    return {"scheduler_name": names[0], "aliases": tuple(names[1:])}
+
+
 async def _run(args: argparse.Namespace) -> None:
     # Imported here: `version` and `--help` stay fast and need no cluster libraries.
     from scheduler.operator import run_operator  # noqa: PLC0415
@@ -236,7 +265,7 @@ async def _run(args: argparse.Namespace) -> None:
     gc.enable()  # main() turned it off while the modules loaded
     # kopf handles SIGINT and SIGTERM itself: it stops the watches, then run_operator drains.
     config = Config(
-        scheduler_name=args.scheduler_name,
+        **_names(args.scheduler_name),
         default_timeout_seconds=args.default_timeout,
         max_backoff_seconds=args.max_backoff,
         starvation_seconds=args.starvation_after,
@@ -244,7 +273,10 @@ async def _run(args: argparse.Namespace) -> None:
         scoring=args.scoring,
     )
     structlog.get_logger().info(
-        "starting", version=__version__, scheduler_name=config.scheduler_name
+        "starting",
+        version=__version__,
+        scheduler_name=config.scheduler_name,
+        aliases=list(config.aliases),
     )
     await run_operator(
         credentials=load_credentials(args.kubeconfig),
@@ -278,12 +310,13 @@ def _explain(args: argparse.Namespace) -> int:
     from scheduler.shell.api import load_credentials  # noqa: PLC0415
     from scheduler.shell.explaining import explain_gang  # noqa: PLC0415
 
-    namespace, _, name = args.gang.rpartition("/")
+    # A namespace has no "/"; a gang from an owner has ("JobSet/llama/workers-0").
+    namespace, _, name = args.gang.partition("/")
     if not namespace or not name:
         print(f"error: give the gang as NAMESPACE/NAME, got {args.gang!r}", file=sys.stderr)
         return 2
     config = Config(
-        scheduler_name=args.scheduler_name,
+        **_names(args.scheduler_name),
         topology_labels=args.topology_from_labels,
         scoring=args.scoring,
     )

@@ -240,7 +240,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     limits kube-scheduler's (LISTs and the opening of watches count, as in client-go).
     """
     logging.getLogger("kopf").setLevel(logging.WARNING)
-    cache = ClusterCache(scheduler_name=config.scheduler_name)
+    cache = ClusterCache(scheduler_name=config.scheduler_name, aliases=config.aliases)
     api = ApiClient(
         credentials,
         connections=bind_concurrency + 32,
@@ -253,6 +253,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     recorder = EventRecorder(
         api,
         component=config.scheduler_name,
+        component_of=lambda ref: cache.scheduler_name_of(ref.uid) if ref.kind == "Pod" else None,
         busy=lambda: binder.in_flight > 0,
         dropped=metrics.events_dropped.inc,
         errored=metrics.background_errors.labels(worker="events").inc,

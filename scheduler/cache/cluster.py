@@ -27,8 +27,9 @@ from dataclasses import replace
 from typing import Any
 
 from scheduler.model.budgets import DisruptionBudget
-from scheduler.model.gangs import PodGroup
+from scheduler.model.gangs import Owner, PodGroup
 from scheduler.model.nodes import Node, NodeInfo
+from scheduler.model.owners import OwnerKey, OwnerKind
 from scheduler.model.pods import GangKey, Pod, PodGroupApi, PodRef, gang_key_of
 from scheduler.model.resources import Resources
 from scheduler.model.snapshot import GangState, PriorityClass, Snapshot
@@ -37,8 +38,9 @@ from scheduler.model.volumes import Claim, Volume
 
 
 class ClusterCache:
-    def __init__(self, *, scheduler_name: str) -> None:
-        self._scheduler_name = scheduler_name
+    def __init__(self, *, scheduler_name: str, aliases: tuple[str, ...] = ()) -> None:
+        # Pods that name any of these are ours (``Config.scheduler_names``).
+        self._names = frozenset((scheduler_name, *aliases))
         self._pods: dict[str, Pod] = {}  # by uid
         self._ours: dict[str, Pod] = {}  # our pods, in any state, by uid
         # Per node: the pods holding resources there, by uid, and their summed requests.
@@ -63,6 +65,12 @@ class ClusterCache:
         self._nodes: dict[str, Node] = {}
         # PodGroups of every kind, by kind: the same name may be taken in several.
         self._podgroups: dict[PodGroupApi, dict[GangKey, PodGroup]] = {a: {} for a in PodGroupApi}
+        # The owners that make gangs (Jobs, JobSets, …) by kind and "namespace/name"; the
+        # kinds served and readable (all, until an informer finds one is not); the gangs
+        # each owner makes, from its pods (a JobSet's replicas are one GangGroup).
+        self._owners: dict[OwnerKind, dict[str, Owner]] = {k: {} for k in OwnerKind}
+        self._owner_kinds: set[OwnerKind] = set(OwnerKind)
+        self._owned: dict[OwnerKey, set[GangKey]] = {}
         self._classes: dict[str, PriorityClass] = {}
         self._namespaces: dict[str, Mapping[str, str]] = {}  # name -> labels
         # Storage: claims by "namespace/name", volumes and storage classes by name.
@@ -116,7 +124,7 @@ class ClusterCache:
         freed = old is not None and old.holds_resources and (new is None or not new.holds_resources)
         counts = False
         for pod in (old, new):
-            if pod is None or pod.scheduler_name != self._scheduler_name:
+            if pod is None or pod.scheduler_name not in self._names:
                 continue
             if not pod.bound:
                 self._changed()  # a pending pod of ours: work
@@ -149,6 +157,8 @@ class ClusterCache:
         if key in self._pending_in:
             return True
         related = (*(pod.gang.groups or ()), *self._named_by.get(key, ())) if pod.gang else ()
+        if pod.gang is not None and pod.gang.owner is not None:
+            related = (*related, *self._owned.get(pod.gang.owner, ()))
         return any(k in self._pending_in for k in related)
 
     def _pend(self, uid: str, key: GangKey | None) -> None:
@@ -175,7 +185,7 @@ class ClusterCache:
             self._unaccount(uid, old)
         if pod is not None and pod.holds_resources:
             self._account(uid, pod)
-        ours = pod is not None and pod.scheduler_name == self._scheduler_name
+        ours = pod is not None and pod.scheduler_name in self._names
         was = self._ours.get(uid)
         if was is not None and (not ours or gang_key_of(was) != gang_key_of(pod)):
             self._leave_gang(uid, was)
@@ -200,6 +210,8 @@ class ClusterCache:
         self._touched.add(key)
         for named in (pod.gang.groups or ()) if pod.gang else ():
             self._named_by.setdefault(named, set()).add(key)
+        if pod.gang is not None and pod.gang.owner is not None:
+            self._owned.setdefault(pod.gang.owner, set()).add(key)
 
     def _leave_gang(self, uid: str, pod: Pod) -> None:
         key = gang_key_of(pod)
@@ -207,6 +219,11 @@ class ClusterCache:
         if members is not None and members.pop(uid, None) is not None and not members:
             del self._members[key]
             self._memory.pop(key, None)  # the gang is gone: so is what was remembered of it
+            owner = pod.gang.owner if pod.gang is not None else None
+            if owner is not None and owner in self._owned:
+                self._owned[owner].discard(key)
+                if not self._owned[owner]:
+                    del self._owned[owner]
         self._touched.add(key)
 
     def touch_gang(self, key: GangKey) -> None:
@@ -269,6 +286,7 @@ class ClusterCache:
             "persistentvolumes": self._volumes,
             "storageclasses": self._modes,
             "poddisruptionbudgets": self._budgets,
+            **{k.kind: self._owners[k] for k in OwnerKind},
         }[kind]
 
     def vanished(self, kind: str, listed: set[str], *, since: int) -> list[str]:
@@ -311,7 +329,7 @@ class ClusterCache:
 
     def _relevant(self, pod: Pod) -> bool:
         """Ours in any state, or anyone's that holds resources on a node."""
-        return pod.scheduler_name == self._scheduler_name or pod.holds_resources
+        return pod.scheduler_name in self._names or pod.holds_resources
 
     def upsert_pod(self, pod: Pod) -> None:
         uid = pod.ref.uid
@@ -335,6 +353,11 @@ class ClusterCache:
             self._track(uid, None)
             del self._pods[uid]
             self._pod_changed(old, None)
+
+    def scheduler_name_of(self, uid: str) -> str | None:
+        """The spec.schedulerName of our pod ``uid``, None if it is not ours (or gone)."""
+        pod = self._ours.get(uid)
+        return pod.scheduler_name if pod is not None else None
 
     def remove_pod(self, uid: str) -> None:
         self._unstamp("pods", uid)
@@ -425,6 +448,37 @@ class ClusterCache:
                 chosen = self._podgroup(key) if key in merged else podgroup
                 merged[key] = chosen or podgroup
         return merged
+
+    def upsert_owner(self, owner: Owner) -> None:
+        """An owner's change (its size, its annotations) is work for the gangs it makes."""
+        key = f"{owner.key.namespace}/{owner.key.name}"
+        store = self._owners[owner.key.kind]
+        self.seen(owner.key.kind.kind, key)
+        if store.get(key) == owner:
+            return
+        store[key] = owner
+        self._touched.update(self._owned.get(owner.key, ()))
+        self._changed()
+
+    def remove_owner(self, kind: OwnerKind, key: str) -> None:
+        self._unstamp(kind.kind, key)
+        gone = self._owners[kind].pop(key, None)
+        if gone is not None:
+            self._touched.update(self._owned.get(gone.key, ()))
+            self._changed()
+
+    def serve(self, kind: str, served: bool) -> None:
+        """Whether the API server serves ``kind`` and lets us list it: pods of an owner
+        kind that is not are placed as they come, rather than wait for an owner never seen."""
+        owned = next((k for k in OwnerKind if k.kind == kind), None)
+        if owned is None or (owned in self._owner_kinds) == served:
+            return
+        if served:
+            self._owner_kinds.add(owned)
+        else:
+            self._owner_kinds.discard(owned)
+        self._everything = True
+        self._changed()
 
     # Priority classes, topologies and groups may change what any waiting gang can do: a
     # change of one makes the next snapshot whole (they change rarely).
@@ -608,6 +662,8 @@ class ClusterCache:
             related: set[GangKey] = set(self._named_by.get(key, ()))
             for pod in self._members.get(key, {}).values():
                 related.update((pod.gang.groups or ()) if pod.gang else ())
+                if pod.gang is not None and pod.gang.owner is not None:
+                    related.update(self._owned.get(pod.gang.owner, ()))
             podgroup = self._podgroup(key)
             if podgroup is not None:
                 related.update(podgroup.groups or ())
@@ -654,4 +710,6 @@ class ClusterCache:
             volumes=dict(self._volumes),
             binding_modes=dict(self._modes),
             budgets=tuple(b for _, b in sorted(self._budgets.items())),
+            owners={o.key: o for store in self._owners.values() for o in store.values()},
+            owner_kinds=frozenset(self._owner_kinds),
         )

@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from scheduler.codecs.gangs import read_claim, read_options
+from scheduler.codecs.owners import read_owner_claim
 from scheduler.codecs.quantities import parse_quantity
 from scheduler.codecs.shapes import listed, obj, objs, text, texts, whole
 from scheduler.model import names
@@ -358,6 +359,11 @@ def pod_from_dict(raw: object) -> Pod:
         deleting=bool(meta.get("deletionTimestamp")),
         gang=read_claim(
             labels, annotations, namespace=namespace, scheduling_group=spec.get("schedulingGroup")
+        )
+        or (
+            read_owner_claim(labels, annotations, refs, namespace=namespace)
+            if (refs := meta.get("ownerReferences"))
+            else None
         ),
         timed_out=annotations.get(names.KOORD_TIMEOUT, "").lower() == "true",
         first_attempt=parse_time(annotations.get(names.FIRST_ATTEMPT)),

@@ -113,12 +113,10 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
     resolution = resolve(snapshot, config)
     gang = resolution.gangs.get(key)
     if gang is None:
+        names = " or ".join(sorted(config.scheduler_names))
         if key in snapshot.podgroups:
-            return [
-                f"PodGroup {key} exists but no pod with schedulerName {config.scheduler_name} "
-                "names it yet"
-            ]
-        return [f"no gang {key}: no PodGroup and no pod of {config.scheduler_name} names it"]
+            return [f"PodGroup {key} exists but no pod with schedulerName {names} names it yet"]
+        return [f"no gang {key}: no PodGroup and no pod of {names} names it"]
     bound = [p for p in gang.members if p.bound]
     pending = [
         p for p in gang.members if not p.bound and not p.deleting and p.phase not in TERMINAL_PHASES
@@ -128,6 +126,8 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
         f"timeout {gang.timeout_seconds:g}s; {len(gang.members)} members, {len(bound)} bound, "
         f"{len(pending)} pending"
     ]
+    if gang.origin:
+        lines.append(gang.origin)
     if len(gang.group) > 1:
         lines.append("GangGroup: " + ", ".join(str(k) for k in gang.group))
     lines.extend(f"invalid: {error}" for error in gang.errors)

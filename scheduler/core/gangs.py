@@ -18,7 +18,16 @@ from typing import Any, TypeVar
 from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.gangs import Gang, PodGroup
-from scheduler.model.pods import GangClaim, GangKey, GangSource, Mode, Pod, gang_key_of
+from scheduler.model.owners import Grouping, gang_name
+from scheduler.model.pods import (
+    GangClaim,
+    GangKey,
+    GangOptions,
+    GangSource,
+    Mode,
+    Pod,
+    gang_key_of,
+)
 from scheduler.model.snapshot import PriorityClass, Snapshot
 
 
@@ -61,12 +70,15 @@ class Resolution:
     missing_podgroups: frozenset[GangKey]
     # Sakkara groups whose pods wait for their group ConfigMap.
     missing_groups: frozenset[GangKey] = frozenset()
+    # Gangs from owners whose owner object is not in the cache (yet).
+    missing_owners: frozenset[GangKey] = frozenset()
 
 
 def resolve(snapshot: Snapshot, config: Config) -> Resolution:
     members: dict[GangKey, list[Pod]] = {}
+    names = config.scheduler_names
     for pod in snapshot.pods:
-        if pod.scheduler_name != config.scheduler_name:
+        if pod.scheduler_name not in names:
             continue
         key = gang_key_of(pod)
         members.setdefault(key, []).append(pod)
@@ -74,6 +86,7 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
     gangs: dict[GangKey, Gang] = {}
     missing: set[GangKey] = set()
     missing_groups: set[GangKey] = set()
+    missing_owners: set[GangKey] = set()
     for key, pods in sorted(members.items()):
         pods.sort(key=lambda p: p.ref)
         claims = [p.gang for p in pods if p.gang is not None]
@@ -87,6 +100,11 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
                 created=pods[0].created,
                 group=(key,),
                 members=tuple(pods),
+            )
+            continue
+        if claims[0].source is GangSource.OWNER:
+            gangs[key] = _owner_gang(
+                key, pods, claims, snapshot=snapshot, config=config, missing=missing_owners
             )
             continue
         if claims[0].source is GangSource.SAKKARA:
@@ -149,7 +167,87 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
         gangs=_with_consent(gangs),
         missing_podgroups=frozenset(missing),
         missing_groups=frozenset(missing_groups),
+        missing_owners=frozenset(missing_owners),
     )
+
+
+def _owner_gang(
+    key: GangKey,
+    pods: list[Pod],
+    claims: list[GangClaim],
+    *,
+    snapshot: Snapshot,
+    config: Config,
+    missing: set[GangKey],
+) -> Gang:
+    """A gang its pods' owner makes: the pods say which owner and which part of it, the
+    owner how many members that part needs and which parts bind together. The pods' own
+    annotations override the owner's, as they override a PodGroup's."""
+    claim = claims[0]
+    ref = claim.owner
+    assert ref is not None  # every OWNER claim names its owner
+    errors = list(dict.fromkeys(e for c in claims for e in c.errors))
+    owner = snapshot.owners.get(ref)
+    grouping = _agreed(c.grouping for c in claims)
+    group: tuple[GangKey, ...] = (key,)
+    size = 1
+    options = GangOptions()
+    priority_class = ""
+    if owner is None:
+        if ref.kind in snapshot.owner_kinds:
+            missing.add(key)
+            origin = f"gang from {ref}, which is not in the cache (deleted, or not seen yet)"
+        else:
+            origin = (
+                f"gang from {ref}: {ref.kind.value}s are not readable here (CRD not installed, "
+                "or no RBAC to list them), so its pods are placed as they come"
+            )
+    else:
+        errors.extend(e for e in owner.errors if e not in errors)
+        options = owner.options
+        priority_class = owner.priority_class
+        wanted = owner.whole_size if grouping is Grouping.WHOLE else None
+        size = wanted or owner.size(claim.part) or 1
+        if grouping is not Grouping.REPLICA:
+            parts = owner.together.get(claim.part, (claim.part,))
+            group = tuple(
+                sorted(GangKey(key.namespace, gang_name(ref.kind, ref.name, p)) for p in parts)
+            )
+        origin = f"gang from {ref}: {owner.shape}"
+
+    def stated(field: str) -> Any:
+        value = _agreed(getattr(c, field) for c in claims)
+        return value if value is not None else getattr(options, field)
+
+    min_member = stated("min_available") or size
+    total = stated("total_number") or min_member
+    if min_member > total:
+        errors.append(
+            f"min-available ({min_member}) is greater than total-number ({total}); "
+            "the gang could never be complete"
+        )
+    constraints = stated("constraints")
+    named = stated("groups")
+    return Gang(
+        key=key,
+        min_member=min_member,
+        total=total,
+        mode=Mode.STRICT if constraints is not None else (stated("mode") or Mode.STRICT),
+        timeout_seconds=float(stated("waiting_seconds") or config.default_timeout_seconds),
+        created=min(p.created for p in pods),
+        group=tuple(sorted({*group, *(named or ())})),
+        members=tuple(pods),
+        errors=tuple(errors),
+        constraints=constraints,
+        starvation_seconds=stated("starvation_seconds"),
+        priority=_class_value(priority_class, snapshot.priority_classes),
+        origin=origin,
+    )
+
+
+def _class_value(name: str, classes: Mapping[str, PriorityClass]) -> int | None:
+    named = classes.get(name) if name else None
+    return named.value if named is not None else None
 
 
 def _priority(podgroup: PodGroup | None, classes: Mapping[str, PriorityClass]) -> int | None:

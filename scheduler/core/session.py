@@ -137,6 +137,7 @@ class Session:
         self.gangs = {key: self._checked(gang) for key, gang in resolution.gangs.items()}
         self.missing_podgroups = resolution.missing_podgroups
         self.missing_groups = resolution.missing_groups
+        self.missing_owners = resolution.missing_owners
         self.topology_notes: tuple[str, ...] = ()
         self.infos = snapshot.infos()  # worked out from the pods, when the cache gave none
         self.ledger = Ledger.over(snapshot.nodes, self.infos)
@@ -451,6 +452,13 @@ class Session:
                 "InvalidTopology",
                 f"gang {gang.key} waits for a usable topology ConfigMap: "
                 + "; ".join(self.snapshot.topology_errors),
+            )
+        if gang.key in self.missing_owners:
+            return (
+                REASON_WAITING,
+                "OwnerNotFound",
+                f"gang {gang.key} waits: {gang.origin}; or give the pods the annotation "
+                f"{names.OWNER_GANG}: none to place them one by one",
             )
         if gang.key in self.missing_podgroups:
             claim = next((p.gang for p in gang.members if p.gang is not None), None)

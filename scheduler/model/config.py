@@ -7,7 +7,11 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True, slots=True)
 class Config:
+    # The scheduler's identity (its Lease, its metrics, its Events' component) and the first
+    # spec.schedulerName it answers; ``aliases``: the other names it answers too, as operators
+    # hard-code them (scheduler-plugins-scheduler, volcano), so that they work unchanged.
     scheduler_name: str = "gang-scheduler"
+    aliases: tuple[str, ...] = ()
     # How long a gang may wait to be placed, counted from its first attempt, when neither
     # its PodGroup nor its annotations say.
     default_timeout_seconds: float = 600.0
@@ -25,6 +29,11 @@ class Config:
     topology_labels: tuple[tuple[str, str], ...] = ()
     # Among the nodes that fit: "pack" (most allocated first) or "spread" (least allocated).
     scoring: str = "pack"
+
+    @property
+    def scheduler_names(self) -> frozenset[str]:
+        """Every spec.schedulerName whose pods are ours."""
+        return frozenset((self.scheduler_name, *self.aliases))
 
     def backoff(self, attempts: int) -> float:
         """The wait after the ``attempts``-th failed attempt (1-based)."""

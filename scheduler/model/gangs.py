@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from scheduler.model.pods import GangKey, Mode, Pod, PodGroupApi
+from scheduler.model.owners import Grouping, OwnerKey
+from scheduler.model.pods import GangKey, GangOptions, Mode, Pod, PodGroupApi
 from scheduler.model.resources import Resources
 from scheduler.model.topology import Constraints, SakkaraGroup
 
@@ -98,7 +100,42 @@ class Gang:
     starvation_seconds: float | None = None
     sakkara: SakkaraGroup | None = None
     priority: int | None = None  # a Sakkara group's own priority, over its pods'
+    # How the gang was formed, when its owner formed it ("gang from JobSet ml/llama: …").
+    origin: str = ""
 
     @property
     def topology_placed(self) -> bool:
         return self.constraints is not None or self.sakkara is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Owner:
+    """One owner object, read as the gangs it makes.
+
+    ``parts``: each gang it makes (by part: "" for the owner whole; a JobSet's
+    "<replicatedJob>-<index>"; a LeaderWorkerSet's group index) and how many members it needs
+    before any is bound. ``part_size`` is that number for parts not listed (a
+    LeaderWorkerSet's groups are all alike). ``together``: parts bound as one GangGroup, all
+    or none (a JobSet's replicas, unless it asks for a gang per replica). ``options``: the
+    gang settings its annotations state (waiting-time, topology, mode…), overridden by the
+    pods' own. ``shape`` says how the gang was formed, for ``explain``.
+    """
+
+    key: OwnerKey
+    uid: str = ""
+    parts: Mapping[str, int] = field(default_factory=dict)
+    part_size: int | None = None
+    together: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    options: GangOptions = field(default_factory=GangOptions)
+    # What a pod asking for its owner whole (gang-scheduler.io/owner-gang: whole) gets: a
+    # NonIndexed Job's parallelism, where ``parts`` has each pod alone.
+    whole_size: int | None = None
+    grouping: Grouping | None = None
+    priority_class: str = ""
+    shape: str = ""
+    errors: tuple[str, ...] = ()
+
+    def size(self, part: str) -> int | None:
+        """How many members the gang of ``part`` needs; None for a part it does not make."""
+        found = self.parts.get(part)
+        return found if found is not None else self.part_size

@@ -38,6 +38,24 @@ SCORINGS = ("pack", "spread")
 # whose room is held as it frees (a duration, like waiting-time); --starvation-after otherwise.
 STARVATION_AFTER = OUR_PREFIX + "starvation-after"
 
+# On a pod (its template) or its owner: how the owner groups its pods into gangs, for pods
+# that declare no gang: "none" (each pod alone), "whole" (the owner whole; a NonIndexed Job's
+# pods are alone otherwise), "replica" (a JobSet: a gang per replica of a replicated Job).
+OWNER_GANG = OUR_PREFIX + "owner-gang"
+# KAI's convention: a label (or annotation) on the owner naming the PriorityClass of its gang.
+OWNER_PRIORITY_CLASS = "priorityClassName"
+
+# What the job frameworks write on the pods they create, read to know a pod's owner gang.
+JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+KUBEFLOW_OPERATOR = "training.kubeflow.org/operator-name"
+KUBEFLOW_JOB_NAME = "training.kubeflow.org/job-name"
+
 # Sakkara (seed 004): the topology and group ConfigMaps, the pods' group, what is written back.
 SAKKARA_TOPOLOGY = "sakkara.topology"
 SAKKARA_GROUP = "sakkara.group"

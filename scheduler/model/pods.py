@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from scheduler.model.owners import Grouping, OwnerKey
 from scheduler.model.resources import Resources
 from scheduler.model.topology import Constraints
 
@@ -148,6 +149,7 @@ class GangSource(Enum):
     SAKKARA = "sakkara.group.name label"
     WORKLOAD = "spec.schedulingGroup.podGroupName"
     VOLCANO = "scheduling.k8s.io/group-name annotation"
+    OWNER = "owner"  # no gang declared: the pod's owner (a Job, a JobSet, …) makes it
 
     @property
     def api(self) -> PodGroupApi:
@@ -161,7 +163,7 @@ class GangSource(Enum):
     @property
     def needs_podgroup(self) -> bool:
         """Whether the pods say nothing of the gang's size: its PodGroup does."""
-        return self not in (GangSource.KOORDINATOR, GangSource.SAKKARA)
+        return self not in (GangSource.KOORDINATOR, GangSource.SAKKARA, GangSource.OWNER)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -187,6 +189,11 @@ class GangClaim(GangOptions):
 
     key: GangKey
     source: GangSource
+    # A gang from the pod's owner (source OWNER): which owner, which part of it, and the
+    # grouping the pod asks for (gang-scheduler.io/owner-gang), if it does.
+    owner: OwnerKey | None = None
+    part: str = ""
+    grouping: Grouping | None = None
 
 
 @dataclass(frozen=True, slots=True)

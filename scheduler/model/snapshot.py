@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduler.model.budgets import DisruptionBudget
-from scheduler.model.gangs import PodGroup
+from scheduler.model.gangs import Owner, PodGroup
 from scheduler.model.nodes import Node, NodeInfo, node_infos
+from scheduler.model.owners import OwnerKey, OwnerKind
 from scheduler.model.pods import GangKey, Pod, PodRef
 from scheduler.model.resources import Resources
 from scheduler.model.topology import SakkaraGroup, Topology
@@ -103,6 +104,11 @@ class Snapshot:
     binding_modes: Mapping[str, str] = field(default_factory=dict)
     # PodDisruptionBudgets: which victims preemption prefers (those that break none).
     budgets: tuple[DisruptionBudget, ...] = ()
+    # The owners that make gangs of pods that declare none (Jobs, JobSets, …), and the owner
+    # kinds the API server serves and lets us list: an owner of a kind not among them is
+    # never seen, so its pods are placed as they come rather than wait for it.
+    owners: Mapping[OwnerKey, Owner] = field(default_factory=dict)
+    owner_kinds: frozenset[OwnerKind] = frozenset(OwnerKind)
 
     def infos(self) -> Mapping[str, NodeInfo]:
         """Per known node, what holds resources on it."""

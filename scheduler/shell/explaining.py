@@ -16,7 +16,7 @@ from scheduler.model.config import Config
 from scheduler.model.pods import GangKey, PodGroupApi
 from scheduler.shell.api import ApiClient, Credentials
 from scheduler.shell.configmaps import apply_configmap
-from scheduler.shell.syncing import list_objects
+from scheduler.shell.syncing import OWNER_KINDS, UPSERTS, list_objects, list_versioned
 
 
 async def explain_gang(
@@ -28,7 +28,7 @@ async def explain_gang(
 ) -> list[str]:
     api = ApiClient(credentials, connections=4)
     try:
-        cache = ClusterCache(scheduler_name=config.scheduler_name)
+        cache = ClusterCache(scheduler_name=config.scheduler_name, aliases=config.aliases)
         for body in await list_objects(api, "nodes"):
             cache.upsert_node(node_from_dict(body))
         for body in await list_objects(api, "pods"):
@@ -36,6 +36,11 @@ async def explain_gang(
         for kind in PodGroupApi:
             for body in await list_objects(api, kind.kind):
                 cache.upsert_podgroup(podgroup_of(kind, body))
+        for kind in OWNER_KINDS:  # the owners that make gangs of pods that declare none
+            bodies, version = await list_versioned(api, kind)
+            cache.serve(kind, version is not None)
+            for body in bodies:
+                UPSERTS[kind](cache, body)
         for body in await list_objects(api, "priorityclasses"):
             cache.upsert_priority_class(priority_class_from_dict(body))
         for kind in ("topologies", "groups"):

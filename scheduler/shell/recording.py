@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import structlog
 
-from scheduler.model.decisions import Event
+from scheduler.model.decisions import Event, ObjectRef
 from scheduler.model.times import format_time
 from scheduler.shell.api import ApiClient, ApiError
 
@@ -37,8 +37,12 @@ class EventRecorder:
         dropped: Callable[[], None] = lambda: None,
         errored: Callable[[], None] = lambda: None,
         retries: int = 3,
+        component_of: Callable[[ObjectRef], str | None] = lambda ref: None,
     ) -> None:
         self._on_drop = dropped
+        # The scheduler name a pod asked for, when it is one of our aliases: its Events come
+        # from that component, as kube-scheduler's profiles each report under their own name.
+        self._component_of = component_of
         self._on_error = errored
         self._retries = retries
         # ``busy`` says binds are in flight: events wait, so that a burst of binds has the
@@ -55,6 +59,7 @@ class EventRecorder:
     def body(self, event: Event, *, now: float) -> dict:
         ref = event.regarding
         stamp = format_time(now)
+        component = self._component_of(ref) or self._component
         return {
             "apiVersion": "v1",
             "kind": "Event",
@@ -69,8 +74,8 @@ class EventRecorder:
             "reason": event.reason,
             "message": event.message[:1024],
             "type": event.type,
-            "source": {"component": self._component},
-            "reportingComponent": self._component,
+            "source": {"component": component},
+            "reportingComponent": component,
             "reportingInstance": self._instance,
             "firstTimestamp": stamp,
             "lastTimestamp": stamp,

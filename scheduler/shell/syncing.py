@@ -30,10 +30,25 @@ from scheduler.codecs.objects import (
     storage_class_from_dict,
     volume_from_dict,
 )
+from scheduler.codecs.owners import owner_from_dict
+from scheduler.model.owners import OwnerKind
 from scheduler.model.pods import GangKey, PodGroupApi
 from scheduler.shell.api import ApiClient, ApiError
 
 log = structlog.get_logger()
+
+# Where each owner kind is listed: the versions the operators serve (JobSet v0.10,
+# LeaderWorkerSet v0.7, KubeRay v1.5, MPI Operator v0.6, training-operator v1.8).
+OWNER_PATHS = {
+    OwnerKind.JOB: "/apis/batch/v1/jobs",
+    OwnerKind.JOBSET: "/apis/jobset.x-k8s.io/v1alpha2/jobsets",
+    OwnerKind.LEADER_WORKER_SET: "/apis/leaderworkerset.x-k8s.io/v1/leaderworkersets",
+    OwnerKind.RAY_CLUSTER: "/apis/ray.io/v1/rayclusters",
+    OwnerKind.MPI_JOB: "/apis/kubeflow.org/v2beta1/mpijobs",
+    OwnerKind.PYTORCH_JOB: "/apis/kubeflow.org/v1/pytorchjobs",
+}
+# The owner kinds by the name the cache knows them by.
+OWNER_KINDS = {kind.kind: kind for kind in OwnerKind}
 
 LISTS = {
     "pods": "/api/v1/pods",
@@ -45,6 +60,8 @@ LISTS = {
     "persistentvolumes": "/api/v1/persistentvolumes",
     "storageclasses": "/apis/storage.k8s.io/v1/storageclasses",
     "poddisruptionbudgets": "/apis/policy/v1/poddisruptionbudgets",
+    # The owners that make gangs of pods that declare none (gangs from owners).
+    **{kind.kind: path for kind, path in OWNER_PATHS.items()},
     # Seed 004's ConfigMaps, by label: a topology-placed gang must not be placed on a tree
     # that has not arrived yet.
     "topologies": "/api/v1/configmaps?labelSelector=sakkara.topology",
@@ -61,7 +78,7 @@ def key_of(kind: str, obj: dict) -> str:
     if kind == "pods":
         return meta["uid"]
     namespaced = ("topologies", "groups", "persistentvolumeclaims", "poddisruptionbudgets")
-    if kind in namespaced or kind in PODGROUP_KINDS:
+    if kind in namespaced or kind in PODGROUP_KINDS or kind in OWNER_KINDS:
         return f"{meta['namespace']}/{meta['name']}"
     return meta["name"]
 
@@ -124,8 +141,10 @@ async def list_pages(
             try:
                 page = await following
             except ApiError as error:
-                if error.status == 404 and kind in PODGROUP_KINDS:
+                if error.status == 404 and (kind in PODGROUP_KINDS or kind in OWNER_KINDS):
                     return None
+                if error.status == 403 and kind in OWNER_KINDS:
+                    return None  # not ours to read: its pods are placed as they come
                 raise
             meta = page.get("metadata") or {}
             token = meta.get("continue", "")
@@ -210,6 +229,7 @@ KINDS = (
     "persistentvolumes",
     "storageclasses",
     "poddisruptionbudgets",
+    *OWNER_KINDS,
 )
 
 
@@ -233,6 +253,8 @@ def remove(cache: ClusterCache, kind: str, key: str) -> None:
         cache.remove_storage_class(key)
     elif kind == "poddisruptionbudgets":
         cache.remove_budget(key)
+    elif kind in OWNER_KINDS:
+        cache.remove_owner(OWNER_KINDS[kind], key)
 
 
 # How a watched object is folded into the cache, per kind: by the watches and by a re-list.
@@ -253,6 +275,10 @@ UPSERTS: dict[str, Callable[[ClusterCache, Any], None]] = {
         *storage_class_from_dict(body)
     ),
     "poddisruptionbudgets": lambda cache, body: cache.upsert_budget(budget_from_dict(body)),
+    **{
+        kind.kind: lambda cache, body, _kind=kind: cache.upsert_owner(owner_from_dict(_kind, body))
+        for kind in OwnerKind
+    },
 }
 
 

@@ -31,7 +31,15 @@ import structlog
 from scheduler.cache.cluster import ClusterCache
 from scheduler.model.pods import PodGroupApi
 from scheduler.shell.api import ApiClient, ApiError
-from scheduler.shell.syncing import LISTS, UPSERTS, Folding, key_of, list_pages, remove
+from scheduler.shell.syncing import (
+    LISTS,
+    OWNER_KINDS,
+    UPSERTS,
+    Folding,
+    key_of,
+    list_pages,
+    remove,
+)
 
 log = structlog.get_logger()
 
@@ -194,6 +202,7 @@ class Informer:
                 log.info("kind now served; watching it", kind=self.kind)
             self._served, self._absent_since, self._absent_pause = True, None, 1.0
         folding.finish()
+        self._cache.serve(self.kind, self._served)
         # A re-list asked for while this one ran wants one begun after it: another LIST.
         self._version = version if self._asked == asked else None
         if version == "":
@@ -219,6 +228,12 @@ class Informer:
                 return False
         if self.kind == PodGroupApi.OURS.kind:
             log.warning("the PodGroup CRD is not installed; kubectl apply -f crds/")
+        elif self.kind in OWNER_KINDS:  # one line: their pods are placed as they come
+            log.info(
+                "owner kind not served, or not ours to list (no RBAC): its pods get no gang "
+                "from it; looking again later",
+                kind=self.kind,
+            )
         else:  # the others are optional: their gangs' PodGroupNotFound says so
             log.info("kind not served; looking again later", kind=self.kind)
         self._served = False

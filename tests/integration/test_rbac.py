@@ -122,6 +122,22 @@ def test_scheduler_as_its_service_account_schedules_and_writes_without_a_403(
         )
     )  # fmt: skip
 
+    # An Indexed Job with no gang declared: a gang from its owner, read with the Job RBAC.
+    template = cluster.pod("x", scheduler=sa_scheduler.name, requests={"nvidia.com/gpu": "1"})
+    template["spec"]["restartPolicy"] = "Never"
+    cluster.apply(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {"name": "indexed", "namespace": cluster.namespace},
+            "spec": {
+                "parallelism": 2,
+                "completions": 2,
+                "completionMode": "Indexed",
+                "template": {"metadata": {"labels": {"app": "indexed"}}, "spec": template["spec"]},
+            },
+        }
+    )
     # A Sakkara group (flat topology): rank labels on pods, the group ConfigMap written back.
     cluster.apply(
         {
@@ -178,6 +194,11 @@ def test_scheduler_as_its_service_account_schedules_and_writes_without_a_403(
     )
     wait_for(lambda: cluster.events("Scheduled"), timeout=30, what="Scheduled events")
     wait_for(
+        lambda: len([p for p in cluster.bound() if p.startswith("indexed-")]) == 2,
+        timeout=30,
+        what="the Indexed Job's pods bound as a gang from their owner",
+    )
+    wait_for(
         lambda: cluster.get("pod", "late-0")["metadata"]["annotations"].get(names.KOORD_TIMEOUT),
         timeout=30,
         what="timeout annotation written",
@@ -224,3 +245,36 @@ def test_service_account_may_read_and_write_volcano_podgroups(
             timeout=30,
             what=f"the ServiceAccount may {verb} Volcano PodGroups",
         )
+
+
+def test_service_account_may_read_every_owner_kind_that_makes_gangs(
+    control_plane: ClusterAccess, service_account_kubeconfig: Path
+) -> None:
+    """Gangs from owners read these kinds. Asked with a SelfSubjectAccessReview by group and
+    resource: kubectl's can-i answers no for a kind the API server does not serve (these
+    CRDs are not installed here), whatever RBAC says."""
+    as_scheduler = ClusterAccess(
+        kubeconfig=service_account_kubeconfig, kubectl_path=control_plane.kubectl_path
+    )
+
+    def may(verb: str, group: str, resource: str) -> bool:
+        review = {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "spec": {"resourceAttributes": {"verb": verb, "group": group, "resource": resource}},
+        }
+        out = as_scheduler.kubectl("create", "-o", "json", "-f", "-", stdin=json.dumps(review))
+        return bool(json.loads(out.stdout)["status"].get("allowed"))
+
+    kinds = [
+        ("batch", "jobs"),
+        ("jobset.x-k8s.io", "jobsets"),
+        ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+        ("ray.io", "rayclusters"),
+        ("kubeflow.org", "mpijobs"),
+        ("kubeflow.org", "pytorchjobs"),
+    ]
+    for group, resource in kinds:
+        for verb in ("list", "watch"):
+            assert may(verb, group, resource), f"may not {verb} {resource}.{group}"
+        assert not may("patch", group, resource), f"may patch {resource}.{group}: read only"

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from scheduler import __version__
-from scheduler.cli import build_parser, main
+from scheduler.cli import _names, build_parser, main
 
 
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -44,6 +44,37 @@ def test_topology_from_labels_without_a_label_says_the_form_expected(
         build_parser().parse_args(["run", "--topology-from-labels", "rack"])
     assert exit_.value.code == 2
     assert "'rack' is not LEVEL=LABEL" in capsys.readouterr().err
+
+
+def test_a_repeated_scheduler_name_answers_every_name_the_first_being_the_identity() -> None:
+    args = build_parser().parse_args(
+        [
+            "run",
+            "--scheduler-name", "gang-scheduler",
+            "--scheduler-name", "scheduler-plugins-scheduler",
+            "--scheduler-name", "volcano",
+            "--scheduler-name", "volcano",
+        ]
+    )  # fmt: skip
+    names = _names(args.scheduler_name)
+    assert names == {
+        "scheduler_name": "gang-scheduler",
+        "aliases": ("scheduler-plugins-scheduler", "volcano"),
+    }
+
+
+def test_scheduler_name_defaults_to_gang_scheduler_alone() -> None:
+    assert _names(build_parser().parse_args(["run"]).scheduler_name) == {
+        "scheduler_name": "gang-scheduler",
+        "aliases": (),
+    }
+
+
+def test_an_empty_scheduler_name_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["run", "--scheduler-name", " "])
+    assert exit_.value.code == 2
+    assert "a scheduler name is a non-empty word" in capsys.readouterr().err
 
 
 def test_kube_api_qps_and_burst_default_to_no_limit() -> None:

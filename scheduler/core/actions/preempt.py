@@ -123,7 +123,7 @@ def candidates(
     (evicted earlier in this pass) are gone already."""
     classes = session.snapshot.priority_classes
     nodes = session.snapshot.nodes
-    ours = session.config.scheduler_name
+    ours = session.config.scheduler_names
     by_gang: dict[object, list[tuple[Pod, str]]] = defaultdict(list)
     for name, info in session.infos.items():
         if name not in nodes:
@@ -134,7 +134,7 @@ def candidates(
             if pod.ref.uid in taken:
                 continue
             key = gang_key_of(pod)
-            single = pod.scheduler_name != ours or key.name.startswith(SINGLE_PREFIX)
+            single = pod.scheduler_name not in ours or key.name.startswith(SINGLE_PREFIX)
             by_gang[pod.ref.uid if single else key].append((pod, name))
     units: list[Victims] = []
     for key, members in by_gang.items():

@@ -1,0 +1,136 @@
+"""Gangs from owners, with the real Job controller (the local kube-controller-manager): an
+Indexed Job that declares no gang binds whole or not at all, and so does a JobSet's or a
+training operator's Job. The operators themselves run in `make clients`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from e2e.fixtures import Cluster, SchedulerProcess, wait_for
+from e2e.test_gang_scheduling import BIND_TIMEOUT, stays_unbound, wait_bound
+from scheduler.model import names
+
+pytestmark = pytest.mark.cluster
+
+# KWOK moves a Job's pods to Succeeded at once; with this they run for an hour.
+RUNS_AN_HOUR = {"pod-complete.stage.kwok.x-k8s.io/delay": "1h"}
+
+
+def indexed_job(cluster: Cluster, name: str, pods: int, *, cpu: str, **meta: object) -> dict:
+    spec = cluster.pod("unused", requests={"cpu": cpu})["spec"]
+    spec["restartPolicy"] = "Never"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": cluster.namespace, **meta},
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "completionMode": "Indexed",
+            "backoffLimit": 10,
+            "template": {
+                "metadata": {"labels": {"job": name}, "annotations": RUNS_AN_HOUR},
+                "spec": spec,
+            },
+        },
+    }
+
+
+def job_pods(cluster: Cluster, job: str, *, bound_only: bool = False) -> set[str]:
+    out = cluster.access.kubectl(
+        "get", "pods", "-n", cluster.namespace, "-l", f"job={job}", "-o", "json"
+    ).stdout
+    return {
+        p["metadata"]["name"]
+        for p in json.loads(out)["items"]
+        if not p["metadata"].get("deletionTimestamp")
+        and (p["spec"].get("nodeName") or not bound_only)
+    }
+
+
+def test_an_indexed_job_binds_whole_and_a_competing_one_waits_with_nothing_bound(
+    cluster: Cluster, scheduler: SchedulerProcess
+) -> None:
+    """Room for one of two Indexed Jobs of 4: one binds whole, the other binds nothing; once
+    the first is deleted, the second binds whole. No PodGroup, no annotation: the Jobs make
+    the gangs."""
+    cluster.nodes(4, cpu="8")
+    cluster.apply(indexed_job(cluster, "first", 4, cpu="8"))
+    first = wait_for(lambda: len(job_pods(cluster, "first")) == 4 and job_pods(cluster, "first"),
+                     timeout=BIND_TIMEOUT, what="the first Job's 4 pods")  # fmt: skip
+    wait_bound(cluster, first)
+    cluster.apply(indexed_job(cluster, "second", 4, cpu="4"))
+    second = wait_for(
+        lambda: len(job_pods(cluster, "second")) == 4 and job_pods(cluster, "second"),
+        timeout=BIND_TIMEOUT,
+        what="the second Job's 4 pods",
+    )
+    stays_unbound(cluster, second)
+    waiting = wait_for(
+        lambda: [m for m in cluster.events("FailedScheduling") if "Job/second" in m],
+        timeout=BIND_TIMEOUT,
+        what="a FailedScheduling event naming the gang from the second Job",
+    )
+    assert "nothing was bound" in waiting[0]
+
+    cluster.access.kubectl("delete", "job", "first", "-n", cluster.namespace,
+                           "--cascade=foreground", "--wait=false")  # fmt: skip
+    wait_for(
+        lambda: job_pods(cluster, "second", bound_only=True) == second,
+        timeout=BIND_TIMEOUT * 2,
+        what="the second Job bound whole once the first was deleted",
+    )
+    scheduler.assert_alive()
+
+
+def test_a_deleted_pod_of_a_running_indexed_job_is_recreated_and_placed_again(
+    cluster: Cluster, scheduler: SchedulerProcess
+) -> None:
+    """Node loss, as the Job controller sees it: a running member deleted is recreated
+    (same index) and placed on its own, its gang being satisfied by the others."""
+    cluster.nodes(2, cpu="8")
+    cluster.apply(indexed_job(cluster, "train", 3, cpu="4"))
+    members = wait_for(
+        lambda: len(job_pods(cluster, "train", bound_only=True)) == 3
+        and job_pods(cluster, "train"),
+        timeout=BIND_TIMEOUT,
+        what="the Job bound whole",
+    )
+    lost = sorted(members)[0]
+    cluster.access.kubectl("delete", "pod", lost, "-n", cluster.namespace, "--wait=true",
+                           "--grace-period=0", "--force")  # fmt: skip
+    wait_for(
+        lambda: len(job_pods(cluster, "train", bound_only=True) - members) == 1
+        and len(job_pods(cluster, "train", bound_only=True)) == 3,
+        timeout=BIND_TIMEOUT,
+        what="the replacement pod bound",
+    )
+    scheduler.assert_alive()
+
+
+def test_a_nonindexed_job_binds_its_pods_as_they_fit_unless_it_asks_for_a_gang(
+    cluster: Cluster, scheduler: SchedulerProcess
+) -> None:
+    cluster.nodes(2, cpu="8")
+    queue = indexed_job(cluster, "queue", 3, cpu="8")
+    queue["spec"]["completionMode"] = "NonIndexed"
+    cluster.apply(queue)
+    wait_for(
+        lambda: len(job_pods(cluster, "queue", bound_only=True)) == 2,
+        timeout=BIND_TIMEOUT,
+        what="two of the work queue's three pods bound (room for two)",
+    )
+    whole = indexed_job(cluster, "whole", 3, cpu="8", annotations={names.OWNER_GANG: "whole"})
+    whole["spec"]["completionMode"] = "NonIndexed"
+    cluster.nodes(2, cpu="8")
+    cluster.apply(whole)
+    pods = wait_for(
+        lambda: len(job_pods(cluster, "whole")) == 3 and job_pods(cluster, "whole"),
+        timeout=BIND_TIMEOUT,
+        what="the whole Job's pods",
+    )
+    # Two nodes free, one left by the queue: room for 2 of 3 (the queue's third takes one).
+    stays_unbound(cluster, pods)
+    scheduler.assert_alive()

@@ -1,0 +1,324 @@
+"""Gangs from owners: which owner gang a pod is in (from the pod alone), and how many members
+each gang of an owner object needs (from the object).
+
+The pod side reads the pod's controller reference and the labels its operator writes:
+JobSet writes ``jobset.sigs.k8s.io/{jobset-name,replicatedjob-name,job-index}`` on the pods of
+its Jobs, LeaderWorkerSet's pod webhook ``leaderworkerset.sigs.k8s.io/{name,group-index}``,
+the MPI Operator ``training.kubeflow.org/{operator-name,job-name}`` on its launcher (a Job's
+pod). The owner side reads each kind as its operator sizes its own PodGroup, where it makes
+one (KubeRay: the head plus every worker group's desired replicas; the MPI Operator: the
+workers plus the launcher, or ``schedulingPolicy.minAvailable``). A malformed value never
+raises: it becomes an error naming the field, and the gang is reported invalid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
+from scheduler.codecs.gangs import read_options
+from scheduler.codecs.shapes import obj, objs, text, texts, whole
+from scheduler.model import names
+from scheduler.model.gangs import Owner
+from scheduler.model.owners import Grouping, OwnerKey, OwnerKind, gang_name
+from scheduler.model.pods import GangClaim, GangKey, GangOptions, GangSource
+
+_GROUPINGS = {g.value: g for g in Grouping}
+# The API groups of the owners whose pods point at them directly.
+_DIRECT = {
+    ("RayCluster", "ray.io"): OwnerKind.RAY_CLUSTER,
+    ("MPIJob", "kubeflow.org"): OwnerKind.MPI_JOB,
+    ("PyTorchJob", "kubeflow.org"): OwnerKind.PYTORCH_JOB,
+}
+INT32_MAX = 2**31 - 1
+
+
+def read_grouping(annotations: Mapping[str, str], errors: list[str]) -> Grouping | None:
+    raw = annotations.get(names.OWNER_GANG)
+    if raw is None:
+        return None
+    found = _GROUPINGS.get(raw.strip().lower())
+    if found is None:
+        errors.append(
+            f"annotation {names.OWNER_GANG} must be one of "
+            f"{', '.join(g.value for g in Grouping)}, got {raw!r}"
+        )
+    return found
+
+
+def _controller(refs: object) -> tuple[str, str, str] | None:
+    """The controller reference as (kind, API group, name), or None."""
+    for ref in objs(refs):
+        if ref.get("controller") is True:
+            group = text(ref.get("apiVersion")).rpartition("/")[0]
+            return text(ref.get("kind")), group, text(ref.get("name"))
+    return None
+
+
+def read_owner_claim(
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    refs: object,
+    *,
+    namespace: str,
+) -> GangClaim | None:
+    """The owner gang of a pod that declares no gang, or None: no owner that makes gangs,
+    or ``gang-scheduler.io/owner-gang: none`` on the pod."""
+    errors: list[str] = []
+    grouping = read_grouping(annotations, errors)
+    if grouping is Grouping.NONE:
+        return None
+    controller = _controller(refs)
+    if controller is None:
+        return None
+    kind, group, name = controller
+    part = ""
+    if kind == "StatefulSet" and names.LWS_NAME in labels and names.LWS_GROUP_INDEX in labels:
+        owner = OwnerKey(namespace, OwnerKind.LEADER_WORKER_SET, labels[names.LWS_NAME])
+        part = labels[names.LWS_GROUP_INDEX]
+    elif kind == "Job" and group == "batch":
+        if all(k in labels for k in (names.JOBSET_NAME, names.JOBSET_REPLICATED_JOB,
+                                      names.JOBSET_JOB_INDEX)):  # fmt: skip
+            owner = OwnerKey(namespace, OwnerKind.JOBSET, labels[names.JOBSET_NAME])
+            part = f"{labels[names.JOBSET_REPLICATED_JOB]}-{labels[names.JOBSET_JOB_INDEX]}"
+            if grouping is None and names.JOBSET_EXCLUSIVE in annotations:
+                grouping = Grouping.REPLICA  # JobSet's exclusive placement: a gang per replica
+        elif (
+            labels.get(names.KUBEFLOW_OPERATOR) == "mpi-operator"
+            and names.KUBEFLOW_JOB_NAME in labels
+        ):
+            owner = OwnerKey(namespace, OwnerKind.MPI_JOB, labels[names.KUBEFLOW_JOB_NAME])
+        else:
+            owner = OwnerKey(namespace, OwnerKind.JOB, name)
+    elif (kind, group) in _DIRECT:
+        owner = OwnerKey(namespace, _DIRECT[kind, group], name)
+    else:
+        return None
+    if not owner.name:
+        return None
+    options = read_options(annotations, namespace=namespace)
+    stated = {f.name: getattr(options, f.name) for f in fields(GangOptions)}
+    return GangClaim(
+        key=GangKey(namespace, gang_name(owner.kind, owner.name, part)),
+        source=GangSource.OWNER,
+        owner=owner,
+        part=part,
+        grouping=grouping,
+        **{**stated, "errors": (*options.errors, *errors)},
+    )
+
+
+# -- the owner objects ---------------------------------------------------------------------
+
+
+def _count(raw: object, default: int, field: str, errors: list[str], *, low: int = 0) -> int:
+    if raw is None:
+        return default
+    value = whole(raw)
+    if value is None or not low <= value <= INT32_MAX:
+        errors.append(f"{field} must be a whole number from {low} to {INT32_MAX}, got {raw!r}")
+        return default
+    return value
+
+
+def _job_pods(spec: Mapping[str, Any], field: str, errors: list[str]) -> int:
+    """How many pods of a Job run at once: parallelism, at most completions (at least 1)."""
+    parallelism = _count(spec.get("parallelism"), 1, f"{field}.parallelism", errors)
+    completions = spec.get("completions")
+    if completions is not None:
+        parallelism = min(parallelism, _count(completions, 1, f"{field}.completions", errors))
+    return max(parallelism, 1)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def owner_from_dict(kind: OwnerKind, raw: object) -> Owner:
+    """An owner object of ``kind`` as the gangs it makes."""
+    body = obj(raw)
+    meta, spec = obj(body.get("metadata")), obj(body.get("spec"))
+    namespace = text(meta.get("namespace"), "default")
+    key = OwnerKey(namespace, kind, text(meta.get("name")))
+    annotations = texts(meta.get("annotations"))
+    labels = texts(meta.get("labels"))
+    errors: list[str] = []
+    grouping = read_grouping(annotations, errors)
+    options = read_options(annotations, namespace=namespace)
+    read = _READERS[kind](spec, annotations, grouping, errors)
+    return Owner(
+        key=key,
+        uid=text(meta.get("uid")),
+        options=options,
+        grouping=grouping,
+        priority_class=labels.get(names.OWNER_PRIORITY_CLASS)
+        or annotations.get(names.OWNER_PRIORITY_CLASS, ""),
+        errors=(*options.errors, *errors),
+        **read,
+    )
+
+
+def _job(
+    spec: Mapping[str, Any], _: Mapping[str, str], grouping: Grouping | None, errors: list[str]
+) -> dict[str, Any]:
+    pods = _job_pods(spec, "spec", errors)
+    indexed = text(spec.get("completionMode")) == "Indexed"
+    gang = (indexed and grouping is not Grouping.NONE) or grouping is Grouping.WHOLE
+    if gang:
+        shape = f"{'Indexed' if indexed else 'NonIndexed'} Job of {_plural(pods, 'pod')}"
+    else:
+        shape = (
+            "NonIndexed Job: each pod alone (gang-scheduler.io/owner-gang: whole makes its "
+            f"{_plural(pods, 'pod')} one gang)"
+            if not indexed
+            else "Indexed Job with gang-scheduler.io/owner-gang: none: each pod alone"
+        )
+    return {"parts": {"": pods if gang else 1}, "whole_size": pods, "shape": shape}
+
+
+def _jobset(
+    spec: Mapping[str, Any],
+    annotations: Mapping[str, str],
+    grouping: Grouping | None,
+    errors: list[str],
+) -> dict[str, Any]:
+    parts: dict[str, int] = {}
+    by_job: dict[str, list[str]] = {}
+    alone: set[str] = set()
+    described: list[str] = []
+    staged = text(obj(spec.get("startupPolicy")).get("startupPolicyOrder")) == "InOrder"
+    per_replica = grouping is Grouping.REPLICA or names.JOBSET_EXCLUSIVE in annotations
+    for i, rjob in enumerate(objs(spec.get("replicatedJobs"))):
+        name = text(rjob.get("name"))
+        field = f"spec.replicatedJobs[{i}]"
+        replicas = _count(rjob.get("replicas"), 1, f"{field}.replicas", errors)
+        template = obj(rjob.get("template"))
+        pods = _job_pods(obj(template.get("spec")), f"{field}.template.spec", errors)
+        if grouping is Grouping.NONE:
+            pods = 1
+        staged = staged or bool(objs(rjob.get("dependsOn")))
+        template_notes = texts(obj(template.get("metadata")).get("annotations"))
+        exclusive = names.JOBSET_EXCLUSIVE in template_notes
+        for index in range(replicas):
+            part = f"{name}-{index}"
+            parts[part] = pods
+            by_job.setdefault(name, []).append(part)
+            if per_replica or exclusive or grouping is Grouping.NONE:
+                alone.add(part)
+        described.append(f"{name} {replicas} x {_plural(pods, 'pod')}")
+    together: dict[str, tuple[str, ...]] = {}
+    everything = tuple(sorted(p for p in parts if p not in alone))
+    for job_parts in by_job.values():
+        for part in job_parts:
+            if part in alone:
+                together[part] = (part,)
+            elif staged:  # started one replicated Job after the other: a gang each
+                together[part] = tuple(sorted(p for p in job_parts if p not in alone))
+            else:
+                together[part] = everything
+    how = (
+        "a gang per replica"
+        if per_replica or grouping is Grouping.NONE
+        else "a gang per replicated job (started in order)"
+        if staged
+        else "one gang"
+    )
+    shape = f"{_plural(len(by_job), 'replicated job')} ({', '.join(described)}), {how}"
+    return {"parts": parts, "together": together, "shape": shape}
+
+
+def _leader_worker_set(
+    spec: Mapping[str, Any], _: Mapping[str, str], grouping: Grouping | None, errors: list[str]
+) -> dict[str, Any]:
+    template = obj(spec.get("leaderWorkerTemplate"))
+    size = _count(template.get("size"), 1, "spec.leaderWorkerTemplate.size", errors, low=1)
+    replicas = _count(spec.get("replicas"), 1, "spec.replicas", errors)
+    if grouping is Grouping.NONE:
+        return {"part_size": 1, "shape": "each pod alone (gang-scheduler.io/owner-gang: none)"}
+    return {
+        "part_size": size,
+        "shape": f"{_plural(replicas, 'group')} of {size} (a leader and "
+        f"{_plural(size - 1, 'worker')}), a gang per group",
+    }
+
+
+def _ray_cluster(
+    spec: Mapping[str, Any], _: Mapping[str, str], grouping: Grouping | None, errors: list[str]
+) -> dict[str, Any]:
+    """KubeRay's own PodGroup: the head plus each worker group's desired replicas (replicas
+    held between minReplicas and maxReplicas) times its numOfHosts; suspended groups none."""
+    workers = 0
+    groups: list[str] = []
+    for i, group in enumerate(objs(spec.get("workerGroupSpecs"))):
+        field = f"spec.workerGroupSpecs[{i}]"
+        if group.get("suspend") is True:
+            continue
+        low = _count(group.get("minReplicas"), 0, f"{field}.minReplicas", errors)
+        high = _count(group.get("maxReplicas"), INT32_MAX, f"{field}.maxReplicas", errors)
+        wanted = _count(group.get("replicas"), low, f"{field}.replicas", errors)
+        hosts = _count(group.get("numOfHosts"), 1, f"{field}.numOfHosts", errors, low=1)
+        replicas = high if low > high else min(max(wanted, low), high)
+        workers += replicas * hosts
+        groups.append(f"{text(group.get('groupName')) or i}: {replicas * hosts}")
+    size = 1 if grouping is Grouping.NONE else 1 + workers
+    shape = f"head and {_plural(workers, 'worker')} ({', '.join(groups) or 'no worker group'})"
+    return {"parts": {"": size}, "shape": shape}
+
+
+def _replica_specs(
+    specs: Mapping[str, Any], field: str, errors: list[str]
+) -> tuple[dict[str, int], list[str]]:
+    counts: dict[str, int] = {}
+    for role, replica in sorted(specs.items()):
+        counts[role] = _count(obj(replica).get("replicas"), 1, f"{field}.{role}.replicas", errors)
+    return counts, [f"{role} {n}" for role, n in counts.items()]
+
+
+def _min_available(spec: Mapping[str, Any], errors: list[str]) -> int | None:
+    policy = obj(obj(spec.get("runPolicy")).get("schedulingPolicy"))
+    if policy.get("minAvailable") is None:
+        return None
+    return _count(
+        policy.get("minAvailable"), 1, "spec.runPolicy.schedulingPolicy.minAvailable", errors, low=1
+    )
+
+
+def _mpi_job(
+    spec: Mapping[str, Any], _: Mapping[str, str], grouping: Grouping | None, errors: list[str]
+) -> dict[str, Any]:
+    """The MPI Operator's own PodGroup: the workers and the launcher, or minAvailable. A
+    launcher created only once the workers run (WaitForWorkersReady) is not waited for."""
+    counts, described = _replica_specs(
+        obj(spec.get("mpiReplicaSpecs")), "spec.mpiReplicaSpecs", errors
+    )
+    workers = counts.get("Worker", 0)
+    later = text(spec.get("launcherCreationPolicy")) == "WaitForWorkersReady"
+    size = _min_available(spec, errors) or workers + (0 if later else counts.get("Launcher", 1))
+    if grouping is Grouping.NONE:
+        size = 1
+    shape = f"{', '.join(described)}" + (" (the launcher once the workers run)" if later else "")
+    return {"parts": {"": max(size, 1)}, "shape": shape}
+
+
+def _pytorch_job(
+    spec: Mapping[str, Any], _: Mapping[str, str], grouping: Grouping | None, errors: list[str]
+) -> dict[str, Any]:
+    """The training operator's PodGroup: every replica, or minAvailable."""
+    counts, described = _replica_specs(
+        obj(spec.get("pytorchReplicaSpecs")), "spec.pytorchReplicaSpecs", errors
+    )
+    size = _min_available(spec, errors) or sum(counts.values())
+    if grouping is Grouping.NONE:
+        size = 1
+    return {"parts": {"": max(size, 1)}, "shape": ", ".join(described) or "no replicas"}
+
+
+_READERS = {
+    OwnerKind.JOB: _job,
+    OwnerKind.JOBSET: _jobset,
+    OwnerKind.LEADER_WORKER_SET: _leader_worker_set,
+    OwnerKind.RAY_CLUSTER: _ray_cluster,
+    OwnerKind.MPI_JOB: _mpi_job,
+    OwnerKind.PYTORCH_JOB: _pytorch_job,
+}

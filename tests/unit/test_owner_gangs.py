@@ -1,0 +1,526 @@
+"""Gangs from owners: pods that declare no gang are grouped as their operator means them.
+
+The owner objects are the operators' own examples (tests/unit/owners/, copied from the
+KubeRay, MPI Operator, training-operator, LeaderWorkerSet and JobSet modules the e2e tests
+build); the pods carry what each operator writes on the pods it creates (the source lines
+are named beside each builder)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scheduler.codecs.objects import pod_from_dict
+from scheduler.codecs.owners import owner_from_dict
+from scheduler.core.explaining import explain
+from scheduler.core.gangs import resolve
+from scheduler.core.scheduling import schedule
+from scheduler.model import names
+from scheduler.model.config import Config
+from scheduler.model.gangs import Owner
+from scheduler.model.owners import OwnerKind
+from scheduler.model.pods import GangKey, GangSource, Pod
+from scheduler.model.snapshot import PriorityClass, Snapshot
+from scheduler.model.times import format_time
+from tests.unit.builders import SCHEDULER, T0, node
+
+EXAMPLES = Path(__file__).parent / "owners"
+CONFIG = Config()
+
+
+def example(name: str, *, namespace: str = "ml", **meta: Any) -> dict[str, Any]:
+    body = yaml.safe_load((EXAMPLES / name).read_text())
+    body["metadata"].update(namespace=namespace, uid=f"uid-{body['metadata']['name']}", **meta)
+    return body
+
+
+def owner(kind: OwnerKind, body: dict[str, Any]) -> Owner:
+    return owner_from_dict(kind, body)
+
+
+def operator_pod(
+    name: str,
+    *,
+    controller: tuple[str, str, str],
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    cpu: str = "1",
+    namespace: str = "ml",
+    node_name: str = "",
+) -> Pod:
+    api_version, kind, owner_name = controller
+    spec: dict[str, Any] = {
+        "schedulerName": SCHEDULER,
+        "containers": [{"name": "main", "resources": {"requests": {"cpu": cpu}}}],
+    }
+    if node_name:
+        spec["nodeName"] = node_name
+    return pod_from_dict(
+        {
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "uid": f"uid-{name}",
+                "labels": labels or {},
+                "annotations": annotations or {},
+                "creationTimestamp": format_time(T0 - 60),
+                "ownerReferences": [
+                    {
+                        "apiVersion": api_version,
+                        "kind": kind,
+                        "name": owner_name,
+                        "uid": f"uid-{owner_name}",
+                        "controller": True,
+                        "blockOwnerDeletion": True,
+                    }
+                ],
+            },
+            "spec": spec,
+            "status": {"phase": "Running" if node_name else "Pending"},
+        }
+    )
+
+
+def job_pods(job: str, count: int, *, indexed: bool = True, **kw: Any) -> list[Pod]:
+    """A Job's pods, as the Job controller labels them (batch.kubernetes.io/job-name, and
+    the completion index of an Indexed Job)."""
+    pods = []
+    for i in range(count):
+        labels = {"batch.kubernetes.io/job-name": job, **kw.pop("labels", {})}
+        if indexed:
+            labels[names.JOB_COMPLETION_INDEX] = str(i)
+        pods.append(
+            operator_pod(f"{job}-{i}", controller=("batch/v1", "Job", job), labels=labels, **kw)
+        )
+    return pods
+
+
+def jobset_pods(jobset: str, replicated_job: str, replicas: int, pods: int, **kw: Any) -> list:
+    """The pods of a JobSet's Jobs, labelled as JobSet v0.10.1's labelAndAnnotateObject
+    does (pkg/controllers/jobset_controller.go)."""
+    made = []
+    for index in range(replicas):
+        job = f"{jobset}-{replicated_job}-{index}"
+        for i in range(pods):
+            labels = {
+                names.JOBSET_NAME: jobset,
+                names.JOBSET_REPLICATED_JOB: replicated_job,
+                names.JOBSET_JOB_INDEX: str(index),
+                "jobset.sigs.k8s.io/replicatedjob-replicas": str(replicas),
+                names.JOB_COMPLETION_INDEX: str(i),
+            }
+            made.append(
+                operator_pod(f"{job}-{i}", controller=("batch/v1", "Job", job), labels=labels, **kw)
+            )
+    return made
+
+
+def lws_pods(lws: str, *, group: int, size: int, **kw: Any) -> list[Pod]:
+    """One group of a LeaderWorkerSet: the leader (of the leader StatefulSet) and its workers
+    (of the group's worker StatefulSet), labelled by LWS v0.7.0's pod webhook."""
+    labels = {names.LWS_NAME: lws, names.LWS_GROUP_INDEX: str(group)}
+    notes = {"leaderworkerset.sigs.k8s.io/size": str(size)}
+    leader = operator_pod(
+        f"{lws}-{group}",
+        controller=("apps/v1", "StatefulSet", lws),
+        labels={**labels, "leaderworkerset.sigs.k8s.io/worker-index": "0"},
+        annotations=notes,
+        **kw,
+    )
+    workers = [
+        operator_pod(
+            f"{lws}-{group}-{i}",
+            controller=("apps/v1", "StatefulSet", f"{lws}-{group}"),
+            labels={**labels, "leaderworkerset.sigs.k8s.io/worker-index": str(i)},
+            annotations=notes,
+            **kw,
+        )
+        for i in range(1, size)
+    ]
+    return [leader, *workers]
+
+
+def cluster(
+    pods: list[Pod],
+    owners: list[Owner],
+    *,
+    nodes: int = 4,
+    cpu: str = "8",
+    owner_kinds: frozenset[OwnerKind] = frozenset(OwnerKind),
+    classes: tuple[PriorityClass, ...] = (),
+) -> Snapshot:
+    return Snapshot(
+        nodes={n.name: n for n in (node(f"n{i}", cpu=cpu) for i in range(nodes))},
+        pods=tuple(pods),
+        owners={o.key: o for o in owners},
+        owner_kinds=owner_kinds,
+        priority_classes={c.name: c for c in classes},
+    )
+
+
+def bound(snapshot: Snapshot, *, now: float = T0) -> set[str]:
+    result = schedule(snapshot, now=now)
+    return {b.pod.name for g in result.bindings for b in g.bindings}
+
+
+def events(snapshot: Snapshot, reason: str) -> list[str]:
+    return [e.message for e in schedule(snapshot, now=T0).events if e.reason == reason]
+
+
+# -- Jobs ------------------------------------------------------------------------------------
+
+
+def indexed_job(name: str, parallelism: int, **spec: Any) -> Owner:
+    return owner(
+        OwnerKind.JOB,
+        {
+            "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}"},
+            "spec": {
+                "parallelism": parallelism,
+                "completions": parallelism,
+                "completionMode": "Indexed",
+                **spec,
+            },
+        },
+    )
+
+
+def test_an_indexed_job_is_a_gang_of_its_parallelism() -> None:
+    pods = job_pods("train", 4, cpu="4")
+    gang = resolve(cluster(pods, [indexed_job("train", 4)]), CONFIG).gangs[
+        GangKey("ml", "Job/train")
+    ]
+    assert (gang.min_member, gang.total) == (4, 4)
+    assert gang.origin == "gang from Job ml/train: Indexed Job of 4 pods"
+    assert pods[0].gang is not None
+    assert pods[0].gang.source is GangSource.OWNER
+
+
+def test_an_indexed_job_that_does_not_fit_whole_binds_nothing() -> None:
+    pods = job_pods("train", 4, cpu="6")
+    assert bound(cluster(pods, [indexed_job("train", 4)], nodes=3)) == set()
+
+
+def test_the_second_of_two_indexed_jobs_binds_nothing_when_only_one_fits() -> None:
+    first = job_pods("a", 4, cpu="8")
+    second = job_pods("b", 4, cpu="8")
+    owners = [indexed_job("a", 4), indexed_job("b", 4)]
+    got = bound(cluster([*first, *second], owners, nodes=6))
+    assert got == {f"a-{i}" for i in range(4)}
+
+
+def test_a_gang_waits_until_all_of_its_indexed_job_pods_exist() -> None:
+    pods = job_pods("train", 3)
+    messages = events(cluster(pods, [indexed_job("train", 4)]), "GangWaiting")
+    assert bound(cluster(pods, [indexed_job("train", 4)])) == set()
+    assert messages
+    assert "waits until all 4 members exist" in messages[0]
+
+
+def test_a_nonindexed_job_places_each_pod_alone_unless_it_asks_for_a_gang() -> None:
+    pods = job_pods("queue", 3, indexed=False, cpu="8")
+    plain = owner(
+        OwnerKind.JOB,
+        {"metadata": {"name": "queue", "namespace": "ml"}, "spec": {"parallelism": 3}},
+    )
+    assert len(bound(cluster(pods, [plain], nodes=2))) == 2  # two fit: two bind
+    asked = owner(
+        OwnerKind.JOB,
+        {
+            "metadata": {
+                "name": "queue",
+                "namespace": "ml",
+                "annotations": {names.OWNER_GANG: "whole"},
+            },
+            "spec": {"parallelism": 3},
+        },
+    )
+    assert bound(cluster(pods, [asked], nodes=2)) == set()  # a gang of 3: none bind
+    assert len(bound(cluster(pods, [asked], nodes=3))) == 3
+
+
+def test_a_pod_annotation_asks_a_nonindexed_job_for_its_whole_gang() -> None:
+    pods = job_pods("queue", 3, indexed=False, cpu="8", annotations={names.OWNER_GANG: "whole"})
+    plain = owner(
+        OwnerKind.JOB,
+        {"metadata": {"name": "queue", "namespace": "ml"}, "spec": {"parallelism": 3}},
+    )
+    assert bound(cluster(pods, [plain], nodes=2)) == set()
+
+
+def test_owner_gang_none_on_the_pod_leaves_each_pod_alone() -> None:
+    pods = job_pods("train", 4, cpu="8", annotations={names.OWNER_GANG: "none"})
+    assert all(p.gang is None for p in pods)
+    assert len(bound(cluster(pods, [indexed_job("train", 4)], nodes=2))) == 2
+
+
+def test_owner_gang_none_on_the_owner_places_its_pods_as_they_come() -> None:
+    pods = job_pods("train", 4, cpu="8")
+    job = indexed_job("train", 4)
+    off = owner(
+        OwnerKind.JOB,
+        {
+            "metadata": {
+                "name": "train",
+                "namespace": "ml",
+                "annotations": {names.OWNER_GANG: "none"},
+            },
+            "spec": {"parallelism": 4, "completions": 4, "completionMode": "Indexed"},
+        },
+    )
+    assert bound(cluster(pods, [job], nodes=2)) == set()
+    assert bound(cluster(pods, [off], nodes=2))  # the first alone, the rest after it
+
+
+def test_a_misspelt_owner_gang_annotation_is_an_invalid_gang_spec_that_names_the_values() -> None:
+    pods = job_pods("train", 2, annotations={names.OWNER_GANG: "wholle"})
+    messages = events(cluster(pods, [indexed_job("train", 2)]), "InvalidGangSpec")
+    assert messages
+    assert (
+        "annotation gang-scheduler.io/owner-gang must be one of none, whole, replica"
+        in (messages[0])
+    )
+    assert "'wholle'" in messages[0]
+
+
+def test_a_hostile_parallelism_is_an_error_that_names_the_field() -> None:
+    bad = owner(
+        OwnerKind.JOB,
+        {"metadata": {"name": "x", "namespace": "ml"}, "spec": {"parallelism": "lots"}},
+    )
+    assert bad.errors == (
+        "spec.parallelism must be a whole number from 0 to 2147483647, got 'lots'",
+    )
+
+
+def test_the_owners_annotations_set_the_gangs_timeout_and_priority() -> None:
+    job = owner(
+        OwnerKind.JOB,
+        {
+            "metadata": {
+                "name": "train",
+                "namespace": "ml",
+                "labels": {"priorityClassName": "high"},
+                "annotations": {names.KOORD_WAITING_TIME: "90s"},
+            },
+            "spec": {"parallelism": 2, "completionMode": "Indexed"},
+        },
+    )
+    snapshot = cluster(job_pods("train", 2), [job], classes=(PriorityClass("high", 1000),))
+    gang = resolve(snapshot, CONFIG).gangs[GangKey("ml", "Job/train")]
+    assert (gang.timeout_seconds, gang.priority) == (90.0, 1000)
+
+
+def test_a_pods_own_annotation_overrides_its_owners() -> None:
+    job = owner(
+        OwnerKind.JOB,
+        {
+            "metadata": {
+                "name": "train",
+                "namespace": "ml",
+                "annotations": {names.KOORD_WAITING_TIME: "90s"},
+            },
+            "spec": {"parallelism": 2, "completionMode": "Indexed"},
+        },
+    )
+    pods = job_pods("train", 2, annotations={names.KOORD_WAITING_TIME: "30s"})
+    gang = resolve(cluster(pods, [job]), CONFIG).gangs[GangKey("ml", "Job/train")]
+    assert gang.timeout_seconds == 30.0
+
+
+def test_pods_whose_owner_is_not_seen_yet_wait_with_an_event_that_names_it() -> None:
+    pods = job_pods("train", 2)
+    assert bound(cluster(pods, [])) == set()
+    messages = events(cluster(pods, []), "OwnerNotFound")
+    assert messages
+    assert "Job ml/train, which is not in the cache" in messages[0]
+
+
+def test_pods_whose_owner_kind_cannot_be_read_are_placed_as_they_come() -> None:
+    pods = jobset_pods("llama", "workers", 1, 2, cpu="8")
+    unreadable = frozenset(OwnerKind) - {OwnerKind.JOBSET}
+    gang = resolve(cluster(pods, [], owner_kinds=unreadable), CONFIG).gangs[
+        GangKey("ml", "JobSet/llama/workers-0")
+    ]
+    assert gang.min_member == 1
+    assert "JobSets are not readable here" in gang.origin
+    assert len(bound(cluster(pods, [], nodes=1, owner_kinds=unreadable))) == 1
+
+
+# -- JobSet ----------------------------------------------------------------------------------
+
+
+def jobset(name: str, *replicated: tuple[str, int, int], **meta: Any) -> Owner:
+    return owner(
+        OwnerKind.JOBSET,
+        {
+            "metadata": {"name": name, "namespace": "ml", **meta},
+            "spec": {
+                "replicatedJobs": [
+                    {
+                        "name": rj,
+                        "replicas": replicas,
+                        "template": {"spec": {"parallelism": pods, "completions": pods}},
+                    }
+                    for rj, replicas, pods in replicated
+                ]
+            },
+        },
+    )
+
+
+def test_a_jobset_binds_whole_every_replicated_job_together() -> None:
+    llama = jobset("llama", ("workers", 4, 2), ("driver", 1, 1))
+    pods = [*jobset_pods("llama", "workers", 4, 2), *jobset_pods("llama", "driver", 1, 1)]
+    snapshot = cluster(pods, [llama], nodes=9, cpu="1")
+    assert len(bound(snapshot)) == 9
+    short = cluster(pods, [llama], nodes=8, cpu="1")
+    assert bound(short) == set()  # one pod short: nothing of it
+    gang = resolve(snapshot, CONFIG).gangs[GangKey("ml", "JobSet/llama/workers-0")]
+    assert gang.min_member == 2
+    assert len(gang.group) == 5
+    assert gang.origin == (
+        "gang from JobSet ml/llama: 2 replicated jobs (workers 4 x 2 pods, driver 1 x 1 pod), "
+        "one gang"
+    )
+
+
+def test_a_jobset_with_exclusive_placement_is_a_gang_per_replica() -> None:
+    exclusive = {names.JOBSET_EXCLUSIVE: "topology.kubernetes.io/zone"}
+    llama = jobset("llama", ("workers", 4, 2), annotations=exclusive)
+    # JobSet copies the annotation onto its pods too.
+    pods = jobset_pods("llama", "workers", 4, 2, annotations=exclusive)
+    got = bound(cluster(pods, [llama], nodes=5, cpu="1"))
+    assert len(got) == 4  # two replicas of two pods fit; a third does not start half
+    assert {p.rsplit("-", 1)[0] for p in got} == {"llama-workers-0", "llama-workers-1"}
+
+
+def test_our_annotation_on_the_jobset_asks_for_a_gang_per_replica() -> None:
+    llama = jobset("llama", ("workers", 4, 2), annotations={names.OWNER_GANG: "replica"})
+    pods = jobset_pods("llama", "workers", 4, 2)
+    assert len(bound(cluster(pods, [llama], nodes=5, cpu="1"))) == 4
+
+
+def test_a_jobset_started_in_order_is_a_gang_per_replicated_job() -> None:
+    """StartupPolicy InOrder (JobSet's KEP 104 example): the workers are created only once
+    the driver runs, so one gang of both would wait for ever."""
+    body = example("jobset-in-order.yaml")
+    js = owner(OwnerKind.JOBSET, body)
+    driver = jobset_pods("driver-ready-worker-start", "driver", 1, 1)
+    snapshot = cluster(driver, [js])
+    assert bound(snapshot) == {"driver-ready-worker-start-driver-0-0"}
+    gang = resolve(snapshot, CONFIG).gangs[
+        GangKey("ml", "JobSet/driver-ready-worker-start/driver-0")
+    ]
+    assert gang.group == (gang.key,)
+    assert "a gang per replicated job (started in order)" in gang.origin
+
+
+# -- LeaderWorkerSet -------------------------------------------------------------------------
+
+
+def test_each_leaderworkerset_group_is_a_gang_of_its_own() -> None:
+    lws = owner(OwnerKind.LEADER_WORKER_SET, example("leaderworkerset-sample.yaml"))
+    pods = [
+        p for g in range(3) for p in lws_pods("leaderworkerset-sample", group=g, size=4, cpu="2")
+    ]
+    got = bound(cluster(pods, [lws], nodes=2, cpu="9"))  # room for 8 pods: two groups
+    assert len(got) == 8
+    groups = {p.split("-")[2] for p in got}
+    assert len(groups) == 2
+    gang = resolve(cluster(pods, [lws]), CONFIG).gangs[
+        GangKey("ml", "LeaderWorkerSet/leaderworkerset-sample/0")
+    ]
+    assert (gang.min_member, gang.group) == (4, (gang.key,))
+    assert gang.origin.endswith("3 groups of 4 (a leader and 3 workers), a gang per group")
+
+
+# -- RayCluster, MPIJob, PyTorchJob ------------------------------------------------------------
+
+
+def test_a_raycluster_is_its_head_and_the_workers_kuberays_podgroup_counts() -> None:
+    ray = owner(OwnerKind.RAY_CLUSTER, example("raycluster-scheduler-plugins.yaml"))
+    name = "test-podgroup-0"
+    head = operator_pod(
+        f"{name}-head",
+        controller=("ray.io/v1", "RayCluster", name),
+        labels={"ray.io/cluster": name, "ray.io/node-type": "head"},
+    )
+    workers = [
+        operator_pod(
+            f"{name}-worker-{i}",
+            controller=("ray.io/v1", "RayCluster", name),
+            labels={"ray.io/cluster": name, "ray.io/node-type": "worker", "ray.io/group": "worker"},
+        )
+        for i in range(2)
+    ]
+    gang = resolve(cluster([head, *workers], [ray]), CONFIG).gangs[
+        GangKey("ml", f"RayCluster/{name}")
+    ]
+    assert gang.min_member == 3  # KubeRay's own PodGroup: desired workers + 1
+    assert gang.origin.endswith("head and 2 workers (worker: 2)")
+    assert bound(cluster([head, *workers[:1]], [ray])) == set()
+    assert len(bound(cluster([head, *workers], [ray]))) == 3
+
+
+def test_an_mpijob_is_its_launcher_job_and_its_workers() -> None:
+    mpi = owner(OwnerKind.MPI_JOB, example("mpijob-pi.yaml"))
+    role = {names.KUBEFLOW_OPERATOR: "mpi-operator", names.KUBEFLOW_JOB_NAME: "pi"}
+    launcher = operator_pod(
+        "pi-launcher-x7k2q",
+        controller=("batch/v1", "Job", "pi-launcher"),
+        labels={**role, "training.kubeflow.org/job-role": "launcher"},
+    )
+    workers = [
+        operator_pod(
+            f"pi-worker-{i}",
+            controller=("kubeflow.org/v2beta1", "MPIJob", "pi"),
+            labels={**role, "training.kubeflow.org/job-role": "worker"},
+        )
+        for i in range(2)
+    ]
+    snapshot = cluster([launcher, *workers], [mpi])
+    gang = resolve(snapshot, CONFIG).gangs[GangKey("ml", "MPIJob/pi")]
+    assert (gang.min_member, len(gang.members)) == (3, 3)
+    assert len(bound(snapshot)) == 3
+
+
+def test_a_pytorchjob_is_all_of_its_replicas() -> None:
+    job = owner(OwnerKind.PYTORCH_JOB, example("pytorchjob-simple.yaml", namespace="kubeflow"))
+    pods = [
+        operator_pod(
+            f"pytorch-simple-{role}-0",
+            namespace="kubeflow",
+            controller=("kubeflow.org/v1", "PyTorchJob", "pytorch-simple"),
+            labels={
+                names.KUBEFLOW_OPERATOR: "pytorchjob-controller",
+                names.KUBEFLOW_JOB_NAME: "pytorch-simple",
+                "training.kubeflow.org/replica-type": role,
+            },
+        )
+        for role in ("master", "worker")
+    ]
+    snapshot = cluster(pods, [job])
+    gang = resolve(snapshot, CONFIG).gangs[GangKey("kubeflow", "PyTorchJob/pytorch-simple")]
+    assert gang.min_member == 2
+    assert gang.origin == "gang from PyTorchJob kubeflow/pytorch-simple: Master 1, Worker 1"
+    assert len(bound(snapshot)) == 2
+
+
+def test_pods_of_owners_that_make_no_gang_are_each_alone() -> None:
+    replica = operator_pod("web-abc", controller=("apps/v1", "ReplicaSet", "web-5d4"))
+    stateful = operator_pod("db-0", controller=("apps/v1", "StatefulSet", "db"))
+    assert replica.gang is None
+    assert stateful.gang is None
+
+
+def test_explain_says_how_the_gang_was_formed() -> None:
+    llama = jobset("llama", ("workers", 2, 2))
+    pods = jobset_pods("llama", "workers", 2, 2)
+    lines = explain(
+        cluster(pods, [llama]), GangKey("ml", "JobSet/llama/workers-0"), now=T0, config=CONFIG
+    )
+    assert "gang from JobSet ml/llama: 1 replicated job (workers 2 x 2 pods), one gang" in lines
+    assert "GangGroup: ml/JobSet/llama/workers-0, ml/JobSet/llama/workers-1" in lines
