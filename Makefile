@@ -9,7 +9,7 @@ KUBECTL = KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k podgroup -x"`.
 PYTEST_ARGS ?=
 
-.PHONY: help setup binaries lint format test test-unit fuzz bench chaos oracle cluster-up cluster-down demo e2e-kind clean
+.PHONY: help setup binaries lint format test test-unit fuzz bench chaos oracle clients cluster-up cluster-down demo e2e-kind clean
 
 help:
 	@echo "make demo          start the local control plane with fake GPU nodes, and say how to use it"
@@ -20,6 +20,7 @@ help:
 	@echo "make fuzz          every codec fuzzed with hostile input, FUZZ_EXAMPLES in all (100000)"
 	@echo "make bench         us beside kube-scheduler's gang scheduling and Coscheduling, vs the bind ceiling"
 	@echo "make chaos         random faults against the scheduler, invariants checked (CHAOS_RUNS=200)"
+	@echo "make clients       every job framework's real operator (KubeRay, JobSet, ...) with the scheduler"
 	@echo "make oracle        kube-scheduler and the core asked the same questions (ORACLE_CASES=500)"
 	@echo "make e2e-kind      the e2e suite on a kind cluster, scheduler deployed (needs Docker)"
 	@echo "make setup         create $(VENV) with the project and its dev tools"
@@ -49,8 +50,17 @@ format: setup
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# The short form of the job frameworks' tests runs here (KubeRay); `make clients` runs them all.
 test: lint binaries
-	$(PY) -m pytest $(PYTEST_ARGS)
+	bash e2e/operators/build.sh kuberay
+	$(PY) -m pytest -m "not clients" $(PYTEST_ARGS)
+
+# Every job framework's real operator (e2e/operators/versions.txt), built from its Go module
+# and cached, against the local control plane: e2e/test_clients.py.
+clients: setup binaries
+	for op in $$(awk '!/^#/ && NF {print $$1}' e2e/operators/versions.txt); do \
+		bash e2e/operators/build.sh $$op || exit 1; done
+	$(PY) -m pytest e2e/test_clients.py $(PYTEST_ARGS)
 
 # A benchmark, not a test: figures go to bench/results/. BENCH_ARGS="--nodes 100 --pods 500"
 # makes a quick one; BENCH_ARGS=--scale the scale tier (5,000 nodes, 30,000 pods; long).

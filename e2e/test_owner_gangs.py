@@ -93,8 +93,9 @@ def test_a_deleted_pod_of_a_running_indexed_job_is_recreated_and_placed_again(
     cluster.nodes(2, cpu="8")
     cluster.apply(indexed_job(cluster, "train", 3, cpu="4"))
     members = wait_for(
-        lambda: len(job_pods(cluster, "train", bound_only=True)) == 3
-        and job_pods(cluster, "train"),
+        lambda: (
+            len(job_pods(cluster, "train", bound_only=True)) == 3 and job_pods(cluster, "train")
+        ),
         timeout=BIND_TIMEOUT,
         what="the Job bound whole",
     )
@@ -102,8 +103,10 @@ def test_a_deleted_pod_of_a_running_indexed_job_is_recreated_and_placed_again(
     cluster.access.kubectl("delete", "pod", lost, "-n", cluster.namespace, "--wait=true",
                            "--grace-period=0", "--force")  # fmt: skip
     wait_for(
-        lambda: len(job_pods(cluster, "train", bound_only=True) - members) == 1
-        and len(job_pods(cluster, "train", bound_only=True)) == 3,
+        lambda: (
+            len(job_pods(cluster, "train", bound_only=True) - members) == 1
+            and len(job_pods(cluster, "train", bound_only=True)) == 3
+        ),
         timeout=BIND_TIMEOUT,
         what="the replacement pod bound",
     )

@@ -32,6 +32,9 @@ _DIRECT = {
     ("PyTorchJob", "kubeflow.org"): OwnerKind.PYTORCH_JOB,
 }
 INT32_MAX = 2**31 - 1
+# A JobSet is a gang per replica: one with more replicas than this (hostile, or a mistake
+# no JobSet controller could run) is an error rather than a pass that never ends.
+MAX_REPLICAS = 10_000
 
 
 def read_grouping(annotations: Mapping[str, str], errors: list[str]) -> Grouping | None:
@@ -189,7 +192,15 @@ def _jobset(
     described: list[str] = []
     staged = text(obj(spec.get("startupPolicy")).get("startupPolicyOrder")) == "InOrder"
     per_replica = grouping is Grouping.REPLICA or names.JOBSET_EXCLUSIVE in annotations
-    for i, rjob in enumerate(objs(spec.get("replicatedJobs"))):
+    rjobs = objs(spec.get("replicatedJobs"))
+    replicas_in_all = sum(_count(r.get("replicas"), 1, "", []) for r in rjobs)  # errors said below
+    if replicas_in_all > MAX_REPLICAS:
+        errors.append(
+            f"spec.replicatedJobs have {replicas_in_all} replicas in all; a JobSet makes gangs "
+            f"of at most {MAX_REPLICAS} (give its pods {names.OWNER_GANG}: none, or a PodGroup)"
+        )
+        return {"shape": f"{replicas_in_all} replicas: too many to group"}
+    for i, rjob in enumerate(rjobs):
         name = text(rjob.get("name"))
         field = f"spec.replicatedJobs[{i}]"
         replicas = _count(rjob.get("replicas"), 1, f"{field}.replicas", errors)

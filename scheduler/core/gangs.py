@@ -226,7 +226,10 @@ def _owner_gang(
             f"min-available ({min_member}) is greater than total-number ({total}); "
             "the gang could never be complete"
         )
-    constraints = stated("constraints")
+    # Constraints do not hash (they hold maps): the first member that states them counts.
+    constraints = next((c.constraints for c in claims if c.constraints is not None), None)
+    if constraints is None:
+        constraints = options.constraints
     named = stated("groups")
     return Gang(
         key=key,

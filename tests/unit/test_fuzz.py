@@ -67,6 +67,7 @@ from scheduler.codecs.objects import (
     volume_from_dict,
     workload_podgroup_from_dict,
 )
+from scheduler.codecs.owners import owner_from_dict
 from scheduler.codecs.topology import (
     group_from_configmap,
     read_constraints,
@@ -76,8 +77,9 @@ from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.gangs import PodGroup
+from scheduler.model.gangs import Owner, PodGroup
 from scheduler.model.nodes import Node
+from scheduler.model.owners import OwnerKind
 from scheduler.model.pods import GangClaim, GangOptions, GangSource, Pod, PodGroupApi
 from scheduler.model.snapshot import PriorityClass
 from scheduler.model.topology import Constraints, SakkaraGroup, Topology
@@ -86,7 +88,7 @@ from tests.unit.builders import SCHEDULER, T0
 
 # -- profiles -------------------------------------------------------------------------------
 
-FUZZ_TESTS = 16  # the tests below that use FUZZ; test_every_fuzz_test_gets_its_share checks
+FUZZ_TESTS = 17  # the tests below that use FUZZ; test_every_fuzz_test_gets_its_share checks
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "100000"))
 _COMMON: dict[str, Any] = {
     "deadline": None,
@@ -462,9 +464,14 @@ def valid_pods(draw: st.DrawFn) -> dict[str, Any]:
     labels: dict[str, str] = {"app": "demo"}
     declared = draw(
         st.sampled_from(
-            ["koordinator", "label", "legacy", "sakkara", "none", "upstream", "volcano"]
+            ["koordinator", "label", "legacy", "sakkara", "none", "upstream", "volcano", "owner"]
         )
     )
+    owners: list[dict[str, Any]] = []
+    if declared == "owner":
+        owned, extra = draw(OWNED_BY)
+        labels.update(extra)
+        owners = [{**owned, "uid": "uid-owner", "controller": True}]
     if declared == "label":
         labels[names.POD_GROUP_LABEL] = "pg"
     elif declared == "legacy":
@@ -497,6 +504,8 @@ def valid_pods(draw: st.DrawFn) -> dict[str, Any]:
         "annotations": annotations,
         "creationTimestamp": draw(TIMES),
     }
+    if owners:
+        metadata["ownerReferences"] = owners
     # Rare choices are the largest draw: hypothesis starts from (and shrinks to) the smallest.
     if draw(st.integers(0, 9)) == 9:
         metadata["deletionTimestamp"] = draw(TIMES)
@@ -513,6 +522,98 @@ def valid_pods(draw: st.DrawFn) -> dict[str, Any]:
         "spec": spec,
         "status": {"phase": phase},
     }
+
+
+# A pod's controller and the labels its operator writes: of a Job, a JobSet's Job, an
+# MPIJob's launcher Job, a LeaderWorkerSet's StatefulSet, a RayCluster, an MPIJob, a
+# PyTorchJob (the owners below), or of an owner that makes no gang.
+OWNED_BY = st.sampled_from(
+    [
+        ({"apiVersion": "batch/v1", "kind": "Job", "name": "j"},
+         {names.JOB_COMPLETION_INDEX: "0"}),
+        ({"apiVersion": "batch/v1", "kind": "Job", "name": "js-w-0"},
+         {names.JOBSET_NAME: "js", names.JOBSET_REPLICATED_JOB: "w", names.JOBSET_JOB_INDEX: "0"}),
+        ({"apiVersion": "batch/v1", "kind": "Job", "name": "js-w-1"},
+         {names.JOBSET_NAME: "js", names.JOBSET_REPLICATED_JOB: "w", names.JOBSET_JOB_INDEX: "1"}),
+        ({"apiVersion": "batch/v1", "kind": "Job", "name": "m-launcher"},
+         {names.KUBEFLOW_OPERATOR: "mpi-operator", names.KUBEFLOW_JOB_NAME: "m"}),
+        ({"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "l"},
+         {names.LWS_NAME: "l", names.LWS_GROUP_INDEX: "0"}),
+        ({"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "r"}, {}),
+        ({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": "m"}, {}),
+        ({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "t"}, {}),
+        ({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web"}, {}),
+    ]
+)  # fmt: skip
+
+
+@st.composite
+def valid_owners(draw: st.DrawFn) -> tuple[OwnerKind, dict[str, Any]]:
+    """An owner that makes gangs, of each kind, as its operator's CRD (or batch/v1) has it,
+    sometimes with gang annotations of its own."""
+    kind = draw(st.sampled_from(list(OwnerKind)))
+    small = st.integers(0, 3)
+    specs = {
+        OwnerKind.JOB: lambda: {
+            "parallelism": draw(small),
+            "completions": draw(st.integers(1, 4)),
+            "completionMode": draw(st.sampled_from(["Indexed", "NonIndexed"])),
+        },
+        OwnerKind.JOBSET: lambda: {
+            "replicatedJobs": [
+                {
+                    "name": "w",
+                    "replicas": draw(small),
+                    "template": {"spec": {"parallelism": draw(small)}},
+                }
+            ],
+            "startupPolicy": {"startupPolicyOrder": draw(st.sampled_from(["AnyOrder", "InOrder"]))},
+        },
+        OwnerKind.LEADER_WORKER_SET: lambda: {
+            "replicas": draw(small),
+            "leaderWorkerTemplate": {"size": draw(st.integers(1, 4))},
+        },
+        OwnerKind.RAY_CLUSTER: lambda: {
+            "headGroupSpec": {},
+            "workerGroupSpecs": [
+                {
+                    "groupName": "g",
+                    "replicas": draw(small),
+                    "minReplicas": draw(small),
+                    "maxReplicas": draw(small),
+                    "numOfHosts": draw(st.integers(1, 2)),
+                }
+            ],
+        },
+        OwnerKind.MPI_JOB: lambda: {
+            "mpiReplicaSpecs": {"Launcher": {"replicas": 1}, "Worker": {"replicas": draw(small)}}
+        },
+        OwnerKind.PYTORCH_JOB: lambda: {
+            "pytorchReplicaSpecs": {"Master": {"replicas": 1}, "Worker": {"replicas": draw(small)}},
+            "runPolicy": {"schedulingPolicy": {"minAvailable": draw(st.integers(1, 4))}},
+        },
+    }
+    name = {
+        OwnerKind.JOB: "j",
+        OwnerKind.JOBSET: "js",
+        OwnerKind.LEADER_WORKER_SET: "l",
+        OwnerKind.RAY_CLUSTER: "r",
+        OwnerKind.MPI_JOB: "m",
+        OwnerKind.PYTORCH_JOB: "t",
+    }[kind]
+    annotations = draw(GANG_OPTIONS)
+    if draw(st.integers(0, 3)) == 3:
+        annotations[names.OWNER_GANG] = draw(st.sampled_from(["none", "whole", "replica", "x"]))
+    return kind, {
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}",
+                     "annotations": annotations},
+        "spec": specs[kind](),
+    }  # fmt: skip
+
+
+OWNERS = st.tuples(st.sampled_from(list(OwnerKind)), JSON) | valid_owners().flatmap(
+    lambda pair: st.tuples(st.just(pair[0]), almost(st.just(pair[1])))
+)
 
 
 @st.composite
@@ -841,6 +942,25 @@ def test_the_volcano_podgroup_codec_returns_a_podgroup_for_any_json(obj: Any) ->
     json.dumps(podgroup_status_to_dict(podgroup.status, podgroup.api))
 
 
+@FUZZ
+@given(OWNERS | valid_owners())
+@example((OwnerKind.JOBSET, {"spec": {"replicatedJobs": [{"replicas": 2**31 - 1}]}}))
+@example((OwnerKind.RAY_CLUSTER, {"spec": {"workerGroupSpecs": [{"numOfHosts": 0}]}}))
+def test_the_owner_codecs_return_an_owner_for_any_json(pair: tuple[OwnerKind, Any]) -> None:
+    kind, body = pair
+    owner = owner_from_dict(kind, body)
+    assert isinstance(owner, Owner)
+    assert owner.key.kind is kind
+    for part, size in owner.parts.items():
+        assert isinstance(part, str)
+        assert _is_int(size)
+        assert 1 <= size < 2**31, (part, size)
+    assert owner.part_size is None or 1 <= owner.part_size < 2**31
+    assert all(part in owner.parts for parts in owner.together.values() for part in parts)
+    assert isinstance(owner.shape, str)
+    assert all(isinstance(e, str) for e in owner.errors)
+
+
 def test_bad_upstream_and_volcano_counts_are_errors_that_name_the_field() -> None:
     for spec, field in [
         ({"schedulingPolicy": {"gang": {"minCount": 0}}}, "spec.schedulingPolicy.gang.minCount"),
@@ -1025,6 +1145,7 @@ class Cluster:
     priority_classes: list[Any]
     configmaps: list[Any]
     topology_labels: tuple[tuple[str, str], ...]
+    owners: list[tuple[OwnerKind, Any]] | tuple[()] = ()
 
 
 def _some(valid: st.SearchStrategy[Any], broken: st.SearchStrategy[Any]) -> Any:
@@ -1046,6 +1167,7 @@ CLUSTERS = st.builds(
         TOPOLOGY_CONFIGMAPS | GROUP_CONFIGMAPS,
     ),
     topology_labels=st.sampled_from([(), (("rack", "rack"),), (("rack", "rack"),)]),
+    owners=_some(valid_owners(), OWNERS),
 )
 
 
@@ -1062,6 +1184,8 @@ def _load(cluster: Cluster) -> ClusterCache:
         cache.upsert_podgroup(podgroup_of(api, body))
     for body in cluster.configmaps:
         apply_configmap(cache, body, topology_namespace=TOPOLOGY_NAMESPACE)
+    for kind, body in cluster.owners:
+        cache.upsert_owner(owner_from_dict(kind, body))
     for body in cluster.pods:
         cache.upsert_pod(pod_from_dict(body))
     return cache

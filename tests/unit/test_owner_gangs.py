@@ -330,6 +330,16 @@ def test_a_pods_own_annotation_overrides_its_owners() -> None:
     assert gang.timeout_seconds == 30.0
 
 
+def test_topology_constraints_on_the_pods_place_their_owner_gang_with_the_solver() -> None:
+    constraints = '{"node": {"type": "spread"}}'
+    pods = job_pods("train", 2, annotations={names.TOPOLOGY_CONSTRAINTS: constraints})
+    gang = resolve(cluster(pods, [indexed_job("train", 2)]), CONFIG).gangs[
+        GangKey("ml", "Job/train")
+    ]
+    assert gang.topology_placed
+    assert len(bound(cluster(pods, [indexed_job("train", 2)]))) == 2
+
+
 def test_pods_whose_owner_is_not_seen_yet_wait_with_an_event_that_names_it() -> None:
     pods = job_pods("train", 2)
     assert bound(cluster(pods, [])) == set()

@@ -1,0 +1,73 @@
+"""The job frameworks' real operators, built from their Go modules (build.sh beside this file)
+and run out of cluster against the control plane under test, as their own processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def _build(name: str, *args: str) -> str:
+    result = subprocess.run(
+        ["bash", str(HERE / "build.sh"), name, *args],
+        capture_output=True, text=True, check=False, timeout=1800,
+    )  # fmt: skip
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"could not build the {name} operator (e2e/operators/build.sh {name}): "
+            f"{result.stderr.strip()[-2000:]}"
+        )
+    return result.stdout.strip().splitlines()[-1]
+
+
+def binary(name: str) -> Path:
+    """The operator's binary, built (or taken from the cache) first."""
+    return Path(_build(name))
+
+
+def crds(name: str) -> Path:
+    """The folder of the CRDs the operator's own module ships."""
+    return Path(_build(name, "--crds"))
+
+
+@dataclass
+class OperatorProcess:
+    """One operator, run as a process of its own with the test cluster's kubeconfig."""
+
+    name: str
+    kubeconfig: Path
+    log: Path
+    args: tuple[str, ...] = ()
+    process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self) -> OperatorProcess:
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(
+                [str(binary(self.name)), *self.args],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
+            )  # fmt: skip
+        return self
+
+    def assert_alive(self) -> None:
+        assert self.process is not None
+        code = self.process.poll()
+        if code is not None:
+            tail = "\n".join(self.log.read_text(errors="replace").splitlines()[-20:])
+            raise AssertionError(
+                f"the {self.name} operator exited with {code}; its log ends:\n{tail}"
+            )
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
