@@ -158,3 +158,29 @@ def write_pki(directory: Path) -> Pki:
     for key_file in (pki.serving_key, pki.admin_key, pki.service_account_key):
         key_file.chmod(0o600)
     return pki
+
+
+def write_webhook_pki(directory: Path) -> bytes:
+    """A CA and a serving pair for 127.0.0.1 and localhost, as controller-runtime's webhook
+    server reads them (``tls.crt`` and ``tls.key`` in its cert dir): an operator's
+    webhooks served on the loopback address, which the API server reaches by URL. Returns
+    the CA certificate (PEM), the webhook configurations' caBundle."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = _name("gang-scheduler-webhook-ca")
+    ca_cert = _issue(
+        subject=ca_name, key=ca_key, ca_name=ca_name, ca_key=ca_key, usage=None, is_ca=True
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = _issue(
+        subject=_name("webhook"),
+        key=key,
+        ca_name=ca_name,
+        ca_key=ca_key,
+        usage=ExtendedKeyUsageOID.SERVER_AUTH,
+        sans=[x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
+    )
+    (directory / "tls.crt").write_bytes(_pem_cert(cert))
+    (directory / "tls.key").write_bytes(_pem_key(key))
+    (directory / "tls.key").chmod(0o600)
+    return _pem_cert(ca_cert)

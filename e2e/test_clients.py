@@ -11,6 +11,7 @@ clients` runs every framework and mode (marker ``clients``)."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -20,13 +21,28 @@ import pytest
 import yaml
 
 from e2e import operators
-from e2e.fixtures import Cluster, ClusterAccess, PrivateSchedulers, wait_for
+from e2e.cluster import free_port
+from e2e.fixtures import TEST_LABEL, Cluster, ClusterAccess, PrivateSchedulers, wait_for
+from e2e.pki import write_webhook_pki
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
 
 TIMEOUT = 60
+# KWOK moves a Job's pods to Succeeded at once; with this they run for an hour.
+RUNS_AN_HOUR = {"pod-complete.stage.kwok.x-k8s.io/delay": "1h"}
 VOLCANO_PODGROUP_CRD = Path(__file__).resolve().parent / "crds" / "volcano-podgroups.yaml"
 CPU = "4"  # each pod's request; each test node has exactly this much
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What an operator is run with: its test's namespace, a port and certificates for its
+    webhook server (on 127.0.0.1), and a folder of its own."""
+
+    namespace: str
+    port: int
+    cert_dir: Path
+    folder: Path
 
 
 @dataclass(frozen=True)
@@ -34,15 +50,21 @@ class Framework:
     """How to run one operator and make its jobs."""
 
     operator: str  # the name in e2e/operators/versions.txt
-    args: tuple[str, ...]  # its flags
-    crds: tuple[str, ...]  # CRD files of its module to install (relative to its CRD folder)
-    # The schedulerName its pods ask for when the operator writes one ("" : the template's).
+    crds: tuple[str, ...]  # CRD files of its module to install (in its CRD folder)
+    # The schedulerName its pods ask for when the operator writes one ("": the template's).
     asks_for: str
     # (cluster, job name, schedulerName for the templates, pods) -> the manifests of a job.
     job: Callable[[Cluster, str, str, int], list[dict]]
-    # (cluster, job name) -> the names of its live pods
-    pods: Callable[[Cluster, str], set[str]]
+    selector: Callable[[str], str]  # job name -> a label selector of its pods
     kind: str  # what `kubectl delete` calls the job
+    args: Callable[[Setup], tuple[str, ...]] = lambda setup: ()
+    # Its webhooks' manifests in its module (served on 127.0.0.1, reached by URL), if any.
+    webhooks: str = ""
+    # Its configuration file, if it takes one (--config).
+    config: Callable[[Setup], dict] | None = None
+
+    def pods(self, cluster: Cluster, job: str) -> dict[str, str]:
+        return _live_pods(cluster, self.selector(job))
 
 
 def _live_pods(cluster: Cluster, selector: str) -> dict[str, str]:
@@ -58,12 +80,20 @@ def _live_pods(cluster: Cluster, selector: str) -> dict[str, str]:
     }
 
 
+def _uids(cluster: Cluster, selector: str) -> set[str]:
+    out = cluster.access.kubectl(
+        "get", "pods", "-n", cluster.namespace, "-l", selector, "-o", "json"
+    ).stdout
+    return {p["metadata"]["uid"] for p in json.loads(out)["items"]}
+
+
 def _pod_spec(cluster: Cluster, scheduler: str, container: str) -> dict:
+    """A pod spec for this test's nodes, asking for CPU; without a schedulerName when the
+    operator writes one."""
     spec = cluster.pod("unused", scheduler=scheduler, requests={"cpu": CPU})["spec"]
     spec["containers"][0]["name"] = container
-    spec["containers"][0]["image"] = "rayproject/ray:2.46.0"
     if not scheduler:
-        del spec["schedulerName"]  # the operator writes it
+        del spec["schedulerName"]
     return spec
 
 
@@ -102,44 +132,151 @@ def ray_cluster(gang_label: bool) -> Callable[[Cluster, str, str, int], list[dic
     return make
 
 
-def ray_pods(cluster: Cluster, name: str) -> dict[str, str]:
-    return _live_pods(cluster, f"ray.io/cluster={name}")
-
-
 KUBERAY_CRDS = ("ray.io_rayclusters.yaml", "ray.io_rayjobs.yaml", "ray.io_rayservices.yaml")
 KUBERAY_FLAGS = ("--metrics-addr=0", "--health-probe-bind-address=0",
                  "--enable-leader-election=false")  # fmt: skip
 
+
+def _ray(mode: str, asks_for: str) -> Framework:
+    flags = (*KUBERAY_FLAGS, f"--batch-scheduler={mode}") if mode else KUBERAY_FLAGS
+    return Framework(
+        operator="kuberay",
+        args=lambda setup: flags,
+        crds=KUBERAY_CRDS,
+        asks_for=asks_for,
+        job=ray_cluster(gang_label=bool(mode)),
+        selector=lambda name: f"ray.io/cluster={name}",
+        kind="raycluster",
+    )
+
+
+# -- JobSet, LeaderWorkerSet: webhooks served on the loopback address -------------------------
+
+
+def _controller_config(group: str, setup: Setup) -> dict:
+    """JobSet's and LeaderWorkerSet's Configuration (the same kubebuilder shape): no leader
+    election, no certificate management of their own (ours are in the cert dir), the
+    webhook server on 127.0.0.1, metrics and probes off."""
+    return {
+        "apiVersion": f"config.{group}/v1alpha1",
+        "kind": "Configuration",
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": False},
+        "webhook": {"port": setup.port, "host": "127.0.0.1", "certDir": str(setup.cert_dir)},
+        "metrics": {"bindAddress": "0"},
+        "health": {"healthProbeBindAddress": "0"},
+    }
+
+
+def job_template(cluster: Cluster, scheduler: str, pods: int, container: str) -> dict:
+    spec = _pod_spec(cluster, scheduler, container)
+    spec["restartPolicy"] = "Never"
+    return {
+        "spec": {
+            "parallelism": pods,
+            "completions": pods,
+            "completionMode": "Indexed",
+            "backoffLimit": 10,
+            "template": {"metadata": {"annotations": RUNS_AN_HOUR}, "spec": spec},
+        }
+    }
+
+
+def jobset(cluster: Cluster, name: str, scheduler: str, pods: int) -> list[dict]:
+    """A driver and pods - 1 workers in replicas of one: the JobSet is one gang of them."""
+    return [
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "metadata": {"name": name, "namespace": cluster.namespace},
+            "spec": {
+                "replicatedJobs": [
+                    {"name": "driver", "replicas": 1,
+                     "template": job_template(cluster, scheduler, 1, "driver")},
+                    {"name": "workers", "replicas": pods - 1,
+                     "template": job_template(cluster, scheduler, 1, "worker")},
+                ]
+            },
+        }
+    ]  # fmt: skip
+
+
+def leader_worker_set(cluster: Cluster, name: str, scheduler: str, pods: int) -> list[dict]:
+    """One group of a leader and pods - 1 workers: a gang of its own."""
+    spec = _pod_spec(cluster, scheduler, "worker")
+    return [
+        {
+            "apiVersion": "leaderworkerset.x-k8s.io/v1",
+            "kind": "LeaderWorkerSet",
+            "metadata": {"name": name, "namespace": cluster.namespace},
+            "spec": {
+                "replicas": 1,
+                "leaderWorkerTemplate": {"size": pods, "workerTemplate": {"spec": spec}},
+            },
+        }
+    ]
+
+
+def mpi_job(cluster: Cluster, name: str, scheduler: str, pods: int) -> list[dict]:
+    """A launcher (a Job of the MPI Operator's) and pods - 1 workers."""
+    launcher = _pod_spec(cluster, scheduler, "launcher")
+    worker = _pod_spec(cluster, scheduler, "worker")
+    return [
+        {
+            "apiVersion": "kubeflow.org/v2beta1",
+            "kind": "MPIJob",
+            "metadata": {"name": name, "namespace": cluster.namespace},
+            "spec": {
+                "slotsPerWorker": 1,
+                "runPolicy": {"cleanPodPolicy": "Running"},
+                "mpiReplicaSpecs": {
+                    "Launcher": {"replicas": 1, "template": {
+                        "metadata": {"annotations": RUNS_AN_HOUR}, "spec": launcher}},
+                    "Worker": {"replicas": pods - 1, "template": {"spec": worker}},
+                },
+            },
+        }
+    ]  # fmt: skip
+
+
 FRAMEWORKS = {
     # KubeRay writes a scheduler-plugins PodGroup and schedulerName scheduler-plugins-scheduler.
-    "kuberay-scheduler-plugins": Framework(
-        operator="kuberay",
-        args=(*KUBERAY_FLAGS, "--batch-scheduler=scheduler-plugins"),
-        crds=KUBERAY_CRDS,
-        asks_for="scheduler-plugins-scheduler",
-        job=ray_cluster(gang_label=True),
-        pods=ray_pods,
-        kind="raycluster",
-    ),
+    "kuberay-scheduler-plugins": _ray("scheduler-plugins", "scheduler-plugins-scheduler"),
     # KubeRay writes a Volcano PodGroup, its annotation, and schedulerName volcano.
-    "kuberay-volcano": Framework(
-        operator="kuberay",
-        args=(*KUBERAY_FLAGS, "--batch-scheduler=volcano"),
-        crds=KUBERAY_CRDS,
-        asks_for="volcano",
-        job=ray_cluster(gang_label=True),
-        pods=ray_pods,
-        kind="raycluster",
-    ),
+    "kuberay-volcano": _ray("volcano", "volcano"),
     # No batch scheduler: no PodGroup at all; the RayCluster is the gang (gangs from owners).
-    "kuberay-plain": Framework(
-        operator="kuberay",
-        args=KUBERAY_FLAGS,
-        crds=KUBERAY_CRDS,
+    "kuberay-plain": _ray("", ""),
+    # JobSet writes no PodGroup: the JobSet is the gang, its replicas one GangGroup.
+    "jobset": Framework(
+        operator="jobset",
+        crds=("jobset.x-k8s.io_jobsets.yaml",),
         asks_for="",
-        job=ray_cluster(gang_label=False),
-        pods=ray_pods,
-        kind="raycluster",
+        job=jobset,
+        selector=lambda name: f"jobset.sigs.k8s.io/jobset-name={name}",
+        kind="jobset",
+        webhooks="config/components/webhook/manifests.yaml",
+        config=lambda setup: _controller_config("jobset.x-k8s.io", setup),
+    ),
+    # LeaderWorkerSet writes no PodGroup: each group is a gang; its pod webhook labels them.
+    "lws": Framework(
+        operator="lws",
+        crds=("leaderworkerset.x-k8s.io_leaderworkersets.yaml",),
+        asks_for="",
+        job=leader_worker_set,
+        selector=lambda name: f"leaderworkerset.sigs.k8s.io/name={name}",
+        kind="leaderworkerset",
+        webhooks="config/webhook/manifests.yaml",
+        config=lambda setup: _controller_config("lws.x-k8s.io", setup),
+    ),
+    # The MPI Operator with no gang scheduling of its own: the MPIJob is the gang.
+    "mpi-operator": Framework(
+        operator="mpi-operator",
+        crds=("kubeflow.org_mpijobs.yaml",),
+        asks_for="",
+        job=mpi_job,
+        selector=lambda name: f"training.kubeflow.org/job-name={name}",
+        kind="mpijob",
+        args=lambda setup: ("--lock-namespace", setup.namespace, "--threadiness", "2"),
     ),
 }
 
@@ -153,9 +290,11 @@ def running(
     cluster: Cluster,
     control_plane: ClusterAccess,
     private_scheduler: PrivateSchedulers,
+    tmp_path: Path,
 ) -> Iterator[tuple[Framework, str]]:
-    """The framework's CRDs installed, its operator running, and a scheduler that answers
-    what the operator writes; yields the framework and the templates' schedulerName."""
+    """The framework's CRDs installed, its operator running (its webhooks served and
+    registered for this test's namespace), and a scheduler that answers what the operator
+    writes; yields the framework and the templates' schedulerName."""
     framework = FRAMEWORKS[request.param]
     folder = operators.crds(framework.operator)
     for crd in framework.crds:
@@ -167,20 +306,56 @@ def running(
         name = _crd_name(folder / crd)
         control_plane.kubectl("wait", "--for=condition=Established", f"crd/{name}",
                               "--timeout=60s", timeout=90)  # fmt: skip
+    setup = Setup(
+        namespace=cluster.namespace,
+        port=free_port(),
+        cert_dir=tmp_path / "certs",
+        folder=tmp_path,
+    )
+    args = framework.args(setup)
+    if framework.config is not None:
+        (tmp_path / "config.yaml").write_text(yaml.safe_dump(framework.config(setup)))
+        args = (*args, f"--config={tmp_path / 'config.yaml'}")
+    hooks: list[dict] = []
+    if framework.webhooks:
+        ca = write_webhook_pki(setup.cert_dir)
+        source = operators.source(framework.operator) / framework.webhooks
+        hooks = operators.webhook_configurations(
+            operators.manifests_in(source),
+            port=setup.port,
+            ca=ca,
+            namespace=cluster.namespace,
+            prefix=framework.operator,
+        )
     extra = ("--scheduler-name", framework.asks_for) if framework.asks_for else ()
     scheduler = private_scheduler.start(*extra)
     operator = operators.OperatorProcess(
         name=framework.operator,
         kubeconfig=control_plane.kubeconfig,
         log=control_plane.kubeconfig.parent / "logs" / f"{request.param}-{cluster.namespace}.log",
-        args=framework.args,
+        args=args,
     ).start()
     try:
+        if hooks:
+            wait_for(lambda: _serving(setup.port), timeout=TIMEOUT,
+                     what=f"the {framework.operator} webhook server up")  # fmt: skip
+            cluster.apply(*hooks)
         yield framework, private_scheduler.name
         operator.assert_alive()
         scheduler.assert_alive()
     finally:
+        for hook in hooks:  # before the server goes: they would refuse this namespace's pods
+            control_plane.kubectl("delete", hook["kind"], hook["metadata"]["name"],
+                                  "--ignore-not-found", check=False)  # fmt: skip
         operator.stop()
+
+
+def _serving(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def _crd_name(path: Path) -> str:
@@ -220,15 +395,17 @@ def story(cluster: Cluster, framework: Framework, scheduler: str, *, pods: int =
         what=f"the other {framework.kind} bound whole once the first was deleted",
     )
 
-    # Node loss: a bound pod deleted at once; its operator makes another, placed again.
+    # Node loss: a bound pod deleted at once; its operator makes another (a StatefulSet's
+    # under the same name: told apart by uid), placed again.
     placements = framework.pods(cluster, loser)
+    before = _uids(cluster, framework.selector(loser))
     lost = sorted(placements)[-1]
     cluster.access.kubectl("delete", "pod", lost, "-n", cluster.namespace, "--grace-period=0",
                            "--force", "--wait=true")  # fmt: skip
     wait_for(
         lambda: (
-            (now := framework.pods(cluster, loser)).keys() != placements.keys()
-            and len(_bound(now)) == pods
+            _uids(cluster, framework.selector(loser)) - before
+            and len(_bound(framework.pods(cluster, loser))) == pods
         ),
         timeout=TIMEOUT,
         what=f"the lost pod of {framework.kind} {loser} recreated and bound",
@@ -249,14 +426,174 @@ def test_kuberay_in_scheduler_plugins_mode(cluster: Cluster, running: tuple) -> 
     assert components == {"scheduler-plugins-scheduler"}  # the name the pods asked for
 
 
+OTHERS = ["kuberay-volcano", "kuberay-plain", "jobset", "lws", "mpi-operator"]
+
+
+# -- Kueue: admits whole jobs against quota; this scheduler places them -----------------------
+
+
+KUEUE_CRDS = tuple(
+    f"kueue.x-k8s.io_{kind}.yaml"
+    for kind in ("admissionchecks", "clusterqueues", "cohorts", "localqueues",
+                 "multikueueclusters", "multikueueconfigs", "provisioningrequestconfigs",
+                 "resourceflavors", "topologies", "workloadpriorityclasses", "workloads")
+)  # fmt: skip
+RACK = "gang-scheduler.io/rack"
+
+
+def kueue_config(setup: Setup) -> dict:
+    config = _controller_config("kueue.x-k8s.io", setup)
+    config["apiVersion"] = "config.kueue.x-k8s.io/v1beta2"
+    config["manageJobsWithoutQueueName"] = False
+    config["integrations"] = {"frameworks": ["batch/job"]}
+    return config
+
+
+def queued_job(
+    cluster: Cluster, name: str, scheduler: str, pods: int, *, topology: str = ""
+) -> dict:
+    """An Indexed Job for Kueue's queue "lq": created suspended, as Kueue asks; with
+    ``topology``, all its pods required in one domain of that level (Kueue's TAS)."""
+    template = job_template(cluster, scheduler, pods, "main")
+    if topology:
+        template["spec"]["template"]["metadata"]["annotations"] = {
+            **RUNS_AN_HOUR,
+            "kueue.x-k8s.io/podset-required-topology": topology,
+        }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "namespace": cluster.namespace,
+            "labels": {"kueue.x-k8s.io/queue-name": "lq"},
+        },
+        "spec": {**template["spec"], "suspend": True},
+    }
+
+
+FRAMEWORKS["kueue"] = Framework(
+    operator="kueue",
+    crds=KUEUE_CRDS,
+    asks_for="",
+    job=lambda cluster, name, scheduler, pods: [queued_job(cluster, name, scheduler, pods)],
+    selector=lambda name: f"batch.kubernetes.io/job-name={name}",
+    kind="job",
+    webhooks="config/components/webhook/manifests.yaml",
+    config=kueue_config,
+    # Its visibility API is an aggregated API server, which needs an in-cluster identity.
+    args=lambda setup: ("--feature-gates=VisibilityOnDemand=false",),
+)
+
+
+def kueue_queues(cluster: Cluster, *, cpu: int, topology: bool) -> None:
+    """A ClusterQueue of ``cpu`` CPUs over this test's nodes (a flavor that selects them, with
+    a Topology of racks and hosts when asked), and the namespace's LocalQueue "lq"."""
+    ns = cluster.namespace
+    flavor: dict = {"nodeLabels": {TEST_LABEL: ns}}
+    objects: list[dict] = []
+    if topology:
+        objects.append(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Topology",
+                "metadata": {"name": f"racks-{ns}"},
+                "spec": {"levels": [{"nodeLabel": RACK}, {"nodeLabel": "kubernetes.io/hostname"}]},
+            }
+        )
+        flavor["topologyName"] = f"racks-{ns}"
+    objects += [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor",
+         "metadata": {"name": f"flavor-{ns}"}, "spec": flavor},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+         "metadata": {"name": f"cq-{ns}"},
+         "spec": {"namespaceSelector": {}, "resourceGroups": [{
+             "coveredResources": ["cpu"],
+             "flavors": [{"name": f"flavor-{ns}",
+                          "resources": [{"name": "cpu", "nominalQuota": str(cpu)}]}]}]}},
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+         "metadata": {"name": "lq", "namespace": ns}, "spec": {"clusterQueue": f"cq-{ns}"}},
+    ]  # fmt: skip
+    cluster.apply(*objects)
+
+
+def _suspended(cluster: Cluster, job: str) -> bool:
+    return bool(cluster.get("job", job)["spec"].get("suspend"))
+
+
 @pytest.mark.clients
-@pytest.mark.parametrize("running", ["kuberay-volcano", "kuberay-plain"], indirect=True)
-def test_kuberay_in_its_other_modes(cluster: Cluster, running: tuple) -> None:
+@pytest.mark.parametrize("running", ["kueue"], indirect=True)
+def test_kueue_admits_whole_jobs_and_this_scheduler_binds_them_only_once_admitted(
+    cluster: Cluster, running: tuple
+) -> None:
+    """Quota for one of two jobs where the nodes have room for both: the admitted one binds
+    whole; the other is not admitted, so it has no pod bound and no FailedScheduling; once
+    the first is deleted Kueue admits the second, which binds whole."""
+    framework, scheduler = running
+    cluster.nodes(6, cpu=CPU)
+    kueue_queues(cluster, cpu=3 * int(CPU), topology=False)
+    cluster.apply(queued_job(cluster, "a", scheduler, 3), queued_job(cluster, "b", scheduler, 3))
+    admitted = wait_for(
+        lambda: next((j for j in ("a", "b") if not _suspended(cluster, j)), None),
+        timeout=TIMEOUT,
+        what="Kueue admitting one of the two Jobs",
+    )
+    waiting = "b" if admitted == "a" else "a"
+    wait_for(lambda: len(_bound(framework.pods(cluster, admitted))) == 3, timeout=TIMEOUT,
+             what=f"Job {admitted} bound whole once admitted")  # fmt: skip
+    time.sleep(2)
+    assert _suspended(cluster, waiting)
+    assert not _bound(framework.pods(cluster, waiting))
+    assert not [m for m in cluster.events("FailedScheduling") if f"Job/{waiting}" in m]
+
+    cluster.access.kubectl("delete", "job", admitted, "-n", cluster.namespace,
+                           "--cascade=foreground", "--wait=false")  # fmt: skip
+    wait_for(
+        lambda: len(_bound(framework.pods(cluster, waiting))) == 3,
+        timeout=TIMEOUT,
+        what=f"Job {waiting} admitted and bound whole once {admitted} was deleted",
+    )
+
+
+@pytest.mark.clients
+@pytest.mark.parametrize("running", ["kueue"], indirect=True)
+def test_with_kueues_topology_aware_scheduling_placement_stays_in_the_domain_it_chose(
+    cluster: Cluster, running: tuple
+) -> None:
+    """Kueue's TAS picks a rack for the Job, holds its pods behind its scheduling gate, then
+    lifts the gate with a node selector into that rack: this scheduler keeps the gang there."""
+    framework, scheduler = running
+    names = cluster.nodes(2, cpu=CPU, labels={RACK: "r0"}) + cluster.nodes(
+        2, cpu=CPU, labels={RACK: "r1"}
+    )
+    kueue_queues(cluster, cpu=4 * int(CPU), topology=True)
+    cluster.apply(queued_job(cluster, "tas", scheduler, 2, topology=RACK))
+    wait_for(lambda: len(_bound(framework.pods(cluster, "tas"))) == 2, timeout=TIMEOUT,
+             what="the TAS Job bound whole")  # fmt: skip
+    listed = cluster.access.kubectl("get", "nodes", *names, "-o", "json").stdout
+    racks = {
+        node["metadata"]["name"]: node["metadata"]["labels"][RACK]
+        for node in json.loads(listed)["items"]
+    }
+    placed = framework.pods(cluster, "tas")
+    assert len({racks[node] for node in placed.values()}) == 1, placed
+    workloads = json.loads(
+        cluster.access.kubectl("get", "workloads.kueue.x-k8s.io", "-n", cluster.namespace,
+                               "-o", "json").stdout
+    )["items"]  # fmt: skip
+    assignment = workloads[0]["status"]["admission"]["podSetAssignments"][0]
+    chosen = json.dumps(assignment.get("topologyAssignment", {}))
+    assert {racks[node] for node in placed.values()} <= {"r0", "r1"}
+    assert all(node in chosen or racks[node] in chosen for node in placed.values()), chosen
+
+
+@pytest.mark.clients
+@pytest.mark.parametrize("running", OTHERS, indirect=True)
+def test_every_framework_binds_whole_jobs_unchanged(cluster: Cluster, running: tuple) -> None:
     framework, scheduler = running
     story(cluster, framework, scheduler)
 
 
 def test_every_framework_is_tested() -> None:
     """A framework added to FRAMEWORKS without a test of its own would never run."""
-    tested = {"kuberay-scheduler-plugins", "kuberay-volcano", "kuberay-plain"}
-    assert set(FRAMEWORKS) == tested
+    assert set(FRAMEWORKS) == {"kuberay-scheduler-plugins", *OTHERS, "kueue"}

@@ -3,10 +3,16 @@ and run out of cluster against the control plane under test, as their own proces
 
 from __future__ import annotations
 
+import base64
+import copy
 import os
 import subprocess
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 HERE = Path(__file__).resolve().parent
 
@@ -32,6 +38,11 @@ def binary(name: str) -> Path:
 def crds(name: str) -> Path:
     """The folder of the CRDs the operator's own module ships."""
     return Path(_build(name, "--crds"))
+
+
+def source(name: str) -> Path:
+    """The operator's module source (read only: the Go module cache)."""
+    return Path(_build(name, "--source"))
 
 
 @dataclass
@@ -71,3 +82,41 @@ class OperatorProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(timeout=10)
+
+
+def webhook_configurations(
+    manifests: Iterable[Mapping[str, Any]],
+    *,
+    port: int,
+    ca: bytes,
+    namespace: str,
+    prefix: str,
+) -> list[dict[str, Any]]:
+    """An operator's own (Mutating|Validating)WebhookConfigurations, pointed at its webhook
+    server on the loopback address by URL, with ``ca`` as their caBundle, and held to
+    ``namespace`` (a test's): with failurePolicy Fail, a configuration outliving its server
+    would refuse every pod of the cluster. Renamed with ``prefix`` and the namespace, so
+    tests of the same operator never share one."""
+    made = []
+    bundle = base64.b64encode(ca).decode()
+    for manifest in manifests:
+        if manifest.get("kind") not in (
+            "MutatingWebhookConfiguration",
+            "ValidatingWebhookConfiguration",
+        ):
+            continue
+        config = copy.deepcopy(dict(manifest))
+        config["metadata"] = {"name": f"{prefix}-{config['metadata']['name']}-{namespace}"}
+        for hook in config.get("webhooks") or []:
+            path = (hook.get("clientConfig") or {}).get("service", {}).get("path", "/")
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
+            hook["namespaceSelector"] = {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+            hook["timeoutSeconds"] = 10
+        made.append(config)
+    return made
+
+
+def manifests_in(path: Path) -> list[dict[str, Any]]:
+    """The YAML documents of ``path`` (a file or every .yaml file of a folder)."""
+    files = sorted(path.glob("*.yaml")) if path.is_dir() else [path]
+    return [doc for f in files for doc in yaml.safe_load_all(f.read_text()) if doc]

@@ -10,6 +10,7 @@
 #   build.sh NAME         build (or find cached) NAME's operator; prints the binary's path
 #   build.sh NAME --path  only print where it is (or would be); exit 1 if not built yet
 #   build.sh NAME --crds  print the folder of the module's CRDs (downloading it if need be)
+#   build.sh NAME --source  print the folder of the module's source (its webhook manifests)
 #
 # The CRDs are the module's own (installed by the tests with kubectl), so the objects the
 # tests write are checked against the schemas the operator ships.
@@ -46,6 +47,7 @@ source_dir() {  # the module's source in the module cache, downloaded if need be
 case "${2:-}" in
   --path) echo "$binary"; [ -x "$binary" ]; exit ;;
   --crds) echo "$(source_dir)/$crds"; exit ;;
+  --source) source_dir; exit ;;
   "") ;;
   *) die "unknown option ${2}" ;;
 esac
