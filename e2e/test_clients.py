@@ -10,6 +10,7 @@ clients` runs every framework and mode (marker ``clients``)."""
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 import socket
@@ -65,6 +66,12 @@ class Framework:
     config: Callable[[Setup], dict] | None = None
     # Anything else it needs before it starts (certificates where it insists on a path).
     prepare: Callable[[Setup], None] = lambda setup: None
+    # Environment variables it reads.
+    env: Callable[[Setup], dict[str, str]] = lambda setup: {}
+    # Objects it needs before it starts, deleted after it (cluster-scoped ones too).
+    objects: Callable[[Setup], list[dict]] = lambda setup: []
+    # What a kubelet would do for it once it runs (a Secret of its own, mounted).
+    started: Callable[[Cluster, Setup], None] = lambda cluster, setup: None
 
     def pods(self, cluster: Cluster, job: str) -> dict[str, str]:
         return _live_pods(cluster, self.selector(job))
@@ -331,6 +338,9 @@ def running(
             namespace=cluster.namespace,
             prefix=framework.operator,
         )
+    needed = framework.objects(setup)
+    if needed:
+        cluster.apply(*needed)
     extra = ("--scheduler-name", framework.asks_for) if framework.asks_for else ()
     scheduler = private_scheduler.start(*extra)
     operator = operators.OperatorProcess(
@@ -338,8 +348,10 @@ def running(
         kubeconfig=control_plane.kubeconfig,
         log=control_plane.kubeconfig.parent / "logs" / f"{request.param}-{cluster.namespace}.log",
         args=args,
+        env=framework.env(setup),
     ).start()
     try:
+        framework.started(cluster, setup)
         if hooks:
             wait_for(lambda: _serving(setup.port), timeout=TIMEOUT,
                      what=f"the {framework.operator} webhook server up")  # fmt: skip
@@ -352,6 +364,9 @@ def running(
             control_plane.kubectl("delete", hook["kind"], hook["metadata"]["name"],
                                   "--ignore-not-found", check=False)  # fmt: skip
         operator.stop()
+        for thing in needed:
+            control_plane.kubectl("delete", thing["kind"], thing["metadata"]["name"], "-n",
+                                  cluster.namespace, "--ignore-not-found", check=False)  # fmt: skip
 
 
 def _serving(port: int) -> bool:
@@ -430,7 +445,78 @@ def test_kuberay_in_scheduler_plugins_mode(cluster: Cluster, running: tuple) -> 
     assert components == {"scheduler-plugins-scheduler"}  # the name the pods asked for
 
 
-OTHERS = ["kuberay-volcano", "kuberay-plain", "jobset", "lws", "mpi-operator"]
+def pytorch_job(cluster: Cluster, name: str, scheduler: str, pods: int) -> list[dict]:
+    """A master and pods - 1 workers (the training operator wants containers named pytorch)."""
+    master = _pod_spec(cluster, scheduler, "pytorch")
+    worker = _pod_spec(cluster, scheduler, "pytorch")
+    return [
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "metadata": {"name": name, "namespace": cluster.namespace},
+            "spec": {
+                "pytorchReplicaSpecs": {
+                    "Master": {"replicas": 1, "restartPolicy": "OnFailure",
+                               "template": {"spec": master}},
+                    "Worker": {"replicas": pods - 1, "restartPolicy": "OnFailure",
+                               "template": {"spec": worker}},
+                },
+            },
+        }
+    ]  # fmt: skip
+
+
+def training_operator_objects(setup: Setup) -> list[dict]:
+    """The training operator rotates certificates of its own into a Secret of its namespace
+    and a ValidatingWebhookConfiguration it patches; both must exist, and its webhooks are
+    not needed here (they only validate), so the configuration it patches holds none."""
+    return [
+        {"apiVersion": "v1", "kind": "Secret",
+         "metadata": {"name": "training-operator-webhook-cert", "namespace": setup.namespace}},
+        {"apiVersion": "admissionregistration.k8s.io/v1",
+         "kind": "ValidatingWebhookConfiguration",
+         "metadata": {"name": "validator.training-operator.kubeflow.org"}},
+    ]  # fmt: skip
+
+
+# Where the training operator's certificate rotator expects its Secret mounted.
+TRAINING_OPERATOR_CERTS = Path("/tmp/k8s-webhook-server/serving-certs")
+
+
+def mount_training_operator_secret(cluster: Cluster, setup: Setup) -> None:
+    """The kubelet's part: the Secret the rotator filled, written where it looks for it
+    (it waits until the files match before it starts its controllers)."""
+
+    def filled() -> dict[str, str] | None:
+        data = cluster.get("secret", "training-operator-webhook-cert").get("data") or {}
+        return data if "tls.crt" in data else None
+
+    data = wait_for(filled, timeout=TIMEOUT, what="the training operator's certificates")
+    TRAINING_OPERATOR_CERTS.mkdir(parents=True, exist_ok=True)
+    for name, value in data.items():
+        (TRAINING_OPERATOR_CERTS / name).write_bytes(base64.b64decode(value))
+
+
+FRAMEWORKS["training-operator"] = Framework(
+    operator="training-operator",
+    crds=("kubeflow.org_pytorchjobs.yaml",),
+    asks_for="",
+    job=pytorch_job,
+    selector=lambda name: f"training.kubeflow.org/job-name={name}",
+    kind="pytorchjob",
+    objects=training_operator_objects,
+    started=mount_training_operator_secret,
+    args=lambda setup: (
+        "--enable-scheme=pytorchjob",
+        f"--webhook-server-port={setup.port}",
+        "--metrics-bind-address=0",
+        "--health-probe-bind-address=0",
+    ),
+    env=lambda setup: {"MY_POD_NAMESPACE": setup.namespace},
+)
+
+OTHERS = ["kuberay-volcano", "kuberay-plain", "jobset", "lws", "mpi-operator",
+          "training-operator"]  # fmt: skip
 
 
 # -- Kueue: admits whole jobs against quota; this scheduler places them -----------------------

@@ -53,6 +53,7 @@ class OperatorProcess:
     kubeconfig: Path
     log: Path
     args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def start(self) -> OperatorProcess:
@@ -61,7 +62,7 @@ class OperatorProcess:
             self.process = subprocess.Popen(
                 [str(binary(self.name)), *self.args],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
+                env={**os.environ, **self.env, "KUBECONFIG": str(self.kubeconfig)},
             )  # fmt: skip
         return self
 

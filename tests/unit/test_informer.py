@@ -14,6 +14,7 @@ from typing import Any
 from aiohttp import web
 
 from scheduler.cache.cluster import ClusterCache
+from scheduler.model.owners import OwnerKind
 from scheduler.shell.api import ApiClient
 from scheduler.shell.health import keep_watch
 from scheduler.shell.metrics import Metrics
@@ -504,3 +505,46 @@ def test_a_re_list_whose_later_page_fails_drops_nothing_and_is_done_again_whole(
     observed = asyncio.run(scenario())
     assert all("a" in seen for seen in observed if "d" not in seen and seen), observed
     assert observed[-1] == {"b", "c", "d"}
+
+
+def test_an_owner_kind_refused_or_not_served_counts_as_listed_and_its_pods_get_no_gang() -> None:
+    """JobSets answered 403 (RBAC leaves them out) and RayClusters answered 404 (CRD not
+    installed): both informers are listed (the first pass must not wait for them), the
+    cache counts both kinds as not served (their pods are placed as they come), and a
+    kind that is served later is taken up again."""
+    served_later: list[bool] = [False]
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if "jobsets" in request.path:
+            return web.json_response({"kind": "Status", "code": 403}, status=403)
+        if not served_later[0]:
+            return web.json_response({"kind": "Status", "code": 404}, status=404)
+        if request.query.get("watch") == "1":
+            await asyncio.sleep(0.5)
+            return web.Response()
+        return web.json_response({"items": [], "metadata": {"resourceVersion": "3"}})
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+
+    async def scenario() -> frozenset[OwnerKind]:
+        async with server(handler) as api:
+            informers = [
+                Informer(api, cache, kind=kind, poke=lambda: None, retry_seconds=0.01,
+                         absent_seconds=0.2)
+                for kind in ("jobsets", "rayclusters")
+            ]  # fmt: skip
+            tasks = [asyncio.create_task(i.run()) for i in informers]
+            await until(lambda: all(i.listed.is_set() for i in informers))
+            unserved = frozenset(OwnerKind) - cache.snapshot(whole=True).owner_kinds
+            served_later[0] = True  # the RayCluster CRD is installed
+            await until(
+                lambda: OwnerKind.RAY_CLUSTER in cache.snapshot(whole=True).owner_kinds,
+                seconds=5,
+            )
+            for task in tasks:
+                await stop(task)
+            return unserved
+
+    unserved = asyncio.run(scenario())
+    assert unserved == {OwnerKind.JOBSET, OwnerKind.RAY_CLUSTER}
+    assert OwnerKind.JOBSET not in cache.snapshot(whole=True).owner_kinds
