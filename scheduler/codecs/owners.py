@@ -150,6 +150,8 @@ def owner_from_dict(kind: OwnerKind, raw: object) -> Owner:
     grouping = read_grouping(annotations, errors)
     options = read_options(annotations, namespace=namespace)
     read = _READERS[kind](spec, annotations, grouping, errors)
+    if kind is OwnerKind.JOB:
+        read = _job_remaining(read, obj(body.get("status")), spec)
     return Owner(
         key=key,
         uid=text(meta.get("uid")),
@@ -178,6 +180,28 @@ def _job(
             else "Indexed Job with gang-scheduler.io/owner-gang: none: each pod alone"
         )
     return {"parts": {"": pods if gang else 1}, "whole_size": pods, "shape": shape}
+
+
+def _job_remaining(
+    read: dict[str, Any], status: Mapping[str, Any], spec: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A Job near its end runs fewer pods than its parallelism: completions not yet
+    succeeded. Its last round is a gang of those, not one that waits for pods the Job will
+    never make (10 completions 4 at a time: a last round of 2)."""
+    completions = whole(spec.get("completions"))
+    succeeded = whole(status.get("succeeded")) or 0
+    if completions is None or not 0 < succeeded < completions:
+        return read
+    left = completions - succeeded
+    size = read["parts"][""]
+    if size <= left:
+        return read
+    return {
+        **read,
+        "parts": {"": left},
+        "whole_size": min(read["whole_size"], left),
+        "shape": f"{read['shape']}, {left} of {completions} completions left",
+    }
 
 
 def _jobset(

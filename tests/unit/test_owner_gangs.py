@@ -219,6 +219,23 @@ def test_a_gang_waits_until_all_of_its_indexed_job_pods_exist() -> None:
     assert "waits until all 4 members exist" in messages[0]
 
 
+def test_the_last_round_of_an_indexed_job_is_a_gang_of_the_completions_left() -> None:
+    """10 completions 4 at a time, 8 succeeded: the Job makes 2 more pods, not 4."""
+    job = owner(
+        OwnerKind.JOB,
+        {
+            "metadata": {"name": "train", "namespace": "ml"},
+            "spec": {"parallelism": 4, "completions": 10, "completionMode": "Indexed"},
+            "status": {"succeeded": 8},
+        },
+    )
+    pods = job_pods("train", 2)
+    gang = resolve(cluster(pods, [job]), CONFIG).gangs[GangKey("ml", "Job/train")]
+    assert gang.min_member == 2
+    assert gang.origin.endswith("Indexed Job of 4 pods, 2 of 10 completions left")
+    assert len(bound(cluster(pods, [job]))) == 2
+
+
 def test_a_nonindexed_job_places_each_pod_alone_unless_it_asks_for_a_gang() -> None:
     pods = job_pods("queue", 3, indexed=False, cpu="8")
     plain = owner(
