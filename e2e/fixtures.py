@@ -156,6 +156,17 @@ def namespace(control_plane: ClusterAccess, request: pytest.FixtureRequest) -> I
 # -- the scheduler under test ---------------------------------------------------------------
 
 
+def stop_process(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM, and SIGKILL if it has not ended 10 s later."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
 @dataclass
 class SchedulerProcess:
     """``gang-scheduler run`` as a real process, as it runs in production."""
@@ -185,13 +196,7 @@ class SchedulerProcess:
         self.process.wait(timeout=10)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_process(self.process)
 
     def assert_alive(self) -> None:
         assert self.process is not None

@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from e2e.fixtures import stop_process
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -76,13 +78,7 @@ class OperatorProcess:
             )
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=10)
+        stop_process(self.process)
 
 
 def webhook_configurations(
