@@ -8,16 +8,14 @@ resources where set, and one ``pods`` slot per pod.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Mapping
 from dataclasses import replace
-from decimal import Decimal
 from typing import Any
 
 from scheduler.codecs.gangs import read_claim, read_options
 from scheduler.codecs.owners import read_owner_claim
-from scheduler.codecs.quantities import parse_quantity
+from scheduler.codecs.quantities import QUANTITY_RULE, quantity
 from scheduler.codecs.shapes import listed, obj, objs, text, texts, whole
 from scheduler.model import names
 from scheduler.model.budgets import DisruptionBudget
@@ -37,56 +35,12 @@ from scheduler.model.pods import (
     SpreadConstraint,
     Toleration,
 )
-from scheduler.model.resources import CPU, PODS, Resources
+from scheduler.model.resources import PODS, Resources
 from scheduler.model.snapshot import PriorityClass
 from scheduler.model.times import parse_time
 from scheduler.model.volumes import Claim, Volume
 
 Obj = Mapping[str, Any]
-
-
-# Kubernetes keeps quantities in int64 (kube-scheduler: cpu in millicores, the rest in base
-# units); nothing larger can be requested or offered.
-MAX_AMOUNT = 2**63 - 1
-QUANTITY_RULE = (
-    "a quantity such as 500m, 2 or 8Gi, from 0 up to 2^63-1 base units (cpu: millicores)"
-)
-
-
-def quantity(name: str, raw: object) -> int:
-    """A quantity in our integer base units: cpu in millicores, the rest rounded up.
-
-    Raises ValueError for anything else, QUANTITY_RULE says what is allowed. Beyond what
-    ``parse_quantity`` refuses, that is: a negative amount, infinity and NaN (``Decimal``
-    reads "Infinity" and "sNaN"), and amounts beyond int64, which would otherwise become
-    integers of a million digits ("1e999999") or raise ``decimal.Overflow`` ("1e999999999"
-    in millicores). JSON ``true`` is not the quantity 1.
-    """
-    if isinstance(raw, str):
-        return _quantity_of_text(name, raw)
-    return _quantity(name, raw)
-
-
-@functools.lru_cache(maxsize=4096)
-def _quantity_of_text(name: str, raw: str) -> int:
-    """Every pod event parses its requests again, and they are nearly always the same few
-    strings ("1", "500m", "8Gi"): a decimal parse each time was a quarter of the pod
-    codec's time. Bounded, so hostile strings cannot grow it; errors are not kept."""
-    return _quantity(name, raw)
-
-
-def _quantity(name: str, raw: object) -> int:
-    if isinstance(raw, bool):
-        raise ValueError(f"{raw!r} is not a quantity")
-    try:
-        value: Decimal = parse_quantity(raw)
-        if name == CPU:
-            value *= 1000
-    except ArithmeticError as error:  # decimal.Overflow, InvalidOperation (sNaN)
-        raise ValueError(f"{raw!r} is not a quantity") from error
-    if not value.is_finite() or value < 0 or value > MAX_AMOUNT:
-        raise ValueError(f"{raw!r} is not {QUANTITY_RULE}")
-    return math.ceil(value)
 
 
 def resource_list(raw: object) -> Resources:
