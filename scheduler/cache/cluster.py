@@ -29,7 +29,7 @@ from typing import Any
 from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.gangs import Owner, PodGroup
 from scheduler.model.nodes import Node, NodeInfo
-from scheduler.model.owners import OwnerKey, OwnerKind
+from scheduler.model.owners import OwnerKey, OwnerKind, owners_of
 from scheduler.model.pods import GangKey, Pod, PodGroupApi, PodRef, gang_key_of
 from scheduler.model.resources import Resources
 from scheduler.model.snapshot import GangState, PriorityClass, Snapshot
@@ -71,6 +71,7 @@ class ClusterCache:
         self._owners: dict[OwnerKind, dict[str, Owner]] = {k: {} for k in OwnerKind}
         self._owner_kinds: set[OwnerKind] = set(OwnerKind)
         self._owned: dict[OwnerKey, set[GangKey]] = {}
+        self._ever_served: set[OwnerKind] = set()
         self._classes: dict[str, PriorityClass] = {}
         self._namespaces: dict[str, Mapping[str, str]] = {}  # name -> labels
         # Storage: claims by "namespace/name", volumes and storage classes by name.
@@ -210,8 +211,9 @@ class ClusterCache:
         self._touched.add(key)
         for named in (pod.gang.groups or ()) if pod.gang else ():
             self._named_by.setdefault(named, set()).add(key)
-        if pod.gang is not None and pod.gang.owner is not None:
-            self._owned.setdefault(pod.gang.owner, set()).add(key)
+        if pod.gang is not None:
+            for owner in owners_of(pod.gang.owner, pod.gang.part):
+                self._owned.setdefault(owner, set()).add(key)
 
     def _leave_gang(self, uid: str, pod: Pod) -> None:
         key = gang_key_of(pod)
@@ -219,11 +221,12 @@ class ClusterCache:
         if members is not None and members.pop(uid, None) is not None and not members:
             del self._members[key]
             self._memory.pop(key, None)  # the gang is gone: so is what was remembered of it
-            owner = pod.gang.owner if pod.gang is not None else None
-            if owner is not None and owner in self._owned:
-                self._owned[owner].discard(key)
-                if not self._owned[owner]:
-                    del self._owned[owner]
+            for owner in owners_of(pod.gang.owner, pod.gang.part) if pod.gang else ():
+                gangs = self._owned.get(owner)
+                if gangs is not None:
+                    gangs.discard(key)
+                    if not gangs:
+                        del self._owned[owner]
         self._touched.add(key)
 
     def touch_gang(self, key: GangKey) -> None:
@@ -457,21 +460,42 @@ class ClusterCache:
         if store.get(key) == owner:
             return
         store[key] = owner
-        self._touched.update(self._owned.get(owner.key, ()))
-        self._changed()
+        gangs = self._owned.get(owner.key)
+        if gangs:  # only an owner of pods of ours is work (not every Job of the cluster)
+            self._touched.update(gangs)
+            self._changed()
 
     def remove_owner(self, kind: OwnerKind, key: str) -> None:
         self._unstamp(kind.kind, key)
         gone = self._owners[kind].pop(key, None)
-        if gone is not None:
-            self._touched.update(self._owned.get(gone.key, ()))
+        gangs = self._owned.get(gone.key) if gone is not None else None
+        if gangs:
+            self._touched.update(gangs)
             self._changed()
+
+    def _owners_of_ours(self) -> dict[OwnerKey, Owner]:
+        """The owners that make gangs of our pods (and their JobSets' Jobs): a cluster's
+        other Jobs are no pass's business."""
+        found: dict[OwnerKey, Owner] = {}
+        for key in self._owned:
+            owner = self._owners[key.kind].get(f"{key.namespace}/{key.name}")
+            if owner is not None:
+                found[key] = owner
+        return found
 
     def serve(self, kind: str, served: bool) -> None:
         """Whether the API server serves ``kind`` and lets us list it: pods of an owner
         kind that is not are placed as they come, rather than wait for an owner never seen."""
         owned = next((k for k in OwnerKind if k.kind == kind), None)
-        if owned is None or (owned in self._owner_kinds) == served:
+        if owned is None:
+            return
+        if served:
+            self._ever_served.add(owned)
+        elif owned in self._ever_served:
+            # Served once, refused now (RBAC taken away, the CRD going): its gangs wait for
+            # their owners rather than be placed in parts; a CRD deleted takes its pods too.
+            return
+        if (owned in self._owner_kinds) == served:
             return
         if served:
             self._owner_kinds.add(owned)
@@ -660,10 +684,13 @@ class ClusterCache:
         while todo:
             key = todo.pop()
             related: set[GangKey] = set(self._named_by.get(key, ()))
+            owners: set[OwnerKey] = set()
             for pod in self._members.get(key, {}).values():
                 related.update((pod.gang.groups or ()) if pod.gang else ())
                 if pod.gang is not None and pod.gang.owner is not None:
-                    related.update(self._owned.get(pod.gang.owner, ()))
+                    owners.add(pod.gang.owner)
+            for owner in owners:  # once per owner, not per member
+                related.update(self._owned.get(owner, ()))
             podgroup = self._podgroup(key)
             if podgroup is not None:
                 related.update(podgroup.groups or ())
@@ -710,6 +737,6 @@ class ClusterCache:
             volumes=dict(self._volumes),
             binding_modes=dict(self._modes),
             budgets=tuple(b for _, b in sorted(self._budgets.items())),
-            owners={o.key: o for store in self._owners.values() for o in store.values()},
+            owners=self._owners_of_ours(),
             owner_kinds=frozenset(self._owner_kinds),
         )

@@ -13,18 +13,25 @@ raises: it becomes an error naming the field, and the gang is reported invalid.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import fields
+from types import MappingProxyType
 from typing import Any
 
 from scheduler.codecs.gangs import read_options
+from scheduler.codecs.quantities import MAX_AMOUNT, QUANTITY_RULE, quantity
 from scheduler.codecs.shapes import obj, objs, text, texts, whole
 from scheduler.model import names
 from scheduler.model.gangs import Owner
 from scheduler.model.owners import Grouping, OwnerKey, OwnerKind, gang_name
 from scheduler.model.pods import GangClaim, GangKey, GangOptions, GangSource
+from scheduler.model.resources import CPU, MEMORY, PODS, Resources
 
 _GROUPINGS = {g.value: g for g in Grouping}
+# The annotations read_options reads, by prefix.
+_OPTION_PREFIXES = (names.KOORD_PREFIX, names.OUR_PREFIX, "pod-group.scheduling.sigs.k8s.io/")
+_NO_OPTIONS = GangOptions()
 # The API groups of the owners whose pods point at them directly.
 _DIRECT = {
     ("RayCluster", "ray.io"): OwnerKind.RAY_CLUSTER,
@@ -72,12 +79,16 @@ def read_owner_claim(
     grouping = read_grouping(annotations, errors)
     if grouping is Grouping.NONE:
         return None
-    controller = _controller(refs)
-    if controller is None:
-        return None
+    controller = _controller(refs) or ("", "", "")
     kind, group, name = controller
     part = ""
-    if kind == "StatefulSet" and names.LWS_NAME in labels and names.LWS_GROUP_INDEX in labels:
+    if (
+        labels.get(names.SPARK_LAUNCHED) == "true"
+        and labels.get(names.SPARK_ROLE) in ("driver", "executor")
+        and names.SPARK_APP_NAME in labels
+    ):  # the driver (of its SparkApplication) and the executors (of their driver pod)
+        owner = OwnerKey(namespace, OwnerKind.SPARK_APPLICATION, labels[names.SPARK_APP_NAME])
+    elif kind == "StatefulSet" and names.LWS_NAME in labels and names.LWS_GROUP_INDEX in labels:
         owner = OwnerKey(namespace, OwnerKind.LEADER_WORKER_SET, labels[names.LWS_NAME])
         part = labels[names.LWS_GROUP_INDEX]
     elif kind == "Job" and group == "batch":
@@ -92,15 +103,27 @@ def read_owner_claim(
             and names.KUBEFLOW_JOB_NAME in labels
         ):
             owner = OwnerKey(namespace, OwnerKind.MPI_JOB, labels[names.KUBEFLOW_JOB_NAME])
-        else:
+        elif (
+            names.JOB_COMPLETION_INDEX in labels
+            or names.JOB_COMPLETION_INDEX in annotations
+            or grouping is Grouping.WHOLE
+        ):  # an Indexed Job's pod, or a NonIndexed one's that asks for its Job whole
             owner = OwnerKey(namespace, OwnerKind.JOB, name)
+        else:  # a work queue's pod: alone, as before
+            return None
     elif (kind, group) in _DIRECT:
         owner = OwnerKey(namespace, _DIRECT[kind, group], name)
     else:
         return None
     if not owner.name:
         return None
-    options = read_options(annotations, namespace=namespace)
+    # Most pods of a Job say nothing of gangs: their options are not read (a tenth of the
+    # pod codec's time, for every pod of every Job in the cluster).
+    options = (
+        read_options(annotations, namespace=namespace)
+        if any(k.startswith(_OPTION_PREFIXES) for k in annotations)
+        else _NO_OPTIONS
+    )
     stated = {f.name: getattr(options, f.name) for f in fields(GangOptions)}
     return GangClaim(
         key=GangKey(namespace, gang_name(owner.kind, owner.name, part)),
@@ -167,19 +190,26 @@ def owner_from_dict(kind: OwnerKind, raw: object) -> Owner:
 def _job(
     spec: Mapping[str, Any], _: Mapping[str, str], grouping: Grouping | None, errors: list[str]
 ) -> dict[str, Any]:
+    """An Indexed Job: its parallelism pods (at most its completions). A NonIndexed Job's pods
+    are alone unless they ask for it whole (the pods decide: they say which gang they are
+    in); then the same count."""
     pods = _job_pods(spec, "spec", errors)
     indexed = text(spec.get("completionMode")) == "Indexed"
-    gang = (indexed and grouping is not Grouping.NONE) or grouping is Grouping.WHOLE
-    if gang:
-        shape = f"{'Indexed' if indexed else 'NonIndexed'} Job of {_plural(pods, 'pod')}"
-    else:
-        shape = (
-            "NonIndexed Job: each pod alone (gang-scheduler.io/owner-gang: whole makes its "
-            f"{_plural(pods, 'pod')} one gang)"
-            if not indexed
-            else "Indexed Job with gang-scheduler.io/owner-gang: none: each pod alone"
-        )
-    return {"parts": {"": pods if gang else 1}, "whole_size": pods, "shape": shape}
+    if grouping is Grouping.NONE:
+        shape = "Indexed Job with gang-scheduler.io/owner-gang: none: each pod as it comes"
+        return {"parts": {"": 1}, "whole_size": pods, "shape": shape}
+    shape = f"{'Indexed' if indexed else 'NonIndexed'} Job of {_plural(pods, 'pod')}"
+    return {"parts": {"": pods}, "whole_size": pods, "shape": shape}
+
+
+def _index_count(indexes: str) -> int:
+    """How many indexes a Job's status names ("1,3-5": 4); 0 for what does not read."""
+    count = 0
+    for piece in indexes.split(","):
+        low, _, high = piece.strip().partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            count += (int(high) - int(low) + 1) if high and int(high) >= int(low) else 1
+    return count
 
 
 def _job_remaining(
@@ -190,9 +220,11 @@ def _job_remaining(
     never make (10 completions 4 at a time: a last round of 2)."""
     completions = whole(spec.get("completions"))
     succeeded = whole(status.get("succeeded")) or 0
-    if completions is None or not 0 < succeeded < completions:
+    # Indexes failed for good (backoffLimitPerIndex) are not made again either.
+    failed = _index_count(text(status.get("failedIndexes")))
+    if completions is None or not 0 < succeeded + failed < completions:
         return read
-    left = completions - succeeded
+    left = completions - succeeded - failed
     size = read["parts"][""]
     if size <= left:
         return read
@@ -210,12 +242,20 @@ def _jobset(
     grouping: Grouping | None,
     errors: list[str],
 ) -> dict[str, Any]:
+    """Every replica of every replicated Job a gang of its Job's pods, the replicas bound as
+    one GangGroup, except: replicated Jobs started one after the other (InOrder, dependsOn)
+    are a GangGroup each; a gang per replica when asked (ours: replica); with JobSet's
+    exclusive placement a replica is its leader alone, since JobSet's pod webhook refuses
+    the followers until the leader is placed (and then pins them to its domain); parts whose
+    pods say owner-gang none are left out, and so are those another scheduler places."""
     parts: dict[str, int] = {}
     by_job: dict[str, list[str]] = {}
     alone: set[str] = set()
+    left_out: set[str] = set()
+    schedulers: dict[str, str] = {}
     described: list[str] = []
     staged = text(obj(spec.get("startupPolicy")).get("startupPolicyOrder")) == "InOrder"
-    per_replica = grouping is Grouping.REPLICA or names.JOBSET_EXCLUSIVE in annotations
+    per_replica = grouping is Grouping.REPLICA
     rjobs = objs(spec.get("replicatedJobs"))
     replicas_in_all = sum(_count(r.get("replicas"), 1, "", []) for r in rjobs)  # errors said below
     if replicas_in_all > MAX_REPLICAS:
@@ -229,29 +269,45 @@ def _jobset(
         field = f"spec.replicatedJobs[{i}]"
         replicas = _count(rjob.get("replicas"), 1, f"{field}.replicas", errors)
         template = obj(rjob.get("template"))
-        pods = _job_pods(obj(template.get("spec")), f"{field}.template.spec", errors)
-        if grouping is Grouping.NONE:
+        job_spec = obj(template.get("spec"))
+        pods = _job_pods(job_spec, f"{field}.template.spec", errors)
+        pod_template = obj(job_spec.get("template"))
+        pod_notes = texts(obj(pod_template.get("metadata")).get("annotations"))
+        pod_grouping = read_grouping(pod_notes, [])  # a bad value: the pods' own error
+        # Unset: its pods may still be ours (a platform's webhook may set it).
+        scheduler = text(obj(pod_template.get("spec")).get("schedulerName"))
+        exclusive = names.JOBSET_EXCLUSIVE in annotations or names.JOBSET_EXCLUSIVE in texts(
+            obj(template.get("metadata")).get("annotations")
+        )
+        if grouping is Grouping.NONE or exclusive:
             pods = 1
         staged = staged or bool(objs(rjob.get("dependsOn")))
-        template_notes = texts(obj(template.get("metadata")).get("annotations"))
-        exclusive = names.JOBSET_EXCLUSIVE in template_notes
         for index in range(replicas):
             part = f"{name}-{index}"
             parts[part] = pods
+            schedulers[part] = scheduler
             by_job.setdefault(name, []).append(part)
-            if per_replica or exclusive or grouping is Grouping.NONE:
+            if pod_grouping is Grouping.NONE:
+                left_out.add(part)
+            elif (
+                per_replica
+                or exclusive
+                or pod_grouping is Grouping.REPLICA
+                or grouping is Grouping.NONE
+            ):
                 alone.add(part)
-        described.append(f"{name} {replicas} x {_plural(pods, 'pod')}")
+        how = " (its leader first: exclusive placement)" if exclusive else ""
+        described.append(f"{name} {replicas} x {_plural(pods, 'pod')}{how}")
+    grouped = sorted(p for p in parts if p not in alone and p not in left_out)
+    everything = tuple(grouped)
     together: dict[str, tuple[str, ...]] = {}
-    everything = tuple(sorted(p for p in parts if p not in alone))
     for job_parts in by_job.values():
+        in_order = tuple(sorted(p for p in job_parts if p not in alone and p not in left_out))
         for part in job_parts:
-            if part in alone:
+            if part in alone or part in left_out:
                 together[part] = (part,)
-            elif staged:  # started one replicated Job after the other: a gang each
-                together[part] = tuple(sorted(p for p in job_parts if p not in alone))
-            else:
-                together[part] = everything
+            else:  # started one replicated Job after the other: a GangGroup each
+                together[part] = in_order if staged else everything
     how = (
         "a gang per replica"
         if per_replica or grouping is Grouping.NONE
@@ -260,17 +316,29 @@ def _jobset(
         else "one gang"
     )
     shape = f"{_plural(len(by_job), 'replicated job')} ({', '.join(described)}), {how}"
-    return {"parts": parts, "together": together, "shape": shape}
+    return {"parts": parts, "together": together, "schedulers": schedulers, "shape": shape}
 
 
 def _leader_worker_set(
-    spec: Mapping[str, Any], _: Mapping[str, str], grouping: Grouping | None, errors: list[str]
+    spec: Mapping[str, Any],
+    annotations: Mapping[str, str],
+    grouping: Grouping | None,
+    errors: list[str],
 ) -> dict[str, Any]:
     template = obj(spec.get("leaderWorkerTemplate"))
     size = _count(template.get("size"), 1, "spec.leaderWorkerTemplate.size", errors, low=1)
     replicas = _count(spec.get("replicas"), 1, "spec.replicas", errors)
     if grouping is Grouping.NONE:
         return {"part_size": 1, "shape": "each pod alone (gang-scheduler.io/owner-gang: none)"}
+    # LeaderWorkerSet creates a group's workers only once its leader is Ready (LeaderReady)
+    # or placed (exclusive placement): then the group's gang is its leader, the workers follow.
+    later = text(spec.get("startupPolicy")) == "LeaderReady" or (names.LWS_EXCLUSIVE in annotations)
+    if later:
+        return {
+            "part_size": 1,
+            "shape": f"{_plural(replicas, 'group')} of {size}: the leader first, its workers "
+            "once it is ready or placed (startupPolicy LeaderReady, or exclusive placement)",
+        }
     return {
         "part_size": size,
         "shape": f"{_plural(replicas, 'group')} of {size} (a leader and "
@@ -302,11 +370,17 @@ def _ray_cluster(
 
 
 def _replica_specs(
-    specs: Mapping[str, Any], field: str, errors: list[str]
+    specs: Mapping[str, Any],
+    field: str,
+    errors: list[str],
+    defaults: Mapping[str, int] = MappingProxyType({}),
 ) -> tuple[dict[str, int], list[str]]:
     counts: dict[str, int] = {}
     for role, replica in sorted(specs.items()):
-        counts[role] = _count(obj(replica).get("replicas"), 1, f"{field}.{role}.replicas", errors)
+        default = defaults.get(role, 1)
+        counts[role] = _count(
+            obj(replica).get("replicas"), default, f"{field}.{role}.replicas", errors
+        )
     return counts, [f"{role} {n}" for role, n in counts.items()]
 
 
@@ -325,7 +399,7 @@ def _mpi_job(
     """The MPI Operator's own PodGroup: the workers and the launcher, or minAvailable. A
     launcher created only once the workers run (WaitForWorkersReady) is not waited for."""
     counts, described = _replica_specs(
-        obj(spec.get("mpiReplicaSpecs")), "spec.mpiReplicaSpecs", errors
+        obj(spec.get("mpiReplicaSpecs")), "spec.mpiReplicaSpecs", errors, {"Worker": 0}
     )
     workers = counts.get("Worker", 0)
     later = text(spec.get("launcherCreationPolicy")) == "WaitForWorkersReady"
@@ -349,6 +423,73 @@ def _pytorch_job(
     return {"parts": {"": max(size, 1)}, "shape": ", ".join(described) or "no replicas"}
 
 
+# Spark's memory settings are JVM sizes: a number of MiB, or with k, m, g, t or p (binary).
+_JVM_SIZE = re.compile(r"^\s*(\d{1,15})\s*([kmgtp]?)b?\s*$", re.IGNORECASE)
+_JVM_UNITS = {"": 2**20, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40, "p": 2**50}
+# Spark's default memory overhead of a pod: a tenth of its memory, at least 384 MiB.
+_OVERHEAD_FACTOR, _OVERHEAD_MIN = 0.1, 384 * 2**20
+
+
+def _jvm_bytes(raw: object, field: str, errors: list[str]) -> int | None:
+    if raw is None:
+        return None
+    found = _JVM_SIZE.match(raw) if isinstance(raw, str) else None
+    if found is None:
+        errors.append(f"{field} must be a JVM memory size such as 512m or 4g, got {raw!r}")
+        return None
+    return int(found[1]) * _JVM_UNITS[found[2].lower()]
+
+
+def _spark_pod(role: Mapping[str, Any], field: str, errors: list[str]) -> dict[str, int]:
+    """What a Spark driver or executor pod requests, as Spark makes it: cpu from
+    coreRequest, else cores (1 by default); memory (1g by default) plus its overhead."""
+    cpu = 1000
+    if role.get("coreRequest") is not None:
+        try:
+            cpu = quantity(CPU, role.get("coreRequest"))
+        except ValueError:
+            raw = role.get("coreRequest")
+            errors.append(f"{field}.coreRequest must be {QUANTITY_RULE}, got {raw!r}")
+    elif role.get("cores") is not None:
+        cpu = _count(role.get("cores"), 1, f"{field}.cores", errors, low=1) * 1000
+    memory = _jvm_bytes(role.get("memory"), f"{field}.memory", errors) or 2**30
+    overhead = _jvm_bytes(role.get("memoryOverhead"), f"{field}.memoryOverhead", errors)
+    if overhead is None:
+        overhead = max(int(memory * _OVERHEAD_FACTOR), _OVERHEAD_MIN)
+    return {CPU: cpu, MEMORY: memory + overhead, PODS: 1}
+
+
+def _spark_application(
+    spec: Mapping[str, Any], _: Mapping[str, str], grouping: Grouping | None, errors: list[str]
+) -> dict[str, Any]:
+    """The Spark Operator's own PodGroup: the driver alone (minMember 1: the executors exist
+    only once it runs), with room for it and its executors as minResources. Its executors:
+    the minimum of dynamic allocation, else the instances asked for (2 when unsaid, as
+    Spark starts)."""
+    if grouping is Grouping.NONE:
+        return {"parts": {"": 1}, "shape": "each pod alone (gang-scheduler.io/owner-gang: none)"}
+    dynamic = obj(spec.get("dynamicAllocation"))
+    executor = obj(spec.get("executor"))
+    if dynamic.get("enabled") is True:
+        field = "spec.dynamicAllocation.minExecutors"
+        executors = _count(dynamic.get("minExecutors"), 0, field, errors)
+    else:
+        executors = _count(executor.get("instances"), 2, "spec.executor.instances", errors)
+    driver = _spark_pod(obj(spec.get("driver")), "spec.driver", errors)
+    each = _spark_pod(executor, "spec.executor", errors)
+    total = {r: driver[r] + executors * each[r] for r in driver}
+    if any(v > MAX_AMOUNT for v in total.values()):
+        errors.append(f"{executors} executors ask for more than a cluster can have")
+        total = driver
+    shape = (
+        f"the driver and {_plural(executors, 'executor')}: the driver binds once the "
+        f"cluster has {total[CPU] / 1000:g} cpu and {total[MEMORY] / 2**20:.0f}Mi free in all "
+        "for them (the Spark Operator's own PodGroup: minMember 1 and minResources); the "
+        "executors follow"
+    )
+    return {"parts": {"": 1}, "min_resources": Resources(total), "shape": shape}
+
+
 _READERS = {
     OwnerKind.JOB: _job,
     OwnerKind.JOBSET: _jobset,
@@ -356,4 +497,5 @@ _READERS = {
     OwnerKind.RAY_CLUSTER: _ray_cluster,
     OwnerKind.MPI_JOB: _mpi_job,
     OwnerKind.PYTORCH_JOB: _pytorch_job,
+    OwnerKind.SPARK_APPLICATION: _spark_application,
 }

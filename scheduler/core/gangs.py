@@ -17,8 +17,8 @@ from typing import Any, TypeVar
 
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.gangs import Gang, PodGroup
-from scheduler.model.owners import Grouping, gang_name
+from scheduler.model.gangs import Gang, Owner, PodGroup
+from scheduler.model.owners import Grouping, OwnerKey, child_job, gang_name
 from scheduler.model.pods import (
     GangClaim,
     GangKey,
@@ -87,6 +87,7 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
     missing: set[GangKey] = set()
     missing_groups: set[GangKey] = set()
     missing_owners: set[GangKey] = set()
+    owner_groups: dict[tuple[OwnerKey, int], tuple[GangKey, ...]] = {}
     for key, pods in sorted(members.items()):
         pods.sort(key=lambda p: p.ref)
         claims = [p.gang for p in pods if p.gang is not None]
@@ -104,7 +105,13 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
             continue
         if claims[0].source is GangSource.OWNER:
             gangs[key] = _owner_gang(
-                key, pods, claims, snapshot=snapshot, config=config, missing=missing_owners
+                key,
+                pods,
+                claims,
+                snapshot=snapshot,
+                config=config,
+                missing=missing_owners,
+                memo=owner_groups,
             )
             continue
         if claims[0].source is GangSource.SAKKARA:
@@ -179,6 +186,7 @@ def _owner_gang(
     snapshot: Snapshot,
     config: Config,
     missing: set[GangKey],
+    memo: dict[tuple[OwnerKey, int], tuple[GangKey, ...]],
 ) -> Gang:
     """A gang its pods' owner makes: the pods say which owner and which part of it, the
     owner how many members that part needs and which parts bind together. The pods' own
@@ -208,11 +216,12 @@ def _owner_gang(
         priority_class = owner.priority_class
         wanted = owner.whole_size if grouping is Grouping.WHOLE else None
         size = wanted or owner.size(claim.part) or 1
+        job = child_job(ref, claim.part)
+        child = snapshot.owners.get(job) if job is not None else None
+        if child is not None and child.whole_size:
+            size = min(size, child.whole_size)  # a JobSet's Job near its end
         if grouping is not Grouping.REPLICA:
-            parts = owner.together.get(claim.part, (claim.part,))
-            group = tuple(
-                sorted(GangKey(key.namespace, gang_name(ref.kind, ref.name, p)) for p in parts)
-            )
+            group = _owner_group(ref, owner, claim.part, config=config, memo=memo)
         origin = f"gang from {ref}: {owner.shape}"
 
     def stated(field: str) -> Any:
@@ -238,14 +247,39 @@ def _owner_gang(
         mode=Mode.STRICT if constraints is not None else (stated("mode") or Mode.STRICT),
         timeout_seconds=float(stated("waiting_seconds") or config.default_timeout_seconds),
         created=min(p.created for p in pods),
-        group=tuple(sorted({*group, *(named or ())})),
+        group=tuple(sorted({*group, *named})) if named else group,
         members=tuple(pods),
         errors=tuple(errors),
         constraints=constraints,
         starvation_seconds=stated("starvation_seconds"),
         priority=_class_value(priority_class, snapshot.priority_classes),
         origin=origin,
+        min_resources=owner.min_resources if owner is not None else None,
     )
+
+
+def _owner_group(
+    ref: OwnerKey,
+    owner: Owner,
+    part: str,
+    *,
+    config: Config,
+    memo: dict[tuple[OwnerKey, int], tuple[GangKey, ...]],
+) -> tuple[GangKey, ...]:
+    """The GangGroup of an owner's part, without parts another scheduler places. Built once
+    per owner and group in a pass (a JobSet of R replicas: R gangs share one tuple), so that
+    resolving it, and checking its consent, is not quadratic in R."""
+    parts = owner.together.get(part, (part,))
+    found = memo.get((ref, id(parts)))
+    if found is None:
+        names = config.scheduler_names
+        ours = [p for p in parts if owner.schedulers.get(p, "") in ("", *names)]
+        found = tuple(
+            sorted(GangKey(ref.namespace, gang_name(ref.kind, ref.name, p)) for p in ours)
+        )
+        memo[(ref, id(parts))] = found
+    key = GangKey(ref.namespace, gang_name(ref.kind, ref.name, part))
+    return found if key in found else (key,)
 
 
 def _class_value(name: str, classes: Mapping[str, PriorityClass]) -> int | None:
@@ -270,12 +304,21 @@ def _with_consent(gangs: Mapping[GangKey, Gang]) -> dict[GangKey, Gang]:
     different group (or none) is invalid, alone, and says which gang did not name it back.
     A named gang without pods yet is waited for (see Session.why_not_ready), not refused."""
     agreed: dict[GangKey, Gang] = {}
+    # The gangs of an owner share one group tuple: judged once per tuple, not per gang (a
+    # JobSet of R replicas would cost R^3 comparisons of R-long tuples).
+    verdicts: dict[int, list[GangKey]] = {}
     for key, gang in gangs.items():
-        refusing = [
-            other
-            for other in gang.group
-            if other != key and other in gangs and gangs[other].group != gang.group
-        ]
+        refusing = verdicts.get(id(gang.group))
+        if refusing is None:
+            group = gang.group
+            refusing = [
+                other
+                for other in group
+                if other in gangs
+                and gangs[other].group is not group
+                and gangs[other].group != group
+            ]
+            verdicts[id(group)] = refusing
         if not refusing:
             agreed[key] = gang
             continue

@@ -552,14 +552,16 @@ class Session:
         objects: the cache replaces a pod when it changes), its PodGroup's spec (not its
         status, which we write ourselves, nor its generation: a CRD without a status
         subresource, as Volcano's, counts our status writes as new generations), and for a
-        topology-placed gang the tree."""
+        topology-placed gang the tree; and its size and group, which an owner states."""
         spec: PodGroup | None = (
             replace(gang.podgroup, status=_NO_STATUS, generation=0)
             if gang.podgroup is not None
             else None
         )
         tree = (self.snapshot.topology, gang.sakkara) if gang.topology_placed else ()
-        return (*gang.members, spec, tree)
+        # What its owner says (a gang from an owner: an owner that shrank may help it).
+        sized = (gang.min_member, gang.total, gang.min_resources, len(gang.group))
+        return (*gang.members, spec, tree, sized)
 
     def park(self, gang: Gang) -> None:
         """The gang failed for want of room: into the unschedulable set until a change could
@@ -668,9 +670,9 @@ class Session:
             return Status.success()
         wanted = {r: gang.min_resources[r] for r in short}
         have = {r: free.get(r, 0) for r in short}
+        whose = "PodGroup minResources" if gang.podgroup is not None else "minResources"
         return Status.unschedulable(
-            f"PodGroup minResources needs {describe(wanted)} in total; "
-            f"the cluster has {describe(have)} free"
+            f"{whose} needs {describe(wanted)} in total; the cluster has {describe(have)} free"
         )
 
     def placement(self, gang: Gang, bindings: list[Binding], retries: int) -> Placement:

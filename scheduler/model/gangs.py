@@ -126,12 +126,18 @@ class Owner:
     parts: Mapping[str, int] = field(default_factory=dict)
     part_size: int | None = None
     together: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The schedulerName of each part's pods, where the owner says (a JobSet's templates; ""
+    # where they do not): a part another scheduler places is never waited for in a GangGroup.
+    schedulers: Mapping[str, str] = field(default_factory=dict)
     options: GangOptions = field(default_factory=GangOptions)
     # What a pod asking for its owner whole (gang-scheduler.io/owner-gang: whole) gets: a
     # NonIndexed Job's parallelism, where ``parts`` has each pod alone.
     whole_size: int | None = None
     grouping: Grouping | None = None
     priority_class: str = ""
+    # Room the gang needs in the cluster, in all, before its first member binds: a Spark
+    # driver's and its executors', which only the driver creates once it runs.
+    min_resources: Resources | None = None
     shape: str = ""
     errors: tuple[str, ...] = ()
 

@@ -53,8 +53,12 @@ JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
 JOBSET_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
 LWS_GROUP_INDEX = "leaderworkerset.sigs.k8s.io/group-index"
+LWS_EXCLUSIVE = "leaderworkerset.sigs.k8s.io/exclusive-topology"
 KUBEFLOW_OPERATOR = "training.kubeflow.org/operator-name"
 KUBEFLOW_JOB_NAME = "training.kubeflow.org/job-name"
+SPARK_APP_NAME = "sparkoperator.k8s.io/app-name"
+SPARK_LAUNCHED = "sparkoperator.k8s.io/launched-by-spark-operator"
+SPARK_ROLE = "spark-role"
 
 # Sakkara (seed 004): the topology and group ConfigMaps, the pods' group, what is written back.
 SAKKARA_TOPOLOGY = "sakkara.topology"

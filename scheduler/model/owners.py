@@ -24,6 +24,7 @@ class OwnerKind(Enum):
     RAY_CLUSTER = "RayCluster"
     MPI_JOB = "MPIJob"
     PYTORCH_JOB = "PyTorchJob"
+    SPARK_APPLICATION = "SparkApplication"
 
     @property
     def kind(self) -> str:
@@ -53,3 +54,21 @@ def gang_name(kind: OwnerKind, name: str, part: str = "") -> str:
     """The gang's name for part ``part`` of owner ``kind``/``name``: "JobSet/llama/workers-0".
     A "/" never occurs in a gang a user names, so these never clash with one."""
     return f"{kind.value}/{name}/{part}" if part else f"{kind.value}/{name}"
+
+
+def child_job(ref: OwnerKey, part: str) -> OwnerKey | None:
+    """The Job that part ``part`` of a JobSet is (JobSet names its Jobs
+    <jobset>-<replicatedJob>-<index>, the part's name): its status says how many of the
+    part's pods are still to come. None for other owners."""
+    if ref.kind is not OwnerKind.JOBSET or not part:
+        return None
+    return OwnerKey(ref.namespace, OwnerKind.JOB, f"{ref.name}-{part}")
+
+
+def owners_of(claim_owner: OwnerKey | None, part: str) -> tuple[OwnerKey, ...]:
+    """Every owner object a gang from ``claim_owner`` reads: the owner, and a JobSet part's
+    Job."""
+    if claim_owner is None:
+        return ()
+    job = child_job(claim_owner, part)
+    return (claim_owner, job) if job is not None else (claim_owner,)

@@ -46,6 +46,7 @@ OWNER_PATHS = {
     OwnerKind.RAY_CLUSTER: "/apis/ray.io/v1/rayclusters",
     OwnerKind.MPI_JOB: "/apis/kubeflow.org/v2beta1/mpijobs",
     OwnerKind.PYTORCH_JOB: "/apis/kubeflow.org/v1/pytorchjobs",
+    OwnerKind.SPARK_APPLICATION: "/apis/sparkoperator.k8s.io/v1beta2/sparkapplications",
 }
 # The owner kinds by the name the cache knows them by.
 OWNER_KINDS = {kind.kind: kind for kind in OwnerKind}

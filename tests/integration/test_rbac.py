@@ -273,6 +273,7 @@ def test_service_account_may_read_every_owner_kind_that_makes_gangs(
         ("ray.io", "rayclusters"),
         ("kubeflow.org", "mpijobs"),
         ("kubeflow.org", "pytorchjobs"),
+        ("sparkoperator.k8s.io", "sparkapplications"),
     ]
     for group, resource in kinds:
         for verb in ("list", "watch"):

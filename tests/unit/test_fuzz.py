@@ -542,6 +542,8 @@ OWNED_BY = st.sampled_from(
         ({"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": "r"}, {}),
         ({"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "name": "m"}, {}),
         ({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "t"}, {}),
+        ({"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication", "name": "s"},
+         {names.SPARK_APP_NAME: "s", names.SPARK_LAUNCHED: "true", names.SPARK_ROLE: "driver"}),
         ({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web"}, {}),
     ]
 )  # fmt: skip
@@ -588,6 +590,19 @@ def valid_owners(draw: st.DrawFn) -> tuple[OwnerKind, dict[str, Any]]:
         OwnerKind.MPI_JOB: lambda: {
             "mpiReplicaSpecs": {"Launcher": {"replicas": 1}, "Worker": {"replicas": draw(small)}}
         },
+        OwnerKind.SPARK_APPLICATION: lambda: {
+            "driver": {
+                "cores": draw(st.integers(1, 2)),
+                "memory": draw(st.sampled_from(["512m", "1g", "2G"])),
+            },
+            "executor": {
+                "instances": draw(small),
+                "coreRequest": draw(st.sampled_from(["500m", "1"])),
+                "memory": "512m",
+                "memoryOverhead": draw(st.sampled_from(["384m", "1g"])),
+            },
+            "dynamicAllocation": {"enabled": draw(st.booleans()), "minExecutors": draw(small)},
+        },
         OwnerKind.PYTORCH_JOB: lambda: {
             "pytorchReplicaSpecs": {"Master": {"replicas": 1}, "Worker": {"replicas": draw(small)}},
             "runPolicy": {"schedulingPolicy": {"minAvailable": draw(st.integers(1, 4))}},
@@ -600,6 +615,7 @@ def valid_owners(draw: st.DrawFn) -> tuple[OwnerKind, dict[str, Any]]:
         OwnerKind.RAY_CLUSTER: "r",
         OwnerKind.MPI_JOB: "m",
         OwnerKind.PYTORCH_JOB: "t",
+        OwnerKind.SPARK_APPLICATION: "s",
     }[kind]
     annotations = draw(GANG_OPTIONS)
     if draw(st.integers(0, 3)) == 3:

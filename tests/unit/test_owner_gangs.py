@@ -7,6 +7,7 @@ are named beside each builder)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -236,26 +237,14 @@ def test_the_last_round_of_an_indexed_job_is_a_gang_of_the_completions_left() ->
     assert len(bound(cluster(pods, [job]))) == 2
 
 
-def test_a_nonindexed_job_places_each_pod_alone_unless_it_asks_for_a_gang() -> None:
+def test_a_nonindexed_job_places_each_pod_alone_unless_its_pods_ask_for_a_gang() -> None:
     pods = job_pods("queue", 3, indexed=False, cpu="8")
+    assert all(p.gang is None for p in pods)  # a work queue's pods: alone, as before
     plain = owner(
         OwnerKind.JOB,
         {"metadata": {"name": "queue", "namespace": "ml"}, "spec": {"parallelism": 3}},
     )
     assert len(bound(cluster(pods, [plain], nodes=2))) == 2  # two fit: two bind
-    asked = owner(
-        OwnerKind.JOB,
-        {
-            "metadata": {
-                "name": "queue",
-                "namespace": "ml",
-                "annotations": {names.OWNER_GANG: "whole"},
-            },
-            "spec": {"parallelism": 3},
-        },
-    )
-    assert bound(cluster(pods, [asked], nodes=2)) == set()  # a gang of 3: none bind
-    assert len(bound(cluster(pods, [asked], nodes=3))) == 3
 
 
 def test_a_pod_annotation_asks_a_nonindexed_job_for_its_whole_gang() -> None:
@@ -414,14 +403,83 @@ def test_a_jobset_binds_whole_every_replicated_job_together() -> None:
     )
 
 
-def test_a_jobset_with_exclusive_placement_is_a_gang_per_replica() -> None:
+def test_with_exclusive_placement_a_jobset_replica_is_its_leader_first() -> None:
+    """JobSet's pod webhook refuses a replica's followers until its leader is placed (and
+    then pins them to its domain): a gang of the whole replica would wait for ever. So each
+    replica's leader is placed alone, and its followers follow."""
     exclusive = {names.JOBSET_EXCLUSIVE: "topology.kubernetes.io/zone"}
     llama = jobset("llama", ("workers", 4, 2), annotations=exclusive)
-    # JobSet copies the annotation onto its pods too.
-    pods = jobset_pods("llama", "workers", 4, 2, annotations=exclusive)
-    got = bound(cluster(pods, [llama], nodes=5, cpu="1"))
-    assert len(got) == 4  # two replicas of two pods fit; a third does not start half
-    assert {p.rsplit("-", 1)[0] for p in got} == {"llama-workers-0", "llama-workers-1"}
+    leaders = [  # only the leaders exist until they are placed
+        p
+        for p in jobset_pods("llama", "workers", 4, 2, annotations=exclusive)
+        if p.labels[names.JOB_COMPLETION_INDEX] == "0"
+    ]
+    snapshot = cluster(leaders, [llama], nodes=2, cpu="2")
+    assert len(bound(snapshot)) == 4
+    gang = resolve(snapshot, CONFIG).gangs[GangKey("ml", "JobSet/llama/workers-0")]
+    assert (gang.min_member, gang.group) == (1, (gang.key,))
+    assert "its leader first: exclusive placement" in gang.origin
+
+
+def test_a_replicated_job_another_scheduler_places_is_not_waited_for() -> None:
+    llama = owner(
+        OwnerKind.JOBSET,
+        {
+            "metadata": {"name": "llama", "namespace": "ml"},
+            "spec": {
+                "replicatedJobs": [
+                    {"name": "workers", "replicas": 2, "template": {"spec": {
+                        "parallelism": 2, "template": {"spec": {"schedulerName": SCHEDULER}}}}},
+                    {"name": "monitor", "replicas": 1, "template": {"spec": {
+                        "parallelism": 1,
+                        "template": {"spec": {"schedulerName": "default-scheduler"}}}}},
+                    {"name": "sidecar", "replicas": 1, "template": {"spec": {
+                        "parallelism": 1, "template": {
+                            "metadata": {"annotations": {names.OWNER_GANG: "none"}}}}}},
+                ]
+            },
+        },
+    )  # fmt: skip
+    pods = jobset_pods("llama", "workers", 2, 2)
+    snapshot = cluster(pods, [llama], nodes=4, cpu="1")
+    assert len(bound(snapshot)) == 4
+    gang = resolve(snapshot, CONFIG).gangs[GangKey("ml", "JobSet/llama/workers-0")]
+    assert gang.group == (
+        GangKey("ml", "JobSet/llama/workers-0"),
+        GangKey("ml", "JobSet/llama/workers-1"),
+    )
+
+
+def test_a_jobset_replica_near_its_end_is_a_gang_of_what_its_job_has_left() -> None:
+    """One of a replica's two pods succeeded, the other failed and was made again: its Job
+    says one completion is left, so the replica's gang is that one pod."""
+    llama = jobset("llama", ("workers", 1, 2))
+    child = owner(
+        OwnerKind.JOB,
+        {
+            "metadata": {"name": "llama-workers-0", "namespace": "ml"},
+            "spec": {"parallelism": 2, "completions": 2, "completionMode": "Indexed"},
+            "status": {"succeeded": 1, "failed": 1},
+        },
+    )
+    again = [p for p in jobset_pods("llama", "workers", 1, 2) if p.ref.name.endswith("-1")]
+    snapshot = cluster(again, [llama, child])
+    gang = resolve(snapshot, CONFIG).gangs[GangKey("ml", "JobSet/llama/workers-0")]
+    assert gang.min_member == 1
+    assert len(bound(snapshot)) == 1
+
+
+def test_a_job_whose_indexes_failed_for_good_waits_only_for_the_rest() -> None:
+    job = owner(
+        OwnerKind.JOB,
+        {
+            "metadata": {"name": "train", "namespace": "ml"},
+            "spec": {"parallelism": 4, "completions": 4, "completionMode": "Indexed",
+                     "backoffLimitPerIndex": 0},
+            "status": {"succeeded": 1, "failedIndexes": "0,2"},
+        },
+    )  # fmt: skip
+    assert job.parts == {"": 1}
 
 
 def test_our_annotation_on_the_jobset_asks_for_a_gang_per_replica() -> None:
@@ -446,6 +504,17 @@ def test_a_jobset_started_in_order_is_a_gang_per_replicated_job() -> None:
 
 
 # -- LeaderWorkerSet -------------------------------------------------------------------------
+
+
+def test_a_leaderworkerset_that_makes_workers_once_the_leader_is_ready_gangs_the_leader() -> None:
+    """startupPolicy LeaderReady (and exclusive placement): LeaderWorkerSet v0.7.0 creates a
+    group's workers only once its leader is ready (or placed)."""
+    body = example("leaderworkerset-sample.yaml")
+    body["spec"]["startupPolicy"] = "LeaderReady"
+    lws = owner(OwnerKind.LEADER_WORKER_SET, body)
+    leader = lws_pods("leaderworkerset-sample", group=0, size=4)[:1]
+    assert bound(cluster(leader, [lws])) == {"leaderworkerset-sample-0"}
+    assert "the leader first" in lws.shape
 
 
 def test_each_leaderworkerset_group_is_a_gang_of_its_own() -> None:
@@ -534,6 +603,84 @@ def test_a_pytorchjob_is_all_of_its_replicas() -> None:
     assert gang.min_member == 2
     assert gang.origin == "gang from PyTorchJob kubeflow/pytorch-simple: Master 1, Worker 1"
     assert len(bound(snapshot)) == 2
+
+
+def spark_pod(app: str, role: str, name: str, *, cpu: str, memory: str) -> Pod:
+    """A pod of a SparkApplication, labelled as the Spark Operator v2.3.0 has Spark label it
+    (internal/controller/sparkapplication/submission.go), owned as its webhook makes it."""
+    return pod_from_dict(
+        {
+            "metadata": {
+                "name": name, "namespace": "ml", "uid": f"uid-{name}",
+                "labels": {names.SPARK_APP_NAME: app, names.SPARK_LAUNCHED: "true",
+                           names.SPARK_ROLE: role},
+                "creationTimestamp": format_time(T0 - 60),
+                "ownerReferences": [{"apiVersion": "sparkoperator.k8s.io/v1beta2",
+                                     "kind": "SparkApplication", "name": app,
+                                     "uid": f"uid-{app}", "controller": True}],
+            },
+            "spec": {"schedulerName": SCHEDULER, "containers": [
+                {"name": "spark", "resources": {"requests": {"cpu": cpu, "memory": memory}}}]},
+            "status": {"phase": "Pending"},
+        }
+    )  # fmt: skip
+
+
+def test_a_spark_driver_binds_only_when_there_is_room_for_it_and_its_executors() -> None:
+    """The Spark Operator's own PodGroup: minMember 1 (the executors exist only once the
+    driver runs) and minResources for the driver and its executors. spark-pi asks for 1 core
+    and 512m each, one executor: 2 cpu and 2 x (512Mi + 384Mi overhead) in all."""
+    app = owner(OwnerKind.SPARK_APPLICATION, example("sparkapplication-spark-pi.yaml"))
+    assert app.min_resources == {"cpu": 2000, "memory": 2 * 896 * 2**20, "pods": 2}
+    driver = spark_pod("spark-pi", "driver", "spark-pi-driver", cpu="1", memory="896Mi")
+    room_for_the_driver_only = cluster([driver], [app], nodes=1, cpu="1")
+    assert bound(room_for_the_driver_only) == set()
+    messages = events(room_for_the_driver_only, "FailedScheduling")
+    assert any("minResources needs {cpu: 2} in total" in m for m in messages), messages
+    assert bound(cluster([driver], [app], nodes=2, cpu="1")) == {"spark-pi-driver"}
+    gang = resolve(cluster([driver], [app]), CONFIG).gangs[
+        GangKey("ml", "SparkApplication/spark-pi")
+    ]
+    assert (gang.min_member, gang.total) == (1, 1)
+    assert "the driver and 1 executor" in gang.origin
+
+
+def test_spark_executors_created_by_their_running_driver_join_its_gang_and_follow() -> None:
+    app = owner(OwnerKind.SPARK_APPLICATION, example("sparkapplication-spark-pi.yaml"))
+    driver = spark_pod("spark-pi", "driver", "spark-pi-driver", cpu="1", memory="896Mi")
+    running = replace(driver, node_name="n0", phase="Running")
+    executor = spark_pod("spark-pi", "executor", "spark-pi-exec-1", cpu="1", memory="896Mi")
+    assert executor.gang is not None
+    assert executor.gang.key == GangKey("ml", "SparkApplication/spark-pi")
+    assert bound(cluster([running, executor], [app], nodes=2, cpu="1")) == {"spark-pi-exec-1"}
+
+
+def test_a_spark_application_with_dynamic_allocation_counts_its_minimum_executors() -> None:
+    app = owner(OwnerKind.SPARK_APPLICATION, example("sparkapplication-dynamic-allocation.yaml"))
+    assert app.min_resources is not None
+    assert app.min_resources["cpu"] == 2000  # the driver and minExecutors: 1
+
+
+def test_a_malformed_spark_memory_is_an_error_that_names_the_field() -> None:
+    body = example("sparkapplication-spark-pi.yaml")
+    body["spec"]["executor"]["memory"] = "lots"
+    assert owner(OwnerKind.SPARK_APPLICATION, body).errors == (
+        "spec.executor.memory must be a JVM memory size such as 512m or 4g, got 'lots'",
+    )
+
+
+def test_preemption_never_leaves_a_running_jobset_replica_below_its_job() -> None:
+    """A running replica of 4 at low priority, and a high-priority gang that needs the room
+    of one of its pods: the whole replica goes, never 3 of its 4."""
+    llama = jobset("llama", ("workers", 1, 4))
+    replica = [
+        replace(p, node_name="n0", phase="Running", priority=1)
+        for p in jobset_pods("llama", "workers", 1, 4, cpu="2")
+    ]
+    urgent = [replace(p, priority=100) for p in job_pods("urgent", 1, cpu="2")]
+    snapshot = cluster([*replica, *urgent], [llama, indexed_job("urgent", 1)], nodes=1)
+    result = schedule(snapshot, now=T0)
+    assert sorted(e.pod.name for e in result.evictions) == sorted(p.ref.name for p in replica)
 
 
 def test_pods_of_owners_that_make_no_gang_are_each_alone() -> None:

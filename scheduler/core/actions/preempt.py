@@ -208,7 +208,8 @@ def _counts_against(budget: DisruptionBudget, pod: Pod) -> bool:
 
 
 def _min_member(session: Session, pod: Pod) -> int:
-    """A victim gang's minimum: its PodGroup's minMember, else its pods' min-available."""
+    """A victim gang's minimum: its PodGroup's minMember, else its pods' min-available, else
+    what its owner says (a running JobSet replica is not broken up below its Job's size)."""
     key = gang_key_of(pod)
     gang = session.gangs.get(key)
     if gang is not None:
@@ -217,7 +218,12 @@ def _min_member(session: Session, pod: Pod) -> int:
     if podgroup is not None:
         return podgroup.min_member
     claim = pod.gang
-    return claim.min_available if claim is not None and claim.min_available else 1
+    if claim is not None and claim.min_available:
+        return claim.min_available
+    owner = session.snapshot.owners.get(claim.owner) if claim and claim.owner else None
+    if claim is not None and owner is not None:  # a running gang from its owner
+        return owner.size(claim.part) or 1
+    return 1
 
 
 def _evicted(ledger: Ledger, chosen: Iterable[Victims]) -> Ledger:
