@@ -186,5 +186,7 @@ def read_claim(
     problem = key_problem(key)
     if problem:
         errors.insert(0, f"{source.value}: {problem}")
+        if "/" in key.name:  # never the name of a gang from an owner ("Job/train"): not its
+            key = GangKey(namespace, "invalid:" + key.name)
     stated = {f.name: getattr(options, f.name) for f in fields(GangOptions)}
     return GangClaim(key=key, source=source, **{**stated, "errors": tuple(errors)})

@@ -683,6 +683,25 @@ def test_preemption_never_leaves_a_running_jobset_replica_below_its_job() -> Non
     assert sorted(e.pod.name for e in result.evictions) == sorted(p.ref.name for p in replica)
 
 
+def test_a_pod_that_names_a_gang_like_an_owners_cannot_join_or_spoil_it() -> None:
+    """A gang name cannot hold "/", a gang from an owner's always does: a pod whose
+    annotation says "Job/train" is an invalid gang of its own, and the Job's gang binds."""
+    pods = job_pods("train", 2)
+    stranger = replace(
+        pod_from_dict(
+            {
+                "metadata": {"name": "stranger", "namespace": "ml", "uid": "uid-stranger",
+                             "annotations": {names.KOORD_NAME: "Job/train"}},
+                "spec": {"schedulerName": SCHEDULER, "containers": []},
+            }
+        ),
+        created=T0,
+    )  # fmt: skip
+    assert stranger.gang is not None
+    assert stranger.gang.key != GangKey("ml", "Job/train")
+    assert bound(cluster([*pods, stranger], [indexed_job("train", 2)])) == {"train-0", "train-1"}
+
+
 def test_pods_of_owners_that_make_no_gang_are_each_alone() -> None:
     replica = operator_pod("web-abc", controller=("apps/v1", "ReplicaSet", "web-5d4"))
     stateful = operator_pod("db-0", controller=("apps/v1", "StatefulSet", "db"))
