@@ -125,8 +125,10 @@ def test_a_nonindexed_job_binds_its_pods_as_they_fit_unless_it_asks_for_a_gang(
         timeout=BIND_TIMEOUT,
         what="two of the work queue's three pods bound (room for two)",
     )
-    whole = indexed_job(cluster, "whole", 3, cpu="8", annotations={names.OWNER_GANG: "whole"})
+    whole = indexed_job(cluster, "whole", 3, cpu="8")
     whole["spec"]["completionMode"] = "NonIndexed"
+    # The pods say it (the pod template): a NonIndexed Job's pods are alone otherwise.
+    whole["spec"]["template"]["metadata"]["annotations"][names.OWNER_GANG] = "whole"
     cluster.nodes(2, cpu="8")
     cluster.apply(whole)
     pods = wait_for(
