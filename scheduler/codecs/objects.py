@@ -54,7 +54,7 @@ def resource_list(raw: object) -> Resources:
     return Resources(amounts)
 
 
-def _resource_errors(raw: object, field: str) -> list[str]:
+def resource_errors(raw: object, field: str) -> list[str]:
     """What ``resource_list`` left out of a ResourceList the API server does not check
     fully (a PodGroup's minResources: the CRD's pattern takes "-5" and "1e999")."""
     if raw is not None and not isinstance(raw, Mapping):
@@ -436,7 +436,7 @@ def podgroup_from_dict(raw: object) -> PodGroup:
     errors = list(options.errors)
     timeout = _timeout(spec.get("scheduleTimeoutSeconds"), errors)
     min_resources = spec.get("minResources")
-    errors.extend(_resource_errors(min_resources, "spec.minResources"))
+    errors.extend(resource_errors(min_resources, "spec.minResources"))
     return PodGroup(
         key=GangKey(namespace, text(meta.get("name"))),
         uid=text(meta.get("uid")),
@@ -531,7 +531,7 @@ def volcano_podgroup_from_dict(raw: object) -> PodGroup:
     errors = list(options.errors)
     min_member = _count(spec.get("minMember"), "spec.minMember", errors, absent=1)
     min_resources = spec.get("minResources")
-    errors.extend(_resource_errors(min_resources, "spec.minResources"))
+    errors.extend(resource_errors(min_resources, "spec.minResources"))
     return PodGroup(
         key=GangKey(namespace, text(meta.get("name"))),
         uid=text(meta.get("uid")),

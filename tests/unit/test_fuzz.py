@@ -68,6 +68,7 @@ from scheduler.codecs.objects import (
     workload_podgroup_from_dict,
 )
 from scheduler.codecs.owners import owner_from_dict
+from scheduler.codecs.queues import queue_from_dict
 from scheduler.codecs.topology import (
     group_from_configmap,
     read_constraints,
@@ -81,6 +82,7 @@ from scheduler.model.gangs import Owner, PodGroup
 from scheduler.model.nodes import Node
 from scheduler.model.owners import OwnerKind
 from scheduler.model.pods import GangClaim, GangOptions, GangSource, Pod, PodGroupApi
+from scheduler.model.queues import Queue
 from scheduler.model.snapshot import PriorityClass
 from scheduler.model.topology import Constraints, SakkaraGroup, Topology
 from scheduler.shell.configmaps import apply_configmap
@@ -88,7 +90,7 @@ from tests.unit.builders import SCHEDULER, T0
 
 # -- profiles -------------------------------------------------------------------------------
 
-FUZZ_TESTS = 17  # the tests below that use FUZZ; test_every_fuzz_test_gets_its_share checks
+FUZZ_TESTS = 18  # the tests below that use FUZZ; test_every_fuzz_test_gets_its_share checks
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "100000"))
 _COMMON: dict[str, Any] = {
     "deadline": None,
@@ -975,6 +977,35 @@ def test_the_owner_codecs_return_an_owner_for_any_json(pair: tuple[OwnerKind, An
     assert all(part in owner.parts for parts in owner.together.values() for part in parts)
     assert isinstance(owner.shape, str)
     assert all(isinstance(e, str) for e in owner.errors)
+
+
+VALID_QUEUE = {
+    "metadata": {"name": "team-a", "uid": "uid-q"},
+    "spec": {
+        "parent": "research",
+        "weight": 2,
+        "capability": {"cpu": "8", "nvidia.com/gpu": "4"},
+        "deserved": {"nvidia.com/gpu": "2"},
+        "guarantee": {"resource": {"nvidia.com/gpu": "1"}},
+        "reclaimable": True,
+        "priority": 5,
+    },
+    "status": {"state": "Open"},
+}
+
+
+@FUZZ
+@given(JSON | almost(st.just(VALID_QUEUE)))
+def test_the_queue_codec_returns_a_queue_for_any_json(body: Any) -> None:
+    read = queue_from_dict(body)
+    assert isinstance(read, Queue)
+    assert _is_int(read.weight)
+    assert 1 <= read.weight < 2**31
+    for amounts in (read.capability, read.deserved, read.guarantee):
+        if amounts is not None:
+            _check_amounts(amounts)
+    assert isinstance(read.reclaimable, bool)
+    assert all(isinstance(e, str) for e in read.errors)
 
 
 def test_bad_upstream_and_volcano_counts_are_errors_that_name_the_field() -> None:

@@ -1,0 +1,41 @@
+"""Queues shared by teams (#22), as Volcano's Queue (``scheduling.volcano.sh/v1beta1``, the
+API users already have): a tree of queues, each with a hard ceiling (``capability``), room
+kept for it (``guarantee``), the share reclaim restores (``deserved``) and a weight for what
+is beyond the deserved shares.
+
+This is the first step: queues as data and their tree checked. Gangs joining queues, the
+fair order and reclaim come next; until then a queue changes no decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler.model.resources import Resources
+
+DEFAULT_QUEUE = "default"  # where a gang that names none goes, as in Volcano
+OPEN = "Open"
+CLOSED = "Closed"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Queue:
+    """One Queue object, fields as Volcano names them. ``None``: not stated (no ceiling, no
+    deserved share). ``state``: its status.state; a Closed (or Closing) queue takes no new
+    gangs. ``errors`` name the field and what is allowed; a queue with errors takes none."""
+
+    name: str
+    uid: str = ""
+    parent: str = ""  # "" for a child of the root
+    weight: int = 1
+    capability: Resources | None = None
+    deserved: Resources | None = None
+    guarantee: Resources | None = None
+    reclaimable: bool = True
+    priority: int = 0
+    state: str = OPEN
+    errors: tuple[str, ...] = ()
+
+    @property
+    def open(self) -> bool:
+        return self.state == OPEN
