@@ -55,8 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     why.add_argument(
         "gang",
         metavar="NAMESPACE/NAME",
-        help="the gang: a PodGroup or annotation name, or a gang from an owner such as "
-        "ml/JobSet/llama/workers-0 (explain names it)",
+        help="the gang (a PodGroup or annotation name, or a gang from an owner such as "
+        "ml/JobSet/llama/workers-0), or one of its pods",
     )
     why.add_argument(
         "--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config)"

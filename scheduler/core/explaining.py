@@ -20,7 +20,7 @@ from scheduler.core.scheduling import schedule, topology_of
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
 from scheduler.model.gangs import Gang
-from scheduler.model.pods import TERMINAL_PHASES, GangKey, Pod
+from scheduler.model.pods import TERMINAL_PHASES, GangKey, Pod, gang_key_of
 from scheduler.model.resources import describe
 from scheduler.model.snapshot import GangState, Snapshot
 
@@ -112,6 +112,14 @@ def _topology_lines(
 def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> list[str]:
     resolution = resolve(snapshot, config)
     gang = resolution.gangs.get(key)
+    member = next(
+        (p for p in snapshot.pods if (p.ref.namespace, p.ref.name) == (key.namespace, key.name)),
+        None,
+    )
+    if gang is None and member is not None and gang_key_of(member) in resolution.gangs:
+        # A pod's name: the gang it is in (a gang from an owner has a name nobody typed).
+        found = gang_key_of(member)
+        return [f"pod {key} is in gang {found}", *explain(snapshot, found, now=now, config=config)]
     if gang is None:
         names = " or ".join(sorted(config.scheduler_names))
         if key in snapshot.podgroups:

@@ -717,3 +717,14 @@ def test_explain_says_how_the_gang_was_formed() -> None:
     )
     assert "gang from JobSet ml/llama: 1 replicated job (workers 2 x 2 pods), one gang" in lines
     assert "GangGroup: ml/JobSet/llama/workers-0, ml/JobSet/llama/workers-1" in lines
+
+
+def test_explain_takes_a_pods_name_and_explains_its_gang() -> None:
+    """Nobody types "ml/JobSet/llama/workers-0": the name of one of its pods will do."""
+    llama = jobset("llama", ("workers", 2, 2))
+    pods = jobset_pods("llama", "workers", 2, 2)
+    lines = explain(
+        cluster(pods, [llama]), GangKey("ml", "llama-workers-1-0"), now=T0, config=CONFIG
+    )
+    assert lines[0] == "pod ml/llama-workers-1-0 is in gang ml/JobSet/llama/workers-1"
+    assert lines[1].startswith("gang ml/JobSet/llama/workers-1: min 2 of 2")
