@@ -95,14 +95,20 @@ def _issue(
     return builder.sign(ca_key, hashes.SHA256())
 
 
+def _new_ca(
+    common_name: str,
+) -> tuple[ec.EllipticCurvePrivateKey, x509.Name, x509.Certificate]:
+    """A self-signed CA: its key, its name and its certificate."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = _name(common_name)
+    cert = _issue(subject=name, key=key, ca_name=name, ca_key=key, usage=None, is_ca=True)
+    return key, name, cert
+
+
 def write_pki(directory: Path) -> Pki:
     """Create a CA, the apiserver's serving pair, an admin client pair and SA keys."""
     directory.mkdir(parents=True, exist_ok=True)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name("gang-scheduler-local-ca")
-    ca_cert = _issue(
-        subject=ca_name, key=ca_key, ca_name=ca_name, ca_key=ca_key, usage=None, is_ca=True
-    )
+    ca_key, ca_name, ca_cert = _new_ca("gang-scheduler-local-ca")
 
     serving_key = ec.generate_private_key(ec.SECP256R1())
     sans: list[x509.GeneralName] = [
@@ -166,11 +172,7 @@ def write_webhook_pki(directory: Path) -> bytes:
     webhooks served on the loopback address, which the API server reaches by URL. Returns
     the CA certificate (PEM), the webhook configurations' caBundle."""
     directory.mkdir(parents=True, exist_ok=True)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = _name("gang-scheduler-webhook-ca")
-    ca_cert = _issue(
-        subject=ca_name, key=ca_key, ca_name=ca_name, ca_key=ca_key, usage=None, is_ca=True
-    )
+    ca_key, ca_name, ca_cert = _new_ca("gang-scheduler-webhook-ca")
     key = ec.generate_private_key(ec.SECP256R1())
     cert = _issue(
         subject=_name("webhook"),

@@ -31,7 +31,7 @@ from scheduler.model.resources import CPU, MEMORY, PODS, Resources
 _GROUPINGS = {g.value: g for g in Grouping}
 # The annotations read_options reads, by prefix.
 _OPTION_PREFIXES = (names.KOORD_PREFIX, names.OUR_PREFIX, "pod-group.scheduling.sigs.k8s.io/")
-_OPTION_FIELDS = tuple(f.name for f in fields(GangOptions))
+_OPTION_FIELDS = tuple(f.name for f in fields(GangOptions) if f.name != "errors")
 # The API groups of the owners whose pods point at them directly.
 _DIRECT = {
     ("RayCluster", "ray.io"): OwnerKind.RAY_CLUSTER,
@@ -119,25 +119,19 @@ def read_owner_claim(
         return None
     # Most pods of a Job say nothing of gangs: their options are not read (for every pod
     # of every Job in the cluster, ours or not, that was half of the pod codec's time).
-    key = GangKey(namespace, gang_name(owner.kind, owner.name, part))
-    if not any(k.startswith(_OPTION_PREFIXES) for k in annotations):
-        return GangClaim(
-            key=key,
-            source=GangSource.OWNER,
-            owner=owner,
-            part=part,
-            grouping=grouping,
-            errors=tuple(errors),
-        )
-    options = read_options(annotations, namespace=namespace)
-    stated = {name: getattr(options, name) for name in _OPTION_FIELDS}
+    stated: dict[str, Any] = {}
+    if any(k.startswith(_OPTION_PREFIXES) for k in annotations):
+        options = read_options(annotations, namespace=namespace)
+        stated = {name: getattr(options, name) for name in _OPTION_FIELDS}
+        errors = [*options.errors, *errors]
     return GangClaim(
-        key=key,
+        key=GangKey(namespace, gang_name(owner.kind, owner.name, part)),
         source=GangSource.OWNER,
         owner=owner,
         part=part,
         grouping=grouping,
-        **{**stated, "errors": (*options.errors, *errors)},
+        errors=tuple(errors),
+        **stated,
     )
 
 

@@ -214,3 +214,18 @@ def test_memory_the_shell_changed_during_a_pass_survives_the_pass() -> None:
     cache.update_memory(key, GangState(attempts=3))  # a rejected bind, while it runs
     cache.remember({key: GangState(attempts=1)})  # the pass ends
     assert cache.memory[key].attempts == 3
+
+
+def test_an_owner_kind_served_once_and_then_refused_keeps_its_gangs_waiting() -> None:
+    """Never served: its pods are placed as they come. Served, then refused (RBAC taken away,
+    its CRD being deleted): its gangs wait for their owners rather than bind in parts."""
+    from scheduler.model.owners import OwnerKind  # noqa: PLC0415
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    cache.serve("rayclusters", False)
+    assert OwnerKind.RAY_CLUSTER not in cache.snapshot(whole=True).owner_kinds
+    cache.serve("jobsets", True)
+    cache.serve("jobsets", False)
+    assert OwnerKind.JOBSET in cache.snapshot(whole=True).owner_kinds
+    cache.serve("rayclusters", True)
+    assert OwnerKind.RAY_CLUSTER in cache.snapshot(whole=True).owner_kinds
