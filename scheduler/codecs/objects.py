@@ -288,6 +288,17 @@ def _pod_scheduled(status: Obj) -> tuple[str, str, str, str] | None:
 # ``shapes``), so a parsed object never carries a type the core does not expect.
 
 
+def queue_named(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
+    """The queue an object names (#22): Volcano's annotation, KubeRay's and Volcano's job
+    label, or ours; "" when it names none (the default queue)."""
+    return (
+        annotations.get(names.VOLCANO_QUEUE_NAME)
+        or labels.get(names.VOLCANO_QUEUE_LABEL)
+        or labels.get(names.QUEUE)
+        or ""
+    )
+
+
 def pod_from_dict(raw: object) -> Pod:
     body = obj(raw)
     meta, spec, status = obj(body.get("metadata")), obj(body.get("spec")), obj(body.get("status"))
@@ -335,6 +346,7 @@ def pod_from_dict(raw: object) -> Pod:
         scoring=s if (s := annotations.get(names.SCORING, "")) in names.SCORINGS else "",
         resource_claims=bool(objs(spec.get("resourceClaims"))),
         gates=tuple(text(g.get("name")) or "(unnamed)" for g in objs(spec.get("schedulingGates"))),
+        queue=queue_named(labels, annotations),
     )
 
 
@@ -440,6 +452,7 @@ def podgroup_from_dict(raw: object) -> PodGroup:
     return PodGroup(
         key=GangKey(namespace, text(meta.get("name"))),
         uid=text(meta.get("uid")),
+        queue=queue_named(texts(meta.get("labels")), texts(meta.get("annotations"))),
         min_member=max(_int(spec.get("minMember"), 1), 1),
         min_resources=resource_list(min_resources) if min_resources else None,
         timeout_seconds=timeout,
@@ -507,6 +520,7 @@ def workload_podgroup_from_dict(raw: object) -> PodGroup:
     return PodGroup(
         key=GangKey(namespace, text(meta.get("name"))),
         uid=text(meta.get("uid")),
+        queue=queue_named(texts(meta.get("labels")), texts(meta.get("annotations"))),
         min_member=min_member,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
         **_stated_options(options),
@@ -522,8 +536,9 @@ def workload_podgroup_from_dict(raw: object) -> PodGroup:
 
 def volcano_podgroup_from_dict(raw: object) -> PodGroup:
     """Volcano's PodGroup (``scheduling.volcano.sh/v1beta1``): ``spec.minMember`` (1 when
-    absent), ``minResources``, ``priorityClassName`` (the gang's priority). ``queue`` and
-    ``minTaskMember`` are Volcano's own and not read: this scheduler has no queues."""
+    absent), ``minResources``, ``priorityClassName`` (the gang's priority), ``queue`` (its
+    Queue, #22; else the annotation or label, as on other PodGroups). ``minTaskMember`` is
+    Volcano's own and not read."""
     body = obj(raw)
     meta, spec = obj(body.get("metadata")), obj(body.get("spec"))
     namespace = text(meta.get("namespace"), "default")
@@ -535,6 +550,8 @@ def volcano_podgroup_from_dict(raw: object) -> PodGroup:
     return PodGroup(
         key=GangKey(namespace, text(meta.get("name"))),
         uid=text(meta.get("uid")),
+        queue=text(spec.get("queue"))
+        or queue_named(texts(meta.get("labels")), texts(meta.get("annotations"))),
         min_member=min_member,
         min_resources=resource_list(min_resources) if min_resources else None,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,

@@ -63,6 +63,22 @@ def _stated(
     return value
 
 
+def _queue(pods: Iterable[Pod], podgroup: PodGroup | None = None) -> str:
+    """The queue a gang is in (#22): its PodGroup's, else what its members name."""
+    if podgroup is not None and podgroup.queue:
+        return podgroup.queue
+    return _agreed(p.queue or None for p in pods) or ""
+
+
+def queue_of_pod(pod: Pod, podgroups: Mapping[GangKey, PodGroup]) -> str:
+    """The queue a bound pod counts against: its gang's PodGroup's, else its own."""
+    if pod.gang is not None:
+        podgroup = podgroups.get(pod.gang.key)
+        if podgroup is not None and podgroup.queue and podgroup.api is pod.gang.source.api:
+            return podgroup.queue
+    return pod.queue
+
+
 @dataclass(frozen=True, slots=True)
 class Resolution:
     gangs: Mapping[GangKey, Gang]
@@ -101,6 +117,7 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
                 created=pods[0].created,
                 group=(key,),
                 members=tuple(pods),
+                queue=pods[0].queue,
             )
             continue
         if claims[0].source is GangSource.OWNER:
@@ -169,6 +186,7 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
             constraints=constraints,
             starvation_seconds=_stated(claims, podgroup, "starvation_seconds"),
             priority=_priority(podgroup, snapshot.priority_classes),
+            queue=_queue(pods, podgroup),
         )
     return Resolution(
         gangs=_with_consent(gangs),
@@ -255,6 +273,7 @@ def _owner_gang(
         priority=_class_value(priority_class, snapshot.priority_classes),
         origin=origin,
         min_resources=owner.min_resources if owner is not None else None,
+        queue=_queue(pods),
     )
 
 
@@ -355,6 +374,7 @@ def _sakkara_gang(key: GangKey, pods: list[Pod], snapshot: Snapshot, config: Con
         constraints=group.constraints if group else None,
         sakkara=group,
         priority=group.priority if group else None,
+        queue=_queue(pods),
     )
 
 

@@ -1,13 +1,16 @@
-"""The tree of queues, checked (#22): what is wrong with each queue, in words that say what
-to do. A queue with a problem takes no new gangs and its gangs say why (next steps); the rest
-of the tree goes on. Pure: from the queues as read to errors per queue name."""
+"""Queues in a pass (#22): the tree checked (what is wrong with each queue, in words that say
+what to do; a queue with a problem takes no new gangs and its gangs say why, the rest of the
+tree goes on), each queue's fair share and dominant share (the fair order), and the room its
+capability, and other queues' guarantees, leave a gang. Pure: from queues and what they hold
+to shares, orders and refusals."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 
-from scheduler.model.queues import Queue
-from scheduler.model.resources import Resources
+from scheduler.model.queues import DEFAULT_QUEUE, Queue
+from scheduler.model.resources import Resources, format_amount
 
 ROOT = "root"  # Volcano's root queue: a queue without a parent is its child
 
@@ -60,3 +63,293 @@ def tree_errors(queues: Mapping[str, Queue]) -> dict[str, tuple[str, ...]]:
                     "its parent's"
                 )
     return {name: tuple(dict.fromkeys(errors)) for name, errors in found.items() if errors}
+
+
+def _amount(name: str, value: float) -> str:
+    return format_amount(name, int(value))
+
+
+class QueueBook:
+    """The queues of one pass (#22): what each holds, its fair share, and the room its
+    limits leave a gang. Built from the snapshot at the start of a pass; ``take`` counts what
+    the pass commits, so the next gang's turn sees it.
+
+    Fair shares are worked out per resource by water filling down the tree: a queue that
+    states ``deserved`` for a resource gets it (``guarantee`` at least), the rest of its
+    parent's share is split among its siblings by ``weight``, none beyond its capability. A
+    queue's dominant share is the largest, over the resources, of what its subtree holds
+    against its fair share (DRF): the queue furthest below its fair share goes first.
+    """
+
+    def __init__(
+        self,
+        queues: Mapping[str, Queue],
+        *,
+        usage: Mapping[str, Mapping[str, int]],
+        total: Mapping[str, int],
+    ) -> None:
+        known = dict(queues)
+        if DEFAULT_QUEUE not in known:
+            known[DEFAULT_QUEUE] = Queue(name=DEFAULT_QUEUE)  # as if it had no spec
+        self.queues = known
+        self.errors = tree_errors(known)
+        self.total = {r: a for r, a in total.items() if a > 0}
+        self._parent: dict[str, str | None] = {}
+        for name, queue in known.items():
+            parent = queue.parent
+            ok = parent and parent != ROOT and parent in known and name not in self.errors
+            self._parent[name] = parent if ok else None
+        self._children: dict[str | None, list[str]] = {}
+        for name in sorted(known):
+            self._children.setdefault(self._parent[name], []).append(name)
+        # What each queue's subtree holds (its own gangs and its descendants').
+        self.held: dict[str, dict[str, int]] = {name: {} for name in known}
+        for name, amounts in usage.items():
+            if name in known:
+                self._add(name, amounts)
+        self.fair: dict[str, dict[str, float]] = {}
+        self._fill(None, self.total)
+
+    def name_of(self, queue: str) -> str:
+        """The queue a gang naming ``queue`` is in ("" names the default)."""
+        return queue or DEFAULT_QUEUE
+
+    def ancestors(self, name: str) -> list[str]:
+        """``name`` and its ancestors, nearest first (a queue with errors has none)."""
+        chain = [name]
+        at = self._parent.get(name)
+        while at is not None and at not in chain:
+            chain.append(at)
+            at = self._parent.get(at)
+        return chain
+
+    def _add(self, name: str, amounts: Mapping[str, int], sign: int = 1) -> None:
+        for at in self.ancestors(name):
+            held = self.held[at]
+            for resource, amount in amounts.items():
+                held[resource] = held.get(resource, 0) + sign * amount
+
+    def take(self, queue: str, amounts: Mapping[str, int]) -> None:
+        """Count what a committed turn placed in ``queue``."""
+        name = self.name_of(queue)
+        if name in self.queues:
+            self._add(name, amounts)
+
+    def give_back(self, queue: str, amounts: Mapping[str, int]) -> None:
+        """Count what an eviction frees in ``queue``."""
+        name = self.name_of(queue)
+        if name in self.queues:
+            self._add(name, amounts, -1)
+
+    # -- fair shares ------------------------------------------------------------------------
+
+    def _fill(self, parent: str | None, amounts: Mapping[str, float]) -> None:
+        children = self._children.get(parent, [])
+        if not children:
+            return
+        shares: dict[str, dict[str, float]] = {c: {} for c in children}
+        for resource, amount in amounts.items():
+            for child, got in _water_fill(
+                [self.queues[c] for c in children], resource=resource, amount=amount
+            ).items():
+                shares[child][resource] = got
+        for child in children:
+            self.fair[child] = shares[child]
+            self._fill(child, shares[child])
+
+    def share(self, queue: str) -> float:
+        """The queue's dominant share: the most, over the resources, its subtree holds
+        against its fair share (0: holds nothing; above 1: beyond its fair share)."""
+        name = self.name_of(queue)
+        fair = self.fair.get(name, {})
+        held = self.held.get(name, {})
+        most = 0.0
+        for resource, amount in held.items():
+            if amount <= 0 or resource not in self.total:
+                continue
+            deserved = fair.get(resource, 0.0)
+            most = max(most, amount / deserved if deserved > 0 else math.inf)
+        return most
+
+    def order(self, queue: str) -> tuple:
+        """Sort key of a queue for the fair order: furthest below its share first, then the
+        higher spec.priority, then by name."""
+        name = self.name_of(queue)
+        known = self.queues.get(name)
+        return (self.share(name), -(known.priority if known else 0), name)
+
+    # -- what holds a gang --------------------------------------------------------------------
+
+    def problem(self, queue: str) -> tuple[str, str, str] | None:
+        """Why a gang in ``queue`` may not start, as (event reason, message, the queue at
+        fault when it is one that exists), or None."""
+        name = self.name_of(queue)
+        known = self.queues.get(name)
+        if known is None:
+            return (
+                "QueueNotFound",
+                f"queue {name!r} does not exist: create the Queue "
+                "(scheduling.volcano.sh/v1beta1), or name an existing one",
+                "",
+            )
+        for at in self.ancestors(name):
+            if at in self.errors:
+                whose = "" if at == name else f" (an ancestor of {name!r})"
+                return (
+                    "InvalidQueue",
+                    f"queue {at!r}{whose} cannot be used: " + "; ".join(self.errors[at]),
+                    at,
+                )
+            if not self.queues[at].open:
+                whose = "" if at == name else f", an ancestor of queue {name!r},"
+                return (
+                    "QueueClosed",
+                    f"queue {at!r}{whose} is {self.queues[at].state}: it takes no new gangs; "
+                    "set its status.state to Open, or name another queue",
+                    at,
+                )
+        return None
+
+    def limits(self, queue: str) -> list[tuple[str, str, float]]:
+        """The capabilities that bound ``queue`` (its own and its ancestors'): (queue,
+        resource, room left)."""
+        found = []
+        for at in self.ancestors(self.name_of(queue)):
+            capability = self.queues[at].capability
+            if capability is None:
+                continue
+            held = self.held[at]
+            for resource, cap in capability.items():
+                found.append((at, resource, cap - held.get(resource, 0)))
+        return found
+
+    def kept_for_others(self, queue: str) -> dict[str, tuple[float, str]]:
+        """Per resource, how much of the free room other queues' guarantees keep (what they
+        hold below their guarantee), and the first such queue, for messages."""
+        own = self.name_of(queue)
+        mine = set(self.ancestors(own))
+        kept: dict[str, tuple[float, str]] = {}
+        for name, known in sorted(self.queues.items()):
+            guarantee = known.guarantee
+            if guarantee is None or name in mine or name in self.errors:
+                continue
+            chain = self.ancestors(name)
+            if own in chain:
+                continue  # a queue inside our own subtree: its room is ours to use
+            if any(self.queues[a].guarantee is not None for a in chain[1:] if a not in mine):
+                continue  # its guaranteed ancestor counts for it
+            held = self.held[name]
+            for resource, amount in guarantee.items():
+                unmet = amount - held.get(resource, 0)
+                if unmet > 0:
+                    before, first = kept.get(resource, (0.0, name))
+                    kept[resource] = (before + unmet, first)
+        return kept
+
+
+def _water_fill(children: list[Queue], *, resource: str, amount: float) -> dict[str, float]:
+    """Split ``amount`` of one resource among sibling queues: each gets its guarantee, a
+    queue stating ``deserved`` for it gets that, the rest is split by weight, none beyond
+    its capability (Volcano's proportion plugin, per resource)."""
+
+    def cap(queue: Queue) -> float:
+        if queue.capability is not None and resource in queue.capability:
+            return float(queue.capability[resource])
+        return math.inf
+
+    got: dict[str, float] = {}
+    for queue in children:
+        floor = float(queue.guarantee.get(resource, 0)) if queue.guarantee is not None else 0.0
+        if queue.deserved is not None and resource in queue.deserved:
+            floor = max(floor, float(queue.deserved[resource]))
+        got[queue.name] = min(floor, cap(queue))
+    remaining = amount - sum(got.values())
+    active = [
+        q
+        for q in children
+        if not (q.deserved is not None and resource in q.deserved) and got[q.name] < cap(q)
+    ]
+    while remaining > 1e-9 and active:
+        weights = sum(q.weight for q in active)
+        given = 0.0
+        still = []
+        for queue in active:
+            offer = remaining * queue.weight / weights
+            room = cap(queue) - got[queue.name]
+            take = min(offer, room)
+            got[queue.name] += take
+            given += take
+            if take < offer:
+                continue  # at its capability: out of the next round
+            still.append(queue)
+        remaining -= given
+        if len(still) == len(active):
+            break  # everyone took its whole offer: nothing left to split
+        active = still
+    return got
+
+
+class QueueRoom:
+    """The room a GangGroup's turn may take in each queue: what the capabilities along its
+    path leave, and the free room other queues' guarantees do not keep. Per turn: dropped
+    with the turn's Statement when it fails, counted in the book once committed."""
+
+    def __init__(self, book: QueueBook, *, free: Callable[[], Mapping[str, int]]) -> None:
+        self.book = book
+        self._free = free  # the cluster's free room, asked for only where a guarantee is kept
+        self._taken: dict[str, dict[str, int]] = {}  # by queue: placed in this turn
+
+    def _taken_under(self, queue: str) -> dict[str, int]:
+        """What this turn placed in ``queue``'s subtree."""
+        total: dict[str, int] = {}
+        for name, amounts in self._taken.items():
+            if queue in self.book.ancestors(name):
+                for resource, amount in amounts.items():
+                    total[resource] = total.get(resource, 0) + amount
+        return total
+
+    def refuse(self, queue: str, requests: Mapping[str, int]) -> str:
+        """Why ``requests`` may not go to ``queue`` now ("" if they may)."""
+        book = self.book
+        name = book.name_of(queue)
+        for at, resource, room in book.limits(name):
+            want = requests.get(resource, 0)
+            if want <= 0:
+                continue
+            left = room - self._taken_under(at).get(resource, 0)
+            if want > left:
+                cap = book.queues[at].capability[resource]  # type: ignore[index]
+                used = cap - left
+                whose = f"queue {at}" if at == name else f"queue {at} (an ancestor of {name})"
+                if left <= 0:
+                    return (
+                        f"{whose} is at its capability for {resource}: "
+                        f"{_amount(resource, used)} of {_amount(resource, cap)}"
+                    )
+                return (
+                    f"{whose} would go over its capability for {resource}: it holds "
+                    f"{_amount(resource, used)} of {_amount(resource, cap)}, and "
+                    f"{_amount(resource, want)} more are asked"
+                )
+        kept = book.kept_for_others(name)
+        if kept:
+            mine: dict[str, int] = {}
+            for amounts in self._taken.values():
+                for resource, amount in amounts.items():
+                    mine[resource] = mine.get(resource, 0) + amount
+            for resource, (reserved, first) in sorted(kept.items()):
+                want = requests.get(resource, 0)
+                free = self._free().get(resource, 0) - mine.get(resource, 0)
+                if want > 0 and want > free - reserved:
+                    return (
+                        f"the free {resource} is kept for other queues' guarantees: "
+                        f"{_amount(resource, free)} free, {_amount(resource, reserved)} of it "
+                        f"guaranteed to queues such as {first} that hold less than their "
+                        "spec.guarantee"
+                    )
+        return ""
+
+    def take(self, queue: str, requests: Mapping[str, int]) -> None:
+        taken = self._taken.setdefault(self.book.name_of(queue), {})
+        for resource, amount in requests.items():
+            taken[resource] = taken.get(resource, 0) + amount

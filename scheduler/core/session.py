@@ -11,16 +11,18 @@ session turns what was decided into a ``Result``. Nothing here does I/O or reads
 from __future__ import annotations
 
 import contextlib
+import heapq
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from scheduler.core.arranging import Arranger, Tree, placement_tree, ranks
 from scheduler.core.filtering import volume_problem, volume_terms
-from scheduler.core.gangs import gang_groups, priority_of, queue_key, resolve
+from scheduler.core.gangs import gang_groups, priority_of, queue_key, queue_of_pod, resolve
 from scheduler.core.neighbouring import Neighbours
 from scheduler.core.placing import Ledger, NodeFinder, Signature
+from scheduler.core.queues import QueueBook, QueueRoom
 from scheduler.core.statement import Statement
 from scheduler.core.statuses import NOT_TRIED, PENDING_PHASE, SCHEDULING_PHASE, desired_status
 from scheduler.model import names
@@ -50,6 +52,7 @@ from scheduler.model.pods import (
     PodGroupApi,
     PodRef,
 )
+from scheduler.model.queues import DEFAULT_QUEUE, QUEUE_API
 from scheduler.model.resources import Resources, describe
 from scheduler.model.snapshot import GangState, Snapshot
 from scheduler.model.status import Status
@@ -152,6 +155,7 @@ class Session:
         # gives a gang's own holds back before it looks for victims again.
         self.nominated_holds: dict[GangKey, dict[PodRef, str]] = {}
         self.bindings: list[GroupBinding] = []
+        self._counted = 0  # bindings counted against their queues (#22)
         self.attempts: list[tuple[GangKey, str]] = []
         self.wake_at: float | None = None
         # Member shapes of Strict gangs that failed in this pass: within a pass capacity only
@@ -188,6 +192,62 @@ class Session:
             return ""
         snapshot = self.snapshot
         return volume_problem(pod, claims=snapshot.claims, modes=snapshot.binding_modes)
+
+    # -- queues (#22) ----------------------------------------------------------------------------
+
+    @cached_property
+    def book(self) -> QueueBook | None:
+        """The queues of this pass; None where the API server serves none (no queues: every
+        gang competes on priority and age alone)."""
+        queues = self.snapshot.queues
+        if queues is None:
+            return None
+        names = self.config.scheduler_names
+        podgroups = self.snapshot.podgroups
+        usage: dict[str, dict[str, int]] = {}
+        total: dict[str, int] = {}
+        for name, node in self.snapshot.nodes.items():
+            info = self.infos.get(name)
+            usable = node.ready and not node.unschedulable
+            if usable:
+                for resource, amount in node.allocatable.items():
+                    total[resource] = total.get(resource, 0) + amount
+            for pod in info.pods if info is not None else ():
+                if not pod.holds_resources:
+                    continue
+                if pod.scheduler_name in names:
+                    held = usage.setdefault(queue_of_pod(pod, podgroups) or DEFAULT_QUEUE, {})
+                    sign = 1
+                elif usable:
+                    held, sign = total, -1  # another scheduler's pod: room no queue can have
+                else:
+                    continue
+                for resource, amount in pod.requests.items():
+                    held[resource] = held.get(resource, 0) + sign * amount
+        return QueueBook(queues, usage=usage, total=total)
+
+    def queue_room(self) -> QueueRoom | None:
+        """The room a turn may take in each queue, None without queues."""
+        book = self.book
+        if book is None:
+            return None
+        cache: list[Mapping[str, int]] = []
+
+        def free() -> Mapping[str, int]:
+            if not cache:
+                cache.append(self.free_total())
+            return cache[0]
+
+        return QueueRoom(book, free=free)
+
+    def free_total(self) -> dict[str, int]:
+        """The free room of the ready, schedulable nodes, summed."""
+        free: dict[str, int] = {}
+        for name, node in self.snapshot.nodes.items():
+            if node.ready and not node.unschedulable:
+                for resource, amount in self.ledger.free(name).items():
+                    free[resource] = free.get(resource, 0) + max(amount, 0)
+        return free
 
     @cached_property
     def topology(self) -> Topology:
@@ -386,19 +446,65 @@ class Session:
 
     # -- the policy the actions share -------------------------------------------------------
 
-    def units(self) -> list[tuple[GangKey, ...]]:
+    def units(self) -> Iterator[tuple[GangKey, ...]]:
         """The GangGroups in queue order: priority, then age, then name (seed 000); but
         first any group with a gang cut short (satisfied with fewer than min_member members
         bound: the scheduler died between its binds), whose remaining members had room when
-        it was decided, so that they get it back before anyone else takes it."""
+        it was decided, so that they get it back before anyone else takes it.
+
+        With queues (#22), the next group comes from the queue furthest below its fair share
+        (``QueueBook.order``), in that order inside the queue; what each turn commits counts
+        against its queue before the next group is chosen."""
         classes = self.snapshot.priority_classes
+        queue_of: dict[tuple[GangKey, ...], str] = {}
+        cut: set[tuple[GangKey, ...]] = set()
 
         def unit_order(unit: tuple[GangKey, ...]) -> tuple:
             present = [self.gangs[k] for k in unit if k in self.gangs]
-            cut_short = any(self.cut_short(g) for g in present)
-            return (not cut_short, min(queue_key(g, classes) for g in present))
+            if any(self.cut_short(g) for g in present):
+                cut.add(unit)
+            key, queue_of[unit] = min((queue_key(g, classes), g.queue) for g in present)
+            return (unit not in cut, key)
 
-        return sorted(gang_groups(self.gangs), key=unit_order)
+        ordered = sorted(gang_groups(self.gangs), key=unit_order)
+        book = self.book
+        if book is None:
+            yield from ordered
+            return
+        # A group is in the queue of its first gang in queue order.
+        by_queue: dict[str, list[tuple[GangKey, ...]]] = {}
+        for unit in ordered:
+            if unit in cut:
+                yield unit  # cut short: first, whatever its queue
+                self._count_turn()
+                continue
+            by_queue.setdefault(book.name_of(queue_of[unit]), []).append(unit)
+        for units in by_queue.values():
+            units.reverse()  # popped from the end: the first in queue order last
+        heap = [(book.order(name), name) for name in by_queue]
+        heapq.heapify(heap)
+        while heap:
+            _, name = heapq.heappop(heap)
+            units = by_queue[name]
+            yield units.pop()
+            self._count_turn()
+            if units:
+                heapq.heappush(heap, (book.order(name), name))
+
+    def _count_turn(self) -> None:
+        """Count what the turns since the last call committed against their queues."""
+        book = self.book
+        if book is None:
+            return
+        for group in self.bindings[self._counted :]:
+            for placed in group.gangs:
+                gang = self.gangs.get(placed.gang)
+                if gang is None:
+                    continue
+                requests = {p.ref: p.requests for p in gang.members}
+                for binding in placed.bindings:
+                    book.take(gang.queue, requests.get(binding.pod, {}))
+        self._counted = len(self.bindings)
 
     def cut_short(self, gang: Gang) -> bool:
         """Satisfied, yet with fewer than min_member members bound and alive, and some
@@ -438,6 +544,11 @@ class Session:
                 "InvalidGangSpec",
                 f"gang {gang.key} is not scheduled: " + "; ".join(gang.errors),
             )
+        book = self.book
+        problem = book.problem(gang.queue) if book is not None else None
+        if problem is not None:
+            event, message, _ = problem
+            return (REASON_WAITING, event, f"gang {gang.key} waits: {message}")
         if gang.key in self.missing_groups:
             return (
                 REASON_WAITING,
@@ -484,6 +595,8 @@ class Session:
             if blocked is not None:
                 condition, event, message = blocked
                 self.outcomes[gang.key].condition = ("False", condition, message)
+                if self.outcomes[gang.key].state.last_message != message:
+                    self._say_on_queue(gang, event)
                 self.say(gang, reason=event, message=message, pods=pending(gang))
                 return message
         for gang in gangs:
@@ -654,17 +767,14 @@ class Session:
         if any(p.claims for p in todo) or not all(self.finder.inert(p, self.ledger) for p in todo):
             return None  # the other pods matter: a gang of the same shapes may fare otherwise
         members = tuple((Signature.of(p), p.requests) for p in todo)
-        return (members, gang.min_member)
+        # With queues, a gang of another queue may fare otherwise (its limits are its own).
+        return (members, gang.min_member, gang.queue if self.book is not None else "")
 
     def enough_in_total(self, gang: Gang) -> Status:
         """minResources: a cheap check of the whole gang against the whole cluster."""
         if not gang.min_resources:
             return Status.success()
-        free: dict[str, int] = {}
-        for name, node in self.snapshot.nodes.items():
-            if node.ready and not node.unschedulable:
-                for resource, amount in self.ledger.free(name).items():
-                    free[resource] = free.get(resource, 0) + max(amount, 0)
+        free = self.free_total()
         short = gang.min_resources.shortfalls(free)
         if not short:
             return Status.success()
@@ -712,6 +822,18 @@ class Session:
         for pod in pods:
             ref = ObjectRef("Pod", pod.ref.namespace, pod.ref.name, pod.ref.uid)
             self.events.append(Event(ref, kind, reason, message))
+
+    def _say_on_queue(self, gang: Gang, reason: str) -> None:
+        """A queue that cannot be used is told so on the Queue itself too (once per gang it
+        holds back, with the gang's own Event): whoever owns the queue sees what to fix."""
+        book = self.book
+        problem = book.problem(gang.queue) if book is not None else None
+        if book is None or problem is None or reason != "InvalidQueue":
+            return
+        _, message, at = problem
+        queue = book.queues[at]
+        ref = ObjectRef("Queue", "", at, queue.uid, QUEUE_API)
+        self.events.append(Event(ref, WARNING, reason, f"{message} (holds back gang {gang.key})"))
 
     def failed_attempt(
         self, gang: Gang, message: str, *, pods: Iterable[Pod], reason: str = REASON_UNSCHEDULABLE

@@ -69,6 +69,8 @@ class PodGroup:
     # that admission resolves it to: the gang's priority, over its pods'.
     priority_class: str = ""
     priority: int | None = None
+    # The queue it names (#22): Volcano's spec.queue, else our label or Volcano's annotation.
+    queue: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +104,8 @@ class Gang:
     priority: int | None = None  # a Sakkara group's own priority, over its pods'
     # How the gang was formed, when its owner formed it ("gang from JobSet ml/llama: …").
     origin: str = ""
+    # The queue it is in (#22): what its PodGroup or its members name; "" for the default.
+    queue: str = ""
 
     @property
     def topology_placed(self) -> bool:

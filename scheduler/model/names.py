@@ -71,6 +71,13 @@ SAKKARA_RETRIES = "sakkara.member.retries"
 # Volcano's (and kube-batch's before it) pod annotation: the pod's Volcano PodGroup, by name.
 VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
 
+# Queues (#22). The queue of a gang: Volcano's PodGroup spec.queue; else the annotation Volcano
+# reads on pods and PodGroups; else KubeRay's and Volcano's job label; else our label, on a
+# PodGroup of any kind or on the pods. Without any, the gang is in the queue "default".
+VOLCANO_QUEUE_NAME = "scheduling.volcano.sh/queue-name"
+VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"
+QUEUE = OUR_PREFIX + "queue"
+
 # The condition kube-scheduler writes on an upstream (scheduling.k8s.io) PodGroup, and so do we;
 # only it is sent (a strategic merge by type), so other writers' conditions are left alone.
 UPSTREAM_SCHEDULED = "PodGroupScheduled"

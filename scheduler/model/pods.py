@@ -239,6 +239,8 @@ class Pod:
     preempts: bool = True  # spec.preemptionPolicy is not Never
     # status.nominatedNodeName: where a preemption made room for it (read back on restart).
     nominated_node: str = ""
+    # The queue it names (#22), by our label or Volcano's annotation; "" when it names none.
+    queue: str = ""
 
     @property
     def prefers(self) -> bool:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from scheduler.model.resources import Resources
 
+QUEUE_API = "scheduling.volcano.sh/v1beta1"
 DEFAULT_QUEUE = "default"  # where a gang that names none goes, as in Volcano
 OPEN = "Open"
 CLOSED = "Closed"

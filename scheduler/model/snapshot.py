@@ -10,6 +10,7 @@ from scheduler.model.gangs import Owner, PodGroup
 from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.owners import OwnerKey, OwnerKind
 from scheduler.model.pods import GangKey, Pod, PodRef
+from scheduler.model.queues import Queue
 from scheduler.model.resources import Resources
 from scheduler.model.topology import SakkaraGroup, Topology
 from scheduler.model.volumes import Claim, Volume
@@ -109,6 +110,9 @@ class Snapshot:
     # never seen, so its pods are placed as they come rather than wait for it.
     owners: Mapping[OwnerKey, Owner] = field(default_factory=dict)
     owner_kinds: frozenset[OwnerKind] = frozenset(OwnerKind)
+    # Volcano's Queues by name (#22); None where the API server does not serve them: then
+    # there are no queues, and every gang competes on priority and age alone.
+    queues: Mapping[str, Queue] | None = None
 
     def infos(self) -> Mapping[str, NodeInfo]:
         """Per known node, what holds resources on it."""

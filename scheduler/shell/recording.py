@@ -25,6 +25,12 @@ log = structlog.get_logger()
 _API_VERSIONS = {"Pod": "v1", "PodGroup": "scheduling.x-k8s.io/v1alpha1"}
 
 
+def _home(ref: ObjectRef) -> str:
+    """Where an Event about ``ref`` lives: its namespace; "default" for a cluster-scoped
+    object (a Queue), as kubectl and the API server's own recorders put them."""
+    return ref.namespace or "default"
+
+
 class EventRecorder:
     def __init__(
         self,
@@ -63,7 +69,7 @@ class EventRecorder:
         return {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"name": f"{ref.name}.{uuid.uuid4().hex[:16]}", "namespace": ref.namespace},
+            "metadata": {"name": f"{ref.name}.{uuid.uuid4().hex[:16]}", "namespace": _home(ref)},
             "involvedObject": {
                 "apiVersion": ref.api_version or _API_VERSIONS.get(ref.kind, "v1"),
                 "kind": ref.kind,
@@ -91,7 +97,7 @@ class EventRecorder:
             self._on_drop()
 
     async def _post(self, event: Event) -> None:
-        ns = event.regarding.namespace
+        ns = _home(event.regarding)
         try:
             await self._api.post(
                 f"/api/v1/namespaces/{ns}/events",

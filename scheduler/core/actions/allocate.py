@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from scheduler.core.arranging import master_of, tree_order
 from scheduler.core.placing import Ledger, NodeFinder
+from scheduler.core.queues import QueueRoom
 from scheduler.core.session import (
     REASON_SCHEDULED,
     REASON_TIMEOUT,
@@ -29,6 +30,7 @@ from scheduler.model import names
 from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import GangKey, Mode, Pod, PodRef
+from scheduler.model.resources import Resources
 from scheduler.model.status import Status
 from scheduler.model.topology import Constraints
 
@@ -105,14 +107,19 @@ def _place_after_gang(session: Session, statement: Statement | None, gang: Gang)
         return
     failures: list[str] = []
     finder = session.finder
+    room = session.queue_room()
     for pod in todo:
         problem = session.volume_problem(pod)
+        if not problem and room is not None:
+            problem = room.refuse(gang.queue, pod.requests)
         node = None if problem else finder.find(pod, statement.ledger)
         if node is None:
             why = problem or finder.explain(pod, statement.ledger).message
             failures.append(f"{pod.ref.name}: {why}")
             continue
         statement.allocate(pod, node)
+        if room is not None:
+            room.take(gang.queue, pod.requests)
         outcome.bindings.append(Binding(pod.ref, node))
     if outcome.bindings:
         session.bindings.append(
@@ -186,6 +193,7 @@ def _attempt(session: Session, statement: Statement, gangs: list[Gang]) -> None:
     """Try the whole GangGroup on the statement; commit it whole or not at all."""
     placed: dict[GangKey, list[Binding]] = {}
     short: dict[GangKey, Status] = {}  # why a gang fell short of min_member
+    room = session.queue_room()
     for gang in gangs:
         outcome = session.outcomes[gang.key]
         if outcome.state.first_attempt is None:
@@ -197,7 +205,7 @@ def _attempt(session: Session, statement: Statement, gangs: list[Gang]) -> None:
             status = _renamed(known, names_now)
             placed[gang.key] = []
         else:
-            placed[gang.key], status = _place_gang(session, statement, gang)
+            placed[gang.key], status = _place_gang(session, statement, gang, room)
             if not status.ok and shape is not None:
                 session.failed_shapes[shape] = (status, names_now)
         if not status.ok:
@@ -334,36 +342,57 @@ def _renamed(known: tuple[Status, list[str]], names: list[str]) -> Status:
 def place_group(session: Session, statement: Statement, gangs: list[Gang]) -> bool | None:
     """Place every gang of a group on the statement, each at least its min_member; None
     if one falls short (the statement then holds what was placed: the caller drops it)."""
+    room = session.queue_room()
     for gang in gangs:
-        _, status = _place_gang(session, statement, gang)
+        _, status = _place_gang(session, statement, gang, room)
         if not status.ok:
             return None
     return True
 
 
-def _place_gang(session: Session, statement: Statement, gang: Gang) -> tuple[list[Binding], Status]:
-    """Place as many pending members as fit (min_member at least, or it falls short)."""
+def _place_gang(
+    session: Session, statement: Statement, gang: Gang, room: QueueRoom | None
+) -> tuple[list[Binding], Status]:
+    """Place as many pending members as fit (min_member at least, or it falls short), within
+    the room its queue's limits leave (``room``, #22)."""
     status = session.enough_in_total(gang)
     if not status.ok:
         return [], status
     if gang.topology_placed:
-        return _arrange_gang(session, statement, gang)
+        return _arrange_gang(session, statement, gang, room)
     held = session.outcomes[gang.key].state.reservations
+    if room is not None and held:
+        members_by_ref = {p.ref: p for p in gang.members}
+        for ref in held:
+            if ref in members_by_ref:
+                room.take(gang.queue, members_by_ref[ref].requests)
     need = gang.min_member - len(held)
     members = [p for p in session.ordered(pending(gang)) if p.ref not in held]
+    if room is not None and need > 0:
+        # Its queue cannot take even the gang's minimum: said of the gang, not of a member.
+        minimum = Resources.total(p.requests for p in members[:need])
+        refused = room.refuse(gang.queue, minimum)
+        if refused:
+            return [], Status.unschedulable(refused)
     got: list[Binding] = []
     first_miss: Status | None = None
     finder = session.finder
     for i, pod in enumerate(members):
         if gang.mode is Mode.STRICT and len(got) + (len(members) - i) < need:
             break  # min_member is out of reach: stop early
-        node = finder.find(pod, statement.ledger)
+        refused = room.refuse(gang.queue, pod.requests) if room is not None else ""
+        node = None if refused else finder.find(pod, statement.ledger)
         if node is None:
             if first_miss is None and len(got) < need:
-                detail = finder.explain(pod, statement.ledger).message
-                first_miss = Status.unschedulable(f"{pod.ref.name}: {detail}")
+                if refused:
+                    first_miss = Status.unschedulable(refused)
+                else:
+                    detail = finder.explain(pod, statement.ledger).message
+                    first_miss = Status.unschedulable(f"{pod.ref.name}: {detail}")
             continue
         statement.allocate(pod, node)
+        if room is not None:
+            room.take(gang.queue, pod.requests)
         got.append(Binding(pod.ref, node))
     if len(got) >= need:
         return got, Status.success()
@@ -371,7 +400,7 @@ def _place_gang(session: Session, statement: Statement, gang: Gang) -> tuple[lis
 
 
 def _arrange_gang(
-    session: Session, statement: Statement, gang: Gang
+    session: Session, statement: Statement, gang: Gang, room: QueueRoom | None
 ) -> tuple[list[Binding], Status]:
     """The whole gang in one go by the topology solver: every pending member, else the
     first min_member of them (the master first, then in name order)."""
@@ -395,7 +424,12 @@ def _arrange_gang(
         status = arrangement.status
         if status.ok:
             status = _other_pods_allow(session, statement, arrangement.placements)
+        wanted = Resources.total(p.requests for p, _ in arrangement.placements)
+        if status.ok and room is not None and (refused := room.refuse(gang.queue, wanted)):
+            status = Status.unschedulable(refused)
         if status.ok:
+            if room is not None:
+                room.take(gang.queue, wanted)
             for pod, node in arrangement.placements:
                 statement.allocate(pod, node)
             session.outcomes[gang.key].relaxed = arrangement.relaxed

@@ -1,0 +1,327 @@
+"""Queues shared by teams (#22) in a pass: which queue a gang is in, the fair order between
+queues, capability and guarantee, and queues that cannot be used. Bind maps, as Volcano's
+proportion and capacity tests state their expectations."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from scheduler.codecs.objects import volcano_podgroup_from_dict
+from scheduler.core.queues import QueueBook, _water_fill
+from scheduler.core.scheduling import schedule
+from scheduler.model import names
+from scheduler.model.queues import DEFAULT_QUEUE, Queue
+from scheduler.model.snapshot import Snapshot
+from tests.unit.builders import T0, gang_pods, node, pod, snapshot
+from tests.unit.test_allocation import bind_map, events
+from tests.unit.test_queues import queue
+
+GPU = "nvidia.com/gpu"
+
+
+def in_queue(name: str) -> dict[str, str]:
+    return {names.QUEUE: name}
+
+
+def with_queues(snap: Snapshot, *queues: Queue) -> Snapshot:
+    return replace(snap, queues={q.name: q for q in queues})
+
+
+def gpu_nodes(count: int, gpus: int = 1) -> list[Any]:
+    return [node(f"n{i}", gpu=gpus) for i in range(count)]
+
+
+def running(name: str, *, queue_name: str, node_name: str, gpu: int = 1) -> Any:
+    return pod(name, gpu=gpu, node_name=node_name, phase="Running", labels=in_queue(queue_name))
+
+
+# -- which queue -------------------------------------------------------------------------------
+
+
+def test_a_gang_joins_the_queue_its_volcano_podgroup_names() -> None:
+    read = volcano_podgroup_from_dict(
+        {
+            "metadata": {"name": "pg", "namespace": "ml", "labels": {names.QUEUE: "other"}},
+            "spec": {"minMember": 2, "queue": "team-a"},
+        }
+    )
+    assert read.queue == "team-a"  # spec.queue first
+
+
+def test_a_pod_names_its_queue_by_volcanos_annotation_or_our_label() -> None:
+    assert pod("a", annotations={names.VOLCANO_QUEUE_NAME: "team-a"}).queue == "team-a"
+    assert pod("b", labels={names.QUEUE: "team-b"}).queue == "team-b"
+    assert pod("c").queue == ""
+
+
+def test_without_queue_objects_every_gang_is_in_an_unlimited_default_queue() -> None:
+    pods = gang_pods("g", 2, gang="g", min_available=2, gpu=1)
+    result = schedule(with_queues(snapshot(gpu_nodes(2), pods)), now=T0)
+    assert bind_map(result) == {"g-0": "n0", "g-1": "n1"}
+
+
+def test_without_the_queue_api_nothing_changes() -> None:
+    pods = gang_pods("g", 2, gang="g", min_available=2, gpu=1, labels=in_queue("nowhere"))
+    result = schedule(snapshot(gpu_nodes(2), pods), now=T0)  # queues None: not served
+    assert bind_map(result) == {"g-0": "n0", "g-1": "n1"}
+
+
+# -- queues that cannot be used -------------------------------------------------------------------
+
+
+def test_a_gang_naming_an_unknown_queue_waits_and_says_which() -> None:
+    pods = gang_pods("g", 2, gang="g", min_available=2, labels=in_queue("team-z"))
+    result = schedule(with_queues(snapshot(gpu_nodes(2), pods)), now=T0)
+    assert bind_map(result) == {}
+    (message,) = set(events(result, "QueueNotFound"))
+    assert "queue 'team-z' does not exist" in message
+    status = result.memory[next(iter(result.memory))].condition
+    assert status is not None
+    assert status[2] == message
+
+
+def test_a_closed_queue_takes_no_new_gangs_but_others_go_on() -> None:
+    shut = gang_pods("shut", 1, gang="shut", min_available=1, labels=in_queue("shut"))
+    other = gang_pods("open", 1, gang="open", min_available=1, labels=in_queue("open"))
+    snap = with_queues(
+        snapshot(gpu_nodes(2), shut + other), queue("shut", state="Closed"), queue("open")
+    )
+    result = schedule(snap, now=T0)
+    assert bind_map(result) == {"open-0": "n0"}
+    (message,) = set(events(result, "QueueClosed"))
+    assert "queue 'shut' is Closed: it takes no new gangs" in message
+
+
+def test_a_cycle_of_parents_holds_back_its_gangs_and_is_said_on_the_queue() -> None:
+    pods = gang_pods("g", 1, gang="g", min_available=1, labels=in_queue("a"))
+    snap = with_queues(snapshot(gpu_nodes(1), pods), queue("a", parent="b"), queue("b", parent="a"))
+    result = schedule(snap, now=T0)
+    assert bind_map(result) == {}
+    on_queue = [e for e in result.events if e.regarding.kind == "Queue"]
+    assert [e.regarding.name for e in on_queue] == ["a"]
+    assert "makes a cycle" in on_queue[0].message
+    assert "holds back gang default/g" in on_queue[0].message
+
+
+# -- capability and guarantee ---------------------------------------------------------------------
+
+
+def test_capability_holds_a_gang_back_while_room_is_free() -> None:
+    pods = [
+        running("old", queue_name="team-a", node_name="n0"),
+        *gang_pods("g", 2, gang="g", min_available=2, gpu=1, labels=in_queue("team-a")),
+    ]
+    snap = with_queues(snapshot(gpu_nodes(4), pods), queue("team-a", capability={GPU: "2"}))
+    result = schedule(snap, now=T0)
+    assert bind_map(result) == {}
+    (message,) = set(events(result, "FailedScheduling"))
+    assert (
+        "queue team-a would go over its capability for nvidia.com/gpu: it holds 1 of 2, "
+        "and 2 more are asked" in message
+    )
+
+
+def test_capability_lets_in_what_fits_under_it() -> None:
+    pods = gang_pods("g", 2, gang="g", min_available=2, gpu=1, labels=in_queue("team-a"))
+    snap = with_queues(snapshot(gpu_nodes(4), pods), queue("team-a", capability={GPU: "2"}))
+    assert len(bind_map(schedule(snap, now=T0))) == 2
+
+
+def test_capability_counts_the_gangs_placed_earlier_in_the_same_pass() -> None:
+    first = gang_pods("a", 2, gang="a", min_available=2, gpu=1, labels=in_queue("team-a"))
+    second = gang_pods(
+        "b", 2, gang="b", min_available=2, gpu=1, labels=in_queue("team-a"), created=T0 - 50
+    )
+    snap = with_queues(
+        snapshot(gpu_nodes(4), first + second), queue("team-a", capability={GPU: "3"})
+    )
+    result = schedule(snap, now=T0)
+    assert sorted(bind_map(result)) == ["a-0", "a-1"]
+    (message,) = set(events(result, "FailedScheduling"))
+    assert "it holds 2 of 3, and 2 more are asked" in message
+
+
+def test_a_parents_capability_bounds_its_children() -> None:
+    pods = gang_pods("g", 3, gang="g", min_available=3, gpu=1, labels=in_queue("child"))
+    snap = with_queues(
+        snapshot(gpu_nodes(4), pods),
+        queue("org", capability={GPU: "2"}),
+        queue("child", parent="org"),
+    )
+    result = schedule(snap, now=T0)
+    assert bind_map(result) == {}
+    (message,) = set(events(result, "FailedScheduling"))
+    assert "queue org (an ancestor of child) would go over its capability" in message
+
+
+def test_an_elastic_gang_takes_extras_only_up_to_its_capability() -> None:
+    pods = gang_pods("g", 4, gang="g", min_available=2, gpu=1, labels=in_queue("team-a"))
+    snap = with_queues(snapshot(gpu_nodes(4), pods), queue("team-a", capability={GPU: "3"}))
+    assert len(bind_map(schedule(snap, now=T0))) == 3
+
+
+def test_another_queues_guarantee_is_kept_free() -> None:
+    big = gang_pods("big", 3, gang="big", min_available=3, gpu=1, labels=in_queue("team-a"))
+    snap = with_queues(
+        snapshot(gpu_nodes(4), big),
+        queue("team-a"),
+        queue("team-g", guarantee={"resource": {GPU: "2"}}),
+    )
+    result = schedule(snap, now=T0)
+    assert bind_map(result) == {}
+    (message,) = set(events(result, "FailedScheduling"))
+    assert "kept for other queues' guarantees: 4 free, 2 of it guaranteed" in message
+    assert "team-g" in message
+
+
+def test_a_guarantee_already_held_keeps_nothing_more() -> None:
+    pods = [
+        running("g0", queue_name="team-g", node_name="n0"),
+        running("g1", queue_name="team-g", node_name="n1"),
+        *gang_pods("big", 2, gang="big", min_available=2, gpu=1, labels=in_queue("team-a")),
+    ]
+    snap = with_queues(
+        snapshot(gpu_nodes(4), pods),
+        queue("team-a"),
+        queue("team-g", guarantee={"resource": {GPU: "2"}}),
+    )
+    assert sorted(bind_map(schedule(snap, now=T0))) == ["big-0", "big-1"]
+
+
+def test_a_queue_may_use_its_own_guarantee() -> None:
+    pods = gang_pods("g", 4, gang="g", min_available=4, gpu=1, labels=in_queue("team-g"))
+    snap = with_queues(
+        snapshot(gpu_nodes(4), pods), queue("team-g", guarantee={"resource": {GPU: "2"}})
+    )
+    assert len(bind_map(schedule(snap, now=T0))) == 4
+
+
+# -- the fair order ------------------------------------------------------------------------------
+
+
+def test_a_flood_in_one_queue_does_not_delay_another_queues_gang() -> None:
+    """Queue a holds 2 of 4 GPUs and has 6 older gangs waiting; queue b's one gang, younger
+    and of the same priority, comes first: b is furthest below its fair share."""
+    flood = [
+        p
+        for i in range(6)
+        for p in gang_pods(
+            f"a{i}",
+            1,
+            gang=f"a{i}",
+            min_available=1,
+            gpu=1,
+            labels=in_queue("a"),
+            created=T0 - 100 + i,
+        )
+    ]
+    late = gang_pods("b", 2, gang="b", min_available=2, gpu=1, labels=in_queue("b"), created=T0)
+    pods = [
+        running("a-run-0", queue_name="a", node_name="n0"),
+        running("a-run-1", queue_name="a", node_name="n1"),
+        *flood,
+        *late,
+    ]
+    snap = with_queues(snapshot(gpu_nodes(4), pods), queue("a"), queue("b"))
+    assert sorted(bind_map(schedule(snap, now=T0))) == ["b-0", "b-1"]
+    # Without queues the flood, older, takes the room.
+    plain = schedule(snapshot(gpu_nodes(4), pods), now=T0)
+    assert sorted(bind_map(plain)) == ["a0-0", "a1-0"]
+
+
+def test_turns_alternate_by_weight_as_the_shares_fill() -> None:
+    """Two empty queues, weights 1 and 3, eight one-GPU gangs each, eight GPUs: the shares
+    end 2 and 6, the split the weights ask for."""
+    pods = [
+        p
+        for q in ("light", "heavy")
+        for i in range(8)
+        for p in gang_pods(
+            f"{q}{i}",
+            1,
+            gang=f"{q}{i}",
+            min_available=1,
+            gpu=1,
+            labels=in_queue(q),
+            created=T0 - 100 + i,
+        )
+    ]
+    snap = with_queues(
+        snapshot(gpu_nodes(8), pods), queue("light", weight=1), queue("heavy", weight=3)
+    )
+    bound = bind_map(schedule(snap, now=T0))
+    assert sum(name.startswith("light") for name in bound) == 2
+    assert sum(name.startswith("heavy") for name in bound) == 6
+
+
+def test_inside_a_queue_priority_then_age_still_decide() -> None:
+    pods = [
+        *gang_pods(
+            "old", 1, gang="old", min_available=1, gpu=1, labels=in_queue("a"), created=T0 - 100
+        ),
+        *gang_pods(
+            "high",
+            1,
+            gang="high",
+            min_available=1,
+            gpu=1,
+            labels=in_queue("a"),
+            priority=100,
+            created=T0,
+        ),
+    ]
+    snap = with_queues(snapshot(gpu_nodes(1), pods), queue("a"))
+    assert bind_map(schedule(snap, now=T0)) == {"high-0": "n0"}
+
+
+# -- fair shares -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("queues", "amount", "expected"),
+    [
+        ([Queue(name="a"), Queue(name="b", weight=3)], 8, {"a": 2, "b": 6}),
+        ([Queue(name="a"), Queue(name="b")], 8, {"a": 4, "b": 4}),
+        (
+            [Queue(name="a", weight=2), Queue(name="b"), Queue(name="c")],
+            8,
+            {"a": 4, "b": 2, "c": 2},
+        ),
+    ],
+)
+def test_water_filling_splits_by_weight(queues: list[Queue], amount: int, expected: dict) -> None:
+    assert _water_fill(queues, resource=GPU, amount=amount) == pytest.approx(expected)
+
+
+def test_water_filling_gives_a_capped_queues_rest_to_the_others() -> None:
+    capped = queue("a", capability={GPU: "1"})
+    got = _water_fill([capped, queue("b"), queue("c")], resource=GPU, amount=9)
+    assert got == pytest.approx({"a": 1, "b": 4, "c": 4})
+
+
+def test_a_stated_deserved_share_is_taken_first_and_weights_split_the_rest() -> None:
+    fixed = queue("a", deserved={GPU: "6"})
+    got = _water_fill([fixed, queue("b"), queue("c")], resource=GPU, amount=10)
+    assert got == pytest.approx({"a": 6, "b": 2, "c": 2})
+
+
+def test_fair_shares_go_down_the_tree() -> None:
+    book = QueueBook(
+        {
+            "org": queue("org", weight=3),
+            "x": queue("x", parent="org"),
+            "y": queue("y", parent="org"),
+        },
+        usage={"x": {GPU: 3}},
+        total={GPU: 16},
+    )
+    # root: default (weight 1) and org (weight 3) split 16 as 4 and 12; org's 12 as 6 and 6.
+    assert book.fair["org"][GPU] == pytest.approx(12)
+    assert book.fair["x"][GPU] == pytest.approx(6)
+    assert book.fair[DEFAULT_QUEUE][GPU] == pytest.approx(4)
+    assert book.share("x") == pytest.approx(0.5)
+    assert book.share("org") == pytest.approx(0.25)  # what its subtree holds
+    assert book.order("y") < book.order("x")
