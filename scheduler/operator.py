@@ -36,6 +36,7 @@ from scheduler.shell.health import Health, Unhealthy, keep_watch
 from scheduler.shell.looping import SchedulingLoop, measure_lag
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
+from scheduler.shell.queueing import QueueKeeper
 from scheduler.shell.recording import EventRecorder
 from scheduler.shell.syncing import KINDS, wait_until_synced
 from scheduler.shell.watching import Informer, Informers, LabelWatch
@@ -360,6 +361,10 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
             api, cache, loop=loop, metrics=metrics, topology_namespace=topology_namespace
         ),
         asyncio.create_task(measure_lag(metrics), name="event loop lag"),
+        asyncio.create_task(
+            QueueKeeper(api, cache, metrics=metrics, leading=leadership.held).run(),
+            name="queues",
+        ),
     ]
 
     async def shutdown() -> None:

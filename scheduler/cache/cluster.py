@@ -27,14 +27,17 @@ from dataclasses import replace
 from typing import Any
 
 from scheduler.model.budgets import DisruptionBudget
-from scheduler.model.gangs import Owner, PodGroup
+from scheduler.model.gangs import Owner, PodGroup, queue_of_pod
 from scheduler.model.nodes import Node, NodeInfo
 from scheduler.model.owners import OwnerKey, OwnerKind, owners_of
 from scheduler.model.pods import GangKey, Pod, PodGroupApi, PodRef, gang_key_of
+from scheduler.model.queues import Queue, QueueCensus, QueueStatus
 from scheduler.model.resources import Resources
 from scheduler.model.snapshot import GangState, PriorityClass, Snapshot
 from scheduler.model.topology import SakkaraGroup, Topology
 from scheduler.model.volumes import Claim, Volume
+
+QUEUES = "queues"  # the kind Volcano's Queues are watched as
 
 
 class ClusterCache:
@@ -73,6 +76,11 @@ class ClusterCache:
         self._owned: dict[OwnerKey, set[GangKey]] = {}
         self._ever_served: set[OwnerKind] = set()
         self._classes: dict[str, PriorityClass] = {}
+        # Volcano's Queues by name (#22), and whether the API server serves them (until the
+        # informer says so, not: then there are no queues, as before #22).
+        self._queues: dict[str, Queue] = {}
+        self._queues_served = False
+        self._queue_statuses: dict[str, QueueStatus] = {}  # as the API server shows them
         self._namespaces: dict[str, Mapping[str, str]] = {}  # name -> labels
         # Storage: claims by "namespace/name", volumes and storage classes by name.
         self._claims: dict[str, Claim] = {}
@@ -289,6 +297,7 @@ class ClusterCache:
             "persistentvolumes": self._volumes,
             "storageclasses": self._modes,
             "poddisruptionbudgets": self._budgets,
+            QUEUES: self._queues,
             **{k.kind: self._owners[k] for k in OwnerKind},
         }[kind]
 
@@ -485,7 +494,14 @@ class ClusterCache:
 
     def serve(self, kind: str, served: bool) -> None:
         """Whether the API server serves ``kind`` and lets us list it: pods of an owner
-        kind that is not are placed as they come, rather than wait for an owner never seen."""
+        kind that is not are placed as they come, rather than wait for an owner never seen;
+        without Queues served, there are no queues."""
+        if kind == QUEUES:
+            if served != self._queues_served:
+                self._queues_served = served
+                self._everything = True
+                self._changed()
+            return
         owned = next((k for k in OwnerKind if k.kind == kind), None)
         if owned is None:
             return
@@ -504,8 +520,62 @@ class ClusterCache:
         self._everything = True
         self._changed()
 
-    # Priority classes, topologies and groups may change what any waiting gang can do: a
-    # change of one makes the next snapshot whole (they change rarely).
+    # Priority classes, queues, topologies and groups may change what any waiting gang can
+    # do: a change of one makes the next snapshot whole (they change rarely). A Queue's
+    # status, which we write, changes nothing of what it allows.
+
+    def upsert_queue(self, queue: Queue, status: QueueStatus | None = None) -> None:
+        self._everything |= self._queues.get(queue.name) != queue
+        self._queue_statuses[queue.name] = status or QueueStatus()
+        self._put(self._queues, queue.name, queue, kind=QUEUES)
+
+    def remove_queue(self, name: str) -> None:
+        self._unstamp(QUEUES, name)
+        self._queue_statuses.pop(name, None)
+        self._everything |= name in self._queues
+        self._drop(self._queues, name)
+
+    def queue_census(self) -> QueueCensus:
+        """What every pod of ours counts for its queue: the room bound ones hold, and the
+        gangs running (a member bound) and waiting (a member pending), by queue. A walk over
+        our pods, for the Queues' status every few seconds, not for a pass."""
+        podgroups = self._podgroups_by_gang()
+        held: dict[str, Resources] = {}
+        running: dict[str, set[GangKey]] = {}
+        pending: dict[str, set[GangKey]] = {}
+        for pod in self._ours.values():
+            if not pod.alive:
+                continue
+            queue = queue_of_pod(pod, podgroups)
+            if pod.bound:
+                held[queue] = held.get(queue, Resources()) + pod.requests
+                running.setdefault(queue, set()).add(gang_key_of(pod))
+            else:
+                pending.setdefault(queue, set()).add(gang_key_of(pod))
+        waiting = {q: len(g - running.get(q, set())) for q, g in pending.items()}
+        return QueueCensus(  # a gang with a member bound runs, whoever else waits
+            held=held,
+            running={q: len(g) for q, g in running.items()},
+            pending={q: n for q, n in waiting.items() if n},
+        )
+
+    def allocatable_total(self) -> dict[str, int]:
+        """The allocatable room of the ready, schedulable nodes, summed."""
+        total: dict[str, int] = {}
+        for node in self._nodes.values():
+            if node.ready and not node.unschedulable:
+                for resource, amount in node.allocatable.items():
+                    total[resource] = total.get(resource, 0) + amount
+        return total
+
+    def queue_statuses(self) -> dict[str, QueueStatus]:
+        """The status each Queue shows now, as last read from the API server."""
+        return dict(self._queue_statuses)
+
+    @property
+    def queues(self) -> dict[str, Queue] | None:
+        """The Queues, None while the API server does not serve them."""
+        return dict(self._queues) if self._queues_served else None
 
     def upsert_priority_class(self, priority_class: PriorityClass) -> None:
         self._everything |= self._classes.get(priority_class.name) != priority_class
@@ -739,4 +809,5 @@ class ClusterCache:
             budgets=tuple(b for _, b in sorted(self._budgets.items())),
             owners=self._owners_of_ours(),
             owner_kinds=frozenset(self._owner_kinds),
+            queues=self.queues,
         )

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from scheduler.codecs.objects import resource_errors, resource_list
 from scheduler.codecs.shapes import obj, text, whole
-from scheduler.model.queues import CLOSED, OPEN, Queue
-from scheduler.model.resources import Resources
+from scheduler.model.queues import CLOSED, OPEN, Queue, QueueStatus
+from scheduler.model.resources import Resources, format_amount
 
 INT32_MAX = 2**31 - 1
 _STATES = {"Open": OPEN, "Closed": CLOSED, "Closing": CLOSED, "Unknown": OPEN, "": OPEN}
@@ -60,3 +60,35 @@ def queue_from_dict(raw: object) -> Queue:
         state=_STATES.get(state, OPEN),
         errors=tuple(errors),
     )
+
+
+def _count(raw: object) -> int:
+    found = whole(raw)
+    return found if found is not None and found >= 0 else 0
+
+
+def queue_status_from_dict(raw: object) -> QueueStatus:
+    """The status a Queue shows (what we compare with before writing it again)."""
+    status = obj(obj(raw).get("status"))
+    allocated = status.get("allocated")
+    return QueueStatus(
+        state=text(status.get("state")),
+        allocated=resource_list(allocated) if not resource_errors(allocated, "") else Resources(),
+        pending=_count(status.get("pending")),
+        running=_count(status.get("running")),
+    )
+
+
+def queue_status_patch(status: QueueStatus, *, before: QueueStatus) -> dict[str, object]:
+    """The JSON merge patch that takes a Queue's status from ``before`` to ``status``: a
+    resource no longer held is removed from ``allocated``, not left at its last amount."""
+    allocated: dict[str, object] = {r: None for r in before.allocated if r not in status.allocated}
+    allocated.update((r, format_amount(r, a)) for r, a in sorted(status.allocated.items()))
+    body: dict[str, object] = {
+        "state": status.state,
+        "pending": status.pending,
+        "running": status.running,
+    }
+    if allocated:
+        body["allocated"] = allocated
+    return {"status": body}

@@ -70,15 +70,6 @@ def _queue(pods: Iterable[Pod], podgroup: PodGroup | None = None) -> str:
     return _agreed(p.queue or None for p in pods) or ""
 
 
-def queue_of_pod(pod: Pod, podgroups: Mapping[GangKey, PodGroup]) -> str:
-    """The queue a bound pod counts against: its gang's PodGroup's, else its own."""
-    if pod.gang is not None:
-        podgroup = podgroups.get(pod.gang.key)
-        if podgroup is not None and podgroup.queue and podgroup.api is pod.gang.source.api:
-            return podgroup.queue
-    return pod.queue
-
-
 @dataclass(frozen=True, slots=True)
 class Resolution:
     gangs: Mapping[GangKey, Gang]

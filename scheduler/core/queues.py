@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from scheduler.model.queues import DEFAULT_QUEUE, Queue
+from scheduler.model.queues import CLOSED, DEFAULT_QUEUE, OPEN, Queue, QueueCensus, QueueStatus
 from scheduler.model.resources import Resources, format_amount
 
 ROOT = "root"  # Volcano's root queue: a queue without a parent is its child
@@ -353,3 +353,31 @@ class QueueRoom:
         taken = self._taken.setdefault(self.book.name_of(queue), {})
         for resource, amount in requests.items():
             taken[resource] = taken.get(resource, 0) + amount
+
+
+def queue_statuses(
+    queues: Mapping[str, Queue],
+    *,
+    census: QueueCensus,
+    observed: Mapping[str, QueueStatus],
+) -> dict[str, QueueStatus]:
+    """The status each Queue should show: what its subtree holds, its gangs waiting and
+    running, and its state (Open where none was set; Closing becomes Closed once nothing of
+    it waits or runs, as Volcano's queue controller does)."""
+    held = {(name or DEFAULT_QUEUE): amounts for name, amounts in census.held.items()}
+    running = {(name or DEFAULT_QUEUE): n for name, n in census.running.items()}
+    pending = {(name or DEFAULT_QUEUE): n for name, n in census.pending.items()}
+    book = QueueBook(queues, usage=held, total={})
+    statuses = {}
+    for name in queues:
+        seen = observed.get(name, QueueStatus())
+        state = seen.state or OPEN
+        if state == "Closing" and not running.get(name) and not pending.get(name):
+            state = CLOSED
+        statuses[name] = QueueStatus(
+            state=state,
+            allocated=Resources({r: a for r, a in book.held[name].items() if a > 0}),
+            pending=pending.get(name, 0),
+            running=running.get(name, 0),
+        )
+    return statuses

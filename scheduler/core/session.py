@@ -19,7 +19,7 @@ from functools import cached_property
 
 from scheduler.core.arranging import Arranger, Tree, placement_tree, ranks
 from scheduler.core.filtering import volume_problem, volume_terms
-from scheduler.core.gangs import gang_groups, priority_of, queue_key, queue_of_pod, resolve
+from scheduler.core.gangs import gang_groups, priority_of, queue_key, resolve
 from scheduler.core.neighbouring import Neighbours
 from scheduler.core.placing import Ledger, NodeFinder, Signature
 from scheduler.core.queues import QueueBook, QueueRoom
@@ -42,7 +42,7 @@ from scheduler.model.decisions import (
     Result,
     StatusUpdate,
 )
-from scheduler.model.gangs import Gang, PodGroup, PodGroupStatus
+from scheduler.model.gangs import Gang, PodGroup, PodGroupStatus, queue_of_pod
 from scheduler.model.pods import (
     SINGLE_PREFIX,
     SUCCEEDED,
@@ -52,7 +52,7 @@ from scheduler.model.pods import (
     PodGroupApi,
     PodRef,
 )
-from scheduler.model.queues import DEFAULT_QUEUE, QUEUE_API
+from scheduler.model.queues import DEFAULT_QUEUE, QUEUE_API, Queue
 from scheduler.model.resources import Resources, describe
 from scheduler.model.snapshot import GangState, Snapshot
 from scheduler.model.status import Status
@@ -129,6 +129,18 @@ def topology_of(snapshot: Snapshot, config: Config) -> Topology:
     return Topology.flat(sorted(snapshot.nodes))
 
 
+def _queues_matter(queues: Mapping[str, Queue], gangs: Iterable[Gang]) -> bool:
+    """Whether queues can change anything in this pass: some queue besides a default without
+    limits exists, or a gang names one. Else the pass goes as without queues, and does not
+    count what every queue holds (a walk over every bound pod)."""
+    default = queues.get(DEFAULT_QUEUE)
+    if len(queues) > 1 or (
+        default is not None and default != Queue(name=DEFAULT_QUEUE, uid=default.uid)
+    ):
+        return True
+    return any(g.queue not in ("", DEFAULT_QUEUE) for g in gangs)
+
+
 class Session:
     """The bookkeeping of one pass; it never outlives the call to ``schedule``."""
 
@@ -200,7 +212,7 @@ class Session:
         """The queues of this pass; None where the API server serves none (no queues: every
         gang competes on priority and age alone)."""
         queues = self.snapshot.queues
-        if queues is None:
+        if queues is None or not _queues_matter(queues, self.gangs.values()):
             return None
         names = self.config.scheduler_names
         podgroups = self.snapshot.podgroups
@@ -674,7 +686,14 @@ class Session:
         tree = (self.snapshot.topology, gang.sakkara) if gang.topology_placed else ()
         # What its owner says (a gang from an owner: an owner that shrank may help it).
         sized = (gang.min_member, gang.total, gang.min_resources, len(gang.group))
-        return (*gang.members, spec, tree, sized)
+        # Its queue and the queues above it (#22): a capability raised may let it in.
+        book = self.book
+        queues = (
+            tuple(book.queues.get(q) for q in book.ancestors(book.name_of(gang.queue)))
+            if book is not None
+            else ()
+        )
+        return (*gang.members, spec, tree, sized, queues)
 
     def park(self, gang: Gang) -> None:
         """The gang failed for want of room: into the unschedulable set until a change could

@@ -149,3 +149,13 @@ class Owner:
         """How many members the gang of ``part`` needs; None for a part it does not make."""
         found = self.parts.get(part)
         return found if found is not None else self.part_size
+
+
+def queue_of_pod(pod: Pod, podgroups: Mapping[GangKey, PodGroup]) -> str:
+    """The queue a pod counts against (#22): its gang's PodGroup's, else its own; "" for the
+    default queue."""
+    if pod.gang is not None:
+        podgroup = podgroups.get(pod.gang.key)
+        if podgroup is not None and podgroup.queue and podgroup.api is pod.gang.source.api:
+            return podgroup.queue
+    return pod.queue

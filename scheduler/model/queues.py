@@ -9,7 +9,8 @@ fair order and reclaim come next; until then a queue changes no decision.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from scheduler.model.resources import Resources
 
@@ -40,3 +41,25 @@ class Queue:
     @property
     def open(self) -> bool:
         return self.state == OPEN
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueStatus:
+    """What ``kubectl get queues`` shows of a queue, as Volcano's QueueStatus names it:
+    ``allocated`` is what its subtree holds (what counts against its capability);
+    ``pending`` and ``running`` count gangs (waiting; with a member bound)."""
+
+    state: str = ""
+    allocated: Resources = field(default_factory=Resources)
+    pending: int = 0
+    running: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueCensus:
+    """What the gangs of each queue hold and how many wait or run, by queue name (""
+    for the default), counted over every pod of ours."""
+
+    held: Mapping[str, Resources]
+    running: Mapping[str, int]
+    pending: Mapping[str, int]

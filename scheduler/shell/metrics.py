@@ -30,6 +30,9 @@ class Metrics:
     preemption_victims: Counter
     preemption_bound_seconds: Histogram
     api_unreachable_seconds: Gauge
+    queue_allocated: Gauge
+    queue_fair_share: Gauge
+    queue_gangs: Gauge
 
     @classmethod
     def create(cls) -> Metrics:
@@ -114,6 +117,26 @@ class Metrics:
             api_unreachable_seconds=Gauge(
                 "gang_scheduler_api_unreachable_seconds",
                 "For how long every call to the API server has failed (0 while it answers).",
+                registry=registry,
+            ),
+            queue_allocated=Gauge(
+                "gang_scheduler_queue_allocated",
+                "What a queue's gangs (its subtree's) hold, by queue and resource, in base "
+                "units (cpu in millicores, memory in bytes).",
+                ["queue", "resource"],
+                registry=registry,
+            ),
+            queue_fair_share=Gauge(
+                "gang_scheduler_queue_fair_share",
+                "A queue's fair share of the cluster by its deserved share and weight, by "
+                "queue and resource, in base units.",
+                ["queue", "resource"],
+                registry=registry,
+            ),
+            queue_gangs=Gauge(
+                "gang_scheduler_queue_gangs",
+                "Gangs of a queue, by state: pending (waiting) or running (a member bound).",
+                ["queue", "state"],
                 registry=registry,
             ),
         )

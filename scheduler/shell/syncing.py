@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from scheduler.cache.cluster import ClusterCache
+from scheduler.cache.cluster import QUEUES, ClusterCache
 from scheduler.codecs.objects import (
     budget_from_dict,
     claim_from_dict,
@@ -31,8 +31,10 @@ from scheduler.codecs.objects import (
     volume_from_dict,
 )
 from scheduler.codecs.owners import owner_from_dict
+from scheduler.codecs.queues import queue_from_dict, queue_status_from_dict
 from scheduler.model.owners import OwnerKind
 from scheduler.model.pods import GangKey, PodGroupApi
+from scheduler.model.queues import QUEUE_API
 from scheduler.shell.api import ApiClient, ApiError
 
 log = structlog.get_logger()
@@ -61,6 +63,8 @@ LISTS = {
     "persistentvolumes": "/api/v1/persistentvolumes",
     "storageclasses": "/apis/storage.k8s.io/v1/storageclasses",
     "poddisruptionbudgets": "/apis/policy/v1/poddisruptionbudgets",
+    # Volcano's Queues (#22): teams' quotas and shares; without the CRD, no queues.
+    QUEUES: f"/apis/{QUEUE_API}/queues",
     # The owners that make gangs of pods that declare none (gangs from owners).
     **{kind.kind: path for kind, path in OWNER_PATHS.items()},
     # Seed 004's ConfigMaps, by label: a topology-placed gang must not be placed on a tree
@@ -86,6 +90,8 @@ def key_of(kind: str, obj: dict) -> str:
 
 # The PodGroup kinds by the name the cache knows them by.
 PODGROUP_KINDS = {api.kind: api for api in PodGroupApi}
+# Kinds a cluster may not serve (their CRDs not installed): a 404 lists them empty.
+OPTIONAL_KINDS = frozenset({*PODGROUP_KINDS, *OWNER_KINDS, QUEUES})
 
 
 async def list_objects(
@@ -142,10 +148,10 @@ async def list_pages(
             try:
                 page = await following
             except ApiError as error:
-                if error.status == 404 and (kind in PODGROUP_KINDS or kind in OWNER_KINDS):
+                if error.status == 404 and kind in OPTIONAL_KINDS:
                     return None
-                if error.status == 403 and kind in OWNER_KINDS:
-                    return None  # not ours to read: its pods are placed as they come
+                if error.status == 403 and (kind in OWNER_KINDS or kind == QUEUES):
+                    return None  # not ours to read: placed as if it did not exist
                 raise
             meta = page.get("metadata") or {}
             token = meta.get("continue", "")
@@ -230,6 +236,7 @@ KINDS = (
     "persistentvolumes",
     "storageclasses",
     "poddisruptionbudgets",
+    QUEUES,
     *OWNER_KINDS,
 )
 
@@ -256,6 +263,8 @@ def remove(cache: ClusterCache, kind: str, key: str) -> None:
         cache.remove_budget(key)
     elif kind in OWNER_KINDS:
         cache.remove_owner(OWNER_KINDS[kind], key)
+    elif kind == QUEUES:
+        cache.remove_queue(key)
 
 
 # How a watched object is folded into the cache, per kind: by the watches and by a re-list.
@@ -276,6 +285,9 @@ UPSERTS: dict[str, Callable[[ClusterCache, Any], None]] = {
         *storage_class_from_dict(body)
     ),
     "poddisruptionbudgets": lambda cache, body: cache.upsert_budget(budget_from_dict(body)),
+    QUEUES: lambda cache, body: cache.upsert_queue(
+        queue_from_dict(body), queue_status_from_dict(body)
+    ),
     **{
         kind.kind: lambda cache, body, _kind=kind: cache.upsert_owner(owner_from_dict(_kind, body))
         for kind in OwnerKind

@@ -1,0 +1,159 @@
+"""Queues shared by teams (#22) on the real API server: Volcano's Queue CRD as shipped in
+``crds/``, a capability that holds a gang back while room is free, a Closed queue, a parent's
+limit over its child, an unknown queue, and the status ``kubectl get queues`` shows."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from e2e.fixtures import Cluster, SchedulerProcess, wait_for
+from e2e.test_gang_scheduling import BIND_TIMEOUT, koord, stays_unbound, wait_bound
+from scheduler.model import names
+
+pytestmark = pytest.mark.cluster
+
+
+class Queues:
+    """Queues made by one test, named after its namespace (Queues are cluster-wide)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.made: list[str] = []
+
+    def name(self, short: str) -> str:
+        return f"{self.cluster.namespace}-{short}"
+
+    def make(self, short: str, **spec: object) -> str:
+        name = self.name(short)
+        self.cluster.apply(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": spec,
+            }
+        )
+        self.made.append(name)
+        return name
+
+    def set_state(self, name: str, state: str) -> None:
+        self.cluster.access.kubectl(
+            "patch", "queue", name, "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"state": state}}),
+        )  # fmt: skip
+
+    def get(self, name: str) -> dict:
+        out = self.cluster.access.kubectl("get", "queue", name, "-o", "json").stdout
+        return json.loads(out)
+
+
+@pytest.fixture
+def queues(cluster: Cluster) -> Iterator[Queues]:
+    made = Queues(cluster)
+    try:
+        yield made
+    finally:
+        if made.made:
+            cluster.access.kubectl("delete", "queue", *made.made, "--wait=false", check=False)
+
+
+def in_queue(name: str, gang: str, size: int) -> dict[str, str]:
+    return {**koord(gang, size), names.VOLCANO_QUEUE_NAME: name}
+
+
+def test_capability_holds_a_gang_back_while_room_is_free_and_the_queue_shows_it(
+    cluster: Cluster, scheduler: SchedulerProcess, queues: Queues
+) -> None:
+    team = queues.make("team", weight=1, capability={"cpu": "4"})
+    cluster.nodes(2, cpu="8")
+    cpu2 = {"cpu": "2"}
+    first = cluster.gang("first", 2, annotations=in_queue(team, "first", 2), requests=cpu2)
+    wait_bound(cluster, first)
+    second = cluster.gang("second", 2, annotations=in_queue(team, "second", 2), requests=cpu2)
+    wait_for(
+        lambda: any(
+            f"queue {team} is at its capability for cpu: 4 of 4" in m
+            for m in cluster.events("FailedScheduling")
+        ),
+        timeout=BIND_TIMEOUT,
+        what="the capability named in a FailedScheduling event",
+    )
+    stays_unbound(cluster, second, seconds=2)
+
+    def shown() -> dict:
+        return queues.get(team).get("status") or {}
+
+    wait_for(
+        lambda: (
+            shown().get("allocated", {}).get("cpu") == "4"
+            and shown().get("running") == 1
+            and shown().get("pending") == 1
+            and shown().get("state") == "Open"
+        ),
+        timeout=BIND_TIMEOUT,
+        what=f"the queue's status to show what it holds (it shows {shown()})",
+    )
+    table = cluster.access.kubectl("get", "queue", team).stdout
+    header, row = table.splitlines()[:2]
+    assert header.split()[:7] == [
+        "NAME", "STATE", "WEIGHT", "PARENT", "DESERVED", "ALLOCATED", "PENDING",
+    ], header  # fmt: skip
+    assert "Open" in row.split(), row
+    assert '"cpu":"4"' in row, row
+    # Room in the queue again: the waiting gang goes.
+    cluster.access.kubectl("delete", "pod", *sorted(first), "-n", cluster.namespace)
+    wait_bound(cluster, second)
+    scheduler.assert_alive()
+
+
+def test_a_closed_queue_takes_no_new_gangs_until_opened(
+    cluster: Cluster, scheduler: SchedulerProcess, queues: Queues
+) -> None:
+    shut = queues.make("shut")
+    queues.set_state(shut, "Closed")
+    cluster.nodes(1, cpu="8")
+    held = cluster.gang("held", 2, annotations=in_queue(shut, "held", 2))
+    wait_for(
+        lambda: any(f"queue '{shut}' is Closed" in m for m in cluster.events("QueueClosed")),
+        timeout=BIND_TIMEOUT,
+        what="a QueueClosed event",
+    )
+    stays_unbound(cluster, held, seconds=2)
+    other = cluster.gang("other", 2, annotations=koord("other", 2))  # the default queue
+    wait_bound(cluster, other)
+    queues.set_state(shut, "Open")
+    wait_bound(cluster, held)
+    scheduler.assert_alive()
+
+
+def test_a_child_queue_is_held_by_its_parents_capability_and_an_unknown_queue_is_named(
+    cluster: Cluster, scheduler: SchedulerProcess, queues: Queues
+) -> None:
+    org = queues.make("org", capability={"cpu": "2"})
+    child = queues.make("child", parent=org)
+    cluster.nodes(1, cpu="8")
+    big = cluster.gang("big", 3, annotations=in_queue(child, "big", 3))
+    lost = cluster.gang("lost", 1, annotations=in_queue(queues.name("nowhere"), "lost", 1))
+    wait_for(
+        lambda: any(
+            f"queue {org} (an ancestor of {child}) would go over its capability" in m
+            for m in cluster.events("FailedScheduling")
+        ),
+        timeout=BIND_TIMEOUT,
+        what="the parent's capability named in a FailedScheduling event",
+    )
+    wait_for(
+        lambda: any("does not exist" in m for m in cluster.events("QueueNotFound")),
+        timeout=BIND_TIMEOUT,
+        what="a QueueNotFound event",
+    )
+    stays_unbound(cluster, big | lost, seconds=2)
+    # Room in the parent: the child's gang goes.
+    cluster.access.kubectl(
+        "patch", "queue", org, "--type=merge", "-p", '{"spec":{"capability":{"cpu":"4"}}}'
+    )
+    wait_bound(cluster, big)
+    scheduler.assert_alive()
