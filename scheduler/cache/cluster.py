@@ -568,6 +568,19 @@ class ClusterCache:
                     total[resource] = total.get(resource, 0) + amount
         return total
 
+    def _queue_waiting(self, podgroups: Mapping[GangKey, PodGroup]) -> dict[str, Resources]:
+        """What our pending pods ask for, by queue: what each queue's gangs wait for, parked
+        ones included (a pass sees only the gangs it looks at)."""
+        waiting: dict[str, dict[str, int]] = {}
+        for uid in self._pending:
+            pod = self._ours.get(uid)
+            if pod is None or not pod.alive:
+                continue
+            wants = waiting.setdefault(queue_of_pod(pod, podgroups), {})
+            for resource, amount in pod.requests.items():
+                wants[resource] = wants.get(resource, 0) + amount
+        return {queue: Resources(amounts) for queue, amounts in waiting.items()}
+
     def queue_statuses(self) -> dict[str, QueueStatus]:
         """The status each Queue shows now, as last read from the API server."""
         return dict(self._queue_statuses)
@@ -790,13 +803,15 @@ class ClusterCache:
         self._touched.clear()
         self.dirty = self.urgent = False
         self._updated.clear()
+        podgroups = self._podgroups_by_gang()
+        queues = self.queues
         return Snapshot(
             nodes=dict(self._nodes),
             node_infos=dict(self._infos),
             generation=self._generation,
             in_flight=frozenset(self._assumed),
             pods=pods,
-            podgroups=self._podgroups_by_gang(),
+            podgroups=podgroups,
             priority_classes=dict(self._classes),
             memory=dict(self._memory),
             topology=topology,
@@ -809,5 +824,6 @@ class ClusterCache:
             budgets=tuple(b for _, b in sorted(self._budgets.items())),
             owners=self._owners_of_ours(),
             owner_kinds=frozenset(self._owner_kinds),
-            queues=self.queues,
+            queues=queues,
+            queue_waiting=self._queue_waiting(podgroups) if queues else None,
         )

@@ -17,6 +17,7 @@ from scheduler.core.filtering import static_reason
 from scheduler.core.gangs import priority_of, resolve
 from scheduler.core.placing import Ledger, NodeFinder
 from scheduler.core.scheduling import schedule, topology_of
+from scheduler.core.session import Session
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
 from scheduler.model.gangs import Gang
@@ -145,6 +146,8 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
         lines.append(
             f"waiting for the group ConfigMap of Sakkara group {key}, which does not exist"
         )
+    if snapshot.queues is not None:
+        lines.extend(_queue_lines(snapshot, gang, now=now, config=config))
     state = snapshot.memory.get(key)
     if state is not None and state.timed_out:
         lines.append("timed out: it is not tried again until its pods are created anew")
@@ -203,3 +206,41 @@ def _preemption_lines(
         "it would preempt nothing: no set of pods of lower priority, evicted, would let it "
         "fit (or it is not trying now)"
     ]
+
+
+def _queue_lines(snapshot: Snapshot, gang: Gang, *, now: float, config: Config) -> list[str]:
+    """The gang's queue (#22) and the tree of queues: what each holds against its fair
+    share, and what holds its gangs back."""
+    assert snapshot.queues is not None
+    book = Session(snapshot, now=now, config=config).queue_book(snapshot.queues)
+    name = book.name_of(gang.queue)
+
+    def amounts(values: dict) -> str:
+        return describe({r: round(v) for r, v in values.items() if r != "pods" and v})
+
+    lines = [
+        f"queue {name}"
+        + (
+            f" (parent {book.queues[name].parent})"
+            if name in book.queues and book.queues[name].parent
+            else ""
+        )
+    ]
+    problem = book.problem(gang.queue)
+    if problem is not None:
+        lines.append(f"queue problem: {problem[1]}")
+    lines.append("queues (what each holds / its fair share; the dominant share):")
+
+    def walk(parent: str | None, depth: int) -> None:
+        for child in book.children(parent):
+            known = book.queues[child]
+            limits = f"; capability {describe(known.capability)}" if known.capability else ""
+            state = "" if known.open else f"; {known.state}"
+            lines.append(
+                f"{'  ' * (depth + 1)}{child}: {amounts(book.held[child])} / "
+                f"{amounts(book.fair.get(child, {}))}, {book.share(child):.2f}{limits}{state}"
+            )
+            walk(child, depth + 1)
+
+    walk(None, 0)
+    return lines

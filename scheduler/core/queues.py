@@ -87,6 +87,7 @@ class QueueBook:
         *,
         usage: Mapping[str, Mapping[str, int]],
         total: Mapping[str, int],
+        waiting: Mapping[str, Mapping[str, int]] | None = None,
     ) -> None:
         known = dict(queues)
         if DEFAULT_QUEUE not in known:
@@ -107,12 +108,41 @@ class QueueBook:
         for name, amounts in usage.items():
             if name in known:
                 self._add(name, amounts)
+        # What each queue's subtree could use: what it holds and what its gangs wait for.
+        # A queue wants no more than that: the rest of its share goes to its siblings
+        # (Volcano's proportion caps a deserved share by the queue's request). Unknown
+        # (None): shares by weight and capability alone.
+        self.demand: dict[str, dict[str, int]] | None = None
+        if waiting is not None:
+            self.demand = {name: dict(held) for name, held in self.held.items()}
+            for name, amounts in waiting.items():
+                if name in known:
+                    for at in self.ancestors(name):
+                        wants = self.demand[at]
+                        for resource, amount in amounts.items():
+                            wants[resource] = wants.get(resource, 0) + amount
         self.fair: dict[str, dict[str, float]] = {}
         self._fill(None, self.total)
+        # The resources the queues want more of than the cluster has: only they are
+        # contended, and only they count when reclaim weighs shares (a queue under its share
+        # of GPUs is not refused for holding more CPU than it "deserves" of an idle CPU pool).
+        self.contended: frozenset[str] | None = None
+        if self.demand is not None:
+            wanted: dict[str, int] = {}
+            for name in self._children.get(None, []):
+                for resource, amount in self.demand[name].items():
+                    wanted[resource] = wanted.get(resource, 0) + amount
+            self.contended = frozenset(
+                r for r, amount in wanted.items() if amount > self.total.get(r, 0)
+            )
 
     def name_of(self, queue: str) -> str:
         """The queue a gang naming ``queue`` is in ("" names the default)."""
         return queue or DEFAULT_QUEUE
+
+    def children(self, parent: str | None) -> list[str]:
+        """The queues under ``parent`` (None: the root), by name."""
+        return list(self._children.get(parent, []))
 
     def ancestors(self, name: str) -> list[str]:
         """``name`` and its ancestors, nearest first (a queue with errors has none)."""
@@ -149,8 +179,13 @@ class QueueBook:
             return
         shares: dict[str, dict[str, float]] = {c: {} for c in children}
         for resource, amount in amounts.items():
+            wants = (
+                {c: float(self.demand[c].get(resource, 0)) for c in children}
+                if self.demand is not None
+                else None
+            )
             for child, got in _water_fill(
-                [self.queues[c] for c in children], resource=resource, amount=amount
+                [self.queues[c] for c in children], resource=resource, amount=amount, wants=wants
             ).items():
                 shares[child][resource] = got
         for child in children:
@@ -177,6 +212,53 @@ class QueueBook:
         name = self.name_of(queue)
         known = self.queues.get(name)
         return (self.share(name), -(known.priority if known else 0), name)
+
+    # -- reclaim ----------------------------------------------------------------------------
+
+    def below_fair(self, queue: str, more: Mapping[str, int]) -> bool:
+        """Whether ``queue`` (and each of its ancestors) stays within its fair share with
+        ``more``, in the contended resources: reclaim gives a queue back its share, never
+        more."""
+        for at in self.ancestors(self.name_of(queue)):
+            held, fair = self.held[at], self.fair.get(at, {})
+            for resource, amount in more.items():
+                if not self._counts(resource):
+                    continue
+                if amount > 0 and held.get(resource, 0) + amount > fair.get(resource, 0.0) + 1e-6:
+                    return False
+        return True
+
+    def _counts(self, resource: str) -> bool:
+        return self.contended is None or resource in self.contended
+
+    def may_lose(self, queue: str, amounts: Mapping[str, int], *, to: str) -> bool:
+        """Whether ``queue`` may give ``amounts`` up to reclaim by queue ``to``: it and its
+        ancestors (those that are not ``to``'s too) are reclaimable and stay at or above
+        their fair share in every contended resource ``amounts`` frees, and at or above their
+        guarantee in every resource."""
+        theirs = set(self.ancestors(self.name_of(to)))
+        for at in self.ancestors(self.name_of(queue)):
+            if at in theirs:
+                break  # a common ancestor: moving room inside it changes nothing there
+            known = self.queues[at]
+            if not known.reclaimable:
+                return False
+            held, fair = self.held[at], self.fair.get(at, {})
+            guarantee = known.guarantee or {}
+            for resource, amount in amounts.items():
+                left = held.get(resource, 0) - amount
+                if amount <= 0:
+                    continue
+                if self._counts(resource) and left < fair.get(resource, 0.0) - 1e-6:
+                    return False
+                if left < guarantee.get(resource, 0):
+                    return False
+        return True
+
+    def related(self, one: str, other: str) -> bool:
+        """Whether one queue is the other or an ancestor of it (either way)."""
+        a, b = self.name_of(one), self.name_of(other)
+        return a in self.ancestors(b) or b in self.ancestors(a)
 
     # -- what holds a gang --------------------------------------------------------------------
 
@@ -247,15 +329,25 @@ class QueueBook:
         return kept
 
 
-def _water_fill(children: list[Queue], *, resource: str, amount: float) -> dict[str, float]:
+def _water_fill(
+    children: list[Queue],
+    *,
+    resource: str,
+    amount: float,
+    wants: Mapping[str, float] | None = None,
+) -> dict[str, float]:
     """Split ``amount`` of one resource among sibling queues: each gets its guarantee, a
     queue stating ``deserved`` for it gets that, the rest is split by weight, none beyond
-    its capability (Volcano's proportion plugin, per resource)."""
+    its capability nor, where ``wants`` says, beyond what it wants (Volcano's proportion
+    plugin, per resource)."""
 
     def cap(queue: Queue) -> float:
+        limit = math.inf
         if queue.capability is not None and resource in queue.capability:
-            return float(queue.capability[resource])
-        return math.inf
+            limit = float(queue.capability[resource])
+        if wants is not None:
+            limit = min(limit, max(wants.get(queue.name, 0.0), 0.0))
+        return limit
 
     got: dict[str, float] = {}
     for queue in children:

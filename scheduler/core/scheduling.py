@@ -1,7 +1,7 @@
 """One scheduling pass: a snapshot and the time in, decisions out. No I/O, no clock.
 
-``schedule`` opens a Session over the snapshot, runs the actions in order (today:
-allocate), and closes the session into a Result. The pass works on GangGroups in queue
+``schedule`` opens a Session over the snapshot, runs the actions in order (allocate,
+preempt, reclaim), and closes the session into a Result. The pass works on GangGroups in queue
 order; each GangGroup's turn is a Statement that is committed whole or discarded whole,
 and the whole GangGroup is one commit point for the shell.
 
@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from scheduler.core.actions.allocate import allocate
 from scheduler.core.actions.preempt import preempt
+from scheduler.core.actions.reclaim import reclaim
 from scheduler.core.session import REASON_UNSCHEDULABLE, Session, topology_of
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
@@ -28,7 +29,7 @@ __all__ = ["DEFAULT_CONFIG", "after_failed_bind", "schedule", "topology_of"]
 DEFAULT_CONFIG = Config()
 
 # The actions of a pass, in order. Each walks the session's queue with Statements.
-ACTIONS = (allocate, preempt)
+ACTIONS = (allocate, preempt, reclaim)
 
 
 def schedule(snapshot: Snapshot, *, now: float, config: Config = DEFAULT_CONFIG) -> Result:

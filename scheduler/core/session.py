@@ -214,6 +214,11 @@ class Session:
         queues = self.snapshot.queues
         if queues is None or not _queues_matter(queues, self.gangs.values()):
             return None
+        return self.queue_book(queues)
+
+    def queue_book(self, queues: Mapping[str, Queue]) -> QueueBook:
+        """The book of ``queues`` on this snapshot: what each holds (our bound pods, by
+        queue), what each waits for, and the room the cluster has for them all."""
         names = self.config.scheduler_names
         podgroups = self.snapshot.podgroups
         usage: dict[str, dict[str, int]] = {}
@@ -236,7 +241,18 @@ class Session:
                     continue
                 for resource, amount in pod.requests.items():
                     held[resource] = held.get(resource, 0) + sign * amount
-        return QueueBook(queues, usage=usage, total=total)
+        waiting = self.snapshot.queue_waiting
+        if waiting is None:  # not counted by a cache: the pending members of this pass
+            waiting = {}
+            for gang in self.gangs.values():
+                for pod in pending(gang):
+                    waiting[gang.queue] = waiting.get(gang.queue, Resources()) + pod.requests
+        wanted = {(name or DEFAULT_QUEUE): amounts for name, amounts in waiting.items()}
+        return QueueBook(queues, usage=usage, total=total, waiting=wanted)
+
+    def queue_of(self, pod: Pod) -> str:
+        """The queue a pod of ours counts against, by name ("default" for none)."""
+        return queue_of_pod(pod, self.snapshot.podgroups) or DEFAULT_QUEUE
 
     def queue_room(self) -> QueueRoom | None:
         """The room a turn may take in each queue, None without queues."""

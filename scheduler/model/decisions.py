@@ -114,6 +114,9 @@ class Eviction:
     node: str
     message: str
     priority: int = 0  # the victim's
+    # Reclaim's (#22): the victim's queue, which gives room back to a queue below its share;
+    # "" for preemption by priority.
+    reclaimed_from: str = ""
 
 
 @dataclass(frozen=True, slots=True)

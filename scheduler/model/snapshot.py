@@ -113,6 +113,9 @@ class Snapshot:
     # Volcano's Queues by name (#22); None where the API server does not serve them: then
     # there are no queues, and every gang competes on priority and age alone.
     queues: Mapping[str, Queue] | None = None
+    # With queues: what the pending pods of ours ask for, by the queue they name ("" for the
+    # default), parked gangs' included (the cache's count); None: worked out from ``pods``.
+    queue_waiting: Mapping[str, Resources] | None = None
 
     def infos(self) -> Mapping[str, NodeInfo]:
         """Per known node, what holds resources on it."""

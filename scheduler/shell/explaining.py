@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from scheduler.cache.cluster import ClusterCache
+from scheduler.cache.cluster import QUEUES, ClusterCache
 from scheduler.codecs.objects import (
     node_from_dict,
     pod_from_dict,
@@ -41,6 +41,10 @@ async def explain_gang(
             cache.serve(kind, version is not None)
             for body in bodies:
                 UPSERTS[kind](cache, body)
+        bodies, version = await list_versioned(api, QUEUES)  # Volcano's Queues (#22)
+        cache.serve(QUEUES, version is not None)
+        for body in bodies:
+            UPSERTS[QUEUES](cache, body)
         for body in await list_objects(api, "priorityclasses"):
             cache.upsert_priority_class(priority_class_from_dict(body))
         for kind in ("topologies", "groups"):

@@ -184,7 +184,10 @@ class SchedulingLoop:
         for condition in result.pod_conditions:
             self._spawn(self._patcher.condition(condition))
         for eviction in result.evictions:
-            self._metrics.preemption_victims.labels(priority=str(eviction.priority)).inc()
+            if eviction.reclaimed_from:
+                self._metrics.reclaim_victims.labels(queue=eviction.reclaimed_from).inc()
+            else:
+                self._metrics.preemption_victims.labels(priority=str(eviction.priority)).inc()
             self._spawn(self._patcher.evict(eviction))
             ref = eviction.pod
             self._recorder.emit(

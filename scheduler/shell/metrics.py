@@ -28,6 +28,7 @@ class Metrics:
     loop_lag_max_seconds: Gauge
     background_errors: Counter
     preemption_victims: Counter
+    reclaim_victims: Counter
     preemption_bound_seconds: Histogram
     api_unreachable_seconds: Gauge
     queue_allocated: Gauge
@@ -106,6 +107,13 @@ class Metrics:
                 "gang_scheduler_preemption_victims_total",
                 "Pods evicted so that a gang of higher priority fits, by the victim's priority.",
                 ["priority"],
+                registry=registry,
+            ),
+            reclaim_victims=Counter(
+                "gang_scheduler_reclaim_victims_total",
+                "Pods evicted so that a queue below its fair share gets room back (#22), by "
+                "the victim's queue.",
+                ["queue"],
                 registry=registry,
             ),
             preemption_bound_seconds=Histogram(

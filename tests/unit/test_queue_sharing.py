@@ -325,3 +325,160 @@ def test_fair_shares_go_down_the_tree() -> None:
     assert book.share("x") == pytest.approx(0.5)
     assert book.share("org") == pytest.approx(0.25)  # what its subtree holds
     assert book.order("y") < book.order("x")
+
+
+# -- reclaim ------------------------------------------------------------------------------------
+
+
+def running_gang(
+    prefix: str,
+    count: int,
+    *,
+    queue_name: str,
+    nodes: list[str],
+    minimum: int | None = None,
+    priority: int = 0,
+    age: float = 0,
+) -> list[Any]:
+    """A running gang of ours in ``queue_name``, one GPU a member, member i on ``nodes[i]``;
+    a larger ``age`` is a younger gang."""
+    members = gang_pods(
+        prefix, count, gang=prefix, min_available=minimum or count, gpu=1, priority=priority,
+        labels=in_queue(queue_name), created=T0 - 500 + age,
+    )  # fmt: skip
+    return [replace(p, node_name=n, phase="Running") for p, n in zip(members, nodes, strict=True)]
+
+
+def evicted(result: Any) -> list[str]:
+    return sorted(e.pod.name for e in result.evictions)
+
+
+def test_a_starved_queue_gets_its_half_back_by_reclaim_of_one_whole_gang() -> None:
+    """Queues a and b, 1:1; a's two gangs fill the four GPUs; b's gang of two reclaims: one of
+    a's gangs goes whole (the younger), and b is nominated where it was."""
+    pods = [
+        *running_gang("a1", 2, queue_name="a", nodes=["n0", "n1"]),
+        *running_gang("a2", 2, queue_name="a", nodes=["n2", "n3"], age=10),
+        *gang_pods("b", 2, gang="b", min_available=2, gpu=1, labels=in_queue("b"), created=T0),
+    ]
+    result = schedule(with_queues(snapshot(gpu_nodes(4), pods), queue("a"), queue("b")), now=T0)
+    assert evicted(result) == ["a2-0", "a2-1"]
+    assert sorted((n.pod.name, n.node) for n in result.nominations) == [
+        ("b-0", "n2"),
+        ("b-1", "n3"),
+    ]
+    assert all("Reclaimed by gang default/b of queue b" in e.message for e in result.evictions)
+    assert events(result, "Reclaiming")
+
+
+def test_reclaim_never_takes_a_victim_queue_below_its_share() -> None:
+    """a holds 3 of 4 GPUs as one gang of 3; b wants 2 (its share): evicting the gang would
+    leave a with 0 of its 2, so nothing is evicted."""
+    pods = [
+        *running_gang("a1", 3, queue_name="a", nodes=["n0", "n1", "n2"]),
+        *gang_pods("b", 2, gang="b", min_available=2, gpu=1, labels=in_queue("b"), created=T0),
+    ]
+    result = schedule(with_queues(snapshot(gpu_nodes(4), pods), queue("a"), queue("b")), now=T0)
+    assert evicted(result) == []
+
+
+def test_reclaim_takes_members_above_a_minimum_before_any_whole_gang() -> None:
+    pods = [
+        *running_gang("a1", 3, queue_name="a", nodes=["n0", "n1", "n2"], minimum=2),
+        *gang_pods("b", 2, gang="b", min_available=2, gpu=1, labels=in_queue("b"), created=T0),
+    ]
+    result = schedule(with_queues(snapshot(gpu_nodes(4), pods), queue("a"), queue("b")), now=T0)
+    assert len(evicted(result)) == 1  # the extra member; a keeps its minimum and its share
+
+
+def test_a_queue_that_is_not_reclaimable_keeps_what_it_holds() -> None:
+    pods = [
+        *running_gang("a1", 2, queue_name="a", nodes=["n0", "n1"]),
+        *running_gang("a2", 2, queue_name="a", nodes=["n2", "n3"], age=10),
+        *gang_pods("b", 2, gang="b", min_available=2, gpu=1, labels=in_queue("b"), created=T0),
+    ]
+    snap = with_queues(snapshot(gpu_nodes(4), pods), queue("a", reclaimable=False), queue("b"))
+    assert evicted(schedule(snap, now=T0)) == []
+
+
+def test_reclaim_keeps_a_victim_queues_guarantee() -> None:
+    """a's guarantee of 4 GPUs (above its weighted share of 2) protects all it holds."""
+    pods = [
+        *running_gang("a1", 2, queue_name="a", nodes=["n0", "n1"]),
+        *running_gang("a2", 2, queue_name="a", nodes=["n2", "n3"], age=10),
+        *gang_pods("b", 2, gang="b", min_available=2, gpu=1, labels=in_queue("b"), created=T0),
+    ]
+    snap = with_queues(
+        snapshot(gpu_nodes(4), pods), queue("a", guarantee={"resource": {GPU: "4"}}), queue("b")
+    )
+    assert evicted(schedule(snap, now=T0)) == []
+
+
+def test_a_queue_at_its_share_does_not_reclaim() -> None:
+    """b holds 2 of 4 (its share) and wants 2 more: it waits for a's gangs to end."""
+    pods = [
+        *running_gang("a1", 2, queue_name="a", nodes=["n0", "n1"]),
+        *running_gang("b1", 2, queue_name="b", nodes=["n2", "n3"]),
+        *gang_pods("b", 2, gang="b", min_available=2, gpu=1, labels=in_queue("b"), created=T0),
+    ]
+    result = schedule(with_queues(snapshot(gpu_nodes(4), pods), queue("a"), queue("b")), now=T0)
+    assert evicted(result) == []
+
+
+def test_preemption_stays_inside_a_queue() -> None:
+    """b's high-priority gang may not preempt a's low-priority gangs (another queue, at its
+    share); inside b, it preempts b's own low-priority gang."""
+    pods = [
+        *running_gang("a1", 2, queue_name="a", nodes=["n0", "n1"], priority=1),
+        *running_gang("b1", 2, queue_name="b", nodes=["n2", "n3"], priority=1),
+        *gang_pods(
+            "urgent", 2, gang="urgent", min_available=2, gpu=1, labels=in_queue("b"),
+            priority=1000, created=T0,
+        ),
+    ]  # fmt: skip
+    result = schedule(with_queues(snapshot(gpu_nodes(4), pods), queue("a"), queue("b")), now=T0)
+    assert evicted(result) == ["b1-0", "b1-1"]
+    # Without queues, the older-or-not victims are chosen by priority and age alone.
+    plain = schedule(snapshot(gpu_nodes(4), pods), now=T0)
+    assert len(evicted(plain)) == 2
+
+
+def test_reclaimed_room_goes_to_the_reclaimer_once_the_victims_have_left() -> None:
+    pods = [
+        *running_gang("a1", 2, queue_name="a", nodes=["n0", "n1"]),
+        *running_gang("a2", 2, queue_name="a", nodes=["n2", "n3"], age=10),
+        *gang_pods("b", 2, gang="b", min_available=2, gpu=1, labels=in_queue("b"), created=T0),
+    ]
+    snap = with_queues(snapshot(gpu_nodes(4), pods), queue("a"), queue("b"))
+    first = schedule(snap, now=T0)
+    gone = {e.pod.name for e in first.evictions}
+    after = replace(
+        snap, pods=tuple(p for p in snap.pods if p.ref.name not in gone), memory=first.memory
+    )
+    second = schedule(after, now=T0 + 1)
+    assert bind_map(second) == {"b-0": "n2", "b-1": "n3"}
+    assert evicted(second) == []
+
+
+def test_explain_names_the_queue_its_limit_and_the_tree_with_shares() -> None:
+    from scheduler.core.explaining import explain  # noqa: PLC0415
+    from scheduler.core.scheduling import DEFAULT_CONFIG  # noqa: PLC0415
+    from scheduler.model.pods import GangKey  # noqa: PLC0415
+
+    pods = [
+        running("old", queue_name="child", node_name="n0"),
+        *gang_pods("g", 2, gang="g", min_available=2, gpu=1, labels=in_queue("child")),
+    ]
+    snap = with_queues(
+        snapshot(gpu_nodes(4), pods),
+        queue("org", capability={GPU: "2"}),
+        queue("child", parent="org"),
+        queue("other"),
+    )
+    lines = explain(snap, GangKey("default", "g"), now=T0, config=DEFAULT_CONFIG)
+    text = "\n".join(lines)
+    assert "queue child (parent org)" in lines
+    assert "    child: {cpu: 1, memory: 1Gi, nvidia.com/gpu: 1} / " in text
+    assert "  org: " in text
+    assert "capability {nvidia.com/gpu: 2}" in text
+    assert "queue org (an ancestor of child) would go over its capability" in text

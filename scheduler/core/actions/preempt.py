@@ -23,7 +23,7 @@ A group with a member whose ``preemptionPolicy`` is ``Never`` does not preempt.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
@@ -81,7 +81,7 @@ class _Pool:
 
     def __init__(self, session: Session) -> None:
         self._session = session
-        self._units: dict[int, list[Victims]] = {}
+        self._units: dict[tuple[int, str], list[Victims]] = {}
         self.hopeless: set[tuple] = set()
         self.taken: dict[str, Pod] = {}  # evicted in this pass, by uid
         classes = session.snapshot.priority_classes
@@ -99,13 +99,23 @@ class _Pool:
         """Victims were taken: the units are built again when next asked for."""
         self._units.clear()
 
-    def below(self, priority: int) -> list[Victims]:
+    def below(self, priority: int, queue: str = "") -> list[Victims]:
         if self.lowest is None or self.lowest >= priority:
             return []
-        units = self._units.get(priority)
+        units = self._units.get((priority, queue))
         if units is None:
-            units = self._units[priority] = candidates(
-                self._session, below=priority, taken=self.taken
+            session = self._session
+            admit = None
+            if session.book is not None:
+                # With queues, preemption stays inside the preemptor's queue (as Volcano's
+                # and KAI's do): taking from another queue is reclaim's, by shares.
+                names = session.config.scheduler_names
+
+                def admit(pod: Pod) -> bool:
+                    return pod.scheduler_name not in names or session.queue_of(pod) == queue
+
+            units = self._units[(priority, queue)] = candidates(
+                session, below=priority, taken=self.taken, admit=admit
             )
         return units
 
@@ -117,10 +127,15 @@ def _priority(session: Session, gangs: list[Gang]) -> int:
 
 
 def candidates(
-    session: Session, *, below: int, taken: Mapping[str, Pod] = MappingProxyType({})
+    session: Session,
+    *,
+    below: int | None,
+    taken: Mapping[str, Pod] = MappingProxyType({}),
+    admit: Callable[[Pod], bool] | None = None,
 ) -> list[Victims]:
-    """The victim units whose priority is below ``below``, best first; pods in ``taken``
-    (evicted earlier in this pass) are gone already."""
+    """The victim units whose priority is below ``below`` (any priority: None) and whose
+    pods ``admit`` lets in, best first; pods in ``taken`` (evicted earlier in this pass) are
+    gone already."""
     classes = session.snapshot.priority_classes
     nodes = session.snapshot.nodes
     ours = session.config.scheduler_names
@@ -129,9 +144,11 @@ def candidates(
         if name not in nodes:
             continue
         for pod in info.pods:
-            if pod.deleting or not pod.alive or priority_of(pod, classes) >= below:
+            if pod.deleting or not pod.alive or pod.ref.uid in taken:
                 continue
-            if pod.ref.uid in taken:
+            if below is not None and priority_of(pod, classes) >= below:
+                continue
+            if admit is not None and not admit(pod):
                 continue
             key = gang_key_of(pod)
             single = pod.scheduler_name not in ours or key.name.startswith(SINGLE_PREFIX)
@@ -252,13 +269,15 @@ def _fits(session: Session, ledger: Ledger, gangs: list[Gang]) -> list | None:
 
 def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool) -> None:
     priority = _priority(session, gangs)
-    units = pool.below(priority)
+    book = session.book
+    units = pool.below(priority, book.name_of(gangs[0].queue) if book is not None else "")
     if not units:
         return
     # The same shapes at the same priority found no victims earlier in this pass: nor now
     # (no eviction happened since, or the memo was cleared).
     shape = (
         priority,
+        gangs[0].queue,
         tuple(
             (session.finder.signature(p), p.requests, p.neighbourly)
             for g in gangs
@@ -346,6 +365,7 @@ def _commit(
     placements: list,
     *,
     broke_budgets: bool = False,
+    why: str = "",
 ) -> None:
     """Evict on the pass's ledger, hold the room for the group, and say so."""
     evicted: dict[str, tuple[Pod, str]] = {}
@@ -369,8 +389,12 @@ def _commit(
             Eviction(
                 pod.ref,
                 node,
-                f"Preempted by gang {names_} (priority {_priority(session, gangs)}) on node {node}",
+                f"{why} on node {node}"
+                if why
+                else f"Preempted by gang {names_} (priority {_priority(session, gangs)}) on node "
+                f"{node}",
                 priority=priority_of(pod, session.snapshot.priority_classes),
+                reclaimed_from=session.queue_of(pod) if why else "",
             )
         )
     victims = frozenset(evicted)
@@ -387,12 +411,14 @@ def _commit(
             # waits for), not after the backoff of the attempt that led to the preemption.
             retry_at=0.0,
         )
+        what = "of other queues above their fair share" if why else "of lower priority"
         message = (
-            f"gang {key} preempted {len(evicted)} pod(s) of lower priority "
+            f"gang {key} {'reclaimed' if why else 'preempted'} {len(evicted)} pod(s) {what} "
             f"({', '.join(sorted(str(p.ref) for p, _ in evicted.values())[:5])}"
             f"{', ...' if len(evicted) > 5 else ''}); it binds once they have left"
         )
         if broke_budgets:
             message += "; no choice of victims kept every PodDisruptionBudget"
-        outcome.condition = ("False", "Preempting", message)
-        session.say(gang, reason="Preempting", message=message, pods=pending(gang), warning=False)
+        reason = "Reclaiming" if why else "Preempting"
+        outcome.condition = ("False", reason, message)
+        session.say(gang, reason=reason, message=message, pods=pending(gang), warning=False)

@@ -1,0 +1,131 @@
+"""Reclaim (#22): a gang of a queue below its fair share that did not fit takes room back
+from queues above theirs.
+
+After allocate and preempt, in the fair order, each GangGroup that failed for want of room
+in this pass, whose queue would stay within its fair share with the group's minimum
+(``QueueBook.below_fair``) and whose capability lets it in, looks for victims among the
+gangs of other queues, whatever their priority: those whose queue is reclaimable and would
+stay at or above its fair share and its guarantee without them (``QueueBook.may_lose``),
+counted victim by victim. Victims come in preemption's units (a gang's members above its
+minimum one by one, then the whole gang: no gang is left below its minimum), lowest priority
+and youngest first, PodDisruptionBudgets kept where possible; the group is placed on a
+scratch ledger with them gone, each victim given back if the group still fits without it,
+and only then evicted, with the group nominated where they were (preemption's machinery: the
+DisruptionTarget condition, the room held as it frees, nothing more evicted meanwhile).
+Nothing is evicted for a group that would not fit even with every candidate gone.
+
+A GangGroup whose gangs are in different queues does not reclaim (whose share would it
+restore?), nor one with a member whose ``preemptionPolicy`` is ``Never``.
+"""
+
+from __future__ import annotations
+
+from scheduler.core.actions.preempt import (
+    MAX_TRIES,
+    Victims,
+    _breaks_budgets,
+    _commit,
+    _evicted,
+    _fits,
+    candidates,
+)
+from scheduler.core.queues import QueueBook
+from scheduler.core.session import Session, pending
+from scheduler.model.gangs import Gang
+from scheduler.model.pods import Pod
+from scheduler.model.resources import Resources
+
+
+def reclaim(session: Session) -> None:
+    book = session.book
+    if book is None:
+        return
+    failed = {key for key, how in session.attempts if how == "unschedulable"}
+    if not failed:
+        return
+    taken: dict[str, Pod] = {}  # evicted in this pass, by uid
+    for unit in session.units():
+        gangs = [session.gangs[k] for k in unit if k in session.gangs]
+        if not gangs or not all(g.key in failed for g in gangs):
+            continue
+        states = [session.outcomes[g.key].state for g in gangs]
+        if any(s.nominated or session.victims_present(s) for s in states):
+            continue  # preempted for already (in this pass, or its victims still leave)
+        if any(not p.preempts for g in gangs for p in pending(g)):
+            continue
+        queue = book.name_of(gangs[0].queue)
+        if any(book.name_of(g.queue) != queue for g in gangs):
+            continue
+        need = _minimum(session, gangs)
+        room = session.queue_room()
+        if not book.below_fair(queue, need) or (room is not None and room.refuse(queue, need)):
+            continue
+        chosen, placements = _choose(session, book, queue, gangs, taken=taken)
+        if placements is None:
+            continue
+        evicted = list({p.ref.uid: p for v in chosen for p, _ in v.pods}.values())
+        broke = _breaks_budgets(session.snapshot.budgets, evicted, gone=list(taken.values()))
+        names = ", ".join(str(g.key) for g in gangs)
+        _commit(
+            session,
+            gangs,
+            chosen,
+            placements,
+            broke_budgets=broke,
+            why=f"Reclaimed by gang {names} of queue {queue}, below its fair share,",
+        )
+        for pod in evicted:
+            taken[pod.ref.uid] = pod
+            book.give_back(session.queue_of(pod), pod.requests)
+
+
+def _minimum(session: Session, gangs: list[Gang]) -> Resources:
+    """What the group needs at the least: each gang's first min_member pending members."""
+    return Resources.total(
+        p.requests for g in gangs for p in session.ordered(pending(g))[: g.min_member]
+    )
+
+
+def _choose(
+    session: Session, book: QueueBook, queue: str, gangs: list[Gang], *, taken: dict[str, Pod]
+) -> tuple[list[Victims], list | None]:
+    """The victims to evict and the group's placements once they are gone; None for the
+    placements if the group does not fit even with every victim reclaim may take."""
+    names = session.config.scheduler_names
+
+    def admit(pod: Pod) -> bool:
+        theirs = session.queue_of(pod)
+        return pod.scheduler_name in names and not book.related(theirs, queue)
+
+    units = candidates(session, below=None, taken=taken, admit=admit)
+    base = session.ledger.scratch()
+    chosen: list[Victims] = []
+    losing: dict[str, Resources] = {}  # by victim queue: what the chosen victims free
+    placements = None
+    tries = 0
+    for victims in units:
+        if tries >= MAX_TRIES:
+            break
+        theirs = session.queue_of(victims.pods[0][0])
+        freed = losing.get(theirs, Resources()) + Resources.total(
+            p.requests for p, _ in victims.pods
+        )
+        if not book.may_lose(theirs, freed, to=queue):
+            continue  # it would take that queue below its share: not a victim
+        losing[theirs] = freed
+        chosen.append(victims)
+        tries += 1
+        placements = _fits(session, _evicted(base, chosen), gangs)
+        if placements is not None:
+            break
+    if placements is None:
+        session.finder.restore({})
+        return chosen, None
+    # Reprieve: each victim given back, highest priority first, if the group still fits.
+    for victims in sorted(chosen, key=lambda v: (v.breaks_budget, v.order()), reverse=True):
+        rest = [v for v in chosen if v is not victims]
+        without = _fits(session, _evicted(base, rest), gangs)
+        if without is not None:
+            chosen, placements = rest, without
+    session.finder.restore({})
+    return chosen, placements
