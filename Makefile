@@ -69,6 +69,7 @@ bench: setup binaries
 	$(PY) -m bench.solver
 	$(PY) -m bench.pass
 	$(PY) -m bench.backfill
+	$(PY) -m bench.fairness
 	$(PY) -m bench.run $(BENCH_ARGS)
 
 # Fault injection: CHAOS_RUNS seeded runs (run i has seed CHAOS_SEED+i) of random workloads

@@ -157,3 +157,53 @@ def test_a_child_queue_is_held_by_its_parents_capability_and_an_unknown_queue_is
     )
     wait_bound(cluster, big)
     scheduler.assert_alive()
+
+
+def test_a_queue_gets_its_half_back_by_reclaim_of_whole_gangs(
+    cluster: Cluster, scheduler: SchedulerProcess, queues: Queues
+) -> None:
+    """Queues 1:1 over four GPU nodes: the first queue's two gangs take the cluster while the
+    second is idle; the second's gang reclaims its half: one of the first's gangs goes whole,
+    the other stays, and the second's gang binds where it was."""
+    first, second = queues.make("first", weight=1), queues.make("second", weight=1)
+    cluster.nodes(4, cpu="8", gpu=1)
+    gpu = {"cpu": "1", "nvidia.com/gpu": "1"}
+    a1 = cluster.gang("a1", 2, annotations=in_queue(first, "a1", 2), requests=gpu)
+    wait_bound(cluster, a1)
+    a2 = cluster.gang("a2", 2, annotations=in_queue(first, "a2", 2), requests=gpu)
+    wait_bound(cluster, a2)
+    b = cluster.gang("b", 2, annotations=in_queue(second, "b", 2), requests=gpu)
+    wait_bound(cluster, b)
+    pods = set(cluster.placements())
+    # One of the first queue's gangs was evicted whole, the other untouched.
+    assert (a1 <= pods and not a2 & pods) or (a2 <= pods and not a1 & pods), pods
+    reclaimed = cluster.events("Preempted")
+    assert len(reclaimed) == 2, reclaimed
+    assert all(f"of queue {second}, below its fair share" in m for m in reclaimed), reclaimed
+    said = cluster.events("Reclaiming")
+    assert any("reclaimed 2 pod(s) of other queues above their fair share" in m for m in said), said
+    scheduler.assert_alive()
+
+
+def test_a_guarantee_is_kept_free_for_its_queue(
+    cluster: Cluster, scheduler: SchedulerProcess, queues: Queues
+) -> None:
+    kept = queues.make("kept", guarantee={"resource": {"nvidia.com/gpu": "2"}})
+    other = queues.make("other")
+    cluster.nodes(4, cpu="8", gpu=1)
+    gpu = {"cpu": "1", "nvidia.com/gpu": "1"}
+    big = cluster.gang("big", 3, annotations=in_queue(other, "big", 3), requests=gpu)
+    wait_for(
+        lambda: any(
+            "kept for other queues' guarantees" in m and kept in m
+            for m in cluster.events("FailedScheduling")
+        ),
+        timeout=BIND_TIMEOUT,
+        what="the guarantee named in a FailedScheduling event",
+    )
+    stays_unbound(cluster, big, seconds=2)
+    small = cluster.gang("small", 2, annotations=in_queue(other, "small", 2), requests=gpu)
+    wait_bound(cluster, small)
+    mine = cluster.gang("mine", 2, annotations=in_queue(kept, "mine", 2), requests=gpu)
+    wait_bound(cluster, mine)
+    scheduler.assert_alive()

@@ -215,27 +215,44 @@ class QueueBook:
 
     # -- reclaim ----------------------------------------------------------------------------
 
+    def dominant(self, need: Mapping[str, int]) -> frozenset[str]:
+        """The resources of ``need`` that are its largest part of the cluster (DRF's dominant
+        resource), among the contended ones: what reclaim weighs shares in. A gang of GPUs
+        with their CPU beside them is weighed in GPUs."""
+        parts = {
+            r: amount / self.total[r]
+            for r, amount in need.items()
+            if amount > 0 and self.total.get(r, 0) > 0 and self._counts(r)
+        }
+        if not parts:
+            return frozenset()
+        most = max(parts.values())
+        return frozenset(r for r, part in parts.items() if part >= most - 1e-9)
+
     def below_fair(self, queue: str, more: Mapping[str, int]) -> bool:
-        """Whether ``queue`` (and each of its ancestors) stays within its fair share with
-        ``more``, in the contended resources: reclaim gives a queue back its share, never
-        more."""
-        for at in self.ancestors(self.name_of(queue)):
-            held, fair = self.held[at], self.fair.get(at, {})
-            for resource, amount in more.items():
-                if not self._counts(resource):
-                    continue
-                if amount > 0 and held.get(resource, 0) + amount > fair.get(resource, 0.0) + 1e-6:
-                    return False
-        return True
+        """Whether ``queue`` stays within its fair share with ``more``, in the resources that
+        are ``more``'s dominant share of the cluster: reclaim gives a queue back its share,
+        never more. Its ancestors are not asked: a parent above its share because of a
+        sibling's flood is the very case of a child reclaiming from that sibling (the room
+        moves inside the parent), and a victim in another subtree is protected by
+        ``may_lose``, all the way up."""
+        name = self.name_of(queue)
+        held, fair = self.held[name], self.fair.get(name, {})
+        return all(
+            held.get(resource, 0) + more[resource] <= _whole(fair.get(resource, 0.0))
+            for resource in self.dominant(more)
+        )
 
     def _counts(self, resource: str) -> bool:
         return self.contended is None or resource in self.contended
 
-    def may_lose(self, queue: str, amounts: Mapping[str, int], *, to: str) -> bool:
+    def may_lose(
+        self, queue: str, amounts: Mapping[str, int], *, to: str, weighed: frozenset[str]
+    ) -> bool:
         """Whether ``queue`` may give ``amounts`` up to reclaim by queue ``to``: it and its
         ancestors (those that are not ``to``'s too) are reclaimable and stay at or above
-        their fair share in every contended resource ``amounts`` frees, and at or above their
-        guarantee in every resource."""
+        their fair share in the resources reclaim weighs (``weighed``: the reclaimer's
+        dominant ones), and at or above their guarantee in every resource."""
         theirs = set(self.ancestors(self.name_of(to)))
         for at in self.ancestors(self.name_of(queue)):
             if at in theirs:
@@ -249,7 +266,7 @@ class QueueBook:
                 left = held.get(resource, 0) - amount
                 if amount <= 0:
                     continue
-                if self._counts(resource) and left < fair.get(resource, 0.0) - 1e-6:
+                if resource in weighed and left < _whole(fair.get(resource, 0.0)):
                     return False
                 if left < guarantee.get(resource, 0):
                     return False
@@ -327,6 +344,12 @@ class QueueBook:
                     before, first = kept.get(resource, (0.0, name))
                     kept[resource] = (before + unmet, first)
         return kept
+
+
+def _whole(share: float) -> float:
+    """A fair share to the nearest whole unit, as reclaim compares it with what queues hold:
+    a share of 16.9999 GPUs from the water filling is 17 GPUs."""
+    return math.floor(share + 0.5)
 
 
 def _water_fill(

@@ -60,7 +60,9 @@ def reclaim(session: Session) -> None:
         room = session.queue_room()
         if not book.below_fair(queue, need) or (room is not None and room.refuse(queue, need)):
             continue
-        chosen, placements = _choose(session, book, queue, gangs, taken=taken)
+        chosen, placements = _choose(
+            session, book, queue, gangs, taken=taken, weighed=book.dominant(need)
+        )
         if placements is None:
             continue
         evicted = list({p.ref.uid: p for v in chosen for p, _ in v.pods}.values())
@@ -87,7 +89,13 @@ def _minimum(session: Session, gangs: list[Gang]) -> Resources:
 
 
 def _choose(
-    session: Session, book: QueueBook, queue: str, gangs: list[Gang], *, taken: dict[str, Pod]
+    session: Session,
+    book: QueueBook,
+    queue: str,
+    gangs: list[Gang],
+    *,
+    taken: dict[str, Pod],
+    weighed: frozenset[str],
 ) -> tuple[list[Victims], list | None]:
     """The victims to evict and the group's placements once they are gone; None for the
     placements if the group does not fit even with every victim reclaim may take."""
@@ -97,7 +105,9 @@ def _choose(
         theirs = session.queue_of(pod)
         return pod.scheduler_name in names and not book.related(theirs, queue)
 
-    units = candidates(session, below=None, taken=taken, admit=admit)
+    units = _freeing_first(
+        session, candidates(session, below=None, taken=taken, admit=admit), weighed=weighed
+    )
     base = session.ledger.scratch()
     chosen: list[Victims] = []
     losing: dict[str, Resources] = {}  # by victim queue: what the chosen victims free
@@ -110,7 +120,7 @@ def _choose(
         freed = losing.get(theirs, Resources()) + Resources.total(
             p.requests for p, _ in victims.pods
         )
-        if not book.may_lose(theirs, freed, to=queue):
+        if not book.may_lose(theirs, freed, to=queue, weighed=weighed):
             continue  # it would take that queue below its share: not a victim
         losing[theirs] = freed
         chosen.append(victims)
@@ -129,3 +139,34 @@ def _choose(
             chosen, placements = rest, without
     session.finder.restore({})
     return chosen, placements
+
+
+def _freeing_first(
+    session: Session, units: list[Victims], *, weighed: frozenset[str]
+) -> list[Victims]:
+    """Victims on the nodes reclaim could free the most of first: per node, what is free
+    plus what every candidate there holds, of the weighed resources, as a part of the node.
+    A gang of whole-node members fits only on nodes emptied whole: victims spread over
+    nodes that keep other queues' pods would be evicted in vain (and spared by the
+    reprieve, after using up the tries). Then preemption's order."""
+    freeable: dict[str, float] = {}
+    for victims in units:
+        for pod, node in victims.pods:
+            for resource in weighed:
+                freeable[node] = freeable.get(node, 0.0) + pod.requests.get(resource, 0)
+    nodes = session.snapshot.nodes
+    score: dict[str, float] = {}
+    for name, amount in freeable.items():
+        node = nodes.get(name)
+        if node is None:
+            continue
+        parts = [
+            (amount + max(session.ledger.free(name).get(r, 0), 0)) / node.allocatable[r]
+            for r in weighed
+            if node.allocatable.get(r, 0) > 0
+        ]
+        score[name] = min(parts) if parts else 0.0
+    return sorted(
+        units,
+        key=lambda v: (-max(score.get(node, 0.0) for _, node in v.pods), v.order()),
+    )

@@ -1,0 +1,542 @@
+"""``make bench``: queues shared by teams (#22), the pure core over a simulated cluster.
+
+No API server: a cluster of GPU nodes and a synthetic trace of gangs, played pass by pass
+through ``core.schedule`` exactly as the scheduler runs it (its memory fed from pass to
+pass). What the shell would do is done here at once: a binding starts the gang's pods, which
+finish after the gang's duration; an evicted gang is deleted and its job submits it again
+(from the start), as its controller would.
+
+The queues: a two-level tree, ``org-a`` (weight 1: ``a-train`` weight 1, ``a-serve``
+weight 2) and ``org-b`` (weight 1: ``b-flood`` and ``b-batch``, weight 1 each, ``b-batch``
+with a guarantee). ``b-flood`` submits many times more than the others. Gangs of 1 to 64
+GPUs (members of up to 8 GPUs, one node's worth) arrive over time with durations of
+minutes.
+
+Reported, per queue: its share of the cluster's GPUs over time against its ideal share (the
+water-filled fair share of what the queues want at that moment), max and mean deviation
+once reclaim has settled; the wait of its gangs (p50, p99); and for the cluster: the longest
+time a queue below its fair share waited for a gang that fits in its share while another
+queue held at least that much above its own (reclaim's bound), and GPUs left idle while a
+gang that fits on them waited. The same trace with queues off is the comparison.
+
+Figures go to ``bench/results/fairness.{json,md}``. ``tests/unit/test_fairness_bench.py``
+runs a short trace and checks the targets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from scheduler.codecs.objects import node_from_dict, pod_from_dict
+from scheduler.codecs.queues import queue_from_dict
+from scheduler.core.queues import QueueBook
+from scheduler.core.scheduling import schedule
+from scheduler.model import names
+from scheduler.model.config import Config
+from scheduler.model.pods import Pod
+from scheduler.model.queues import Queue
+from scheduler.model.snapshot import Snapshot
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "results"
+GPU = "nvidia.com/gpu"
+SCHEDULER = "gang-scheduler"
+GPUS_PER_NODE = 8
+# A gang waits as long as it takes here: no timeout in the way of the measure.
+CONFIG = Config(default_timeout_seconds=1e9)
+
+
+def queue_tree() -> dict[str, Queue]:
+    specs: list[dict[str, Any]] = [
+        {"name": "org-a", "weight": 1},
+        {"name": "a-train", "parent": "org-a", "weight": 1},
+        {"name": "a-serve", "parent": "org-a", "weight": 2},
+        {"name": "org-b", "weight": 1},
+        {"name": "b-flood", "parent": "org-b", "weight": 1},
+        {"name": "b-batch", "parent": "org-b", "weight": 1, "guarantee": {"resource": {GPU: "8"}}},
+    ]
+    queues = {}
+    for spec in specs:
+        name = spec.pop("name")
+        queues[name] = queue_from_dict({"metadata": {"name": name, "uid": name}, "spec": spec})
+    # The default queue is there, without work: it wants nothing, so it takes no share.
+    return queues
+
+
+LEAVES = ("a-train", "a-serve", "b-flood", "b-batch")
+
+
+@dataclass(frozen=True)
+class Job:
+    """A gang to submit: ``members`` pods of ``gpus`` GPUs each, running ``duration``."""
+
+    name: str
+    queue: str
+    at: float
+    members: int
+    gpus: int
+    duration: float
+
+
+def trace(*, seed: int, seconds: float, flood: float) -> list[Job]:
+    """Poisson arrivals per leaf queue (``b-flood`` ``flood`` times as often), gang sizes of
+    1 to 64 GPUs, durations of 2 to 12 minutes."""
+    rng = random.Random(seed)
+    rates = {"a-train": 1 / 90, "a-serve": 1 / 90, "b-flood": flood / 90, "b-batch": 1 / 120}
+    jobs: list[Job] = []
+    for queue, rate in rates.items():
+        at = rng.expovariate(rate) if queue != "b-flood" else 0.0
+        i = 0
+        while at < seconds:
+            total = rng.choice((1, 2, 4, 8, 8, 16, 16, 32, 64))
+            gpus = min(total, GPUS_PER_NODE)
+            jobs.append(
+                Job(
+                    name=f"{queue}-{i}",
+                    queue=queue,
+                    at=at,
+                    members=total // gpus,
+                    gpus=gpus,
+                    duration=rng.uniform(120, 720),
+                )
+            )
+            i += 1
+            at += rng.expovariate(rate)
+    return sorted(jobs, key=lambda j: (j.at, j.name))
+
+
+def node(i: int) -> Any:
+    return node_from_dict(
+        {
+            "metadata": {"name": f"gpu-{i:03d}"},
+            "status": {
+                "allocatable": {
+                    "cpu": "64",
+                    "memory": "512Gi",
+                    "pods": "110",
+                    GPU: str(GPUS_PER_NODE),
+                },
+                "conditions": [{"type": "Ready", "status": "True"}],
+            },
+        }
+    )
+
+
+def pods_of(job: Job, *, attempt: int, now: float) -> list[Pod]:
+    gang = f"{job.name}-{attempt}"
+    created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+    return [
+        pod_from_dict(
+            {
+                "metadata": {
+                    "name": f"{gang}-{m}",
+                    "namespace": "sim",
+                    "uid": f"{gang}-{m}",
+                    "creationTimestamp": created,
+                    "labels": {names.QUEUE: job.queue},
+                    "annotations": {
+                        names.KOORD_NAME: gang,
+                        names.KOORD_MIN_AVAILABLE: str(job.members),
+                    },
+                },
+                "spec": {
+                    "schedulerName": SCHEDULER,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "resources": {
+                                "requests": {
+                                    "cpu": str(job.gpus * 4),
+                                    "memory": f"{job.gpus * 32}Gi",
+                                    GPU: str(job.gpus),
+                                }
+                            },
+                        }
+                    ],
+                },
+                "status": {"phase": "Pending"},
+            }
+        )
+        for m in range(job.members)
+    ]
+
+
+@dataclass
+class Run:
+    """One play of the trace: what happened, per pass."""
+
+    queues_on: bool
+    shares: dict[str, list[float]] = field(default_factory=dict)  # per leaf, per pass
+    ideal: dict[str, list[float]] = field(default_factory=dict)
+    waits: dict[str, list[float]] = field(default_factory=dict)  # per leaf, gang waits
+    starved_streak: int = 0  # the longest run of passes a reclaim-worthy gang waited
+    # GPUs idle, per pass it happened, while a gang that fits on them waited: one ready to be
+    # tried (a miss), or any, one waiting out its backoff (1 s doubling to 10 s) included.
+    idle_while_fitting: list[int] = field(default_factory=list)
+    idle_while_backing_off: list[int] = field(default_factory=list)
+    reclaimed_pods: int = 0
+    passes: int = 0
+    pass_seconds: list[float] = field(default_factory=list)
+
+
+def play(jobs: list[Job], *, nodes: int, seconds: float, step: float, queues_on: bool) -> Run:
+    run = Run(queues_on=queues_on)
+    cluster = {n.name: n for n in (node(i) for i in range(nodes))}
+    total_gpus = nodes * GPUS_PER_NODE
+    tree = queue_tree()
+    pods: dict[str, Pod] = {}  # by uid
+    job_of: dict[str, Job] = {}  # gang name -> job
+    attempts: dict[str, int] = {}
+    ends: dict[str, float] = {}  # gang -> when it finishes
+    submitted: dict[str, float] = {}  # gang -> when its pods were created
+    memory: dict = {}
+    arrivals = list(jobs)
+    streak: dict[str, int] = dict.fromkeys(LEAVES, 0)
+    now = 0.0
+    while now <= seconds:
+        # Finished gangs go; new jobs come.
+        for gang in [g for g, end in ends.items() if end <= now]:
+            for uid in [u for u, p in pods.items() if p.gang and p.gang.key.name == gang]:
+                del pods[uid]
+            del ends[gang]
+        while arrivals and arrivals[0].at <= now:
+            job = arrivals.pop(0)
+            _submit(job, pods, job_of, attempts, submitted, now=now)
+        snap = Snapshot(
+            nodes=cluster,
+            pods=tuple(pods.values()),
+            memory=memory,
+            queues=tree if queues_on else None,
+        )
+        started = time.perf_counter()
+        result = schedule(snap, now=now, config=CONFIG)
+        run.pass_seconds.append(time.perf_counter() - started)
+        run.passes += 1
+        memory = dict(result.memory)
+        for group in result.bindings:
+            for placed in group.gangs:
+                gang = placed.gang.name
+                for binding in placed.bindings:
+                    pod = pods[binding.pod.uid]
+                    pods[binding.pod.uid] = replace(pod, node_name=binding.node, phase="Running")
+                if gang not in ends and gang in job_of:
+                    ends[gang] = now + job_of[gang].duration
+                    run.waits.setdefault(job_of[gang].queue, []).append(now - submitted[gang])
+        # Measured as the pass leaves the cluster: its victims still hold their room (they
+        # take a moment to go, and what they free is the next pass's).
+        held_for = _held_for_gangs(memory, pods)
+        backing_off = {k.name for k, state in memory.items() if state.retry_at > now}
+        _measure(
+            run,
+            pods,
+            job_of,
+            tree,
+            total_gpus=total_gpus,
+            streak=streak,
+            held_for=held_for,
+            backing_off=backing_off,
+        )
+        # Evicted gangs are deleted; their jobs submit them again, from the start.
+        evicted = {pods[e.pod.uid].gang.key.name for e in result.evictions if e.pod.uid in pods}  # type: ignore[union-attr]
+        run.reclaimed_pods += sum(1 for e in result.evictions if e.reclaimed_from)
+        for gang in evicted:
+            for uid in [u for u, p in pods.items() if p.gang and p.gang.key.name == gang]:
+                del pods[uid]
+            ends.pop(gang, None)
+            memory.pop(next((k for k in memory if k.name == gang), None), None)
+            _submit(job_of[gang], pods, job_of, attempts, submitted, now=now)
+        now += step
+    return run
+
+
+def _held_for_gangs(memory: dict, pods: dict[str, Pod]) -> dict[str, int]:
+    """GPUs held, per node, for gangs that wait: a head gang's room as it frees (starvation),
+    a preemptor's or reclaimer's nominated room, NonStrict holds. Not idle: kept for a gang
+    ahead of the others."""
+    by_ref = {p.ref: p for p in pods.values() if not p.bound}
+    held: dict[str, int] = {}
+    for state in memory.values():
+        for where in (state.head_target, state.nominated, state.reservations):
+            for ref, node_name in where.items():
+                pod = by_ref.get(ref)
+                if pod is not None:
+                    held[node_name] = held.get(node_name, 0) + pod.requests.get(GPU, 0)
+    return held
+
+
+def _submit(
+    job: Job,
+    pods: dict[str, Pod],
+    job_of: dict[str, Job],
+    attempts: dict[str, int],
+    submitted: dict[str, float],
+    *,
+    now: float,
+) -> None:
+    attempt = attempts.get(job.name, 0)
+    attempts[job.name] = attempt + 1
+    for pod in pods_of(job, attempt=attempt, now=now):
+        pods[pod.ref.uid] = pod
+    gang = f"{job.name}-{attempt}"
+    job_of[gang] = job
+    submitted[gang] = now
+
+
+def _measure(
+    run: Run,
+    pods: dict[str, Pod],
+    job_of: dict[str, Job],
+    tree: dict[str, Queue],
+    *,
+    total_gpus: int,
+    streak: dict[str, int],
+    held_for: dict[str, int],
+    backing_off: set[str],
+) -> None:
+    held: dict[str, dict[str, int]] = {}
+    waiting: dict[str, dict[str, int]] = {}
+    needs: dict[str, list[int]] = {}  # per leaf: the GPUs of each waiting gang
+    free: dict[str, int] = {}
+    for pod in pods.values():
+        queue = pod.queue
+        gpus = pod.requests.get(GPU, 0)
+        into = held if pod.bound else waiting
+        into.setdefault(queue, {})[GPU] = into.get(queue, {}).get(GPU, 0) + gpus
+        if pod.bound:
+            free[pod.node_name] = free.get(pod.node_name, 0) + gpus
+    gangs_waiting: dict[str, Job] = {}
+    for pod in pods.values():
+        if not pod.bound and pod.gang is not None:
+            gangs_waiting[pod.gang.key.name] = job_of[pod.gang.key.name]
+    ready = {g: job for g, job in gangs_waiting.items() if g not in backing_off}
+    for job in gangs_waiting.values():
+        needs.setdefault(job.queue, []).append(job.members * job.gpus)
+    book = QueueBook(tree, usage=held, total={GPU: total_gpus}, waiting=waiting)
+    for leaf in LEAVES:
+        run.shares.setdefault(leaf, []).append(held.get(leaf, {}).get(GPU, 0) / total_gpus)
+        run.ideal.setdefault(leaf, []).append(book.fair.get(leaf, {}).get(GPU, 0.0) / total_gpus)
+    # Reclaim's bound: a queue with a gang that fits in its fair share waits while another
+    # queue could give up at least that much in whole gangs and stay at its own share.
+    running: dict[str, list[int]] = {}
+    for gang, job in job_of.items():
+        members = [p for p in pods.values() if p.gang and p.gang.key.name == gang and p.bound]
+        if members:
+            running.setdefault(job.queue, []).append(len(members) * job.gpus)
+    for leaf in LEAVES:
+        mine = held.get(leaf, {}).get(GPU, 0)
+        fair = book.fair.get(leaf, {}).get(GPU, 0.0)
+        worthy = [n for n in needs.get(leaf, []) if mine + n <= fair + 1e-6]
+        above = max(
+            (
+                _evictable(
+                    sorted(running.get(o, [])),
+                    held=held.get(o, {}).get(GPU, 0),
+                    fair=min(
+                        book.fair.get(a, {}).get(GPU, 0.0) - held.get(a, {}).get(GPU, 0)
+                        for a in book.ancestors(o)
+                        if a not in book.ancestors(leaf)
+                    )
+                    + held.get(o, {}).get(GPU, 0),
+                )
+                for o in LEAVES
+                if o != leaf and tree[o].reclaimable
+            ),
+            default=0.0,
+        )
+        if worthy and above >= min(worthy):
+            streak[leaf] += 1
+            run.starved_streak = max(run.starved_streak, streak[leaf])
+        else:
+            streak[leaf] = 0
+    # Idle GPUs while a gang that fits on them waits (fragmentation, or a scheduler asleep).
+    per_node_free = sorted(
+        (
+            max(GPUS_PER_NODE - free.get(name, 0) - held_for.get(name, 0), 0)
+            for name in (f"gpu-{i:03d}" for i in range(total_gpus // GPUS_PER_NODE))
+        ),
+        reverse=True,
+    )
+    idle = sum(per_node_free)
+    for waiting_now, into in (
+        (ready, run.idle_while_fitting),
+        (gangs_waiting, run.idle_while_backing_off),
+    ):
+        for job in waiting_now.values():
+            kept = book.kept_for_others(job.queue).get(GPU, (0.0, ""))[0] if run.queues_on else 0.0
+            if idle - kept < job.members * job.gpus:
+                continue  # the free GPUs are other queues' guarantees
+            if _fits(job, per_node_free) and (not run.queues_on or _room_in_queue(job, book)):
+                into.append(idle)
+                break
+
+
+def _evictable(sizes: list[int], *, held: float, fair: float) -> float:
+    """How much a queue holding ``held`` could give up in whole gangs (``sizes``, smallest
+    first) and stay at ``fair``."""
+    given = 0.0
+    for size in sizes:
+        if held - given - size < fair - 1e-6:
+            break
+        given += size
+    return given
+
+
+def _fits(job: Job, per_node_free: list[int]) -> bool:
+    room = sum(free // job.gpus for free in per_node_free)
+    return room >= job.members
+
+
+def _room_in_queue(job: Job, book: QueueBook) -> bool:
+    """Whether the queue's limits (capability, others' guarantees) let the gang in: a gang
+    its queue holds back is not idle room's fault."""
+    return all(left >= job.members * job.gpus for _, r, left in book.limits(job.queue) if r == GPU)
+
+
+def summary(run: Run, *, settle: int) -> dict[str, Any]:
+    per_queue = {}
+    for leaf in LEAVES:
+        shares, ideal = run.shares[leaf][settle:], run.ideal[leaf][settle:]
+        deviation = [abs(s - i) for s, i in zip(shares, ideal, strict=True)]
+        waits = sorted(run.waits.get(leaf, []))
+        per_queue[leaf] = {
+            "share_mean": statistics.fmean(shares) if shares else 0.0,
+            "ideal_mean": statistics.fmean(ideal) if ideal else 0.0,
+            "deviation_max": max(deviation, default=0.0),
+            "deviation_mean": statistics.fmean(deviation) if deviation else 0.0,
+            "wait_p50": _quantile(waits, 0.5),
+            "wait_p99": _quantile(waits, 0.99),
+            "gangs_started": len(waits),
+        }
+    return {
+        "queues": per_queue,
+        "starved_streak_passes": run.starved_streak,
+        "passes_with_idle_gpus_while_a_gang_fits": len(run.idle_while_fitting),
+        "idle_gpus_max_then": max(run.idle_while_fitting, default=0),
+        "passes_with_idle_gpus_while_a_fitting_gang_backs_off": len(run.idle_while_backing_off),
+        "reclaimed_pods": run.reclaimed_pods,
+        "passes": run.passes,
+        "pass_seconds_p50": _quantile(sorted(run.pass_seconds), 0.5),
+        "pass_seconds_max": max(run.pass_seconds, default=0.0),
+    }
+
+
+def _quantile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    return values[min(int(q * len(values)), len(values) - 1)]
+
+
+def bench(*, nodes: int, seconds: float, step: float, seed: int, flood: float) -> dict[str, Any]:
+    jobs = trace(seed=seed, seconds=seconds, flood=flood)
+    settle = int(600 / step)  # the first ten minutes: the flood arrives, reclaim settles
+    results: dict[str, Any] = {
+        "nodes": nodes,
+        "gpus": nodes * GPUS_PER_NODE,
+        "seconds": seconds,
+        "pass_every_seconds": step,
+        "seed": seed,
+        "flood": flood,
+        "jobs": len(jobs),
+        "settle_seconds": settle * step,
+    }
+    for on in (True, False):
+        run = play(jobs, nodes=nodes, seconds=seconds, step=step, queues_on=on)
+        results["queues" if on else "no_queues"] = summary(run, settle=settle)
+    return results
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = [
+        "# Fairness: queues shared by teams (#22)",
+        "",
+        f"The pure core over {results['nodes']} simulated nodes ({results['gpus']} GPUs), "
+        f"a pass every {results['pass_every_seconds']:g}s for {results['seconds']:g}s, "
+        f"{results['jobs']} gangs of 1-64 GPUs (seed {results['seed']}; `b-flood` submits "
+        f"{results['flood']:g}× as often as the others). Shares are of the cluster's GPUs, "  # noqa: RUF001
+        f"after the first {results['settle_seconds']:g}s.",
+        "",
+        "| queue | queues | share (mean) | ideal (mean) | max dev | mean dev | wait p50 "
+        "| wait p99 | gangs started |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for mode in ("queues", "no_queues"):
+        for leaf, q in results[mode]["queues"].items():
+            lines.append(
+                f"| {leaf} | {'on' if mode == 'queues' else 'off'} | {q['share_mean']:.3f} | "
+                f"{q['ideal_mean']:.3f} | {q['deviation_max']:.3f} | {q['deviation_mean']:.3f} | "
+                f"{q['wait_p50']:.0f}s | {q['wait_p99']:.0f}s | {q['gangs_started']} |"
+            )
+    lines += ["", "| | queues on | queues off |", "|---|---|---|"]
+    for key, label in (
+        ("starved_streak_passes", "longest wait of a reclaim-worthy gang (passes)"),
+        (
+            "passes_with_idle_gpus_while_a_gang_fits",
+            "passes with idle GPUs while a gang that fits is ready to be tried",
+        ),
+        ("idle_gpus_max_then", "idle GPUs then (max)"),
+        (
+            "passes_with_idle_gpus_while_a_fitting_gang_backs_off",
+            "passes with idle GPUs while a fitting gang waits, backoff included",
+        ),
+        ("reclaimed_pods", "pods reclaimed"),
+        ("pass_seconds_p50", "pass duration p50 (s)"),
+    ):
+        on, off = results["queues"][key], results["no_queues"][key]
+        fmt = "{:.4f}" if isinstance(on, float) else "{}"
+        lines.append(f"| {label} | {fmt.format(on)} | {fmt.format(off)} |")
+    return "\n".join(lines) + "\n"
+
+
+def targets(results: dict[str, Any]) -> list[str]:
+    """The issue's targets, each that is missed in words."""
+    missed = []
+    on = results["queues"]
+    for leaf, q in on["queues"].items():
+        if q["deviation_mean"] > 0.05:
+            missed.append(
+                f"{leaf}: mean deviation from its ideal share {q['deviation_mean']:.3f} > 0.05"
+            )
+    if on["starved_streak_passes"] > 2:
+        missed.append(
+            f"a queue below its share waited {on['starved_streak_passes']} passes while "
+            "another held its room above its own share"
+        )
+    if on["passes_with_idle_gpus_while_a_gang_fits"]:
+        missed.append(
+            f"{on['passes_with_idle_gpus_while_a_gang_fits']} passes left GPUs idle while a "
+            "gang that fits on them waited"
+        )
+    return missed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=32)
+    parser.add_argument("--seconds", type=float, default=3600)
+    parser.add_argument("--step", type=float, default=5)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--flood", type=float, default=6)
+    args = parser.parse_args(argv)
+    results = bench(
+        nodes=args.nodes, seconds=args.seconds, step=args.step, seed=args.seed, flood=args.flood
+    )
+    results["targets_missed"] = targets(results)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "fairness.json").write_text(json.dumps(results, indent=2) + "\n")
+    (RESULTS / "fairness.md").write_text(markdown(results))
+    print(markdown(results))
+    for miss in results["targets_missed"]:
+        print(f"target missed: {miss}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
