@@ -53,6 +53,11 @@ an API server or etcd restart) and checks:
   Gangs left incomplete by the chaos (a pending member deleted, no Job to recreate it) are
   excused and counted.
 - **I5, every canary binds** within RECOVERY_SECONDS of its creation.
+- **I6, no queue above its capability** (#22). Half the runs put their gangs in queues of
+  their own: ``cap``, whose cpu capability is half of what its gangs ask for, ``wide`` and the
+  default. At every step of the event order, what the pods of ``cap`` hold (the rival's binds
+  aside) never exceeds its capability; I4 excuses the gangs it holds back (reported as no
+  room).
 
 Also reported (not violations): scheduler exits (a leader that lost its Lease exits by
 design), incomplete gangs, errors of the harness itself. Results of ``make chaos`` go to
@@ -76,7 +81,7 @@ import traceback
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +153,7 @@ class GangSpec:
     group: tuple[str, ...] = ()  # GangGroup: the names of every gang in it (koord only)
     podgroup_after: bool = False  # the PodGroup is created after its pods
     job_gang: str = ""  # for jobs: "podgroup" or "koord"
+    queue: str = ""  # the run's queue it is in, by short name ("": the default queue)
 
 
 @dataclass(frozen=True)
@@ -171,6 +177,8 @@ class Plan:
     waves: tuple[float, ...]
     gangs: tuple[GangSpec, ...]
     faults: tuple[FaultSpec, ...]
+    # Queues (#22): (short name, cpu capability in millicores, 0 for none), the run's own.
+    queues: tuple[tuple[str, int], ...] = ()
 
     @property
     def pods(self) -> int:
@@ -328,6 +336,7 @@ def make_plan(seed: int, *, small: bool = False) -> Plan:
         max_deletes=max_deletes,
         lease=lease,
     )
+    gangs, queues = _plan_queues(seed, gangs)
     return Plan(
         seed=seed,
         small=small,
@@ -338,7 +347,29 @@ def make_plan(seed: int, *, small: bool = False) -> Plan:
         waves=waves,
         gangs=tuple(gangs),
         faults=faults,
+        queues=queues,
     )
+
+
+def _plan_queues(
+    seed: int, gangs: list[GangSpec]
+) -> tuple[list[GangSpec], tuple[tuple[str, int], ...]]:
+    """Half the runs put their gangs in queues (#22): ``cap``, whose capability is half of
+    what its gangs ask for (so it holds some back while room is free), ``wide`` (weight 2,
+    no limit), or the default queue; a GangGroup's gangs share one. From a random generator
+    of its own: a seed's workload and faults are the same with queues as without."""
+    rng = random.Random(seed * 7919 + 22)
+    if rng.random() < 0.5:
+        return gangs, ()
+    chosen: dict[tuple[str, ...], str] = {}
+    placed = []
+    for gang in gangs:
+        key = gang.group or (gang.name,)
+        if key not in chosen:
+            chosen[key] = rng.choices(["cap", "wide", ""], weights=[4, 3, 3])[0]
+        placed.append(replace(gang, queue=chosen[key]))
+    asked = sum(g.size * g.cpu_m for g in placed if g.queue == "cap")
+    return placed, (("cap", max(asked // 2, 1000)), ("wide", 0))
 
 
 # -- manifests ----------------------------------------------------------------------------------
@@ -389,11 +420,13 @@ def wave_objects(plan: Plan, wave: int, namespace: str, scheduler: str) -> list[
         spec = pod_spec(scheduler, selector, gang.cpu_m, gang.memory_mi)
         pod_group = gang.kind == "podgroup" or gang.job_gang == "podgroup"
         labels, annotations = gang_metadata(gang, namespace, pod_group=pod_group)
+        queued = {names.QUEUE: queue_name(namespace, gang.queue)} if gang.queue else {}
+        labels = {**labels, **queued}
         if pod_group:
             podgroup = {
                 "apiVersion": "scheduling.x-k8s.io/v1alpha1",
                 "kind": "PodGroup",
-                "metadata": {"name": gang.name, "namespace": namespace},
+                "metadata": {"name": gang.name, "namespace": namespace, "labels": queued},
                 "spec": {"minMember": gang.min},
             }
             (later if gang.podgroup_after else out).append(
@@ -442,6 +475,31 @@ def wave_objects(plan: Plan, wave: int, namespace: str, scheduler: str) -> list[
                 )
             )
     return out + later
+
+
+def queue_name(namespace: str, short: str) -> str:
+    """A run's queue: Queues are cluster-wide, so named after the run's namespace."""
+    return f"{namespace}-{short}"
+
+
+def queue_objects(plan: Plan, namespace: str) -> list[dict]:
+    out = []
+    for short, cpu_m in plan.queues:
+        spec: dict[str, Any] = {"weight": 2 if short == "wide" else 1}
+        if cpu_m:
+            spec["capability"] = {"cpu": f"{cpu_m}m"}
+        out.append(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {
+                    "name": queue_name(namespace, short),
+                    "labels": {RUN_LABEL: namespace},
+                },
+                "spec": spec,
+            }
+        )
+    return out
 
 
 def canary_pods(index: int, namespace: str, scheduler: str) -> list[dict]:
@@ -528,6 +586,7 @@ class PodState:
     cpu_m: int
     memory_mi: int
     job: bool
+    queue: str = ""  # the queue its label names
     node: str = ""
     phase: str = "Pending"
     deleting: bool = False
@@ -586,8 +645,21 @@ class Observer:
     and I3 at every event, and records the bind/end events that I1 is judged on."""
 
     def __init__(
-        self, api: Api, namespace: str, allocatable: dict[str, tuple[int, int, int]], t0: float
+        self,
+        api: Api,
+        namespace: str,
+        allocatable: dict[str, tuple[int, int, int]],
+        t0: float,
+        *,
+        capabilities: dict[str, int] | None = None,
+        rival_node: str = "",
     ) -> None:
+        # I6: per queue, its cpu capability (millicores); what its pods hold, the rival's
+        # binds aside (they are not the scheduler's doing).
+        self.capabilities = dict(capabilities or {})
+        self.rival_node = rival_node
+        self.queue_use: dict[str, int] = defaultdict(int)
+        self.over_queues: set[str] = set()
         self.api = api
         self.namespace = namespace
         self.allocatable = dict(allocatable)  # node -> (cpu m, memory Mi, pods)
@@ -727,6 +799,7 @@ class Observer:
                 cpu_m=cpu,
                 memory_mi=memory,
                 job=any(o.get("kind") == "Job" for o in meta.get("ownerReferences") or []),
+                queue=(meta.get("labels") or {}).get(names.QUEUE, ""),
                 created_t=t,
             )
             self.pods[uid] = pod
@@ -780,6 +853,9 @@ class Observer:
             use[1] += sign * pod.memory_mi
             use[2] += sign
             self._check_node(pod.node, t)
+            if pod.queue in self.capabilities and pod.node != self.rival_node:
+                self.queue_use[pod.queue] += sign * pod.cpu_m
+                self._check_queue(pod.queue, t)
 
     def _check_node(self, node: str, t: float) -> None:
         limit = self.allocatable.get(node)
@@ -800,6 +876,25 @@ class Observer:
             self.over.add(node)
         elif not over:
             self.over.discard(node)
+
+    def _check_queue(self, queue: str, t: float) -> None:
+        cap, use = self.capabilities[queue], self.queue_use[queue]
+        if use > cap and queue not in self.over_queues:
+            holders = sorted(
+                p.name
+                for p in self.pods.values()
+                if p.queue == queue and p.holds and p.node != self.rival_node
+            )
+            self.violations.append(
+                Violation(
+                    "I6",
+                    f"queue {queue} over its capability: cpu {use}m of {cap}m",
+                    {"queue": queue, "t": t, "pods": holders},
+                )
+            )
+            self.over_queues.add(queue)
+        elif use <= cap:
+            self.over_queues.discard(queue)
 
     def copy(self) -> dict[str, PodState]:
         with self.lock:
@@ -1040,7 +1135,16 @@ class Run:
         )
         self.workload_nodes = [f"{namespace}-n{i}" for i in range(plan.nodes)]
         self.specs = {g.name: g for g in plan.gangs}
-        self.books = Books(self.scheduler, self.specs, self.workload_nodes)
+        self.capabilities = {
+            queue_name(namespace, short): cpu_m for short, cpu_m in plan.queues if cpu_m
+        }
+        self.books = Books(
+            self.scheduler,
+            self.specs,
+            self.workload_nodes,
+            capabilities=self.capabilities,
+            rival_node=f"{namespace}-rival",
+        )
         self.deleted_nodes = self.books.deleted_nodes
         self.rival_node = f"{namespace}-rival"
         self.canary_node = f"{namespace}-canary"
@@ -1112,7 +1216,17 @@ class Run:
             time.sleep(0.5)
         allocatable = {n: (NODE_CPU_M, NODE_MEMORY_MI, NODE_PODS) for n in self.workload_nodes}
         allocatable[self.canary_node] = (8000, 32 * 1024, NODE_PODS)
-        self.observer = Observer(self.api, self.namespace, allocatable, self.t0).start()
+        for queue in queue_objects(self.plan, self.namespace):
+            if not self.api.create("/apis/scheduling.volcano.sh/v1beta1/queues", queue):
+                raise RuntimeError(f"queue {queue['metadata']['name']} could not be created")
+        self.observer = Observer(
+            self.api,
+            self.namespace,
+            allocatable,
+            self.t0,
+            capabilities=self.capabilities,
+            rival_node=self.rival_node,
+        ).start()
         self.replicas = Replicas(
             self.directory,
             self.directory / "kubeconfig",
@@ -1173,6 +1287,13 @@ class Run:
                 "DELETE", "/api/v1/nodes", within=15, params={"labelSelector": f"{RUN_LABEL}={ns}"}
             )
             self.api.retrying("DELETE", f"/api/v1/namespaces/{ns}", within=15)
+        with contextlib.suppress(Exception):
+            self.api.retrying(
+                "DELETE",
+                "/apis/scheduling.volcano.sh/v1beta1/queues",
+                within=15,
+                params={"labelSelector": f"{RUN_LABEL}={ns}"},
+            )
 
     # the timeline
 
@@ -1486,6 +1607,8 @@ class Books:
     deleted_nodes: dict[str, float] = field(default_factory=dict)  # node -> t
     rival_bound: dict[str, float] = field(default_factory=dict)  # pod name -> t
     chaos_deleted: dict[str, tuple[float, bool]] = field(default_factory=dict)  # uid -> (t, bound)
+    capabilities: dict[str, int] = field(default_factory=dict)  # queue -> cpu m (I6)
+    rival_node: str = ""
 
 
 def expectations(
@@ -1554,7 +1677,35 @@ def expectations(
             )
     for gang in no_room:
         expected.pop(gang, None)
+    held_back = _held_by_capability(books, pods, expected)
+    for gang in held_back:
+        expected.pop(gang)
+    no_room.extend(held_back)
     return expected, incomplete, no_room
+
+
+def _held_by_capability(
+    books: Books, pods: dict[str, PodState], expected: dict[str, list[PodState]]
+) -> list[str]:
+    """The expected gangs their queue's capability holds back (#22): they wait by design,
+    whatever is free. A gang needs its minimum under the capability, a satisfied one (placed
+    one by one) its smallest pending member."""
+    held: dict[str, int] = defaultdict(int)
+    for pod in pods.values():
+        if pod.holds and pod.queue in books.capabilities and pod.node != books.rival_node:
+            held[pod.queue] += pod.cpu_m
+    back = []
+    for gang, pending in expected.items():
+        queue = pending[0].queue
+        if queue not in books.capabilities:
+            continue
+        spec = books.specs.get(gang)
+        satisfied = any(p.node and p.alive for p in pods.values() if p.gang == gang)
+        sizes = sorted((p.cpu_m for p in pending), reverse=True)
+        asked = sizes[-1] if satisfied else sum(sizes[: spec.min if spec else len(sizes)])
+        if held[queue] + asked > books.capabilities[queue]:
+            back.append(gang)
+    return back
 
 
 def partial_incarnations(

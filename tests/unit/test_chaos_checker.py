@@ -188,3 +188,54 @@ def test_a_gang_group_waits_for_its_incomplete_peer() -> None:
 @pytest.mark.parametrize(("text", "milli"), [("250m", 250), ("1", 1000), ("1.5", 1500)])
 def test_cpu_quantities(text: str, milli: int) -> None:
     assert chaos._cpu_m(text) == milli
+
+
+def queued(obj: dict, queue: str) -> dict:
+    obj["metadata"]["labels"] = {names.QUEUE: queue}
+    return obj
+
+
+def test_a_queue_over_its_capability_is_seen_and_the_rivals_binds_do_not_count() -> None:
+    seen = Observer(
+        None,  # type: ignore[arg-type]
+        NS,
+        {NODE: (8000, 32 * 1024, 110), "rival": (8000, 32 * 1024, 110)},
+        0.0,
+        capabilities={"q": 2000},
+        rival_node="rival",
+    )
+    seen._apply(queued(pod("a", node=NODE, cpu="1", job=True), "q"), 1.0)
+    seen._apply(queued(pod("r", node="rival", cpu="4"), "q"), 2.0)  # the rival's: not counted
+    seen._apply(queued(pod("a", node=NODE, cpu="1", job=True, phase="Succeeded"), "q"), 3.0)
+    seen._apply(queued(pod("b", node=NODE, cpu="2"), "q"), 4.0)  # a finished: room for b
+    assert seen.violations == []
+    seen._apply(queued(pod("c", node=NODE, cpu="1"), "q"), 5.0)
+    assert [v.invariant for v in seen.violations] == ["I6"]
+    assert seen.violations[0].details["pods"] == ["b", "c"]
+
+
+def test_a_gang_its_queues_capability_holds_back_is_not_expected_bound() -> None:
+    gang = GangSpec("g", "koord", 2, 2, queue="cap")
+    other = GangSpec("h", "koord", 1, 1, queue="cap")
+    ledger = books(gang, other)
+    ledger.capabilities["q"] = 2500
+    running = queued(pod("h-0", gang="h", node=NODE, cpu="1"), "q")
+    pending = [queued(pod(f"g-{i}", gang="g"), "q") for i in range(2)]
+    expected, _, no_room = expectations(ledger, pods_of(running, *pending))
+    assert expected == {}
+    assert no_room == ["g"]  # 1 held + 2 asked > 2.5: held back by design
+    ledger.capabilities["q"] = 3000
+    expected, _, _ = expectations(ledger, pods_of(running, *pending))
+    assert sorted(expected) == ["g"]
+
+
+def test_half_the_plans_have_queues_and_a_seeds_workload_is_the_same_with_them() -> None:
+    with_queues = [make_plan(seed) for seed in range(20) if make_plan(seed).queues]
+    assert 4 <= len(with_queues) <= 16
+    plan = with_queues[0]
+    assert {q for q, _ in plan.queues} == {"cap", "wide"}
+    asked = sum(g.size * g.cpu_m for g in plan.gangs if g.queue == "cap")
+    assert dict(plan.queues)["cap"] == max(asked // 2, 1000)
+    for gang in plan.gangs:
+        for peer in gang.group:
+            assert next(g for g in plan.gangs if g.name == peer).queue == gang.queue
