@@ -104,3 +104,88 @@ def test_an_unknown_parent_a_cycle_and_a_child_above_its_parent_are_named() -> N
     )
     assert errors["overdeserving"] == ("spec.deserved asks more cpu than its own spec.capability",)
     assert "parent" not in errors
+
+
+# -- the Queue's status, and the cache's view of queues ------------------------------------------
+
+
+def test_a_queue_status_is_read_and_patched_back_with_resources_no_longer_held_removed() -> None:
+    from scheduler.codecs.queues import queue_status_from_dict, queue_status_patch  # noqa: PLC0415
+    from scheduler.model.queues import QueueStatus  # noqa: PLC0415
+    from scheduler.model.resources import Resources  # noqa: PLC0415
+
+    before = queue_status_from_dict(
+        {
+            "status": {
+                "state": "Open",
+                "allocated": {"cpu": "4", "nvidia.com/gpu": "8"},
+                "pending": 2,
+            }
+        }
+    )
+    assert before == QueueStatus(
+        state="Open", allocated=Resources({"cpu": 4000, "nvidia.com/gpu": 8}), pending=2
+    )
+    after = QueueStatus(state="Open", allocated=Resources({"cpu": 1500}), running=1)
+    assert queue_status_patch(after, before=before) == {
+        "status": {
+            "state": "Open",
+            "pending": 0,
+            "running": 1,
+            "allocated": {"nvidia.com/gpu": None, "cpu": "1500m"},
+        }
+    }
+    # Hostile status values read as nothing rather than raise.
+    odd = queue_status_from_dict({"status": {"allocated": {"cpu": "lots"}, "pending": -3}})
+    assert odd == QueueStatus()
+
+
+def test_queue_statuses_count_gangs_and_what_each_subtree_holds() -> None:
+    from scheduler.core.queues import queue_statuses  # noqa: PLC0415
+    from scheduler.model.queues import QueueCensus, QueueStatus  # noqa: PLC0415
+    from scheduler.model.resources import Resources  # noqa: PLC0415
+
+    queues = {q.name: q for q in (queue("org"), queue("a", parent="org"), queue("gone"))}
+    census = QueueCensus(
+        held={"a": Resources({"cpu": 2000}), "org": Resources({"cpu": 1000})},
+        running={"a": 2},
+        pending={"a": 1, "gone": 1},
+    )
+    observed = {"gone": QueueStatus(state="Closing")}
+    statuses = queue_statuses(queues, census=census, observed=observed)
+    assert statuses["org"] == QueueStatus(state="Open", allocated=Resources({"cpu": 3000}))
+    assert statuses["a"] == QueueStatus(
+        state="Open", allocated=Resources({"cpu": 2000}), pending=1, running=2
+    )
+    assert statuses["gone"].state == "Closing"  # a gang still waits in it
+    statuses = queue_statuses(
+        queues, census=QueueCensus(held={}, running={}, pending={}), observed=observed
+    )
+    assert statuses["gone"].state == "Closed"  # nothing of it left: Closing becomes Closed
+
+
+def test_the_cache_has_no_queues_until_the_api_server_serves_them() -> None:
+    from scheduler.cache.cluster import QUEUES, ClusterCache  # noqa: PLC0415
+    from tests.unit.builders import SCHEDULER, node, pod  # noqa: PLC0415
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    cache.upsert_queue(queue("team-a"))
+    assert cache.snapshot().queues is None
+    cache.serve(QUEUES, True)
+    assert cache.dirty
+    snap = cache.snapshot()
+    assert snap.queues is not None
+    assert set(snap.queues) == {"team-a"}
+    cache.upsert_node(node("n0", gpu=4))
+    cache.upsert_pod(pod("a", gpu=1, labels={"gang-scheduler.io/queue": "team-a"}))
+    cache.upsert_pod(pod("b", gpu=2, node_name="n0", labels={"gang-scheduler.io/queue": "team-a"}))
+    snap = cache.snapshot()
+    assert snap.queue_waiting is not None
+    assert snap.queue_waiting["team-a"]["nvidia.com/gpu"] == 1
+    census = cache.queue_census()
+    assert census.held["team-a"]["nvidia.com/gpu"] == 2
+    assert census.running == {"team-a": 1}
+    assert census.pending == {"team-a": 1}
+    cache.remove_queue("team-a")
+    snap = cache.snapshot()
+    assert snap.queues == {}

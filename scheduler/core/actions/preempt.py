@@ -303,14 +303,7 @@ def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool) -> None:
         if not own:
             pool.hopeless.add(shape)
         return
-    # Reprieve: give back each victim unit, those that break a budget first, then highest
-    # priority first, if the group still fits without it.
-    for victims in sorted(chosen, key=lambda v: (v.breaks_budget, v.order()), reverse=True):
-        rest = [v for v in chosen if v is not victims]
-        without = _fits(session, _evicted(base, rest), gangs)
-        if without is not None:
-            chosen, placements = rest, without
-    session.finder.restore({})
+    chosen, placements = reprieve(session, base, chosen, placements, gangs)
     gone = list(pool.taken.values())
     evicted = list({p.ref.uid: p for v in chosen for p, _ in v.pods}.values())
     broke = _breaks_budgets(session.snapshot.budgets, evicted, gone=gone)
@@ -320,6 +313,21 @@ def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool) -> None:
     pool.taken.update((p.ref.uid, p) for victims in chosen for p, _ in victims.pods)
     pool.hopeless.clear()  # room changed: what found no victims may now
     pool.reset()
+
+
+def reprieve(
+    session: Session, base: Ledger, chosen: list[Victims], placements: list, gangs: list[Gang]
+) -> tuple[list[Victims], list]:
+    """Give back each victim unit, those that break a budget first, then highest priority
+    first, if the group still fits without it (kube-scheduler's reprieve): the victims left
+    and the group's placements without the others."""
+    for victims in sorted(chosen, key=lambda v: (v.breaks_budget, v.order()), reverse=True):
+        rest = [v for v in chosen if v is not victims]
+        without = _fits(session, _evicted(base, rest), gangs)
+        if without is not None:
+            chosen, placements = rest, without
+    session.finder.restore({})
+    return chosen, placements
 
 
 def _greedy(

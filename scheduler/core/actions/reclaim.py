@@ -28,6 +28,7 @@ from scheduler.core.actions.preempt import (
     _evicted,
     _fits,
     candidates,
+    reprieve,
 )
 from scheduler.core.queues import QueueBook
 from scheduler.core.session import Session, pending
@@ -131,14 +132,7 @@ def _choose(
     if placements is None:
         session.finder.restore({})
         return chosen, None
-    # Reprieve: each victim given back, highest priority first, if the group still fits.
-    for victims in sorted(chosen, key=lambda v: (v.breaks_budget, v.order()), reverse=True):
-        rest = [v for v in chosen if v is not victims]
-        without = _fits(session, _evicted(base, rest), gangs)
-        if without is not None:
-            chosen, placements = rest, without
-    session.finder.restore({})
-    return chosen, placements
+    return reprieve(session, base, chosen, placements, gangs)
 
 
 def _freeing_first(
