@@ -31,7 +31,7 @@ from scheduler.model.gangs import Owner, PodGroup, queue_of_pod
 from scheduler.model.nodes import Node, NodeInfo
 from scheduler.model.owners import OwnerKey, OwnerKind, owners_of
 from scheduler.model.pods import GangKey, Pod, PodGroupApi, PodRef, gang_key_of
-from scheduler.model.queues import Queue, QueueCensus, QueueStatus
+from scheduler.model.queues import Queue, QueueCensus, QueueStatus, beyond_default
 from scheduler.model.resources import Resources
 from scheduler.model.snapshot import GangState, PriorityClass, Snapshot
 from scheduler.model.topology import SakkaraGroup, Topology
@@ -825,5 +825,7 @@ class ClusterCache:
             owners=self._owners_of_ours(),
             owner_kinds=frozenset(self._owner_kinds),
             queues=queues,
-            queue_waiting=self._queue_waiting(podgroups) if queues else None,
+            queue_waiting=self._queue_waiting(podgroups)
+            if bool(queues) and beyond_default(queues)
+            else None,
         )

@@ -88,6 +88,7 @@ class QueueBook:
         usage: Mapping[str, Mapping[str, int]],
         total: Mapping[str, int],
         waiting: Mapping[str, Mapping[str, int]] | None = None,
+        leaving: Mapping[str, Mapping[str, int]] | None = None,
     ) -> None:
         known = dict(queues)
         if DEFAULT_QUEUE not in known:
@@ -108,6 +109,15 @@ class QueueBook:
         for name, amounts in usage.items():
             if name in known:
                 self._add(name, amounts)
+        # Of what they hold, what is leaving (pods being deleted: a preemption's or a
+        # reclaim's victims). It still counts against a capability (the room is not free
+        # yet), not for reclaim, which must not take a queue's share twice.
+        self.leaving: dict[str, dict[str, int]] = {name: {} for name in known}
+        for name, amounts in (leaving or {}).items():
+            if name in known:
+                for at in self.ancestors(name):
+                    for resource, amount in amounts.items():
+                        self.leaving[at][resource] = self.leaving[at].get(resource, 0) + amount
         # What each queue's subtree could use: what it holds and what its gangs wait for.
         # A queue wants no more than that: the rest of its share goes to its siblings
         # (Volcano's proportion caps a deserved share by the queue's request). Unknown
@@ -165,11 +175,16 @@ class QueueBook:
         if name in self.queues:
             self._add(name, amounts)
 
-    def give_back(self, queue: str, amounts: Mapping[str, int]) -> None:
-        """Count what an eviction frees in ``queue``."""
+    def leave(self, queue: str, amounts: Mapping[str, int]) -> None:
+        """Count what an eviction in this pass will free in ``queue`` as leaving: still held
+        against its capability until its pods are gone, no longer its share for reclaim."""
         name = self.name_of(queue)
-        if name in self.queues:
-            self._add(name, amounts, -1)
+        if name not in self.queues:
+            return
+        for at in self.ancestors(name):
+            going = self.leaving[at]
+            for resource, amount in amounts.items():
+                going[resource] = going.get(resource, 0) + amount
 
     # -- fair shares ------------------------------------------------------------------------
 
@@ -237,22 +252,33 @@ class QueueBook:
         moves inside the parent), and a victim in another subtree is protected by
         ``may_lose``, all the way up."""
         name = self.name_of(queue)
-        held, fair = self.held[name], self.fair.get(name, {})
+        fair = self.fair.get(name, {})
         return all(
-            held.get(resource, 0) + more[resource] <= _whole(fair.get(resource, 0.0))
+            self._standing(name, resource) + more[resource] <= _whole(fair.get(resource, 0.0))
             for resource in self.dominant(more)
         )
+
+    def _standing(self, name: str, resource: str) -> int:
+        """What a queue's subtree holds of ``resource`` and keeps (not leaving)."""
+        return self.held[name].get(resource, 0) - self.leaving[name].get(resource, 0)
 
     def _counts(self, resource: str) -> bool:
         return self.contended is None or resource in self.contended
 
     def may_lose(
-        self, queue: str, amounts: Mapping[str, int], *, to: str, weighed: frozenset[str]
+        self,
+        queue: str,
+        amounts: Mapping[str, int],
+        *,
+        to: str,
+        weighed: frozenset[str],
+        lost: Mapping[str, Mapping[str, int]] | None = None,
     ) -> bool:
         """Whether ``queue`` may give ``amounts`` up to reclaim by queue ``to``: it and its
         ancestors (those that are not ``to``'s too) are reclaimable and stay at or above
         their fair share in the resources reclaim weighs (``weighed``: the reclaimer's
-        dominant ones), and at or above their guarantee in every resource."""
+        dominant ones), and at or above their guarantee in every resource, after what the
+        victims chosen before lose (``lost``, by queue, ancestors included)."""
         theirs = set(self.ancestors(self.name_of(to)))
         for at in self.ancestors(self.name_of(queue)):
             if at in theirs:
@@ -260,10 +286,11 @@ class QueueBook:
             known = self.queues[at]
             if not known.reclaimable:
                 return False
-            held, fair = self.held[at], self.fair.get(at, {})
+            fair = self.fair.get(at, {})
             guarantee = known.guarantee or {}
+            gone = (lost or {}).get(at, {})
             for resource, amount in amounts.items():
-                left = held.get(resource, 0) - amount
+                left = self._standing(at, resource) - gone.get(resource, 0) - amount
                 if amount <= 0:
                     continue
                 if resource in weighed and left < _whole(fair.get(resource, 0.0)):
@@ -406,16 +433,24 @@ def _water_fill(
 
 class QueueRoom:
     """The room a GangGroup's turn may take in each queue: what the capabilities along its
-    path leave, and the free room other queues' guarantees do not keep. Per turn: dropped
-    with the turn's Statement when it fails, counted in the book once committed."""
+    path leave, and the free room other queues' guarantees do not keep. One per turn (after
+    gang members and the group's attempt share it), dropped with the turn's Statement when it
+    fails, counted in the book once committed. A trial of victims gives theirs back
+    (``give``): a gang may preempt its own queue's gangs to get under its capability."""
 
     def __init__(self, book: QueueBook, *, free: Callable[[], Mapping[str, int]]) -> None:
         self.book = book
         self._free = free  # the cluster's free room, asked for only where a guarantee is kept
-        self._taken: dict[str, dict[str, int]] = {}  # by queue: placed in this turn
+        self._taken: dict[str, dict[str, int]] = {}  # by queue: placed (+) or freed (-) here
+        # The free room, read once when a guarantee is first weighed, and what this turn had
+        # placed by then (on the ledger already: not to be taken off the free room again).
+        self._free_then: Mapping[str, int] | None = None
+        self._placed: dict[str, int] = {}
+        self._placed_then: dict[str, int] = {}
+        self._kept: dict[str, dict[str, tuple[float, str]]] = {}
 
     def _taken_under(self, queue: str) -> dict[str, int]:
-        """What this turn placed in ``queue``'s subtree."""
+        """What this turn placed in (less what it freed from) ``queue``'s subtree."""
         total: dict[str, int] = {}
         for name, amounts in self._taken.items():
             if queue in self.book.ancestors(name):
@@ -423,12 +458,23 @@ class QueueRoom:
                     total[resource] = total.get(resource, 0) + amount
         return total
 
-    def refuse(self, queue: str, requests: Mapping[str, int]) -> str:
-        """Why ``requests`` may not go to ``queue`` now ("" if they may)."""
+    def refuse(
+        self,
+        queue: str,
+        requests: Mapping[str, int],
+        *,
+        held: Mapping[str, int] | None = None,
+        guarantees: bool = True,
+    ) -> str:
+        """Why ``requests`` may not go to ``queue`` now ("" if they may). ``held``: room the
+        gang holds on the ledger already (NonStrict holds): it counts against a capability,
+        not against the free room. ``guarantees``: whether other queues' guarantees are
+        weighed (not before a trial of victims, whose ledger has the room they free)."""
         book = self.book
         name = book.name_of(queue)
+        held = held or {}
         for at, resource, room in book.limits(name):
-            want = requests.get(resource, 0)
+            want = requests.get(resource, 0) + held.get(resource, 0)
             if want <= 0:
                 continue
             left = room - self._taken_under(at).get(resource, 0)
@@ -446,28 +492,44 @@ class QueueRoom:
                     f"{_amount(resource, used)} of {_amount(resource, cap)}, and "
                     f"{_amount(resource, want)} more are asked"
                 )
-        kept = book.kept_for_others(name)
-        if kept:
-            mine: dict[str, int] = {}
-            for amounts in self._taken.values():
-                for resource, amount in amounts.items():
-                    mine[resource] = mine.get(resource, 0) + amount
-            for resource, (reserved, first) in sorted(kept.items()):
-                want = requests.get(resource, 0)
-                free = self._free().get(resource, 0) - mine.get(resource, 0)
-                if want > 0 and want > free - reserved:
-                    return (
-                        f"the free {resource} is kept for other queues' guarantees: "
-                        f"{_amount(resource, free)} free, {_amount(resource, reserved)} of it "
-                        f"guaranteed to queues such as {first} that hold less than their "
-                        "spec.guarantee"
-                    )
+        if not guarantees:
+            return ""
+        kept = self._kept.get(name)
+        if kept is None:
+            kept = self._kept[name] = book.kept_for_others(name)
+        if not kept:
+            return ""
+        if self._free_then is None:
+            self._free_then = self._free()
+            self._placed_then = dict(self._placed)
+        for resource, (reserved, first) in sorted(kept.items()):
+            want = requests.get(resource, 0)
+            since = self._placed.get(resource, 0) - self._placed_then.get(resource, 0)
+            free = self._free_then.get(resource, 0) - since
+            if want > 0 and want > free - reserved:
+                return (
+                    f"the free {resource} is kept for other queues' guarantees: "
+                    f"{_amount(resource, free)} free, {_amount(resource, reserved)} of it "
+                    f"guaranteed to queues such as {first} that hold less than their "
+                    "spec.guarantee"
+                )
         return ""
 
-    def take(self, queue: str, requests: Mapping[str, int]) -> None:
+    def take(self, queue: str, requests: Mapping[str, int], *, placed: bool = True) -> None:
+        """Count ``requests`` in ``queue`` for this turn; ``placed``: they were put on the
+        ledger now (not held there from before)."""
         taken = self._taken.setdefault(self.book.name_of(queue), {})
         for resource, amount in requests.items():
             taken[resource] = taken.get(resource, 0) + amount
+            if placed:
+                self._placed[resource] = self._placed.get(resource, 0) + amount
+
+    def give(self, queue: str, requests: Mapping[str, int]) -> None:
+        """Count ``requests`` as leaving ``queue`` (a trial's victims): under its capability
+        again. The free room is the trial ledger's, where they are gone already."""
+        taken = self._taken.setdefault(self.book.name_of(queue), {})
+        for resource, amount in requests.items():
+            taken[resource] = taken.get(resource, 0) - amount
 
 
 def queue_statuses(

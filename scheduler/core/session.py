@@ -52,7 +52,7 @@ from scheduler.model.pods import (
     PodGroupApi,
     PodRef,
 )
-from scheduler.model.queues import DEFAULT_QUEUE, QUEUE_API, Queue
+from scheduler.model.queues import DEFAULT_QUEUE, QUEUE_API, Queue, beyond_default
 from scheduler.model.resources import Resources, describe
 from scheduler.model.snapshot import GangState, Snapshot
 from scheduler.model.status import Status
@@ -133,12 +133,7 @@ def _queues_matter(queues: Mapping[str, Queue], gangs: Iterable[Gang]) -> bool:
     """Whether queues can change anything in this pass: some queue besides a default without
     limits exists, or a gang names one. Else the pass goes as without queues, and does not
     count what every queue holds (a walk over every bound pod)."""
-    default = queues.get(DEFAULT_QUEUE)
-    if len(queues) > 1 or (
-        default is not None and default != Queue(name=DEFAULT_QUEUE, uid=default.uid)
-    ):
-        return True
-    return any(g.queue not in ("", DEFAULT_QUEUE) for g in gangs)
+    return beyond_default(queues) or any(g.queue not in ("", DEFAULT_QUEUE) for g in gangs)
 
 
 class Session:
@@ -168,6 +163,8 @@ class Session:
         self.nominated_holds: dict[GangKey, dict[PodRef, str]] = {}
         self.bindings: list[GroupBinding] = []
         self._counted = 0  # bindings counted against their queues (#22)
+        # Pods counted in their queue's book as nominated (not to be counted when they bind).
+        self.counted_refs: set[PodRef] = set()
         self.attempts: list[tuple[GangKey, str]] = []
         self.wake_at: float | None = None
         # Member shapes of Strict gangs that failed in this pass: within a pass capacity only
@@ -218,10 +215,13 @@ class Session:
 
     def queue_book(self, queues: Mapping[str, Queue]) -> QueueBook:
         """The book of ``queues`` on this snapshot: what each holds (our bound pods, by
-        queue), what each waits for, and the room the cluster has for them all."""
+        queue, those leaving included, and the room nominated to its preemptors and
+        reclaimers, which they will bind), what of it is leaving, what each waits for, and
+        the room the cluster has for them all."""
         names = self.config.scheduler_names
         podgroups = self.snapshot.podgroups
         usage: dict[str, dict[str, int]] = {}
+        leaving: dict[str, dict[str, int]] = {}
         total: dict[str, int] = {}
         for name, node in self.snapshot.nodes.items():
             info = self.infos.get(name)
@@ -233,8 +233,12 @@ class Session:
                 if not pod.holds_resources:
                     continue
                 if pod.scheduler_name in names:
-                    held = usage.setdefault(queue_of_pod(pod, podgroups) or DEFAULT_QUEUE, {})
-                    sign = 1
+                    queue = queue_of_pod(pod, podgroups) or DEFAULT_QUEUE
+                    held, sign = usage.setdefault(queue, {}), 1
+                    if pod.deleting:
+                        going = leaving.setdefault(queue, {})
+                        for resource, amount in pod.requests.items():
+                            going[resource] = going.get(resource, 0) + amount
                 elif usable:
                     held, sign = total, -1  # another scheduler's pod: room no queue can have
                 else:
@@ -248,32 +252,38 @@ class Session:
                 for pod in pending(gang):
                     waiting[gang.queue] = waiting.get(gang.queue, Resources()) + pod.requests
         wanted = {(name or DEFAULT_QUEUE): amounts for name, amounts in waiting.items()}
-        return QueueBook(queues, usage=usage, total=total, waiting=wanted)
+        for key, outcome in self.outcomes.items():
+            nominated = outcome.state.nominated
+            if not nominated:
+                continue
+            gang = self.gangs[key]
+            into = usage.setdefault(gang.queue or DEFAULT_QUEUE, {})
+            for pod in pending(gang):
+                if pod.ref in nominated:
+                    self.counted_refs.add(pod.ref)
+                    for resource, amount in pod.requests.items():
+                        into[resource] = into.get(resource, 0) + amount
+        return QueueBook(queues, usage=usage, total=total, waiting=wanted, leaving=leaving)
 
     def queue_of(self, pod: Pod) -> str:
         """The queue a pod of ours counts against, by name ("default" for none)."""
         return queue_of_pod(pod, self.snapshot.podgroups) or DEFAULT_QUEUE
 
-    def queue_room(self) -> QueueRoom | None:
-        """The room a turn may take in each queue, None without queues."""
+    def queue_room(self, ledger: Ledger | None = None) -> QueueRoom | None:
+        """The room a turn may take in each queue, on ``ledger`` (a trial's, with its
+        victims gone; else the pass's); None without queues."""
         book = self.book
         if book is None:
             return None
-        cache: list[Mapping[str, int]] = []
+        return QueueRoom(book, free=lambda: self.free_total(ledger))
 
-        def free() -> Mapping[str, int]:
-            if not cache:
-                cache.append(self.free_total())
-            return cache[0]
-
-        return QueueRoom(book, free=free)
-
-    def free_total(self) -> dict[str, int]:
+    def free_total(self, ledger: Ledger | None = None) -> dict[str, int]:
         """The free room of the ready, schedulable nodes, summed."""
+        ledger = ledger if ledger is not None else self.ledger
         free: dict[str, int] = {}
         for name, node in self.snapshot.nodes.items():
             if node.ready and not node.unschedulable:
-                for resource, amount in self.ledger.free(name).items():
+                for resource, amount in ledger.free(name).items():
                     free[resource] = free.get(resource, 0) + max(amount, 0)
         return free
 
@@ -531,8 +541,22 @@ class Session:
                     continue
                 requests = {p.ref: p.requests for p in gang.members}
                 for binding in placed.bindings:
-                    book.take(gang.queue, requests.get(binding.pod, {}))
+                    if binding.pod not in self.counted_refs:  # nominated: in the book already
+                        book.take(gang.queue, requests.get(binding.pod, {}))
         self._counted = len(self.bindings)
+
+    def count_nominated(self, gang: Gang, refs: Iterable[PodRef]) -> None:
+        """A preemption or a reclaim nominated these members of ``gang``: count them in its
+        queue now (later turns of this pass see the room as taken), and not again when they
+        bind."""
+        book = self.book
+        if book is None:
+            return
+        members = {p.ref: p for p in gang.members}
+        for ref in refs:
+            if ref in members and ref not in self.counted_refs:
+                self.counted_refs.add(ref)
+                book.take(gang.queue, members[ref].requests)
 
     def cut_short(self, gang: Gang) -> bool:
         """Satisfied, yet with fewer than min_member members bound and alive, and some

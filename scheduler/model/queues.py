@@ -63,3 +63,12 @@ class QueueCensus:
     held: Mapping[str, Resources]
     running: Mapping[str, int]
     pending: Mapping[str, int]
+
+
+def beyond_default(queues: Mapping[str, Queue]) -> bool:
+    """Whether any queue but a default without limits exists: only then can queues change
+    a decision for gangs that name none."""
+    default = queues.get(DEFAULT_QUEUE)
+    return any(name != DEFAULT_QUEUE for name in queues) or (
+        default is not None and default != Queue(name=DEFAULT_QUEUE, uid=default.uid)
+    )

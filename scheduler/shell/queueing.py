@@ -38,7 +38,6 @@ class QueueKeeper:
         self._leading = leading
         self._interval = interval
         self._default_made = False
-        self._written: dict[str, QueueStatus] = {}  # what we last wrote, by queue
         self._shown: set[tuple[str, ...]] = set()  # metric label sets set last time
 
     async def run(self) -> None:
@@ -66,8 +65,8 @@ class QueueKeeper:
         self._measure(queues, census.held, statuses)
         for name, status in sorted(statuses.items()):
             before = observed.get(name, QueueStatus())
-            if status == before or self._written.get(name) == status:
-                continue
+            if status == before:
+                continue  # what the API server shows is the truth: written on change only
             try:
                 await self._api.merge_patch(
                     f"{QUEUES_PATH}/{name}/status",
@@ -75,12 +74,14 @@ class QueueKeeper:
                     retries=2,
                 )
             except ApiError as error:
-                if error.status != 404:  # gone meanwhile: nothing to show
-                    raise
-            self._written[name] = status
+                # Gone meanwhile (404): nothing to show. Else one queue's failure must not
+                # keep the others' status from being written: said, and tried next round.
+                if error.status != 404:
+                    log.warning("queue status not written", queue=name, error=str(error))
 
     async def _make_default(self) -> None:
-        self._default_made = True  # once: a default removed on purpose stays removed
+        """Once: a default queue removed on purpose afterwards stays removed. Tried again next
+        round if the API server did not answer (429, 5xx, no connection)."""
         body = {
             "apiVersion": QUEUE_API,
             "kind": "Queue",
@@ -95,6 +96,7 @@ class QueueKeeper:
                 raise
             if error.status == 403:
                 log.info("may not create the default queue (RBAC); it is used as if it existed")
+        self._default_made = True
 
     def _measure(self, queues: dict, held: dict, statuses: dict[str, QueueStatus]) -> None:
         metrics = self._metrics

@@ -482,3 +482,166 @@ def test_explain_names_the_queue_its_limit_and_the_tree_with_shares() -> None:
     assert "  org: " in text
     assert "capability {nvidia.com/gpu: 2}" in text
     assert "queue org (an ancestor of child) would go over its capability" in text
+
+
+# -- found in review: what reclaim, preemption and holds must not do to a queue ------------------
+
+
+def play(snap: Snapshot, passes: int) -> list[Any]:
+    """Passes in a row, as the loop runs them: evicted pods gone, binds landed."""
+    results = []
+    now = T0
+    for _ in range(passes):
+        result = schedule(snap, now=now)
+        results.append(result)
+        gone = {e.pod.uid for e in result.evictions}
+        bound = {b.pod.uid: b.node for g in result.bindings for b in g.bindings}
+        pods = tuple(
+            replace(p, node_name=bound[p.ref.uid], phase="Running") if p.ref.uid in bound else p
+            for p in snap.pods
+            if p.ref.uid not in gone
+        )
+        snap = replace(snap, pods=pods, memory=result.memory)
+        now += 1
+    return results
+
+
+def held_by(results: list[Any], prefix: str) -> int:
+    return sum(1 for r in results for name in bind_map(r) if name.startswith(prefix))
+
+
+def test_two_reclaims_of_one_queue_in_a_pass_stay_within_its_capability() -> None:
+    pods = [
+        *[
+            p
+            for i in range(12)
+            for p in running_gang(f"a{i}", 1, queue_name="a", nodes=[f"n{i}"], age=i)
+        ],
+        *gang_pods("b1", 2, gang="b1", min_available=2, gpu=1, labels=in_queue("b"), created=T0),
+        *gang_pods("b2", 2, gang="b2", min_available=2, gpu=1, labels=in_queue("b"), created=T0),
+    ]
+    snap = with_queues(
+        snapshot(gpu_nodes(12), pods), queue("a"), queue("b", capability={GPU: "2"}), queue("c")
+    )
+    assert held_by(play(snap, 3), "b") == 2
+
+
+def test_reclaim_does_not_take_again_what_is_already_leaving() -> None:
+    pods = [
+        *[
+            p
+            for i in range(4)
+            for p in running_gang(
+                f"a{i}", 2, queue_name="a", nodes=[f"n{2 * i}", f"n{2 * i + 1}"], age=i
+            )
+        ],
+        *[
+            p
+            for i in range(3)
+            for p in gang_pods(
+                f"b{i}",
+                2,
+                gang=f"b{i}",
+                min_available=2,
+                gpu=1,
+                labels=in_queue("b"),
+                created=T0 + i,
+            )
+        ],
+    ]
+    snap = with_queues(snapshot(gpu_nodes(8), pods), queue("a"), queue("b"))
+    first = schedule(snap, now=T0)
+    leaving = {e.pod.uid for e in first.evictions}
+    assert len(leaving) == 4  # two of a's gangs: b's half
+    # Next pass the victims are still being deleted: nothing more is taken from a.
+    still = tuple(replace(p, deleting=True) if p.ref.uid in leaving else p for p in snap.pods)
+    second = schedule(replace(snap, pods=still, memory=first.memory), now=T0 + 1)
+    assert evicted(second) == []
+
+
+def test_after_gang_members_and_the_groups_attempt_share_one_capability() -> None:
+    group = ["default/s", "default/u"]
+    satisfied = [
+        pod("s-0", gpu=1, gang="s", min_available=1, groups=group, labels=in_queue("a"),
+            node_name="n0", phase="Running"),
+        pod("s-1", gpu=1, gang="s", min_available=1, groups=group, labels=in_queue("a")),
+        pod("s-2", gpu=1, gang="s", min_available=1, groups=group, labels=in_queue("a")),
+    ]  # fmt: skip
+    fresh = gang_pods("u", 2, gpu=1, gang="u", min_available=2, groups=group, labels=in_queue("a"))
+    snap = with_queues(snapshot(gpu_nodes(8), satisfied + fresh), queue("a", capability={GPU: "3"}))
+    assert sorted(bind_map(schedule(snap, now=T0))) == ["s-1", "s-2"]
+
+
+def test_a_gang_may_preempt_its_own_queues_gang_to_get_under_its_capability() -> None:
+    pods = [
+        *running_gang("low", 2, queue_name="a", nodes=["n0", "n1"], priority=1),
+        *gang_pods("hi", 2, gang="hi", min_available=2, gpu=1, labels=in_queue("a"),
+                   priority=1000, created=T0),
+    ]  # fmt: skip
+    snap = with_queues(snapshot(gpu_nodes(4), pods), queue("a", capability={GPU: "2"}))
+    results = play(snap, 3)
+    assert evicted(results[0]) == ["low-0", "low-1"]
+    assert held_by(results, "hi") == 2
+
+
+def test_an_idle_guarantee_elsewhere_does_not_stop_reclaim_it_only_keeps_its_room() -> None:
+    pods = [
+        *[
+            p
+            for i in range(8)
+            for p in running_gang(f"a{i}", 1, queue_name="a", nodes=[f"n{i}"], age=i)
+        ],
+        *gang_pods("b1", 2, gang="b1", min_available=2, gpu=1, labels=in_queue("b"), created=T0),
+        *gang_pods("b2", 2, gang="b2", min_available=2, gpu=1, labels=in_queue("b"), created=T0),
+    ]
+    snap = with_queues(
+        snapshot(gpu_nodes(8), pods),
+        queue("a"),
+        queue("b"),
+        queue("g", guarantee={"resource": {GPU: "1"}}),
+    )
+    # b's share is 4 of 8: b1 gets 2, and 1 more is freed and kept for g's guarantee.
+    assert len(evicted(schedule(snap, now=T0))) == 3
+
+
+def test_nonstrict_holds_are_not_counted_twice_against_a_guarantee() -> None:
+    holds = gang_pods("b", 3, gang="b", min_available=3, mode="NonStrict", gpu=1,
+                      labels=in_queue("b"))  # fmt: skip
+    blockers = [
+        running("x", queue_name="b", node_name="n2"),
+        running("y", queue_name="b", node_name="n3"),
+    ]
+    snap = with_queues(
+        snapshot(gpu_nodes(5), [*holds, *blockers]),
+        queue("b"),
+        queue("g", guarantee={"resource": {GPU: "1"}}),
+    )
+    first = schedule(snap, now=T0)
+    assert bind_map(first) == {}  # 2 held, 1 GPU free and kept for g
+    after = replace(
+        snap, pods=tuple(p for p in snap.pods if p.ref.name != "x"), memory=first.memory
+    )
+    second = schedule(after, now=T0 + 30)
+    assert sorted(bind_map(second)) == ["b-0", "b-1", "b-2"]
+
+
+def test_reclaim_keeps_a_parents_guarantee_across_its_children() -> None:
+    pods = [
+        *[p for i in range(3) for p in running_gang(f"x{i}", 1, queue_name="x", nodes=[f"n{i}"])],
+        *[p for i in range(3) for p in running_gang(f"y{i}", 1, queue_name="y", nodes=[f"m{i}"])],
+        *gang_pods("b", 4, gang="b", min_available=4, gpu=1, labels=in_queue("b"), created=T0),
+    ]
+    nodes = [
+        *gpu_nodes(3),
+        *(node(f"m{i}", gpu=1) for i in range(3)),
+        node("e0", gpu=1),
+        node("e1", gpu=1),
+    ]
+    snap = with_queues(
+        snapshot(nodes, pods),
+        queue("P", guarantee={"resource": {"cpu": "5"}}),
+        queue("x", parent="P"),
+        queue("y", parent="P"),
+        queue("b"),
+    )
+    assert evicted(schedule(snap, now=T0)) == []  # P would keep 4 cpu of its 5

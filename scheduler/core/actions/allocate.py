@@ -65,9 +65,10 @@ def _turn(
         for g in present
         if not session.outcomes[g.key].state.satisfied and (pending(g) or gated(g))
     ]
+    room = session.queue_room()  # one for the whole turn: what one part takes, the next sees
     for gang in present:
         if session.outcomes[gang.key].state.satisfied:
-            _place_after_gang(session, statement, gang)
+            _place_after_gang(session, statement, gang, room)
     statement.commit()  # bound one by one whatever the others do: never undone below
     if not waiting:
         return
@@ -91,10 +92,12 @@ def _turn(
     if not session.worth_trying(waiting):
         _hold_for_head(session, statement, waiting)
         return  # parked: nothing changed that could help it
-    _attempt(session, statement, waiting)
+    _attempt(session, statement, waiting, room)
 
 
-def _place_after_gang(session: Session, statement: Statement | None, gang: Gang) -> None:
+def _place_after_gang(
+    session: Session, statement: Statement | None, gang: Gang, room: QueueRoom | None = None
+) -> None:
     outcome = session.outcomes[gang.key]
     members = sum(1 for p in gang.members if p.bound and p.alive)
     outcome.condition = ("True", REASON_SCHEDULED, f"{members} of {gang.min_member} members bound")
@@ -107,7 +110,6 @@ def _place_after_gang(session: Session, statement: Statement | None, gang: Gang)
         return
     failures: list[str] = []
     finder = session.finder
-    room = session.queue_room()
     for pod in todo:
         problem = session.volume_problem(pod)
         if not problem and room is not None:
@@ -189,11 +191,12 @@ def _time_out(session: Session, gang: Gang, *, because: Gang) -> None:
     session.say(gang, reason="GangTimeout", message=message, pods=todo)
 
 
-def _attempt(session: Session, statement: Statement, gangs: list[Gang]) -> None:
+def _attempt(
+    session: Session, statement: Statement, gangs: list[Gang], room: QueueRoom | None
+) -> None:
     """Try the whole GangGroup on the statement; commit it whole or not at all."""
     placed: dict[GangKey, list[Binding]] = {}
     short: dict[GangKey, Status] = {}  # why a gang fell short of min_member
-    room = session.queue_room()
     for gang in gangs:
         outcome = session.outcomes[gang.key]
         if outcome.state.first_attempt is None:
@@ -339,10 +342,14 @@ def _renamed(known: tuple[Status, list[str]], names: list[str]) -> Status:
     return status
 
 
-def place_group(session: Session, statement: Statement, gangs: list[Gang]) -> bool | None:
-    """Place every gang of a group on the statement, each at least its min_member; None
-    if one falls short (the statement then holds what was placed: the caller drops it)."""
-    room = session.queue_room()
+def place_group(
+    session: Session, statement: Statement, gangs: list[Gang], room: QueueRoom | None = None
+) -> bool | None:
+    """Place every gang of a group on the statement, each at least its min_member, within
+    ``room`` (else the queues' room on the statement's ledger); None if one falls short (the
+    statement then holds what was placed: the caller drops it)."""
+    if room is None:
+        room = session.queue_room(statement.ledger)
     for gang in gangs:
         _, status = _place_gang(session, statement, gang, room)
         if not status.ok:
@@ -361,19 +368,19 @@ def _place_gang(
     if gang.topology_placed:
         return _arrange_gang(session, statement, gang, room)
     held = session.outcomes[gang.key].state.reservations
-    if room is not None and held:
-        members_by_ref = {p.ref: p for p in gang.members}
-        for ref in held:
-            if ref in members_by_ref:
-                room.take(gang.queue, members_by_ref[ref].requests)
     need = gang.min_member - len(held)
     members = [p for p in session.ordered(pending(gang)) if p.ref not in held]
-    if room is not None and need > 0:
-        # Its queue cannot take even the gang's minimum: said of the gang, not of a member.
-        minimum = Resources.total(p.requests for p in members[:need])
-        refused = room.refuse(gang.queue, minimum)
+    if room is not None:
+        # What it holds (NonStrict holds; a preemptor's nominated room is in the book
+        # already) and its minimum must fit in its queue: else it is said of the gang.
+        holding = Resources.total(
+            p.requests for p in gang.members if p.ref in held and p.ref not in session.counted_refs
+        )
+        minimum = Resources.total(p.requests for p in members[: max(need, 0)])
+        refused = room.refuse(gang.queue, minimum, held=holding) if holding or need > 0 else ""
         if refused:
             return [], Status.unschedulable(refused)
+        room.take(gang.queue, holding, placed=False)
     got: list[Binding] = []
     first_miss: Status | None = None
     finder = session.finder

@@ -255,13 +255,24 @@ def _evicted(ledger: Ledger, chosen: Iterable[Victims]) -> Ledger:
     return trial
 
 
-def _fits(session: Session, ledger: Ledger, gangs: list[Gang]) -> list | None:
-    """The group's placements on ``ledger`` if it fits whole, else None. The finder's
+def _fits(session: Session, base: Ledger, gangs: list[Gang], chosen: list[Victims]) -> list | None:
+    """The group's placements with the ``chosen`` victims gone from ``base`` (their room
+    given back, on the nodes and in their queues) if it fits whole, else None. The finder's
     cursors assume room only shrinks: after evictions they start over."""
     session.finder.restore({})
     session.failed_shapes.clear()
+    ledger = _evicted(base, chosen)
     statement = Statement(ledger)
-    placed = place_group(session, statement, gangs)
+    room = session.queue_room(ledger)
+    if room is not None:
+        names = session.config.scheduler_names
+        seen: set[str] = set()
+        for victims in chosen:
+            for pod, _ in victims.pods:
+                if pod.scheduler_name in names and pod.ref.uid not in seen:
+                    seen.add(pod.ref.uid)
+                    room.give(session.queue_of(pod), pod.requests)
+    placed = place_group(session, statement, gangs, room)
     if placed is None:
         return None
     return [(op.pod, op.node) for op in statement.operations]
@@ -323,7 +334,7 @@ def reprieve(
     and the group's placements without the others."""
     for victims in sorted(chosen, key=lambda v: (v.breaks_budget, v.order()), reverse=True):
         rest = [v for v in chosen if v is not victims]
-        without = _fits(session, _evicted(base, rest), gangs)
+        without = _fits(session, base, gangs, rest)
         if without is not None:
             chosen, placements = rest, without
     session.finder.restore({})
@@ -338,7 +349,7 @@ def _greedy(
     chosen: list[Victims] = []
     for victims in units[:MAX_TRIES]:
         chosen.append(victims)
-        placements = _fits(session, _evicted(base, chosen), gangs)
+        placements = _fits(session, base, gangs, chosen)
         if placements is not None:
             return chosen, placements
     return chosen, None
@@ -392,6 +403,15 @@ def _commit(
     for pod, node in placements:
         nominated[gang_key_of(pod)][pod.ref] = node
         session.nominations.append(Nomination(pod.ref, node))
+    for key, refs in nominated.items():
+        if key in by_gang:
+            session.count_nominated(by_gang[key], refs)
+    book = session.book
+    if book is not None:  # the victims leave their queues' shares (#22)
+        ours = session.config.scheduler_names
+        for pod, _ in evicted.values():
+            if pod.scheduler_name in ours:
+                book.leave(session.queue_of(pod), pod.requests)
     for pod, node in evicted.values():
         session.evictions.append(
             Eviction(

@@ -25,7 +25,6 @@ from scheduler.core.actions.preempt import (
     Victims,
     _breaks_budgets,
     _commit,
-    _evicted,
     _fits,
     candidates,
     reprieve,
@@ -59,7 +58,9 @@ def reclaim(session: Session) -> None:
             continue
         need = _minimum(session, gangs)
         room = session.queue_room()
-        if not book.below_fair(queue, need) or (room is not None and room.refuse(queue, need)):
+        if not book.below_fair(queue, need) or (
+            room is not None and room.refuse(queue, need, guarantees=False)
+        ):
             continue
         chosen, placements = _choose(
             session, book, queue, gangs, taken=taken, weighed=book.dominant(need)
@@ -79,7 +80,6 @@ def reclaim(session: Session) -> None:
         )
         for pod in evicted:
             taken[pod.ref.uid] = pod
-            book.give_back(session.queue_of(pod), pod.requests)
 
 
 def _minimum(session: Session, gangs: list[Gang]) -> Resources:
@@ -111,22 +111,21 @@ def _choose(
     )
     base = session.ledger.scratch()
     chosen: list[Victims] = []
-    losing: dict[str, Resources] = {}  # by victim queue: what the chosen victims free
+    lost: dict[str, Resources] = {}  # by queue, ancestors included: what the chosen free
     placements = None
     tries = 0
     for victims in units:
         if tries >= MAX_TRIES:
             break
         theirs = session.queue_of(victims.pods[0][0])
-        freed = losing.get(theirs, Resources()) + Resources.total(
-            p.requests for p, _ in victims.pods
-        )
-        if not book.may_lose(theirs, freed, to=queue, weighed=weighed):
-            continue  # it would take that queue below its share: not a victim
-        losing[theirs] = freed
+        freed = Resources.total(p.requests for p, _ in victims.pods)
+        if not book.may_lose(theirs, freed, to=queue, weighed=weighed, lost=lost):
+            continue  # it would take that queue (or a parent) below its share: not a victim
+        for at in book.ancestors(theirs):
+            lost[at] = lost.get(at, Resources()) + freed
         chosen.append(victims)
         tries += 1
-        placements = _fits(session, _evicted(base, chosen), gangs)
+        placements = _fits(session, base, gangs, chosen)
         if placements is not None:
             break
     if placements is None:
