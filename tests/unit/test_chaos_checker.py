@@ -227,6 +227,12 @@ def test_a_gang_its_queues_capability_holds_back_is_not_expected_bound() -> None
     ledger.capabilities["q"] = 3000
     expected, _, _ = expectations(ledger, pods_of(running, *pending))
     assert sorted(expected) == ["g"]
+    # A member of the queue the rival bound holds its room too, as the scheduler counts it.
+    ledger.rival_node = "rival"
+    rivals = queued(pod("r-0", node="rival", cpu="1"), "q")
+    expected, _, no_room = expectations(ledger, pods_of(running, rivals, *pending))
+    assert expected == {}
+    assert no_room == ["g"]
 
 
 def test_half_the_plans_have_queues_and_a_seeds_workload_is_the_same_with_them() -> None:
