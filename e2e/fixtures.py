@@ -295,8 +295,10 @@ class Cluster:
         memory: str = "32Gi",
         gpu: int = 0,
         labels: dict[str, str] | None = None,
+        extended: dict[str, str] | None = None,
     ) -> list[str]:
-        """Create ``count`` KWOK nodes that only this test's pods select, and wait until Ready."""
+        """Create ``count`` KWOK nodes that only this test's pods select, and wait until Ready
+        (``extended``: more allocatable resources, by name)."""
         from e2e.nodes import FakeNode, create_nodes, node_manifest  # noqa: PLC0415
 
         existing = len(self.node_names())
@@ -307,6 +309,7 @@ class Cluster:
                 cpu=cpu,
                 memory=memory,
                 gpu=gpu,
+                extended=extended,
             )
             for name in names_
         ]

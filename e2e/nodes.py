@@ -80,9 +80,18 @@ def layout(*, racks: int, nodes_per_rack: int, zones: int = 0, prefix: str = "no
     return Layout(levels=levels, tree=tree, nodes=tuple(nodes))
 
 
-def node_manifest(node: FakeNode, *, cpu: str, memory: str, gpu: int = 0, pods: int = 110) -> dict:
-    """A Node object that KWOK will manage, with the given allocatable resources."""
-    resources = {"cpu": cpu, "memory": memory, "pods": str(pods)}
+def node_manifest(
+    node: FakeNode,
+    *,
+    cpu: str,
+    memory: str,
+    gpu: int = 0,
+    pods: int = 110,
+    extended: dict[str, str] | None = None,
+) -> dict:
+    """A Node object that KWOK will manage, with the given allocatable resources
+    (``extended``: more of them, by name)."""
+    resources = {"cpu": cpu, "memory": memory, "pods": str(pods), **(extended or {})}
     if gpu:
         resources[GPU] = str(gpu)
     key, value = KWOK_NODE_ANNOTATION

@@ -60,15 +60,9 @@ def queues(cluster: Cluster) -> Iterator[Queues]:
             cluster.access.kubectl("delete", "queue", *made.made, "--wait=false", check=False)
 
 
-def only_our_gpus(cluster: Cluster) -> bool:
-    """Whether every node with GPUs is this test's."""
-    out = cluster.access.kubectl("get", "nodes", "-o", "json").stdout
-    ours = set(cluster.node_names())
-    return all(
-        node["metadata"]["name"] in ours
-        for node in json.loads(out)["items"]
-        if (node.get("status") or {}).get("allocatable", {}).get("nvidia.com/gpu", "0") != "0"
-    )
+# Shares and guarantees are of the whole cluster's room: other tests' GPU nodes would count.
+# The reclaim and guarantee tests count on a device no other test's nodes have.
+DEVICE = "queues.e2e.gang-scheduler.io/device"
 
 
 def in_queue(name: str, gang: str, size: int) -> dict[str, str]:
@@ -177,13 +171,8 @@ def test_a_queue_gets_its_half_back_by_reclaim_of_whole_gangs(
     second is idle; the second's gang reclaims its half: one of the first's gangs goes whole,
     the other stays, and the second's gang binds where it was."""
     first, second = queues.make("first", weight=1), queues.make("second", weight=1)
-    cluster.nodes(4, cpu="8", gpu=1)
-    wait_for(  # shares are of the cluster's GPUs: only this test's
-        lambda: only_our_gpus(cluster),
-        timeout=BIND_TIMEOUT,
-        what="the GPU nodes of earlier tests gone",
-    )
-    gpu = {"cpu": "1", "nvidia.com/gpu": "1"}
+    cluster.nodes(4, cpu="8", extended={DEVICE: "1"})
+    gpu = {"cpu": "1", DEVICE: "1"}
     a1 = cluster.gang("a1", 2, annotations=in_queue(first, "a1", 2), requests=gpu)
     wait_bound(cluster, a1)
     a2 = cluster.gang("a2", 2, annotations=in_queue(first, "a2", 2), requests=gpu)
@@ -204,17 +193,10 @@ def test_a_queue_gets_its_half_back_by_reclaim_of_whole_gangs(
 def test_a_guarantee_is_kept_free_for_its_queue(
     cluster: Cluster, scheduler: SchedulerProcess, queues: Queues
 ) -> None:
-    kept = queues.make("kept", guarantee={"resource": {"nvidia.com/gpu": "2"}})
+    kept = queues.make("kept", guarantee={"resource": {DEVICE: "2"}})
     other = queues.make("other")
-    cluster.nodes(4, cpu="8", gpu=1)
-    # A guarantee is of the cluster's free room: GPU nodes an earlier test is still deleting
-    # would be room too. Only this test's are counted on.
-    wait_for(
-        lambda: only_our_gpus(cluster),
-        timeout=BIND_TIMEOUT,
-        what="the GPU nodes of earlier tests gone",
-    )
-    gpu = {"cpu": "1", "nvidia.com/gpu": "1"}
+    cluster.nodes(4, cpu="8", extended={DEVICE: "1"})
+    gpu = {"cpu": "1", DEVICE: "1"}
     big = cluster.gang("big", 3, annotations=in_queue(other, "big", 3), requests=gpu)
     wait_for(
         lambda: any(
