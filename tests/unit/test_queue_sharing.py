@@ -645,3 +645,23 @@ def test_reclaim_keeps_a_parents_guarantee_across_its_children() -> None:
         queue("b"),
     )
     assert evicted(schedule(snap, now=T0)) == []  # P would keep 4 cpu of its 5
+
+
+def test_pods_of_a_deleted_node_hold_their_queues_capability_until_they_are_gone() -> None:
+    """Chaos seed 30084: a node deleted before its pods are; the queue's room is still theirs."""
+    from scheduler.cache.cluster import QUEUES, ClusterCache  # noqa: PLC0415
+
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+    cache.serve(QUEUES, True)
+    cache.upsert_queue(queue("a", capability={GPU: "2"}))
+    for n in gpu_nodes(3):
+        cache.upsert_node(n)
+    cache.upsert_pod(running("old-0", queue_name="a", node_name="n0"))
+    cache.upsert_pod(running("old-1", queue_name="a", node_name="n1"))
+    cache.remove_node("n0")
+    for p in gang_pods("new", 1, gang="new", min_available=1, gpu=1, labels=in_queue("a")):
+        cache.upsert_pod(p)
+    result = schedule(cache.snapshot(now=T0), now=T0)
+    assert bind_map(result) == {}
+    (message,) = set(events(result, "FailedScheduling"))
+    assert "queue a is at its capability for nvidia.com/gpu: 2 of 2" in message
