@@ -1697,16 +1697,23 @@ def _held_by_capability(
     for pod in pods.values():
         if pod.holds and pod.queue in books.capabilities:
             held[pod.queue] += pod.cpu_m
+    asked: dict[str, int] = {}  # per gang: what it needs of its queue before it binds
+    for gang, pending in expected.items():
+        spec = books.specs.get(gang)
+        satisfied = any(p.node and p.alive for p in pods.values() if p.gang == gang)
+        sizes = sorted((p.cpu_m for p in pending), reverse=True)
+        asked[gang] = sizes[-1] if satisfied else sum(sizes[: spec.min if spec else len(sizes)])
     back = []
     for gang, pending in expected.items():
         queue = pending[0].queue
         if queue not in books.capabilities:
             continue
+        # A GangGroup binds whole: its unsatisfied gangs of the queue need their room at once
+        # (seed 30090: three gangs that fit one by one, not together).
         spec = books.specs.get(gang)
-        satisfied = any(p.node and p.alive for p in pods.values() if p.gang == gang)
-        sizes = sorted((p.cpu_m for p in pending), reverse=True)
-        asked = sizes[-1] if satisfied else sum(sizes[: spec.min if spec else len(sizes)])
-        if held[queue] + asked > books.capabilities[queue]:
+        group = [g for g in (spec.group if spec else ()) or (gang,) if g in expected]
+        together = sum(asked[g] for g in group if expected[g][0].queue == queue)
+        if held[queue] + max(asked[gang], together) > books.capabilities[queue]:
             back.append(gang)
     return back
 

@@ -245,3 +245,17 @@ def test_half_the_plans_have_queues_and_a_seeds_workload_is_the_same_with_them()
     for gang in plan.gangs:
         for peer in gang.group:
             assert next(g for g in plan.gangs if g.name == peer).queue == gang.queue
+
+
+def test_a_gang_group_its_queues_capability_holds_back_together_is_not_expected_bound() -> None:
+    """Seed 30090: two gangs of one GangGroup each fit under the capability, not together."""
+    a = GangSpec("a", "koord", 2, 2, group=("a", "b"), queue="cap")
+    b = GangSpec("b", "koord", 2, 2, group=("a", "b"), queue="cap")
+    ledger = books(a, b)
+    ledger.capabilities["q"] = 3000
+    pending = [queued(pod(f"{g}-{i}", gang=g), "q") for g in ("a", "b") for i in range(2)]
+    for obj in pending:
+        obj["metadata"]["annotations"][names.KOORD_GROUPS] = '["chaos-t/a", "chaos-t/b"]'
+    expected, _, no_room = expectations(ledger, pods_of(*pending))
+    assert expected == {}
+    assert sorted(no_room) == ["a", "b"]
