@@ -163,11 +163,11 @@ class QueueBook:
             at = self._parent.get(at)
         return chain
 
-    def _add(self, name: str, amounts: Mapping[str, int], sign: int = 1) -> None:
+    def _add(self, name: str, amounts: Mapping[str, int]) -> None:
         for at in self.ancestors(name):
             held = self.held[at]
             for resource, amount in amounts.items():
-                held[resource] = held.get(resource, 0) + sign * amount
+                held[resource] = held.get(resource, 0) + amount
 
     def take(self, queue: str, amounts: Mapping[str, int]) -> None:
         """Count what a committed turn placed in ``queue``."""
