@@ -31,7 +31,13 @@ from scheduler.model.gangs import Owner, PodGroup, queue_of_pod
 from scheduler.model.nodes import Node, NodeInfo
 from scheduler.model.owners import OwnerKey, OwnerKind, owners_of
 from scheduler.model.pods import GangKey, Pod, PodGroupApi, PodRef, gang_key_of
-from scheduler.model.queues import Queue, QueueCensus, QueueStatus, beyond_default
+from scheduler.model.queues import (
+    DEFAULT_QUEUE,
+    Queue,
+    QueueCensus,
+    QueueStatus,
+    beyond_default,
+)
 from scheduler.model.resources import Resources
 from scheduler.model.snapshot import GangState, PriorityClass, Snapshot
 from scheduler.model.topology import SakkaraGroup, Topology
@@ -62,6 +68,10 @@ class ClusterCache:
         self._parked_by_shape: dict[Resources, set[GangKey]] = {}
         self._due_at: dict[GangKey, float] = {}
         self._woken: dict[GangKey, int | None] = {}
+        # With queues (#22): parked gangs by each queue they were parked under, and the
+        # queues a bound pod of ours left since the last snapshot (room freed in them).
+        self._parked_by_queue: dict[str, set[GangKey]] = {}
+        self._freed_queues: set[str] = set()
         # Set when a change the cache cannot attribute (a topology or group ConfigMap, a
         # PriorityClass, a pass that failed) may help any gang: the next snapshot is whole.
         self._everything = True
@@ -147,10 +157,24 @@ class ClusterCache:
                 return
             if pod.gang is not None and self._podgroup(pod.gang.key) is not None:
                 counts = True  # a PodGroup's counts may change
+        if freed and old is not None and old.bound and old.scheduler_name in self._names:
+            self._free_queue(old)
         if freed and self.waiting > 0:
             self._changed()
         elif counts:
             self._changed(urgent=False)
+
+    def _free_queue(self, pod: Pod) -> None:
+        """A bound pod of ours stopped holding its room: its queue (and those above it)
+        hold less, whatever node it was on, one already deleted included (chaos seed
+        30092: a queue's room freed by pods of a deleted node, its parked gangs woken only
+        by the flush, 60 s on)."""
+        if not self._parked_by_queue:
+            return
+        key = pod.gang.key if pod.gang is not None else None
+        podgroup = self._podgroup(key) if key is not None else None
+        queue = queue_of_pod(pod, {key: podgroup} if key is not None and podgroup else {})
+        self._freed_queues.add(queue or DEFAULT_QUEUE)
 
     @property
     def waiting(self) -> int:
@@ -696,6 +720,7 @@ class ClusterCache:
 
     def _index_parked(self) -> None:
         self._parked_by_shape = {}
+        self._parked_by_queue = {}
         self._due_at = {}
         for key, state in self._memory.items():
             if state.parked_at is None or state.reservations:
@@ -703,6 +728,8 @@ class ClusterCache:
             self._due_at[key] = state.due_at
             for shape in state.parked_shapes:
                 self._parked_by_shape.setdefault(shape, set()).add(key)
+            for queue, _ in state.parked_queues:
+                self._parked_by_queue.setdefault(queue, set()).add(key)
         # A woken gang stays woken until a pass tried it (it may still be backing off).
         for key, parked_at in list(self._woken.items()):
             state = self._memory.get(key)
@@ -724,6 +751,24 @@ class ClusterCache:
                         state = self._memory.get(key)
                         if state is not None:
                             self._woken.setdefault(key, state.parked_at)
+
+    def _wake_queued(self) -> None:
+        """Room freed in a queue wakes the gangs parked under it or under a queue above it
+        (a parent's capability is its children's too); the pass checks whether it helps."""
+        freed, self._freed_queues = self._freed_queues, set()
+        if not freed or not self._parked_by_queue:
+            return
+        for queue in freed:
+            at: str | None = queue
+            seen: set[str] = set()
+            while at is not None and at not in seen:
+                seen.add(at)
+                for key in self._parked_by_queue.get(at, ()):
+                    state = self._memory.get(key)
+                    if state is not None:
+                        self._woken.setdefault(key, state.parked_at)
+                known = self._queues.get(at)
+                at = known.parent if known is not None and known.parent else None
 
     def update_memory(self, key: GangKey, state: GangState) -> None:
         self._memory[key] = state
@@ -793,6 +838,7 @@ class ClusterCache:
             self._topologies[min(self._topologies)] if self._topologies else (None, ())
         )
         self._wake_parked(self._rebuild_infos())
+        self._wake_queued()
         if whole or self._everything:
             self._everything = False
             pods = tuple(self._ours.values())

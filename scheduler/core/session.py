@@ -762,6 +762,7 @@ class Session:
             parked_since=self.now,
             tried_with=self.tried_with(gang),
             parked_shapes=frozenset(p.requests for p in pending(gang)),
+            parked_queues=self._queue_standing(gang),
             due_at=min(flush, deadline, head),
         )
         self.wake(min(flush, head))
@@ -770,8 +771,35 @@ class Session:
         outcome = self.outcomes[gang.key]
         if outcome.state.parked_at is not None:
             outcome.state = replace(
-                outcome.state, parked_at=None, tried_with=(), parked_shapes=frozenset()
+                outcome.state,
+                parked_at=None,
+                tried_with=(),
+                parked_shapes=frozenset(),
+                parked_queues=(),
             )
+
+    def _queue_standing(self, gang: Gang) -> tuple[tuple[str, Resources], ...]:
+        """What the gang's queue and those above it hold now, nearest first (none without
+        queues)."""
+        book = self.book
+        if book is None:
+            return ()
+        return tuple(
+            (name, Resources(book.held.get(name, {})))
+            for name in book.ancestors(book.name_of(gang.queue))
+        )
+
+    def _queue_freed(self, then: tuple[tuple[str, Resources], ...]) -> bool:
+        """Whether one of the queues a gang was parked under holds less of something than
+        it did then: room its limits may now let it have."""
+        book = self.book
+        if book is None or not then:
+            return False
+        for name, held in then:
+            now = book.held.get(name, {})
+            if any(now.get(resource, 0) < amount for resource, amount in held.items()):
+                return True
+        return False
 
     def worth_trying(self, gangs: list[Gang]) -> bool:
         """kube-scheduler's queueing hints, for a GangGroup: try it again only if one of its
@@ -784,6 +812,8 @@ class Session:
                 return True
             if state.nominated and not self.victims_present(state):
                 return True  # the room it preempted for is free (and held for it) now
+            if self._queue_freed(state.parked_queues):
+                return True  # its queue's limits may let it in now (chaos seed 30092)
             now_with = self.tried_with(gang)
             if len(now_with) != len(state.tried_with) or any(
                 not _same(a, b) for a, b in zip(now_with, state.tried_with, strict=True)

@@ -54,6 +54,10 @@ class GangState:
     # time by which it must be looked at anyway (its flush, or its timeout).
     parked_shapes: frozenset[Resources] = frozenset()
     due_at: float = 0.0
+    # With queues (#22): what its queue and each queue above it held when it was parked,
+    # nearest first. Room freed in one of them (a pod of the queue gone, on whatever node,
+    # a node already deleted included) may let it in where no node change would say so.
+    parked_queues: tuple[tuple[str, Resources], ...] = ()
     # NonStrict only: members placed in earlier passes, held (never bound) until the gang fits.
     reservations: Mapping[PodRef, str] = field(default_factory=dict)
     # The last thing said about the gang, so the same Event is not repeated every pass.

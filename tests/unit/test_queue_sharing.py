@@ -665,3 +665,71 @@ def test_pods_of_a_deleted_node_hold_their_queues_capability_until_they_are_gone
     assert bind_map(result) == {}
     (message,) = set(events(result, "FailedScheduling"))
     assert "queue a is at its capability for nvidia.com/gpu: 2 of 2" in message
+
+
+def _parked_then(cache: Any, *, gone: str) -> dict[str, str]:
+    """A pass that parks the waiting gang, then ``gone`` finishes, then the next pass (well
+    before the flush interval): what it binds."""
+    first = schedule(cache.snapshot(now=T0), now=T0)
+    assert bind_map(first) == {}
+    cache.remember(dict(first.memory))
+    cache.remove_pod(f"uid-default-{gone}")
+    second = schedule(cache.snapshot(now=T0 + 1), now=T0 + 1)
+    return bind_map(second)
+
+
+def test_room_freed_in_a_queue_by_a_deleted_nodes_pods_wakes_its_parked_gang() -> None:
+    """Chaos seed 30092: the pods that held the queue's capability were on a node already
+    deleted; their going changed no node that is left, and the gang parked by the
+    capability waited for the flush, 60 s on."""
+    from scheduler.cache.cluster import QUEUES, ClusterCache  # noqa: PLC0415
+
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+    cache.serve(QUEUES, True)
+    cache.upsert_queue(queue("a", capability={GPU: "2"}))
+    for n in gpu_nodes(3):
+        cache.upsert_node(n)
+    cache.upsert_pod(running("old-0", queue_name="a", node_name="n0"))
+    cache.upsert_pod(running("old-1", queue_name="a", node_name="n1"))
+    cache.remove_node("n0")
+    for p in gang_pods("new", 1, gang="new", min_available=1, gpu=1, labels=in_queue("a")):
+        cache.upsert_pod(p)
+    assert _parked_then(cache, gone="old-0") == {"new-0": "n2"}
+
+
+def test_room_freed_in_a_queue_wakes_its_parked_gang_where_no_node_change_fits_it() -> None:
+    # n0 keeps another queue's pod: the node that changed has no room for a 2-GPU member,
+    # the queue has (and n2 always had the room).
+    from scheduler.cache.cluster import QUEUES, ClusterCache  # noqa: PLC0415
+
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+    cache.serve(QUEUES, True)
+    cache.upsert_queue(queue("a", capability={GPU: "3"}))
+    cache.upsert_queue(queue("b"))
+    for n in gpu_nodes(3, gpus=2):
+        cache.upsert_node(n)
+    cache.upsert_pod(running("old-0", queue_name="a", node_name="n0"))
+    cache.upsert_pod(running("other", queue_name="b", node_name="n0"))
+    cache.upsert_pod(running("old-1", queue_name="a", node_name="n1"))
+    cache.upsert_pod(running("filler", queue_name="b", node_name="n1"))
+    for p in gang_pods("new", 1, gang="new", min_available=1, gpu=2, labels=in_queue("a")):
+        cache.upsert_pod(p)
+    assert _parked_then(cache, gone="old-0") == {"new-0": "n2"}
+
+
+def test_room_freed_in_a_sibling_queue_wakes_a_gang_its_parents_capability_parked() -> None:
+    from scheduler.cache.cluster import QUEUES, ClusterCache  # noqa: PLC0415
+
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+    cache.serve(QUEUES, True)
+    cache.upsert_queue(queue("org", capability={GPU: "2"}))
+    cache.upsert_queue(queue("x", parent="org"))
+    cache.upsert_queue(queue("y", parent="org"))
+    for n in gpu_nodes(3):
+        cache.upsert_node(n)
+    cache.upsert_pod(running("old-0", queue_name="x", node_name="n0"))
+    cache.upsert_pod(running("old-1", queue_name="x", node_name="n1"))
+    cache.remove_node("n0")
+    for p in gang_pods("new", 1, gang="new", min_available=1, gpu=1, labels=in_queue("y")):
+        cache.upsert_pod(p)
+    assert _parked_then(cache, gone="old-0") == {"new-0": "n2"}
