@@ -1577,9 +1577,32 @@ class Run:
         self.result.relists = self.observer.relists
         for v in violations:
             v.details["scheduler_log"] = self.log_excerpt(v)
+            if v.invariant == "I4" and v.details.get("gang"):
+                v.details["explain"] = self.explain(v.details["gang"])
             self.result.violations.append(
                 {"invariant": v.invariant, "what": v.what, "details": v.details}
             )
+
+    def explain(self, gang: str) -> list[str]:
+        """What ``gang-scheduler explain`` says of a gang left unbound, computed afresh on
+        the cluster as it is at the check: if it would bind now, the scheduler's own state
+        kept it waiting (a missed wake-up), else the cluster does (seed 30092)."""
+        argv = [
+            sys.executable,
+            "-m",
+            "scheduler",
+            "explain",
+            f"{self.namespace}/{gang}",
+            "--kubeconfig",
+            str(self.directory / "kubeconfig"),
+            "--scheduler-name",
+            self.scheduler,
+        ]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        except subprocess.TimeoutExpired:
+            return ["explain timed out after 60s"]
+        return (done.stdout + done.stderr).splitlines()[:60]
 
     def log_excerpt(self, violation: Violation) -> list[str]:
         assert self.replicas is not None
