@@ -371,6 +371,36 @@ def test_a_starved_queue_gets_its_half_back_by_reclaim_of_one_whole_gang() -> No
     assert events(result, "Reclaiming")
 
 
+def _placed(prefix: str, *, gpu: int, queue_name: str, node_name: str, age: float) -> list[Any]:
+    """A running gang of one member of ``gpu`` GPUs (a larger ``age`` is younger)."""
+    (member,) = gang_pods(
+        prefix, 1, gang=prefix, min_available=1, gpu=gpu, labels=in_queue(queue_name),
+        created=T0 - 500 + age,
+    )  # fmt: skip
+    return [replace(member, node_name=node_name, phase="Running")]
+
+
+def test_reclaim_frees_a_whole_node_rather_than_spend_the_surplus_on_one_it_cannot_empty() -> None:
+    """Fairness bench, 32 nodes: a whole-node member waits; the flood is 8 GPUs above its
+    share, in two small gangs beside another queue's pod (that node cannot be emptied: that
+    queue is at its share) and one whole-node gang. Reclaim takes the whole-node gang, not
+    the small ones first (the younger, which spent the surplus and freed nothing whole)."""
+    pods = [
+        *_placed("small-0", gpu=2, queue_name="flood", node_name="mixed", age=20),
+        *_placed("small-1", gpu=2, queue_name="flood", node_name="mixed", age=30),
+        *_placed("steady", gpu=4, queue_name="c", node_name="mixed", age=0),
+        *_placed("big", gpu=8, queue_name="flood", node_name="whole", age=10),
+        *gang_pods("a", 1, gang="a", min_available=1, gpu=8, labels=in_queue("a"), created=T0),
+    ]
+    nodes = [node("mixed", gpu=8), node("whole", gpu=8)]
+    snap = with_queues(
+        snapshot(nodes, pods), queue("a", weight=2), queue("flood"), queue("c")
+    )  # fair shares: a 8, flood 4, c 4 (all it wants)
+    result = schedule(snap, now=T0)
+    assert evicted(result) == ["big-0"]
+    assert [(n.pod.name, n.node) for n in result.nominations] == [("a-0", "whole")]
+
+
 def test_reclaim_never_takes_a_victim_queue_below_its_share() -> None:
     """a holds 3 of 4 GPUs as one gang of 3; b wants 2 (its share): evicting the gang would
     leave a with 0 of its 2, so nothing is evicted."""

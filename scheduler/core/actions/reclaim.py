@@ -106,8 +106,24 @@ def _choose(
         theirs = session.queue_of(pod)
         return pod.scheduler_name in names and not book.related(theirs, queue)
 
+    # Only victims reclaim may take, each on its own (a queue at its share gives nothing:
+    # more victims chosen before only make it stricter), count for where to free first: a
+    # node that keeps another queue's pods is not freed whole (fairness bench, 32 nodes:
+    # the surplus of the flood spent on half-freed nodes while one of its gangs alone would
+    # have emptied a whole node).
     units = _freeing_first(
-        session, candidates(session, below=None, taken=taken, admit=admit), weighed=weighed
+        session,
+        [
+            v
+            for v in candidates(session, below=None, taken=taken, admit=admit)
+            if book.may_lose(
+                session.queue_of(v.pods[0][0]),
+                Resources.total(p.requests for p, _ in v.pods),
+                to=queue,
+                weighed=weighed,
+            )
+        ],
+        weighed=weighed,
     )
     base = session.ledger.scratch()
     chosen: list[Victims] = []
