@@ -18,6 +18,7 @@ def test_queues_give_the_other_teams_their_share_back_from_a_flood() -> None:
     assert off["reclaimed_pods"] == 0
     assert on["passes_with_idle_gpus_while_a_gang_fits"] == 0
     assert on["starved_streak_passes"] < off["starved_streak_passes"]
+    assert on["unserved_streak_passes"] < off["unserved_streak_passes"]
     table = markdown(results)
     assert "| b-flood | on |" in table
     assert isinstance(targets(results), list)
