@@ -548,3 +548,43 @@ def test_an_owner_kind_refused_or_not_served_counts_as_listed_and_its_pods_get_n
     unserved = asyncio.run(scenario())
     assert unserved == {OwnerKind.JOBSET, OwnerKind.RAY_CLUSTER}
     assert OwnerKind.JOBSET not in cache.snapshot(whole=True).owner_kinds
+
+
+def test_queues_refused_or_not_served_mean_no_queues_until_the_crd_is_there() -> None:
+    """Volcano's Queue answered 403 (RBAC leaves it out), then 404 (CRD not installed):
+    the informer is listed (the first pass must not wait for it) and the cache has no
+    queues (every gang competes on priority and age, #22); once the CRD is installed and
+    a Queue listed, the cache has them."""
+    answer: list[int] = [403]
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if answer[0] != 200:
+            return web.json_response({"kind": "Status", "code": answer[0]}, status=answer[0])
+        if request.query.get("watch") == "1":
+            await asyncio.sleep(0.5)
+            return web.Response()
+        item = {"metadata": {"name": "team-a", "uid": "q1"}, "spec": {"weight": 2}}
+        return web.json_response({"items": [item], "metadata": {"resourceVersion": "3"}})
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+
+    async def scenario() -> list[object]:
+        seen: list[object] = []
+        async with server(handler) as api:
+            informer = Informer(
+                api, cache, kind="queues", poke=lambda: None, retry_seconds=0.01,
+                absent_seconds=0.2,
+            )  # fmt: skip
+            task = asyncio.create_task(informer.run())
+            await until(informer.listed.is_set)
+            seen.append(cache.queues)
+            answer[0] = 404
+            await asyncio.sleep(0.3)
+            seen.append(cache.queues)
+            answer[0] = 200  # the CRD is installed
+            await until(lambda: bool(cache.queues), seconds=5)
+            seen.append(sorted(cache.queues or {}))
+            await stop(task)
+        return seen
+
+    assert asyncio.run(scenario()) == [None, None, ["team-a"]]
