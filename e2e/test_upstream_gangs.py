@@ -231,11 +231,12 @@ def test_volcano_gang_that_does_not_fit_binds_none_and_says_why(
     stays_unbound(cluster, job, seconds=1)
 
 
-def test_volcano_podgroup_with_a_bad_min_member_is_an_event_that_names_the_field(
+def test_volcano_podgroup_with_a_bad_min_resources_is_an_event_that_names_the_field(
     cluster: Cluster, scheduler: SchedulerProcess
 ) -> None:
-    """Volcano's CRD takes any integer (its webhook, absent here, would refuse some): the
-    gang is not scheduled, and the event says which field and what is allowed."""
+    """Volcano's CRD checks a quantity's form only (its webhook, absent here, would refuse
+    a negative one): the gang is not scheduled, and the event says which field and what is
+    allowed."""
     _with_volcano_crd(cluster.access)
     cluster.nodes(1)
     cluster.apply(
@@ -243,7 +244,7 @@ def test_volcano_podgroup_with_a_bad_min_member_is_an_event_that_names_the_field
             "apiVersion": "scheduling.volcano.sh/v1beta1",
             "kind": "PodGroup",
             "metadata": {"name": "odd", "namespace": cluster.namespace},
-            "spec": {"minMember": -1},
+            "spec": {"minMember": 2, "minResources": {"cpu": "-1"}},
         }
     )
     job = cluster.gang("odd", 2, annotations={names.VOLCANO_GROUP_NAME: "odd"})
@@ -251,8 +252,8 @@ def test_volcano_podgroup_with_a_bad_min_member_is_an_event_that_names_the_field
         lambda: cluster.events("InvalidGangSpec"), timeout=BIND_TIMEOUT, what="InvalidGangSpec"
     )
     message = cluster.events("InvalidGangSpec")[0]
-    assert "spec.minMember must be a whole number from 1 to 2147483647" in message
-    assert "got -1" in message
+    assert "spec.minResources.cpu must be" in message
+    assert "got '-1'" in message
     stays_unbound(cluster, job, seconds=1)
     scheduler.assert_alive()
 

@@ -35,6 +35,7 @@ from scheduler.model.pods import (
     SpreadConstraint,
     Toleration,
 )
+from scheduler.model.queues import DEFAULT_QUEUE
 from scheduler.model.resources import PODS, Resources
 from scheduler.model.snapshot import PriorityClass
 from scheduler.model.times import parse_time
@@ -469,7 +470,8 @@ MAX_COUNT = 2**31 - 1
 
 def _count(raw: object, field: str, errors: list[str], *, absent: int | None = None) -> int:
     """A member count of at least 1 (int32); anything else is an error naming the field.
-    The API server checks minCount, but a CRD (Volcano's) takes 0 and negative numbers."""
+    The API server checks minCount; a CRD that does not validate (ours without its schema,
+    Volcano's with its schema replaced) may hand over anything."""
     if raw is None and absent is not None:
         return absent
     if isinstance(raw, int) and not isinstance(raw, bool) and 1 <= raw <= MAX_COUNT:
@@ -536,7 +538,7 @@ def workload_podgroup_from_dict(raw: object) -> PodGroup:
 
 def volcano_podgroup_from_dict(raw: object) -> PodGroup:
     """Volcano's PodGroup (``scheduling.volcano.sh/v1beta1``): ``spec.minMember`` (1 when
-    absent), ``minResources``, ``priorityClassName`` (the gang's priority), ``queue`` (its
+    absent or 0), ``minResources``, ``priorityClassName`` (the gang's priority), ``queue`` (its
     Queue, #22; else the annotation or label, as on other PodGroups). ``minTaskMember`` is
     Volcano's own and not read."""
     body = obj(raw)
@@ -544,14 +546,23 @@ def volcano_podgroup_from_dict(raw: object) -> PodGroup:
     namespace = text(meta.get("namespace"), "default")
     options = read_options(texts(meta.get("annotations")), namespace=namespace)
     errors = list(options.errors)
-    min_member = _count(spec.get("minMember"), "spec.minMember", errors, absent=1)
+    # 0 (what Volcano's CRD allows below 1) is Volcano's "no minimum": its gang plugin
+    # finds such a job ready at once, each pod placed as it comes; here, a minimum of 1.
+    raw_min = spec.get("minMember")
+    zero = isinstance(raw_min, int) and not isinstance(raw_min, bool) and raw_min == 0
+    min_member = 1 if zero else _count(raw_min, "spec.minMember", errors, absent=1)
     min_resources = spec.get("minResources")
     errors.extend(resource_errors(min_resources, "spec.minResources"))
+    # Volcano's CRD defaults spec.queue to "default": a label or annotation naming another
+    # queue is what the user said, not the API server.
+    queue = text(spec.get("queue"))
+    named = queue_named(texts(meta.get("labels")), texts(meta.get("annotations")))
+    if named and queue in ("", DEFAULT_QUEUE):
+        queue = named
     return PodGroup(
         key=GangKey(namespace, text(meta.get("name"))),
         uid=text(meta.get("uid")),
-        queue=text(spec.get("queue"))
-        or queue_named(texts(meta.get("labels")), texts(meta.get("annotations"))),
+        queue=queue,
         min_member=min_member,
         min_resources=resource_list(min_resources) if min_resources else None,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,

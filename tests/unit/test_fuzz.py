@@ -1022,12 +1022,15 @@ def test_bad_upstream_and_volcano_counts_are_errors_that_name_the_field() -> Non
         errors = workload_podgroup_from_dict({"spec": spec}).errors
         assert len(errors) == 1
         assert field in errors[0]
-    for raw in (0, -1, 2**31, "2", 1.5):
+    for raw in (-1, 2**31, "2", 1.5):
         errors = volcano_podgroup_from_dict({"spec": {"minMember": raw}}).errors
         assert len(errors) == 1
         assert "spec.minMember must be a whole number from 1 to 2147483647" in errors[0]
         assert repr(raw) in errors[0]
     assert volcano_podgroup_from_dict({"spec": {}}).min_member == 1
+    # Volcano's "no minimum" (its CRD's lowest value): pods placed as they come.
+    zero = volcano_podgroup_from_dict({"spec": {"minMember": 0}})
+    assert (zero.min_member, zero.errors) == (1, ())
 
 
 @FUZZ

@@ -763,3 +763,18 @@ def test_room_freed_in_a_sibling_queue_wakes_a_gang_its_parents_capability_parke
     for p in gang_pods("new", 1, gang="new", min_available=1, gpu=1, labels=in_queue("y")):
         cache.upsert_pod(p)
     assert _parked_then(cache, gone="old-0") == {"new-0": "n2"}
+
+
+def test_a_volcano_podgroup_whose_queue_the_api_server_defaulted_keeps_its_labels_queue() -> None:
+    """Volcano's CRD defaults spec.queue to "default": the label is what the user said."""
+    read = volcano_podgroup_from_dict(
+        {
+            "metadata": {"name": "pg", "namespace": "ml", "labels": {names.QUEUE: "team-a"}},
+            "spec": {"minMember": 2, "queue": "default"},
+        }
+    )
+    assert read.queue == "team-a"
+    plain = volcano_podgroup_from_dict(
+        {"metadata": {"name": "pg", "namespace": "ml"}, "spec": {"queue": "default"}}
+    )
+    assert plain.queue == "default"
