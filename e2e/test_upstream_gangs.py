@@ -266,3 +266,32 @@ def test_upstream_podgroups_print_for_kubectl(
     cluster.apply(upstream_podgroup("shown", cluster.namespace, {"gang": {"minCount": 2}}))
     out = cluster.access.kubectl("get", "podgroups", "-n", cluster.namespace, "-o", "json").stdout
     assert [i["apiVersion"] for i in json.loads(out)["items"]] == ["scheduling.k8s.io/v1alpha2"]
+
+
+def test_volcanos_crd_keeps_a_podgroups_subgroup_policy_and_defaults_its_queue(
+    cluster: Cluster,
+) -> None:
+    """The CRD the tests install is Volcano's own schema (#23): subGroupPolicy and its
+    networkTopology come back as written (not pruned), with Volcano's defaults filled in."""
+    _with_volcano_crd(cluster.access)
+    policy = {
+        "name": "replica",
+        "subGroupSize": 8,
+        "minSubGroups": 6,
+        "matchLabelKeys": ["volcano.sh/partition-id"],
+        "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+    }
+    cluster.apply(
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "replicas", "namespace": cluster.namespace},
+            "spec": {"minMember": 48, "subGroupPolicy": [policy, {"name": "leader"}]},
+        }
+    )
+    spec = cluster.get(VOLCANO, "replicas")["spec"]
+    assert spec["subGroupPolicy"] == [
+        policy,
+        {"name": "leader", "subGroupSize": 1, "minSubGroups": 0},
+    ]
+    assert spec["queue"] == "default"

@@ -16,7 +16,9 @@ from typing import Any
 from scheduler.codecs.gangs import read_claim, read_options
 from scheduler.codecs.owners import read_owner_claim
 from scheduler.codecs.quantities import QUANTITY_RULE, quantity
-from scheduler.codecs.shapes import listed, obj, objs, text, texts, whole
+from scheduler.codecs.selectors import label_selector, requirements
+from scheduler.codecs.shapes import MAX_COUNT, listed, obj, objs, text, texts, whole
+from scheduler.codecs.subgroups import subgroup_policy
 from scheduler.model import names
 from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.gangs import Condition, PodGroup, PodGroupStatus, clip_message
@@ -25,13 +27,11 @@ from scheduler.model.pods import (
     GangKey,
     GangOptions,
     HostPort,
-    LabelSelector,
     NodeSelectorTerm,
     Pod,
     PodAffinityTerm,
     PodGroupApi,
     PodRef,
-    Requirement,
     SpreadConstraint,
     Toleration,
 )
@@ -105,23 +105,12 @@ def pod_requests(spec: Obj) -> Resources:
     return Resources(total)
 
 
-def _requirements(raw: object) -> tuple[Requirement, ...]:
-    return tuple(
-        Requirement(
-            key=text(r.get("key")),
-            operator=text(r.get("operator"), "In"),
-            values=tuple(v for v in listed(r.get("values")) if isinstance(v, str)),
-        )
-        for r in objs(raw)
-    )
-
-
 def _terms(selector: object) -> tuple[NodeSelectorTerm, ...]:
     """A NodeSelector's terms."""
     return tuple(
         NodeSelectorTerm(
-            match_expressions=_requirements(term.get("matchExpressions")),
-            match_fields=_requirements(term.get("matchFields")),
+            match_expressions=requirements(term.get("matchExpressions")),
+            match_fields=requirements(term.get("matchFields")),
         )
         for term in objs(obj(selector).get("nodeSelectorTerms"))
     )
@@ -146,16 +135,6 @@ def _claims(name: str, spec: Obj) -> tuple[str, ...]:
         elif isinstance(volume.get("ephemeral"), Mapping):
             claims.append(f"{name}-{text(volume.get('name'))}")
     return tuple(claims)
-
-
-def label_selector(raw: object) -> LabelSelector | None:
-    """A LabelSelector; null (or not an object) is None, which matches nothing."""
-    if not isinstance(raw, Mapping):
-        return None
-    return LabelSelector(
-        match_labels=tuple(sorted(texts(raw.get("matchLabels")).items())),
-        match_expressions=_requirements(raw.get("matchExpressions")),
-    )
 
 
 def _pod_affinity_terms(raw: object, namespace: str) -> tuple[PodAffinityTerm, ...]:
@@ -220,8 +199,8 @@ def _preferred_node_affinity(affinity: Obj) -> tuple[tuple[int, NodeSelectorTerm
         preference = obj(entry.get("preference"))
         if weight is not None:
             term = NodeSelectorTerm(
-                match_expressions=_requirements(preference.get("matchExpressions")),
-                match_fields=_requirements(preference.get("matchFields")),
+                match_expressions=requirements(preference.get("matchExpressions")),
+                match_fields=requirements(preference.get("matchFields")),
             )
             terms.append((weight, term))
     return tuple(terms)
@@ -465,7 +444,6 @@ def podgroup_from_dict(raw: object) -> PodGroup:
 
 
 # int32, the type of minCount and minMember in both APIs' Go types.
-MAX_COUNT = 2**31 - 1
 
 
 def _count(raw: object, field: str, errors: list[str], *, absent: int | None = None) -> int:
@@ -553,6 +531,7 @@ def volcano_podgroup_from_dict(raw: object) -> PodGroup:
     min_member = 1 if zero else _count(raw_min, "spec.minMember", errors, absent=1)
     min_resources = spec.get("minResources")
     errors.extend(resource_errors(min_resources, "spec.minResources"))
+    policies = subgroup_policy(spec.get("subGroupPolicy"), errors)
     # Volcano's CRD defaults spec.queue to "default": a label or annotation naming another
     # queue is what the user said, not the API server.
     queue = text(spec.get("queue"))
@@ -572,6 +551,7 @@ def volcano_podgroup_from_dict(raw: object) -> PodGroup:
         api=PodGroupApi.VOLCANO,
         generation=_int(meta.get("generation")),
         priority_class=text(spec.get("priorityClassName")),
+        subgroup_policy=policies,
     )
 
 

@@ -22,6 +22,9 @@ _EMPTY: Mapping[str, Any] = {}
 # goes through the ABC machinery (it was a sixth of the pod codec's time).
 
 
+MAX_COUNT = 2**31 - 1  # an int32 count, as the API's
+
+
 def obj(raw: object) -> Mapping[str, Any]:
     """A JSON object, or an empty one for anything else (null included)."""
     if type(raw) is dict:

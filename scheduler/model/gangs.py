@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduler.model.owners import Grouping, OwnerKey
-from scheduler.model.pods import GangKey, GangOptions, Mode, Pod, PodGroupApi
+from scheduler.model.pods import GangKey, GangOptions, LabelSelector, Mode, Pod, PodGroupApi
 from scheduler.model.resources import Resources
 from scheduler.model.topology import Constraints, SakkaraGroup
 
@@ -44,6 +44,33 @@ class PodGroupStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class NetworkTopology:
+    """Volcano's ``networkTopology`` (#23): ``hard`` keeps the pods inside one domain of
+    tier ``highest_tier`` (1 the lowest above the nodes) or of the tier named
+    ``highest_tier_name``; ``soft`` prefers it and places anyway."""
+
+    mode: str = "hard"
+    highest_tier: int | None = None
+    highest_tier_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SubGroupPolicy:
+    """One entry of Volcano's ``spec.subGroupPolicy`` (#23). The gang's pods that
+    ``selector`` matches (every pod when None) and that carry every label of
+    ``match_label_keys`` form subgroups, one per distinct tuple of those labels' values; each
+    subgroup is placed whole (``size`` members at least) or not at all, and the gang needs
+    ``min_subgroups`` of them. Each subgroup keeps to ``topology`` where stated."""
+
+    name: str
+    size: int = 1
+    min_subgroups: int = 0
+    match_label_keys: tuple[str, ...] = ()
+    selector: LabelSelector | None = None
+    topology: NetworkTopology | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class PodGroup:
     """A PodGroup object of any of the kinds in ``PodGroupApi``, in one shape; annotation
     overrides are folded in by the codec. ``basic``: an upstream PodGroup whose policy is
@@ -71,6 +98,8 @@ class PodGroup:
     priority: int | None = None
     # The queue it names (#22): Volcano's spec.queue, else our label or Volcano's annotation.
     queue: str = ""
+    # Volcano's spec.subGroupPolicy (#23): gangs inside the gang.
+    subgroup_policy: tuple[SubGroupPolicy, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -196,7 +196,9 @@ KEYS = st.sampled_from(
         "conditions", "type", "minMember", "minResources", "scheduleTimeoutSeconds", "value",
         "globalDefault", "phase", "key", "operator", "values", "effect", "tree",
         "level-names", "resource-names", "size", "constraints", "min", "max", "factor",
-        "partitions", "isHard", "pack", "spread", "rack", "node",
+        "partitions", "isHard", "pack", "spread", "rack", "node", "subGroupPolicy",
+        "subGroupSize", "minSubGroups", "matchLabelKeys", "labelSelector", "matchLabels",
+        "networkTopology", "mode", "highestTierAllowed", "highestTierName",
         names.KOORD_NAME, names.KOORD_MIN_AVAILABLE, names.TOPOLOGY_CONSTRAINTS,
         names.POD_GROUP_LABEL, names.SAKKARA_GROUP_NAME, names.SAKKARA_TOPOLOGY,
     ]
@@ -952,6 +954,17 @@ def test_the_upstream_podgroup_codec_returns_a_podgroup_for_any_json(obj: Any) -
 @example({"spec": {"minMember": -3, "minResources": {"cpu": "1e999"}}})
 @example({"spec": {"minMember": 10**40, "priorityClassName": 5}})
 @example({"spec": {"minMember": True}})
+@example(
+    {
+        "spec": {
+            "subGroupPolicy": [
+                {"name": ["x"], "subGroupSize": 1e309, "matchLabelKeys": [None], "labelSelector": 3,
+                 "networkTopology": {"mode": ["hard"], "highestTierAllowed": True}},
+                5,
+            ]
+        }
+    }
+)  # fmt: skip
 def test_the_volcano_podgroup_codec_returns_a_podgroup_for_any_json(obj: Any) -> None:
     podgroup = volcano_podgroup_from_dict(obj)
     assert isinstance(podgroup, PodGroup)
