@@ -15,9 +15,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from scheduler.core.filtering import selector_matches
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.gangs import Gang, Owner, PodGroup
+from scheduler.model.gangs import Gang, Owner, PodGroup, SubGroup, SubGroupPolicy
 from scheduler.model.owners import Grouping, OwnerKey, child_job, gang_name
 from scheduler.model.pods import (
     GangClaim,
@@ -161,12 +162,14 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
         constraints = next((c.constraints for c in claims if c.constraints is not None), None)
         if constraints is None and podgroup is not None:
             constraints = podgroup.constraints
+        subgroups, minimums = _subgroups(podgroup, pods, constraints, errors)
         gangs[key] = Gang(
             key=key,
             min_member=min_member,
             total=total_claimed or min_member,
-            # The solver places a gang whole: NonStrict's partial holds do not apply.
-            mode=Mode.STRICT if constraints is not None else (mode or Mode.STRICT),
+            # The solver places a gang whole, a subgroup is whole or nothing: NonStrict's
+            # partial holds do not apply.
+            mode=Mode.STRICT if constraints is not None or minimums else (mode or Mode.STRICT),
             timeout_seconds=float(timeout or config.default_timeout_seconds),
             created=podgroup.created if podgroup and podgroup.created else pods[0].created,
             group=tuple(sorted({key, *(groups or ())})),
@@ -178,6 +181,8 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
             starvation_seconds=_stated(claims, podgroup, "starvation_seconds"),
             priority=_priority(podgroup, snapshot.priority_classes),
             queue=_queue(pods, podgroup),
+            subgroups=subgroups,
+            subgroup_minimums=minimums,
         )
     return Resolution(
         gangs=_with_consent(gangs),
@@ -185,6 +190,72 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
         missing_groups=frozenset(missing_groups),
         missing_owners=frozenset(missing_owners),
     )
+
+
+def subgroups_of(policies: Iterable[SubGroupPolicy], pods: Iterable[Pod]) -> tuple[SubGroup, ...]:
+    """The subgroups of a gang (#23), as Volcano forms them: a pod joins the first policy
+    whose selector it matches (every pod, without one) and whose match label keys it carries
+    with a value; the pods of a policy with the same values are one subgroup. Without match
+    label keys, every pod the policy takes is one subgroup (Volcano puts them in its default
+    subjob, where a minSubGroups above 0 is never met). A pod no policy takes is a plain
+    member. Ordered by policy, then index (the first value as a number), then name."""
+    policies = tuple(policies)
+    found: dict[tuple[int, tuple[str, ...]], list[Pod]] = {}
+    for pod in sorted(pods, key=lambda p: p.ref.name):
+        for at, policy in enumerate(policies):
+            if policy.selector is not None and not selector_matches(policy.selector, pod.labels):
+                continue
+            values = tuple(pod.labels.get(k, "") for k in policy.match_label_keys)
+            if not all(values):
+                continue
+            found.setdefault((at, values), []).append(pod)
+            break
+    subgroups = []
+    for (at, values), members in found.items():
+        policy = policies[at]
+        first = values[0] if values else ""
+        subgroups.append(
+            SubGroup(
+                policy=policy.name,
+                name=f"{policy.name}-{'-'.join(values)}" if values else policy.name,
+                size=policy.size,
+                members=tuple(p.ref for p in members),
+                index=int(first) if first.isdigit() else 0,
+                topology=policy.topology,
+            )
+        )
+    order = {p.name: i for i, p in enumerate(policies)}
+    return tuple(sorted(subgroups, key=lambda g: (order[g.policy], g.index, g.name)))
+
+
+def _subgroups(
+    podgroup: PodGroup | None, pods: list[Pod], constraints: object, errors: list[str]
+) -> tuple[tuple[SubGroup, ...], tuple[tuple[str, int], ...]]:
+    """A PodGroup gang's subgroups and, per policy, how many it needs; what cannot be
+    honoured is added to ``errors``."""
+    if podgroup is None or not podgroup.subgroup_policy:
+        return (), ()
+    errors.extend(e for e in _subgroup_errors(podgroup, constraints) if e not in errors)
+    minimums = tuple((p.name, p.min_subgroups) for p in podgroup.subgroup_policy)
+    return subgroups_of(podgroup.subgroup_policy, pods), minimums
+
+
+def _subgroup_errors(podgroup: PodGroup, constraints: object) -> list[str]:
+    """What this version cannot honour of a PodGroup's subgroup policies: said, never
+    silently dropped (a hard constraint ignored would place a replica across racks)."""
+    errors = []
+    if constraints is not None:
+        errors.append(
+            "spec.subGroupPolicy with a topology constraint on the gang is not supported yet: "
+            "remove one of them"
+        )
+    for i, policy in enumerate(podgroup.subgroup_policy):
+        if policy.topology is not None and policy.topology.mode == "hard":
+            errors.append(
+                f"spec.subGroupPolicy[{i}].networkTopology mode hard is not supported yet: "
+                "use mode soft (a preference, not honoured yet either) or remove it"
+            )
+    return errors
 
 
 def _owner_gang(

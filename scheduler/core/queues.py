@@ -524,6 +524,14 @@ class QueueRoom:
             if placed:
                 self._placed[resource] = self._placed.get(resource, 0) + amount
 
+    def untake(self, queue: str, requests: Mapping[str, int]) -> None:
+        """Undo a ``take`` of what was placed (a subgroup that fell short, undone on the
+        ledger too)."""
+        taken = self._taken.setdefault(self.book.name_of(queue), {})
+        for resource, amount in requests.items():
+            taken[resource] = taken.get(resource, 0) - amount
+            self._placed[resource] = self._placed.get(resource, 0) - amount
+
     def give(self, queue: str, requests: Mapping[str, int]) -> None:
         """Count ``requests`` as leaving ``queue`` (a trial's victims): under its capability
         again. The free room is the trial ledger's, where they are gone already."""

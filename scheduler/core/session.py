@@ -855,7 +855,12 @@ class Session:
 
     def shape(self, gang: Gang) -> tuple | None:
         """The key under which a Strict gang's failure is remembered for this pass."""
-        if gang.mode is not Mode.STRICT or gang.topology_placed or gang.min_resources:
+        if (
+            gang.mode is not Mode.STRICT
+            or gang.topology_placed
+            or gang.min_resources
+            or gang.subgroup_minimums  # its members' labels say how it is placed
+        ):
             return None
         todo = self.ordered(pending(gang))
         if any(p.claims for p in todo) or not all(self.finder.inert(p, self.ledger) for p in todo):

@@ -57,13 +57,22 @@ class Statement:
 
     def discard(self) -> None:
         """Undo every operation, last first."""
-        undone = bool(self._operations)
-        for op in reversed(self._operations):
+        self.undo_to(0)
+
+    def mark(self) -> int:
+        """Where the log is now: ``undo_to`` it undoes what came after (a subgroup that
+        fell short, inside a gang's attempt)."""
+        return len(self._operations)
+
+    def undo_to(self, mark: int) -> None:
+        """Undo the operations after ``mark``, last first."""
+        undone = self._operations[mark:]
+        for op in reversed(undone):
             if op.kind is Kind.EVICT:
                 self.ledger.take(op.node, op.pod.requests)
             else:
                 self.ledger.unplace(op.pod, op.node)
-        self._operations.clear()
+        del self._operations[mark:]
         if undone:
             self._on_discard()
 

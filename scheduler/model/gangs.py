@@ -6,7 +6,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from scheduler.model.owners import Grouping, OwnerKey
-from scheduler.model.pods import GangKey, GangOptions, LabelSelector, Mode, Pod, PodGroupApi
+from scheduler.model.pods import (
+    GangKey,
+    GangOptions,
+    LabelSelector,
+    Mode,
+    Pod,
+    PodGroupApi,
+    PodRef,
+)
 from scheduler.model.resources import Resources
 from scheduler.model.topology import Constraints, SakkaraGroup
 
@@ -67,6 +75,21 @@ class SubGroupPolicy:
     min_subgroups: int = 0
     match_label_keys: tuple[str, ...] = ()
     selector: LabelSelector | None = None
+    topology: NetworkTopology | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SubGroup:
+    """One subgroup of a gang (#23): the members one policy's labels put together, placed
+    whole (``size`` of them at least) or not at all. ``name`` is Volcano's subjob name: the
+    policy's, then the label values; ``index`` orders subgroups of a policy (the first value
+    as a number, as Volcano's MatchIndex; 0 when it is none)."""
+
+    policy: str
+    name: str
+    size: int
+    members: tuple[PodRef, ...]
+    index: int = 0
     topology: NetworkTopology | None = None
 
 
@@ -135,6 +158,10 @@ class Gang:
     origin: str = ""
     # The queue it is in (#22): what its PodGroup or its members name; "" for the default.
     queue: str = ""
+    # Gangs inside the gang (#23): each placed whole or not at all, and per policy the number
+    # of them the gang needs (its minSubGroups).
+    subgroups: tuple[SubGroup, ...] = ()
+    subgroup_minimums: tuple[tuple[str, int], ...] = ()
 
     @property
     def topology_placed(self) -> bool:

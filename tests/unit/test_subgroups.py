@@ -3,11 +3,16 @@ whole subgroup by whole subgroup. Bind maps, as Volcano's tests state their expe
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from scheduler.codecs.objects import volcano_podgroup_from_dict
+from scheduler.core.scheduling import schedule
+from scheduler.model import names
 from scheduler.model.gangs import NetworkTopology, SubGroupPolicy
 from scheduler.model.pods import LabelSelector
+from tests.unit.builders import T0, gang_pods, node, snapshot
+from tests.unit.test_allocation import bind_map, events
 
 
 def read(*policies: Any, **spec: Any) -> Any:
@@ -69,3 +74,170 @@ def test_hostile_subgroup_policies_are_errors_that_name_the_field_never_exceptio
         )
         assert len(podgroup.errors) == 1, (raw, podgroup.errors)
         assert said in podgroup.errors[0], (raw, podgroup.errors)
+
+
+# -- placed whole subgroup by whole subgroup -------------------------------------------------
+
+PARTITION = "volcano.sh/partition-id"
+
+
+def replicas(name: str, count: int, size: int, *, gpu: int = 1, first: int = 0) -> list[Any]:
+    """``count`` replicas of ``size`` members of a Volcano gang ``name``, labelled with their
+    replica index (``first`` on)."""
+    pods = []
+    for r in range(first, first + count):
+        for m in range(size):
+            (member,) = gang_pods(
+                f"{name}-{r}-{m}", 1, annotations={names.VOLCANO_GROUP_NAME: name},
+                labels={PARTITION: str(r)}, gpu=gpu, created=T0,
+            )  # fmt: skip
+            pods.append(replace(member, ref=replace(member.ref, name=f"{name}-{r}-{m}")))
+    return pods
+
+
+def podgroup(name: str, *, min_member: int, size: int, min_subgroups: int, **policy: Any) -> Any:
+    return volcano_podgroup_from_dict(
+        {
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {
+                "minMember": min_member,
+                "subGroupPolicy": [
+                    {
+                        "name": "replica",
+                        "subGroupSize": size,
+                        "minSubGroups": min_subgroups,
+                        "matchLabelKeys": [PARTITION],
+                        **policy,
+                    }
+                ],
+            },
+        }
+    )
+
+
+def by_replica(result: Any) -> dict[str, int]:
+    """How many members of each replica were bound."""
+    counts: dict[str, int] = {}
+    for name in bind_map(result):
+        replica = name.rsplit("-", 1)[0]
+        counts[replica] = counts.get(replica, 0) + 1
+    return counts
+
+
+def test_a_gang_of_eight_replicas_needing_six_binds_as_many_whole_replicas_as_fit() -> None:
+    """8 replicas of 2 one-GPU members, minSubGroups 6, 7 GPUs: three whole replicas fit,
+    not six: nothing binds. With 13 GPUs: six whole replicas (12 GPUs), never a seventh
+    half placed."""
+    pods = replicas("dp", 8, 2)
+    group = podgroup("dp", min_member=12, size=2, min_subgroups=6)
+    small = schedule(
+        snapshot([node(f"n{i}", gpu=1) for i in range(7)], pods, podgroups=[group]), now=T0
+    )
+    assert bind_map(small) == {}
+    (message,) = set(events(small, "FailedScheduling"))
+    assert "only 3 of the 6 subgroups of policy replica that the gang needs fit whole" in message
+    big = schedule(
+        snapshot([node(f"n{i}", gpu=1) for i in range(13)], pods, podgroups=[group]), now=T0
+    )
+    assert by_replica(big) == {f"dp-{r}": 2 for r in range(6)}
+
+
+def test_an_elastic_gang_takes_every_whole_replica_that_fits_beyond_its_minimum() -> None:
+    pods = replicas("dp", 8, 2)
+    group = podgroup("dp", min_member=4, size=2, min_subgroups=2)
+    result = schedule(
+        snapshot([node(f"n{i}", gpu=1) for i in range(11)], pods, podgroups=[group]), now=T0
+    )
+    assert by_replica(result) == {f"dp-{r}": 2 for r in range(5)}  # 10 of 11 GPUs: 5 whole
+
+
+def test_a_replica_that_does_not_fit_whole_gives_its_room_back_to_the_next() -> None:
+    """Replica 0's second member needs 4 GPUs (no node has 4): its first member, placed,
+    is undone, and replicas 1 and 2 take the room; nothing of replica 0 binds."""
+    (first,) = replicas("dp", 1, 1)
+    (second,) = gang_pods(
+        "dp-0-1", 1, annotations={names.VOLCANO_GROUP_NAME: "dp"}, labels={PARTITION: "0"},
+        gpu=4, created=T0,
+    )  # fmt: skip
+    second = replace(second, ref=replace(second.ref, name="dp-0-1"))
+    small = replicas("dp", 2, 2, first=1)
+    group = podgroup("dp", min_member=4, size=2, min_subgroups=2)
+    nodes = [node("n0", gpu=3), node("n1", gpu=1)]
+    result = schedule(snapshot(nodes, [first, second, *small], podgroups=[group]), now=T0)
+    assert by_replica(result) == {"dp-1": 2, "dp-2": 2}
+
+
+def test_a_replica_with_fewer_members_than_its_size_is_never_placed() -> None:
+    pods = [*replicas("dp", 2, 2), *replicas("dp", 1, 1, first=2)]  # replica 2 has 1 of 2
+    group = podgroup("dp", min_member=4, size=2, min_subgroups=2)
+    result = schedule(
+        snapshot([node(f"n{i}", gpu=1) for i in range(8)], pods, podgroups=[group]), now=T0
+    )
+    assert by_replica(result) == {"dp-0": 2, "dp-1": 2}
+
+
+def test_a_hard_network_topology_on_a_subgroup_is_said_not_ignored() -> None:
+    pods = replicas("dp", 2, 2)
+    group = podgroup(
+        "dp", min_member=4, size=2, min_subgroups=2,
+        networkTopology={"mode": "hard", "highestTierAllowed": 1},
+    )  # fmt: skip
+    result = schedule(
+        snapshot([node(f"n{i}", gpu=1) for i in range(8)], pods, podgroups=[group]), now=T0
+    )
+    assert bind_map(result) == {}
+    (message,) = set(events(result, "InvalidGangSpec"))
+    assert "networkTopology mode hard is not supported yet" in message
+
+
+def _running(pods: list[Any], nodes: list[str]) -> list[Any]:
+    return [replace(p, node_name=n, phase="Running") for p, n in zip(pods, nodes, strict=True)]
+
+
+def test_a_running_gang_takes_a_further_replica_only_whole() -> None:
+    """Replicas 0 and 1 run (the minimum); replica 2 follows whole when two GPUs are free,
+    and not at all when one is."""
+    running = _running(replicas("dp", 2, 2), ["n0", "n1", "n2", "n3"])
+    waiting = replicas("dp", 1, 2, first=2)
+    group = podgroup("dp", min_member=4, size=2, min_subgroups=2)
+    one_free = [node(f"n{i}", gpu=1) for i in range(5)]
+    result = schedule(snapshot(one_free, [*running, *waiting], podgroups=[group]), now=T0)
+    assert bind_map(result) == {}
+    two_free = [*one_free, node("n5", gpu=1)]
+    result = schedule(snapshot(two_free, [*running, *waiting], podgroups=[group]), now=T0)
+    assert bind_map(result) == {"dp-2-0": "n4", "dp-2-1": "n5"}
+
+
+def test_a_replica_that_lost_a_member_gets_it_back_while_the_gang_runs() -> None:
+    """Replica 1 lost one member (its node went); the controller made it again: it goes
+    back, and replica 1 is whole again."""
+    running = _running(replicas("dp", 2, 2), ["n0", "n1", "n2", "n3"])
+    lost = next(p for p in running if p.ref.name == "dp-1-1")
+    again = replace(lost, node_name="", phase="Pending")
+    pods = [*(p for p in running if p is not lost), again]
+    group = podgroup("dp", min_member=4, size=2, min_subgroups=2)
+    nodes = [node(n, gpu=1) for n in ("n0", "n1", "n2", "n4")]  # n3 is gone
+    result = schedule(snapshot(nodes, pods, podgroups=[group]), now=T0)
+    assert bind_map(result) == {"dp-1-1": "n4"}
+
+
+def test_preemption_takes_a_whole_replica_beyond_the_minimum_never_a_member_of_two() -> None:
+    """4 replicas of 2 run on 8 one-GPU nodes (minSubGroups 2); a higher-priority gang of 2
+    needs 2 GPUs: one replica goes whole, not one member each of two."""
+    running = _running(replicas("dp", 4, 2), [f"n{i}" for i in range(8)])
+    group = podgroup("dp", min_member=4, size=2, min_subgroups=2)
+    urgent = gang_pods("urgent", 2, gang="urgent", min_available=2, gpu=1, priority=100, created=T0)
+    nodes = [node(f"n{i}", gpu=1) for i in range(8)]
+    result = schedule(snapshot(nodes, [*running, *urgent], podgroups=[group]), now=T0)
+    evicted = sorted(e.pod.name for e in result.evictions)
+    assert evicted in (["dp-2-0", "dp-2-1"], ["dp-3-0", "dp-3-1"]), evicted
+
+
+def test_preemption_keeps_a_gang_at_its_minimum_of_subgroups() -> None:
+    """At its minimum (2 of 2 replicas), the gang goes whole or not at all."""
+    running = _running(replicas("dp", 2, 2), [f"n{i}" for i in range(4)])
+    group = podgroup("dp", min_member=4, size=2, min_subgroups=2)
+    urgent = gang_pods("urgent", 1, gang="urgent", min_available=1, gpu=1, priority=100, created=T0)
+    nodes = [node(f"n{i}", gpu=1) for i in range(4)]
+    result = schedule(snapshot(nodes, [*running, *urgent], podgroups=[group]), now=T0)
+    assert sorted(e.pod.name for e in result.evictions) == ["dp-0-0", "dp-0-1", "dp-1-0", "dp-1-1"]

@@ -108,6 +108,9 @@ def _place_after_gang(
     if session.now < outcome.state.retry_at:
         session.wake(outcome.state.retry_at)
         return
+    if gang.subgroup_minimums:
+        _place_after_subgroups(session, statement, gang, room, todo)
+        return
     failures: list[str] = []
     finder = session.finder
     for pod in todo:
@@ -131,6 +134,36 @@ def _place_after_gang(
         placed = {b.pod for b in outcome.bindings}
         unplaced = [p for p in todo if p.ref not in placed]
         session.failed_attempt(gang, "; ".join(failures), pods=unplaced)
+
+
+def _place_after_subgroups(
+    session: Session,
+    statement: Statement,
+    gang: Gang,
+    room: QueueRoom | None,
+    todo: list[Pod],
+) -> None:
+    """A running gang of subgroups (#23): a subgroup not started yet goes whole or waits,
+    one whole subgroup at a time as room appears (the elastic part); the members a running
+    subgroup lost come back together; plain members one by one. Each bound as it is placed:
+    the gang runs already."""
+    outcome = session.outcomes[gang.key]
+    usable = [p for p in todo if not session.volume_problem(p)]
+    got, status = _place_subgroups(session, statement, gang, room, usable, need=0)
+    outcome.bindings.extend(got)
+    if got:
+        session.bindings.append(
+            GroupBinding((GangBinding(gang.key, tuple(outcome.bindings)),), all_or_nothing=False)
+        )
+    placed = {b.pod for b in got}
+    unplaced = [p for p in todo if p.ref not in placed]
+    if unplaced:
+        why = (
+            status.message
+            if not status.ok
+            else (f"{len(unplaced)} member(s) wait: a subgroup is placed whole or not at all")
+        )
+        session.failed_attempt(gang, why, pods=unplaced)
 
 
 def keep_holds(session: Session, statement: Statement, gang: Gang) -> None:
@@ -381,6 +414,8 @@ def _place_gang(
         if refused:
             return [], Status.unschedulable(refused)
         room.take(gang.queue, holding, placed=False)
+    if gang.subgroup_minimums:
+        return _place_subgroups(session, statement, gang, room, members, need=need)
     got: list[Binding] = []
     first_miss: Status | None = None
     finder = session.finder
@@ -404,6 +439,98 @@ def _place_gang(
     if len(got) >= need:
         return got, Status.success()
     return got, first_miss or Status.unschedulable(f"only {len(got)} of {need} members fit")
+
+
+def _place_subgroups(
+    session: Session,
+    statement: Statement,
+    gang: Gang,
+    room: QueueRoom | None,
+    members: list[Pod],
+    *,
+    need: int,
+) -> tuple[list[Binding], Status]:
+    """A gang of subgroups (#23): each subgroup whole (its size at least) or not at all,
+    undone on the statement when it falls short; as many as fit, then the plain members one
+    by one. It holds if ``need`` members are placed and every policy has its minSubGroups
+    whole; what was placed beyond is the elastic part (more subgroups than the minimum)."""
+    pending_by_ref = {p.ref: p for p in members}
+    running = {p.ref for p in gang.members if p.bound and p.alive}
+    got: list[Binding] = []
+    whole: dict[str, int] = {}
+    misses: dict[str, str] = {}  # per policy, why its first subgroup that failed did
+    in_subgroups: set[PodRef] = set()
+    for subgroup in gang.subgroups:
+        in_subgroups.update(subgroup.members)
+        started = sum(1 for ref in subgroup.members if ref in running)
+        todo = session.ordered([pending_by_ref[r] for r in subgroup.members if r in pending_by_ref])
+        short = max(subgroup.size - started, 0)
+        if started and not short:  # running whole already: the rest follow one by one
+            whole[subgroup.policy] = whole.get(subgroup.policy, 0) + 1
+            got += _place_each(session, statement, gang, room, todo)[0]
+            continue
+        if len(todo) < short:
+            misses.setdefault(
+                subgroup.policy,
+                f"subgroup {subgroup.name} has {started + len(todo)} of its {subgroup.size} "
+                "members",
+            )
+            continue
+        mark = statement.mark()
+        placed, miss = _place_each(session, statement, gang, room, todo)
+        if len(placed) >= short:
+            whole[subgroup.policy] = whole.get(subgroup.policy, 0) + 1
+            got += placed
+            continue
+        statement.undo_to(mark)
+        if room is not None:
+            for binding in placed:
+                room.untake(gang.queue, pending_by_ref[binding.pod].requests)
+        misses.setdefault(subgroup.policy, f"subgroup {subgroup.name}: {miss}")
+    loose = [p for p in session.ordered(members) if p.ref not in in_subgroups]
+    placed, loose_miss = _place_each(session, statement, gang, room, loose)
+    got += placed
+    for policy, least in gang.subgroup_minimums:
+        if whole.get(policy, 0) < least:
+            why = misses.get(policy, "")
+            return got, Status.unschedulable(
+                f"only {whole.get(policy, 0)} of the {least} subgroups of policy {policy} "
+                f"that the gang needs fit whole{': ' + why if why else ''}"
+            )
+    if len(got) < need:
+        why = loose_miss or next(iter(misses.values()), "")
+        return got, Status.unschedulable(
+            f"only {len(got)} of {need} members fit{': ' + why if why else ''}"
+        )
+    return got, Status.success()
+
+
+def _place_each(
+    session: Session,
+    statement: Statement,
+    gang: Gang,
+    room: QueueRoom | None,
+    pods: list[Pod],
+) -> tuple[list[Binding], str]:
+    """Each of ``pods`` where it fits, within its queue's room; the bindings, and why the
+    first that did not fit did not ("" if all did)."""
+    got: list[Binding] = []
+    first_miss = ""
+    finder = session.finder
+    for pod in pods:
+        refused = room.refuse(gang.queue, pod.requests) if room is not None else ""
+        node = None if refused else finder.find(pod, statement.ledger)
+        if node is None:
+            if not first_miss:
+                first_miss = (
+                    refused or f"{pod.ref.name}: {finder.explain(pod, statement.ledger).message}"
+                )
+            continue
+        statement.allocate(pod, node)
+        if room is not None:
+            room.take(gang.queue, pod.requests)
+        got.append(Binding(pod.ref, node))
+    return got, first_miss
 
 
 def _arrange_gang(

@@ -29,13 +29,13 @@ from types import MappingProxyType
 
 from scheduler.core.actions.allocate import place_group
 from scheduler.core.filtering import selector_matches
-from scheduler.core.gangs import priority_of
+from scheduler.core.gangs import priority_of, subgroups_of
 from scheduler.core.placing import Ledger
 from scheduler.core.session import Session, pending
 from scheduler.core.statement import Statement
 from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.decisions import Eviction, Nomination
-from scheduler.model.gangs import Gang
+from scheduler.model.gangs import Gang, PodGroup
 from scheduler.model.pods import SINGLE_PREFIX, Pod, gang_key_of
 
 # Placements tried per GangGroup in one pass: a bound on the work a hopeless group costs.
@@ -161,8 +161,12 @@ def candidates(
             units.append(Victims(tuple(members), priority, members[0][0].created))
             continue
         minimum = _min_member(session, members[0][0])
-        for extra in youngest_first[: max(len(members) - minimum, 0)]:
-            units.append(Victims((extra,), priority, extra[0].created))
+        podgroup = _podgroup_of(session, members[0][0])
+        if podgroup is not None and podgroup.subgroup_policy:
+            units.extend(_extra_subgroups(podgroup, members, priority, minimum=minimum))
+        else:
+            for extra in youngest_first[: max(len(members) - minimum, 0)]:
+                units.append(Victims((extra,), priority, extra[0].created))
         newest = max(p.created for p, _ in members)
         units.append(Victims(tuple(youngest_first), priority, newest))
     units.sort(key=Victims.order)
@@ -222,6 +226,38 @@ def _counts_against(budget: DisruptionBudget, pod: Pod) -> bool:
         and pod.ref.name not in budget.disrupted
         and selector_matches(selector, pod.labels)
     )
+
+
+def _podgroup_of(session: Session, pod: Pod) -> PodGroup | None:
+    key = gang_key_of(pod)
+    gang = session.gangs.get(key)
+    return gang.podgroup if gang is not None else session.snapshot.podgroups.get(key)
+
+
+def _extra_subgroups(
+    podgroup: PodGroup, members: list[tuple[Pod, str]], priority: int, *, minimum: int
+) -> list[Victims]:
+    """A running gang of subgroups (#23) gives up whole subgroups beyond each policy's
+    minSubGroups, never a member of one alone, and never below its minMember: which ones is
+    chosen here (a subgroup already short of its size, then the highest index, as a
+    scale-down takes them); when, by preemption's order among all units."""
+    where = {pod.ref: (pod, node) for pod, node in members}
+    groups = subgroups_of(podgroup.subgroup_policy, [pod for pod, _ in members])
+    least = {p.name: p.min_subgroups for p in podgroup.subgroup_policy}
+    whole = Counter(g.policy for g in groups if len(g.members) >= g.size)
+    left = len(members)
+    extras = []
+    for group in sorted(groups, key=lambda g: (len(g.members) >= g.size, -g.index, g.name)):
+        complete = len(group.members) >= group.size
+        if (complete and whole[group.policy] <= least[group.policy]) or (
+            left - len(group.members) < minimum
+        ):
+            continue
+        pods = tuple(where[ref] for ref in group.members)
+        extras.append(Victims(pods, priority, max(pod.created for pod, _ in pods)))
+        whole[group.policy] -= complete
+        left -= len(pods)
+    return extras
 
 
 def _min_member(session: Session, pod: Pod) -> int:
