@@ -2,7 +2,8 @@
 named by the pod's spec.schedulingGroup) and the Volcano way (the scheduling.k8s.io/group-name
 annotation and a scheduling.volcano.sh/v1beta1 PodGroup): the same objects kube-scheduler's
 and Volcano's gang scheduling take, scheduled by us whole, with the status their APIs define.
-The local control plane serves v1alpha2; Volcano's CRD is a stand-in kept in e2e/crds/."""
+The local control plane serves v1alpha2; Volcano's CRD, generated from its Go module, is in
+e2e/crds/."""
 
 from __future__ import annotations
 
