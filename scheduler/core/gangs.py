@@ -242,19 +242,13 @@ def _subgroups(
 
 def _subgroup_errors(podgroup: PodGroup, constraints: object) -> list[str]:
     """What this version cannot honour of a PodGroup's subgroup policies: said, never
-    silently dropped (a hard constraint ignored would place a replica across racks)."""
+    silently dropped."""
     errors = []
     if constraints is not None:
         errors.append(
             "spec.subGroupPolicy with a topology constraint on the gang is not supported yet: "
             "remove one of them"
         )
-    for i, policy in enumerate(podgroup.subgroup_policy):
-        if policy.topology is not None and policy.topology.mode == "hard":
-            errors.append(
-                f"spec.subGroupPolicy[{i}].networkTopology mode hard is not supported yet: "
-                "use mode soft (a preference, not honoured yet either) or remove it"
-            )
     return errors
 
 

@@ -11,7 +11,7 @@ from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.gangs import NetworkTopology, SubGroupPolicy
 from scheduler.model.pods import LabelSelector
-from tests.unit.builders import T0, gang_pods, node, snapshot
+from tests.unit.builders import T0, gang_pods, node, snapshot, tree_topology
 from tests.unit.test_allocation import bind_map, events
 
 
@@ -176,18 +176,90 @@ def test_a_replica_with_fewer_members_than_its_size_is_never_placed() -> None:
     assert by_replica(result) == {"dp-0": 2, "dp-1": 2}
 
 
-def test_a_hard_network_topology_on_a_subgroup_is_said_not_ignored() -> None:
-    pods = replicas("dp", 2, 2)
+RACKS = tree_topology(
+    {
+        "rack-0": {"n0": {}, "n1": {}},
+        "rack-1": {"n2": {}, "n3": {}},
+        "rack-2": {"n4": {}, "n5": {}},
+    },
+    ("rack", "node"),
+)
+
+
+def racks_of(result: Any) -> dict[str, set[str]]:
+    """The racks each replica was bound in."""
+    placed: dict[str, set[str]] = {}
+    for name, where in bind_map(result).items():
+        placed.setdefault(name.rsplit("-", 1)[0], set()).add(RACKS.paths[where][0])
+    return placed
+
+
+def test_each_replica_with_a_hard_tier_1_topology_lands_in_one_rack() -> None:
+    """n0 is taken: rack-0 has one GPU left. Packed by room alone, replica 0 would take n1
+    and a GPU of rack-1; with highestTierAllowed 1 (the racks) each replica has a rack."""
+    taken = _running(gang_pods("other", 1, gpu=1, created=T0), ["n0"])
+    pods = [*replicas("dp", 2, 2), *taken]
     group = podgroup(
         "dp", min_member=4, size=2, min_subgroups=2,
         networkTopology={"mode": "hard", "highestTierAllowed": 1},
     )  # fmt: skip
-    result = schedule(
-        snapshot([node(f"n{i}", gpu=1) for i in range(8)], pods, podgroups=[group]), now=T0
-    )
+    nodes = [node(f"n{i}", gpu=1) for i in range(6)]
+    snap = replace(snapshot(nodes, pods, podgroups=[group]), topology=RACKS)
+    result = schedule(snap, now=T0)
+    assert {r: len(racks) for r, racks in racks_of(result).items()} == {"dp-0": 1, "dp-1": 1}
+    assert "rack-0" not in set().union(*racks_of(result).values())
+
+
+def test_a_hard_replica_that_no_rack_can_hold_is_not_placed_a_soft_one_is() -> None:
+    """Replicas of 3 on racks of 2 GPUs: hard, nothing binds and the Event says which
+    replica and why; soft, they are placed across racks."""
+    pods = replicas("dp", 2, 3)
+    nodes = [node(f"n{i}", gpu=1) for i in range(6)]
+    for mode, bound in (("hard", 0), ("soft", 6)):
+        group = podgroup(
+            "dp", min_member=6, size=3, min_subgroups=2,
+            networkTopology={"mode": mode, "highestTierAllowed": 1},
+        )  # fmt: skip
+        snap = replace(snapshot(nodes, pods, podgroups=[group]), topology=RACKS)
+        result = schedule(snap, now=T0)
+        assert len(bind_map(result)) == bound, mode
+    (message,) = set(events(schedule(replace(snapshot(nodes, pods, podgroups=[
+        podgroup("dp", min_member=6, size=3, min_subgroups=2,
+                 networkTopology={"mode": "hard", "highestTierAllowed": 1}),
+    ]), topology=RACKS), now=T0), "FailedScheduling"))  # fmt: skip
+    assert "subgroup replica-0" in message
+
+
+def test_a_tier_above_the_topology_is_said_and_names_the_levels() -> None:
+    pods = replicas("dp", 2, 2)
+    group = podgroup(
+        "dp", min_member=4, size=2, min_subgroups=2,
+        networkTopology={"mode": "hard", "highestTierAllowed": 2},
+    )  # fmt: skip
+    nodes = [node(f"n{i}", gpu=1) for i in range(6)]
+    snap = replace(snapshot(nodes, pods, podgroups=[group]), topology=RACKS)
+    result = schedule(snap, now=T0)
     assert bind_map(result) == {}
-    (message,) = set(events(result, "InvalidGangSpec"))
-    assert "networkTopology mode hard is not supported yet" in message
+    (message,) = set(events(result, "FailedScheduling"))
+    assert "highestTierAllowed 2 is above every level of topology" in message
+    assert "its levels: rack, node" in message
+
+
+def test_a_tier_name_is_a_level_of_the_topology() -> None:
+    pods = replicas("dp", 2, 2)
+    nodes = [node(f"n{i}", gpu=1) for i in range(6)]
+    for name, bound in (("rack", 4), ("zone", 0)):
+        group = podgroup(
+            "dp", min_member=4, size=2, min_subgroups=2,
+            networkTopology={"mode": "hard", "highestTierName": name},
+        )  # fmt: skip
+        snap = replace(snapshot(nodes, pods, podgroups=[group]), topology=RACKS)
+        result = schedule(snap, now=T0)
+        assert len(bind_map(result)) == bound, name
+    assert (
+        "highestTierName 'zone' is no level of topology"
+        in set(events(result, "FailedScheduling")).pop()
+    )
 
 
 def _running(pods: list[Any], nodes: list[str]) -> list[Any]:

@@ -28,11 +28,11 @@ from scheduler.core.session import (
 from scheduler.core.statement import Statement
 from scheduler.model import names
 from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch
-from scheduler.model.gangs import Gang
+from scheduler.model.gangs import Gang, SubGroup
 from scheduler.model.pods import GangKey, Mode, Pod, PodRef
 from scheduler.model.resources import Resources
 from scheduler.model.status import Status
-from scheduler.model.topology import Constraints
+from scheduler.model.topology import Constraints, LevelConstraint, Topology
 
 
 def allocate(session: Session) -> None:
@@ -476,6 +476,16 @@ def _place_subgroups(
                 "members",
             )
             continue
+        if subgroup.topology is not None:
+            placed, status = _arrange_subgroup(
+                session, statement, gang, room, subgroup=subgroup, todo=todo
+            )
+            if status.ok:
+                whole[subgroup.policy] = whole.get(subgroup.policy, 0) + 1
+                got += placed
+            else:
+                misses.setdefault(subgroup.policy, f"subgroup {subgroup.name}: {status.message}")
+            continue
         mark = statement.mark()
         placed, miss = _place_each(session, statement, gang, room, todo)
         if len(placed) >= short:
@@ -503,6 +513,79 @@ def _place_subgroups(
             f"only {len(got)} of {need} members fit{': ' + why if why else ''}"
         )
     return got, Status.success()
+
+
+def _arrange_subgroup(
+    session: Session,
+    statement: Statement,
+    gang: Gang,
+    room: QueueRoom | None,
+    *,
+    subgroup: SubGroup,
+    todo: list[Pod],
+) -> tuple[list[Binding], Status]:
+    """A subgroup with a ``networkTopology`` (#23): by the topology solver, all of it in one
+    domain of its tier (``hard``; ``soft`` prefers one and places anyway), every pending
+    member else the first ``size`` of them; nothing placed unless it all fits."""
+    level, problem = subgroup_level(session.topology, subgroup)
+    if problem:
+        return [], Status.unschedulable(problem)
+    assert subgroup.topology is not None
+    constraints = Constraints(
+        by_level={
+            level: LevelConstraint(level=level, partitions=1, hard=subgroup.topology.mode == "hard")
+        }
+    )
+    members = sorted(todo, key=lambda p: tree_order(p.ref.name))
+    tries = [members]
+    if subgroup.size < len(members):
+        tries.append(members[: subgroup.size])
+    status = Status.unschedulable(f"fewer than {subgroup.size} members to place")
+    for chosen in tries:
+        arrangement = session.arranger.arrange(
+            chosen, constraints=constraints, ledger=statement.ledger.scratch()
+        )
+        status = arrangement.status
+        if status.ok:
+            status = _other_pods_allow(session, statement, arrangement.placements)
+        wanted = Resources.total(p.requests for p, _ in arrangement.placements)
+        if status.ok and room is not None and (refused := room.refuse(gang.queue, wanted)):
+            status = Status.unschedulable(refused)
+        if status.ok:
+            if room is not None:
+                room.take(gang.queue, wanted)
+            for pod, node in arrangement.placements:
+                statement.allocate(pod, node)
+            return [Binding(p.ref, node) for p, node in arrangement.placements], status
+    return [], status
+
+
+def subgroup_level(topology: Topology, subgroup: SubGroup) -> tuple[str, str]:
+    """The level of ``topology`` a subgroup's networkTopology names: tier k is the k-th
+    level above the nodes (Volcano's tiers: 1 the lowest), tier 0 one node; a tier name is a
+    level's name. ("", why) when it names none."""
+    spec = subgroup.topology
+    assert spec is not None
+    levels = topology.levels  # top to bottom, the nodes last
+    where = f"subgroup {subgroup.name}: networkTopology"
+    if spec.highest_tier_name:
+        if spec.highest_tier_name in levels:
+            return spec.highest_tier_name, ""
+        return "", (
+            f"{where} highestTierName {spec.highest_tier_name!r} is no level of topology "
+            f"{topology.name!r} (its levels: {', '.join(levels)})"
+        )
+    tier = spec.highest_tier if spec.highest_tier is not None else 1
+    if tier < len(levels):
+        return levels[len(levels) - 1 - tier], ""
+    if spec.mode == "soft":
+        return levels[0], ""  # above the top: anywhere, one domain of the top preferred
+    return "", (
+        f"{where} highestTierAllowed {tier} is above every level of topology "
+        f"{topology.name!r} (its levels: {', '.join(levels)}; tier 1 is the lowest above the "
+        "nodes): describe the topology (a sakkara.topology ConfigMap or "
+        "--topology-from-labels) or lower the tier"
+    )
 
 
 def _place_each(
