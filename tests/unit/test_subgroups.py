@@ -313,3 +313,38 @@ def test_preemption_keeps_a_gang_at_its_minimum_of_subgroups() -> None:
     nodes = [node(f"n{i}", gpu=1) for i in range(4)]
     result = schedule(snapshot(nodes, [*running, *urgent], podgroups=[group]), now=T0)
     assert sorted(e.pod.name for e in result.evictions) == ["dp-0-0", "dp-0-1", "dp-1-0", "dp-1-1"]
+
+
+HEAL_RACKS = tree_topology(
+    {"rack-0": {"n0": {}, "n1": {}, "n2": {}}, "rack-1": {"n3": {}, "n4": {}, "n5": {}}},
+    ("rack", "node"),
+)
+
+
+def _lost_one(mode: str, *, rack_0_room: bool) -> Any:
+    """Replica 0 (two 1-GPU members) ran on n0 and n1 in rack-0; n1 is gone and its member
+    made again. n3 in rack-1 is half full (packing would pick it first)."""
+    running = _running(replicas("dp", 1, 2), ["n0", "n1"])
+    again = replace(running[1], node_name="", phase="Pending")
+    other = _running(gang_pods("other", 1, gpu=1, created=T0), ["n3"])
+    filler = _running(gang_pods("filler", 2, gpu=1, created=T0), ["n2", "n2"])
+    pods = [running[0], again, *other, *([] if rack_0_room else filler)]
+    group = podgroup(
+        "dp", min_member=2, size=2, min_subgroups=1,
+        networkTopology={"mode": mode, "highestTierAllowed": 1},
+    )  # fmt: skip
+    nodes = [node("n0", gpu=1), *(node(n, gpu=2) for n in ("n2", "n3", "n4", "n5"))]
+    return schedule(replace(snapshot(nodes, pods, podgroups=[group]), topology=HEAL_RACKS), now=T0)
+
+
+def test_a_lost_member_goes_back_into_the_rack_where_the_rest_of_its_replica_runs() -> None:
+    assert bind_map(_lost_one("hard", rack_0_room=True)) == {"dp-0-1": "n2"}
+
+
+def test_a_hard_replica_waits_for_room_in_its_rack_a_soft_one_goes_elsewhere() -> None:
+    hard = _lost_one("hard", rack_0_room=False)
+    assert bind_map(hard) == {}
+    (message,) = set(events(hard, "FailedScheduling"))
+    assert "the rest of the subgroup runs in rack rack-0" in message
+    soft = _lost_one("soft", rack_0_room=False)
+    assert set(bind_map(soft)) == {"dp-0-1"}

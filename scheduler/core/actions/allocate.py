@@ -455,48 +455,23 @@ def _place_subgroups(
     by one. It holds if ``need`` members are placed and every policy has its minSubGroups
     whole; what was placed beyond is the elastic part (more subgroups than the minimum)."""
     pending_by_ref = {p.ref: p for p in members}
-    running = {p.ref for p in gang.members if p.bound and p.alive}
+    running = {p.ref: p.node_name for p in gang.members if p.bound and p.alive}
     got: list[Binding] = []
     whole: dict[str, int] = {}
     misses: dict[str, str] = {}  # per policy, why its first subgroup that failed did
     in_subgroups: set[PodRef] = set()
     for subgroup in gang.subgroups:
         in_subgroups.update(subgroup.members)
-        started = sum(1 for ref in subgroup.members if ref in running)
         todo = session.ordered([pending_by_ref[r] for r in subgroup.members if r in pending_by_ref])
-        short = max(subgroup.size - started, 0)
-        if started and not short:  # running whole already: the rest follow one by one
+        nodes = [running[r] for r in subgroup.members if r in running]
+        placed, miss = _place_subgroup(
+            session, statement, gang, room, subgroup=subgroup, todo=todo, nodes=nodes
+        )
+        got += placed
+        if miss:
+            misses.setdefault(subgroup.policy, f"subgroup {subgroup.name}: {miss}")
+        else:
             whole[subgroup.policy] = whole.get(subgroup.policy, 0) + 1
-            got += _place_each(session, statement, gang, room, todo)[0]
-            continue
-        if len(todo) < short:
-            misses.setdefault(
-                subgroup.policy,
-                f"subgroup {subgroup.name} has {started + len(todo)} of its {subgroup.size} "
-                "members",
-            )
-            continue
-        if subgroup.topology is not None:
-            placed, status = _arrange_subgroup(
-                session, statement, gang, room, subgroup=subgroup, todo=todo
-            )
-            if status.ok:
-                whole[subgroup.policy] = whole.get(subgroup.policy, 0) + 1
-                got += placed
-            else:
-                misses.setdefault(subgroup.policy, f"subgroup {subgroup.name}: {status.message}")
-            continue
-        mark = statement.mark()
-        placed, miss = _place_each(session, statement, gang, room, todo)
-        if len(placed) >= short:
-            whole[subgroup.policy] = whole.get(subgroup.policy, 0) + 1
-            got += placed
-            continue
-        statement.undo_to(mark)
-        if room is not None:
-            for binding in placed:
-                room.untake(gang.queue, pending_by_ref[binding.pod].requests)
-        misses.setdefault(subgroup.policy, f"subgroup {subgroup.name}: {miss}")
     loose = [p for p in session.ordered(members) if p.ref not in in_subgroups]
     placed, loose_miss = _place_each(session, statement, gang, room, loose)
     got += placed
@@ -513,6 +488,47 @@ def _place_subgroups(
             f"only {len(got)} of {need} members fit{': ' + why if why else ''}"
         )
     return got, Status.success()
+
+
+def _place_subgroup(
+    session: Session,
+    statement: Statement,
+    gang: Gang,
+    room: QueueRoom | None,
+    *,
+    subgroup: SubGroup,
+    todo: list[Pod],
+    nodes: list[str],
+) -> tuple[list[Binding], str]:
+    """One subgroup, whose running members are on ``nodes``: what was placed of it, and ""
+    if it is whole now, else why not."""
+    started = len(nodes)
+    short = max(subgroup.size - started, 0)
+    if started and subgroup.topology is not None and todo:
+        # Healing: back where the rest of the subgroup runs (its domain of the tier).
+        placed, status = _heal_subgroup(
+            session, statement, gang, room, subgroup=subgroup, todo=todo, nodes=nodes, short=short
+        )
+        return placed, "" if status.ok else status.message
+    if started and not short:  # running whole already: the rest follow one by one
+        return _place_each(session, statement, gang, room, todo)[0], ""
+    if len(todo) < short:
+        return [], f"it has {started + len(todo)} of its {subgroup.size} members"
+    if subgroup.topology is not None:
+        placed, status = _arrange_subgroup(
+            session, statement, gang, room, subgroup=subgroup, todo=todo
+        )
+        return placed, "" if status.ok else status.message
+    mark = statement.mark()
+    placed, miss = _place_each(session, statement, gang, room, todo)
+    if len(placed) >= short:
+        return placed, ""
+    statement.undo_to(mark)
+    if room is not None:
+        requests = {p.ref: p.requests for p in todo}
+        for binding in placed:
+            room.untake(gang.queue, requests[binding.pod])
+    return [], miss
 
 
 def _arrange_subgroup(
@@ -558,6 +574,80 @@ def _arrange_subgroup(
                 statement.allocate(pod, node)
             return [Binding(p.ref, node) for p, node in arrangement.placements], status
     return [], status
+
+
+def _heal_subgroup(
+    session: Session,
+    statement: Statement,
+    gang: Gang,
+    room: QueueRoom | None,
+    *,
+    subgroup: SubGroup,
+    todo: list[Pod],
+    nodes: list[str],
+    short: int,
+) -> tuple[list[Binding], Status]:
+    """Members of a running subgroup with a ``networkTopology`` (#23): those it lost (a
+    node gone, a pod deleted, made again by its controller) go back into the domain of its
+    tier where the rest of it runs, all of the missing ones or none (its size again); its
+    extras one by one there. Where that domain has no room: a ``hard`` subgroup waits (the
+    rest runs on), a ``soft`` one is placed in any one domain of its tier. Kueue's TAS
+    replaces a failed node by one node of the same domain, one failed node at a time, and
+    evicts the whole workload when it finds none (fail-fast) or keeps trying; here each lost
+    pod is placed on its own, however many nodes went, and nothing that runs is disturbed."""
+    assert subgroup.topology is not None
+    topology = session.topology
+    level, problem = subgroup_level(topology, subgroup)
+    if problem:
+        return [], Status.unschedulable(problem)
+    domains = {topology.unit(n, level) for n in nodes if n in topology.paths}
+    domain = min(domains) if len(domains) == 1 else ""
+    where = (
+        frozenset(n for n in topology.paths if topology.unit(n, level) == domain)
+        if domain
+        else frozenset(topology.paths)
+    )
+    mark = statement.mark()
+    got: list[Binding] = []
+    first_miss = ""
+    for pod in todo:
+        refused = room.refuse(gang.queue, pod.requests) if room is not None else ""
+        node = None if refused else _find_among(session, statement, pod, where)
+        if node is None:
+            first_miss = (
+                first_miss or refused or f"{pod.ref.name}: no node of {level} {domain} has room"
+            )
+            continue
+        statement.allocate(pod, node)
+        if room is not None:
+            room.take(gang.queue, pod.requests)
+        got.append(Binding(pod.ref, node))
+    if len(got) >= short:
+        return got, Status.success()
+    statement.undo_to(mark)
+    if room is not None:
+        requests = {p.ref: p.requests for p in todo}
+        for binding in got:
+            room.untake(gang.queue, requests[binding.pod])
+    if subgroup.topology.mode == "soft":
+        return _arrange_subgroup(session, statement, gang, room, subgroup=subgroup, todo=todo)
+    return [], Status.unschedulable(
+        f"{first_miss}; the rest of the subgroup runs in {level} {domain}, and a hard "
+        "networkTopology keeps its members there: it waits for room in it"
+    )
+
+
+def _find_among(
+    session: Session, statement: Statement, pod: Pod, nodes: frozenset[str]
+) -> str | None:
+    """A node of ``nodes`` for ``pod``: every filter, its room, what the other pods
+    allow; the first by name."""
+    finder = session.finder
+    check = finder.check(pod, statement.ledger)
+    for node in sorted(nodes & finder.static_fit(pod)):
+        if statement.ledger.fits(node, pod.requests) and (check is None or not check.reason(node)):
+            return node
+    return None
 
 
 def subgroup_level(topology: Topology, subgroup: SubGroup) -> tuple[str, str]:
