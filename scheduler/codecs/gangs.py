@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from dataclasses import fields
 
 from scheduler.codecs.shapes import texts
+from scheduler.codecs.subgroups import subgroup_policy
 from scheduler.codecs.topology import read_constraints
 from scheduler.model import names
-from scheduler.model.pods import GangClaim, GangKey, GangOptions, GangSource, Mode
+from scheduler.model.pods import GangClaim, GangKey, GangOptions, GangSource, Mode, SubGroupPolicy
 from scheduler.model.times import parse_duration
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -117,6 +118,7 @@ def read_options(annotations: Mapping[str, str], *, namespace: str) -> GangOptio
     if names.TOPOLOGY_CONSTRAINTS in annotations:
         constraints = read_constraints(annotations[names.TOPOLOGY_CONSTRAINTS])
         errors.extend(f"annotation {names.TOPOLOGY_CONSTRAINTS}: {e}" for e in constraints.errors)
+    policies = _subgroup_policy(annotations, errors)
     return GangOptions(
         min_available=min_available,
         total_number=total,
@@ -125,8 +127,28 @@ def read_options(annotations: Mapping[str, str], *, namespace: str) -> GangOptio
         mode=mode,
         groups=groups,
         constraints=constraints,
+        subgroup_policy=policies,
         errors=tuple(errors),
     )
+
+
+def _subgroup_policy(
+    annotations: Mapping[str, str], errors: list[str]
+) -> tuple[SubGroupPolicy, ...] | None:
+    """gang-scheduler.io/subgroup-policy: Volcano's ``spec.subGroupPolicy`` as JSON (#23)."""
+    raw = annotations.get(names.SUBGROUP_POLICY)
+    if raw is None:
+        return None
+    key = names.SUBGROUP_POLICY
+    try:
+        value = json.loads(raw)
+    except ValueError as error:
+        errors.append(f"annotation {key} must be a JSON list of subgroup policies: {error}")
+        return None
+    found: list[str] = []
+    policies = subgroup_policy(value, found)
+    errors.extend(f"annotation {key}: {e.replace('spec.subGroupPolicy', 'policy')}" for e in found)
+    return policies
 
 
 def _duration(annotations: Mapping[str, str], key: str, errors: list[str]) -> float | None:

@@ -438,6 +438,7 @@ def podgroup_from_dict(raw: object) -> PodGroup:
         timeout_seconds=timeout,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
         **_stated_options(options),
+        subgroup_policy=options.subgroup_policy or (),
         status=_status(obj(body.get("status"))),
         errors=tuple(errors),
     )
@@ -504,6 +505,7 @@ def workload_podgroup_from_dict(raw: object) -> PodGroup:
         min_member=min_member,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
         **_stated_options(options),
+        subgroup_policy=options.subgroup_policy or (),
         status=_status(obj(body.get("status"))),
         errors=tuple(errors),
         api=PodGroupApi.WORKLOAD,
@@ -551,7 +553,7 @@ def volcano_podgroup_from_dict(raw: object) -> PodGroup:
         api=PodGroupApi.VOLCANO,
         generation=_int(meta.get("generation")),
         priority_class=text(spec.get("priorityClassName")),
-        subgroup_policy=policies,
+        subgroup_policy=policies or options.subgroup_policy or (),
     )
 
 

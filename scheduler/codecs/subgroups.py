@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from scheduler.codecs.selectors import label_selector
 from scheduler.codecs.shapes import MAX_COUNT, listed, text, whole
-from scheduler.model.gangs import NetworkTopology, SubGroupPolicy
+from scheduler.model.pods import NetworkTopology, SubGroupPolicy
 
 FIELD = "spec.subGroupPolicy"
 MODES = ("hard", "soft")

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from scheduler.core.filtering import selector_matches
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.gangs import Gang, Owner, PodGroup, SubGroup, SubGroupPolicy
+from scheduler.model.gangs import Gang, Owner, PodGroup, SubGroup
 from scheduler.model.owners import Grouping, OwnerKey, child_job, gang_name
 from scheduler.model.pods import (
     GangClaim,
@@ -27,6 +27,7 @@ from scheduler.model.pods import (
     GangSource,
     Mode,
     Pod,
+    SubGroupPolicy,
     gang_key_of,
 )
 from scheduler.model.snapshot import PriorityClass, Snapshot
@@ -162,7 +163,9 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
         constraints = next((c.constraints for c in claims if c.constraints is not None), None)
         if constraints is None and podgroup is not None:
             constraints = podgroup.constraints
-        subgroups, minimums = _subgroups(podgroup, pods, constraints, errors)
+        subgroups, minimums = _subgroups(
+            _stated(claims, podgroup, "subgroup_policy"), pods, constraints, errors
+        )
         gangs[key] = Gang(
             key=key,
             min_member=min_member,
@@ -229,27 +232,25 @@ def subgroups_of(policies: Iterable[SubGroupPolicy], pods: Iterable[Pod]) -> tup
 
 
 def _subgroups(
-    podgroup: PodGroup | None, pods: list[Pod], constraints: object, errors: list[str]
+    policies: tuple[SubGroupPolicy, ...] | None,
+    pods: list[Pod],
+    constraints: object,
+    errors: list[str],
 ) -> tuple[tuple[SubGroup, ...], tuple[tuple[str, int], ...]]:
-    """A PodGroup gang's subgroups and, per policy, how many it needs; what cannot be
-    honoured is added to ``errors``."""
-    if podgroup is None or not podgroup.subgroup_policy:
+    """A gang's subgroups (its PodGroup's spec.subGroupPolicy, or the members' or the
+    PodGroup's gang-scheduler.io/subgroup-policy) and, per policy, how many it needs; what
+    cannot be honoured is added to ``errors``, never silently dropped."""
+    if not policies:
         return (), ()
-    errors.extend(e for e in _subgroup_errors(podgroup, constraints) if e not in errors)
-    minimums = tuple((p.name, p.min_subgroups) for p in podgroup.subgroup_policy)
-    return subgroups_of(podgroup.subgroup_policy, pods), minimums
-
-
-def _subgroup_errors(podgroup: PodGroup, constraints: object) -> list[str]:
-    """What this version cannot honour of a PodGroup's subgroup policies: said, never
-    silently dropped."""
-    errors = []
     if constraints is not None:
-        errors.append(
-            "spec.subGroupPolicy with a topology constraint on the gang is not supported yet: "
+        problem = (
+            "subgroup policies with a topology constraint on the gang are not supported yet: "
             "remove one of them"
         )
-    return errors
+        if problem not in errors:
+            errors.append(problem)
+    minimums = tuple((p.name, p.min_subgroups) for p in policies)
+    return subgroups_of(policies, pods), minimums
 
 
 def _owner_gang(

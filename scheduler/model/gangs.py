@@ -9,11 +9,12 @@ from scheduler.model.owners import Grouping, OwnerKey
 from scheduler.model.pods import (
     GangKey,
     GangOptions,
-    LabelSelector,
     Mode,
+    NetworkTopology,
     Pod,
     PodGroupApi,
     PodRef,
+    SubGroupPolicy,
 )
 from scheduler.model.resources import Resources
 from scheduler.model.topology import Constraints, SakkaraGroup
@@ -49,33 +50,6 @@ class PodGroupStatus:
     schedule_start_time: str = ""  # RFC 3339
     occupied_by: str = ""
     conditions: tuple[Condition, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class NetworkTopology:
-    """Volcano's ``networkTopology`` (#23): ``hard`` keeps the pods inside one domain of
-    tier ``highest_tier`` (1 the lowest above the nodes) or of the tier named
-    ``highest_tier_name``; ``soft`` prefers it and places anyway."""
-
-    mode: str = "hard"
-    highest_tier: int | None = None
-    highest_tier_name: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class SubGroupPolicy:
-    """One entry of Volcano's ``spec.subGroupPolicy`` (#23). The gang's pods that
-    ``selector`` matches (every pod when None) and that carry every label of
-    ``match_label_keys`` form subgroups, one per distinct tuple of those labels' values; each
-    subgroup is placed whole (``size`` members at least) or not at all, and the gang needs
-    ``min_subgroups`` of them. Each subgroup keeps to ``topology`` where stated."""
-
-    name: str
-    size: int = 1
-    min_subgroups: int = 0
-    match_label_keys: tuple[str, ...] = ()
-    selector: LabelSelector | None = None
-    topology: NetworkTopology | None = None
 
 
 @dataclass(frozen=True, slots=True)

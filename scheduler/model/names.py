@@ -78,6 +78,10 @@ VOLCANO_QUEUE_NAME = "scheduling.volcano.sh/queue-name"
 VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"
 QUEUE = OUR_PREFIX + "queue"
 
+# Subgroups inside a gang (#23) for our PodGroups, upstream ones and Koordinator-annotated pods:
+# Volcano's spec.subGroupPolicy, as JSON, in an annotation.
+SUBGROUP_POLICY = OUR_PREFIX + "subgroup-policy"
+
 # The condition kube-scheduler writes on an upstream (scheduling.k8s.io) PodGroup, and so do we;
 # only it is sent (a strategic merge by type), so other writers' conditions are left alone.
 UPSTREAM_SCHEDULED = "PodGroupScheduled"

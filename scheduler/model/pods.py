@@ -166,6 +166,33 @@ class GangSource(Enum):
         return self not in (GangSource.KOORDINATOR, GangSource.SAKKARA, GangSource.OWNER)
 
 
+@dataclass(frozen=True, slots=True)
+class NetworkTopology:
+    """Volcano's ``networkTopology`` (#23): ``hard`` keeps the pods inside one domain of
+    tier ``highest_tier`` (1 the lowest above the nodes) or of the tier named
+    ``highest_tier_name``; ``soft`` prefers it and places anyway."""
+
+    mode: str = "hard"
+    highest_tier: int | None = None
+    highest_tier_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SubGroupPolicy:
+    """One entry of Volcano's ``spec.subGroupPolicy`` (#23). The gang's pods that
+    ``selector`` matches (every pod when None) and that carry every label of
+    ``match_label_keys`` form subgroups, one per distinct tuple of those labels' values; each
+    subgroup is placed whole (``size`` members at least) or not at all, and the gang needs
+    ``min_subgroups`` of them. Each subgroup keeps to ``topology`` where stated."""
+
+    name: str
+    size: int = 1
+    min_subgroups: int = 0
+    match_label_keys: tuple[str, ...] = ()
+    selector: LabelSelector | None = None
+    topology: NetworkTopology | None = None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GangOptions:
     """Koordinator's optional gang settings, as a pod or a PodGroup states them.
@@ -179,6 +206,8 @@ class GangOptions:
     groups: tuple[GangKey, ...] | None = None
     # gang-scheduler.io/topology-constraints, when stated.
     constraints: Constraints | None = None
+    # gang-scheduler.io/subgroup-policy (#23), when stated: Volcano's subGroupPolicy as JSON.
+    subgroup_policy: tuple[SubGroupPolicy, ...] | None = None
     # Errors in the gang annotations, each naming the annotation and what is allowed.
     errors: tuple[str, ...] = ()
 

@@ -201,6 +201,7 @@ KEYS = st.sampled_from(
         "networkTopology", "mode", "highestTierAllowed", "highestTierName",
         names.KOORD_NAME, names.KOORD_MIN_AVAILABLE, names.TOPOLOGY_CONSTRAINTS,
         names.POD_GROUP_LABEL, names.SAKKARA_GROUP_NAME, names.SAKKARA_TOPOLOGY,
+        names.SUBGROUP_POLICY,
     ]
 )  # fmt: skip
 

@@ -3,15 +3,16 @@ whole subgroup by whole subgroup. Bind maps, as Volcano's tests state their expe
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
 from scheduler.codecs.objects import volcano_podgroup_from_dict
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
-from scheduler.model.gangs import NetworkTopology, SubGroupPolicy
-from scheduler.model.pods import LabelSelector
+from scheduler.model.pods import LabelSelector, NetworkTopology, SubGroupPolicy
 from tests.unit.builders import T0, gang_pods, node, snapshot, tree_topology
+from tests.unit.builders import podgroup as our_podgroup
 from tests.unit.test_allocation import bind_map, events
 
 
@@ -348,3 +349,58 @@ def test_a_hard_replica_waits_for_room_in_its_rack_a_soft_one_goes_elsewhere() -
     assert "the rest of the subgroup runs in rack rack-0" in message
     soft = _lost_one("soft", rack_0_room=False)
     assert set(bind_map(soft)) == {"dp-0-1"}
+
+
+# -- the annotation form: our PodGroups, upstream ones, Koordinator-annotated pods -----------
+
+POLICY = json.dumps(
+    [{"name": "replica", "subGroupSize": 2, "minSubGroups": 2, "matchLabelKeys": [PARTITION]}]
+)
+
+
+def _labelled(prefix: str, replica: int, size: int, **kw: Any) -> list[Any]:
+    pods = []
+    for m in range(size):
+        (member,) = gang_pods(f"{prefix}-{replica}-{m}", 1, created=T0, **kw)
+        pods.append(replace(member, ref=replace(member.ref, name=f"{prefix}-{replica}-{m}")))
+    return pods
+
+
+def test_our_podgroup_states_subgroups_by_annotation() -> None:
+    group = our_podgroup("pg", min_member=4, annotations={names.SUBGROUP_POLICY: POLICY})
+    pods = [
+        p
+        for r in range(3)
+        for p in _labelled(
+            "pg", r, 2, gpu=1, labels={names.POD_GROUP_LABEL: "pg", PARTITION: str(r)}
+        )
+    ]
+    result = schedule(
+        snapshot([node(f"n{i}", gpu=1) for i in range(5)], pods, podgroups=[group]), now=T0
+    )
+    assert by_replica(result) == {"pg-0": 2, "pg-1": 2}  # the third never in part
+
+
+def test_koordinator_pods_state_subgroups_by_annotation() -> None:
+    notes = {names.KOORD_NAME: "kg", names.KOORD_MIN_AVAILABLE: "4", names.SUBGROUP_POLICY: POLICY}
+    pods = [
+        p
+        for r in range(3)
+        for p in _labelled("kg", r, 2, gpu=1, annotations=notes, labels={PARTITION: str(r)})
+    ]
+    result = schedule(snapshot([node(f"n{i}", gpu=1) for i in range(5)], pods), now=T0)
+    assert by_replica(result) == {"kg-0": 2, "kg-1": 2}
+
+
+def test_a_malformed_subgroup_annotation_is_an_error_that_names_it() -> None:
+    for raw, said in (
+        ("[{", "annotation gang-scheduler.io/subgroup-policy must be a JSON list"),
+        ('[{"subGroupSize": 0}]', "subgroup-policy: policy[0].subGroupSize must be a whole"),
+        ('{"name": "x"}', "subgroup-policy: policy must be a list"),
+    ):
+        notes = {names.KOORD_NAME: "kg", names.KOORD_MIN_AVAILABLE: "2", names.SUBGROUP_POLICY: raw}
+        pods = _labelled("kg", 0, 2, gpu=1, annotations=notes, labels={PARTITION: "0"})
+        result = schedule(snapshot([node(f"n{i}", gpu=1) for i in range(2)], pods), now=T0)
+        assert bind_map(result) == {}, raw
+        (message,) = set(events(result, "InvalidGangSpec"))
+        assert said in message, (raw, message)
