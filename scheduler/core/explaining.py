@@ -139,7 +139,7 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
         lines.append(gang.origin)
     if len(gang.group) > 1:
         lines.append("GangGroup: " + ", ".join(str(k) for k in gang.group))
-    lines.extend(f"invalid: {error}" for error in gang.errors)
+    lines.extend([*(f"invalid: {error}" for error in gang.errors), *_subgroup_lines(gang)])
     if key in resolution.missing_podgroups:
         lines.append(f"waiting for PodGroup {key}, which does not exist")
     if key in resolution.missing_groups:
@@ -179,6 +179,33 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
         elif not pending:
             lines.append("nothing pending: every member is bound or finished")
         lines.extend(_preemption_lines(result, snapshot, members, pending))
+    return lines
+
+
+def _subgroup_lines(gang: Gang) -> list[str]:
+    """Per subgroup policy (#23): how many whole subgroups the gang needs, how many have all
+    their members, how many run whole; then each subgroup in a line."""
+    if not gang.subgroup_minimums:
+        return []
+    running = {p.ref for p in gang.members if p.bound and p.alive}
+    present = {p.ref for p in gang.members}
+    lines = []
+    for policy, least in gang.subgroup_minimums:
+        mine = [g for g in gang.subgroups if g.policy == policy]
+        complete = sum(1 for g in mine if sum(r in present for r in g.members) >= g.size)
+        whole = sum(1 for g in mine if sum(r in running for r in g.members) >= g.size)
+        lines.append(
+            f"subgroups of policy {policy}: needs {least} whole; {len(mine)} exist, "
+            f"{complete} with all their members, {whole} running whole"
+        )
+        for group in mine[:8]:
+            on = sum(r in running for r in group.members)
+            where = f", {group.topology.mode} topology" if group.topology else ""
+            lines.append(
+                f"  {group.name}: {on} of {group.size} running, {len(group.members)} members{where}"
+            )
+        if len(mine) > 8:
+            lines.append(f"  ... and {len(mine) - 8} more")
     return lines
 
 

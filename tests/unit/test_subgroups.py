@@ -404,3 +404,20 @@ def test_a_malformed_subgroup_annotation_is_an_error_that_names_it() -> None:
         assert bind_map(result) == {}, raw
         (message,) = set(events(result, "InvalidGangSpec"))
         assert said in message, (raw, message)
+
+
+def test_explain_counts_the_subgroups_the_gang_needs_has_and_runs() -> None:
+    from scheduler.core.explaining import explain  # noqa: PLC0415
+    from scheduler.model.config import Config  # noqa: PLC0415
+    from scheduler.model.pods import GangKey  # noqa: PLC0415
+
+    running = _running(replicas("dp", 1, 2), ["n0", "n1"])
+    pods = [*running, *replicas("dp", 1, 2, first=1), *replicas("dp", 1, 1, first=2)]
+    group = podgroup("dp", min_member=2, size=2, min_subgroups=2)
+    snap = snapshot([node(f"n{i}", gpu=1) for i in range(2)], pods, podgroups=[group])
+    lines = explain(snap, GangKey("default", "dp"), now=T0, config=Config())
+    assert (
+        "subgroups of policy replica: needs 2 whole; 3 exist, 2 with all their members, "
+        "1 running whole"
+    ) in lines
+    assert "  replica-2: 0 of 2 running, 1 members" in lines
