@@ -141,6 +141,8 @@ class ClusterCache:
         recount of a PodGroup's members? Called once the change is tracked."""
         # Capacity freed (a pod finished or went away) helps only if something waits.
         freed = old is not None and old.holds_resources and (new is None or not new.holds_resources)
+        if freed and old.bound and old.scheduler_name in self._names:
+            self._free_queue(old)  # before any return below (review of #23)
         counts = False
         for pod in (old, new):
             if pod is None or pod.scheduler_name not in self._names:
@@ -157,8 +159,6 @@ class ClusterCache:
                 return
             if pod.gang is not None and self._podgroup(pod.gang.key) is not None:
                 counts = True  # a PodGroup's counts may change
-        if freed and old is not None and old.bound and old.scheduler_name in self._names:
-            self._free_queue(old)
         if freed and self.waiting > 0:
             self._changed()
         elif counts:
@@ -168,8 +168,9 @@ class ClusterCache:
         """A bound pod of ours stopped holding its room: its queue (and those above it)
         hold less, whatever node it was on, one already deleted included (chaos seed
         30092: a queue's room freed by pods of a deleted node, its parked gangs woken only
-        by the flush, 60 s on)."""
-        if not self._parked_by_queue:
+        by the flush, 60 s on). Recorded even while nothing is parked: the pass in flight may
+        be parking a gang on the room this pod held."""
+        if not self._queues_served or not self._queues:
             return
         key = pod.gang.key if pod.gang is not None else None
         podgroup = self._podgroup(key) if key is not None else None

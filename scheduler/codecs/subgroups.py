@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 from scheduler.codecs.selectors import label_selector
 from scheduler.codecs.shapes import MAX_COUNT, listed, text, whole
-from scheduler.model.pods import NetworkTopology, SubGroupPolicy
+from scheduler.model.pods import LabelSelector, NetworkTopology, SubGroupPolicy
 
 FIELD = "spec.subGroupPolicy"
 MODES = ("hard", "soft")
@@ -49,9 +49,7 @@ def subgroup_policy(raw: object, errors: list[str]) -> tuple[SubGroupPolicy, ...
                 size=_number(entry, "subGroupSize", where, errors, least=1, absent=1),
                 min_subgroups=_number(entry, "minSubGroups", where, errors, least=0, absent=0),
                 match_label_keys=_keys(entry.get("matchLabelKeys"), where, errors),
-                selector=label_selector(entry.get("labelSelector"))
-                if entry.get("labelSelector") is not None
-                else None,
+                selector=_selector(entry.get("labelSelector"), where, errors),
                 topology=network_topology(entry.get("networkTopology"), where, errors),
             )
         )
@@ -100,6 +98,15 @@ def _number(
         errors.append(f"{where}.{key} must be a whole number from {least}, got {raw!r}")
         return absent
     return value
+
+
+def _selector(raw: object, where: str, errors: list[str]) -> LabelSelector | None:
+    """None (every pod) when absent; a value that is no selector is an error (the gang
+    is not tried), never read as "every pod"."""
+    if raw is not None and not isinstance(raw, Mapping):
+        errors.append(f"{where}.labelSelector must be a label selector object, got {raw!r}")
+        return None
+    return label_selector(raw) if raw is not None else None
 
 
 def _keys(raw: object, where: str, errors: list[str]) -> tuple[str, ...]:

@@ -197,11 +197,11 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
 
 def subgroups_of(policies: Iterable[SubGroupPolicy], pods: Iterable[Pod]) -> tuple[SubGroup, ...]:
     """The subgroups of a gang (#23), as Volcano forms them: a pod joins the first policy
-    whose selector it matches (every pod, without one) and whose match label keys it carries
-    with a value; the pods of a policy with the same values are one subgroup. Without match
-    label keys, every pod the policy takes is one subgroup (Volcano puts them in its default
-    subjob, where a minSubGroups above 0 is never met). A pod no policy takes is a plain
-    member. Ordered by policy, then index (the first value as a number), then name."""
+    whose selector it matches (every pod, without one) and whose match label keys it carries,
+    each with a value; the pods of a policy with the same values are one subgroup. A policy
+    without match label keys takes no pod (Volcano's getOrCreateSubJob lets it fall through
+    to the next policy, else to the plain members). Ordered by policy, then index (the first
+    value as a whole number, as Volcano's MatchIndex), then name."""
     policies = tuple(policies)
     found: dict[tuple[int, tuple[str, ...]], list[Pod]] = {}
     for pod in sorted(pods, key=lambda p: p.ref.name):
@@ -209,7 +209,7 @@ def subgroups_of(policies: Iterable[SubGroupPolicy], pods: Iterable[Pod]) -> tup
             if policy.selector is not None and not selector_matches(policy.selector, pod.labels):
                 continue
             values = tuple(pod.labels.get(k, "") for k in policy.match_label_keys)
-            if not all(values):
+            if not values or not all(values):
                 continue
             found.setdefault((at, values), []).append(pod)
             break
@@ -223,7 +223,7 @@ def subgroups_of(policies: Iterable[SubGroupPolicy], pods: Iterable[Pod]) -> tup
                 name=f"{policy.name}-{'-'.join(values)}" if values else policy.name,
                 size=policy.size,
                 members=tuple(p.ref for p in members),
-                index=int(first) if first.isdigit() else 0,
+                index=int(first) if first.isascii() and first.isdigit() else 0,
                 topology=policy.topology,
             )
         )
@@ -249,6 +249,15 @@ def _subgroups(
         )
         if problem not in errors:
             errors.append(problem)
+    for policy in policies:
+        if not policy.match_label_keys and policy.min_subgroups:
+            problem = (
+                f"subgroup policy {policy.name} has no matchLabelKeys, so it forms no "
+                f"subgroup (as in Volcano), and its minSubGroups {policy.min_subgroups} could "
+                "never be met: name the label that tells its subgroups apart"
+            )
+            if problem not in errors:
+                errors.append(problem)
     minimums = tuple((p.name, p.min_subgroups) for p in policies)
     return subgroups_of(policies, pods), minimums
 

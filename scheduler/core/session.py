@@ -419,12 +419,17 @@ class Session:
         taken from the ledger here: each gang takes its holds again at its own turn, in
         queue order, so a gang ahead of it (higher priority, or older) may have their room
         first (``allocate.keep_holds``). Preemptors' nominations are held before any turn."""
-        for outcome in self.outcomes.values():
+        for key, outcome in self.outcomes.items():
             held = outcome.state.reservations
             if not held or outcome.state.nominated:
                 continue
             nodes = self.snapshot.nodes
-            kept = {ref: node for ref, node in held.items() if node in nodes}
+            gang = self.gangs.get(key)
+            # A gang no longer NonStrict (its mode changed, or a subGroupPolicy made it
+            # Strict) keeps no holds: they are taken again only by keep_holds, and a hold
+            # not taken again must never be bound (review of #23: over-committed nodes).
+            strict = gang is None or gang.mode is not Mode.NON_STRICT
+            kept = {} if strict else {ref: node for ref, node in held.items() if node in nodes}
             if kept != held:
                 outcome.state = replace(outcome.state, reservations=kept)
         self._hold_nominations()
@@ -779,7 +784,9 @@ class Session:
             )
 
     def _queue_standing(self, gang: Gang) -> tuple[tuple[str, Resources], ...]:
-        """What the gang's queue and those above it hold now, nearest first (none without
+        """What the gang's queue and those above it that have a capability hold now,
+        nearest first: room freed under a capability may let the gang in; in a queue without
+        one, a pod ending frees node room, which the node's change announces (none without
         queues)."""
         book = self.book
         if book is None:
@@ -787,6 +794,7 @@ class Session:
         return tuple(
             (name, Resources(book.held.get(name, {})))
             for name in book.ancestors(book.name_of(gang.queue))
+            if (known := book.queues.get(name)) is not None and known.capability
         )
 
     def _queue_freed(self, then: tuple[tuple[str, Resources], ...]) -> bool:

@@ -778,3 +778,63 @@ def test_a_volcano_podgroup_whose_queue_the_api_server_defaulted_keeps_its_label
         {"metadata": {"name": "pg", "namespace": "ml"}, "spec": {"queue": "default"}}
     )
     assert plain.queue == "default"
+
+
+def _capped_cache(*, waiting_member: bool = False) -> Any:
+    from scheduler.cache.cluster import QUEUES, ClusterCache  # noqa: PLC0415
+
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+    cache.serve(QUEUES, True)
+    cache.upsert_queue(queue("a", capability={GPU: "2"}))
+    for n in gpu_nodes(3):
+        cache.upsert_node(n)
+    for i, where in enumerate(["n0", "n1"]):
+        cache.upsert_pod(
+            pod(f"old-{i}", gang="old", min_available=2, gpu=1, node_name=where,
+                phase="Running", labels=in_queue("a"))
+        )  # fmt: skip
+    if waiting_member:  # a member of the running gang that waits for a node nobody has
+        cache.upsert_pod(
+            pod("old-2", gang="old", min_available=2, gpu=1, labels=in_queue("a"),
+                node_selector={"pool": "none"})
+        )  # fmt: skip
+    cache.remove_node("n0")
+    for p in gang_pods("new", 1, gang="new", min_available=1, gpu=1, labels=in_queue("a")):
+        cache.upsert_pod(p)
+    return cache
+
+
+def test_room_freed_in_a_queue_while_the_pass_that_parks_a_gang_runs_wakes_it() -> None:
+    """Review of #23: the pod goes after the snapshot and before the pass is remembered,
+    while nothing was parked yet: the free is kept for the next snapshot."""
+    cache = _capped_cache()
+    first = schedule(cache.snapshot(now=T0), now=T0)
+    cache.remove_pod("uid-default-old-0")  # while the pass runs
+    cache.remember(dict(first.memory))
+    assert bind_map(schedule(cache.snapshot(now=T0 + 1), now=T0 + 1)) == {"new-0": "n2"}
+
+
+def test_room_freed_by_a_gang_with_a_member_waiting_wakes_the_gang_its_queue_parked() -> None:
+    cache = _capped_cache(waiting_member=True)
+    assert _parked_then(cache, gone="old-0") == {"new-0": "n2"}
+
+
+def test_a_gang_parked_in_a_queue_without_a_capability_is_not_woken_by_its_queue() -> None:
+    """Review of #23: a pod of a queue without limits ending frees node room, which the
+    node's change says; the queue has nothing to add (no wake-up on every completion)."""
+    from scheduler.cache.cluster import QUEUES, ClusterCache  # noqa: PLC0415
+
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+    cache.serve(QUEUES, True)
+    cache.upsert_queue(queue("a"))
+    cache.upsert_node(node("big", gpu=8))
+    cache.upsert_node(node("small", gpu=2))
+    cache.upsert_pod(running("full", queue_name="a", node_name="big", gpu=8))
+    cache.upsert_pod(running("tiny-0", queue_name="a", node_name="small"))
+    cache.upsert_pod(running("tiny-1", queue_name="a", node_name="small"))
+    for p in gang_pods("wide", 1, gang="wide", min_available=1, gpu=8, labels=in_queue("a")):
+        cache.upsert_pod(p)
+    first = schedule(cache.snapshot(now=T0), now=T0)
+    cache.remember(dict(first.memory))
+    cache.remove_pod("uid-default-tiny-0")
+    assert "wide-0" not in {p.ref.name for p in cache.snapshot(now=T0 + 1).pods}

@@ -421,3 +421,221 @@ def test_explain_counts_the_subgroups_the_gang_needs_has_and_runs() -> None:
         "1 running whole"
     ) in lines
     assert "  replica-2: 0 of 2 running, 1 members" in lines
+
+
+# -- found in review: preemptors, order, finished members, Volcano's keyless policies --------
+
+
+def _member(gang: str, name: str, labels: dict[str, str], **kw: Any) -> Any:
+    (p,) = gang_pods(
+        name, 1, annotations={names.VOLCANO_GROUP_NAME: gang}, labels=labels, gpu=1,
+        created=T0, **kw,
+    )  # fmt: skip
+    return replace(p, ref=replace(p.ref, name=name))
+
+
+def test_a_preempting_gang_of_subgroups_binds_on_its_held_room_at_the_next_pass() -> None:
+    dp = [replace(p, priority=100) for p in replicas("dp", 2, 2)]
+    group = podgroup("dp", min_member=4, size=2, min_subgroups=2)
+    nodes = [node(f"n{i}", gpu=1) for i in range(4)]
+    low = _running(gang_pods("low", 4, gpu=1, priority=0, created=T0), [f"n{i}" for i in range(4)])
+    first = schedule(snapshot(nodes, [*low, *dp], podgroups=[group]), now=T0)
+    assert len(first.evictions) == 4
+    second = schedule(snapshot(nodes, dp, podgroups=[group], memory=dict(first.memory)), now=T0 + 5)
+    assert by_replica(second) == {"dp-0": 2, "dp-1": 2}  # not after the nomination lapses
+
+
+def test_a_held_member_whose_subgroup_mate_lost_its_room_is_not_bound_alone() -> None:
+    """dp-0 preempted n0 and n1; n1's room went to another scheduler's pod meanwhile, two
+    nodes came: dp-0 binds whole or not at all, never dp-0-0 alone beside dp-1."""
+    dp = [replace(p, priority=100) for p in replicas("dp", 2, 2)]
+    group = podgroup("dp", min_member=2, size=2, min_subgroups=1)
+    nodes = [node("n0", gpu=1), node("n1", gpu=1)]
+    low = _running(gang_pods("low", 2, gpu=1, priority=0, created=T0), ["n0", "n1"])
+    first = schedule(snapshot(nodes, [*low, *dp], podgroups=[group]), now=T0)
+    intruder = _running(
+        gang_pods("intruder", 1, gpu=1, scheduler="default-scheduler", created=T0), ["n1"]
+    )
+    later = [*nodes, node("n5", gpu=1), node("n6", gpu=1)]
+    snap = snapshot(later, [*intruder, *dp], podgroups=[group], memory=dict(first.memory))
+    counts = by_replica(schedule(snap, now=T0 + 5))
+    assert all(n == 2 for n in counts.values()), counts
+
+
+def test_a_subgroup_undone_in_a_preemption_trial_gives_its_nodes_back_to_the_next() -> None:
+    """In the trial, the 3-member subgroup places 2 and is undone; the 2-member one must
+    still find those nodes (the finder's cursors go back with the undo)."""
+    group = volcano_podgroup_from_dict(
+        {
+            "metadata": {"name": "g", "namespace": "default", "uid": "uid-g"},
+            "spec": {"minMember": 2, "subGroupPolicy": [
+                {"name": "big", "subGroupSize": 3, "matchLabelKeys": ["r"],
+                 "labelSelector": {"matchLabels": {"role": "big"}}},
+                {"name": "small", "subGroupSize": 2, "minSubGroups": 1, "matchLabelKeys": ["r"],
+                 "labelSelector": {"matchLabels": {"role": "small"}}},
+            ]},
+        }
+    )  # fmt: skip
+    pods = [_member("g", f"big-{i}", {"role": "big", "r": "0"}, priority=100) for i in range(3)]
+    pods += [
+        _member("g", f"small-{i}", {"role": "small", "r": "0"}, priority=100) for i in range(2)
+    ]
+    low = _running(gang_pods("low", 2, gpu=1, priority=0, created=T0), ["n0", "n1"])
+    nodes = [node("n0", gpu=1), node("n1", gpu=1)]
+    result = schedule(snapshot(nodes, [*low, *pods], podgroups=[group]), now=T0)
+    assert sorted(n.pod.name for n in result.nominations) == ["small-0", "small-1"]
+
+
+def test_every_policys_minimum_is_placed_before_any_elastic_subgroup() -> None:
+    """3 prefill subgroups and 1 decode, each of one pod and minSubGroups 1, on 3 GPUs:
+    prefill-0 and decode-0 first, then a further prefill; never 3 prefills and no decode."""
+    group = volcano_podgroup_from_dict(
+        {
+            "metadata": {"name": "pd", "namespace": "default", "uid": "uid-pd"},
+            "spec": {"minMember": 2, "subGroupPolicy": [
+                {"name": "prefill", "minSubGroups": 1, "matchLabelKeys": ["idx"],
+                 "labelSelector": {"matchLabels": {"role": "prefill"}}},
+                {"name": "decode", "minSubGroups": 1, "matchLabelKeys": ["idx"],
+                 "labelSelector": {"matchLabels": {"role": "decode"}}},
+            ]},
+        }
+    )  # fmt: skip
+    pods = [_member("pd", f"prefill-{i}", {"role": "prefill", "idx": str(i)}) for i in range(3)]
+    pods.append(_member("pd", "decode-0", {"role": "decode", "idx": "0"}))
+    result = schedule(
+        snapshot([node(f"n{i}", gpu=1) for i in range(3)], pods, podgroups=[group]), now=T0
+    )
+    assert set(bind_map(result)) == {"prefill-0", "decode-0", "prefill-1"}
+
+
+def test_a_subgroup_takes_its_size_first_and_its_extra_members_after_the_minimum() -> None:
+    """Replica 0 has 3 members, replica 1 has 2 (size 2, minimum 2), 4 GPUs: 2 + 2."""
+    pods = [*replicas("dp", 1, 3), *replicas("dp", 1, 2, first=1)]
+    group = podgroup("dp", min_member=4, size=2, min_subgroups=2)
+    result = schedule(
+        snapshot([node(f"n{i}", gpu=1) for i in range(4)], pods, podgroups=[group]), now=T0
+    )
+    assert by_replica(result) == {"dp-0": 2, "dp-1": 2}
+
+
+def test_a_finished_member_counts_for_its_subgroup_so_its_remade_mate_goes_back() -> None:
+    running = _running(replicas("dp", 2, 2), ["n0", "n1", "n2", "n3"])
+    done = next(p for p in running if p.ref.name == "dp-1-0")
+    failed = next(p for p in running if p.ref.name == "dp-1-1")
+    pods = [
+        *(p for p in running if p not in (done, failed)),
+        replace(done, phase="Succeeded"),
+        replace(failed, node_name="", phase="Pending"),
+    ]
+    group = podgroup("dp", min_member=4, size=2, min_subgroups=2)
+    nodes = [node(n, gpu=1) for n in ("n0", "n1", "n2", "n4")]
+    result = schedule(snapshot(nodes, pods, podgroups=[group]), now=T0)
+    assert set(bind_map(result)) == {"dp-1-1"}
+
+
+def test_a_policy_without_match_label_keys_takes_no_pod_as_in_volcano() -> None:
+    """Volcano lets such a pod fall through to the next policy; with a minSubGroups the
+    policy could never be met, which is said."""
+    pods = replicas("dp", 2, 2)
+    keyless = {"name": "all", "subGroupSize": 4}
+    replica = {
+        "name": "replica",
+        "subGroupSize": 2,
+        "minSubGroups": 2,
+        "matchLabelKeys": [PARTITION],
+    }
+    group = read(keyless, replica)
+    result = schedule(snapshot([node(f"n{i}", gpu=1) for i in range(4)], pods, podgroups=[
+        replace(group, key=replace(group.key, namespace="default", name="dp"))
+    ]), now=T0)  # fmt: skip
+    assert by_replica(result) == {"dp-0": 2, "dp-1": 2}
+    never = read({"name": "all", "minSubGroups": 1})
+    result = schedule(snapshot([node("n0", gpu=4)], pods, podgroups=[
+        replace(never, key=replace(never.key, namespace="default", name="dp"))
+    ]), now=T0)  # fmt: skip
+    (message,) = set(events(result, "InvalidGangSpec"))
+    assert "subgroup policy all has no matchLabelKeys" in message
+
+
+def test_a_non_ascii_digit_in_a_label_value_orders_as_0_and_crashes_nothing() -> None:
+    pods = [_member("dp", f"dp-{i}", {PARTITION: "\u00b2"}) for i in range(2)]
+    group = podgroup("dp", min_member=2, size=2, min_subgroups=1)
+    result = schedule(
+        snapshot([node(f"n{i}", gpu=1) for i in range(2)], pods, podgroups=[group]), now=T0
+    )
+    assert len(bind_map(result)) == 2
+
+
+def test_a_gang_that_asks_less_still_preempts_after_one_of_the_same_shapes_that_asks_more() -> None:
+    """Review of #23: preemption's memo of shapes that found no victims keyed on the pods
+    alone; a gang needing one member was skipped after one needing a subgroup of four."""
+
+    def members(name: str) -> list[Any]:  # x before y: by name, at the same age
+        return [_member(name, f"{name}-{i}", {"r": "0"}, priority=100) for i in range(4)]
+
+    def group(name: str, spec: dict[str, Any]) -> Any:
+        return volcano_podgroup_from_dict(
+            {"metadata": {"name": name, "namespace": "default", "uid": f"u-{name}",
+                          "creationTimestamp": "2020-01-01T00:00:00Z"}, "spec": spec}
+        )  # fmt: skip
+
+    nodes = [node("n0", gpu=1), node("n1", gpu=1)]
+    low = _running(gang_pods("low", 2, gpu=1, priority=0, created=T0), ["n0", "n1"])
+    x_spec = {"minMember": 1, "subGroupPolicy": [
+        {"name": "p", "subGroupSize": 4, "minSubGroups": 1, "matchLabelKeys": ["r"]}]}  # fmt: skip
+    groups = [group("x", x_spec), group("y", {"minMember": 1})]
+    both = schedule(
+        snapshot(nodes, [*low, *members("x"), *members("y")], podgroups=groups),
+        now=T0,
+    )
+    assert len(both.evictions) >= 1
+
+
+def test_holds_of_a_gang_that_became_strict_are_never_bound_onto_full_nodes() -> None:
+    """Review of #23: a NonStrict gang holding n0 and n1 gains a subGroupPolicy (Strict
+    now); another scheduler's pod took n0: nothing of it binds over that pod."""
+
+    def members() -> list[Any]:
+        notes = {names.VOLCANO_GROUP_NAME: "g", names.KOORD_MODE: "NonStrict"}
+        out = []
+        for i in range(3):
+            (p,) = gang_pods(
+                f"g-{i}", 1, annotations=notes, labels={"idx": str(i)}, gpu=1, created=T0
+            )
+            out.append(replace(p, ref=replace(p.ref, name=f"g-{i}")))
+        return out
+
+    def group(spec: dict[str, Any]) -> Any:
+        return volcano_podgroup_from_dict(
+            {"metadata": {"name": "g", "namespace": "default", "uid": "u-g"}, "spec": spec}
+        )
+
+    first = schedule(
+        snapshot(
+            [node("n0", gpu=1), node("n1", gpu=1)], members(), podgroups=[group({"minMember": 3})]
+        ),
+        now=T0,
+    )
+    assert any(s.reservations for s in first.memory.values())
+    intruder = _running(
+        gang_pods("intruder", 1, gpu=1, scheduler="default-scheduler", created=T0), ["n0"]
+    )
+    strict = group({"minMember": 3, "subGroupPolicy": [
+        {"name": "one", "subGroupSize": 1, "matchLabelKeys": ["idx"]}]})  # fmt: skip
+    nodes = [node("n0", gpu=1), node("n1", gpu=1), node("n2", gpu=1)]
+    second = schedule(
+        snapshot(nodes, [*intruder, *members()], podgroups=[strict], memory=dict(first.memory)),
+        now=T0 + 5,
+    )
+    assert "n0" not in bind_map(second).values()
+
+
+def test_a_subgroup_that_starts_in_a_running_gang_is_one_commit_point() -> None:
+    running = _running(replicas("dp", 2, 2), ["n0", "n1", "n2", "n3"])
+    waiting = replicas("dp", 1, 2, first=2)
+    group = podgroup("dp", min_member=4, size=2, min_subgroups=2)
+    nodes = [node(f"n{i}", gpu=1) for i in range(6)]
+    result = schedule(snapshot(nodes, [*running, *waiting], podgroups=[group]), now=T0)
+    (binding,) = result.bindings
+    assert binding.all_or_nothing
+    assert sorted(b.pod.name for b in binding.bindings) == ["dp-2-0", "dp-2-1"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from types import MappingProxyType
 
 from scheduler.core.arranging import master_of, tree_order
 from scheduler.core.placing import Ledger, NodeFinder
@@ -29,7 +30,7 @@ from scheduler.core.statement import Statement
 from scheduler.model import names
 from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch
 from scheduler.model.gangs import Gang, SubGroup
-from scheduler.model.pods import GangKey, Mode, Pod, PodRef
+from scheduler.model.pods import SUCCEEDED, GangKey, Mode, Pod, PodRef
 from scheduler.model.resources import Resources
 from scheduler.model.status import Status
 from scheduler.model.topology import Constraints, LevelConstraint, Topology
@@ -151,9 +152,29 @@ def _place_after_subgroups(
     usable = [p for p in todo if not session.volume_problem(p)]
     got, status = _place_subgroups(session, statement, gang, room, usable, need=0)
     outcome.bindings.extend(got)
-    if got:
+    # A subgroup that starts now is one commit point (its first bind gates the rest: a
+    # rejected one never leaves it partly running); the rest go one by one.
+    started = {p.ref for p in gang.members if p.bound}
+    fresh = {
+        ref: subgroup.name
+        for subgroup in gang.subgroups
+        if not started.intersection(subgroup.members)
+        for ref in subgroup.members
+    }
+    whole: dict[str, list[Binding]] = {}
+    single: list[Binding] = []
+    for binding in got:
+        if binding.pod in fresh:
+            whole.setdefault(fresh[binding.pod], []).append(binding)
+        else:
+            single.append(binding)
+    for bindings in whole.values():
         session.bindings.append(
-            GroupBinding((GangBinding(gang.key, tuple(outcome.bindings)),), all_or_nothing=False)
+            GroupBinding((GangBinding(gang.key, tuple(bindings)),), all_or_nothing=True)
+        )
+    if single:
+        session.bindings.append(
+            GroupBinding((GangBinding(gang.key, tuple(single)),), all_or_nothing=False)
         )
     placed = {b.pod for b in got}
     unplaced = [p for p in todo if p.ref not in placed]
@@ -268,7 +289,14 @@ def _attempt(
         )
         outcome = session.outcomes[gang.key]
         retries = outcome.state.attempts + 1
-        held = [Binding(ref, node) for ref, node in sorted(outcome.state.reservations.items())]
+        # A gang of subgroups binds only the holds of subgroups that are whole: the placer
+        # returned those among its bindings (review of #23: a held member of a subgroup that
+        # fell short was bound alone).
+        held = [
+            Binding(ref, node)
+            for ref, node in sorted(outcome.state.reservations.items())
+            if not gang.subgroup_minimums
+        ]
         outcome.bindings = held + placed[gang.key]
         outcome.state = replace(
             outcome.state,
@@ -415,7 +443,9 @@ def _place_gang(
             return [], Status.unschedulable(refused)
         room.take(gang.queue, holding, placed=False)
     if gang.subgroup_minimums:
-        return _place_subgroups(session, statement, gang, room, members, need=need)
+        return _place_subgroups(
+            session, statement, gang, room, members, need=gang.min_member, held=held
+        )
     got: list[Binding] = []
     first_miss: Status | None = None
     finder = session.finder
@@ -449,32 +479,70 @@ def _place_subgroups(
     members: list[Pod],
     *,
     need: int,
+    held: Mapping[PodRef, str] = MappingProxyType({}),
 ) -> tuple[list[Binding], Status]:
-    """A gang of subgroups (#23): each subgroup whole (its size at least) or not at all,
-    undone on the statement when it falls short; as many as fit, then the plain members one
-    by one. It holds if ``need`` members are placed and every policy has its minSubGroups
-    whole; what was placed beyond is the elastic part (more subgroups than the minimum)."""
+    """A gang of subgroups (#23), as Volcano orders its subjobs: first each policy's
+    minSubGroups, each subgroup exactly its size (whole, or undone on the statement), then
+    the plain members, then the elastic part (the members of placed subgroups beyond their
+    size, and further whole subgroups). It holds if every policy has its minimum whole and
+    ``need`` members are placed. ``held``: members holding nominated room (a preemptor's),
+    placed already; they count for their subgroup, and are bound (returned among the
+    bindings) only if it ends whole."""
     pending_by_ref = {p.ref: p for p in members}
-    running = {p.ref: p.node_name for p in gang.members if p.bound and p.alive}
+    # Finished members count for their subgroup as Volcano's ready ones do: a subgroup whose
+    # member succeeded is not short of it.
+    running = {
+        p.ref: p.node_name for p in gang.members if p.bound and (p.alive or p.phase == SUCCEEDED)
+    }
     got: list[Binding] = []
     whole: dict[str, int] = {}
+    done: set[str] = set()
     misses: dict[str, str] = {}  # per policy, why its first subgroup that failed did
-    in_subgroups: set[PodRef] = set()
-    for subgroup in gang.subgroups:
-        in_subgroups.update(subgroup.members)
-        todo = session.ordered([pending_by_ref[r] for r in subgroup.members if r in pending_by_ref])
-        nodes = [running[r] for r in subgroup.members if r in running]
-        placed, miss = _place_subgroup(
-            session, statement, gang, room, subgroup=subgroup, todo=todo, nodes=nodes
+
+    def attempt(subgroup: SubGroup, *, extras: bool) -> None:
+        placed_refs = {b.pod for b in got}
+        todo = session.ordered(
+            [
+                pending_by_ref[r]
+                for r in subgroup.members
+                if r in pending_by_ref and r not in placed_refs
+            ]
         )
-        got += placed
+        placed, miss = _place_subgroup(
+            session,
+            statement,
+            gang,
+            room,
+            subgroup=subgroup,
+            todo=todo,
+            nodes=[running[r] for r in subgroup.members if r in running],
+            held={r: held[r] for r in subgroup.members if r in held},
+            extras=extras,
+        )
+        got.extend(placed)
         if miss:
             misses.setdefault(subgroup.policy, f"subgroup {subgroup.name}: {miss}")
         else:
+            done.add(subgroup.name)
             whole[subgroup.policy] = whole.get(subgroup.policy, 0) + 1
+
+    for policy, least in gang.subgroup_minimums:
+        for subgroup in gang.subgroups:
+            if subgroup.policy == policy and whole.get(policy, 0) < least:
+                attempt(subgroup, extras=False)
+    in_subgroups = {r for g in gang.subgroups for r in g.members}
     loose = [p for p in session.ordered(members) if p.ref not in in_subgroups]
     placed, loose_miss = _place_each(session, statement, gang, room, loose)
     got += placed
+    for subgroup in gang.subgroups:  # the elastic part
+        if subgroup.name in done:
+            placed_refs = {b.pod for b in got}
+            rest = [pending_by_ref[r] for r in subgroup.members if r in pending_by_ref]
+            rest = [p for p in rest if p.ref not in placed_refs]
+            if rest and subgroup.topology is None:
+                got += _place_each(session, statement, gang, room, session.ordered(rest))[0]
+        else:
+            attempt(subgroup, extras=True)
     for policy, least in gang.subgroup_minimums:
         if whole.get(policy, 0) < least:
             why = misses.get(policy, "")
@@ -499,36 +567,63 @@ def _place_subgroup(
     subgroup: SubGroup,
     todo: list[Pod],
     nodes: list[str],
+    held: Mapping[PodRef, str],
+    extras: bool,
 ) -> tuple[list[Binding], str]:
-    """One subgroup, whose running members are on ``nodes``: what was placed of it, and ""
-    if it is whole now, else why not."""
-    started = len(nodes)
+    """One subgroup, whose running (or finished) members are on ``nodes`` and whose
+    ``held`` members hold their room: what is to be bound of it, and "" if it is whole now,
+    else why not (nothing of it is bound then, its holds included). Exactly as many members
+    as make it whole, unless ``extras``: then every pending member that fits."""
+    kept = [Binding(ref, node) for ref, node in sorted(held.items())]
+    started = len(nodes) + len(kept)
     short = max(subgroup.size - started, 0)
-    if started and subgroup.topology is not None and todo:
+    if nodes and subgroup.topology is not None and todo:
         # Healing: back where the rest of the subgroup runs (its domain of the tier).
         placed, status = _heal_subgroup(
             session, statement, gang, room, subgroup=subgroup, todo=todo, nodes=nodes, short=short
         )
-        return placed, "" if status.ok else status.message
-    if started and not short:  # running whole already: the rest follow one by one
-        return _place_each(session, statement, gang, room, todo)[0], ""
+        return (kept + placed, "") if status.ok else ([], status.message)
+    if not short:  # whole already: the rest follow one by one (the elastic part)
+        more = _place_each(session, statement, gang, room, todo)[0] if extras else []
+        return kept + more, ""
     if len(todo) < short:
         return [], f"it has {started + len(todo)} of its {subgroup.size} members"
     if subgroup.topology is not None:
+        if kept:
+            return [], "it waits for the room its preemption freed for all of its members"
         placed, status = _arrange_subgroup(
-            session, statement, gang, room, subgroup=subgroup, todo=todo
+            session, statement, gang, room, subgroup=subgroup, todo=todo if extras else todo[:short]
         )
-        return placed, "" if status.ok else status.message
+        return (placed, "") if status.ok else ([], status.message)
+    cursors = session.finder.mark()
     mark = statement.mark()
-    placed, miss = _place_each(session, statement, gang, room, todo)
+    placed, miss = _place_each(session, statement, gang, room, todo if extras else todo[:short])
     if len(placed) >= short:
-        return placed, ""
+        return kept + placed, ""
+    _undo(session, statement, gang, room, mark=mark, cursors=cursors, placed=placed, todo=todo)
+    return [], miss
+
+
+def _undo(
+    session: Session,
+    statement: Statement,
+    gang: Gang,
+    room: QueueRoom | None,
+    *,
+    mark: int,
+    cursors: dict,
+    placed: list[Binding],
+    todo: list[Pod],
+) -> None:
+    """Undo a subgroup that fell short: its placements on the statement, the queue's room
+    they took, and the node finder's cursors (a trial's statement has no restore of its own:
+    the next subgroup of the same shape would find no node, review of #23)."""
     statement.undo_to(mark)
+    session.finder.restore(cursors)
     if room is not None:
         requests = {p.ref: p.requests for p in todo}
         for binding in placed:
             room.untake(gang.queue, requests[binding.pod])
-    return [], miss
 
 
 def _arrange_subgroup(
@@ -607,6 +702,7 @@ def _heal_subgroup(
         if domain
         else frozenset(topology.paths)
     )
+    cursors = session.finder.mark()
     mark = statement.mark()
     got: list[Binding] = []
     first_miss = ""
@@ -624,11 +720,7 @@ def _heal_subgroup(
         got.append(Binding(pod.ref, node))
     if len(got) >= short:
         return got, Status.success()
-    statement.undo_to(mark)
-    if room is not None:
-        requests = {p.ref: p.requests for p in todo}
-        for binding in got:
-            room.untake(gang.queue, requests[binding.pod])
+    _undo(session, statement, gang, room, mark=mark, cursors=cursors, placed=got, todo=todo)
     if subgroup.topology.mode == "soft":
         return _arrange_subgroup(session, statement, gang, room, subgroup=subgroup, todo=todo)
     return [], Status.unschedulable(

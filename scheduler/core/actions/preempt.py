@@ -330,6 +330,18 @@ def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool) -> None:
             for g in gangs
             for p in session.ordered(pending(g))
         ),
+        # What each gang asks of them: a gang that needs fewer may find victims where one
+        # that needs more did not (review of #23).
+        tuple(
+            (
+                g.min_member,
+                g.min_resources,
+                g.subgroup_minimums,
+                g.subgroups,
+                tuple(sorted(g.constraints.by_level.items())) if g.constraints else None,
+            )
+            for g in gangs
+        ),
     )
     own = _own_holds(session, gangs)
     if shape in pool.hopeless and not own:

@@ -159,8 +159,12 @@ def _freeing_first(
     nodes that keep other queues' pods would be evicted in vain (and spared by the
     reprieve, after using up the tries). Then preemption's order."""
     freeable: dict[str, float] = {}
+    counted: set[str] = set()  # a member is in its own unit and in its gang's: once
     for victims in units:
         for pod, node in victims.pods:
+            if pod.ref.uid in counted:
+                continue
+            counted.add(pod.ref.uid)
             for resource in weighed:
                 freeable[node] = freeable.get(node, 0.0) + pod.requests.get(resource, 0)
     nodes = session.snapshot.nodes
