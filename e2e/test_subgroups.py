@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.fixtures import Cluster, SchedulerProcess
+from e2e.fixtures import Cluster, PrivateSchedulers, SchedulerProcess
 from e2e.test_gang_scheduling import stays_unbound, wait_bound
 from e2e.test_upstream_gangs import _with_volcano_crd
 from scheduler.model import names
@@ -68,3 +68,67 @@ def test_replicas_bind_whole_at_least_the_minimum_and_one_more_when_room_appears
     cluster.nodes(1, cpu="2")
     wait_bound(cluster, made[2])
     scheduler.assert_alive()
+
+
+RACK = "topology.example.com/rack"
+
+
+def test_a_lost_member_of_a_rack_bound_replica_comes_back_into_its_rack(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    """A replica of 2 with networkTopology hard, tier 1 (the racks, from node labels) binds
+    in one rack; one of its pods is lost (its node cordoned, the pod deleted and made
+    again): it comes back into the same rack, not onto the other rack's free nodes."""
+    _with_volcano_crd(cluster.access)
+    racks = {
+        "r0": cluster.nodes(3, cpu="1", labels={RACK: "r0"}),
+        "r1": cluster.nodes(3, cpu="1", labels={RACK: "r1"}),
+    }
+    rack_of = {node: rack for rack, nodes in racks.items() for node in nodes}
+    scheduler = private_scheduler.start(
+        "--topology-namespace", cluster.namespace, "--topology-from-labels", f"rack={RACK}"
+    )
+    cluster.apply(
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "dp", "namespace": cluster.namespace},
+            "spec": {
+                "minMember": 2,
+                "subGroupPolicy": [
+                    {
+                        "name": "replica",
+                        "subGroupSize": 2,
+                        "minSubGroups": 1,
+                        "matchLabelKeys": [PARTITION],
+                        "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+                    }
+                ],
+            },
+        }
+    )
+
+    def member(name: str) -> dict:
+        return cluster.pod(
+            name,
+            scheduler=scheduler.name,
+            labels={PARTITION: "0"},
+            annotations={names.VOLCANO_GROUP_NAME: "dp"},
+            requests={"cpu": "1"},
+        )
+
+    cluster.apply(member("dp-0-0"), member("dp-0-1"))
+    wait_bound(cluster, {"dp-0-0", "dp-0-1"})
+    placed = cluster.placements()
+    home = rack_of[placed["dp-0-0"]]
+    assert rack_of[placed["dp-0-1"]] == home
+    lost = placed["dp-0-1"]
+    cluster.access.kubectl("cordon", lost)
+    cluster.access.kubectl(
+        "delete", "pod", "dp-0-1", "-n", cluster.namespace, "--grace-period=0", "--force"
+    )
+    cluster.apply(member("dp-0-1"))
+    wait_bound(cluster, {"dp-0-1"})
+    again = cluster.placements()["dp-0-1"]
+    assert again != lost
+    assert rack_of[again] == home, (again, home)
