@@ -18,7 +18,7 @@ from scheduler.codecs.owners import read_owner_claim
 from scheduler.codecs.quantities import QUANTITY_RULE, quantity
 from scheduler.codecs.selectors import label_selector, requirements
 from scheduler.codecs.shapes import MAX_COUNT, listed, obj, objs, text, texts, whole
-from scheduler.codecs.subgroups import subgroup_policy
+from scheduler.codecs.subgroups import network_topology, subgroup_policy
 from scheduler.model import names
 from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.gangs import Condition, PodGroup, PodGroupStatus, clip_message
@@ -534,6 +534,7 @@ def volcano_podgroup_from_dict(raw: object) -> PodGroup:
     min_resources = spec.get("minResources")
     errors.extend(resource_errors(min_resources, "spec.minResources"))
     policies = subgroup_policy(spec.get("subGroupPolicy"), errors)
+    topology = network_topology(spec.get("networkTopology"), "spec", errors)
     # Volcano's CRD defaults spec.queue to "default": a label or annotation naming another
     # queue is what the user said, not the API server.
     queue = text(spec.get("queue"))
@@ -554,6 +555,7 @@ def volcano_podgroup_from_dict(raw: object) -> PodGroup:
         generation=_int(meta.get("generation")),
         priority_class=text(spec.get("priorityClassName")),
         subgroup_policy=policies or options.subgroup_policy or (),
+        network_topology=topology,
     )
 
 

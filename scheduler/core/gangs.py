@@ -11,7 +11,7 @@ its own (block it, time it out, mark it) by naming it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -26,11 +26,13 @@ from scheduler.model.pods import (
     GangOptions,
     GangSource,
     Mode,
+    NetworkTopology,
     Pod,
     SubGroupPolicy,
     gang_key_of,
 )
 from scheduler.model.snapshot import PriorityClass, Snapshot
+from scheduler.model.topology import Constraints, LevelConstraint, Topology, topology_from_labels
 
 
 def priority_of(pod: Pod, classes: Mapping[str, PriorityClass]) -> int:
@@ -160,12 +162,17 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
         mode = _stated(claims, podgroup, "mode")
         timeout = _stated(claims, podgroup, "waiting_seconds", "timeout_seconds")
         groups = _stated(claims, podgroup, "groups")
-        constraints = next((c.constraints for c in claims if c.constraints is not None), None)
-        if constraints is None and podgroup is not None:
-            constraints = podgroup.constraints
+        constraints = next(  # the members' annotation, else the PodGroup's
+            (c.constraints for c in claims if c.constraints is not None),
+            podgroup.constraints if podgroup is not None else None,
+        )
         subgroups, minimums = _subgroups(
             _stated(claims, podgroup, "subgroup_policy"), pods, constraints, errors
         )
+        constraints = _tier_constraints(
+            podgroup, constraints, subgrouped=bool(minimums), errors=errors,
+            topology=lambda: topology_of(snapshot, config),
+        )  # fmt: skip
         gangs[key] = Gang(
             key=key,
             min_member=min_member,
@@ -192,6 +199,73 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
         missing_podgroups=frozenset(missing),
         missing_groups=frozenset(missing_groups),
         missing_owners=frozenset(missing_owners),
+    )
+
+
+def topology_of(snapshot: Snapshot, config: Config) -> Topology:
+    """The tree this pass places on: the topology ConfigMap's, else one from node labels
+    (--topology-from-labels), else flat (root and nodes)."""
+    if snapshot.topology is not None:
+        return snapshot.topology
+    if config.topology_labels:
+        labels = {n.name: n.labels for n in snapshot.nodes.values()}
+        return topology_from_labels(config.topology_labels, labels)
+    return Topology.flat(sorted(snapshot.nodes))
+
+
+def _tier_constraints(
+    podgroup: PodGroup | None,
+    constraints: Constraints | None,
+    *,
+    subgrouped: bool,
+    errors: list[str],
+    topology: Callable[[], Topology],
+) -> Constraints | None:
+    """A Volcano PodGroup's own networkTopology (#23) as a constraint on the gang: all of
+    it in one domain of the tier's level (hard, or soft); the topology is built only for
+    such a gang. Our constraint annotation wins (annotations override a PodGroup). With
+    subgroups, not yet: a hard one is said (an error), a soft one is a preference left out."""
+    spec = podgroup.network_topology if podgroup is not None else None
+    if spec is None or constraints is not None:
+        return constraints
+    if subgrouped:
+        if spec.mode == "hard":
+            errors.append(
+                "spec.networkTopology (hard) together with spec.subGroupPolicy is not "
+                "supported yet: put the tier on the subgroups, or make the gang's soft"
+            )
+        return None
+    level, problem = tier_level(topology(), spec, where="spec.networkTopology")
+    if problem:
+        errors.append(problem)
+        return None
+    return Constraints(
+        by_level={level: LevelConstraint(level=level, partitions=1, hard=spec.mode == "hard")}
+    )
+
+
+def tier_level(topology: Topology, spec: NetworkTopology, *, where: str) -> tuple[str, str]:
+    """The level of ``topology`` a networkTopology names (#23): tier k is the k-th level
+    above the nodes (Volcano's tiers: 1 the lowest), tier 0 one node; a tier name is a
+    level's name. ("", why) when it names none (a soft one above the top: the top)."""
+    levels = topology.levels  # top to bottom, the nodes last
+    if spec.highest_tier_name:
+        if spec.highest_tier_name in levels:
+            return spec.highest_tier_name, ""
+        return "", (
+            f"{where} highestTierName {spec.highest_tier_name!r} is no level of topology "
+            f"{topology.name!r} (its levels: {', '.join(levels)})"
+        )
+    tier = spec.highest_tier if spec.highest_tier is not None else 1
+    if tier < len(levels):
+        return levels[len(levels) - 1 - tier], ""
+    if spec.mode == "soft":
+        return levels[0], ""  # above the top: anywhere, one domain of the top preferred
+    return "", (
+        f"{where} highestTierAllowed {tier} is above every level of topology "
+        f"{topology.name!r} (its levels: {', '.join(levels)}; tier 1 is the lowest above the "
+        "nodes): describe the topology (a sakkara.topology ConfigMap or "
+        "--topology-from-labels) or lower the tier"
     )
 
 

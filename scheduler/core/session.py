@@ -19,7 +19,7 @@ from functools import cached_property
 
 from scheduler.core.arranging import Arranger, Tree, placement_tree, ranks
 from scheduler.core.filtering import volume_problem, volume_terms
-from scheduler.core.gangs import gang_groups, priority_of, queue_key, resolve
+from scheduler.core.gangs import gang_groups, priority_of, queue_key, resolve, topology_of
 from scheduler.core.neighbouring import Neighbours
 from scheduler.core.placing import Ledger, NodeFinder, Signature
 from scheduler.core.queues import QueueBook, QueueRoom
@@ -57,7 +57,7 @@ from scheduler.model.resources import Resources, describe
 from scheduler.model.snapshot import GangState, Snapshot
 from scheduler.model.status import Status
 from scheduler.model.times import format_time, parse_time
-from scheduler.model.topology import Topology, topology_from_labels
+from scheduler.model.topology import Topology
 
 # Condition reasons, as `kubectl describe pg` shows them.
 REASON_SCHEDULED = "Scheduled"
@@ -116,17 +116,6 @@ def pending(gang: Gang) -> list[Pod]:
 def gated(gang: Gang) -> list[Pod]:
     """The members that would be pending but for their spec.schedulingGates."""
     return [p for p in gang.members if not p.bound and p.alive and p.gates]
-
-
-def topology_of(snapshot: Snapshot, config: Config) -> Topology:
-    """The tree this pass places on: the topology ConfigMap's, else one from node labels
-    (--topology-from-labels), else flat (root and nodes)."""
-    if snapshot.topology is not None:
-        return snapshot.topology
-    if config.topology_labels:
-        labels = {n.name: n.labels for n in snapshot.nodes.values()}
-        return topology_from_labels(config.topology_labels, labels)
-    return Topology.flat(sorted(snapshot.nodes))
 
 
 def _queues_matter(queues: Mapping[str, Queue], gangs: Iterable[Gang]) -> bool:

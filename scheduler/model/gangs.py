@@ -97,6 +97,8 @@ class PodGroup:
     queue: str = ""
     # Volcano's spec.subGroupPolicy (#23): gangs inside the gang.
     subgroup_policy: tuple[SubGroupPolicy, ...] = ()
+    # Volcano's spec.networkTopology (#23): the whole gang inside one domain of a tier.
+    network_topology: NetworkTopology | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -639,3 +639,51 @@ def test_a_subgroup_that_starts_in_a_running_gang_is_one_commit_point() -> None:
     (binding,) = result.bindings
     assert binding.all_or_nothing
     assert sorted(b.pod.name for b in binding.bindings) == ["dp-2-0", "dp-2-1"]
+
+
+# -- a Volcano PodGroup's own networkTopology --------------------------------------------------
+
+
+def _whole_gang(spec_topology: dict[str, Any], **extra: Any) -> Any:
+    return volcano_podgroup_from_dict(
+        {
+            "metadata": {"name": "dp", "namespace": "default", "uid": "uid-dp"},
+            "spec": {"minMember": 3, "networkTopology": spec_topology, **extra},
+        }
+    )
+
+
+def test_a_podgroups_own_hard_tier_keeps_the_whole_gang_in_one_rack() -> None:
+    """3 one-GPU pods, racks of 2 GPUs: hard tier 1, nothing binds (no rack holds 3); a
+    rack of 3 added, all three go there; soft, they are placed across racks."""
+    pods = [_member("dp", f"dp-{i}", {}) for i in range(3)]
+    nodes = [node(f"n{i}", gpu=1) for i in range(6)]
+    hard = _whole_gang({"mode": "hard", "highestTierAllowed": 1})
+    result = schedule(replace(snapshot(nodes, pods, podgroups=[hard]), topology=RACKS), now=T0)
+    assert bind_map(result) == {}
+    soft = _whole_gang({"mode": "soft", "highestTierAllowed": 1})
+    result = schedule(replace(snapshot(nodes, pods, podgroups=[soft]), topology=RACKS), now=T0)
+    assert len(bind_map(result)) == 3
+    three = tree_topology(
+        {"rack-0": {"n0": {}, "n1": {}}, "rack-9": {"m0": {}, "m1": {}, "m2": {}}},
+        ("rack", "node"),
+    )
+    more = [node("n0", gpu=1), node("n1", gpu=1), *(node(f"m{i}", gpu=1) for i in range(3))]
+    result = schedule(replace(snapshot(more, pods, podgroups=[hard]), topology=three), now=T0)
+    assert sorted(bind_map(result).values()) == ["m0", "m1", "m2"]
+
+
+def test_a_podgroups_tier_the_topology_lacks_or_with_subgroups_is_said() -> None:
+    pods = [_member("dp", f"dp-{i}", {PARTITION: "0"}) for i in range(3)]
+    nodes = [node(f"n{i}", gpu=1) for i in range(6)]
+    above = _whole_gang({"mode": "hard", "highestTierAllowed": 3})
+    result = schedule(replace(snapshot(nodes, pods, podgroups=[above]), topology=RACKS), now=T0)
+    (message,) = set(events(result, "InvalidGangSpec"))
+    assert "spec.networkTopology highestTierAllowed 3 is above every level" in message
+    both = _whole_gang(
+        {"mode": "hard", "highestTierAllowed": 1},
+        subGroupPolicy=[{"name": "r", "subGroupSize": 3, "matchLabelKeys": [PARTITION]}],
+    )
+    result = schedule(replace(snapshot(nodes, pods, podgroups=[both]), topology=RACKS), now=T0)
+    (message,) = set(events(result, "InvalidGangSpec"))
+    assert "together with spec.subGroupPolicy is not supported yet" in message

@@ -15,6 +15,7 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from scheduler.core.arranging import master_of, tree_order
+from scheduler.core.gangs import tier_level
 from scheduler.core.placing import Ledger, NodeFinder
 from scheduler.core.queues import QueueRoom
 from scheduler.core.session import (
@@ -743,30 +744,10 @@ def _find_among(
 
 
 def subgroup_level(topology: Topology, subgroup: SubGroup) -> tuple[str, str]:
-    """The level of ``topology`` a subgroup's networkTopology names: tier k is the k-th
-    level above the nodes (Volcano's tiers: 1 the lowest), tier 0 one node; a tier name is a
-    level's name. ("", why) when it names none."""
-    spec = subgroup.topology
-    assert spec is not None
-    levels = topology.levels  # top to bottom, the nodes last
-    where = f"subgroup {subgroup.name}: networkTopology"
-    if spec.highest_tier_name:
-        if spec.highest_tier_name in levels:
-            return spec.highest_tier_name, ""
-        return "", (
-            f"{where} highestTierName {spec.highest_tier_name!r} is no level of topology "
-            f"{topology.name!r} (its levels: {', '.join(levels)})"
-        )
-    tier = spec.highest_tier if spec.highest_tier is not None else 1
-    if tier < len(levels):
-        return levels[len(levels) - 1 - tier], ""
-    if spec.mode == "soft":
-        return levels[0], ""  # above the top: anywhere, one domain of the top preferred
-    return "", (
-        f"{where} highestTierAllowed {tier} is above every level of topology "
-        f"{topology.name!r} (its levels: {', '.join(levels)}; tier 1 is the lowest above the "
-        "nodes): describe the topology (a sakkara.topology ConfigMap or "
-        "--topology-from-labels) or lower the tier"
+    """The level of ``topology`` a subgroup's networkTopology names (``tier_level``)."""
+    assert subgroup.topology is not None
+    return tier_level(
+        topology, subgroup.topology, where=f"subgroup {subgroup.name}: networkTopology"
     )
 
 
