@@ -527,10 +527,15 @@ def _place_subgroups(
             done.add(subgroup.name)
             whole[subgroup.policy] = whole.get(subgroup.policy, 0) + 1
 
+    tried: set[str] = set()
     for policy, least in gang.subgroup_minimums:
         for subgroup in gang.subgroups:
             if subgroup.policy == policy and whole.get(policy, 0) < least:
+                tried.add(subgroup.name)
                 attempt(subgroup, extras=False)
+    short = _short_of(gang, whole, misses)
+    if short is not None and need:
+        return got, short  # a gang not running yet that misses a minimum goes no further
     in_subgroups = {r for g in gang.subgroups for r in g.members}
     loose = [p for p in session.ordered(members) if p.ref not in in_subgroups]
     placed, loose_miss = _place_each(session, statement, gang, room, loose)
@@ -542,21 +547,29 @@ def _place_subgroups(
             rest = [p for p in rest if p.ref not in placed_refs]
             if rest and subgroup.topology is None:
                 got += _place_each(session, statement, gang, room, session.ordered(rest))[0]
-        else:
+        elif subgroup.name not in tried:  # one that fell short above would again
             attempt(subgroup, extras=True)
-    for policy, least in gang.subgroup_minimums:
-        if whole.get(policy, 0) < least:
-            why = misses.get(policy, "")
-            return got, Status.unschedulable(
-                f"only {whole.get(policy, 0)} of the {least} subgroups of policy {policy} "
-                f"that the gang needs fit whole{': ' + why if why else ''}"
-            )
+    short = _short_of(gang, whole, misses)
+    if short is not None:
+        return got, short
     if len(got) < need:
         why = loose_miss or next(iter(misses.values()), "")
         return got, Status.unschedulable(
             f"only {len(got)} of {need} members fit{': ' + why if why else ''}"
         )
     return got, Status.success()
+
+
+def _short_of(gang: Gang, whole: Mapping[str, int], misses: Mapping[str, str]) -> Status | None:
+    """Why the gang misses a policy's minSubGroups, if it does."""
+    for policy, least in gang.subgroup_minimums:
+        if whole.get(policy, 0) < least:
+            why = misses.get(policy, "")
+            return Status.unschedulable(
+                f"only {whole.get(policy, 0)} of the {least} subgroups of policy {policy} "
+                f"that the gang needs fit whole{': ' + why if why else ''}"
+            )
+    return None
 
 
 def _place_subgroup(
