@@ -185,11 +185,16 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
 def _subgroup_lines(gang: Gang) -> list[str]:
     """Per subgroup policy (#23): how many whole subgroups the gang needs, how many have all
     their members, how many run whole; then each subgroup in a line."""
+    lines = []
+    if gang.podgroup is not None and gang.podgroup.network_topology is not None:
+        lines.append(
+            "the PodGroup's spec.networkTopology is not honoured yet (a subgroup's is): "
+            "the gang is placed without its tier"
+        )
     if not gang.subgroup_minimums:
-        return []
+        return lines
     running = {p.ref for p in gang.members if p.bound and p.alive}
     present = {p.ref for p in gang.members}
-    lines = []
     for policy, least in gang.subgroup_minimums:
         mine = [g for g in gang.subgroups if g.policy == policy]
         complete = sum(1 for g in mine if sum(r in present for r in g.members) >= g.size)

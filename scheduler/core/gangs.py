@@ -11,7 +11,7 @@ its own (block it, time it out, mark it) by naming it.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -32,7 +32,7 @@ from scheduler.model.pods import (
     gang_key_of,
 )
 from scheduler.model.snapshot import PriorityClass, Snapshot
-from scheduler.model.topology import Constraints, LevelConstraint, Topology, topology_from_labels
+from scheduler.model.topology import Topology, topology_from_labels
 
 
 def priority_of(pod: Pod, classes: Mapping[str, PriorityClass]) -> int:
@@ -169,10 +169,6 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
         subgroups, minimums = _subgroups(
             _stated(claims, podgroup, "subgroup_policy"), pods, constraints, errors
         )
-        constraints = _tier_constraints(
-            podgroup, constraints, subgrouped=bool(minimums), errors=errors,
-            topology=lambda: topology_of(snapshot, config),
-        )  # fmt: skip
         gangs[key] = Gang(
             key=key,
             min_member=min_member,
@@ -211,37 +207,6 @@ def topology_of(snapshot: Snapshot, config: Config) -> Topology:
         labels = {n.name: n.labels for n in snapshot.nodes.values()}
         return topology_from_labels(config.topology_labels, labels)
     return Topology.flat(sorted(snapshot.nodes))
-
-
-def _tier_constraints(
-    podgroup: PodGroup | None,
-    constraints: Constraints | None,
-    *,
-    subgrouped: bool,
-    errors: list[str],
-    topology: Callable[[], Topology],
-) -> Constraints | None:
-    """A Volcano PodGroup's own networkTopology (#23) as a constraint on the gang: all of
-    it in one domain of the tier's level (hard, or soft); the topology is built only for
-    such a gang. Our constraint annotation wins (annotations override a PodGroup). With
-    subgroups, not yet: a hard one is said (an error), a soft one is a preference left out."""
-    spec = podgroup.network_topology if podgroup is not None else None
-    if spec is None or constraints is not None:
-        return constraints
-    if subgrouped:
-        if spec.mode == "hard":
-            errors.append(
-                "spec.networkTopology (hard) together with spec.subGroupPolicy is not "
-                "supported yet: put the tier on the subgroups, or make the gang's soft"
-            )
-        return None
-    level, problem = tier_level(topology(), spec, where="spec.networkTopology")
-    if problem:
-        errors.append(problem)
-        return None
-    return Constraints(
-        by_level={level: LevelConstraint(level=level, partitions=1, hard=spec.mode == "hard")}
-    )
 
 
 def tier_level(topology: Topology, spec: NetworkTopology, *, where: str) -> tuple[str, str]:

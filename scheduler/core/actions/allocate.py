@@ -537,6 +537,9 @@ def _place_subgroups(
     if short is not None and need:
         return got, short  # a gang not running yet that misses a minimum goes no further
     in_subgroups = {r for g in gang.subgroups for r in g.members}
+    # Held plain members (a preemptor's) are placed already: they count and are bound
+    # (second review of #23: a launcher beside two workers waited out its nomination).
+    got += [Binding(r, n) for r, n in sorted(held.items()) if r not in in_subgroups]
     loose = [p for p in session.ordered(members) if p.ref not in in_subgroups]
     placed, loose_miss = _place_each(session, statement, gang, room, loose)
     got += placed
@@ -606,12 +609,16 @@ def _place_subgroup(
         if kept:
             return [], "it waits for the room its preemption freed for all of its members"
         placed, status = _arrange_subgroup(
-            session, statement, gang, room, subgroup=subgroup, todo=todo if extras else todo[:short]
+            session, statement, gang, room, subgroup=subgroup, todo=todo
         )
         return (placed, "") if status.ok else ([], status.message)
     cursors = session.finder.mark()
     mark = statement.mark()
-    placed, miss = _place_each(session, statement, gang, room, todo if extras else todo[:short])
+    # At its size: the members that fit, skipping one that does not (second review of #23:
+    # the first `short` alone were tried, and one that fits nowhere sank the subgroup).
+    placed, miss = _place_each(
+        session, statement, gang, room, todo, limit=None if extras else short
+    )
     if len(placed) >= short:
         return kept + placed, ""
     _undo(session, statement, gang, room, mark=mark, cursors=cursors, placed=placed, todo=todo)
@@ -770,13 +777,17 @@ def _place_each(
     gang: Gang,
     room: QueueRoom | None,
     pods: list[Pod],
+    *,
+    limit: int | None = None,
 ) -> tuple[list[Binding], str]:
-    """Each of ``pods`` where it fits, within its queue's room; the bindings, and why the
-    first that did not fit did not ("" if all did)."""
+    """Each of ``pods`` where it fits (``limit`` of them at most), within its queue's
+    room; the bindings, and why the first that did not fit did not ("" if all did)."""
     got: list[Binding] = []
     first_miss = ""
     finder = session.finder
     for pod in pods:
+        if limit is not None and len(got) >= limit:
+            break
         refused = room.refuse(gang.queue, pod.requests) if room is not None else ""
         node = None if refused else finder.find(pod, statement.ledger)
         if node is None:
