@@ -672,24 +672,10 @@ def _arrange_subgroup(
     tries = [members]
     if subgroup.size < len(members):
         tries.append(members[: subgroup.size])
-    status = Status.unschedulable(f"fewer than {subgroup.size} members to place")
-    for chosen in tries:
-        arrangement = session.arranger.arrange(
-            chosen, constraints=constraints, ledger=statement.ledger.scratch()
-        )
-        status = arrangement.status
-        if status.ok:
-            status = _other_pods_allow(session, statement, arrangement.placements)
-        wanted = Resources.total(p.requests for p, _ in arrangement.placements)
-        if status.ok and room is not None and (refused := room.refuse(gang.queue, wanted)):
-            status = Status.unschedulable(refused)
-        if status.ok:
-            if room is not None:
-                room.take(gang.queue, wanted)
-            for pod, node in arrangement.placements:
-                statement.allocate(pod, node)
-            return [Binding(p.ref, node) for p, node in arrangement.placements], status
-    return [], status
+    if not members:
+        return [], Status.unschedulable(f"fewer than {subgroup.size} members to place")
+    got, status, _ = _arranged(session, statement, gang, room, tries=tries, constraints=constraints)
+    return got, status
 
 
 def _heal_subgroup(
@@ -820,6 +806,26 @@ def _arrange_gang(
     tries = [members]
     if gang.min_member < len(members):
         tries.append(members[: gang.min_member])
+    got, status, relaxed = _arranged(
+        session, statement, gang, room, tries=tries, constraints=constraints
+    )
+    if status.ok:
+        session.outcomes[gang.key].relaxed = relaxed
+    return got, status
+
+
+def _arranged(
+    session: Session,
+    statement: Statement,
+    gang: Gang,
+    room: QueueRoom | None,
+    *,
+    tries: list[list[Pod]],
+    constraints: Constraints,
+) -> tuple[list[Binding], Status, tuple[str, ...]]:
+    """The first of ``tries`` the topology solver places, the other pods allow and the
+    queue's room takes, put on the statement; the bindings, the status of the last try, and
+    the soft constraints it relaxed."""
     status = Status.success()
     for chosen in tries:
         # The solver works on a scratch of its own; what it places goes on the statement.
@@ -836,9 +842,9 @@ def _arrange_gang(
                 room.take(gang.queue, wanted)
             for pod, node in arrangement.placements:
                 statement.allocate(pod, node)
-            session.outcomes[gang.key].relaxed = arrangement.relaxed
-            return [Binding(p.ref, node) for p, node in arrangement.placements], status
-    return [], status
+            placed = [Binding(p.ref, node) for p, node in arrangement.placements]
+            return placed, status, tuple(arrangement.relaxed)
+    return [], status, ()
 
 
 def _nominated_room(
