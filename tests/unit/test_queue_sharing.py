@@ -712,18 +712,7 @@ def test_room_freed_in_a_queue_by_a_deleted_nodes_pods_wakes_its_parked_gang() -
     """Chaos seed 30092: the pods that held the queue's capability were on a node already
     deleted; their going changed no node that is left, and the gang parked by the
     capability waited for the flush, 60 s on."""
-    from scheduler.cache.cluster import QUEUES, ClusterCache  # noqa: PLC0415
-
-    cache = ClusterCache(scheduler_name="gang-scheduler")
-    cache.serve(QUEUES, True)
-    cache.upsert_queue(queue("a", capability={GPU: "2"}))
-    for n in gpu_nodes(3):
-        cache.upsert_node(n)
-    cache.upsert_pod(running("old-0", queue_name="a", node_name="n0"))
-    cache.upsert_pod(running("old-1", queue_name="a", node_name="n1"))
-    cache.remove_node("n0")
-    for p in gang_pods("new", 1, gang="new", min_available=1, gpu=1, labels=in_queue("a")):
-        cache.upsert_pod(p)
+    cache = _capped_cache()  # capability 2: old-0 (n0, deleted) and old-1 hold it
     assert _parked_then(cache, gone="old-0") == {"new-0": "n2"}
 
 
