@@ -396,8 +396,10 @@ def up(directory: Path = DEFAULT_DIR, *, timeout: float = 120.0) -> ControlPlane
         # Only the Job controller and the garbage collector: Jobs make pods (seed 004's groups
         # are Jobs), and pods owned by a deleted Job go; the disruption controller keeps
         # PodDisruptionBudgets' status; the StatefulSet controller makes LeaderWorkerSets'
-        # pods (e2e/test_clients.py). The node-lifecycle controller stays off: KWOK's fast
-        # stages send no heartbeats, it would mark every node NotReady.
+        # pods (e2e/test_clients.py); the ResourceClaim controller makes claims from
+        # ResourceClaimTemplates and clears reservations (and allocations) of pods that are
+        # gone (dynamic resource allocation, e2e/test_dra.py). The node-lifecycle controller
+        # stays off: KWOK's fast stages send no heartbeats, it would mark every node NotReady.
         kcm = _start(
             "kube-controller-manager",
             binaries.kube_controller_manager,
@@ -405,7 +407,7 @@ def up(directory: Path = DEFAULT_DIR, *, timeout: float = 120.0) -> ControlPlane
                 f"--kubeconfig={plane.kubeconfig}",
                 f"--authentication-kubeconfig={plane.kubeconfig}",
                 f"--authorization-kubeconfig={plane.kubeconfig}",
-                "--controllers=job,garbagecollector,disruption,statefulset",
+                "--controllers=job,garbagecollector,disruption,statefulset,resourceclaim-controller",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={kcm_port}",

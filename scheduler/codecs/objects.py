@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from scheduler.codecs.devices import pod_claims
 from scheduler.codecs.gangs import read_claim, read_options
 from scheduler.codecs.owners import read_owner_claim
 from scheduler.codecs.quantities import QUANTITY_RULE, quantity
@@ -324,7 +325,7 @@ def pod_from_dict(raw: object) -> Pod:
         if affinity
         else (),
         scoring=s if (s := annotations.get(names.SCORING, "")) in names.SCORINGS else "",
-        resource_claims=bool(objs(spec.get("resourceClaims"))),
+        resource_claims=pod_claims(spec, status) if spec.get("resourceClaims") else (),
         gates=tuple(text(g.get("name")) or "(unnamed)" for g in objs(spec.get("schedulingGates"))),
         queue=queue_named(labels, annotations),
     )

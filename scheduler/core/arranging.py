@@ -882,9 +882,12 @@ class Arranger:
         if len(prefix) == len(levels):
             node = prefix[-1]
             for pod in members:
-                if node not in context.fit[id(pod)] or not ledger.fits(node, pod.requests):
+                if node not in context.fit[id(pod)] or not ledger.admits(pod, node):
                     return [], [], Status.unschedulable(f"{pod.ref.name} does not fit on {node}")
-                ledger.take(node, pod.requests)
+                if pod.resource_claims:
+                    ledger.place(pod, node)  # its devices, so the next member sees them taken
+                else:
+                    ledger.take(node, pod.requests)
             return [(pod, node) for pod in members], [], Status.success()
         constraint = self._constraint(context, len(prefix))
         children = self._tree.children.get(prefix, ())

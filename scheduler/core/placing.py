@@ -11,13 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from scheduler.core.claiming import ClaimPlan, DeviceWorld
 from scheduler.core.filtering import VolumeTerms, static_reason, volume_reason
 from scheduler.core.neighbouring import PORTS_TAKEN, Check, Neighbours
 from scheduler.core.scoring import best_node, pods_on
+from scheduler.model.devices import Allocation, DeviceId
 from scheduler.model.nodes import Node, NodeInfo, node_infos
-from scheduler.model.pods import Pod
+from scheduler.model.pods import Pod, PodRef
 from scheduler.model.resources import Resources
 from scheduler.model.status import Status
+
+
+class DeviceConflict(Exception):
+    """A pod with claims placed where its devices cannot be had (a bug of a placing path)."""
 
 
 class Ledger:
@@ -29,6 +35,15 @@ class Ledger:
     def __init__(self, free: dict[str, dict[str, int]], parent: Ledger | None = None) -> None:
         self._free = free
         self._parent = parent
+        # Dynamic resource allocation: the devices of the pass (the root's, shared), and what
+        # placements on this ledger did to claims: allocations made (by claim, with the pod
+        # that made it), devices taken, reservations added, each pod's plan.
+        self.devices: DeviceWorld | None = parent.devices if parent is not None else None
+        self._allocated: dict[tuple[str, str], tuple[Allocation, PodRef]] = {}
+        self._taken: set[DeviceId] = set()
+        self._reserved: dict[tuple[str, str], int] = {}
+        self._plans: dict[tuple[PodRef, str], ClaimPlan] = {}
+        self._pending: dict[tuple[PodRef, str], ClaimPlan | str] = {}
         # Pods placed on this ledger (not in the snapshot's node infos), for the filters
         # that look at the other pods: anti-affinity, host ports.
         self._placed: list[tuple[Pod, str]] = []
@@ -42,10 +57,17 @@ class Ledger:
         return cls.over(nodes, node_infos(nodes, pods))
 
     @classmethod
-    def over(cls, nodes: Mapping[str, Node], infos: Mapping[str, NodeInfo]) -> Ledger:
+    def over(
+        cls,
+        nodes: Mapping[str, Node],
+        infos: Mapping[str, NodeInfo],
+        *,
+        devices: DeviceWorld | None = None,
+    ) -> Ledger:
         """Allocatable minus what each node's info says is requested, node by node on use."""
         ledger = cls({})
         ledger._nodes, ledger._infos = nodes, infos
+        ledger.devices = devices
         return ledger
 
     def free(self, node: str) -> Mapping[str, int]:
@@ -86,14 +108,117 @@ class Ledger:
         for resource, amount in requests.items():
             room[resource] = room.get(resource, 0) + amount
 
-    def place(self, pod: Pod, node: str) -> None:
-        """Take the pod's requests on the node, and remember it is there."""
+    # -- devices (dynamic resource allocation) -------------------------------------------------
+
+    def allocated(self, key: tuple[str, str]) -> Allocation | None:
+        """The allocation this pass made for a claim, if it made one."""
+        own = self._allocated.get(key)
+        if own is not None:
+            return own[0]
+        return self._parent.allocated(key) if self._parent is not None else None
+
+    def taken(self, device: DeviceId) -> bool:
+        """Whether a placement of this pass took the device."""
+        if device in self._taken:
+            return True
+        return self._parent.taken(device) if self._parent is not None else False
+
+    def reserved(self, key: tuple[str, str]) -> int:
+        """How many pods this pass reserved a claim for."""
+        own = self._reserved.get(key, 0)
+        return own + (self._parent.reserved(key) if self._parent is not None else 0)
+
+    def plan(self, pod: Pod, node: str) -> ClaimPlan | str:
+        """What placing ``pod`` on ``node`` does to its claims, or why its devices cannot be
+        had there. Kept until the next placement on this ledger changes what is free."""
+        key = (pod.ref, node)
+        known = self._pending.get(key)
+        if known is not None:
+            return known
+        world, target = self.devices, self._nodes_root().get(node)
+        if world is None or target is None:
+            known = "devices are not known to this pass" if world is None else "node not found"
+        else:
+            known = world.plan(
+                pod, target, taken=self.taken, allocated=self.allocated, reserved=self.reserved
+            )
+        self._pending[key] = known
+        return known
+
+    def device_reason(self, pod: Pod, node: str) -> str:
+        """Why ``pod``'s claims cannot be allocated on ``node`` now; "" if they can."""
+        if not pod.resource_claims:
+            return ""
+        plan = self.plan(pod, node)
+        return plan if isinstance(plan, str) else ""
+
+    def admits(self, pod: Pod, node: str) -> bool:
+        """Room for the pod's requests on the node, and its claims' devices there."""
+        if not self.fits(node, pod.requests):
+            return False
+        return not pod.resource_claims or not isinstance(self.plan(pod, node), str)
+
+    def plan_of(self, ref: PodRef, node: str) -> ClaimPlan | None:
+        own = self._plans.get((ref, node))
+        if own is not None:
+            return own
+        return self._parent.plan_of(ref, node) if self._parent is not None else None
+
+    def _nodes_root(self) -> Mapping[str, Node]:
+        ledger = self
+        while ledger._parent is not None:
+            ledger = ledger._parent
+        return ledger._nodes
+
+    def _claim_devices(self, pod: Pod, node: str, *, strict: bool) -> None:
+        if self.devices is None:
+            return  # a what-if ledger (a head's target on empty nodes): room only
+        plan = self.plan(pod, node)
+        self._pending.clear()  # what is free changes: every plan worked out is stale
+        if isinstance(plan, str):
+            if not strict:
+                return  # a hold: room kept; bound only with a plan (``Session.result``)
+            # Every path admits a pod before it places it. Should one not, the pod must not
+            # be bound without its devices: the turn's Statement is discarded whole.
+            raise DeviceConflict(f"{pod.ref} was placed on {node}, but {plan}")
+        self._plans[(pod.ref, node)] = plan
+        for claim, allocation in plan.allocate:
+            self._allocated[claim.key] = (allocation, pod.ref)
+            self._taken.update(allocation.devices)
+        for claim in plan.reserve:
+            self._reserved[claim.key] = self._reserved.get(claim.key, 0) + 1
+
+    def _release_devices(self, pod: Pod, node: str) -> None:
+        self._pending.clear()
+        plan = self._plans.pop((pod.ref, node), None)
+        if plan is None:
+            return
+        for claim, allocation in plan.allocate:
+            made = self._allocated.get(claim.key)
+            if made is not None and made[1] == pod.ref:
+                del self._allocated[claim.key]
+                self._taken.difference_update(allocation.devices)
+        for claim in plan.reserve:
+            left = self._reserved.get(claim.key, 0) - 1
+            if left > 0:
+                self._reserved[claim.key] = left
+            else:
+                self._reserved.pop(claim.key, None)
+
+    def place(self, pod: Pod, node: str, *, strict: bool = True) -> None:
+        """Take the pod's requests on the node (and its claims' devices), and remember it
+        is there. ``strict``: its devices must be had there (else DeviceConflict); a hold
+        keeps the room even where they cannot."""
         self.take(node, pod.requests)
         self._placed.append((pod, node))
         self._anti += bool(pod.pod_anti_affinity)
+        if pod.resource_claims:
+            self._claim_devices(pod, node, strict=strict)
 
     def unplace(self, pod: Pod, node: str) -> None:
         """Undo a ``place`` of this ledger (the last one of the pod there)."""
+        if pod.resource_claims:
+            self._release_devices(pod, node)
         self.give(node, pod.requests)
         for i in range(len(self._placed) - 1, -1, -1):
             if self._placed[i][0] is pod and self._placed[i][1] == node:
@@ -121,9 +246,17 @@ class Ledger:
             self._parent._free[node] = room
         self._parent._placed.extend(self._placed)
         self._parent._anti += self._anti
+        self._parent._allocated.update(self._allocated)
+        self._parent._taken.update(self._taken)
+        for key, count in self._reserved.items():
+            self._parent._reserved[key] = self._parent._reserved.get(key, 0) + count
+        self._parent._plans.update(self._plans)
+        self._parent._pending.clear()
         self._free = {}
         self._placed = []
         self._anti = 0
+        self._allocated, self._taken, self._reserved, self._plans = {}, set(), {}, {}
+        self._pending = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +375,7 @@ class NodeFinder:
         check = self.check(pod, ledger)
         if pod.prefers:
             return self._best(pod, fit, ledger, check, start=start, cursor_key=cursor_key)
-        if check is None:
+        if check is None and not pod.resource_claims:
             for i in range(start, len(fit)):
                 if ledger.fits(fit[i], requests):
                     self._cursors[cursor_key] = i
@@ -250,7 +383,8 @@ class NodeFinder:
             self._cursors[cursor_key] = len(fit)
             return None
         # The cursor moves only past nodes without room (room only shrinks in a pass); a
-        # node turned away by the other pods may take the next pod of the same shape.
+        # node turned away by the other pods, or without the devices this pod's claims ask
+        # (claims differ from pod to pod), may take the next pod of the same shape.
         roomy: int | None = None
         found: str | None = None
         for i in range(start, len(fit)):
@@ -258,7 +392,9 @@ class NodeFinder:
                 continue
             if roomy is None:
                 roomy = i
-            if not check.reason(fit[i]):
+            if (check is None or not check.reason(fit[i])) and not ledger.device_reason(
+                pod, fit[i]
+            ):
                 found = fit[i]
                 break
         self._cursors[cursor_key] = roomy if roomy is not None else len(fit)
@@ -282,7 +418,9 @@ class NodeFinder:
                 continue
             if roomy is None:
                 roomy = i
-            if check is None or not check.reason(fit[i]):
+            if (check is None or not check.reason(fit[i])) and not ledger.device_reason(
+                pod, fit[i]
+            ):
                 candidates.append(fit[i])
         self._cursors[cursor_key] = roomy if roomy is not None else len(fit)
         if not candidates:
@@ -330,6 +468,9 @@ class NodeFinder:
                 and check is not None
                 and (reason := check.spread_reason(name) or check.affinity_reason(name))
             ):
+                reasons[reason] = reasons.get(reason, 0) + 1
+            elif not short and (reason := ledger.device_reason(pod, name)):
+                # kube-scheduler's DynamicResources filter runs after the others.
                 reasons[reason] = reasons.get(reason, 0) + 1
         counted = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
         detail = ", ".join(f"{count} {reason}" for reason, count in counted)

@@ -452,7 +452,7 @@ class Session:
                 pod = waiting.get(ref)
                 if pod is None or node not in self.snapshot.nodes:
                     continue
-                if self.ledger.fits(node, pod.requests):
+                if self.ledger.admits(pod, node):
                     self.ledger.place(pod, node)
                     held[ref] = node
             self.nominated_holds[key] = held

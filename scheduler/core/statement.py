@@ -44,7 +44,7 @@ class Statement:
         self._operations.append(Operation(Kind.ALLOCATE, pod, node))
 
     def hold(self, pod: Pod, node: str) -> None:
-        self.ledger.place(pod, node)
+        self.ledger.place(pod, node, strict=False)
         self._operations.append(Operation(Kind.HOLD, pod, node))
 
     def evict(self, pod: Pod, node: str) -> None:

@@ -45,6 +45,18 @@ class Requirement:
 
 
 @dataclass(frozen=True, slots=True)
+class PodClaim:
+    """An entry of a pod's ``spec.resourceClaims`` (dynamic resource allocation): the
+    ResourceClaim it names, or the template the ResourceClaim controller makes one from,
+    whose name is then read from the pod's ``status.resourceClaimStatuses`` ("" until the
+    controller has made it)."""
+
+    name: str
+    claim: str = ""
+    template: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class NodeSelectorTerm:
     """Requirements that must all hold; a pod's terms are alternatives (any one may hold)."""
 
@@ -255,9 +267,9 @@ class Pod:
     host_ports: tuple[HostPort, ...] = ()
     spread: tuple[SpreadConstraint, ...] = ()
     # The PersistentVolumeClaims its volumes name (generic ephemeral ones as <pod>-<volume>),
-    # and whether it asks for resourceClaims (dynamic resource allocation).
+    # and the ResourceClaims it asks devices through (dynamic resource allocation).
     claims: tuple[str, ...] = ()
-    resource_claims: bool = False
+    resource_claims: tuple[PodClaim, ...] = ()
     # Preferences, weighed when choosing among the nodes that fit: preferred node affinity
     # (weight, term), preferred pod affinity and anti-affinity (weight, term), and the
     # scoring the pod asks for by annotation ("pack" or "spread"; "" for the scheduler's).

@@ -200,7 +200,7 @@ def keep_holds(session: Session, statement: Statement, gang: Gang) -> None:
     kept = {}
     for ref, node in sorted(held.items()):
         pod = waiting.get(ref)
-        if pod is None or not statement.ledger.fits(node, pod.requests):
+        if pod is None or not statement.ledger.admits(pod, node):
             continue
         check = session.finder.check(pod, statement.ledger)
         if check is not None and check.reason(node):
@@ -744,7 +744,7 @@ def _find_among(
     finder = session.finder
     check = finder.check(pod, statement.ledger)
     for node in sorted(nodes & finder.static_fit(pod)):
-        if statement.ledger.fits(node, pod.requests) and (check is None or not check.reason(node)):
+        if statement.ledger.admits(pod, node) and (check is None or not check.reason(node)):
             return node
     return None
 

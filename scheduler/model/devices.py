@@ -1,0 +1,190 @@
+"""Devices handed out by dynamic resource allocation (``resource.k8s.io/v1``), as the
+scheduler sees them: the ResourceSlices drivers publish, the DeviceClasses that name kinds
+of device, the ResourceClaims pods ask through, and what an allocation writes back.
+
+Only what decides which devices a claim may get: the scheduler never reads a device's
+configuration, it copies it into the allocation as kube-scheduler does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from scheduler.model.pods import NodeSelectorTerm
+
+# An allocation holds at most this many devices, and a claim is reserved for at most this
+# many consumers (``resourceapi.AllocationResultsMaxSize``, ``ResourceClaimReservedForMaxSize``).
+MAX_RESULTS = 32
+MAX_RESERVED = 256
+
+EXACT_COUNT = "ExactCount"
+ALL = "All"
+
+# The finalizer kube-scheduler puts on a claim before it writes an allocation; the
+# ResourceClaim controller clears the allocation (and the finalizer) once no pod is left.
+FINALIZER = "resource.kubernetes.io/delete-protection"
+
+
+class DeviceId(NamedTuple):
+    driver: str
+    pool: str
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+
+class Attribute(NamedTuple):
+    """A device attribute: ``kind`` is int, bool, string or version (the API's one-of);
+    values of different kinds never match, whatever Python thinks of ``True == 1``."""
+
+    kind: str
+    value: int | bool | str
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceTaint:
+    key: str
+    value: str = ""
+    effect: str = ""  # NoSchedule, NoExecute (None is informational)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceToleration:
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One device of a slice. ``attributes`` and ``capacity`` are keyed by their qualified
+    name as published (``index`` or ``gpu.example.com/index``); a capacity is kept as its
+    quantity text, which selectors compare through ``quantity()``."""
+
+    name: str
+    attributes: Mapping[str, Attribute] = field(default_factory=dict)
+    capacity: Mapping[str, str] = field(default_factory=dict)  # quantity text, e.g. "80Gi"
+    taints: tuple[DeviceTaint, ...] = ()
+    # Partitionable devices and binding conditions (features beyond GA): never allocated
+    # here, rather than allocated wrongly.
+    unsupported: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSlice:
+    """Devices of one pool (or part of it) and where they can be reached: one node
+    (``node_name``), nodes matching ``node_selector``, or every node."""
+
+    name: str
+    driver: str
+    pool: str
+    generation: int = 0
+    slice_count: int = 1  # spec.pool.resourceSliceCount
+    node_name: str = ""
+    all_nodes: bool = False
+    node_selector: tuple[NodeSelectorTerm, ...] | None = None  # None: not selector-based
+    devices: tuple[Device, ...] = ()
+    unsupported: str = ""  # per-device node selection, shared counters
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceClass:
+    name: str
+    selectors: tuple[str, ...] = ()  # CEL expressions, all must hold
+    config: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)  # raw entries
+
+
+@dataclass(frozen=True, slots=True)
+class SubRequest:
+    """What one request (or one ``firstAvailable`` alternative) asks: ``count`` devices of
+    ``device_class`` (or all of them) that satisfy ``selectors``."""
+
+    name: str
+    device_class: str
+    selectors: tuple[str, ...] = ()
+    mode: str = EXACT_COUNT
+    count: int = 1
+    admin_access: bool = False
+    tolerations: tuple[DeviceToleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceRequest:
+    """A claim's request: ``exactly`` one kind, or the first of ``first_available`` that
+    can be had."""
+
+    name: str
+    exactly: SubRequest | None = None
+    first_available: tuple[SubRequest, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class MatchAttribute:
+    """Every device allocated for ``requests`` (all of the claim's when empty) has the same
+    value of ``attribute`` (a fully qualified name)."""
+
+    attribute: str
+    requests: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceResult:
+    request: str  # "<request>" or "<request>/<subrequest>"
+    device: DeviceId
+    admin_access: bool = False
+    tolerations: tuple[DeviceToleration, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """``status.allocation``: the devices, the configuration copied from classes and claim
+    (raw, in order), and the nodes that reach them (None: every node)."""
+
+    results: tuple[DeviceResult, ...]
+    node_selector: tuple[NodeSelectorTerm, ...] | None = None
+    config: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)
+
+    @property
+    def devices(self) -> tuple[DeviceId, ...]:
+        return tuple(r.device for r in self.results)
+
+
+class Consumer(NamedTuple):
+    """An entry of ``status.reservedFor``."""
+
+    resource: str
+    name: str
+    uid: str
+    api_group: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClaim:
+    namespace: str
+    name: str
+    uid: str = ""
+    resource_version: str = ""
+    requests: tuple[DeviceRequest, ...] = ()
+    constraints: tuple[MatchAttribute, ...] = ()
+    config: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)  # raw entries
+    allocation: Allocation | None = None
+    reserved_for: tuple[Consumer, ...] = ()
+    deleting: bool = False
+    finalizers: tuple[str, ...] = ()
+    owner_uid: str = ""  # the uid of its controlling owner (a pod, for claims from templates)
+    # What the API server would have rejected (a constraint of no known kind, a request of
+    # neither form): the claim cannot be allocated, and this says why.
+    problem: str = ""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    def reserved_for_pod(self, uid: str) -> bool:
+        return any(
+            c.resource == "pods" and c.api_group == "" and c.uid == uid for c in self.reserved_for
+        )
