@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.cel import Selectors
 from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.shell.api import ApiClient, Credentials, RateLimiter
@@ -241,7 +242,11 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     limits kube-scheduler's (LISTs and the opening of watches count, as in client-go).
     """
     logging.getLogger("kopf").setLevel(logging.WARNING)
-    cache = ClusterCache(scheduler_name=config.scheduler_name, aliases=config.aliases)
+    cache = ClusterCache(
+        scheduler_name=config.scheduler_name,
+        aliases=config.aliases,
+        selectors=Selectors().evaluate,
+    )
     api = ApiClient(
         credentials,
         connections=bind_concurrency + 32,

@@ -22,11 +22,13 @@ waiting gangs out of every pass.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from scheduler.model.budgets import DisruptionBudget
+from scheduler.model.decisions import ClaimWrite
+from scheduler.model.devices import Consumer, DeviceClass, ResourceClaim, ResourceSlice
 from scheduler.model.gangs import Owner, PodGroup, queue_of_pod
 from scheduler.model.nodes import Node, NodeInfo
 from scheduler.model.owners import OwnerKey, OwnerKind, owners_of
@@ -47,7 +49,16 @@ QUEUES = "queues"  # the kind Volcano's Queues are watched as
 
 
 class ClusterCache:
-    def __init__(self, *, scheduler_name: str, aliases: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        *,
+        scheduler_name: str,
+        aliases: tuple[str, ...] = (),
+        selectors: Callable[[str, str, Any], bool] | None = None,
+    ) -> None:
+        # How device selectors (CEL) are evaluated, handed to every snapshot: the shell gives
+        # codecs.cel's, whose compiled selectors outlive a pass.
+        self.selectors = selectors
         # Pods that name any of these are ours (``Config.scheduler_names``).
         self._names = frozenset((scheduler_name, *aliases))
         self._pods: dict[str, Pod] = {}  # by uid
@@ -96,6 +107,13 @@ class ClusterCache:
         self._claims: dict[str, Claim] = {}
         self._volumes: dict[str, Volume] = {}
         self._modes: dict[str, str] = {}
+        # Dynamic resource allocation (#24): ResourceSlices and DeviceClasses by name,
+        # ResourceClaims by (namespace, name), and the claims as binds in flight wrote them
+        # (until a watch shows them allocated, or the write failed and is forgotten).
+        self._slices: dict[str, ResourceSlice] = {}
+        self._device_classes: dict[str, DeviceClass] = {}
+        self._resource_claims: dict[tuple[str, str], ResourceClaim] = {}
+        self._assumed_claims: dict[tuple[str, str], ResourceClaim] = {}
         # PodDisruptionBudgets by "namespace/name": read by preemption only, so a change
         # wakes no gang (it makes no room).
         self._budgets: dict[str, DisruptionBudget] = {}
@@ -320,6 +338,9 @@ class ClusterCache:
             "namespaces": self._namespaces,
             "persistentvolumeclaims": self._claims,
             "persistentvolumes": self._volumes,
+            "resourceslices": self._slices,
+            "deviceclasses": self._device_classes,
+            "resourceclaims": {f"{ns}/{name}" for ns, name in self._resource_claims},
             "storageclasses": self._modes,
             "poddisruptionbudgets": self._budgets,
             QUEUES: self._queues,
@@ -669,6 +690,76 @@ class ClusterCache:
         self._everything |= name in self._modes
         self._drop(self._modes, name)
 
+    # Devices (#24). What can free a device or add one may let any waiting gang go: a claim
+    # deallocated or deleted, a slice or a class changed. A claim allocated (our binds' own
+    # writes, mostly) frees nothing.
+
+    def upsert_slice(self, resource_slice: ResourceSlice) -> None:
+        self._everything |= self._slices.get(resource_slice.name) != resource_slice
+        self._put(self._slices, resource_slice.name, resource_slice, kind="resourceslices")
+
+    def remove_slice(self, name: str) -> None:
+        self._unstamp("resourceslices", name)
+        self._drop(self._slices, name)
+
+    def upsert_device_class(self, device_class: DeviceClass) -> None:
+        self._everything |= self._device_classes.get(device_class.name) != device_class
+        self._put(self._device_classes, device_class.name, device_class, kind="deviceclasses")
+
+    def remove_device_class(self, name: str) -> None:
+        self._unstamp("deviceclasses", name)
+        self._everything |= name in self._device_classes
+        self._drop(self._device_classes, name)
+
+    def upsert_resource_claim(self, claim: ResourceClaim) -> None:
+        key = claim.key
+        old = self._resource_claims.get(key)
+        self._everything |= old is None or (old.allocation is not None and claim.allocation is None)
+        if claim.allocation is not None:
+            self._assumed_claims.pop(key, None)  # what a bind wrote has landed (or another's)
+        self.seen("resourceclaims", f"{key[0]}/{key[1]}")
+        if old != claim:
+            self._resource_claims[key] = claim
+            self._changed()
+
+    def remove_resource_claim(self, key: str) -> None:
+        self._unstamp("resourceclaims", key)
+        namespace, _, name = key.partition("/")
+        old = self._resource_claims.pop((namespace, name), None)
+        self._assumed_claims.pop((namespace, name), None)
+        if old is not None:
+            self._everything |= old.allocation is not None
+            self._changed()
+
+    def assume_claims(self, writes: Iterable[ClaimWrite]) -> None:
+        """A group's claim writes are about to go: until a watch shows them, the next pass
+        must see their devices taken (kube-scheduler's assume cache for claims)."""
+        for write in writes:
+            key = (write.namespace, write.name)
+            claim = self._assumed_claims.get(key) or self._resource_claims.get(key)
+            if claim is None:
+                continue
+            consumers = tuple(
+                Consumer("pods", ref.name, ref.uid)
+                for ref in write.pods
+                if not claim.reserved_for_pod(ref.uid)
+            )
+            self._assumed_claims[key] = replace(
+                claim,
+                allocation=claim.allocation or write.allocation,
+                reserved_for=claim.reserved_for + consumers,
+            )
+
+    def forget_claims(self, writes: Iterable[ClaimWrite]) -> None:
+        """The writes did not land (or were undone): the claims are as the watch shows."""
+        for write in writes:
+            if self._assumed_claims.pop((write.namespace, write.name), None) is not None:
+                self._everything = True
+                self._changed()
+
+    def resource_claim(self, namespace: str, name: str) -> ResourceClaim | None:
+        return self._resource_claims.get((namespace, name))
+
     def upsert_budget(self, budget: DisruptionBudget) -> None:
         self._put(
             self._budgets, f"{budget.namespace}/{budget.name}", budget, kind="poddisruptionbudgets"
@@ -866,6 +957,10 @@ class ClusterCache:
             groups={GangKey(g.namespace, g.name): g for _, g in sorted(self._groups.items())},
             namespace_labels=dict(self._namespaces),
             claims={(c.namespace, c.name): c for c in self._claims.values()},
+            resource_slices=tuple(self._slices.values()),
+            device_classes=dict(self._device_classes),
+            resource_claims={**self._resource_claims, **self._assumed_claims},
+            selectors=self.selectors,
             volumes=dict(self._volumes),
             binding_modes=dict(self._modes),
             budgets=tuple(b for _, b in sorted(self._budgets.items())),

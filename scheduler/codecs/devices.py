@@ -87,6 +87,7 @@ def _device(raw: Obj) -> Device:
         attributes=attributes,
         capacity={k: str(v) for k, v in capacity.items()},
         taints=_taints(raw.get("taints")),
+        allow_multiple_allocations=raw.get("allowMultipleAllocations") is True,
         unsupported=unsupported,
     )
 

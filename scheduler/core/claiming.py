@@ -35,6 +35,7 @@ from scheduler.model.devices import (
     MatchAttribute,
     ResourceClaim,
     ResourceSlice,
+    SelectorError,
     SubRequest,
 )
 from scheduler.model.nodes import Node
@@ -46,12 +47,15 @@ NOT_AVAILABLE = "resourceclaim not available on the node"
 IN_USE = "resourceclaim in use"
 
 
-class SelectorError(Exception):
-    """A CEL selector that does not compile, or fails on a device (a missing attribute)."""
-
-
-# (expression, driver, device) -> whether the device matches; raises SelectorError.
+# (expression, driver, device) -> whether the device matches; raises SelectorError. The
+# shell gives codecs.cel's (compiled selectors kept across passes).
 Evaluate = Callable[[str, str, Device], bool]
+
+
+def no_selectors(expression: str, driver: str, device: Device) -> bool:
+    """Where no evaluator was given (a snapshot built by hand): selectors cannot be
+    evaluated, and a device a selector names is never allocated."""
+    raise SelectorError("CEL compile error: no CEL evaluator in this snapshot")
 
 
 @dataclass(frozen=True, slots=True)

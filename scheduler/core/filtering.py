@@ -20,10 +20,6 @@ UNSCHEDULABLE = "node(s) were unschedulable"
 AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 VOLUME_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 MISSING_VOLUME = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
-DRA_UNSUPPORTED = (
-    "the pod asks for resourceClaims (dynamic resource allocation), which gang-scheduler "
-    "does not support yet: it is not placed; leave such pods to the default scheduler"
-)
 
 # Where a pod's bound volumes let it go: per claim, the volume's node selector terms (any
 # may hold; () for anywhere), or None where the volume does not exist.
@@ -96,10 +92,8 @@ def volume_problem(
     claims: Mapping[tuple[str, str], Claim],
     modes: Mapping[str, str],
 ) -> str:
-    """Why ``pod`` cannot be placed anywhere yet because of its storage or devices, in
-    kube-scheduler's words where it has them; "" if nothing stops it."""
-    if pod.resource_claims:
-        return DRA_UNSUPPORTED
+    """Why ``pod`` cannot be placed anywhere yet because of its storage, in kube-scheduler's
+    words where it has them; "" if nothing stops it (its devices: ``claiming``)."""
     for name in pod.claims:
         claim = claims.get((pod.ref.namespace, name))
         if claim is None:

@@ -39,7 +39,8 @@ class Ledger:
         # placements on this ledger did to claims: allocations made (by claim, with the pod
         # that made it), devices taken, reservations added, each pod's plan.
         self.devices: DeviceWorld | None = parent.devices if parent is not None else None
-        self._allocated: dict[tuple[str, str], tuple[Allocation, PodRef]] = {}
+        # (the pod that made it; None for one a gang's turn made before placing members)
+        self._allocated: dict[tuple[str, str], tuple[Allocation, PodRef | None]] = {}
         self._taken: set[DeviceId] = set()
         self._reserved: dict[tuple[str, str], int] = {}
         self._plans: dict[tuple[PodRef, str], ClaimPlan] = {}
@@ -169,6 +170,19 @@ class Ledger:
         while ledger._parent is not None:
             ledger = ledger._parent
         return ledger._nodes
+
+    def preallocate(self, key: tuple[str, str], allocation: Allocation) -> None:
+        """A claim allocated before the pods that share it are placed."""
+        self._pending.clear()
+        self._allocated[key] = (allocation, None)
+        self._taken.update(allocation.devices)
+
+    def unallocate(self, key: tuple[str, str]) -> None:
+        """Undo ``preallocate``."""
+        self._pending.clear()
+        made = self._allocated.pop(key, None)
+        if made is not None:
+            self._taken.difference_update(made[0].devices)
 
     def _claim_devices(self, pod: Pod, node: str, *, strict: bool) -> None:
         if self.devices is None:
@@ -364,6 +378,10 @@ class NodeFinder:
             allowed = set(fit)
             spread = self._spread_fit[signature] = [n for n in self._spread_order if n in allowed]
         return spread
+
+    def candidates(self, pod: Pod) -> list[str]:
+        """The nodes ``pod`` may go on at all, in packing order."""
+        return self._candidates(self.signature(pod), pod)[0]
 
     def find(self, pod: Pod, ledger: Ledger) -> str | None:
         signature = self.signature(pod)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from scheduler.core.arranging import Arranger, Tree, placement_tree, ranks
+from scheduler.core.claiming import DeviceWorld, no_selectors
 from scheduler.core.filtering import volume_problem, volume_terms
 from scheduler.core.gangs import gang_groups, priority_of, queue_key, resolve, topology_of
 from scheduler.core.neighbouring import Neighbours
@@ -31,6 +32,7 @@ from scheduler.model.decisions import (
     NORMAL,
     WARNING,
     Binding,
+    ClaimWrite,
     Event,
     Eviction,
     GroupBinding,
@@ -42,6 +44,7 @@ from scheduler.model.decisions import (
     Result,
     StatusUpdate,
 )
+from scheduler.model.devices import Allocation, ResourceClaim
 from scheduler.model.gangs import Gang, PodGroup, PodGroupStatus, queue_of_pod
 from scheduler.model.pods import (
     SINGLE_PREFIX,
@@ -139,7 +142,8 @@ class Session:
         self.missing_owners = resolution.missing_owners
         self.topology_notes: tuple[str, ...] = ()
         self.infos = snapshot.infos()  # worked out from the pods, when the cache gave none
-        self.ledger = Ledger.over(snapshot.nodes, self.infos)
+        self.devices = self._device_world()
+        self.ledger = Ledger.over(snapshot.nodes, self.infos, devices=self.devices)
         self.outcomes: dict[GangKey, Outcome] = {}
         self.events: list[Event] = []
         self.patches: list[PodPatch] = []
@@ -184,9 +188,22 @@ class Session:
             scoring=self.config.scoring,
         )
 
+    def _device_world(self) -> DeviceWorld:
+        snapshot = self.snapshot
+        return DeviceWorld(
+            slices=snapshot.resource_slices,
+            classes=snapshot.device_classes,
+            claims=snapshot.resource_claims,
+            evaluate=snapshot.selectors or no_selectors,
+        )
+
     def volume_problem(self, pod: Pod) -> str:
         """Why the pod's storage or devices keep it from being placed anywhere yet."""
-        if not pod.claims and not pod.resource_claims:
+        if pod.resource_claims:
+            claims = self.devices.claims_of(pod)
+            if isinstance(claims, str):
+                return claims
+        if not pod.claims:
             return ""
         snapshot = self.snapshot
         return volume_problem(pod, claims=snapshot.claims, modes=snapshot.binding_modes)
@@ -860,8 +877,12 @@ class Session:
         ):
             return None
         todo = self.ordered(pending(gang))
-        if any(p.claims for p in todo) or not all(self.finder.inert(p, self.ledger) for p in todo):
-            return None  # the other pods matter: a gang of the same shapes may fare otherwise
+        if any(p.claims or p.resource_claims for p in todo) or not all(
+            self.finder.inert(p, self.ledger) for p in todo
+        ):
+            # The other pods matter, or its claims (each its own): a gang of the same shapes
+            # may fare otherwise.
+            return None
         members = tuple((Signature.of(p), p.requests) for p in todo)
         # With queues, a gang of another queue may fare otherwise (its limits are its own).
         return (members, gang.min_member, gang.queue if self.book is not None else "")
@@ -1038,6 +1059,59 @@ class Session:
 
     # -- closing ------------------------------------------------------------------------------
 
+    def _held_back(self, group: GroupBinding, why: str) -> None:
+        message = f"internal error: {why}; nothing of the group is bound in this pass"
+        for gang in group.gangs:
+            ref = gang.bindings[0].pod
+            pod = ObjectRef("Pod", ref.namespace, ref.name, ref.uid)
+            self.events.append(Event(pod, WARNING, "FailedScheduling", message))
+
+    def _claimed(self, groups: list[GroupBinding]) -> tuple[GroupBinding, ...]:
+        """Each group with what its binds write to ResourceClaims first. A pod with claims
+        and no plan for them (a path that placed it without its devices: a bug) is never
+        bound: its whole group is held back, and says so."""
+        if not self.devices.claims and not any(
+            p.resource_claims for g in self.gangs.values() for p in g.members
+        ):
+            return tuple(groups)
+        pods = {p.ref: p for g in self.gangs.values() for p in g.members}
+        done: list[GroupBinding] = []
+        for group in groups:
+            made: dict[tuple[str, str], Allocation] = {}
+            claims: dict[tuple[str, str], ResourceClaim] = {}
+            reserve: dict[tuple[str, str], list[PodRef]] = {}
+            broken = ""
+            for binding in group.bindings:
+                pod = pods.get(binding.pod)
+                if pod is None or not pod.resource_claims:
+                    continue
+                plan = self.ledger.plan_of(binding.pod, binding.node)
+                if plan is None:
+                    broken = f"{binding.pod} has no devices planned on {binding.node}"
+                    break
+                made.update((claim.key, allocation) for claim, allocation in plan.allocate)
+                for claim in plan.reserve:
+                    claims[claim.key] = claim
+                    reserve.setdefault(claim.key, []).append(binding.pod)
+            if broken:
+                self._held_back(group, broken)
+                continue
+            writes = tuple(
+                ClaimWrite(
+                    namespace=key[0],
+                    name=key[1],
+                    uid=claim.uid,
+                    resource_version=claim.resource_version,
+                    # Made by this group's plan, or earlier in the pass by a held member's.
+                    allocation=made.get(key)
+                    or (None if claim.allocation is not None else self.ledger.allocated(key)),
+                    pods=tuple(reserve[key]),
+                )
+                for key, claim in claims.items()
+            )
+            done.append(replace(group, claims=writes) if writes else group)
+        return tuple(done)
+
     def result(self) -> Result:
         statuses: list[StatusUpdate] = []
         # Gangs the snapshot left out (settled, or parked) keep what was remembered of them;
@@ -1064,7 +1138,7 @@ class Session:
             if status != gang.podgroup.status:
                 statuses.append(StatusUpdate(key, status, gang.podgroup.api))
         return Result(
-            bindings=tuple(self.bindings),
+            bindings=self._claimed(self.bindings),
             pod_patches=tuple(self.patches),
             pod_conditions=tuple(self.conditions),
             evictions=tuple(self.evictions),

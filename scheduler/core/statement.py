@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from scheduler.core.placing import Ledger
+from scheduler.model.devices import Allocation
 from scheduler.model.pods import Pod
 
 
@@ -21,13 +22,15 @@ class Kind(Enum):
     ALLOCATE = "allocate"  # the pod is to be bound to the node
     HOLD = "hold"  # a NonStrict reservation: the node's room is kept, nothing is bound
     EVICT = "evict"  # the pod is to leave the node, its room freed
+    CLAIM = "claim"  # a claim shared by members is allocated before they are placed
 
 
 @dataclass(frozen=True, slots=True)
 class Operation:
     kind: Kind
-    pod: Pod
+    pod: Pod | None
     node: str
+    claim: tuple[str, str] | None = None
 
 
 class Statement:
@@ -46,6 +49,11 @@ class Statement:
     def hold(self, pod: Pod, node: str) -> None:
         self.ledger.place(pod, node, strict=False)
         self._operations.append(Operation(Kind.HOLD, pod, node))
+
+    def claim(self, key: tuple[str, str], allocation: Allocation) -> None:
+        """Allocate a claim the gang's members share before any of them is placed."""
+        self.ledger.preallocate(key, allocation)
+        self._operations.append(Operation(Kind.CLAIM, None, "", key))
 
     def evict(self, pod: Pod, node: str) -> None:
         self.ledger.give(node, pod.requests)
@@ -68,7 +76,9 @@ class Statement:
         """Undo the operations after ``mark``, last first."""
         undone = self._operations[mark:]
         for op in reversed(undone):
-            if op.kind is Kind.EVICT:
+            if op.kind is Kind.CLAIM:
+                self.ledger.unallocate(op.claim)
+            elif op.kind is Kind.EVICT:
                 self.ledger.take(op.node, op.pod.requests)
             else:
                 self.ledger.unplace(op.pod, op.node)

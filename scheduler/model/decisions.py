@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from scheduler.model.devices import Allocation
 from scheduler.model.gangs import PodGroupStatus
 from scheduler.model.pods import GangKey, PodGroupApi, PodRef
 from scheduler.model.snapshot import GangState
@@ -62,6 +63,21 @@ class GangBinding:
 
 
 @dataclass(frozen=True, slots=True)
+class ClaimWrite:
+    """What binding a group writes to one ResourceClaim before its first bind, as
+    kube-scheduler's PreBind does: the allocation this pass made (None where the claim was
+    allocated before), and the group's pods it is to be reserved for. ``resource_version``
+    is the one the pass saw: a claim changed since is a conflict, and the group goes again."""
+
+    namespace: str
+    name: str
+    uid: str
+    resource_version: str
+    allocation: Allocation | None
+    pods: tuple[PodRef, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class GroupBinding:
     """One commit point: the gangs of one GangGroup bound in this pass.
 
@@ -74,6 +90,7 @@ class GroupBinding:
 
     gangs: tuple[GangBinding, ...]
     all_or_nothing: bool = True
+    claims: tuple[ClaimWrite, ...] = ()  # dynamic resource allocation (#24)
 
     @property
     def bindings(self) -> tuple[Binding, ...]:

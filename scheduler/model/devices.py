@@ -27,6 +27,10 @@ ALL = "All"
 FINALIZER = "resource.kubernetes.io/delete-protection"
 
 
+class SelectorError(Exception):
+    """A CEL selector that does not compile, or fails on a device (a missing attribute)."""
+
+
 class DeviceId(NamedTuple):
     driver: str
     pool: str
@@ -69,6 +73,9 @@ class Device:
     attributes: Mapping[str, Attribute] = field(default_factory=dict)
     capacity: Mapping[str, str] = field(default_factory=dict)  # quantity text, e.g. "80Gi"
     taints: tuple[DeviceTaint, ...] = ()
+    # Shown to selectors; such a device is still allocated to one claim at a time here
+    # (consumable capacity, beyond GA, is not supported: kube-scheduler may share it).
+    allow_multiple_allocations: bool = False
     # Partitionable devices and binding conditions (features beyond GA): never allocated
     # here, rather than allocated wrongly.
     unsupported: str = ""

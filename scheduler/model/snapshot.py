@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from scheduler.model.budgets import DisruptionBudget
+from scheduler.model.devices import DeviceClass, ResourceClaim, ResourceSlice
 from scheduler.model.gangs import Owner, PodGroup
 from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.owners import OwnerKey, OwnerKind
@@ -120,6 +122,16 @@ class Snapshot:
     # With queues: what the pending pods of ours ask for, by the queue they name ("" for the
     # default), parked gangs' included (the cache's count); None: worked out from ``pods``.
     queue_waiting: Mapping[str, Resources] | None = None
+
+    # Dynamic resource allocation (#24): the ResourceSlices drivers publish, DeviceClasses
+    # by name, ResourceClaims by (namespace, name) (allocations written by binds in flight
+    # included), and how CEL selectors are evaluated: a callable (expression, driver,
+    # device) -> bool kept by the cache, so compiled selectors outlive a pass; None: the
+    # core makes its own.
+    resource_slices: tuple[ResourceSlice, ...] = ()
+    device_classes: Mapping[str, DeviceClass] = field(default_factory=dict)
+    resource_claims: Mapping[tuple[str, str], ResourceClaim] = field(default_factory=dict)
+    selectors: Any = field(default=None, compare=False)
 
     def infos(self) -> Mapping[str, NodeInfo]:
         """Per known node, what holds resources on it."""

@@ -31,12 +31,20 @@ from scheduler.model.decisions import (
     GroupBinding,
     ObjectRef,
 )
+from scheduler.model.pods import PodRef
 from scheduler.model.snapshot import GangState
 from scheduler.shell.api import ApiClient, ApiError
+from scheduler.shell.claiming import ClaimWriter, Written
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.recording import EventRecorder
 
 log = structlog.get_logger()
+
+
+def _subject(group: GroupBinding) -> str:
+    if len(group.keys) == 1:
+        return f"gang {group.keys[0]}"
+    return f"GangGroup [{', '.join(map(str, group.keys))}]"
 
 
 class Binder:
@@ -72,19 +80,25 @@ class Binder:
         # True while this replica may bind (it holds the leader Lease, or runs alone).
         self._fence = fence
         self.in_flight = 0
+        # Dynamic resource allocation (#24): claims written before a group's first bind.
+        self._claims = ClaimWriter(api, cache, fence=fence, on_conflict=metrics.claim_conflicts.inc)
 
     def assume(self, group: GroupBinding) -> None:
-        """Count the pods against their nodes now; called by the loop before any await."""
+        """Count the pods against their nodes (and the devices of their claims) now; called
+        by the loop before any await."""
         for binding in group.bindings:
             self._cache.assume(binding.pod, binding.node)
+        if group.claims:
+            self._cache.assume_claims(group.claims)
 
     async def apply(self, group: GroupBinding, *, pass_seconds: float = 0.0) -> None:
         """Bind the group; never raises. Whatever goes wrong, nothing stays assumed that was
         not bound: an exception of ours, or a cancellation (the Lease lost, a shutdown),
         forgets every binding not known to have landed."""
         bound: set[Binding] = set()
+        written: list[Written] = []
         try:
-            await self._apply(group, bound, pass_seconds=pass_seconds)
+            await self._apply(group, bound, written, pass_seconds=pass_seconds)
         except asyncio.CancelledError:
             self._forget_unbound(group, bound)
             raise
@@ -92,24 +106,51 @@ class Binder:
             log.exception("binding a GangGroup failed unexpectedly; its pods go again")
             self._metrics.background_errors.labels(worker="binder").inc()
             self._forget_unbound(group, bound)
+            await self._claims.release(written, self._unbound(group, bound))
+
+    def _unbound(self, group: GroupBinding, bound: set[Binding]) -> list[PodRef]:
+        return [b.pod for b in group.bindings if b not in bound]
 
     def _forget_unbound(self, group: GroupBinding, bound: set[Binding]) -> None:
         for binding in group.bindings:
             if binding not in bound:
                 self._cache.forget(binding.pod)
+        if group.claims:
+            # What landed of them shows in the watch; a reservation left for a pod that is
+            # not bound is taken back by the sweep (``ClaimWriter``'s caller).
+            self._cache.forget_claims(group.claims)
         self._poke()
 
     async def _apply(
-        self, group: GroupBinding, bound: set[Binding], *, pass_seconds: float
+        self,
+        group: GroupBinding,
+        bound: set[Binding],
+        written: list[Written],
+        *,
+        pass_seconds: float,
     ) -> None:
         bindings = group.bindings
         if not bindings:
             return
         failed: set[Binding] = set()
+        if group.claims:
+            # Claims first, as kube-scheduler's PreBind: a pod bound before its claims are
+            # allocated and reserved would start without its devices.
+            landed, error = await self._claims.write(group.claims)
+            written.extend(landed)
+            self._metrics.claim_writes.inc(len(landed))
+            if error:
+                await self._claims.release(written)
+                self._cache.forget_claims(group.claims)
+                self._group_failed(group, f"{error}; nothing of {_subject(group)} was bound")
+                return
         if group.all_or_nothing:
             first, rest = bindings[0], bindings[1:]
             error = await self._bind(first)
             if error is not None:
+                if written:
+                    await self._claims.release(written)
+                    self._cache.forget_claims(group.claims)
                 self._first_bind_failed(group, error)
                 return
             bound.add(first)
@@ -124,6 +165,8 @@ class Binder:
                 self._forget(binding, f"binding {binding.pod} to {binding.node} failed: {error}")
             else:
                 bound.add(binding)
+        if failed and written:  # their reservations go, as kube-scheduler's Unreserve
+            await self._claims.release(written, [b.pod for b in failed])
         if failed:
             self._back_off(gang for gang in group.gangs if failed.intersection(gang.bindings))
         if not group.all_or_nothing:
@@ -239,16 +282,15 @@ class Binder:
 
     def _first_bind_failed(self, group: GroupBinding, error: str) -> None:
         first = group.bindings[0]
-        subject = (
-            f"gang {group.keys[0]}"
-            if len(group.keys) == 1
-            else f"GangGroup [{', '.join(map(str, group.keys))}]"
-        )
-        message = (
+        self._group_failed(
+            group,
             f"binding {first.pod} to {first.node} was rejected ({error}); nothing of "
-            f"{subject} was bound, and it will be tried again whole"
+            f"{_subject(group)} was bound",
         )
-        log.warning("gang bind rejected", gang=", ".join(map(str, group.keys)), error=error)
+
+    def _group_failed(self, group: GroupBinding, what: str) -> None:
+        message = f"{what}, and it will be tried again whole"
+        log.warning("gang bind rejected", gang=", ".join(map(str, group.keys)), error=what)
         for binding in group.bindings:
             self._cache.forget(binding.pod)
         for key in group.keys:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from scheduler.cache.cluster import QUEUES, ClusterCache
+from scheduler.codecs.cel import Selectors
 from scheduler.codecs.objects import (
     node_from_dict,
     pod_from_dict,
@@ -16,7 +17,13 @@ from scheduler.model.config import Config
 from scheduler.model.pods import GangKey, PodGroupApi
 from scheduler.shell.api import ApiClient, Credentials
 from scheduler.shell.configmaps import apply_configmap
-from scheduler.shell.syncing import OWNER_KINDS, UPSERTS, list_objects, list_versioned
+from scheduler.shell.syncing import (
+    DEVICE_KINDS,
+    OWNER_KINDS,
+    UPSERTS,
+    list_objects,
+    list_versioned,
+)
 
 
 async def explain_gang(
@@ -28,7 +35,11 @@ async def explain_gang(
 ) -> list[str]:
     api = ApiClient(credentials, connections=4)
     try:
-        cache = ClusterCache(scheduler_name=config.scheduler_name, aliases=config.aliases)
+        cache = ClusterCache(
+            scheduler_name=config.scheduler_name,
+            aliases=config.aliases,
+            selectors=Selectors().evaluate,
+        )
         for body in await list_objects(api, "nodes"):
             cache.upsert_node(node_from_dict(body))
         for body in await list_objects(api, "pods"):
@@ -45,6 +56,9 @@ async def explain_gang(
         cache.serve(QUEUES, version is not None)
         for body in bodies:
             UPSERTS[QUEUES](cache, body)
+        for kind in DEVICE_KINDS:  # dynamic resource allocation (#24)
+            for body in await list_objects(api, kind):
+                UPSERTS[kind](cache, body)
         for body in await list_objects(api, "priorityclasses"):
             cache.upsert_priority_class(priority_class_from_dict(body))
         for kind in ("topologies", "groups"):

@@ -22,6 +22,8 @@ class Metrics:
     gang_bound_seconds: Histogram
     bind_seconds: Histogram
     bind_errors: Counter
+    claim_writes: Counter
+    claim_conflicts: Counter
     pass_seconds: Histogram
     events_dropped: Counter
     loop_lag_seconds: Histogram
@@ -71,6 +73,17 @@ class Metrics:
             bind_errors=Counter(
                 "gang_scheduler_bind_errors_total",
                 "Binding requests the API server rejected or that failed.",
+                registry=registry,
+            ),
+            claim_writes=Counter(
+                "gang_scheduler_claim_allocations_total",
+                "ResourceClaims allocated or reserved before a bind (dynamic resource allocation).",
+                registry=registry,
+            ),
+            claim_conflicts=Counter(
+                "gang_scheduler_claim_conflicts_total",
+                "ResourceClaim writes that found the claim changed since the pass planned "
+                "it (allocated elsewhere, a conflict on its resourceVersion).",
                 registry=registry,
             ),
             pass_seconds=Histogram(

@@ -19,6 +19,11 @@ from typing import Any
 import structlog
 
 from scheduler.cache.cluster import QUEUES, ClusterCache
+from scheduler.codecs.devices import (
+    device_class_from_dict,
+    resource_claim_from_dict,
+    slice_from_dict,
+)
 from scheduler.codecs.objects import (
     budget_from_dict,
     claim_from_dict,
@@ -63,6 +68,10 @@ LISTS = {
     "persistentvolumes": "/api/v1/persistentvolumes",
     "storageclasses": "/apis/storage.k8s.io/v1/storageclasses",
     "poddisruptionbudgets": "/apis/policy/v1/poddisruptionbudgets",
+    # Dynamic resource allocation (#24): devices, their classes, and the claims for them.
+    "resourceslices": "/apis/resource.k8s.io/v1/resourceslices",
+    "deviceclasses": "/apis/resource.k8s.io/v1/deviceclasses",
+    "resourceclaims": "/apis/resource.k8s.io/v1/resourceclaims",
     # Volcano's Queues (#22): teams' quotas and shares; without the CRD, no queues.
     QUEUES: f"/apis/{QUEUE_API}/queues",
     # The owners that make gangs of pods that declare none (gangs from owners).
@@ -82,7 +91,13 @@ def key_of(kind: str, obj: dict) -> str:
     meta = obj["metadata"]
     if kind == "pods":
         return meta["uid"]
-    namespaced = ("topologies", "groups", "persistentvolumeclaims", "poddisruptionbudgets")
+    namespaced = (
+        "topologies",
+        "groups",
+        "persistentvolumeclaims",
+        "poddisruptionbudgets",
+        "resourceclaims",
+    )
     if kind in namespaced or kind in PODGROUP_KINDS or kind in OWNER_KINDS:
         return f"{meta['namespace']}/{meta['name']}"
     return meta["name"]
@@ -91,7 +106,9 @@ def key_of(kind: str, obj: dict) -> str:
 # The PodGroup kinds by the name the cache knows them by.
 PODGROUP_KINDS = {api.kind: api for api in PodGroupApi}
 # Kinds a cluster may not serve (their CRDs not installed): a 404 lists them empty.
-OPTIONAL_KINDS = frozenset({*PODGROUP_KINDS, *OWNER_KINDS, QUEUES})
+# An API server older than 1.34 serves no resource.k8s.io/v1: no devices, as before #24.
+DEVICE_KINDS = ("resourceslices", "deviceclasses", "resourceclaims")
+OPTIONAL_KINDS = frozenset({*PODGROUP_KINDS, *OWNER_KINDS, QUEUES, *DEVICE_KINDS})
 
 
 async def list_objects(
@@ -150,7 +167,9 @@ async def list_pages(
             except ApiError as error:
                 if error.status == 404 and kind in OPTIONAL_KINDS:
                     return None
-                if error.status == 403 and (kind in OWNER_KINDS or kind == QUEUES):
+                if error.status == 403 and (
+                    kind in OWNER_KINDS or kind == QUEUES or kind in DEVICE_KINDS
+                ):
                     return None  # not ours to read: placed as if it did not exist
                 raise
             meta = page.get("metadata") or {}
@@ -236,6 +255,7 @@ KINDS = (
     "persistentvolumes",
     "storageclasses",
     "poddisruptionbudgets",
+    *DEVICE_KINDS,
     QUEUES,
     *OWNER_KINDS,
 )
@@ -261,6 +281,12 @@ def remove(cache: ClusterCache, kind: str, key: str) -> None:
         cache.remove_storage_class(key)
     elif kind == "poddisruptionbudgets":
         cache.remove_budget(key)
+    elif kind == "resourceslices":
+        cache.remove_slice(key)
+    elif kind == "deviceclasses":
+        cache.remove_device_class(key)
+    elif kind == "resourceclaims":
+        cache.remove_resource_claim(key)
     elif kind in OWNER_KINDS:
         cache.remove_owner(OWNER_KINDS[kind], key)
     elif kind == QUEUES:
@@ -285,6 +311,11 @@ UPSERTS: dict[str, Callable[[ClusterCache, Any], None]] = {
         *storage_class_from_dict(body)
     ),
     "poddisruptionbudgets": lambda cache, body: cache.upsert_budget(budget_from_dict(body)),
+    "resourceslices": lambda cache, body: cache.upsert_slice(slice_from_dict(body)),
+    "deviceclasses": lambda cache, body: cache.upsert_device_class(device_class_from_dict(body)),
+    "resourceclaims": lambda cache, body: cache.upsert_resource_claim(
+        resource_claim_from_dict(body)
+    ),
     QUEUES: lambda cache, body: cache.upsert_queue(
         queue_from_dict(body), queue_status_from_dict(body)
     ),

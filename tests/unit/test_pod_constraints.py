@@ -337,11 +337,12 @@ def test_unbound_claims_wait_and_wait_for_first_consumer_says_it_is_not_supporte
     assert "does not provision volumes yet" in events(delayed, "FailedScheduling")[0]
 
 
-def test_a_pod_with_resource_claims_is_not_placed_and_says_why() -> None:
+def test_a_pod_whose_resource_claim_does_not_exist_is_not_placed_and_says_why() -> None:
     claims = {"resourceClaims": [{"name": "gpu", "resourceClaimName": "gpu-claim"}]}
     result = schedule(snapshot(hosts(1), [pod("dra", spec=claims)]), now=T0)
     assert bind_map(result) == {}
-    assert "dynamic resource allocation" in events(result, "FailedScheduling")[0]
+    message = events(result, "FailedScheduling")[0]
+    assert 'resourceclaim.resource.k8s.io "gpu-claim" not found' in message
 
 
 def test_pack_fills_the_fullest_node_and_spread_the_emptiest() -> None:

@@ -30,6 +30,7 @@ from scheduler.core.session import (
 from scheduler.core.statement import Statement
 from scheduler.model import names
 from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch
+from scheduler.model.devices import Allocation, ResourceClaim
 from scheduler.model.gangs import Gang, SubGroup
 from scheduler.model.pods import SUCCEEDED, GangKey, Mode, Pod, PodRef
 from scheduler.model.resources import Resources
@@ -447,6 +448,80 @@ def _place_gang(
         return _place_subgroups(
             session, statement, gang, room, members, need=gang.min_member, held=held
         )
+    shared = _shared_claim(session, statement, members)
+    if shared is None:
+        return _place_members(session, statement, gang, members, need=need, room=room)
+    # Members that share a claim not yet allocated go where its devices are: the first one
+    # placed would choose them for all (a rack's channel chosen where the rest do not fit).
+    # So each allocation the claim could have (one per reach: a rack, a node) is tried in
+    # turn, the gang placed around it, until one holds the whole gang.
+    got: list[Binding] = []
+    status = Status.unschedulable("no allocation of its shared claim holds the gang")
+    for allocation in _alternatives(session, statement, shared, members):
+        mark, cursors = statement.mark(), session.finder.mark()
+        statement.claim(shared.key, allocation)
+        got, status = _place_members(session, statement, gang, members, need=need, room=room)
+        if status.ok:
+            return got, status
+        _undo(session, statement, gang, room, mark=mark, cursors=cursors, placed=got, todo=members)
+    return [], status
+
+
+# How many allocations of a shared claim a gang tries in one pass.
+MAX_ALTERNATIVES = 16
+
+
+def _shared_claim(
+    session: Session, statement: Statement, members: list[Pod]
+) -> ResourceClaim | None:
+    """The first claim two or more pending members share that has no allocation yet."""
+    if session.devices is None:
+        return None
+    seen: dict[tuple[str, str], int] = {}
+    for pod in members:
+        for entry in pod.resource_claims:
+            if entry.claim:
+                key = (pod.ref.namespace, entry.claim)
+                seen[key] = seen.get(key, 0) + 1
+    for key, count in seen.items():
+        claim = session.devices.claims.get(key)
+        if (
+            count > 1
+            and claim is not None
+            and claim.allocation is None
+            and statement.ledger.allocated(key) is None
+        ):
+            return claim
+    return None
+
+
+def _alternatives(
+    session: Session, statement: Statement, claim: ResourceClaim, members: list[Pod]
+) -> list[Allocation]:
+    """The distinct allocations ``claim`` could get, by the nodes the first member sharing
+    it may go on (packing order), one per set of nodes they reach."""
+    first = next(p for p in members if any(e.claim == claim.name for e in p.resource_claims))
+    world, ledger = session.devices, statement.ledger
+    found: dict[object, Allocation] = {}
+    for name in session.finder.candidates(first):
+        if len(found) >= MAX_ALTERNATIVES:
+            break
+        done = world.allocate([claim], session.snapshot.nodes[name], taken=ledger.taken)
+        if isinstance(done, str):
+            continue
+        found.setdefault(done[0].node_selector, done[0])
+    return list(found.values())
+
+
+def _place_members(
+    session: Session,
+    statement: Statement,
+    gang: Gang,
+    members: list[Pod],
+    *,
+    need: int,
+    room: QueueRoom | None,
+) -> tuple[list[Binding], Status]:
     got: list[Binding] = []
     first_miss: Status | None = None
     finder = session.finder

@@ -311,7 +311,7 @@ def _fits(session: Session, base: Ledger, gangs: list[Gang], chosen: list[Victim
     placed = place_group(session, statement, gangs, room)
     if placed is None:
         return None
-    return [(op.pod, op.node) for op in statement.operations]
+    return [(op.pod, op.node) for op in statement.operations if op.pod is not None]
 
 
 def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool) -> None:

@@ -1,0 +1,234 @@
+"""Writing a group's ResourceClaim allocations and reservations before its first bind, and
+taking them back if the group does not bind (kube-scheduler's PreBind and Unreserve of the
+DynamicResources plugin, for a whole GangGroup).
+
+Each claim is written as kube-scheduler writes it: the ``resource.kubernetes.io/
+delete-protection`` finalizer first (the ResourceClaim controller clears an allocation only
+from claims that carry it), then ``status.allocation`` and ``status.reservedFor`` in one
+status write, both conditional on the claim's resourceVersion. A claim that changed since
+the pass saw it is read again: if someone else allocated it meanwhile, the group is not
+bound (the devices planned may be another's now) and goes again after a backoff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.devices import allocation_to_dict, resource_claim_from_dict
+from scheduler.model.decisions import ClaimWrite
+from scheduler.model.devices import FINALIZER, Consumer, ResourceClaim
+from scheduler.model.pods import PodRef
+from scheduler.shell.api import ApiClient, ApiError
+
+log = structlog.get_logger()
+
+# Conflicts tried through (reading the claim again) before the group gives up.
+ATTEMPTS = 3
+
+
+def claim_path(namespace: str, name: str) -> str:
+    return f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+
+
+def _consumers(entries: Iterable[Consumer]) -> list[dict[str, str]]:
+    return [
+        {
+            **({"apiGroup": c.api_group} if c.api_group else {}),
+            "resource": c.resource,
+            "name": c.name,
+            "uid": c.uid,
+        }
+        for c in entries
+    ]
+
+
+@dataclass
+class Written:
+    """What landed of one ClaimWrite: whether this scheduler allocated the claim (and
+    added its finalizer), and the pods reserved."""
+
+    write: ClaimWrite
+    allocated: bool = False
+    finalized: bool = False
+    pods: list[PodRef] = field(default_factory=list)
+
+
+class ClaimWriter:
+    def __init__(
+        self,
+        api: ApiClient,
+        cache: ClusterCache,
+        *,
+        fence: Callable[[], bool] = lambda: True,
+        on_conflict: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._api = api
+        self._cache = cache
+        self._fence = fence
+        self._on_conflict = on_conflict
+
+    async def write(self, writes: Iterable[ClaimWrite]) -> tuple[list[Written], str]:
+        """Write every claim; stops at the first that fails. Returns what landed and what
+        went wrong ("" if nothing)."""
+        done: list[Written] = []
+        for write in writes:
+            written = Written(write)
+            error = await self._write_one(written)
+            if written.allocated or written.finalized or written.pods:
+                done.append(written)
+            if error:
+                return done, error
+        return done, ""
+
+    async def _claim(self, write: ClaimWrite, *, fresh: bool) -> ResourceClaim | None:
+        if not fresh:
+            known = self._cache.resource_claim(write.namespace, write.name)
+            if known is not None and known.resource_version == write.resource_version:
+                return known
+        body = await self._api.request("GET", claim_path(write.namespace, write.name))
+        return resource_claim_from_dict(body)
+
+    async def _write_one(self, written: Written) -> str:
+        write = written.write
+        where = f"ResourceClaim {write.namespace}/{write.name}"
+        path = claim_path(write.namespace, write.name)
+        fresh = False
+        for _ in range(ATTEMPTS):
+            if not self._fence():
+                return "this replica no longer holds the leader Lease; nothing sent"
+            try:
+                claim = await self._claim(write, fresh=fresh)
+            except ApiError as error:
+                return f"reading {where} failed: {error}"
+            fresh = True
+            if claim is None or (write.uid and claim.uid != write.uid):
+                return f"{where} is gone (or was made anew) since it was planned"
+            if claim.deleting:
+                return f"claim {write.namespace}/{write.name} got deleted in the meantime"
+            allocation = write.allocation
+            if allocation is not None and claim.allocation is not None:
+                if claim.allocation.devices != allocation.devices:
+                    self._on_conflict()
+                    return f"claim {claim.namespace}/{claim.name} got allocated elsewhere meanwhile"
+                allocation = None  # ours landed already (an answer lost): reserve only
+            if allocation is None and claim.allocation is None:
+                self._on_conflict()
+                return f"claim {write.namespace}/{write.name} got deallocated in the meantime"
+            version = claim.resource_version
+            try:
+                if allocation is not None and FINALIZER not in claim.finalizers:
+                    body = await self._api.merge_patch(
+                        path,
+                        {
+                            "metadata": {
+                                "resourceVersion": version,
+                                "finalizers": [*claim.finalizers, FINALIZER],
+                            }
+                        },
+                    )
+                    written.finalized = True
+                    version = (body.get("metadata") or {}).get("resourceVersion", version)
+                new = [ref for ref in write.pods if not claim.reserved_for_pod(ref.uid)]
+                status: dict[str, Any] = {
+                    "reservedFor": _consumers(
+                        [*claim.reserved_for, *(Consumer("pods", r.name, r.uid) for r in new)]
+                    )
+                }
+                if allocation is not None:
+                    status["allocation"] = allocation_to_dict(allocation)
+                if new or allocation is not None:
+                    await self._api.merge_patch(
+                        f"{path}/status",
+                        {"metadata": {"resourceVersion": version}, "status": status},
+                    )
+                written.allocated = allocation is not None
+                written.pods = list(write.pods)
+                return ""
+            except ApiError as error:
+                if error.status == 409:
+                    self._on_conflict()
+                    continue  # changed since: read it again
+                return f"writing the allocation of {where} failed: {error}"
+        return f"{where} kept changing while its allocation was written ({ATTEMPTS} conflicts)"
+
+    async def release(
+        self, written: Iterable[Written], pods: Iterable[PodRef] | None = None
+    ) -> None:
+        """Take back what landed: the reservations of ``pods`` (all of each write's, if
+        None), and, where this scheduler allocated a claim that is then reserved for nobody,
+        the allocation and the finalizer. Failures are logged: a claim left reserved for a
+        pod that is not bound is released by ``sweep`` later."""
+        only = None if pods is None else {ref.uid for ref in pods}
+        for entry in written:
+            leaving = [r for r in entry.pods if only is None or r.uid in only]
+            if not leaving:
+                continue
+            try:
+                await self._release_one(entry, leaving)
+            except ApiError as error:
+                log.warning(
+                    "could not release a ResourceClaim; it is retried later",
+                    claim=f"{entry.write.namespace}/{entry.write.name}",
+                    error=str(error),
+                )
+            entry.pods = [r for r in entry.pods if r not in leaving]
+
+    async def _release_one(self, entry: Written, leaving: list[PodRef]) -> None:
+        write = entry.write
+        await release_claim(
+            self._api,
+            namespace=write.namespace,
+            name=write.name,
+            uids={r.uid for r in leaving},
+            deallocate=entry.allocated,
+        )
+
+
+async def release_claim(
+    api: ApiClient, *, namespace: str, name: str, uids: set[str], deallocate: bool
+) -> None:
+    """Remove the reservations of ``uids`` from a claim; with ``deallocate``, clear its
+    allocation (and the finalizer) if nobody is left. Conflicts are tried through."""
+    path = claim_path(namespace, name)
+    for _ in range(ATTEMPTS):
+        try:
+            claim = resource_claim_from_dict(await api.request("GET", path))
+        except ApiError as error:
+            if error.status == 404:
+                return
+            raise
+        left = [c for c in claim.reserved_for if not (c.resource == "pods" and c.uid in uids)]
+        clear = deallocate and not left and claim.allocation is not None
+        if len(left) == len(claim.reserved_for) and not clear:
+            break
+        status: dict[str, Any] = {"reservedFor": _consumers(left) or None}
+        if clear:
+            status["allocation"] = None
+        try:
+            body = await api.merge_patch(
+                f"{path}/status",
+                {"metadata": {"resourceVersion": claim.resource_version}, "status": status},
+            )
+        except ApiError as error:
+            if error.status == 409:
+                continue
+            raise
+        claim = resource_claim_from_dict(body)
+        break
+    else:
+        return
+    if deallocate and claim.allocation is None and FINALIZER in claim.finalizers:
+        await api.merge_patch(
+            path,
+            {
+                "metadata": {
+                    "resourceVersion": claim.resource_version,
+                    "finalizers": [f for f in claim.finalizers if f != FINALIZER],
+                }
+            },
+        )
