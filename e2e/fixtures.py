@@ -423,3 +423,8 @@ def cluster(control_plane: ClusterAccess, namespace: str) -> Iterator[Cluster]:
         control_plane.kubectl(
             "delete", "nodes", "-l", f"{TEST_LABEL}={namespace}", "--wait=false", check=False
         )
+        # Devices and classes a test published (dynamic resource allocation, cluster-wide).
+        control_plane.kubectl(
+            "delete", "resourceslices,deviceclasses", "-l", f"{TEST_LABEL}={namespace}",
+            "--wait=false", check=False,
+        )  # fmt: skip

@@ -114,6 +114,86 @@ def node_manifest(
     }
 
 
+# Dynamic resource allocation (#24): the fake GPU driver whose devices tests publish.
+GPU_DRIVER = "gpu.example.com"
+DOMAIN_DRIVER = "domain.example.com"  # a multi-node NVLink domain's channel (ComputeDomain-like)
+
+
+def gpu_slice(
+    node: str,
+    *,
+    gpus: int = 8,
+    nvlink_domain: str = "",
+    product: str = "NVIDIA H100 80GB HBM3",
+    memory: str = "80Gi",
+    labels: dict[str, str] | None = None,
+) -> dict:
+    """The ResourceSlice a GPU driver publishes for ``node``: ``gpus`` devices ``gpu-0 …``
+    with ``index``, ``uuid``, ``productName`` and ``memory`` capacity, and the NVLink domain
+    the node's rack shares (``nvlinkDomain``), as NVIDIA's DRA driver publishes them."""
+    devices = []
+    for i in range(gpus):
+        attributes: dict = {
+            "index": {"int": i},
+            "uuid": {"string": f"GPU-{node}-{i:02d}"},
+            "productName": {"string": product},
+            "driverVersion": {"version": "570.124.6"},
+        }
+        if nvlink_domain:
+            attributes["nvlinkDomain"] = {"string": nvlink_domain}
+        devices.append(
+            {
+                "name": f"gpu-{i}",
+                "attributes": attributes,
+                "capacity": {"memory": {"value": memory}},
+            }
+        )
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{node}-{GPU_DRIVER}", "labels": dict(labels or {})},
+        "spec": {
+            "driver": GPU_DRIVER,
+            "nodeName": node,
+            "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+            "devices": devices,
+        },
+    }
+
+
+def domain_slice(
+    domain: str, *, node_labels: dict[str, str], labels: dict[str, str] | None = None
+) -> dict:
+    """One network-attached channel device of an NVLink domain, reachable from the nodes
+    with ``node_labels``: a claim shared by a gang's pods for it puts them all in the domain."""
+    expressions = [
+        {"key": key, "operator": "In", "values": [value]}
+        for key, value in sorted(node_labels.items())
+    ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": f"{domain}-{DOMAIN_DRIVER}", "labels": dict(labels or {})},
+        "spec": {
+            "driver": DOMAIN_DRIVER,
+            "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": expressions}]},
+            "pool": {"name": domain, "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "channel", "attributes": {"domain": {"string": domain}}}],
+        },
+    }
+
+
+def device_class(
+    name: str, driver: str = GPU_DRIVER, *, labels: dict[str, str] | None = None
+) -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}]},
+    }
+
+
 def topology_configmap(
     plan: Layout, *, namespace: str, name: str, resource_names: Iterable[str]
 ) -> dict:
