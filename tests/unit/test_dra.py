@@ -209,7 +209,9 @@ def test_the_class_and_the_request_selectors_must_both_hold() -> None:
 def test_a_selector_on_a_missing_attribute_says_the_cel_runtime_error() -> None:
     missing = 'device.attributes["gpu.example.com"].nosuch == "x"'
     result = allocate(world([gpu_slice("n0", 1)]), claim("c", exactly(selectors=(missing,))))
-    assert isinstance(result, str) and "CEL runtime error" in result and "request gpu" in result
+    assert isinstance(result, str)
+    assert "CEL runtime error" in result
+    assert "request gpu" in result
 
 
 def test_allocation_mode_all_takes_every_matching_device_or_none() -> None:
@@ -274,20 +276,21 @@ def test_a_network_attached_device_is_allocated_with_the_nodes_that_reach_it() -
     result = allocate(w, claim("c", request), on="n1", labels={"rack": "r1"})
     assert not isinstance(result, str)
     (term,) = result[0].node_selector
-    assert term.match_expressions[0].key == "rack" and term.match_expressions[0].values == ("r1",)
+    assert (term.match_expressions[0].key, term.match_expressions[0].values) == ("rack", ("r1",))
 
 
 def test_a_local_device_ties_the_claim_to_its_node() -> None:
     result = allocate(world([gpu_slice("n0", 1)]), claim("c", exactly()))
     (term,) = result[0].node_selector
-    assert term.match_fields[0].key == "metadata.name" and term.match_fields[0].values == ("n0",)
+    assert (term.match_fields[0].key, term.match_fields[0].values) == ("metadata.name", ("n0",))
 
 
 def test_a_pool_being_published_is_skipped_and_all_of_it_cannot_be_asked() -> None:
     half = [gpu_slice("n0", 2, slices=2)]  # one of two slices published so far
     assert allocate(world(half), claim("c", exactly())) == CANNOT_ALLOCATE
     result = allocate(world(half), claim("c", exactly(mode="All")))
-    assert isinstance(result, str) and "is currently being updated" in result
+    assert isinstance(result, str)
+    assert "is currently being updated" in result
 
 
 def test_only_the_newest_generation_of_a_pool_counts() -> None:
@@ -313,7 +316,8 @@ def test_an_unknown_device_class_is_said_in_kube_schedulers_words() -> None:
 
 def test_more_than_32_devices_in_one_claim_is_refused() -> None:
     result = allocate(world([gpu_slice("n0", 40)]), claim("c", exactly(count=33)))
-    assert isinstance(result, str) and "exceeds the claim limit of 32" in result
+    assert isinstance(result, str)
+    assert "exceeds the claim limit of 32" in result
 
 
 def test_two_claims_allocated_together_never_share_a_device() -> None:
@@ -387,7 +391,8 @@ def test_a_gang_of_four_each_claiming_eight_gpus_binds_whole_with_its_claims_wri
         now=T0,
     )
     binds = bind_map(result)
-    assert sorted(binds) == ["g-0", "g-1", "g-2", "g-3"] and len(set(binds.values())) == 4
+    assert sorted(binds) == ["g-0", "g-1", "g-2", "g-3"]
+    assert len(set(binds.values())) == 4
     writes = written(result)
     assert sorted(writes) == [f"g-{i}-gpus" for i in range(4)]
     for pod_name, node_name in binds.items():
@@ -436,11 +441,8 @@ def test_members_sharing_a_claim_for_a_rack_channel_land_in_that_rack() -> None:
     assert len(binds) == 3, events(result, "FailedScheduling")
     assert all(n.startswith("r2-") for n in binds.values()), binds
     devices, reserved = written(result)["domain"]
-    assert devices == ["domain.example.com/rack-r2/channel"] and sorted(reserved) == [
-        "g-0",
-        "g-1",
-        "g-2",
-    ]
+    assert devices == ["domain.example.com/rack-r2/channel"]
+    assert sorted(reserved) == ["g-0", "g-1", "g-2"]
 
 
 def test_a_pod_whose_claim_is_not_made_yet_waits_and_says_so() -> None:
