@@ -87,9 +87,10 @@ chaos: setup binaries
 # (.cluster-oracle/); every disagreement is printed as YAML. A short run is in make test.
 ORACLE_CASES ?= 500
 ORACLE_GANG_CASES ?= 60
+ORACLE_DRA_CASES ?= 300
 ORACLE_SEED ?= 1
 oracle: setup binaries
-	$(PY) -m e2e.oracle --cases $(ORACLE_CASES) --gangs $(ORACLE_GANG_CASES) --seed $(ORACLE_SEED)
+	$(PY) -m e2e.oracle --cases $(ORACLE_CASES) --gangs $(ORACLE_GANG_CASES) --dra $(ORACLE_DRA_CASES) --seed $(ORACLE_SEED)
 
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

@@ -33,6 +33,12 @@ import yaml
 
 from e2e import cluster as local_cluster
 from e2e.nodes import FakeNode, node_manifest
+from scheduler.codecs.cel import Selectors
+from scheduler.codecs.devices import (
+    device_class_from_dict,
+    resource_claim_from_dict,
+    slice_from_dict,
+)
 from scheduler.codecs.objects import node_from_dict, pod_from_dict
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
@@ -56,10 +62,17 @@ class Case:
     candidate: str
     namespace: str
     notes: list[str] = field(default_factory=list)
+    # Dynamic resource allocation: DeviceClasses, ResourceSlices and ResourceClaims, and the
+    # status (allocations) written to some claims before the question is asked.
+    objects: list[dict] = field(default_factory=list)
+    statuses: dict[str, dict] = field(default_factory=dict)
 
     def yaml(self) -> str:
         pods = json.loads(self.notes[0]) if self.notes else [self.pending]
-        return yaml.safe_dump_all([*self.nodes, *self.bound, *pods], sort_keys=False)
+        held = [{"claim": name, "status": status} for name, status in sorted(self.statuses.items())]
+        return yaml.safe_dump_all(
+            [*self.nodes, *self.objects, *held, *self.bound, *pods], sort_keys=False
+        )
 
 
 def _selector(rng: random.Random, apps: list[str]) -> dict:
@@ -378,24 +391,377 @@ def ask_gang(plane: Plane, case: Case) -> Answer:
         return Answer(kube, message, ours, "all bound" if ours else (said[0] if said else "-"))
 
 
+# -- dynamic resource allocation (#24) ---------------------------------------------------------
+
+GPU_DRIVER = "gpu.example.com"
+DOMAIN_DRIVER = "domain.example.com"
+DRA_SELECTORS = (
+    'device.attributes["gpu.example.com"].model == "A"',
+    'device.capacity["gpu.example.com"].memory.compareTo(quantity("60Gi")) >= 0',
+    'device.attributes["gpu.example.com"].index % 2 == 0',
+    'device.attributes["gpu.example.com"].driverVersion.isGreaterThan(semver("1.5.0"))',
+    '"gpu.example.com" in device.attributes',
+    'device.attributes["gpu.example.com"].model.lowerAscii() in ["a", "c"]',
+)
+
+
+def _gpu_devices(rng: random.Random, count: int, domain: str) -> list[dict]:
+    devices = []
+    for i in range(count):
+        device: dict[str, Any] = {
+            "name": f"gpu-{i}",
+            "attributes": {
+                "model": {"string": rng.choice(["A", "B"])},
+                "index": {"int": i},
+                "nvlinkDomain": {"string": rng.choice([domain, f"{domain}x"])},
+                "driverVersion": {"version": rng.choice(["1.0.0", "2.1.0"])},
+            },
+            "capacity": {"memory": {"value": rng.choice(["40Gi", "80Gi"])}},
+        }
+        if rng.random() < 0.1:
+            device["taints"] = [{"key": "broken", "value": "ecc", "effect": "NoSchedule"}]
+        devices.append(device)
+    return devices
+
+
+def _device_request(rng: random.Random, name: str, gpu_class: str) -> dict:
+    def one(sub_name: str) -> dict:
+        body: dict[str, Any] = {"deviceClassName": gpu_class}
+        if rng.random() < 0.1:
+            body["allocationMode"] = "All"
+        else:
+            body["count"] = rng.choice([1, 1, 2, 3])
+        if rng.random() < 0.35:
+            body["selectors"] = [{"cel": {"expression": rng.choice(DRA_SELECTORS)}}]
+        if rng.random() < 0.3:
+            body["tolerations"] = [{"key": "broken", "operator": "Exists"}]
+        return {"name": sub_name, **body}
+
+    if rng.random() < 0.2:
+        return {"name": name, "firstAvailable": [one("big"), one("small")]}
+    request = one(name)
+    return {"name": name, "exactly": {k: v for k, v in request.items() if k != "name"}}
+
+
+def random_dra_case(rng: random.Random, number: int) -> Case:
+    """A pod with one or two ResourceClaims (counts, All, firstAvailable, CEL selectors,
+    taints and tolerations, matchAttribute) on devices published for 1-2 nodes, some of
+    them allocated to a claim already; pinned to one node."""
+    ns = f"oracle-{number}"
+    mark = {"oracle-case": str(number)}
+    rack = f"o{number}-r"
+    nodes = [
+        node_manifest(FakeNode(f"o{number}-n{i}", {**mark, "rack": rack}), cpu="8", memory="8Gi")
+        for i in range(rng.randint(1, 2))
+    ]
+    names_ = [n["metadata"]["name"] for n in nodes]
+    candidate = rng.choice(names_)
+    gpu_class, domain_class = f"o{number}-gpu", f"o{number}-domain"
+    class_selectors = [{"cel": {"expression": f'device.driver == "{GPU_DRIVER}"'}}]
+    if rng.random() < 0.2:
+        class_selectors.append({"cel": {"expression": rng.choice(DRA_SELECTORS)}})
+    objects: list[dict] = [
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+         "metadata": {"name": gpu_class, "labels": mark}, "spec": {"selectors": class_selectors}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+         "metadata": {"name": domain_class, "labels": mark},
+         "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{DOMAIN_DRIVER}"'}}]}},
+    ]  # fmt: skip
+    pools: list[tuple[str, list[dict]]] = []
+    for node_name in names_:
+        for p in range(rng.randint(1, 2)):
+            pool = f"{node_name}-p{p}"
+            devices = _gpu_devices(rng, rng.choice([0, 2, 4, 6, 8]), f"d{p}")
+            pools.append((pool, devices))
+            objects.append({
+                "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                "metadata": {"name": pool, "labels": mark},
+                "spec": {"driver": GPU_DRIVER, "nodeName": node_name, "devices": devices,
+                         "pool": {"name": pool, "generation": 1, "resourceSliceCount": 1}},
+            })  # fmt: skip
+    channel = rng.random() < 0.3
+    if channel:
+        reach = rack if rng.random() < 0.8 else f"{rack}-elsewhere"
+        objects.append({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": f"o{number}-channel", "labels": mark},
+            "spec": {"driver": DOMAIN_DRIVER,
+                     "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": "rack", "operator": "In", "values": [reach]}]}]},
+                     "pool": {"name": f"o{number}-channel", "generation": 1,
+                              "resourceSliceCount": 1},
+                     "devices": [{"name": "channel"}]},
+        })  # fmt: skip
+    statuses: dict[str, dict] = {}
+    taken = [(pool, d["name"]) for pool, devices in pools for d in devices]
+    if taken and rng.random() < 0.5:
+        held = rng.sample(taken, rng.randint(1, min(2, len(taken))))
+        objects.append(
+            _claim(
+                "held",
+                ns,
+                [{"name": "r", "exactly": {"deviceClassName": gpu_class, "count": len(held)}}],
+            )
+        )
+        statuses["held"] = {"allocation": {"devices": {"results": [
+            {"request": "r", "driver": GPU_DRIVER, "pool": pool, "device": device}
+            for pool, device in held]}}}  # fmt: skip
+    claims = []
+    for c in range(rng.randint(1, 2)):
+        requests = [_device_request(rng, f"r{r}", gpu_class) for r in range(rng.randint(1, 2))]
+        constraints = []
+        if rng.random() < 0.2:
+            constraints = [{"matchAttribute": f"{GPU_DRIVER}/nvlinkDomain"}]
+        objects.append(_claim(f"c{c}", ns, requests, constraints))
+        claims.append(f"c{c}")
+    if channel:
+        channel_request = [{"name": "ch", "exactly": {"deviceClassName": domain_class}}]
+        objects.append(_claim("channel", ns, channel_request))
+        claims.append("channel")
+    pending = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "asked", "namespace": ns},
+        "spec": {"schedulerName": "default-scheduler", "nodeSelector": {HOST: candidate},
+                 "containers": [{**_container(rng, "500m"),
+                                 "resources": {"requests": {"cpu": "500m"},
+                                               "claims": [{"name": c} for c in claims]}}],
+                 "resourceClaims": [{"name": c, "resourceClaimName": c} for c in claims]},
+    }  # fmt: skip
+    return Case(number, nodes, [], pending, candidate, ns, objects=objects, statuses=statuses)
+
+
+def _claim(
+    name: str, namespace: str, requests: list[dict], constraints: list | None = None
+) -> dict:
+    devices: dict[str, Any] = {"requests": requests}
+    if constraints:
+        devices["constraints"] = constraints
+    return {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace}, "spec": {"devices": devices},
+    }  # fmt: skip
+
+
+def _device_world(plane: Plane, case: Case) -> dict[str, Any]:
+    """Slices, classes and claims as the API server holds them, decoded."""
+    mark = f"oracle-case={case.number}"
+    slices = json.loads(plane.kubectl("get", "resourceslices", "-l", mark, "-o", "json"))
+    classes = json.loads(plane.kubectl("get", "deviceclasses", "-l", mark, "-o", "json"))
+    claims = json.loads(plane.kubectl("get", "resourceclaims", "-n", case.namespace, "-o", "json"))
+    decoded = [resource_claim_from_dict(c) for c in claims["items"]]
+    return {
+        "resource_slices": tuple(slice_from_dict(s) for s in slices["items"]),
+        "device_classes": {
+            c.name: c for c in (device_class_from_dict(d) for d in classes["items"])
+        },
+        "resource_claims": {c.key: c for c in decoded},
+        "selectors": DRA_EVALUATOR.evaluate,
+    }
+
+
+DRA_EVALUATOR = Selectors()
+
+
+def _devices_allocated(claims: list[dict], names_: list[str]) -> dict[str, int]:
+    return {
+        c["metadata"]["name"]: len(
+            (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")
+            or []
+        )
+        for c in claims
+        if c["metadata"]["name"] in names_
+    }
+
+
+def ask_dra(plane: Plane, case: Case) -> Answer:
+    """The core first (on the claims as they are before anything allocates them), then
+    kube-scheduler; both "may it go there" and how many devices each claim got."""
+    mark = f"oracle-case={case.number}"
+    with _staged(plane, case) as names_:
+        try:
+            plane.kubectl(
+                "apply", "-f", "-",
+                stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": case.objects}),
+            )  # fmt: skip
+            for name, status in case.statuses.items():
+                plane.kubectl(
+                    "patch", "resourceclaim", name, "-n", case.namespace,
+                    "--subresource=status", "--type=merge", "-p", json.dumps({"status": status}),
+                )  # fmt: skip
+            raw_nodes = [json.loads(plane.kubectl("get", "node", n, "-o", "json")) for n in names_]
+            nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
+            asked = replace(
+                pod_from_dict(
+                    {**case.pending,
+                     "metadata": {**case.pending["metadata"], "uid": "asked-uid"}}
+                ),
+                scheduler_name=OURS,
+            )  # fmt: skip
+            snap = Snapshot(nodes=nodes, pods=(asked,), **_device_world(plane, case))
+            result = schedule(snap, now=time.time())
+            placed = {b.pod.name: b.node for g in result.bindings for b in g.bindings}
+            claim_names = [e["name"] for e in case.pending["spec"]["resourceClaims"]]
+            ours = placed.get("asked") == case.candidate
+            our_devices = {
+                w.name: len(w.allocation.results) if w.allocation else 0
+                for g in result.bindings
+                for w in g.claims
+            }
+            said = [e.message for e in result.events if e.regarding.name == "asked"]
+            our_message = (
+                f"bound to {case.candidate} with devices {dict(sorted(our_devices.items()))}"
+                if ours
+                else (said[0] if said else "no event")
+            )
+            plane.kubectl("apply", "-f", "-", stdin=json.dumps(case.pending))
+            kube, kube_message = _kube_answer(plane, case)
+            if kube:
+                claims = json.loads(
+                    plane.kubectl("get", "resourceclaims", "-n", case.namespace, "-o", "json")
+                )["items"]
+                kube_devices = _devices_allocated(claims, claim_names)
+                kube_message += f" with devices {dict(sorted(kube_devices.items()))}"
+                if ours and kube_devices != our_devices:
+                    return Answer(kube, kube_message, False, our_message + " (devices differ)")
+            return Answer(kube, kube_message, ours, our_message)
+        finally:
+            plane.kubectl(
+                "delete", "resourceslices,deviceclasses", "-l", mark, "--wait=false", check=False
+            )
+
+
+def random_dra_gang_case(rng: random.Random, number: int) -> Case:
+    """A gang of 2-8 members, each claiming 1-2 GPUs of its own and all sharing one claim
+    for the channel of the rack's NVLink domain, on 2-4 nodes of one rack."""
+    case = random_dra_case(random.Random(rng.random()), number)  # classes and naming
+    ns, mark = case.namespace, {"oracle-case": str(number)}
+    rack = f"o{number}-r"
+    nodes = [
+        node_manifest(FakeNode(f"o{number}-n{i}", {**mark, "rack": rack}), cpu="8", memory="8Gi")
+        for i in range(rng.randint(2, 4))
+    ]
+    gpu_class, domain_class = f"o{number}-gpu", f"o{number}-domain"
+    objects = [o for o in case.objects if o["kind"] == "DeviceClass"]
+    for n in nodes:
+        name = n["metadata"]["name"]
+        objects.append({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": name, "labels": mark},
+            "spec": {"driver": GPU_DRIVER, "nodeName": name,
+                     "devices": _gpu_devices(rng, rng.randint(1, 4), "d"),
+                     "pool": {"name": name, "generation": 1, "resourceSliceCount": 1}},
+        })  # fmt: skip
+    objects.append({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": f"o{number}-channel", "labels": mark},
+        "spec": {"driver": DOMAIN_DRIVER,
+                 "nodeSelector": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": "rack", "operator": "In", "values": [rack]}]}]},
+                 "pool": {"name": f"o{number}-channel", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "channel"}]},
+    })  # fmt: skip
+    objects.append(
+        _claim("domain", ns, [{"name": "ch", "exactly": {"deviceClassName": domain_class}}])
+    )
+    size, count = rng.randint(2, 8), rng.randint(1, 2)
+    members = []
+    for i in range(size):
+        own = _claim(
+            f"m{i}-gpus",
+            ns,
+            [{"name": "g", "exactly": {"deviceClassName": gpu_class, "count": count}}],
+        )
+        objects.append(own)
+        gang = {names.KOORD_NAME: "g", names.KOORD_MIN_AVAILABLE: str(size)}
+        container = {
+            **_container(random.Random(0), "100m"),
+            "resources": {
+                "requests": {"cpu": "100m"},
+                "claims": [{"name": "domain"}, {"name": "gpus"}],
+            },
+        }
+        members.append({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": f"m{i}", "namespace": ns, "annotations": gang},
+            "spec": {"schedulerName": "default-scheduler", "nodeSelector": dict(mark),
+                     "containers": [container],
+                     "resourceClaims": [{"name": "domain", "resourceClaimName": "domain"},
+                                        {"name": "gpus", "resourceClaimName": f"m{i}-gpus"}]},
+        })  # fmt: skip
+    return Case(number, nodes, [], members[0], "", ns, notes=[json.dumps(members)], objects=objects)
+
+
+def ask_dra_gang(plane: Plane, case: Case) -> Answer:
+    """kube-scheduler member by member; the core on the whole gang at once."""
+    members = json.loads(case.notes[0])
+    mark = f"oracle-case={case.number}"
+    with _staged(plane, case) as names_:
+        try:
+            plane.kubectl(
+                "apply", "-f", "-",
+                stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": case.objects}),
+            )  # fmt: skip
+            raw_nodes = [json.loads(plane.kubectl("get", "node", n, "-o", "json")) for n in names_]
+            nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
+            ours_pods = tuple(
+                replace(
+                    pod_from_dict({**m, "metadata": {**m["metadata"], "uid": f"u{i}"}}),
+                    scheduler_name=OURS,
+                )
+                for i, m in enumerate(members)
+            )
+            snap = Snapshot(nodes=nodes, pods=ours_pods, **_device_world(plane, case))
+            result = schedule(snap, now=time.time())
+            ours = sum(len(g.bindings) for g in result.bindings) == len(members)
+            said = [e.message for e in result.events if e.reason == "FailedScheduling"]
+            kube, message = True, "all bound"
+            for member in members:
+                plane.kubectl("apply", "-f", "-", stdin=json.dumps(member))
+                single = replace(case, pending=member)
+                bound, why = _kube_answer(plane, single, name=member["metadata"]["name"])
+                if not bound:
+                    kube, message = False, f"{member['metadata']['name']}: {why}"
+                    break
+            return Answer(kube, message, ours, "all bound" if ours else (said[0] if said else "-"))
+        finally:
+            plane.kubectl(
+                "delete", "resourceslices,deviceclasses", "-l", mark, "--wait=false", check=False
+            )
+
+
 def run(
-    plane: Plane, *, cases: int, seed: int, gangs: int = 0, tally: Counter | None = None
+    plane: Plane,
+    *,
+    cases: int,
+    seed: int,
+    gangs: int = 0,
+    dra: int = 0,
+    tally: Counter | None = None,
 ) -> list[tuple[Case, Answer]]:
-    """Ask ``cases`` single-pod questions and ``gangs`` gang ones; the disagreements.
-    ``tally`` counts kube-scheduler's answers by kind ("pod yes", "gang no", ...): a run
-    where every answer is the same would prove little."""
+    """Ask ``cases`` single-pod questions, ``gangs`` gang ones and ``dra`` ones about
+    devices; the disagreements. ``tally`` counts kube-scheduler's answers by kind ("pod
+    yes", "gang no", ...): a run where every answer is the same would prove little."""
     rng = random.Random(seed)
     disagreements = []
     tally = tally if tally is not None else Counter()
-    for number in range(cases + gangs):
+    for number in range(cases + gangs + dra):
         case_number = seed * 100_000 + number
         if number < cases:
+            kind = "pod"
             case = random_case(rng, case_number)
             answer = ask(plane, case)
-        else:
+        elif number < cases + gangs:
+            kind = "gang"
             case = random_gang_case(rng, case_number)
             answer = ask_gang(plane, case)
-        kind = "pod" if number < cases else "gang"
+        elif (number - cases - gangs) % 4 != 3:
+            kind = "dra"
+            case = random_dra_case(rng, case_number)
+            answer = ask_dra(plane, case)
+        else:  # every fourth device case: a gang sharing an NVLink domain's claim
+            kind = "dra gang"
+            case = random_dra_gang_case(rng, case_number)
+            answer = ask_dra_gang(plane, case)
         tally[f"{kind} {'yes' if answer.kube else 'no'}"] += 1
         if not answer.agree:
             disagreements.append((case, answer))
@@ -414,16 +780,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cases", type=int, default=300)
     parser.add_argument("--gangs", type=int, default=40, help="gang cases besides")
+    parser.add_argument("--dra", type=int, default=100, help="device (DRA) cases besides")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     started = time.monotonic()
     tally: Counter = Counter()
     with oracle_plane() as plane:
-        found = run(plane, cases=args.cases, seed=args.seed, gangs=args.gangs, tally=tally)
+        found = run(
+            plane, cases=args.cases, seed=args.seed, gangs=args.gangs, dra=args.dra, tally=tally
+        )
     for case, answer in found:
         print(describe(case, answer))
     print(
-        f"{args.cases} pod cases and {args.gangs} gang cases, {len(found)} disagreements, "
+        f"{args.cases} pod cases, {args.gangs} gang cases and {args.dra} device cases, "
+        f"{len(found)} disagreements, "
         f"{time.monotonic() - started:.0f}s; kube-scheduler's answers: "
         f"{dict(sorted(tally.items()))}"
     )

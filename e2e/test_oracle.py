@@ -1,6 +1,7 @@
 """kube-scheduler as the oracle (issue #11): for random cases of every constraint the core
 implements, "may this pod go on that node?" gets the same answer from kube-scheduler and
-from this scheduler's core. ``make oracle`` asks hundreds; this asks a few dozen."""
+from this scheduler's core; for pods with ResourceClaims (#24), also how many devices each
+claim gets. ``make oracle`` asks hundreds; this asks a few dozen."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ pytestmark = pytest.mark.cluster
 
 CASES = int(os.environ.get("ORACLE_CASES", "40"))
 GANGS = int(os.environ.get("ORACLE_GANG_CASES", "8"))
+DRA = int(os.environ.get("ORACLE_DRA_CASES", "24"))
 SEED = int(os.environ.get("ORACLE_SEED", "11"))
 
 
@@ -29,7 +31,8 @@ def plane() -> Iterator[oracle.Plane]:
 
 def test_kube_scheduler_and_the_core_agree_on_where_a_pod_may_go(plane: oracle.Plane) -> None:
     tally: oracle.Counter = oracle.Counter()
-    found = oracle.run(plane, cases=CASES, seed=SEED, gangs=GANGS, tally=tally)
+    found = oracle.run(plane, cases=CASES, seed=SEED, gangs=GANGS, dra=DRA, tally=tally)
     assert not found, "\n\n".join(oracle.describe(case, answer) for case, answer in found)
-    # Both answers occur, for pods and for gangs: a run of only "no" would prove little.
-    assert all(tally[k] for k in ("pod yes", "pod no", "gang yes", "gang no")), tally
+    # Both answers occur, for pods, gangs and devices: a run of only "no" would prove little.
+    kinds = ("pod yes", "pod no", "gang yes", "gang no", "dra yes", "dra no", "dra gang yes")
+    assert all(tally[k] for k in kinds), tally

@@ -30,6 +30,7 @@ from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.shell.api import ApiClient, Credentials, RateLimiter
 from scheduler.shell.binding import Binder
+from scheduler.shell.claiming import release_leftover_claims
 from scheduler.shell.clocks import SteadyClock
 from scheduler.shell.configmaps import apply_configmap
 from scheduler.shell.electing import LeaderElector, Leadership
@@ -325,6 +326,12 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
             # off by the same outage, say): a pass on that cache would overcommit nodes.
             informers.everything()
             await informers.settled()
+        # Before the first pass, nothing of ours is being bound: a claim reserved for a pod
+        # of ours that is not bound was left by a stop between a group's claims and its
+        # binds. Released (the allocation too, once nobody is left), the gang is placed
+        # again whole; kept, it would pin the gang to devices chosen for a placement that
+        # never happened.
+        await release_leftover_claims(api, cache, fence=leadership.held)
 
     # One informer per kind (``shell.watching``); the first pass waits for their first LISTs.
     informers = Informers(

@@ -757,6 +757,25 @@ class ClusterCache:
                 self._everything = True
                 self._changed()
 
+    def leftover_claims(self) -> list[tuple[ResourceClaim, frozenset[str]]]:
+        """Claims reserved for pods of ours that are not bound (nor being bound): what a
+        group's writes left when the scheduler stopped between its claims and its binds, or
+        when taking them back failed. With the uids of those pods."""
+        found = []
+        for claim in self._resource_claims.values():
+            uids = frozenset(
+                c.uid
+                for c in claim.reserved_for
+                if c.resource == "pods"
+                and c.api_group == ""
+                and (pod := self._ours.get(c.uid)) is not None
+                and not pod.bound
+                and c.uid not in self._assumed
+            )
+            if uids:
+                found.append((claim, uids))
+        return found
+
     def resource_claim(self, namespace: str, name: str) -> ResourceClaim | None:
         return self._resource_claims.get((namespace, name))
 

@@ -232,3 +232,33 @@ async def release_claim(
                 }
             },
         )
+
+
+async def release_leftover_claims(
+    api: ApiClient, cache: ClusterCache, *, fence: Callable[[], bool] = lambda: True
+) -> int:
+    """Release what ``ClusterCache.leftover_claims`` finds (before the first pass: nothing
+    is in flight then). Failures are logged and left for the next start. How many claims
+    were released."""
+    released = 0
+    for claim, uids in cache.leftover_claims():
+        if not fence():
+            break
+        try:
+            await release_claim(
+                api, namespace=claim.namespace, name=claim.name, uids=set(uids), deallocate=True
+            )
+        except ApiError as error:
+            log.warning(
+                "could not release a claim left reserved for pods that are not bound",
+                claim=f"{claim.namespace}/{claim.name}",
+                error=str(error),
+            )
+            continue
+        log.info(
+            "released a claim left reserved for pods that are not bound",
+            claim=f"{claim.namespace}/{claim.name}",
+            pods=len(uids),
+        )
+        released += 1
+    return released

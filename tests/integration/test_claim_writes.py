@@ -1,0 +1,201 @@
+"""ResourceClaim writes against a real API server (#24): a claim allocated by someone else
+between the pass and the commit stops the group (nothing bound on stale devices); a group
+whose first bind is rejected takes its claims back; claims left reserved for pods that are
+not bound (a stop between claims and binds) are released before the first pass."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from e2e.fixtures import TEST_LABEL, Cluster
+from e2e.nodes import GPU_DRIVER, device_class, gpu_slice
+from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.devices import resource_claim_from_dict
+from scheduler.codecs.objects import pod_from_dict
+from scheduler.model.config import Config
+from scheduler.model.decisions import Binding, ClaimWrite, GangBinding, GroupBinding
+from scheduler.model.devices import Allocation, DeviceId, DeviceResult
+from scheduler.model.pods import GangKey, PodRef
+from scheduler.shell.api import ApiClient, load_credentials
+from scheduler.shell.binding import Binder
+from scheduler.shell.claiming import release_leftover_claims
+from scheduler.shell.metrics import Metrics
+from scheduler.shell.recording import EventRecorder
+
+pytestmark = pytest.mark.cluster
+GANG = GangKey("ns", "g")
+FINALIZER = "resource.kubernetes.io/delete-protection"
+
+
+def _setup(cluster: Cluster, pods: list[str]) -> tuple[str, ClusterCache, dict[str, PodRef]]:
+    (node,) = cluster.nodes(1)
+    label = {TEST_LABEL: cluster.namespace}
+    cls = f"gpu.{cluster.namespace}"
+    cluster.apply(device_class(cls, labels=label), gpu_slice(node, gpus=4, labels=label))
+    claims = []
+    for name in pods:
+        claims.append({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": f"{name}-gpu", "namespace": cluster.namespace},
+            "spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": cls, "count": 1}}]}},
+        })  # fmt: skip
+    cluster.apply(*claims)
+    cluster.apply(
+        *(
+            cluster.pod(
+                name,
+                scheduler="nobody",
+                spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": f"{name}-gpu"}]},
+            )
+            for name in pods
+        )
+    )
+    cache = ClusterCache(scheduler_name="nobody")
+    items = json.loads(
+        cluster.access.kubectl("get", "pods", "-n", cluster.namespace, "-o", "json").stdout
+    )["items"]
+    refs = {}
+    for item in items:
+        pod = pod_from_dict(item)
+        cache.upsert_pod(pod)
+        refs[pod.ref.name] = pod.ref
+    for claim in _claims(cluster).values():
+        cache.upsert_resource_claim(resource_claim_from_dict(claim))
+    return node, cache, refs
+
+
+def _claims(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    out = cluster.access.kubectl(
+        "get", "resourceclaims", "-n", cluster.namespace, "-o", "json"
+    ).stdout
+    return {c["metadata"]["name"]: c for c in json.loads(out)["items"]}
+
+
+def _allocation(node: str, device: str) -> Allocation:
+    return Allocation(results=(DeviceResult("gpu", DeviceId(GPU_DRIVER, node, device)),))
+
+
+def _write(
+    cluster: Cluster, cache: ClusterCache, ref: PodRef, device: str, node: str
+) -> ClaimWrite:
+    claim = cache.resource_claim(cluster.namespace, f"{ref.name}-gpu")
+    assert claim is not None
+    return ClaimWrite(
+        namespace=claim.namespace,
+        name=claim.name,
+        uid=claim.uid,
+        resource_version=claim.resource_version,
+        allocation=_allocation(node, device),
+        pods=(ref,),
+    )
+
+
+async def _apply(cluster: Cluster, cache: ClusterCache, group: GroupBinding) -> Metrics:
+    api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
+    metrics = Metrics.create()
+    try:
+        binder = Binder(
+            api, cache, EventRecorder(api, component="test"), config=Config(), metrics=metrics
+        )
+        binder.assume(group)
+        await binder.apply(group)
+        return metrics
+    finally:
+        await api.close()
+
+
+def test_a_claim_allocated_elsewhere_after_the_pass_binds_nothing_on_stale_devices(
+    cluster: Cluster,
+) -> None:
+    node, cache, refs = _setup(cluster, ["m-0", "m-1"])
+    writes = tuple(_write(cluster, cache, refs[n], f"gpu-{i}", node) for i, n in enumerate(refs))
+    # Between the pass and the commit, someone else allocates m-1's claim (gpu-3).
+    other = {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": GPU_DRIVER, "pool": node, "device": "gpu-3"}]}}}  # fmt: skip
+    cluster.access.kubectl(
+        "patch", "resourceclaim", "m-1-gpu", "-n", cluster.namespace, "--subresource=status",
+        "--type=merge", "-p", json.dumps({"status": other}),
+    )  # fmt: skip
+    bindings = tuple(Binding(refs[n], node) for n in sorted(refs))
+    group = GroupBinding((GangBinding(GANG, bindings),), claims=writes)
+    metrics = asyncio.run(_apply(cluster, cache, group))
+    assert cluster.bound() == set()
+    claims = _claims(cluster)
+    # m-0's claim, written first, was taken back whole: no allocation, no finalizer.
+    assert not claims["m-0-gpu"].get("status", {}).get("allocation")
+    assert FINALIZER not in claims["m-0-gpu"]["metadata"].get("finalizers", [])
+    # m-1's claim keeps the other allocation, untouched.
+    (result,) = claims["m-1-gpu"]["status"]["allocation"]["devices"]["results"]
+    assert result["device"] == "gpu-3"
+    assert metrics.registry.get_sample_value("gang_scheduler_claim_conflicts_total") >= 1
+    assert "got allocated elsewhere" in cache.memory[GANG].last_message
+    assert {p.node_name for p in cache.snapshot().pods} == {""}
+
+
+def test_a_rejected_first_bind_takes_the_claims_back(cluster: Cluster) -> None:
+    node, cache, refs = _setup(cluster, ["m-0", "m-1"])
+    writes = tuple(_write(cluster, cache, refs[n], f"gpu-{i}", node) for i, n in enumerate(refs))
+    # The first member's bind is rejected (a uid that is not the pod's: a precondition).
+    stale = PodRef(cluster.namespace, "m-0", "not-the-uid")
+    bindings = (Binding(stale, node), Binding(refs["m-1"], node))
+    group = GroupBinding((GangBinding(GANG, bindings),), claims=writes)
+    asyncio.run(_apply(cluster, cache, group))
+    assert cluster.bound() == set()
+    for claim in _claims(cluster).values():
+        assert not claim.get("status", {}).get("allocation"), claim["metadata"]["name"]
+        assert not claim.get("status", {}).get("reservedFor")
+        assert FINALIZER not in claim["metadata"].get("finalizers", [])
+
+
+def test_a_group_binds_with_its_claims_allocated_and_reserved(cluster: Cluster) -> None:
+    node, cache, refs = _setup(cluster, ["m-0", "m-1"])
+    writes = tuple(_write(cluster, cache, refs[n], f"gpu-{i}", node) for i, n in enumerate(refs))
+    bindings = tuple(Binding(refs[n], node) for n in sorted(refs))
+    asyncio.run(_apply(cluster, cache, GroupBinding((GangBinding(GANG, bindings),), claims=writes)))
+    assert cluster.bound() == {"m-0", "m-1"}
+    for i, name in enumerate(sorted(refs)):
+        claim = _claims(cluster)[f"{name}-gpu"]
+        (result,) = claim["status"]["allocation"]["devices"]["results"]
+        assert result["device"] == f"gpu-{i}"
+        assert [r["uid"] for r in claim["status"]["reservedFor"]] == [refs[name].uid]
+        assert FINALIZER in claim["metadata"]["finalizers"]
+
+
+def test_claims_left_reserved_for_unbound_pods_are_released_before_the_first_pass(
+    cluster: Cluster,
+) -> None:
+    node, cache, refs = _setup(cluster, ["m-0"])
+    # As a stop between the claim writes and the binds leaves it: allocated, reserved for
+    # m-0, finalizer on; m-0 never bound.
+    cluster.access.kubectl(
+        "patch", "resourceclaim", "m-0-gpu", "-n", cluster.namespace, "--type=merge",
+        "-p", json.dumps({"metadata": {"finalizers": [FINALIZER]}}),
+    )  # fmt: skip
+    status = {
+        "allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": GPU_DRIVER, "pool": node, "device": "gpu-0"}]}},
+        "reservedFor": [{"resource": "pods", "name": "m-0", "uid": refs["m-0"].uid}],
+    }  # fmt: skip
+    cluster.access.kubectl(
+        "patch", "resourceclaim", "m-0-gpu", "-n", cluster.namespace, "--subresource=status",
+        "--type=merge", "-p", json.dumps({"status": status}),
+    )  # fmt: skip
+    cache.upsert_resource_claim(resource_claim_from_dict(_claims(cluster)["m-0-gpu"]))
+
+    async def release() -> int:
+        api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
+        try:
+            return await release_leftover_claims(api, cache)
+        finally:
+            await api.close()
+
+    assert asyncio.run(release()) == 1
+    claim = _claims(cluster)["m-0-gpu"]
+    assert not claim.get("status", {}).get("allocation")
+    assert not claim.get("status", {}).get("reservedFor")
+    assert FINALIZER not in claim["metadata"].get("finalizers", [])
