@@ -68,6 +68,7 @@ BENCH_ARGS ?=
 bench: setup binaries
 	$(PY) -m bench.solver
 	$(PY) -m bench.pass
+	$(PY) -m bench.dra
 	$(PY) -m bench.backfill
 	$(PY) -m bench.fairness
 	$(PY) -m bench.run $(BENCH_ARGS)

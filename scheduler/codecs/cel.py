@@ -342,6 +342,12 @@ class Selectors:
         )
         self._compiled: OrderedDict[str, Any] = OrderedDict()
         self._devices: OrderedDict[int, tuple[Device, str, Any]] = OrderedDict()
+        # Results by (expression, device object, driver): the cache hands the same device
+        # objects to pass after pass until its slice changes, so a steady cluster is not
+        # evaluated again each pass. The device is kept to tell a reused id from its own.
+        self._results: OrderedDict[tuple[str, int, str], tuple[Device, bool | str]] = (
+            OrderedDict()
+        )
 
     def compile(self, expression: str) -> Any:
         """A compiled selector; raises SelectorError with the compile error."""
@@ -385,9 +391,29 @@ class Selectors:
             self._devices.popitem(last=False)
         return activation
 
+    MAX_RESULTS = 262_144
+
     def evaluate(self, expression: str, driver: str, device: Device) -> bool:
         """Whether the device matches; raises SelectorError (with Kubernetes' "CEL compile
         error" / "CEL runtime error" prefix) where the selector cannot say."""
+        key = (expression, id(device), driver)
+        known = self._results.get(key)
+        if known is not None and known[0] is device:
+            if isinstance(known[1], str):
+                raise SelectorError(known[1])
+            return known[1]
+        try:
+            result: bool | str = self._evaluate(expression, driver, device)
+        except SelectorError as error:
+            result = str(error)
+        self._results[key] = (device, result)
+        if len(self._results) > self.MAX_RESULTS:
+            self._results.popitem(last=False)
+        if isinstance(result, str):
+            raise SelectorError(result)
+        return result
+
+    def _evaluate(self, expression: str, driver: str, device: Device) -> bool:
         program = self.compile(expression)
         try:
             result = program.eval(self._activation(driver, device))

@@ -214,6 +214,10 @@ class DeviceWorld:
         )
         self._pools: dict[str, list[Pool]] = {}
         self._matches: dict[tuple[DeviceId, str, tuple[str, ...]], bool | str] = {}
+        # The devices of a node that a request's selectors take (static within a pass).
+        self._selected_on: dict[
+            tuple[str, str, tuple[str, ...]], list[tuple[DeviceId, Device, ResourceSlice]] | str
+        ] = {}
 
     # -- what a pod names ---------------------------------------------------------------------
 
@@ -253,6 +257,24 @@ class DeviceWorld:
                             )
             found.append(claim)
         return found
+
+    def shape(
+        self, pod: Pod, *, allocated: Callable[[tuple[str, str]], Allocation | None]
+    ) -> tuple | None:
+        """What the pod's claims ask, where that alone decides which nodes can give it
+        (every claim its own and not allocated yet): pods of one shape find devices on the
+        same nodes, and a node that had none for one has none for the next in the pass
+        (devices are only taken). None where a claim is allocated already (its node
+        decides) or cannot be had."""
+        claims = self.claims_of(pod)
+        if isinstance(claims, str):
+            return None
+        shape = []
+        for claim in claims:
+            if claim.allocation is not None or allocated(claim.key) is not None:
+                return None
+            shape.append((claim.requests, claim.constraints))
+        return tuple(shape)
 
     # -- pools ----------------------------------------------------------------------------------
 
@@ -436,6 +458,22 @@ class DeviceWorld:
                 return True
         return False
 
+    def _selectable(
+        self, search: _Search, sub: SubRequest
+    ) -> list[tuple[DeviceId, Device, ResourceSlice]]:
+        """``_candidates`` on the search's node, kept for the pass."""
+        key = (search.node.name, sub.device_class, sub.selectors)
+        known = self._selected_on.get(key)
+        if known is None:
+            try:
+                known = self._candidates(search.pools, sub)
+            except SelectorError as error:
+                known = str(error)
+            self._selected_on[key] = known
+        if isinstance(known, str):
+            raise SelectorError(known)
+        return known
+
     def _candidates(
         self, pools: list[Pool], request: SubRequest
     ) -> list[tuple[DeviceId, Device, ResourceSlice]]:
@@ -460,7 +498,7 @@ class DeviceWorld:
         sub: SubRequest,
         sub_name: str,
     ) -> bool:
-        candidates = self._candidates(search.pools, sub)
+        candidates = self._selectable(search, sub)
         if sub.mode == ALL:
             if not candidates:
                 return False

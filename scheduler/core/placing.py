@@ -153,6 +153,12 @@ class Ledger:
         plan = self.plan(pod, node)
         return plan if isinstance(plan, str) else ""
 
+    def device_shape(self, pod: Pod) -> tuple | None:
+        """``DeviceWorld.shape`` as of this ledger."""
+        if self.devices is None:
+            return None
+        return self.devices.shape(pod, allocated=self.allocated)
+
     def admits(self, pod: Pod, node: str) -> bool:
         """Room for the pod's requests on the node, and its claims' devices there."""
         if not self.fits(node, pod.requests):
@@ -387,15 +393,20 @@ class NodeFinder:
         signature = self.signature(pod)
         strategy = pod.scoring or self._scoring
         fit = self._ordered_fit(signature, pod, strategy)
-        cursor_key = (signature, pod.requests, strategy)
+        # Pods whose claims ask alike find devices on the same nodes: the cursor moves past
+        # those without (devices, like room, are only taken in a pass).
+        devices = ledger.device_shape(pod) if pod.resource_claims else None
+        cursor_key = (signature, pod.requests, strategy, devices)
         requests = pod.requests
         start = self._cursors.get(cursor_key, 0)
         check = self.check(pod, ledger)
         if pod.prefers:
             return self._best(pod, fit, ledger, check, start=start, cursor_key=cursor_key)
-        if check is None and not pod.resource_claims:
+        if check is None and (not pod.resource_claims or devices is not None):
             for i in range(start, len(fit)):
-                if ledger.fits(fit[i], requests):
+                if ledger.fits(fit[i], requests) and (
+                    devices is None or not ledger.device_reason(pod, fit[i])
+                ):
                     self._cursors[cursor_key] = i
                     return fit[i]
             self._cursors[cursor_key] = len(fit)
@@ -426,7 +437,7 @@ class NodeFinder:
         check: Check | None,
         *,
         start: int,
-        cursor_key: tuple[Signature, Resources, str],
+        cursor_key: tuple,
     ) -> str | None:
         """Every node that fits, scored (``scoring.best_node``): for pods with preferences."""
         roomy: int | None = None

@@ -43,13 +43,19 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hypothesis import HealthCheck, event, example, given, note, settings
 from hypothesis import strategies as st
 
 from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.cel import Selectors
+from scheduler.codecs.devices import (
+    device_class_from_dict,
+    resource_claim_from_dict,
+    slice_from_dict,
+)
 from scheduler.codecs.gangs import read_claim, read_options
 from scheduler.codecs.objects import (
     budget_from_dict,
@@ -74,6 +80,7 @@ from scheduler.codecs.topology import (
     read_constraints,
     topology_from_configmap,
 )
+from scheduler.core.claiming import DeviceWorld
 from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
@@ -90,7 +97,7 @@ from tests.unit.builders import SCHEDULER, T0
 
 # -- profiles -------------------------------------------------------------------------------
 
-FUZZ_TESTS = 18  # the tests below that use FUZZ; test_every_fuzz_test_gets_its_share checks
+FUZZ_TESTS = 19  # the tests below that use FUZZ; test_every_fuzz_test_gets_its_share checks
 FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "100000"))
 _COMMON: dict[str, Any] = {
     "deadline": None,
@@ -1006,6 +1013,75 @@ VALID_QUEUE = {
     },
     "status": {"state": "Open"},
 }
+
+
+FUZZ_SELECTORS = Selectors()
+VALID_SLICE = {
+    "metadata": {"name": "n0-gpu"},
+    "spec": {
+        "driver": "gpu.example.com",
+        "nodeName": "n0",
+        "pool": {"name": "n0", "generation": 1, "resourceSliceCount": 1},
+        "devices": [
+            {
+                "name": f"gpu-{i}",
+                "attributes": {"index": {"int": i}, "model": {"string": "H100"},
+                               "v": {"version": "1.2.3"}, "ok": {"bool": True}},
+                "capacity": {"memory": {"value": "80Gi"}},
+                "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}],
+            }
+            for i in range(3)
+        ],
+    },
+}  # fmt: skip
+VALID_CLASS = {
+    "metadata": {"name": "gpu.example.com"},
+    "spec": {"selectors": [{"cel": {"expression": 'device.driver == "gpu.example.com"'}}]},
+}
+MODEL_IS_H100 = 'device.attributes["gpu.example.com"].model == "H100"'
+VALID_CLAIM = {
+    "metadata": {"name": "c", "namespace": "ns", "uid": "u", "resourceVersion": "1"},
+    "spec": {
+        "devices": {
+            "requests": [
+                {"name": "a", "exactly": {"deviceClassName": "gpu.example.com", "count": 2,
+                  "selectors": [{"cel": {"expression": MODEL_IS_H100}}]}},
+                {"name": "b", "firstAvailable": [
+                    {"name": "x", "deviceClassName": "gpu.example.com", "allocationMode": "All"},
+                    {"name": "y", "deviceClassName": "gpu.example.com", "count": 1}]},
+            ],
+            "constraints": [{"matchAttribute": "gpu.example.com/model"}],
+        }
+    },
+    "status": {"allocation": {"devices": {"results": [
+        {"request": "a", "driver": "gpu.example.com", "pool": "n0", "device": "gpu-0"}]}}},
+}  # fmt: skip
+
+
+@FUZZ
+@given(
+    JSON | almost(st.just(VALID_SLICE)),
+    JSON | almost(st.just(VALID_CLASS)),
+    JSON | almost(st.just(VALID_CLAIM)),
+)
+def test_the_device_codecs_take_any_json_and_the_allocator_never_raises(
+    raw_slice: Any, raw_class: Any, raw_claim: Any
+) -> None:
+    resource_slice = slice_from_dict(raw_slice)
+    assert all(isinstance(d.name, str) for d in resource_slice.devices)
+    device_class = device_class_from_dict(raw_class)
+    assert all(isinstance(e, str) for e in device_class.selectors)
+    claim = resource_claim_from_dict(raw_claim)
+    assert all(isinstance(r.name, str) for r in claim.requests)
+    claim = replace(claim, allocation=None)
+    world = DeviceWorld(
+        slices=[resource_slice],
+        classes={device_class.name: device_class},
+        claims={claim.key: claim},
+        evaluate=FUZZ_SELECTORS.evaluate,
+    )
+    result = world.allocate([claim], node_from_dict({"metadata": {"name": "n0"}}))
+    assert isinstance(result, (str, list))
 
 
 @FUZZ
