@@ -345,9 +345,7 @@ class Selectors:
         # Results by (expression, device object, driver): the cache hands the same device
         # objects to pass after pass until its slice changes, so a steady cluster is not
         # evaluated again each pass. The device is kept to tell a reused id from its own.
-        self._results: OrderedDict[tuple[str, int, str], tuple[Device, bool | str]] = (
-            OrderedDict()
-        )
+        self._results: OrderedDict[tuple[str, int, str], tuple[Device, bool | str]] = OrderedDict()
 
     def compile(self, expression: str) -> Any:
         """A compiled selector; raises SelectorError with the compile error."""
