@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from e2e import cluster as local_cluster
-from e2e.fixtures import Cluster, ClusterAccess, SchedulerProcess, wait_for
+from e2e.fixtures import TEST_LABEL, Cluster, ClusterAccess, SchedulerProcess, wait_for
+from e2e.nodes import device_class, gpu_slice
 from scheduler.model import names
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
@@ -160,7 +161,37 @@ def test_scheduler_as_its_service_account_schedules_and_writes_without_a_403(
         ),
     )
 
+    # A gang whose pods claim GPUs (DRA): slices, classes and claims read; each claim's
+    # finalizer, allocation and reservation written before the binds.
+    (node,) = cluster.node_names()
+    label = {TEST_LABEL: cluster.namespace}
+    device_class_name = f"gpu.{cluster.namespace}"
+    cluster.apply(
+        device_class(device_class_name, labels=label), gpu_slice(node, gpus=2, labels=label)
+    )
+    for i in range(2):
+        cluster.apply(
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaim",
+                "metadata": {"name": f"dra-{i}-gpu", "namespace": cluster.namespace},
+                "spec": {"devices": {"requests": [
+                    {"name": "gpu", "exactly": {"deviceClassName": device_class_name}}]}},
+            },
+            cluster.pod(
+                f"dra-{i}",
+                scheduler=sa_scheduler.name,
+                annotations={names.KOORD_NAME: "dra", names.KOORD_MIN_AVAILABLE: "2"},
+                spec={"resourceClaims": [{"name": "gpu", "resourceClaimName": f"dra-{i}-gpu"}]},
+            ),
+        )  # fmt: skip
+
     wait_for(lambda: {"fits-0", "fits-1"} <= cluster.bound(), timeout=30, what="gang bound")
+    wait_for(lambda: {"dra-0", "dra-1"} <= cluster.bound(), timeout=30, what="DRA gang bound")
+    for i in range(2):
+        status = cluster.get("resourceclaim", f"dra-{i}-gpu")["status"]
+        assert status["allocation"]["devices"]["results"], status
+        assert [r["name"] for r in status["reservedFor"]] == [f"dra-{i}"]
     wait_for(
         lambda: cluster.get("configmap", "group-s")["data"].get("status") == "Bound",
         timeout=30,
