@@ -43,6 +43,8 @@ from scheduler.codecs.objects import node_from_dict, pod_from_dict
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
+from scheduler.model.decisions import Result
+from scheduler.model.pods import Pod
 from scheduler.model.snapshot import Snapshot
 
 HOST = "kubernetes.io/hostname"
@@ -268,9 +270,12 @@ def _kube_answer(plane: Plane, case: Case, *, name: str = "asked") -> tuple[bool
         if pod["spec"].get("nodeName"):
             return True, f"bound to {pod['spec']['nodeName']}"
         for c in pod.get("status", {}).get("conditions", []):
+            # SchedulerError: a filter failed with an error (the DynamicResources plugin's
+            # for some allocations it gives up on): it is not placed, and retried.
             if (c["type"], c["status"]) == ("PodScheduled", "False") and c.get("reason") in (
                 "Unschedulable",
                 "SchedulingGated",
+                "SchedulerError",
             ):
                 return False, f"{c.get('reason')}: {c.get('message', '')}"
         time.sleep(0.2)
@@ -368,27 +373,37 @@ def ask_gang(plane: Plane, case: Case) -> Answer:
     with _staged(plane, case) as names_:
         raw_nodes = [json.loads(plane.kubectl("get", "node", n, "-o", "json")) for n in names_]
         nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
-        ours_pods = [
-            replace(
-                pod_from_dict({**m, "metadata": {**m["metadata"], "uid": f"u{i}"}}),
-                scheduler_name=OURS,
-            )
-            for i, m in enumerate(members)
-        ]
-        result = schedule(Snapshot(nodes=nodes, pods=tuple(ours_pods)), now=time.time())
+        result = schedule(Snapshot(nodes=nodes, pods=_as_ours(members)), now=time.time())
         placed = [b for g in result.bindings for b in g.bindings]
         ours = len(placed) == len(members)
-        said = [e.message for e in result.events if e.reason == "FailedScheduling"]
-        kube = True
-        message = "all bound"
-        for member in members:
-            plane.kubectl("apply", "-f", "-", stdin=json.dumps(member))
-            single = replace(case, pending=member)
-            bound, why = _kube_answer(plane, single, name=member["metadata"]["name"])
-            if not bound:
-                kube, message = False, f"{member['metadata']['name']}: {why}"
-                break
-        return Answer(kube, message, ours, "all bound" if ours else (said[0] if said else "-"))
+        return _gang_answer(plane, case, members, result, ours=ours)
+
+
+def _as_ours(members: list[dict]) -> tuple[Pod, ...]:
+    """The members as pods of ours, each with a uid (the API server has not seen them)."""
+    return tuple(
+        replace(
+            pod_from_dict({**m, "metadata": {**m["metadata"], "uid": f"u{i}"}}),
+            scheduler_name=OURS,
+        )
+        for i, m in enumerate(members)
+    )
+
+
+def _gang_answer(
+    plane: Plane, case: Case, members: list[dict], result: Result, *, ours: bool
+) -> Answer:
+    """kube-scheduler member by member (each waits for its answer), beside ours."""
+    said = [e.message for e in result.events if e.reason == "FailedScheduling"]
+    kube, message = True, "all bound"
+    for member in members:
+        plane.kubectl("apply", "-f", "-", stdin=json.dumps(member))
+        single = replace(case, pending=member)
+        bound, why = _kube_answer(plane, single, name=member["metadata"]["name"])
+        if not bound:
+            kube, message = False, f"{member['metadata']['name']}: {why}"
+            break
+    return Answer(kube, message, ours, "all bound" if ours else (said[0] if said else "-"))
 
 
 # -- dynamic resource allocation (#24) ---------------------------------------------------------
@@ -576,58 +591,37 @@ def _devices_allocated(claims: list[dict], names_: list[str]) -> dict[str, int]:
 def ask_dra(plane: Plane, case: Case) -> Answer:
     """The core first (on the claims as they are before anything allocates them), then
     kube-scheduler; both "may it go there" and how many devices each claim got."""
-    mark = f"oracle-case={case.number}"
-    with _staged(plane, case) as names_:
-        try:
-            plane.kubectl(
-                "apply", "-f", "-",
-                stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": case.objects}),
-            )  # fmt: skip
-            for name, status in case.statuses.items():
-                plane.kubectl(
-                    "patch", "resourceclaim", name, "-n", case.namespace,
-                    "--subresource=status", "--type=merge", "-p", json.dumps({"status": status}),
-                )  # fmt: skip
-            raw_nodes = [json.loads(plane.kubectl("get", "node", n, "-o", "json")) for n in names_]
-            nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
-            asked = replace(
-                pod_from_dict(
-                    {**case.pending,
-                     "metadata": {**case.pending["metadata"], "uid": "asked-uid"}}
-                ),
-                scheduler_name=OURS,
-            )  # fmt: skip
-            snap = Snapshot(nodes=nodes, pods=(asked,), **_device_world(plane, case))
-            result = schedule(snap, now=time.time())
-            placed = {b.pod.name: b.node for g in result.bindings for b in g.bindings}
-            claim_names = [e["name"] for e in case.pending["spec"]["resourceClaims"]]
-            ours = placed.get("asked") == case.candidate
-            our_devices = {
-                w.name: len(w.allocation.results) if w.allocation else 0
-                for g in result.bindings
-                for w in g.claims
-            }
-            said = [e.message for e in result.events if e.regarding.name == "asked"]
-            our_message = (
-                f"bound to {case.candidate} with devices {dict(sorted(our_devices.items()))}"
-                if ours
-                else (said[0] if said else "no event")
-            )
-            plane.kubectl("apply", "-f", "-", stdin=json.dumps(case.pending))
-            kube, kube_message = _kube_answer(plane, case)
-            if kube:
-                claims = json.loads(
-                    plane.kubectl("get", "resourceclaims", "-n", case.namespace, "-o", "json")
-                )["items"]
-                kube_devices = _devices_allocated(claims, claim_names)
-                kube_message += f" with devices {dict(sorted(kube_devices.items()))}"
-                if ours and kube_devices != our_devices:
-                    return Answer(kube, kube_message, False, our_message + " (devices differ)")
-            return Answer(kube, kube_message, ours, our_message)
-        finally:
-            plane.kubectl(
-                "delete", "resourceslices,deviceclasses", "-l", mark, "--wait=false", check=False
-            )
+    with _staged(plane, case) as names_, _devices_staged(plane, case):
+        raw_nodes = [json.loads(plane.kubectl("get", "node", n, "-o", "json")) for n in names_]
+        nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
+        (asked,) = _as_ours([case.pending])
+        snap = Snapshot(nodes=nodes, pods=(asked,), **_device_world(plane, case))
+        result = schedule(snap, now=time.time())
+        placed = {b.pod.name: b.node for g in result.bindings for b in g.bindings}
+        claim_names = [e["name"] for e in case.pending["spec"]["resourceClaims"]]
+        ours = placed.get("asked") == case.candidate
+        our_devices = {
+            w.name: len(w.allocation.results) if w.allocation else 0
+            for g in result.bindings
+            for w in g.claims
+        }
+        said = [e.message for e in result.events if e.regarding.name == "asked"]
+        our_message = (
+            f"bound to {case.candidate} with devices {dict(sorted(our_devices.items()))}"
+            if ours
+            else (said[0] if said else "no event")
+        )
+        plane.kubectl("apply", "-f", "-", stdin=json.dumps(case.pending))
+        kube, kube_message = _kube_answer(plane, case)
+        if kube:
+            claims = json.loads(
+                plane.kubectl("get", "resourceclaims", "-n", case.namespace, "-o", "json")
+            )["items"]
+            kube_devices = _devices_allocated(claims, claim_names)
+            kube_message += f" with devices {dict(sorted(kube_devices.items()))}"
+            if ours and kube_devices != our_devices:
+                return Answer(kube, kube_message, False, our_message + " (devices differ)")
+        return Answer(kube, kube_message, ours, our_message)
 
 
 def random_dra_gang_case(rng: random.Random, number: int) -> Case:
@@ -694,39 +688,35 @@ def random_dra_gang_case(rng: random.Random, number: int) -> Case:
 def ask_dra_gang(plane: Plane, case: Case) -> Answer:
     """kube-scheduler member by member; the core on the whole gang at once."""
     members = json.loads(case.notes[0])
-    mark = f"oracle-case={case.number}"
-    with _staged(plane, case) as names_:
-        try:
+    with _staged(plane, case) as names_, _devices_staged(plane, case):
+        raw_nodes = [json.loads(plane.kubectl("get", "node", n, "-o", "json")) for n in names_]
+        nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
+        snap = Snapshot(nodes=nodes, pods=_as_ours(members), **_device_world(plane, case))
+        result = schedule(snap, now=time.time())
+        ours = sum(len(g.bindings) for g in result.bindings) == len(members)
+        return _gang_answer(plane, case, members, result, ours=ours)
+
+
+@contextmanager
+def _devices_staged(plane: Plane, case: Case) -> Iterator[None]:
+    """The case's classes, slices and claims (and the claims' statuses); the cluster-wide
+    ones removed afterwards (the claims go with the namespace)."""
+    try:
+        plane.kubectl(
+            "apply", "-f", "-",
+            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": case.objects}),
+        )  # fmt: skip
+        for name, status in case.statuses.items():
             plane.kubectl(
-                "apply", "-f", "-",
-                stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": case.objects}),
+                "patch", "resourceclaim", name, "-n", case.namespace,
+                "--subresource=status", "--type=merge", "-p", json.dumps({"status": status}),
             )  # fmt: skip
-            raw_nodes = [json.loads(plane.kubectl("get", "node", n, "-o", "json")) for n in names_]
-            nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
-            ours_pods = tuple(
-                replace(
-                    pod_from_dict({**m, "metadata": {**m["metadata"], "uid": f"u{i}"}}),
-                    scheduler_name=OURS,
-                )
-                for i, m in enumerate(members)
-            )
-            snap = Snapshot(nodes=nodes, pods=ours_pods, **_device_world(plane, case))
-            result = schedule(snap, now=time.time())
-            ours = sum(len(g.bindings) for g in result.bindings) == len(members)
-            said = [e.message for e in result.events if e.reason == "FailedScheduling"]
-            kube, message = True, "all bound"
-            for member in members:
-                plane.kubectl("apply", "-f", "-", stdin=json.dumps(member))
-                single = replace(case, pending=member)
-                bound, why = _kube_answer(plane, single, name=member["metadata"]["name"])
-                if not bound:
-                    kube, message = False, f"{member['metadata']['name']}: {why}"
-                    break
-            return Answer(kube, message, ours, "all bound" if ours else (said[0] if said else "-"))
-        finally:
-            plane.kubectl(
-                "delete", "resourceslices,deviceclasses", "-l", mark, "--wait=false", check=False
-            )
+        yield
+    finally:
+        plane.kubectl(
+            "delete", "resourceslices,deviceclasses", "-l", f"oracle-case={case.number}",
+            "--wait=false", check=False,
+        )  # fmt: skip
 
 
 def run(

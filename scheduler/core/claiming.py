@@ -535,6 +535,14 @@ class DeviceWorld:
                         fits = False
                         break
                     added.append(constraint)
+                if not fits and sub.mode == ALL:
+                    # Upstream gives up on the node here (an error, not a dead end).
+                    claim = search.claims[ci]
+                    raise SelectorError(
+                        f"claim {claim.namespace}/{claim.name}, request {request.name}: "
+                        f"cannot add device {device_id} because a claim constraint would not "
+                        "be satisfied"
+                    )
                 if fits:
                     search.chosen.add(device_id)
                     search.results[ci].append(

@@ -500,3 +500,16 @@ def test_failed_scheduling_counts_nodes_without_the_devices_in_kube_schedulers_w
     )
     (message,) = events(schedule(snap, now=T0), "FailedScheduling")
     assert "0/2 nodes are available: 2 cannot allocate all claims." in message
+
+
+def test_all_devices_that_break_a_constraint_stop_the_node_with_upstreams_error() -> None:
+    slices = [
+        gpu_slice("n0", 1, domain="a", pool="a"),
+        gpu_slice("n0", 1, domain="b", pool="b", name="b"),
+    ]
+    same = [{"matchAttribute": f"{DRIVER}/nvlinkDomain"}]
+    result = allocate(world(slices), claim("c", exactly(mode="All"), constraints=same))
+    assert result == (
+        f"claim default/c, request gpu: cannot add device {DRIVER}/b/gpu-0 because a claim "
+        "constraint would not be satisfied"
+    )
