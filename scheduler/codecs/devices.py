@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.codecs.selectors import requirements
+from scheduler.codecs.selectors import node_selector_terms
 from scheduler.codecs.shapes import listed, obj, objs, text, whole
 from scheduler.model.devices import (
     EXACT_COUNT,
@@ -34,16 +34,6 @@ from scheduler.model.devices import (
 from scheduler.model.pods import NodeSelectorTerm, PodClaim
 
 Obj = Mapping[str, Any]
-
-
-def _terms(selector: object) -> tuple[NodeSelectorTerm, ...]:
-    return tuple(
-        NodeSelectorTerm(
-            match_expressions=requirements(term.get("matchExpressions")),
-            match_fields=requirements(term.get("matchFields")),
-        )
-        for term in objs(obj(selector).get("nodeSelectorTerms"))
-    )
 
 
 def _attribute(raw: Obj) -> Attribute | None:
@@ -110,7 +100,7 @@ def slice_from_dict(raw: object) -> ResourceSlice:
         slice_count=whole(pool.get("resourceSliceCount")) or 1,
         node_name=text(spec.get("nodeName")),
         all_nodes=spec.get("allNodes") is True,
-        node_selector=_terms(selector) if isinstance(selector, Mapping) else None,
+        node_selector=node_selector_terms(selector) if isinstance(selector, Mapping) else None,
         devices=tuple(_device(d) for d in objs(spec.get("devices"))),
         unsupported=unsupported,
     )
@@ -209,7 +199,7 @@ def _allocation(raw: object) -> Allocation | None:
             )
             for r in objs(devices.get("results"))
         ),
-        node_selector=_terms(selector) if isinstance(selector, Mapping) else None,
+        node_selector=node_selector_terms(selector) if isinstance(selector, Mapping) else None,
         config=tuple(objs(devices.get("config"))),
     )
 

@@ -17,7 +17,7 @@ from scheduler.codecs.devices import pod_claims
 from scheduler.codecs.gangs import read_claim, read_options
 from scheduler.codecs.owners import read_owner_claim
 from scheduler.codecs.quantities import QUANTITY_RULE, quantity
-from scheduler.codecs.selectors import label_selector, requirements
+from scheduler.codecs.selectors import label_selector, node_selector_terms, requirements
 from scheduler.codecs.shapes import MAX_COUNT, listed, obj, objs, text, texts, whole
 from scheduler.codecs.subgroups import network_topology, subgroup_policy
 from scheduler.model import names
@@ -106,19 +106,8 @@ def pod_requests(spec: Obj) -> Resources:
     return Resources(total)
 
 
-def _terms(selector: object) -> tuple[NodeSelectorTerm, ...]:
-    """A NodeSelector's terms."""
-    return tuple(
-        NodeSelectorTerm(
-            match_expressions=requirements(term.get("matchExpressions")),
-            match_fields=requirements(term.get("matchFields")),
-        )
-        for term in objs(obj(selector).get("nodeSelectorTerms"))
-    )
-
-
 def _affinity(spec: Obj) -> tuple[NodeSelectorTerm, ...]:
-    return _terms(
+    return node_selector_terms(
         obj(obj(spec.get("affinity")).get("nodeAffinity")).get(
             "requiredDuringSchedulingIgnoredDuringExecution"
         )
@@ -586,7 +575,10 @@ def volume_from_dict(raw: object) -> Volume:
     """A PersistentVolume: its name and required node affinity."""
     body = obj(raw)
     required = obj(obj(body.get("spec")).get("nodeAffinity")).get("required")
-    return Volume(name=text(obj(body.get("metadata")).get("name")), node_affinity=_terms(required))
+    return Volume(
+        name=text(obj(body.get("metadata")).get("name")),
+        node_affinity=node_selector_terms(required),
+    )
 
 
 def budget_from_dict(raw: object) -> DisruptionBudget:

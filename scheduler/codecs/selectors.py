@@ -1,12 +1,12 @@
-"""Label selectors and their requirements, as the API writes them: shared by pod affinity,
-node affinity and Volcano's subgroup policies."""
+"""Label and node selectors and their requirements, as the API writes them: shared by pod
+affinity, node affinity, volumes, ResourceSlices and Volcano's subgroup policies."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from scheduler.codecs.shapes import listed, objs, text, texts
-from scheduler.model.pods import LabelSelector, Requirement
+from scheduler.codecs.shapes import listed, obj, objs, text, texts
+from scheduler.model.pods import LabelSelector, NodeSelectorTerm, Requirement
 
 
 def requirements(raw: object) -> tuple[Requirement, ...]:
@@ -17,6 +17,17 @@ def requirements(raw: object) -> tuple[Requirement, ...]:
             values=tuple(v for v in listed(r.get("values")) if isinstance(v, str)),
         )
         for r in objs(raw)
+    )
+
+
+def node_selector_terms(selector: object) -> tuple[NodeSelectorTerm, ...]:
+    """A NodeSelector's terms (node affinity, a volume's, a ResourceSlice's)."""
+    return tuple(
+        NodeSelectorTerm(
+            match_expressions=requirements(term.get("matchExpressions")),
+            match_fields=requirements(term.get("matchFields")),
+        )
+        for term in objs(obj(selector).get("nodeSelectorTerms"))
     )
 
 
