@@ -53,6 +53,9 @@ an API server or etcd restart) and checks:
   Gangs left incomplete by the chaos (a pending member deleted, no Job to recreate it) are
   excused and counted.
 - **I5, every canary binds** within RECOVERY_SECONDS of its creation.
+- **I7, no device allocated to two claims; I8, no allocation outlives its pods** (#24).
+  Half the runs give the workload nodes 8 GPUs each as DRA devices (ResourceSlices) and some
+  gangs claim 1 or 2 a pod from ResourceClaimTemplates (``DeviceWatch``).
 - **I6, no queue above its capability** (#22). Half the runs put their gangs in queues of
   their own: ``cap``, whose cpu capability is half of what its gangs ask for, ``wide`` and the
   default. At every step of the event order, what the pods of ``cap`` hold (the rival's binds
@@ -90,7 +93,7 @@ import pykube
 import requests
 
 from e2e import cluster as local_cluster
-from e2e.nodes import FakeNode, node_manifest
+from e2e.nodes import GPU_DRIVER, FakeNode, gpu_slice, node_manifest
 from scheduler.model import names
 
 REPO = Path(__file__).resolve().parent.parent
@@ -100,6 +103,7 @@ CHAOS_DIR = REPO / ".cluster-chaos"
 NODE_CPU_M = 8000
 NODE_MEMORY_MI = 32 * 1024
 NODE_PODS = 110
+NODE_GPUS = 8  # DRA devices per workload node, in runs with devices (#24)
 WORKLOAD_LABEL = "gang-scheduler.io/test"  # the workload's nodeSelector: NAMESPACE
 RUN_LABEL = "gang-scheduler.io/chaos-run"  # on every node of a run, for clean-up
 CANARY_LABEL = "gang-scheduler.io/chaos-canary"
@@ -155,6 +159,7 @@ class GangSpec:
     podgroup_after: bool = False  # the PodGroup is created after its pods
     job_gang: str = ""  # for jobs: "podgroup" or "koord"
     queue: str = ""  # the run's queue it is in, by short name ("": the default queue)
+    gpus: int = 0  # GPUs each pod claims by DRA (a ResourceClaimTemplate of the run), #24
 
 
 @dataclass(frozen=True)
@@ -180,6 +185,9 @@ class Plan:
     faults: tuple[FaultSpec, ...]
     # Queues (#22): (short name, cpu capability in millicores, 0 for none), the run's own.
     queues: tuple[tuple[str, int], ...] = ()
+    # Devices (#24): the workload nodes publish NODE_GPUS GPUs each as a ResourceSlice, and
+    # some gangs claim them from ResourceClaimTemplates.
+    devices: bool = False
 
     @property
     def pods(self) -> int:
@@ -338,6 +346,7 @@ def make_plan(seed: int, *, small: bool = False) -> Plan:
         lease=lease,
     )
     gangs, queues = _plan_queues(seed, gangs)
+    gangs, devices = _plan_devices(seed, gangs, surviving=surviving)
     return Plan(
         seed=seed,
         small=small,
@@ -349,7 +358,79 @@ def make_plan(seed: int, *, small: bool = False) -> Plan:
         gangs=tuple(gangs),
         faults=faults,
         queues=queues,
+        devices=devices,
     )
+
+
+def _plan_devices(
+    seed: int, gangs: list[GangSpec], *, surviving: int
+) -> tuple[list[GangSpec], bool]:
+    """Half the runs give their workload nodes GPUs as DRA devices, and some gangs (a
+    GangGroup's together) claim 1 or 2 a pod, within FIT_SHARE of the GPUs of the nodes that
+    survive. From a random generator of its own: a seed's workload and faults are the same
+    with devices as without."""
+    rng = random.Random(seed * 7919 + 24)
+    if rng.random() < 0.5:
+        return gangs, False
+    budget = surviving * NODE_GPUS * FIT_SHARE
+    chosen: dict[tuple[str, ...], int] = {}
+    used = 0.0
+    placed = []
+    for gang in gangs:
+        key = gang.group or (gang.name,)
+        if key not in chosen:
+            gpus = rng.choice([1, 2]) if rng.random() < 0.4 else 0
+            asked = gpus * sum(g.size for g in gangs if (g.group or (g.name,)) == key)
+            if used + asked > budget:
+                gpus = 0
+            used += gpus and asked
+            chosen[key] = gpus
+        placed.append(replace(gang, gpus=chosen[key]))
+    return placed, True
+
+
+def device_objects(plan: Plan, namespace: str, nodes: list[str]) -> list[tuple[str, dict]]:
+    """The run's DeviceClass, a ResourceSlice of NODE_GPUS GPUs per workload node, and the
+    ResourceClaimTemplates gpu-1 and gpu-2 in its namespace: (collection path, object)."""
+    if not plan.devices:
+        return []
+    run = {RUN_LABEL: namespace}
+    out: list[tuple[str, dict]] = [
+        (
+            "/apis/resource.k8s.io/v1/deviceclasses",
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": gpu_class(namespace), "labels": run},
+                "spec": {
+                    "selectors": [{"cel": {"expression": f'device.driver == "{GPU_DRIVER}"'}}]
+                },
+            },
+        )
+    ]
+    for node in nodes:
+        manifest = gpu_slice(node, gpus=NODE_GPUS, labels=run)
+        out.append(("/apis/resource.k8s.io/v1/resourceslices", manifest))
+    for count in (1, 2):
+        request = {"deviceClassName": gpu_class(namespace), "count": count}
+        out.append(
+            (
+                f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates",
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "ResourceClaimTemplate",
+                    "metadata": {"name": f"gpu-{count}", "namespace": namespace},
+                    "spec": {
+                        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": request}]}}
+                    },
+                },
+            )
+        )
+    return out
+
+
+def gpu_class(namespace: str) -> str:
+    return f"gpu.{namespace}"
 
 
 def _plan_queues(
@@ -391,6 +472,17 @@ def pod_spec(scheduler: str, selector: dict[str, str], cpu_m: int, memory_mi: in
     }
 
 
+def with_gpus(spec: dict, gpus: int) -> dict:
+    """The pod spec claiming ``gpus`` GPUs from the run's template."""
+    container = {**spec["containers"][0]}
+    container["resources"] = {**container["resources"], "claims": [{"name": "gpu"}]}
+    return {
+        **spec,
+        "containers": [container],
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": f"gpu-{gpus}"}],
+    }
+
+
 def gang_metadata(gang: GangSpec, namespace: str, *, pod_group: bool) -> tuple[dict, dict]:
     """(labels, annotations) that make a pod a member of ``gang``."""
     if gang.kind == "single":
@@ -419,6 +511,8 @@ def wave_objects(plan: Plan, wave: int, namespace: str, scheduler: str) -> list[
         if gang.wave != wave:
             continue
         spec = pod_spec(scheduler, selector, gang.cpu_m, gang.memory_mi)
+        if gang.gpus:
+            spec = with_gpus(spec, gang.gpus)
         pod_group = gang.kind == "podgroup" or gang.job_gang == "podgroup"
         labels, annotations = gang_metadata(gang, namespace, pod_group=pod_group)
         queued = {names.QUEUE: queue_name(namespace, gang.queue)} if gang.queue else {}
@@ -588,6 +682,7 @@ class PodState:
     memory_mi: int
     job: bool
     queue: str = ""  # the queue its label names
+    gpus: int = 0  # claimed from the run's gpu-N templates
     node: str = ""
     phase: str = "Pending"
     deleting: bool = False
@@ -621,6 +716,16 @@ def _memory_mi(value: str) -> int:
         if value.endswith(unit):
             return int(float(value[: -len(unit)]) * factor)
     return int(float(value) / (1024 * 1024))
+
+
+def _gpus(spec: dict) -> int:
+    """The GPUs a pod claims from the run's templates (gpu-1, gpu-2)."""
+    total = 0
+    for entry in spec.get("resourceClaims") or []:
+        template = entry.get("resourceClaimTemplateName") or ""
+        if template.startswith("gpu-") and template[4:].isdigit():
+            total += int(template[4:])
+    return total
 
 
 def gang_of(obj: dict) -> str:
@@ -801,6 +906,7 @@ class Observer:
                 memory_mi=memory,
                 job=any(o.get("kind") == "Job" for o in meta.get("ownerReferences") or []),
                 queue=(meta.get("labels") or {}).get(names.QUEUE, ""),
+                gpus=_gpus(spec),
                 created_t=t,
             )
             self.pods[uid] = pod
@@ -909,6 +1015,117 @@ class _Gone(Exception):
 def _frees(item: dict) -> bool:
     phase = (item.get("status") or {}).get("phase")
     return phase in TERMINAL or bool(item["metadata"].get("deletionTimestamp"))
+
+
+# -- devices (#24) ---------------------------------------------------------------------------------
+
+
+class DeviceWatch:
+    """I7 and I8, for runs whose pods claim GPUs by DRA. Polls the run's ResourceClaims
+    (every POLL_SECONDS, from the plan's start to the check):
+
+    - **I7, no device allocated to two claims**: at every poll, no (driver, pool, device) is
+      in the allocation of two claims of the run.
+    - **I8, no allocation outlives its pods**: at the check (after quiescence, once the
+      ResourceClaim controller had DEVICE_SETTLE_SECONDS to catch up), every allocated claim
+      is reserved only for pods that exist, are bound and have not finished, and for one at
+      least: nothing is left allocated for pods gone, finished or never bound.
+    """
+
+    POLL_SECONDS = 0.5
+    DEVICE_SETTLE_SECONDS = 20.0
+
+    def __init__(self, api: Api, namespace: str) -> None:
+        self.api = api
+        self.namespace = namespace
+        self._stop = threading.Event()
+        self._found: list[Violation] = []
+        self._seen: set[tuple[str, ...]] = set()
+        self.allocated: set[str] = set()  # claims seen allocated (uids): the run used devices
+        self._thread = threading.Thread(target=self._run, daemon=True, name="device watch")
+
+    def start(self) -> DeviceWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def claims(self) -> list[dict] | None:
+        response = self.api.retrying(
+            "GET", f"/apis/resource.k8s.io/v1/namespaces/{self.namespace}/resourceclaims", within=5
+        )
+        if response is None or response.status_code != 200:
+            return None
+        return response.json().get("items", [])
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.POLL_SECONDS):
+            with contextlib.suppress(Exception):
+                claims = self.claims()
+                if claims is not None:
+                    self._check_twice(claims)
+
+    def _check_twice(self, claims: list[dict]) -> None:
+        holder: dict[tuple[str, str, str], str] = {}
+        for claim in claims:
+            allocation = (claim.get("status") or {}).get("allocation") or {}
+            if allocation:
+                self.allocated.add(claim["metadata"].get("uid", ""))
+            for r in (allocation.get("devices") or {}).get("results") or []:
+                device = (r.get("driver", ""), r.get("pool", ""), r.get("device", ""))
+                name = claim["metadata"]["name"]
+                other = holder.setdefault(device, name)
+                pair = (*device, other, name)
+                if other != name and pair not in self._seen:
+                    self._seen.add(pair)
+                    self._found.append(
+                        Violation(
+                            "I7",
+                            f"device {'/'.join(device)} allocated to claims {other} and {name}",
+                            {"device": "/".join(device), "claims": [other, name]},
+                        )
+                    )
+
+    def violations(self) -> list[Violation]:
+        claims = self.claims()
+        if claims is not None:
+            self._check_twice(claims)
+        return list(self._found)
+
+    def outliving(self, pods: Callable[[], dict[str, PodState]]) -> list[Violation]:
+        deadline = time.monotonic() + self.DEVICE_SETTLE_SECONDS
+        while True:
+            claims = self.claims() or []
+            states = {p.uid: p for p in pods().values()}
+            stale = []
+            for claim in claims:
+                status = claim.get("status") or {}
+                if not status.get("allocation"):
+                    continue
+                reserved = [
+                    r for r in status.get("reservedFor") or [] if r.get("resource") == "pods"
+                ]
+                bad = [
+                    r["name"]
+                    for r in reserved
+                    if (p := states.get(r.get("uid", ""))) is None or not p.node or not p.alive
+                ]
+                if bad or not reserved:
+                    stale.append((claim["metadata"]["name"], bad))
+            if not stale or time.monotonic() > deadline:
+                break
+            time.sleep(1.0)
+        return [
+            Violation(
+                "I8",
+                f"claim {name} allocated for "
+                + (f"pods not bound or gone: {', '.join(bad)}" if bad else "no pod at all"),
+                {"claim": name, "pods": bad},
+            )
+            for name, bad in stale
+        ]
 
 
 # -- the schedulers -------------------------------------------------------------------------------
@@ -1110,6 +1327,7 @@ class RunResult:
     wall_seconds: float = 0.0
     setup_seconds: float = 0.0
     relists: int = 0
+    claims_allocated: int = 0  # claims seen allocated, in runs with devices (#24)
     logs: str = ""
     scheduler_source: str = ""  # a hash of scheduler/ as the run started it
 
@@ -1155,6 +1373,7 @@ class Run:
         self.recovery = RECOVERY_SECONDS_SMALL if plan.small else RECOVERY_SECONDS
         self.observer: Observer | None = None
         self.replicas: Replicas | None = None
+        self.devices: DeviceWatch | None = None
 
     def clock(self) -> float:
         return round(time.monotonic() - self.t0, 3)
@@ -1220,6 +1439,7 @@ class Run:
         for queue in queue_objects(self.plan, self.namespace):
             if not self.api.create("/apis/scheduling.volcano.sh/v1beta1/queues", queue):
                 raise RuntimeError(f"queue {queue['metadata']['name']} could not be created")
+        self._create_devices()
         self.observer = Observer(
             self.api,
             self.namespace,
@@ -1256,11 +1476,20 @@ class Run:
         self.observer.t0 = self.t0
         self.say("schedulers up; the plan's clock starts")
 
+    def _create_devices(self) -> None:
+        for path, obj in device_objects(self.plan, self.namespace, self.workload_nodes):
+            if not self.api.create(path, obj):
+                raise RuntimeError(f"{obj['kind']} {obj['metadata']['name']} was not created")
+        if self.plan.devices:
+            self.devices = DeviceWatch(self.api, self.namespace).start()
+
     def teardown(self) -> None:
         if self.replicas is not None:
             self.replicas.stop_all()
         if self.observer is not None:
             self.observer.stop()
+        if self.devices is not None:
+            self.devices.stop()
         ns = self.namespace
         with contextlib.suppress(Exception):
             self.api.retrying(
@@ -1295,6 +1524,14 @@ class Run:
                 within=15,
                 params={"labelSelector": f"{RUN_LABEL}={ns}"},
             )
+        for kind in ("resourceslices", "deviceclasses"):
+            with contextlib.suppress(Exception):
+                self.api.retrying(
+                    "DELETE",
+                    f"/apis/resource.k8s.io/v1/{kind}",
+                    within=15,
+                    params={"labelSelector": f"{RUN_LABEL}={ns}"},
+                )
 
     # the timeline
 
@@ -1572,6 +1809,10 @@ class Run:
                     violations.append(
                         Violation("I5", f"canary {gang} bound after {latency}s", {"gang": gang})
                     )
+        if self.devices is not None:
+            violations += self.devices.violations()
+            violations += self.devices.outliving(self.observer.copy)
+            self.result.claims_allocated = len(self.devices.allocated)
         self.result.incomplete_gangs = incomplete
         self.result.no_room = no_room
         self.result.relists = self.observer.relists
@@ -1675,11 +1916,12 @@ def expectations(
     for node in books.workload_nodes:
         if node in books.deleted_nodes:
             continue
-        free[node] = [NODE_CPU_M, NODE_MEMORY_MI, NODE_PODS]
+        free[node] = [NODE_CPU_M, NODE_MEMORY_MI, NODE_PODS, NODE_GPUS]
     for pod in pods.values():
         if pod.holds and pod.node in free:
             f = free[pod.node]
             f[0], f[1], f[2] = f[0] - pod.cpu_m, f[1] - pod.memory_mi, f[2] - 1
+            f[3] -= pod.gpus
     no_room: list[str] = []
     for gang in sorted(expected, key=lambda g: -sum(p.cpu_m for p in expected[g])):
         for pod in sorted(expected[gang], key=lambda p: -p.cpu_m):
@@ -1687,17 +1929,21 @@ def expectations(
                 (
                     f
                     for f in free.values()
-                    if f[0] >= pod.cpu_m and f[1] >= pod.memory_mi and f[2] >= 1
+                    if f[0] >= pod.cpu_m
+                    and f[1] >= pod.memory_mi
+                    and f[2] >= 1
+                    and f[3] >= pod.gpus
                 ),
                 None,
             )
             if spot is None:
                 no_room.append(gang)
                 break
-            spot[0], spot[1], spot[2] = (
+            spot[0], spot[1], spot[2], spot[3] = (
                 spot[0] - pod.cpu_m,
                 spot[1] - pod.memory_mi,
                 spot[2] - 1,
+                spot[3] - pod.gpus,
             )
     for gang in no_room:
         expected.pop(gang, None)
@@ -1880,6 +2126,8 @@ def summarize(results: list[RunResult], *, base_seed: int, small: bool, wall: fl
         "small": small,
         "modes": dict(Counter(r.mode for r in results)),
         "pods": sum(r.pods for r in results),
+        "device_runs": sum(1 for r in results if r.claims_allocated),
+        "claims_allocated": sum(r.claims_allocated for r in results),
         "faults_by_kind": dict(sorted(faults.items())),
         "faults": sum(faults.values()),
         "violations": violations,
@@ -1911,7 +2159,9 @@ def markdown(summary: dict) -> str:
         "",
         f"- runs: {summary['runs']} (seeds {summary['base_seed']} to "
         f"{summary['base_seed'] + summary['runs'] - 1}{', small' if summary['small'] else ''}), "
-        f"modes {summary['modes']}, {summary['pods']} pods in all",
+        f"modes {summary['modes']}, {summary['pods']} pods in all; "
+        f"{summary.get('device_runs', 0)} runs with pods claiming GPUs by DRA, "
+        f"{summary.get('claims_allocated', 0)} claims allocated in all",
         f"- faults: {summary['faults']}: "
         + ", ".join(f"{k} {v}" for k, v in summary["faults_by_kind"].items()),
         f"- violations: {len(summary['violations'])} "
@@ -1993,6 +2243,7 @@ def summary_line(result: RunResult) -> str:
         f"seed {result.seed} [{result.mode}] {result.pods} pods, faults {kinds}: {status}; "
         f"recovery {result.recovery_seconds}s, canaries {result.canary_seconds}, "
         f"exits {len(result.scheduler_exits)}, {result.wall_seconds}s"
+        + (f", {result.claims_allocated} claims allocated" if result.claims_allocated else "")
         + (f"; logs {result.logs}" if result.logs else "")
     )
 

@@ -113,7 +113,9 @@ class ClusterCache:
         self._slices: dict[str, ResourceSlice] = {}
         self._device_classes: dict[str, DeviceClass] = {}
         self._resource_claims: dict[tuple[str, str], ResourceClaim] = {}
-        self._assumed_claims: dict[tuple[str, str], ResourceClaim] = {}
+        # (per claim, every group's write in flight: one group's failure must not drop what
+        # another still writes, review of #24)
+        self._assumed_claims: dict[tuple[str, str], list[ClaimWrite]] = {}
         # PodDisruptionBudgets by "namespace/name": read by preemption only, so a change
         # wakes no gang (it makes no room).
         self._budgets: dict[str, DisruptionBudget] = {}
@@ -733,29 +735,44 @@ class ClusterCache:
 
     def assume_claims(self, writes: Iterable[ClaimWrite]) -> None:
         """A group's claim writes are about to go: until a watch shows them, the next pass
-        must see their devices taken (kube-scheduler's assume cache for claims)."""
+        must see their devices taken (kube-scheduler's assume cache for claims, whose
+        in-flight allocations also count their sharers)."""
         for write in writes:
             key = (write.namespace, write.name)
-            claim = self._assumed_claims.get(key) or self._resource_claims.get(key)
-            if claim is None:
+            if key in self._resource_claims:
+                self._assumed_claims.setdefault(key, []).append(write)
+
+    def forget_claims(self, writes: Iterable[ClaimWrite]) -> None:
+        """These writes (and only these: another group may still be writing the same
+        claim) did not land, or were undone: the claims are as the watch shows."""
+        for write in writes:
+            key = (write.namespace, write.name)
+            pending = self._assumed_claims.get(key)
+            if pending is None or not any(w is write for w in pending):
                 continue
+            pending[:] = [w for w in pending if w is not write]
+            if not pending:
+                del self._assumed_claims[key]
+            self._everything = True
+            self._changed()
+
+    def _claim_as_written(self, key: tuple[str, str]) -> ResourceClaim | None:
+        """A claim as the writes in flight will leave it."""
+        claim = self._resource_claims.get(key)
+        if claim is None:
+            return None
+        for write in self._assumed_claims.get(key, ()):
             consumers = tuple(
                 Consumer("pods", ref.name, ref.uid)
                 for ref in write.pods
                 if not claim.reserved_for_pod(ref.uid)
             )
-            self._assumed_claims[key] = replace(
+            claim = replace(
                 claim,
                 allocation=claim.allocation or write.allocation,
                 reserved_for=claim.reserved_for + consumers,
             )
-
-    def forget_claims(self, writes: Iterable[ClaimWrite]) -> None:
-        """The writes did not land (or were undone): the claims are as the watch shows."""
-        for write in writes:
-            if self._assumed_claims.pop((write.namespace, write.name), None) is not None:
-                self._everything = True
-                self._changed()
+        return claim
 
     def leftover_claims(self) -> list[tuple[ResourceClaim, frozenset[str]]]:
         """Claims reserved for pods of ours that are not bound (nor being bound): what a
@@ -978,7 +995,14 @@ class ClusterCache:
             claims={(c.namespace, c.name): c for c in self._claims.values()},
             resource_slices=tuple(self._slices.values()),
             device_classes=dict(self._device_classes),
-            resource_claims={**self._resource_claims, **self._assumed_claims},
+            resource_claims={
+                **self._resource_claims,
+                **{
+                    key: claim
+                    for key in self._assumed_claims
+                    if (claim := self._claim_as_written(key))
+                },
+            },
             selectors=self.selectors,
             volumes=dict(self._volumes),
             binding_modes=dict(self._modes),

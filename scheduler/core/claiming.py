@@ -79,7 +79,7 @@ class ClaimPlan:
 
     @property
     def devices(self) -> tuple[DeviceId, ...]:
-        return tuple(d for _, allocation in self.allocate for d in allocation.devices)
+        return tuple(d for _, allocation in self.allocate for d in allocation.held)
 
 
 def _slice_reaches(s: ResourceSlice, node: Node) -> bool:
@@ -209,8 +209,10 @@ class DeviceWorld:
                 self._on_node.setdefault(s.node_name, []).append(s)
             elif s.all_nodes or s.node_selector is not None:
                 self._elsewhere.append(s)
+        # Upstream leaves admin-access results out: such a claim watches a device, it does
+        # not hold it (``allocateddevices.go``).
         self.in_use: frozenset[DeviceId] = frozenset(
-            d for c in claims.values() if c.allocation is not None for d in c.allocation.devices
+            d for c in claims.values() if c.allocation is not None for d in c.allocation.held
         )
         self._pools: dict[str, list[Pool]] = {}
         self._matches: dict[tuple[DeviceId, str, tuple[str, ...]], bool | str] = {}
@@ -458,6 +460,22 @@ class DeviceWorld:
                 return True
         return False
 
+    def _devices_on(self, search: _Search) -> list[tuple[DeviceId, Device, ResourceSlice]]:
+        """Every device of the pools the search's node reaches, in order (kept for the
+        pass)."""
+        key = (search.node.name, "", ())
+        known = self._selected_on.get(key)
+        if known is None:
+            known = self._selected_on[key] = [
+                (DeviceId(s.driver, s.pool, device.name), device, s)
+                for pool in search.pools
+                if not pool.incomplete and not pool.invalid
+                for s in pool.slices
+                for device in s.devices
+            ]
+        assert not isinstance(known, str)
+        return known
+
     def _selectable(
         self, search: _Search, sub: SubRequest
     ) -> list[tuple[DeviceId, Device, ResourceSlice]]:
@@ -498,7 +516,12 @@ class DeviceWorld:
         sub: SubRequest,
         sub_name: str,
     ) -> bool:
-        candidates = self._selectable(search, sub)
+        # "All": every device the selectors take, evaluated up front (upstream's validation
+        # does so, and fails on a selector error); a count: the node's devices in order, each
+        # checked as the search reaches it, in use first (upstream's order: a selector that
+        # fails on a device in use, or on one past the first solution, is never evaluated).
+        lazy = sub.mode != ALL
+        candidates = self._devices_on(search) if lazy else self._selectable(search, sub)
         if sub.mode == ALL:
             if not candidates:
                 return False
@@ -523,6 +546,8 @@ class DeviceWorld:
                 if not self._usable(search, ci, device_id, sub):
                     if sub.mode == ALL:
                         return False
+                    continue
+                if lazy and not self._selected(device, device_id, sub):
                     continue
                 if _tainted(device, sub):
                     if sub.mode == ALL:

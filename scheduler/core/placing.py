@@ -147,8 +147,9 @@ class Ledger:
         return known
 
     def device_reason(self, pod: Pod, node: str) -> str:
-        """Why ``pod``'s claims cannot be allocated on ``node`` now; "" if they can."""
-        if not pod.resource_claims:
+        """Why ``pod``'s claims cannot be allocated on ``node`` now; "" if they can (or if
+        this ledger knows no devices: a what-if of room only, as a head's target)."""
+        if not pod.resource_claims or self.devices is None:
             return ""
         plan = self.plan(pod, node)
         return plan if isinstance(plan, str) else ""
@@ -163,7 +164,7 @@ class Ledger:
         """Room for the pod's requests on the node, and its claims' devices there."""
         if not self.fits(node, pod.requests):
             return False
-        return not pod.resource_claims or not isinstance(self.plan(pod, node), str)
+        return not self.device_reason(pod, node)
 
     def plan_of(self, ref: PodRef, node: str) -> ClaimPlan | None:
         own = self._plans.get((ref, node))
@@ -181,14 +182,14 @@ class Ledger:
         """A claim allocated before the pods that share it are placed."""
         self._pending.clear()
         self._allocated[key] = (allocation, None)
-        self._taken.update(allocation.devices)
+        self._taken.update(allocation.held)
 
     def unallocate(self, key: tuple[str, str]) -> None:
         """Undo ``preallocate``."""
         self._pending.clear()
         made = self._allocated.pop(key, None)
         if made is not None:
-            self._taken.difference_update(made[0].devices)
+            self._taken.difference_update(made[0].held)
 
     def _claim_devices(self, pod: Pod, node: str, *, strict: bool) -> None:
         if self.devices is None:
@@ -204,7 +205,7 @@ class Ledger:
         self._plans[(pod.ref, node)] = plan
         for claim, allocation in plan.allocate:
             self._allocated[claim.key] = (allocation, pod.ref)
-            self._taken.update(allocation.devices)
+            self._taken.update(allocation.held)
         for claim in plan.reserve:
             self._reserved[claim.key] = self._reserved.get(claim.key, 0) + 1
 
@@ -217,7 +218,7 @@ class Ledger:
             made = self._allocated.get(claim.key)
             if made is not None and made[1] == pod.ref:
                 del self._allocated[claim.key]
-                self._taken.difference_update(allocation.devices)
+                self._taken.difference_update(allocation.held)
         for claim in plan.reserve:
             left = self._reserved.get(claim.key, 0) - 1
             if left > 0:

@@ -1102,9 +1102,10 @@ class Session:
                     name=key[1],
                     uid=claim.uid,
                     resource_version=claim.resource_version,
-                    # Made by this group's plan, or earlier in the pass by a held member's.
-                    allocation=made.get(key)
-                    or (None if claim.allocation is not None else self.ledger.allocated(key)),
+                    # What the pods rely on: made by this group's plan, or earlier in the pass
+                    # (a held member's), or before it (a write still in flight included: the
+                    # writer allocates it if the claim does not show it yet).
+                    allocation=made.get(key) or claim.allocation or self.ledger.allocated(key),
                     pods=tuple(reserve[key]),
                 )
                 for key, claim in claims.items()

@@ -65,9 +65,11 @@ class GangBinding:
 @dataclass(frozen=True, slots=True)
 class ClaimWrite:
     """What binding a group writes to one ResourceClaim before its first bind, as
-    kube-scheduler's PreBind does: the allocation this pass made (None where the claim was
-    allocated before), and the group's pods it is to be reserved for. ``resource_version``
-    is the one the pass saw: a claim changed since is a conflict, and the group goes again."""
+    kube-scheduler's PreBind does: the allocation its pods rely on (written unless the claim
+    shows it already: made by this pass, or by an earlier one whose write is still in
+    flight), and the group's pods it is to be reserved for. ``resource_version`` is the one
+    the pass saw; a claim allocated otherwise since is a conflict, and the group goes
+    again."""
 
     namespace: str
     name: str

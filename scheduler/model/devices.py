@@ -159,6 +159,11 @@ class Allocation:
     def devices(self) -> tuple[DeviceId, ...]:
         return tuple(r.device for r in self.results)
 
+    @property
+    def held(self) -> tuple[DeviceId, ...]:
+        """The devices it keeps from other claims: admin access keeps none."""
+        return tuple(r.device for r in self.results if not r.admin_access)
+
 
 class Consumer(NamedTuple):
     """An entry of ``status.reservedFor``."""

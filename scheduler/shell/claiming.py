@@ -21,7 +21,7 @@ import structlog
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.devices import allocation_to_dict, resource_claim_from_dict
 from scheduler.model.decisions import ClaimWrite
-from scheduler.model.devices import FINALIZER, Consumer, ResourceClaim
+from scheduler.model.devices import FINALIZER, Consumer, DeviceId, ResourceClaim
 from scheduler.model.pods import PodRef
 from scheduler.shell.api import ApiClient, ApiError
 
@@ -111,14 +111,13 @@ class ClaimWriter:
             if claim.deleting:
                 return f"claim {write.namespace}/{write.name} got deleted in the meantime"
             allocation = write.allocation
-            if allocation is not None and claim.allocation is not None:
-                if claim.allocation.devices != allocation.devices:
+            if claim.allocation is not None:
+                if allocation is not None and claim.allocation.devices != allocation.devices:
                     self._on_conflict()
                     return f"claim {claim.namespace}/{claim.name} got allocated elsewhere meanwhile"
-                allocation = None  # ours landed already (an answer lost): reserve only
-            if allocation is None and claim.allocation is None:
-                self._on_conflict()
-                return f"claim {write.namespace}/{write.name} got deallocated in the meantime"
+                allocation = None  # it shows ours (written by now, or before): reserve only
+            elif allocation is None:
+                return f"{where} has no allocation to reserve (a bug: please report it)"
             version = claim.resource_version
             try:
                 if allocation is not None and FINALIZER not in claim.finalizers:
@@ -153,6 +152,12 @@ class ClaimWriter:
                 if error.status == 409:
                     self._on_conflict()
                     continue  # changed since: read it again
+                if error.unsure:
+                    # No answer: it may have landed. Counted as written, so that taking it
+                    # back reads the claim and removes what is there (review of #24).
+                    written.finalized = written.finalized or allocation is not None
+                    written.allocated = allocation is not None
+                    written.pods = list(write.pods)
                 return f"writing the allocation of {where} failed: {error}"
         return f"{where} kept changing while its allocation was written ({ATTEMPTS} conflicts)"
 
@@ -162,7 +167,8 @@ class ClaimWriter:
         """Take back what landed: the reservations of ``pods`` (all of each write's, if
         None), and, where this scheduler allocated a claim that is then reserved for nobody,
         the allocation and the finalizer. Failures are logged: a claim left reserved for a
-        pod that is not bound is released by ``sweep`` later."""
+        pod that is not bound is released before the first pass of the next start or leader
+        (``release_leftover_claims``); until then its gang can only go where it points."""
         only = None if pods is None else {ref.uid for ref in pods}
         for entry in written:
             leaving = [r for r in entry.pods if only is None or r.uid in only]
@@ -172,7 +178,8 @@ class ClaimWriter:
                 await self._release_one(entry, leaving)
             except ApiError as error:
                 log.warning(
-                    "could not release a ResourceClaim; it is retried later",
+                    "could not release a ResourceClaim; it is released at the next start "
+                    "or change of leader (release_leftover_claims)",
                     claim=f"{entry.write.namespace}/{entry.write.name}",
                     error=str(error),
                 )
@@ -186,14 +193,24 @@ class ClaimWriter:
             name=write.name,
             uids={r.uid for r in leaving},
             deallocate=entry.allocated,
+            # Only ours: a write that got no answer may not have landed, and the claim may
+            # hold someone else's allocation by now.
+            devices=write.allocation.devices if write.allocation is not None else None,
         )
 
 
 async def release_claim(
-    api: ApiClient, *, namespace: str, name: str, uids: set[str], deallocate: bool
+    api: ApiClient,
+    *,
+    namespace: str,
+    name: str,
+    uids: set[str],
+    deallocate: bool,
+    devices: tuple[DeviceId, ...] | None = None,
 ) -> None:
     """Remove the reservations of ``uids`` from a claim; with ``deallocate``, clear its
-    allocation (and the finalizer) if nobody is left. Conflicts are tried through."""
+    allocation (and the finalizer) if nobody is left and (given ``devices``) it is that
+    allocation. Conflicts are tried through."""
     path = claim_path(namespace, name)
     for _ in range(ATTEMPTS):
         try:
@@ -203,7 +220,12 @@ async def release_claim(
                 return
             raise
         left = [c for c in claim.reserved_for if not (c.resource == "pods" and c.uid in uids)]
-        clear = deallocate and not left and claim.allocation is not None
+        clear = (
+            deallocate
+            and not left
+            and claim.allocation is not None
+            and (devices is None or claim.allocation.devices == devices)
+        )
         if len(left) == len(claim.reserved_for) and not clear:
             break
         status: dict[str, Any] = {"reservedFor": _consumers(left) or None}

@@ -14,6 +14,7 @@ from scheduler.codecs.devices import (
     slice_from_dict,
 )
 from scheduler.core.claiming import CANNOT_ALLOCATE, DeviceWorld
+from scheduler.core.placing import Ledger, NodeFinder
 from scheduler.core.scheduling import schedule
 from scheduler.model.pods import Pod, PodClaim
 from scheduler.model.snapshot import Snapshot
@@ -474,7 +475,9 @@ def test_a_pod_whose_claim_is_allocated_goes_where_its_devices_are() -> None:
     )
     result = schedule(snap, now=T0)
     assert bind_map(result) == {"p": "n2"}
-    assert written(result) == {"c": ([], ["p"])}  # reserved only: allocated before
+    # The allocation it relies on, and the pod to reserve it for (the writer writes only the
+    # reservation where the claim shows that allocation).
+    assert written(result) == {"c": ([f"{DRIVER}/n2/gpu-0"], ["p"])}
 
 
 def test_a_claim_made_for_another_pod_is_not_used() -> None:
@@ -513,3 +516,58 @@ def test_all_devices_that_break_a_constraint_stop_the_node_with_upstreams_error(
         f"claim default/c, request gpu: cannot add device {DRIVER}/b/gpu-0 because a claim "
         "constraint would not be satisfied"
     )
+
+
+# -- from the review of #24 -------------------------------------------------------------------
+
+
+def test_a_device_watched_with_admin_access_is_still_free_for_others() -> None:
+    watched = {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": DRIVER, "pool": "n0", "device": "gpu-0",
+         "adminAccess": True}]}}}  # fmt: skip
+    w = world([gpu_slice("n0", 1)], [claim("monitor", exactly(), status=watched)])
+    assert devices_of(allocate(w, claim("c", exactly()))) == [f"{DRIVER}/n0/gpu-0"]
+
+
+def test_a_selector_is_not_evaluated_on_devices_past_the_first_solution_or_in_use() -> None:
+    product = 'device.attributes["gpu.example.com"].productName == "H100"'
+    odd = gpu_slice("n0", 2)
+    del odd["spec"]["devices"][1]["attributes"]["productName"]
+    result = allocate(world([odd]), claim("c", exactly(selectors=(product,))))
+    assert devices_of(result) == [f"{DRIVER}/n0/gpu-0"]
+    odd_in_use = gpu_slice("n0", 2)
+    del odd_in_use["spec"]["devices"][0]["attributes"]["productName"]
+    taken = {"allocation": {"devices": {"results": [
+        {"request": "gpu", "driver": DRIVER, "pool": "n0", "device": "gpu-0"}]}}}  # fmt: skip
+    w = world([odd_in_use], [claim("other", exactly(), status=taken)])
+    assert devices_of(allocate(w, claim("c", exactly(selectors=(product,))))) == [
+        f"{DRIVER}/n0/gpu-1"
+    ]
+
+
+def test_a_shared_claim_finds_the_empty_node_behind_many_full_ones() -> None:
+    full = [node(f"a{i:02d}", cpu="8") for i in range(17)]
+    fillers = [
+        pod(f"fill-{i}", cpu="7", node_name=f"a{i:02d}", phase="Running", scheduler="other")
+        for i in range(17)
+    ]
+    members = [
+        replace(p, resource_claims=(PodClaim("gpu", "shared"),))
+        for p in gang_pods("g", 2, gang="g", min_available=2, cpu="2")
+    ]
+    nodes = [*full, node("z", cpu="8")]
+    snap = dra_snapshot(
+        nodes,
+        fillers + members,
+        slices=[gpu_slice(n.name, 1) for n in nodes],
+        claims=[claim("shared", exactly())],
+    )
+    assert bind_map(schedule(snap, now=T0)) == {"g-0": "z", "g-1": "z"}
+
+
+def test_a_what_if_ledger_without_devices_places_pods_with_claims_by_room() -> None:
+    nodes = {n.name: n for n in [node("n0"), node("n1")]}
+    empty = Ledger.over(nodes, {})
+    finder = NodeFinder(nodes, empty, infos={}, scoring="spread")
+    claimer = replace(pod("p"), resource_claims=(PodClaim("gpu", "c"),))
+    assert finder.find(claimer, empty) in nodes

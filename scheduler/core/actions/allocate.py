@@ -499,13 +499,17 @@ def _alternatives(
     session: Session, statement: Statement, claim: ResourceClaim, members: list[Pod]
 ) -> list[Allocation]:
     """The distinct allocations ``claim`` could get, by the nodes the first member sharing
-    it may go on (packing order), one per set of nodes they reach."""
+    it may go on and has room on (packing order), one per set of nodes they reach. Nodes
+    without room for it are passed over: the fullest come first, and sixteen full ones
+    must not hide the empty node behind them (review of #24)."""
     first = next(p for p in members if any(e.claim == claim.name for e in p.resource_claims))
     world, ledger = session.devices, statement.ledger
     found: dict[object, Allocation] = {}
     for name in session.finder.candidates(first):
         if len(found) >= MAX_ALTERNATIVES:
             break
+        if not ledger.fits(name, first.requests):
+            continue
         done = world.allocate([claim], session.snapshot.nodes[name], taken=ledger.taken)
         if isinstance(done, str):
             continue

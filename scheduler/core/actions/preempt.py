@@ -30,7 +30,7 @@ from types import MappingProxyType
 from scheduler.core.actions.allocate import place_group
 from scheduler.core.filtering import selector_matches
 from scheduler.core.gangs import priority_of, subgroups_of
-from scheduler.core.placing import Ledger
+from scheduler.core.placing import DeviceConflict, Ledger
 from scheduler.core.session import Session, pending
 from scheduler.core.statement import Statement
 from scheduler.model.budgets import DisruptionBudget
@@ -308,7 +308,10 @@ def _fits(session: Session, base: Ledger, gangs: list[Gang], chosen: list[Victim
                 if pod.scheduler_name in names and pod.ref.uid not in seen:
                     seen.add(pod.ref.uid)
                     room.give(session.queue_of(pod), pod.requests)
-    placed = place_group(session, statement, gangs, room)
+    try:
+        placed = place_group(session, statement, gangs, room)
+    except DeviceConflict:  # a what-if: a placement its devices would not allow is no plan
+        return None
     if placed is None:
         return None
     return [(op.pod, op.node) for op in statement.operations if op.pod is not None]

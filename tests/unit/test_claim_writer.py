@@ -1,0 +1,138 @@
+"""The claim writer against an HTTP server that keeps one ResourceClaim as the API server
+does (merge patches, resourceVersion preconditions), and answers as told: a write that lands
+but whose answer is lost is taken back; a claim whose allocation is still being written by
+an earlier group is allocated by the next one rather than failed; and the cache keeps one
+group's writes in flight when another group sharing the claim fails (review of #24)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from typing import Any
+
+from aiohttp import web
+
+from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.devices import resource_claim_from_dict
+from scheduler.model.decisions import ClaimWrite
+from scheduler.model.devices import Allocation, DeviceId, DeviceResult
+from scheduler.model.pods import PodRef
+from scheduler.shell.claiming import ClaimWriter
+from tests.unit.servers import server
+
+GPU = Allocation(results=(DeviceResult("gpu", DeviceId("gpu.example.com", "n0", "gpu-0")),))
+OTHER = {"devices": {"results": [
+    {"request": "gpu", "driver": "gpu.example.com", "pool": "n0", "device": "gpu-1"}]}}  # fmt: skip
+
+
+def _merge(into: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            into.pop(key, None)
+        elif isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = copy.deepcopy(value)
+
+
+class Store:
+    """One claim, patched as the API server patches it. ``lose_status_answers``: a status
+    patch is applied, then answered 503 (the answer lost: it may have landed)."""
+
+    def __init__(self, *, allocation: dict[str, Any] | None = None) -> None:
+        self.claim: dict[str, Any] = {
+            "metadata": {"name": "x", "namespace": "ns", "uid": "ux", "resourceVersion": "1"},
+            "spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": "gpu", "count": 1}}]}},
+            "status": {"allocation": allocation} if allocation else {},
+        }  # fmt: skip
+        self.lose_status_answers = False
+        self.patches = 0
+
+    async def handle(self, request: web.Request) -> web.Response:
+        if request.method == "GET":
+            return web.json_response(self.claim)
+        body = json.loads(await request.read())
+        wanted = body.get("metadata", {}).pop("resourceVersion", None)
+        if wanted is not None and wanted != self.claim["metadata"]["resourceVersion"]:
+            return web.json_response({"reason": "Conflict", "message": "modified"}, status=409)
+        _merge(self.claim, body)
+        version = int(self.claim["metadata"]["resourceVersion"]) + 1
+        self.claim["metadata"]["resourceVersion"] = str(version)
+        self.patches += 1
+        if self.lose_status_answers and request.path.endswith("/status"):
+            return web.json_response({"reason": "ServiceUnavailable"}, status=503)
+        return web.json_response(self.claim)
+
+
+def _cache(store: Store) -> ClusterCache:
+    cache = ClusterCache(scheduler_name="gang")
+    cache.upsert_resource_claim(resource_claim_from_dict(store.claim))
+    return cache
+
+
+def _write(pod: str, allocation: Allocation | None = GPU) -> ClaimWrite:
+    return ClaimWrite("ns", "x", "ux", "1", allocation, (PodRef("ns", pod, f"u{pod}"),))
+
+
+def test_a_write_whose_answer_is_lost_is_taken_back_whole() -> None:
+    store = Store()
+    store.lose_status_answers = True
+
+    async def scenario() -> str:
+        async with server(store.handle) as api:
+            writer = ClaimWriter(api, _cache(store))
+            written, error = await writer.write([_write("a")])
+            store.lose_status_answers = False  # the API server answers again
+            await writer.release(written)
+            return error
+
+    error = asyncio.run(scenario())
+    assert "failed" in error
+    status = store.claim["status"]
+    assert not status.get("reservedFor")
+    assert not status.get("allocation")
+    assert "resource.kubernetes.io/delete-protection" not in store.claim["metadata"].get(
+        "finalizers", []
+    )
+
+
+def test_a_claim_still_being_allocated_by_an_earlier_group_is_allocated_by_the_next() -> None:
+    store = Store()  # the earlier group's write has not landed: no allocation yet
+
+    async def scenario() -> str:
+        async with server(store.handle) as api:
+            _, error = await ClaimWriter(api, _cache(store)).write([_write("b")])
+            return error
+
+    assert asyncio.run(scenario()) == ""
+    status = store.claim["status"]
+    assert status["allocation"]["devices"]["results"][0]["device"] == "gpu-0"
+    assert [r["name"] for r in status["reservedFor"]] == ["b"]
+
+
+def test_a_claim_allocated_to_other_devices_meanwhile_stops_the_group() -> None:
+    store = Store(allocation=OTHER)
+
+    async def scenario() -> str:
+        async with server(store.handle) as api:
+            _, error = await ClaimWriter(api, _cache(store)).write([_write("a")])
+            return error
+
+    assert "got allocated elsewhere" in asyncio.run(scenario())
+    assert store.patches == 0
+    assert store.claim["status"]["allocation"] == OTHER
+
+
+def test_one_group_failing_keeps_the_other_groups_write_to_the_same_claim_assumed() -> None:
+    cache = _cache(Store())
+    first, second = _write("a"), _write("b")
+    cache.assume_claims([first])
+    cache.assume_claims([second])
+    cache.forget_claims([first])
+    claim = cache.snapshot(whole=True).resource_claims[("ns", "x")]
+    assert claim.allocation == GPU
+    assert [c.name for c in claim.reserved_for] == ["b"]
+    cache.forget_claims([second])
+    assert cache.snapshot(whole=True).resource_claims[("ns", "x")].allocation is None
