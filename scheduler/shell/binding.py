@@ -252,14 +252,30 @@ class Binder:
         return None, False
 
     async def _landed(self, binding: Binding) -> bool:
-        """Whether the pod is bound to the node after all (asked once; no answer is no)."""
+        """Whether the pod is bound to the node after all. Asked until the API server
+        answers, for up to ``patience_seconds``: a bind that landed but is taken for failed
+        frees its room in the cache while the pod holds it, and the next pass fills it
+        (make chaos seed 42005, I2: an API server restart cut the answer to a bind that had
+        landed; the pod's node then took a gang beside it). Only past that is no answer a
+        no (the room is the pass's again; the watch shows the truth when it comes back)."""
         ref = binding.pod
-        try:
-            pod = await self._api.request(
-                "GET", f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
-            )
-        except Exception:  # the API server is still away: treat the bind as failed
-            return False
+        deadline = time.monotonic() + self._patience
+        attempt = 0
+        while True:
+            try:
+                pod = await self._api.request(
+                    "GET", f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
+                )
+                break
+            except ApiError as error:
+                if error.status == 404:
+                    return False  # the pod is gone: bound or not, it holds nothing
+                if time.monotonic() >= deadline:
+                    return False
+            except Exception:  # a bug of ours or of a library: the check cannot be made
+                return False
+            attempt += 1
+            await asyncio.sleep(min(0.2 * 2 ** (attempt - 1), 2.0))
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         same = not ref.uid or meta.get("uid") == ref.uid
         return same and spec.get("nodeName") == binding.node

@@ -124,7 +124,8 @@ def test_bind_with_no_answer_and_no_api_server_to_ask_forgets_the_whole_group(
     cluster: Cluster,
 ) -> None:
     """Connection refused (an API server restarting): the bind may not be taken for done, and
-    the check that it did not land cannot be asked either: the group is forgotten whole."""
+    the check that it did not land cannot be made either, however long it is asked (the
+    binder's patience): the group is forgotten whole."""
     (node,) = cluster.nodes(1)
     cluster.apply(*(cluster.pod(f"m-{i}", scheduler="nobody") for i in range(2)))
     cache = ClusterCache(scheduler_name="nobody")
@@ -138,7 +139,12 @@ def test_bind_with_no_answer_and_no_api_server_to_ask_forgets_the_whole_group(
         metrics = Metrics.create()
         try:
             binder = Binder(
-                api, cache, EventRecorder(api, component="test"), config=Config(), metrics=metrics
+                api,
+                cache,
+                EventRecorder(api, component="test"),
+                config=Config(),
+                metrics=metrics,
+                patience_seconds=1.0,  # asked again for a second, then no answer is no
             )
             binder.assume(binding)
             await binder.apply(binding)

@@ -277,6 +277,60 @@ def test_members_after_the_first_bind_wait_out_server_errors_holding_their_room(
     }
 
 
+def test_a_first_bind_that_landed_unanswered_is_kept_once_the_api_server_can_say_so() -> None:
+    """make chaos seed 42005 (I2): the answer to a bind that landed is lost, and the API
+    server cannot be asked at once (restarting). Taken for failed, the pod's room went to a
+    gang beside it. The binder asks again until it can: the bind landed, the gang binds."""
+    gets = 0
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        nonlocal gets
+        name = request.path.split("/")[-2 if request.path.endswith("/binding") else -1]
+        if request.method == "POST" and name == "m-0":
+            return web.json_response({"reason": "ServiceUnavailable"}, status=503)  # landed
+        if request.method == "POST":
+            return web.json_response({}, status=201)
+        gets += 1
+        if gets <= 3:  # still restarting
+            return web.json_response({"reason": "ServiceUnavailable"}, status=503)
+        pod = {"metadata": {"name": name, "namespace": "ns", "uid": "u0"},
+               "spec": {"nodeName": "n0"}}  # fmt: skip
+        return web.json_response(pod)
+
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+    pods = [
+        pod_from_dict({"metadata": {"name": f"m-{i}", "namespace": "ns", "uid": f"u{i}"},
+                       "spec": {"schedulerName": "gang-scheduler"}})
+        for i in range(2)
+    ]  # fmt: skip
+    for pod in pods:
+        cache.upsert_pod(pod)
+    group = GroupBinding(
+        (GangBinding(GangKey("ns", "g"), tuple(Binding(p.ref, "n0") for p in pods)),)
+    )
+
+    async def run() -> None:
+        async with server(handler) as api:
+            binder = Binder(
+                api,
+                cache,
+                EventRecorder(api, component="test"),
+                config=Config(),
+                metrics=Metrics.create(),
+                patience_seconds=10,
+            )
+            binder.assume(group)
+            await binder.apply(group)
+
+    asyncio.run(run())
+    assert gets > 3
+    assert {p.ref.name: p.node_name for p in cache.snapshot(whole=True).pods} == {
+        "m-0": "n0",
+        "m-1": "n0",
+    }
+    assert GangKey("ns", "g") not in cache.memory  # no failed attempt, no backoff
+
+
 def test_a_re_list_that_fails_is_tried_again_until_it_gets_through() -> None:
     """The API server answers the re-list's first LISTs with 500: it is retried, and
     ``settled`` (which the loop awaits) waits for it, so no pass runs on a cache that may
