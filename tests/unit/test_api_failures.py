@@ -231,19 +231,8 @@ def test_leader_whose_renewal_hangs_loses_the_lease_at_its_deadline_not_after() 
     assert not held
 
 
-def test_members_after_the_first_bind_wait_out_server_errors_holding_their_room() -> None:
-    """The first bind lands, then the API server answers 503 twice: the second member keeps
-    its assumption and binds on a later try, so the gang is not left half bound."""
-    posts: list[str] = []
-
-    async def handler(request: web.Request) -> web.StreamResponse:
-        if request.method == "POST" and request.path.endswith("/binding"):
-            posts.append(request.path.split("/")[-2])
-            if posts[-1] == "m-1" and posts.count("m-1") <= 2:
-                return web.json_response({"reason": "ServiceUnavailable"}, status=503)
-            return web.json_response({}, status=201)
-        return web.json_response({"reason": "NotFound"}, status=404)
-
+def _bind_two(handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> ClusterCache:
+    """A gang of two pending pods (m-0, m-1) bound to n0 against ``handler``; the cache."""
     cache = ClusterCache(scheduler_name="gang-scheduler")
     pods = [
         pod_from_dict({"metadata": {"name": f"m-{i}", "namespace": "ns", "uid": f"u{i}"},
@@ -270,6 +259,23 @@ def test_members_after_the_first_bind_wait_out_server_errors_holding_their_room(
             await binder.apply(group)
 
     asyncio.run(run())
+    return cache
+
+
+def test_members_after_the_first_bind_wait_out_server_errors_holding_their_room() -> None:
+    """The first bind lands, then the API server answers 503 twice: the second member keeps
+    its assumption and binds on a later try, so the gang is not left half bound."""
+    posts: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.method == "POST" and request.path.endswith("/binding"):
+            posts.append(request.path.split("/")[-2])
+            if posts[-1] == "m-1" and posts.count("m-1") <= 2:
+                return web.json_response({"reason": "ServiceUnavailable"}, status=503)
+            return web.json_response({}, status=201)
+        return web.json_response({"reason": "NotFound"}, status=404)
+
+    cache = _bind_two(handler)
     assert posts.count("m-1") == 3, posts
     assert {p.ref.name: p.node_name for p in cache.snapshot(whole=True).pods} == {
         "m-0": "n0",
@@ -297,32 +303,7 @@ def test_a_first_bind_that_landed_unanswered_is_kept_once_the_api_server_can_say
                "spec": {"nodeName": "n0"}}  # fmt: skip
         return web.json_response(pod)
 
-    cache = ClusterCache(scheduler_name="gang-scheduler")
-    pods = [
-        pod_from_dict({"metadata": {"name": f"m-{i}", "namespace": "ns", "uid": f"u{i}"},
-                       "spec": {"schedulerName": "gang-scheduler"}})
-        for i in range(2)
-    ]  # fmt: skip
-    for pod in pods:
-        cache.upsert_pod(pod)
-    group = GroupBinding(
-        (GangBinding(GangKey("ns", "g"), tuple(Binding(p.ref, "n0") for p in pods)),)
-    )
-
-    async def run() -> None:
-        async with server(handler) as api:
-            binder = Binder(
-                api,
-                cache,
-                EventRecorder(api, component="test"),
-                config=Config(),
-                metrics=Metrics.create(),
-                patience_seconds=10,
-            )
-            binder.assume(group)
-            await binder.apply(group)
-
-    asyncio.run(run())
+    cache = _bind_two(handler)
     assert gets > 3
     assert {p.ref.name: p.node_name for p in cache.snapshot(whole=True).pods} == {
         "m-0": "n0",
