@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.codecs.selectors import node_selector_terms
+from scheduler.codecs.selectors import node_selector_terms, tolerations
 from scheduler.codecs.shapes import listed, obj, objs, text, whole
 from scheduler.model.devices import (
     EXACT_COUNT,
@@ -25,7 +25,6 @@ from scheduler.model.devices import (
     DeviceRequest,
     DeviceResult,
     DeviceTaint,
-    DeviceToleration,
     MatchAttribute,
     ResourceClaim,
     ResourceSlice,
@@ -125,18 +124,6 @@ def device_class_from_dict(raw: object) -> DeviceClass:
     )
 
 
-def _tolerations(raw: object) -> tuple[DeviceToleration, ...]:
-    return tuple(
-        DeviceToleration(
-            key=text(t.get("key")),
-            operator=text(t.get("operator"), "Equal"),
-            value=text(t.get("value")),
-            effect=text(t.get("effect")),
-        )
-        for t in objs(raw)
-    )
-
-
 def _sub_request(raw: Obj, name: str) -> SubRequest:
     mode = text(raw.get("allocationMode"), EXACT_COUNT)
     count = whole(raw.get("count"))
@@ -147,7 +134,7 @@ def _sub_request(raw: Obj, name: str) -> SubRequest:
         mode=mode,
         count=(count if count is not None else 1) if mode == EXACT_COUNT else 0,
         admin_access=raw.get("adminAccess") is True,
-        tolerations=_tolerations(raw.get("tolerations")),
+        tolerations=tolerations(raw.get("tolerations")),
     )
 
 

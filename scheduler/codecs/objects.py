@@ -17,7 +17,12 @@ from scheduler.codecs.devices import pod_claims
 from scheduler.codecs.gangs import read_claim, read_options
 from scheduler.codecs.owners import read_owner_claim
 from scheduler.codecs.quantities import QUANTITY_RULE, quantity
-from scheduler.codecs.selectors import label_selector, node_selector_terms, requirements
+from scheduler.codecs.selectors import (
+    label_selector,
+    node_selector_terms,
+    requirements,
+    tolerations,
+)
 from scheduler.codecs.shapes import MAX_COUNT, listed, obj, objs, text, texts, whole
 from scheduler.codecs.subgroups import network_topology, subgroup_policy
 from scheduler.model import names
@@ -34,7 +39,6 @@ from scheduler.model.pods import (
     PodGroupApi,
     PodRef,
     SpreadConstraint,
-    Toleration,
 )
 from scheduler.model.queues import DEFAULT_QUEUE
 from scheduler.model.resources import PODS, Resources
@@ -230,18 +234,6 @@ def host_ports(spec: Obj) -> tuple[HostPort, ...]:
     return tuple(ports)
 
 
-def _tolerations(spec: Obj) -> tuple[Toleration, ...]:
-    return tuple(
-        Toleration(
-            key=text(t.get("key")),
-            operator=text(t.get("operator"), "Equal"),
-            value=text(t.get("value")),
-            effect=text(t.get("effect")),
-        )
-        for t in objs(spec.get("tolerations"))
-    )
-
-
 def _pod_scheduled(status: Obj) -> tuple[str, str, str, str] | None:
     for c in objs(status.get("conditions")):
         if c.get("type") == "PodScheduled":
@@ -288,7 +280,7 @@ def pod_from_dict(raw: object) -> Pod:
         priority_class=text(spec.get("priorityClassName")),
         node_selector=texts(spec.get("nodeSelector")),
         affinity=_affinity(spec) if affinity else (),
-        tolerations=_tolerations(spec),
+        tolerations=tolerations(spec.get("tolerations")),
         labels=labels,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
         deleting=bool(meta.get("deletionTimestamp")),

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from scheduler.codecs.shapes import listed, obj, objs, text, texts
-from scheduler.model.pods import LabelSelector, NodeSelectorTerm, Requirement
+from scheduler.model.pods import LabelSelector, NodeSelectorTerm, Requirement, Toleration
 
 
 def requirements(raw: object) -> tuple[Requirement, ...]:
@@ -28,6 +28,19 @@ def node_selector_terms(selector: object) -> tuple[NodeSelectorTerm, ...]:
             match_fields=requirements(term.get("matchFields")),
         )
         for term in objs(obj(selector).get("nodeSelectorTerms"))
+    )
+
+
+def tolerations(raw: object) -> tuple[Toleration, ...]:
+    """A list of tolerations: a pod's, or a device request's (the same fields and rules)."""
+    return tuple(
+        Toleration(
+            key=text(t.get("key")),
+            operator=text(t.get("operator"), "Equal"),
+            value=text(t.get("value")),
+            effect=text(t.get("effect")),
+        )
+        for t in objs(raw)
     )
 
 

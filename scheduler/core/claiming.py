@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.core.filtering import term_holds
+from scheduler.core.filtering import term_holds, tolerates
 from scheduler.model.devices import (
     ALL,
     MAX_RESERVED,
@@ -31,14 +31,13 @@ from scheduler.model.devices import (
     DeviceId,
     DeviceRequest,
     DeviceResult,
-    DeviceToleration,
     MatchAttribute,
     ResourceClaim,
     ResourceSlice,
     SelectorError,
     SubRequest,
 )
-from scheduler.model.nodes import Node
+from scheduler.model.nodes import Node, Taint
 from scheduler.model.pods import NodeSelectorTerm, Pod, Requirement
 
 # kube-scheduler's words (the DynamicResources plugin), so that FailedScheduling reads the same.
@@ -77,10 +76,6 @@ class ClaimPlan:
     allocate: tuple[tuple[ResourceClaim, Allocation], ...] = ()
     reserve: tuple[ResourceClaim, ...] = ()
 
-    @property
-    def devices(self) -> tuple[DeviceId, ...]:
-        return tuple(d for _, allocation in self.allocate for d in allocation.held)
-
 
 def _slice_reaches(s: ResourceSlice, node: Node) -> bool:
     if s.node_name:
@@ -104,24 +99,10 @@ def _lookup(device: Device, driver: str, name: str) -> Attribute | None:
     return device.attributes.get(short)
 
 
-def _tolerated(
-    taint_key: str, taint_value: str, effect: str, tolerations: Iterable[DeviceToleration]
-) -> bool:
-    for t in tolerations:
-        if t.effect and t.effect != effect:
-            continue
-        if t.operator == "Exists":
-            if not t.key or t.key == taint_key:
-                return True
-        elif t.key == taint_key and t.value == taint_value:
-            return True
-    return False
-
-
 def _tainted(device: Device, request: SubRequest) -> bool:
     return any(
         t.effect in ("NoSchedule", "NoExecute")
-        and not _tolerated(t.key, t.value, t.effect, request.tolerations)
+        and not tolerates(request.tolerations, Taint(t.key, t.value, t.effect))
         for t in device.taints
     )
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from scheduler.model.pods import NodeSelectorTerm
+from scheduler.model.pods import NodeSelectorTerm, Toleration
 
 # An allocation holds at most this many devices, and a claim is reserved for at most this
 # many consumers (``resourceapi.AllocationResultsMaxSize``, ``ResourceClaimReservedForMaxSize``).
@@ -53,14 +53,6 @@ class DeviceTaint:
     key: str
     value: str = ""
     effect: str = ""  # NoSchedule, NoExecute (None is informational)
-
-
-@dataclass(frozen=True, slots=True)
-class DeviceToleration:
-    key: str = ""
-    operator: str = "Equal"
-    value: str = ""
-    effect: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +108,7 @@ class SubRequest:
     mode: str = EXACT_COUNT
     count: int = 1
     admin_access: bool = False
-    tolerations: tuple[DeviceToleration, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +135,7 @@ class DeviceResult:
     request: str  # "<request>" or "<request>/<subrequest>"
     device: DeviceId
     admin_access: bool = False
-    tolerations: tuple[DeviceToleration, ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -175,7 +175,17 @@ class ClaimWriter:
             if not leaving:
                 continue
             try:
-                await self._release_one(entry, leaving)
+                write = entry.write
+                await release_claim(
+                    self._api,
+                    namespace=write.namespace,
+                    name=write.name,
+                    uids={r.uid for r in leaving},
+                    deallocate=entry.allocated,
+                    # Only ours: a write that got no answer may not have landed, and the
+                    # claim may hold someone else's allocation by now.
+                    devices=write.allocation.devices if write.allocation is not None else None,
+                )
             except ApiError as error:
                 log.warning(
                     "could not release a ResourceClaim; it is released at the next start "
@@ -184,19 +194,6 @@ class ClaimWriter:
                     error=str(error),
                 )
             entry.pods = [r for r in entry.pods if r not in leaving]
-
-    async def _release_one(self, entry: Written, leaving: list[PodRef]) -> None:
-        write = entry.write
-        await release_claim(
-            self._api,
-            namespace=write.namespace,
-            name=write.name,
-            uids={r.uid for r in leaving},
-            deallocate=entry.allocated,
-            # Only ours: a write that got no answer may not have landed, and the claim may
-            # hold someone else's allocation by now.
-            devices=write.allocation.devices if write.allocation is not None else None,
-        )
 
 
 async def release_claim(
