@@ -29,7 +29,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from bench.run import api_counts, bind_round_robin, cpu_seconds, gather_limited, settled
+from bench.metering import cpu_seconds
+from bench.run import api_counts, bind_round_robin, gather_limited, settled
 from bench.schedulers import compile_bytecode
 from e2e import cluster as local_cluster
 from e2e.nodes import api_client, create_nodes, layout, node_manifest, wait_ready

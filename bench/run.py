@@ -1,15 +1,17 @@
 """``make bench``: gang-scheduler beside its peers and the bind ceiling, on the local control plane.
 
-One run, one control plane (in ``.cluster-bench/``), KWOK nodes (1,000 by default), and in
-that order:
+One run, one control plane (in ``.cluster-bench/``, its API server keeping an audit log),
+KWOK nodes (1,000 by default), and ``--rounds`` rounds (3 by default) of, in that order:
 
 1. **Bind ceiling**: pods created for no scheduler, then bound by a trivial client that
    only POSTs bindings, round robin over the nodes, at our bind concurrency; then again
    with the bench's bind watch running ("watched"), timed first to last bind by that
    watch, as every scheduler is: on two cores the watch's CPU is not the binds'.
 2. Then each scheduler in turn (bench/schedulers.py: gang-scheduler, kube-scheduler with
-   its own gang scheduling, kube-scheduler with scheduler-plugins' Coscheduling), every
-   one started fresh for every workload, its API client held to the same QPS and burst:
+   its own gang scheduling, kube-scheduler with scheduler-plugins' Coscheduling as its
+   example config and as tuned for contention), in an order that rotates from round to
+   round, every one started fresh for every workload, its API client held to the same QPS
+   and burst:
 
    - **Backlog, gangs of 8** (PodGroups) and **backlog, single pods**: the pods are
      created while the scheduler is stopped; the clock starts when the scheduler process
@@ -25,8 +27,14 @@ that order:
      gang, and pods sent back (a pod held a node at Permit, then was rejected: its
      FailedScheduling event says so).
 
-   For each: the scheduler's CPU seconds (utime + stime from /proc) and peak RSS, read at
-   the end of the workload.
+   For each: the scheduler's CPU seconds (utime + stime from /proc) and peak RSS at its
+   last bind and at its last write of the workload (bench/metering.py), and its API
+   requests by verb and resource from start to last write (bench/audit.py). Throughout,
+   every gang is checked whole and every node within its allocatable (bench/invariants.py):
+   a scheduler that breaks either fails the workload, named, and the run exits non-zero.
+
+Every figure is reported as the median over the rounds with min and max; a ratio to a peer
+is claimed only when the two ranges do not overlap.
 
 ``--scale`` runs the scale tier instead: 5,000 nodes, 30,000 pods in gangs of mixed sizes
 1 to 64, backlog (pods/s, time from process start to first bind, peak RSS) and latency
@@ -54,6 +62,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench import audit
+from bench.invariants import PARTIAL_LIMIT_SECONDS, Invariants, allocatable_of, requests_of
+from bench.metering import Meter, cpu_seconds, peak_rss_mib
 from bench.schedulers import ClientLimits, Contender, contenders
 from e2e import cluster as local_cluster
 from e2e.nodes import GPU, api_client, create_nodes, layout, node_manifest, wait_ready
@@ -81,6 +92,8 @@ class BindWatch:
 
     api: ApiClient
     namespace: str
+    # Checked with every pod seen bound or deleted (partial gangs, overcommitted nodes).
+    invariants: Invariants | None = None
     bound_at: dict[str, float] = field(default_factory=dict)
     resumed: int = 0
     relisted: int = 0
@@ -92,8 +105,16 @@ class BindWatch:
 
     def _record(self, pod: dict) -> None:
         name = pod.get("metadata", {}).get("name")
-        if name and pod.get("spec", {}).get("nodeName") and name not in self.bound_at:
-            self.bound_at[name] = time.monotonic()
+        node = pod.get("spec", {}).get("nodeName")
+        if name and node and name not in self.bound_at:
+            self.bound_at[name] = now = time.monotonic()
+            if self.invariants is not None:
+                self.invariants.bound(name, node=node, requests=requests_of(pod), at=now)
+
+    def _forget(self, pod: dict) -> None:
+        name = pod.get("metadata", {}).get("name")
+        if name and self.invariants is not None:
+            self.invariants.deleted(name)
 
     async def _list(self) -> str:
         listed = await self.api.request(
@@ -119,6 +140,8 @@ class BindWatch:
                     version = obj.get("metadata", {}).get("resourceVersion") or version
                     if event.get("type") in {"ADDED", "MODIFIED"}:
                         self._record(obj)
+                    elif event.get("type") == "DELETED":
+                        self._forget(obj)
                 self.resumed += 1
                 log(f"watch of {self.namespace} ended by the server; resuming from {version}")
             except ApiError as error:
@@ -260,7 +283,7 @@ async def submit(
     pod's creation was acknowledged."""
     if gangs.sizes is not None:
         posts = [
-            contender.podgroup(namespace=namespace, name=f"g{g}", size=size)
+            contender.podgroup(namespace=namespace, name=f"g{g}", size=size, requests=requests)
             for g, size in enumerate(gangs.sizes)
         ]
         await gather_limited(concurrency, [api.post(p, body, retries=3) for p, body in posts])
@@ -352,19 +375,6 @@ async def settled(api: ApiClient, *, timeout: float = 60.0) -> None:
         log(f"not waiting for the API server to settle: {error}")
 
 
-def peak_rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU time of the process so far (fields 14 and 15 of /proc/pid/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def log_size(path: Path) -> int:
     return path.stat().st_size if path.exists() else 0
 
@@ -432,6 +442,72 @@ class Setting:
     # Under contention a scheduler may never get K gangs whole (it keeps holding nodes for
     # gangs that cannot complete): that is a result, not worth the general timeout.
     contention_timeout: float = 120.0
+    # Every node's allocatable (our base units): the invariants' overcommit check.
+    allocatable: dict[str, dict[str, int]] = field(default_factory=dict)
+    # The API server's audit log (None: the control plane keeps none, and no requests and
+    # no last write are reported); how long a scheduler must write nothing after its last
+    # bind to be taken as done, and how long that is waited for at most.
+    audit_log: Path | None = None
+    quiet: float = 5.0
+    quiet_cap: float = 30.0
+
+
+class Broken(RuntimeError):
+    """A scheduler left a gang partly bound or overcommitted a node: the run fails, and
+    what it did meanwhile goes into the results too."""
+
+    def __init__(self, message: str, figures: dict) -> None:
+        super().__init__(message)
+        self.figures = figures
+
+
+def _invariants(setting: Setting, gangs: Gangs) -> Invariants:
+    members = gangs.members() if gangs.sizes is not None else {}
+    return Invariants(
+        allocatable=setting.allocatable,
+        gangs=members,
+        minimum={g: len(pods) for g, pods in members.items()},
+    )
+
+
+def _verdict(contender: Contender, invariants: Invariants, figures: dict) -> None:
+    """Raise Broken if ``contender`` broke an invariant in this workload (``figures`` go
+    with it); otherwise add the longest a gang was partly bound to ``figures``."""
+    now = time.monotonic()
+    figures["longest_partly_bound_ms"] = round(invariants.longest_partial_seconds(now=now) * 1000)
+    broken = invariants.check(now=now)
+    if broken:
+        more = f"; and {len(broken) - 5} more" if len(broken) > 5 else ""
+        raise Broken(f"{contender.label} broke the bench's invariants: "
+                     + "; ".join(broken[:5]) + more, figures)  # fmt: skip
+
+
+async def _to_quiescence(setting: Setting, meter: Meter, *, last_bind: float) -> dict:
+    """The window's second end: the scheduler's last write, CPU and peak RSS at it."""
+    quiet_at = await meter.quiescence(after=last_bind, quiet=setting.quiet, cap=setting.quiet_cap)
+    figures: dict = {"at_last_bind": meter.at(last_bind), "quiet_at": quiet_at}
+    if quiet_at is not None:
+        figures["last_write_after_last_bind_seconds"] = _rounded(max(quiet_at - last_bind, 0.0))
+        figures["at_last_write"] = meter.at(quiet_at)
+    return figures
+
+
+async def _requests(meter: Meter, window: dict) -> dict:
+    """After the scheduler stopped (its watches are logged as they end): its requests from
+    start to its last write (to the end of the quiet wait if it never went quiet)."""
+    await asyncio.sleep(1.0)
+    quiet_at = window.pop("quiet_at")
+    until = quiet_at if quiet_at is not None else time.monotonic()
+    figures = {
+        **window.pop("at_last_bind"),
+        **{f"{k}_at_last_write": v for k, v in window.pop("at_last_write", {}).items()},
+        **window,
+    }
+    if requests := meter.requests(until=until):
+        figures["api_requests"] = requests
+        figures["api_requests_total"] = requests["total"]
+        figures["quiet"] = quiet_at is not None
+    return figures
 
 
 def _scheduler_log(setting: Setting, contender: Contender) -> Path:
@@ -528,7 +604,8 @@ async def watched_ceiling(setting: Setting, *, pods: int) -> dict | None:
 
 
 async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: Gangs) -> dict:
-    """Pods created while the scheduler is stopped; timed from its process start."""
+    """Pods created while the scheduler is stopped; timed from its process start to the last
+    bind, and to its last write."""
     api = setting.api
     namespace = await fresh_namespace(api, f"{name}-{contender.key}")
     await submit(
@@ -539,25 +616,32 @@ async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: G
         requests=CPU_REQUEST,
         concurrency=setting.concurrency,
     )
-    watch = await BindWatch(api, namespace).start().until_listed(timeout=120)
+    invariants = _invariants(setting, gangs)
+    watch = await BindWatch(api, namespace, invariants=invariants).start().until_listed(timeout=120)
     log_path = _scheduler_log(setting, contender)
     offset = log_size(log_path)
     started = time.monotonic()
     scheduler = contender.start(log_path)
+    meter = Meter(scheduler, setting.audit_log, started=started).start()
     try:
         try:
             await watch.wait_for(gangs.pods, timeout=setting.timeout)
         except TimeoutError as error:
             figures = partial(watch.bound_at, gangs.pods, started, scheduler)
             raise Unfinished(str(error), figures) from error
-        used = usage(scheduler)
+        usage(scheduler)  # still running
+        first, last = watch.span()
+        window = await _to_quiescence(setting, meter, last_bind=last)
     finally:
         stop(scheduler)
+        await meter.stop()
         await watch.stop()
+    try:
+        used = await _requests(meter, window)
+    finally:
         await clear_namespace(api, namespace)
     used |= longest_loop_lag_ms(log_path, offset)
-    first, last = watch.span()
-    return {
+    figures = {
         "pods": gangs.pods,
         "gangs": len(gangs.sizes) if gangs.sizes else 0,
         "gangs_whole": len(gangs.whole(watch.bound_at)) if gangs.sizes else 0,
@@ -568,6 +652,14 @@ async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: G
         "pods_per_second_first_to_last_bind": round(gangs.pods / max(last - first, 1e-3), 1),
         **used,
     }
+    if "last_write_after_last_bind_seconds" in figures:
+        to_write = last - started + figures["last_write_after_last_bind_seconds"]
+        figures["seconds_to_last_write"] = round(to_write, 2)
+        figures["pods_per_second_to_last_write"] = round(gangs.pods / to_write, 1)
+    if "api_requests_total" in figures:
+        figures["api_requests_per_pod"] = round(figures["api_requests_total"] / gangs.pods, 2)
+    _verdict(contender, invariants, figures)
+    return figures
 
 
 async def latency(
@@ -579,7 +671,9 @@ async def latency(
     log_path = _scheduler_log(setting, contender)
     offset = log_size(log_path)
     scheduler = contender.start(log_path)
-    watch = BindWatch(api, namespace).start()
+    meter = Meter(scheduler, setting.audit_log).start()
+    invariants = _invariants(setting, gangs)
+    watch = BindWatch(api, namespace, invariants=invariants).start()
     try:
         await asyncio.sleep(3)  # let the scheduler list the cluster before the gangs come
         created = await submit(
@@ -593,10 +687,15 @@ async def latency(
         )
         creation_complete = time.monotonic()
         await watch.wait_for(gangs.pods, timeout=setting.timeout)
-        used = usage(scheduler)
+        usage(scheduler)  # still running
+        window = await _to_quiescence(setting, meter, last_bind=max(watch.bound_at.values()))
     finally:
         stop(scheduler)
+        await meter.stop()
         await watch.stop()
+    try:
+        used = await _requests(meter, window)
+    finally:
         await clear_namespace(api, namespace)
     used |= longest_loop_lag_ms(log_path, offset)
     per_gang = sorted(
@@ -604,7 +703,7 @@ async def latency(
         for pods in gangs.members().values()
     )
     last_bind = max(watch.bound_at.values())
-    return {
+    figures = {
         "pods": gangs.pods,
         "gangs": len(per_gang),
         "gangs_whole": len(gangs.whole(watch.bound_at)),
@@ -615,6 +714,8 @@ async def latency(
         "gang_latency_p99_ms": round(per_gang[max(int(len(per_gang) * 0.99) - 1, 0)] * 1000, 1),
         **used,
     }
+    _verdict(contender, invariants, figures)
+    return figures
 
 
 # How kube-scheduler's framework (v1.34 and v1.36 alike) words the rejection of a pod that
@@ -650,7 +751,9 @@ async def contention(
     name = "contention-shuffled" if shuffled else "contention-in-order"
     namespace = await fresh_namespace(api, f"{name}-{contender.key}")
     scheduler = contender.start(_scheduler_log(setting, contender))
-    watch = BindWatch(api, namespace).start()
+    meter = Meter(scheduler, setting.audit_log).start()
+    invariants = _invariants(setting, gangs)
+    watch = BindWatch(api, namespace, invariants=invariants).start()
     kth: float | None = None
     try:
         await asyncio.sleep(3)
@@ -676,13 +779,19 @@ async def contention(
                 room - 1
             ]
         await asyncio.sleep(settle)  # what else binds once the room is taken
-        used = usage(scheduler)
+        usage(scheduler)  # still running
+        last_bind = max(watch.bound_at.values(), default=time.monotonic())
+        window = await _to_quiescence(setting, meter, last_bind=last_bind)
         events = (await api.request("GET", f"/api/v1/namespaces/{namespace}/events"))["items"]
     finally:
         stop(scheduler)
+        await meter.stop()
         await watch.stop()
+    try:
+        used = await _requests(meter, window)
+    finally:
         await clear_namespace(api, namespace)
-    return {
+    figures = {
         "room_gangs": room,
         "gangs_submitted": len(gangs.sizes or ()),
         "order": "shuffled" if shuffled else "in order",
@@ -697,6 +806,8 @@ async def contention(
         )[:4],
         **used,
     }
+    _verdict(contender, invariants, figures)
+    return figures
 
 
 async def each(
@@ -713,7 +824,7 @@ async def each(
         log(f"{name}: {contender.label}")
         try:
             out[contender.key] = await workload(contender)
-        except (TimeoutError, RuntimeError, ApiError) as error:
+        except (TimeoutError, RuntimeError, ApiError) as error:  # Broken is a RuntimeError
             log(f"{contender.label} failed: {error}")
             kind = "TimeoutError" if isinstance(error, Unfinished) else type(error).__name__
             out[contender.key] = {"error": f"{kind}: {error}", **getattr(error, "figures", {})}
@@ -778,44 +889,152 @@ async def scale_workloads(
     }
 
 
-def _ratio(a: float | None, b: float | None) -> str:
-    return f"{a / b:.2f}" if a and b else "-"
+def _spread(values: list[float]) -> str:
+    """One figure over the rounds: the value, or the median with min and max."""
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:g}"
+    return f"{statistics.median(values):g} ({min(values):g} to {max(values):g})"
 
 
-def _value(result: dict, key: str) -> float | None:
-    return None if "error" in result else result.get(key)
+def _rounds(results: dict) -> list[dict]:
+    """The rounds of a run (a run without rounds is its own one round)."""
+    return results.get("rounds") or [results]
 
 
-def _cell(result: dict, key: str, results: dict) -> str:
-    value = result.get(key, "-")
-    if key == "seconds_to_kth_whole_gang" and value is None:
-        limit = results.get("contention_timeout_seconds")
-        return f"not in {limit:g} s" if limit else "not reached"
-    return str(value)
+def _figures(results: dict, workload: str, scheduler: str, key: str) -> list[float]:
+    """``key`` of ``scheduler`` in every round it finished ``workload`` and reported it."""
+    values = []
+    for one in _rounds(results):
+        result = one.get("workloads", {}).get(workload, {}).get(scheduler, {})
+        if "error" not in result and isinstance(result.get(key), int | float):
+            values.append(float(result[key]))
+    return values
+
+
+def _ceiling_ratios(results: dict, workload: str, scheduler: str, key: str, ceiling: str) -> str:
+    """``key`` over the round's own ceiling (``pods_per_second`` of ``ceiling``), per round."""
+    ratios = []
+    for one in _rounds(results):
+        result = one.get("workloads", {}).get(workload, {}).get(scheduler, {})
+        bound = one.get(ceiling, {}).get(
+            "pods_per_second_first_to_last_bind"
+            if ceiling == "bind_ceiling_watched"
+            else "pods_per_second"
+        )
+        if "error" not in result and result.get(key) and bound:
+            ratios.append(round(result[key] / bound, 2))
+    return _spread(ratios)
+
+
+def _versus(results: dict, workload: str, mine: str, theirs: str, *, key: str, higher: bool) -> str:
+    """How many times better ``mine`` is than ``theirs`` on ``key``, round by round (the
+    same round's runs compared); with several rounds the median with min and max, and
+    claimed only when the two schedulers' ranges of ``key`` do not overlap."""
+    ratios = []
+    for one in _rounds(results):
+        runs = one.get("workloads", {}).get(workload, {})
+        a, b = runs.get(mine, {}), runs.get(theirs, {})
+        if "error" in a or "error" in b or not a.get(key) or not b.get(key):
+            continue
+        ratios.append(round(a[key] / b[key] if higher else b[key] / a[key], 2))
+    if not ratios:
+        return "-"
+    if mine == theirs or len(ratios) == 1:
+        return _spread(ratios)
+    ours = _figures(results, workload, mine, key)
+    other = _figures(results, workload, theirs, key)
+    apart = min(ours) > max(other) or max(ours) < min(other)
+    return _spread(ratios) + ("" if apart else ", ranges overlap")
+
+
+def _failure(results: dict, workload: str, scheduler: str) -> str | None:
+    for number, one in enumerate(_rounds(results), start=1):
+        result = one.get("workloads", {}).get(workload, {}).get(scheduler)
+        if result is not None and "error" in result:
+            where = f"round {number}: " if len(_rounds(results)) > 1 else ""
+            return f"failed ({where}{_unfinished(result)})"
+    return None
+
+
+def _cell(results: dict, workload: str, scheduler: str, key: str) -> str:
+    values = _figures(results, workload, scheduler, key)
+    if key == "last_write_after_last_bind_seconds":
+        loud = sum(
+            1
+            for one in _rounds(results)
+            if one.get("workloads", {}).get(workload, {}).get(scheduler, {}).get("quiet") is False
+        )
+        if loud:
+            cap = results.get("quiet_cap_seconds", 0)
+            note = f"still writing {cap:g} s after"
+            return note if not values else f"{_spread(values)}; {note} in {loud} rounds"
+    if key == "seconds_to_kth_whole_gang":
+        missed = sum(
+            1
+            for one in _rounds(results)
+            if one.get("workloads", {}).get(workload, {}).get(scheduler, {}).get(key, 0) is None
+        )
+        if missed:
+            limit = results.get("contention_timeout_seconds")
+            note = f"not in {limit:g} s" if limit else "not reached"
+            return note if not values else f"{_spread(values)}; {note} in {missed} rounds"
+    return _spread(values)
 
 
 def _table(
-    results: dict, workload: str, *, columns: list[tuple[str, str]], figure: str, higher: bool
+    results: dict,
+    workload: str,
+    *,
+    columns: list[tuple[str, str]],
+    figure: str,
+    higher: bool,
+    ceiling: list[tuple[str, str, str]] = (),
 ) -> list[str]:
     """One row per scheduler; ``figure`` compared as ratios to every scheduler (each ratio
-    says how many times better the row is: higher pods/s, or lower latency)."""
-    runs = results["workloads"].get(workload)
-    if not runs:
+    says how many times better the row is: higher pods/s, or lower latency); ``ceiling``:
+    (title, figure, which ceiling) columns of a figure over the round's bind ceiling."""
+    peers = [k for k in results["schedulers"] if any(
+        k in one.get("workloads", {}).get(workload, {}) for one in _rounds(results))]  # fmt: skip
+    if not peers:
         return []
-    peers = results["schedulers"]
-    header = ["scheduler", *(c for c, _ in columns), "CPU s", "peak RSS MiB"]
-    header += [f"x {peers[k]['label']}" for k in runs]
+    labels = results["schedulers"]
+    header = ["scheduler", *(c for c, _ in columns), *(c for c, _, _ in ceiling)]
+    header += [f"x {labels[k]['label']}" for k in peers]
     rows = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-    for key, result in runs.items():
-        if "error" in result:
-            rows.append(f"| {peers[key]['label']} | failed: {_unfinished(result)} |")
+    for key in peers:
+        if failed := _failure(results, workload, key):
+            rows.append(f"| {labels[key]['label']} | {failed} |")
             continue
-        cells = [peers[key]["label"], *(_cell(result, k, results) for _, k in columns)]
-        cells += [str(result.get("cpu_seconds")), str(result.get("peak_rss_mib"))]
-        for other in runs:
-            mine, theirs = _value(result, figure), _value(runs[other], figure)
-            cells.append(_ratio(mine, theirs) if higher else _ratio(theirs, mine))
+        cells = [labels[key]["label"], *(_cell(results, workload, key, k) for _, k in columns)]
+        cells += [_ceiling_ratios(results, workload, key, k, c) for _, k, c in ceiling]
+        cells += [_versus(results, workload, key, o, key=figure, higher=higher) for o in peers]
         rows.append("| " + " | ".join(cells) + " |")
+    return rows
+
+
+def _requests_table(results: dict, workload: str) -> list[str]:
+    """The API requests each scheduler made in the window, by verb and resource (the
+    API server's audit log), median over rounds."""
+    peers = [k for k in results["schedulers"] if any(
+        k in one.get("workloads", {}).get(workload, {}) for one in _rounds(results))]  # fmt: skip
+    kinds: dict[str, None] = {}
+    counts: dict[tuple[str, str], list[float]] = {}
+    for one in _rounds(results):
+        for key in peers:
+            result = one.get("workloads", {}).get(workload, {}).get(key, {})
+            for kind, n in result.get("api_requests", {}).get("by_verb_and_resource", {}).items():
+                kinds.setdefault(kind, None)
+                counts.setdefault((key, kind), []).append(n)
+    if not kinds:
+        return []
+    labels = results["schedulers"]
+    rows = ["| request | " + " | ".join(labels[k]["label"] for k in peers) + " |",
+            "|" + " --- |" * (len(peers) + 1)]  # fmt: skip
+    for kind in kinds:
+        cells = [_spread(counts.get((k, kind), [])) for k in peers]
+        rows.append(f"| {kind} | " + " | ".join(cells) + " |")
     return rows
 
 
@@ -832,19 +1051,9 @@ def _unfinished(result: dict) -> str:
 
 
 def markdown(results: dict) -> str:
-    ceiling = results.get("bind_ceiling", {}).get("pods_per_second")
-    watched = results.get("bind_ceiling_watched", {}).get("pods_per_second_first_to_last_bind")
-    for runs in results["workloads"].values():
-        for result in runs.values():
-            for key in ("pods_per_second", "pods_per_second_first_to_last_bind"):
-                if ceiling and result.get(key):
-                    result[f"{key}_ratio_to_ceiling"] = round(result[key] / ceiling, 2)
-            first_to_last = result.get("pods_per_second_first_to_last_bind")
-            if watched and first_to_last:
-                result["pods_per_second_first_to_last_bind_ratio_to_watched_ceiling"] = round(
-                    first_to_last / watched, 2
-                )
+    rounds = _rounds(results)
     limits = results["client"]
+    many = len(rounds) > 1
     lines = [
         f"# Gang scheduling bench ({results['nodes']} KWOK nodes, {results['machine']})",
         "",
@@ -852,42 +1061,97 @@ def markdown(results: dict) -> str:
         f"QPS {limits['qps']:g} and burst {limits['burst']} (ours: --kube-api-qps, "
         "--kube-api-burst; kube-scheduler: clientConnection). Ratios (x) say how many times "
         "better the row is than the column: pods/s over pods/s, or latency over latency.",
-        "",
-        "| scheduler | version | settings |",
-        "| --- | --- | --- |",
     ]
+    if many:
+        orders = "; ".join(
+            " → ".join(results["schedulers"][k]["label"] for k in one.get("order", []))
+            for one in rounds
+        )
+        lines += [
+            "",
+            f"**{len(rounds)} rounds**, the schedulers in a rotating order ({orders}), the "
+            "bind ceiling measured again in each. Every cell is the median over the rounds "
+            "with min and max in brackets; a ratio is computed within each round (against "
+            "that round's ceiling or the peer's run of that round). A ratio to a peer is "
+            'claimed only where the two ranges do not overlap: otherwise it says "ranges '
+            'overlap", and the two are not told apart by this run.',
+        ]
+    lines += ["", "| scheduler | version | settings |", "| --- | --- | --- |"]
     for peer in results["schedulers"].values():
         settings = ", ".join(f"{k}: {v}" for k, v in peer.items() if k not in {"label", "version"})
         lines.append(f"| {peer['label']} | {peer['version']} | {settings} |")
-    if ceiling:
-        c = results["bind_ceiling"]
+    ceilings = [one["bind_ceiling"]["pods_per_second"] for one in rounds if "bind_ceiling" in one]
+    if ceilings:
+        c = rounds[0]["bind_ceiling"]
         lines += [
             "",
             f"Bind ceiling (a trivial client POSTing bindings at concurrency "
-            f"{results['concurrency']}): {c['pods']} pods at {ceiling} pods/s.",
+            f"{results['concurrency']}): {c['pods']} pods at {_spread(ceilings)} pods/s.",
         ]
+    watched = [one["bind_ceiling_watched"] for one in rounds if "bind_ceiling_watched" in one]
     if watched:
-        w = results["bind_ceiling_watched"]
         lines.append(
-            f"The same with the bench's bind watch running, as every scheduler is timed "
-            f'("watched"): {w["pods_per_second"]} pods/s by its POSTs, {watched} pods/s first '
-            "to last bind as the watch saw them."
+            "The same with the bench's bind watch running, as every scheduler is timed "
+            f'("watched"): {_spread([w["pods_per_second"] for w in watched])} pods/s by its '
+            "POSTs, "
+            f"{_spread([w['pods_per_second_first_to_last_bind'] for w in watched])} pods/s "
+            "first to last bind as the watch saw them."
         )
-    throughput = [
+    if results.get("audit"):
+        lines += [
+            "",
+            "The window of each run closes twice: at the **last bind**, and at the "
+            "scheduler's **last write** of the workload (Events, PodGroup status, pod "
+            "conditions: its last create, update, patch or delete in the API server's audit "
+            f"log, taken as the last once it wrote nothing for {results['quiet_seconds']:g} s; "
+            f'"not quiet" if it still wrote {results["quiet_cap_seconds"]:g} s after its last '
+            "bind). CPU and peak RSS are read at each end; API requests are the scheduler's "
+            "from its start to its last write, counted by the API server's audit log (every "
+            "client but the scheduler under test is known by its user agent). The audit log "
+            "is on for the ceiling too.",
+        ]
+    lines += [
+        "",
+        "Checked throughout every run, and the run fails naming the scheduler and the gang "
+        f"or node: no gang partly bound for more than {PARTIAL_LIMIT_SECONDS:g} s, none at "
+        "the end, no node given more than its allocatable (KWOK does not enforce it). "
+        '"Longest partly bound" is the longest any gang had some but not all members bound.',
+    ]
+    to_bind = [
         ("pods/s from start", "pods_per_second"),
-        ("÷ ceiling", "pods_per_second_ratio_to_ceiling"),
         ("pods/s first to last bind", "pods_per_second_first_to_last_bind"),
-        ("÷ ceiling", "pods_per_second_first_to_last_bind_ratio_to_ceiling"),
-        ("÷ watched ceiling", "pods_per_second_first_to_last_bind_ratio_to_watched_ceiling"),
         ("start to first bind s", "start_to_first_bind_seconds"),
+        ("longest partly bound ms", "longest_partly_bound_ms"),
         ("longest event-loop stretch ms", "longest_event_loop_stretch_ms"),
+        ("CPU s", "cpu_seconds"),
+        ("peak RSS MiB", "peak_rss_mib"),
+    ]
+    ceiling_columns = [
+        ("÷ ceiling, from start", "pods_per_second", "bind_ceiling"),
+        ("÷ ceiling, first to last", "pods_per_second_first_to_last_bind", "bind_ceiling"),
+        ("÷ watched ceiling, first to last", "pods_per_second_first_to_last_bind",
+         "bind_ceiling_watched"),
+    ]  # fmt: skip
+    to_write = [
+        ("s to last write", "seconds_to_last_write"),
+        ("pods/s to last write", "pods_per_second_to_last_write"),
+        ("last write after last bind s", "last_write_after_last_bind_seconds"),
+        ("CPU s at last write", "cpu_seconds_at_last_write"),
+        ("peak RSS MiB at last write", "peak_rss_mib_at_last_write"),
+        ("API requests", "api_requests_total"),
+        ("requests per pod", "api_requests_per_pod"),
     ]
     lat = [
         ("gangs whole", "gangs_whole"),
         ("p50 ms", "gang_latency_p50_ms"),
         ("p99 ms", "gang_latency_p99_ms"),
         ("drain after creation s", "drain_after_creation_seconds"),
+        ("longest partly bound ms", "longest_partly_bound_ms"),
         ("longest event-loop stretch ms", "longest_event_loop_stretch_ms"),
+        ("CPU s", "cpu_seconds"),
+        ("last write after last bind s", "last_write_after_last_bind_seconds"),
+        ("CPU s at last write", "cpu_seconds_at_last_write"),
+        ("API requests", "api_requests_total"),
     ]
     fight = [
         ("room (gangs)", "room_gangs"),
@@ -896,12 +1160,29 @@ def markdown(results: dict) -> str:
         ("gangs partly bound", "gangs_partly_bound"),
         ("s to K-th whole gang", "seconds_to_kth_whole_gang"),
         ("pods sent back", "pods_sent_back"),
+        ("CPU s", "cpu_seconds"),
+        ("last write after last bind s", "last_write_after_last_bind_seconds"),
+        ("API requests", "api_requests_total"),
     ]
-    sections = [
-        ("backlog_gangs_of_8", "Backlog, gangs of 8 (PodGroups)", throughput, "pods_per_second",
-         True),
-        ("backlog_single_pods", "Backlog, single pods", throughput, "pods_per_second", True),
-        ("backlog_mixed_gangs", "Backlog, gangs of 1 to 64", throughput, "pods_per_second", True),
+    backlogs = [
+        ("backlog_gangs_of_8", "Backlog, gangs of 8 (PodGroups)"),
+        ("backlog_single_pods", "Backlog, single pods"),
+        ("backlog_mixed_gangs", "Backlog, gangs of 1 to 64"),
+    ]
+    for key, title in backlogs:
+        rows = _table(results, key, columns=to_bind, figure="pods_per_second", higher=True,
+                      ceiling=ceiling_columns)  # fmt: skip
+        if not rows:
+            continue
+        lines += ["", f"## {title}", "", "To the last bind:", "", *rows]
+        rows = _table(
+            results, key, columns=to_write, figure="pods_per_second_to_last_write", higher=True
+        )
+        lines += ["", "To the last write (ratios: pods/s to last write):", "", *rows]
+        if requests := _requests_table(results, key):
+            lines += ["", "API requests from start to last write, by verb and resource:", ""]
+            lines += requests
+    others = [
         ("latency_gangs_of_8", "Latency, gangs of 8 at a steady creation rate", lat,
          "gang_latency_p99_ms", False),
         ("latency_mixed_gangs", "Latency, gangs of 1 to 64 at a steady creation rate", lat,
@@ -911,11 +1192,11 @@ def markdown(results: dict) -> str:
         ("contention_shuffled", "Contention, pods shuffled", fight,
          "seconds_to_kth_whole_gang", False),
     ]  # fmt: skip
-    for key, title, columns, figure, higher in sections:
+    for key, title, columns, figure, higher in others:
         rows = _table(results, key, columns=columns, figure=figure, higher=higher)
         if rows:
             lines += ["", f"## {title}", "", *rows]
-    if any(k.startswith("contention") for k in results["workloads"]):
+    if any(k.startswith("contention") for one in rounds for k in one.get("workloads", {})):
         lines += [
             "",
             "Contention: every pod asks for a whole node's GPUs, so the cluster has room for "
@@ -931,7 +1212,7 @@ def markdown(results: dict) -> str:
 
 
 async def main_async(args: argparse.Namespace, *, directory: Path = BENCH_DIR) -> dict:
-    plane = local_cluster.up(directory)
+    plane = local_cluster.up(directory, audit_policy=audit.POLICY)
     try:
         limits = ClientLimits(qps=args.qps, burst=args.burst, bind_concurrency=args.concurrency)
         peers = contenders(
@@ -948,7 +1229,11 @@ async def main_async(args: argparse.Namespace, *, directory: Path = BENCH_DIR) -
         ]
         create_nodes(api_client(plane.kubeconfig), manifests, workers=16)
         wait_ready(api_client(plane.kubeconfig), len(manifests))
-        api = ApiClient(load_credentials(str(plane.kubeconfig)), connections=args.concurrency + 8)
+        api = ApiClient(
+            load_credentials(str(plane.kubeconfig)),
+            connections=args.concurrency + 8,
+            user_agent=audit.BENCH_USER_AGENT,
+        )
         setting = Setting(
             api=api,
             nodes=tuple(n.name for n in plan.nodes),
@@ -956,6 +1241,10 @@ async def main_async(args: argparse.Namespace, *, directory: Path = BENCH_DIR) -
             concurrency=args.concurrency,
             timeout=args.timeout,
             contention_timeout=args.contention_timeout,
+            allocatable={m["metadata"]["name"]: allocatable_of(m) for m in manifests},
+            audit_log=plane.logs / "audit.log",
+            quiet=args.quiet,
+            quiet_cap=args.quiet_cap,
         )
         try:
             results: dict = {
@@ -964,16 +1253,26 @@ async def main_async(args: argparse.Namespace, *, directory: Path = BENCH_DIR) -
                 "concurrency": args.concurrency,
                 "client": {"qps": args.qps, "burst": args.burst},
                 "contention_timeout_seconds": args.contention_timeout,
+                "audit": True,
+                "quiet_seconds": args.quiet,
+                "quiet_cap_seconds": args.quiet_cap,
                 "schedulers": {p.key: p.describe() for p in peers},
+                "rounds": [],
             }
-            if not args.smoke:
-                log("bind ceiling")
-                results["bind_ceiling"] = await bind_ceiling(setting, pods=args.pods)
-                log("bind ceiling, watched")
-                if (watched := await watched_ceiling(setting, pods=args.pods)) is not None:
-                    results["bind_ceiling_watched"] = watched
             run = scale_workloads if args.scale else workloads
-            results["workloads"] = await run(setting, peers, args)
+            for number in range(args.rounds):
+                turn = number % len(peers)
+                order = peers[turn:] + peers[:turn]
+                one: dict = {"order": [p.key for p in order]}
+                log(f"round {number + 1} of {args.rounds}: {', '.join(p.label for p in order)}")
+                if not args.smoke:
+                    log("bind ceiling")
+                    one["bind_ceiling"] = await bind_ceiling(setting, pods=args.pods)
+                    log("bind ceiling, watched")
+                    if (watched := await watched_ceiling(setting, pods=args.pods)) is not None:
+                        one["bind_ceiling_watched"] = watched
+                one["workloads"] = await run(setting, order, args)
+                results["rounds"].append(one)
         finally:
             await api.close()
         return results
@@ -1030,6 +1329,27 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--seed", type=int, default=1, help="shuffles and mixed gang sizes")
     p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="rounds of every workload, the schedulers in a rotating order and the ceiling "
+        "measured in each; figures are medians with min and max (default: %(default)s)",
+    )
+    p.add_argument(
+        "--quiet",
+        type=float,
+        default=5.0,
+        help="seconds a scheduler must write nothing after its last bind for its last write "
+        "to be taken as its last (default: %(default)s)",
+    )
+    p.add_argument(
+        "--quiet-cap",
+        type=float,
+        default=30.0,
+        help="how long after its last bind a scheduler may go on writing before it is "
+        'reported as "still writing" (default: %(default)s)',
+    )
+    p.add_argument(
         "--scale",
         action="store_true",
         help="the scale tier (long): 5,000 nodes, 30,000 pods in gangs of 1 to 64",
@@ -1037,7 +1357,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--only",
         action="append",
-        choices=["gang_scheduler", "kube_scheduler", "coscheduling"],
+        choices=["gang_scheduler", "kube_scheduler", "coscheduling", "coscheduling_tuned"],
         help="run only these schedulers (repeatable)",
     )
     p.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
@@ -1071,9 +1391,12 @@ def main(argv: list[str] | None = None) -> int:
     name = results_name(args)
     write_results(name, results, markdown(results))
     failed = [
-        f"{w}/{k}" for w, runs in results["workloads"].items() for k, r in runs.items()
+        f"round {n}: {w}/{k}"
+        for n, one in enumerate(results["rounds"], start=1)
+        for w, runs in one["workloads"].items()
+        for k, r in runs.items()
         if "error" in r
-    ]  # fmt: skip
+    ]
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0

@@ -10,6 +10,9 @@ gang-scheduler and its peers, each with its own way of saying "these pods are a 
 - **Coscheduling**: kube-scheduler v1.34.7 with scheduler-plugins' Coscheduling v0.34.7
   (bench/peers/coscheduling/), configured as scheduler-plugins' own example
   (manifests/coscheduling/scheduler-config.yaml); the same PodGroup objects as ours.
+- **Coscheduling (tuned)**: the same, tuned for contention as scheduler-plugins' README
+  recommends (``podGroupBackoffSeconds``, PodGroups with ``minResources`` and
+  ``scheduleTimeoutSeconds``).
 
 Every scheduler's API client is held to the same QPS and burst (kube-scheduler's
 clientConnection, our ``--kube-api-qps``/``--kube-api-burst``).
@@ -28,12 +31,21 @@ import yaml
 
 from e2e import cluster as local_cluster
 from scheduler import __version__
+from scheduler.codecs.quantities import quantity
 from scheduler.model import names
+from scheduler.model.resources import CPU
 
 REPO = Path(__file__).resolve().parent.parent
 COSCHEDULING_BUILD = REPO / "bench" / "peers" / "coscheduling" / "build.sh"
 # scheduler-plugins' example configuration waits this long at Permit for a gang's members.
 COSCHEDULING_PERMIT_WAITING_SECONDS = 10
+# Coscheduling tuned for contention as its README ("Advanced Configuration") recommends:
+# a PodGroup that failed in PostFilter is not tried again for podGroupBackoffSeconds ("5-10:
+# for clusters with moderate resource contention"), each PodGroup states minResources (its
+# PreFilter rejects a gang the cluster has no room for before any member waits at Permit)
+# and scheduleTimeoutSeconds (how long its members wait at Permit).
+COSCHEDULING_TUNED_BACKOFF_SECONDS = 10
+COSCHEDULING_TUNED_SCHEDULE_TIMEOUT_SECONDS = 10
 OUR_PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups"
 UPSTREAM_PODGROUPS = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups"
 
@@ -65,9 +77,16 @@ class Contender:
     # "upstream": scheduling.k8s.io/v1alpha2 PodGroups (kube-scheduler's gang scheduling).
     gang_api: str
     settings: dict = field(default_factory=dict)
+    # More of our PodGroups' spec (the tuned Coscheduling's scheduleTimeoutSeconds), and
+    # whether they state minResources: the members' requests summed over the gang.
+    podgroup_spec: dict = field(default_factory=dict)
+    min_resources: bool = False
 
-    def podgroup(self, *, namespace: str, name: str, size: int) -> tuple[str, dict]:
-        """The POST path and body of the PodGroup for a gang of ``size``."""
+    def podgroup(
+        self, *, namespace: str, name: str, size: int, requests: dict[str, str] | None = None
+    ) -> tuple[str, dict]:
+        """The POST path and body of the PodGroup for a gang of ``size`` members, each
+        asking ``requests``."""
         if self.gang_api == "upstream":
             return UPSTREAM_PODGROUPS.format(namespace=namespace), {
                 "apiVersion": "scheduling.k8s.io/v1alpha2",
@@ -75,11 +94,17 @@ class Contender:
                 "metadata": {"name": name},
                 "spec": {"schedulingPolicy": {"gang": {"minCount": size}}},
             }
+        spec: dict = {"minMember": size, **self.podgroup_spec}
+        if self.min_resources and requests:
+            spec["minResources"] = {
+                resource: f"{quantity(resource, amount) * size}{'m' if resource == CPU else ''}"
+                for resource, amount in requests.items()
+            }
         return OUR_PODGROUPS.format(namespace=namespace), {
             "apiVersion": "scheduling.x-k8s.io/v1alpha1",
             "kind": "PodGroup",
             "metadata": {"name": name},
-            "spec": {"minMember": size},
+            "spec": spec,
         }
 
     def pod(self, name: str, *, gang: str | None, requests: dict[str, str]) -> dict:
@@ -245,32 +270,42 @@ def _kube_scheduler(
 
 
 def _coscheduling(
-    *, kubeconfig: Path, workdir: Path, limits: ClientLimits, build: bool
+    *, kubeconfig: Path, workdir: Path, limits: ClientLimits, build: bool, tuned: bool = False
 ) -> Contender:
+    args: dict = {"permitWaitingTimeSeconds": COSCHEDULING_PERMIT_WAITING_SECONDS}
+    if tuned:
+        args["podGroupBackoffSeconds"] = COSCHEDULING_TUNED_BACKOFF_SECONDS
+    name = "coscheduling-tuned" if tuned else "coscheduling"
     cos_config = _kube_scheduler_config(
-        workdir / "coscheduling.yaml",
+        workdir / f"{name}.yaml",
         kubeconfig=kubeconfig,
         limits=limits,
         profile={
             # scheduler-plugins' manifests/coscheduling/scheduler-config.yaml at v0.34.7:
             # Coscheduling at every extension point it implements, and the only queue sort.
-            "schedulerName": "coscheduling",
+            "schedulerName": name,
             "plugins": {
                 "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
                 "queueSort": {"enabled": [{"name": "Coscheduling"}], "disabled": [{"name": "*"}]},
             },
-            "pluginConfig": [
-                {
-                    "name": "Coscheduling",
-                    "args": {"permitWaitingTimeSeconds": COSCHEDULING_PERMIT_WAITING_SECONDS},
-                }
-            ],
+            "pluginConfig": [{"name": "Coscheduling", "args": args}],
         },
     )
+    settings: dict = {
+        "gangs": "scheduling.x-k8s.io/v1alpha1 PodGroup (the same objects as ours)",
+        "plugins": "Coscheduling at multiPoint and the only queueSort (the example config)",
+        "permit_waiting_time_seconds": COSCHEDULING_PERMIT_WAITING_SECONDS,
+    }
+    if tuned:
+        settings |= {
+            "pod_group_backoff_seconds": COSCHEDULING_TUNED_BACKOFF_SECONDS,
+            "podgroups": "minResources (the members' requests summed), scheduleTimeoutSeconds "
+            f"{COSCHEDULING_TUNED_SCHEDULE_TIMEOUT_SECONDS}",
+        }
     return Contender(
-        key="coscheduling",
-        label="Coscheduling",
-        scheduler_name="coscheduling",
+        key="coscheduling_tuned" if tuned else "coscheduling",
+        label="Coscheduling (tuned)" if tuned else "Coscheduling",
+        scheduler_name=name,
         version="kube-scheduler v1.34.7 + scheduler-plugins Coscheduling v0.34.7",
         argv=(
             str(coscheduling_binary(build=build)),
@@ -279,13 +314,19 @@ def _coscheduling(
             "-v=1",
         ),
         gang_api="ours",
-        settings={
-            "gangs": "scheduling.x-k8s.io/v1alpha1 PodGroup (the same objects as ours)",
-            "plugins": "Coscheduling at multiPoint and the only queueSort (the example config)",
-            "permit_waiting_time_seconds": COSCHEDULING_PERMIT_WAITING_SECONDS,
-            "qps": limits.qps,
-            "burst": limits.burst,
-        },
+        settings={**settings, "qps": limits.qps, "burst": limits.burst},
+        podgroup_spec={"scheduleTimeoutSeconds": COSCHEDULING_TUNED_SCHEDULE_TIMEOUT_SECONDS}
+        if tuned
+        else {},
+        min_resources=tuned,
+    )
+
+
+def _coscheduling_tuned(
+    *, kubeconfig: Path, workdir: Path, limits: ClientLimits, build: bool
+) -> Contender:
+    return _coscheduling(
+        kubeconfig=kubeconfig, workdir=workdir, limits=limits, build=build, tuned=True
     )
 
 
@@ -293,6 +334,7 @@ BUILDERS = {
     "gang_scheduler": _ours,
     "kube_scheduler": _kube_scheduler,
     "coscheduling": _coscheduling,
+    "coscheduling_tuned": _coscheduling_tuned,
 }
 
 
@@ -304,7 +346,8 @@ def contenders(
     build: bool = True,
     only: frozenset[str] | None = None,
 ) -> list[Contender]:
-    """Us, then kube-scheduler's gang scheduling, then Coscheduling (or ``only`` those named);
+    """Us, then kube-scheduler's gang scheduling, then Coscheduling as scheduler-plugins'
+    example and as tuned for contention (or ``only`` those named);
     a peer whose binary is missing raises PeerMissing, never silently left out. With
     ``build`` False, a missing Coscheduling binary is not built (the smoke test fails fast)."""
     workdir.mkdir(parents=True, exist_ok=True)

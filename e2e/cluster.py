@@ -289,9 +289,13 @@ def install_crds(plane: ControlPlane, crds: Path = CRDS) -> None:
             time.sleep(0.2)
 
 
-def up(directory: Path = DEFAULT_DIR, *, timeout: float = 120.0) -> ControlPlane:
+def up(
+    directory: Path = DEFAULT_DIR, *, timeout: float = 120.0, audit_policy: str | None = None
+) -> ControlPlane:
     """Start etcd, kube-apiserver, kube-controller-manager (Jobs only) and KWOK in
-    ``directory``, install the CRDs.
+    ``directory``, install the CRDs. With ``audit_policy`` (an audit Policy as YAML) the API
+    server writes its audit log to ``logs/audit.log`` (make bench counts each scheduler's
+    requests from it).
 
     Raises AlreadyRunning if that folder's control plane still runs. A folder left by a
     control plane that died is cleaned first. On any failure, whatever was started is stopped.
@@ -379,6 +383,7 @@ def up(directory: Path = DEFAULT_DIR, *, timeout: float = 120.0) -> ControlPlane
                 # own gang scheduling, a peer in make bench, needs on the API server.
                 "--feature-gates=GenericWorkload=true,GangScheduling=true",
                 "--runtime-config=scheduling.k8s.io/v1alpha2=true",
+                *_audit_flags(directory, audit_policy),
             ],
             logs,
         )
@@ -454,6 +459,21 @@ def up(directory: Path = DEFAULT_DIR, *, timeout: float = 120.0) -> ControlPlane
         down(directory)
         raise
     return plane
+
+
+def _audit_flags(directory: Path, policy: str | None) -> list[str]:
+    """The API server's audit log, in ``logs/audit.log``, if a policy is given: written as
+    each request completes (the default blocking mode), not rotated in any run's size."""
+    if policy is None:
+        return []
+    path = directory / "audit-policy.yaml"
+    path.write_text(policy)
+    return [
+        f"--audit-policy-file={path}",
+        f"--audit-log-path={directory / 'logs' / 'audit.log'}",
+        "--audit-log-format=json",
+        "--audit-log-maxsize=1000000",  # MB: lumberjack reads 0 as its default, 100
+    ]
 
 
 def start_scheduler(directory: Path = DEFAULT_DIR, *extra: str) -> Process:

@@ -23,16 +23,19 @@ def test_every_scheduler_of_the_bench_ends_every_gang_whole() -> None:
     args = parse(
         ["--smoke", "--nodes", "16", "--pods", "32", "--latency-pods", "32",
          "--latency-rate", "50", "--timeout", "30", "--contention-timeout", "30",
-         "--settle", "0.5"]
+         "--settle", "0.5", "--rounds", "1", "--quiet", "2", "--quiet-cap", "20"]
     )  # fmt: skip
     started = time.monotonic()
     try:
         results = asyncio.run(main_async(args, directory=SMOKE_DIR))
     except PeerMissing as missing:
         pytest.fail(str(missing), pytrace=False)
-    assert set(results["schedulers"]) == {"gang_scheduler", "kube_scheduler", "coscheduling"}
+    assert set(results["schedulers"]) == {
+        "gang_scheduler", "kube_scheduler", "coscheduling", "coscheduling_tuned"
+    }  # fmt: skip
+    (one,) = results["rounds"]
     broken = []
-    for workload, runs in results["workloads"].items():
+    for workload, runs in one["workloads"].items():
         for scheduler, result in runs.items():
             if "error" in result:
                 broken.append(f"{workload}, {scheduler}: {result['error']}")

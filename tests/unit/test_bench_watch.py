@@ -180,9 +180,69 @@ def test_the_table_gives_first_to_last_bind_against_the_plain_and_the_watched_ce
         },
     }
     table = markdown(results)
-    assert "800.0 pods/s by its POSTs, 900.0 pods/s first to last bind" in table
+    assert "800 pods/s by its POSTs, 900 pods/s first to last bind" in table
     row = next(line for line in table.splitlines() if line.startswith("| gang-scheduler | 500"))
-    assert "| 0.72 | 0.8 |" in row  # 720 / 1000, then 720 / 900
+    assert "| 0.5 | 0.72 | 0.8 |" in row  # 500 / 1000, 720 / 1000, then 720 / 900
+
+
+def round_of(ceiling: float, ours: float, theirs: float, *, order: list[str]) -> dict:
+    return {
+        "order": order,
+        "bind_ceiling": {"pods": 100, "seconds": 0.1, "pods_per_second": ceiling},
+        "workloads": {
+            "backlog_gangs_of_8": {
+                "gang": {"pods_per_second": ours},
+                "cos": {"pods_per_second": theirs},
+            }
+        },
+    }
+
+
+def test_rounds_give_medians_with_ranges_and_claim_a_ratio_only_when_ranges_are_apart() -> None:
+    results = {
+        "nodes": 10,
+        "machine": "2 cores",
+        "concurrency": 32,
+        "client": {"qps": 5000, "burst": 5000},
+        "schedulers": {
+            "gang": {"label": "gang-scheduler", "version": "0.1.0"},
+            "cos": {"label": "Coscheduling", "version": "v0.34.7"},
+        },
+        "rounds": [
+            round_of(1000, 600, 300, order=["gang", "cos"]),
+            round_of(800, 400, 350, order=["cos", "gang"]),
+            round_of(900, 500, 250, order=["gang", "cos"]),
+        ],
+    }
+    table = markdown(results)
+    assert "**3 rounds**" in table
+    assert "gang-scheduler → Coscheduling; Coscheduling → gang-scheduler" in table
+    assert "at 900 (800 to 1000) pods/s" in table
+    ours = next(line for line in table.splitlines() if line.startswith("| gang-scheduler | 500"))
+    # Each round's ratio to its own ceiling: 0.6, 0.5, 0.56; to the peer's run of the same
+    # round: 2, 1.14, 2; our 400..600 overlaps their 250..350? No: apart, so it is claimed.
+    assert "| 500 (400 to 600) |" in ours
+    assert "| 0.56 (0.5 to 0.6) |" in ours
+    assert ours.endswith("| 1 (1 to 1) | 2 (1.14 to 2) |")
+    results["rounds"][1]["workloads"]["backlog_gangs_of_8"]["cos"]["pods_per_second"] = 450
+    table = markdown(results)
+    ours = next(line for line in table.splitlines() if line.startswith("| gang-scheduler | 500"))
+    assert ours.endswith("| 2 (0.89 to 2), ranges overlap |")
+
+
+def test_a_round_that_failed_is_said_in_the_row() -> None:
+    results = {
+        "nodes": 10,
+        "machine": "2 cores",
+        "concurrency": 32,
+        "client": {"qps": 5000, "burst": 5000},
+        "schedulers": {"gang": {"label": "gang-scheduler", "version": "0.1.0"}},
+        "rounds": [
+            {"workloads": {"backlog_gangs_of_8": {"gang": {"pods_per_second": 1.0}}}},
+            {"workloads": {"backlog_gangs_of_8": {"gang": {"error": "Broken: gang g3 ..."}}}},
+        ],
+    }
+    assert "| gang-scheduler | failed (round 2: Broken: gang g3 ...) |" in markdown(results)
 
 
 def test_a_watched_ceiling_whose_watch_is_refused_is_left_out_not_the_run(tmp_path: Path) -> None:

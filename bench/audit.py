@@ -1,0 +1,123 @@
+"""The API server's audit log, read by ``make bench``: which requests each scheduler made,
+by verb and resource, and when its last write of a workload landed.
+
+The API server's metrics count requests but not who made them; its audit log (level
+Metadata, written by the bench's control plane: ``e2e.cluster.up(audit=True)``) names each
+request's user agent. Every client of the bench's control plane but the scheduler under test
+is known (the bench itself, KWOK, kube-controller-manager, the API server's own loopback),
+and only one scheduler runs at a time: what is left is that scheduler's.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from scheduler.shell.api import USER_AGENT
+
+BENCH_USER_AGENT = f"gang-scheduler-bench/{USER_AGENT.split('/')[1]}"
+# The clients of the control plane that are not the scheduler under test (client-go names
+# its user agent after the binary: "kube-controller-manager/v1.36.3 (linux/amd64) ...").
+INFRASTRUCTURE = frozenset(
+    {"gang-scheduler-bench", "kwok", "kube-controller-manager", "kube-apiserver"}
+)
+WRITES = frozenset({"create", "update", "patch", "delete", "deletecollection"})
+
+# Level Metadata for every request, once it completed (a watch: when it ended); leases
+# (KWOK's node heartbeats, leader election) and health checks are left out.
+POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+  - level: None
+    resources: [{group: coordination.k8s.io, resources: [leases]}]
+  - level: None
+    nonResourceURLs: ["/healthz*", "/readyz*", "/livez*", "/metrics", "/version"]
+  - level: Metadata
+"""
+
+
+@dataclass(frozen=True)
+class Request:
+    """One audited request: when the API server received it (seconds since the epoch), by
+    whom (the user agent's product: ``kube-scheduler``), and what (``patch pods/status``)."""
+
+    received: float
+    agent: str
+    verb: str
+    what: str
+
+    @property
+    def write(self) -> bool:
+        return self.verb in WRITES
+
+
+def parse_stamp(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def parse(line: str) -> Request | None:
+    """One audit log line; None for one that is not an audit event of a resource (or not
+    JSON: a line the API server was still writing)."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    ref = event.get("objectRef") if isinstance(event, dict) else None
+    if not isinstance(ref, dict) or not ref.get("resource"):
+        return None
+    sub = ref.get("subresource")
+    return Request(
+        received=parse_stamp(event.get("requestReceivedTimestamp") or event["stageTimestamp"]),
+        agent=(event.get("userAgent") or "").split("/")[0],
+        verb=event.get("verb", ""),
+        what=ref["resource"] + (f"/{sub}" if sub else ""),
+    )
+
+
+class AuditLog:
+    """The audit log file, read as it grows: ``read()`` returns the requests logged since
+    the last call (a line still being written waits for the next)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = path.stat().st_size if path.exists() else 0
+        self._rest = b""
+
+    def read(self) -> list[Request]:
+        if not self.path.exists():
+            return []
+        with self.path.open("rb") as f:
+            f.seek(self._offset)
+            data = f.read()
+        self._offset += len(data)
+        lines = (self._rest + data).split(b"\n")
+        self._rest = lines.pop()
+        found = (parse(line.decode(errors="replace")) for line in lines if line)
+        return [r for r in found if r is not None]
+
+
+def schedulers(requests: list[Request]) -> list[Request]:
+    """The requests of the scheduler under test: every client but the known ones."""
+    return [r for r in requests if r.agent not in INFRASTRUCTURE]
+
+
+def by_verb_and_resource(requests: list[Request], *, since: float, until: float) -> dict:
+    """How many of ``requests`` the API server received in [since, until], by verb and
+    resource (``create pods/binding``), most first; and the user agents that made them."""
+    counts: dict[str, int] = {}
+    agents: set[str] = set()
+    for r in requests:
+        if since <= r.received <= until:
+            key = f"{r.verb} {r.what}"
+            counts[key] = counts.get(key, 0) + 1
+            agents.add(r.agent)
+    ordered = dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return {
+        "total": sum(counts.values()),
+        "by_verb_and_resource": ordered,
+        "agents": sorted(agents),
+    }
