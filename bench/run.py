@@ -861,6 +861,8 @@ async def workloads(setting: Setting, peers: list[Contender], args: argparse.Nam
     if args.smoke:
         plan = {k: plan[k] for k in ("backlog_gangs_of_8", "latency_gangs_of_8",
                                      "contention_shuffled")}  # fmt: skip
+    if args.workload:
+        plan = {k: v for k, v in plan.items() if k in args.workload}
     return {
         key: await each(setting, peers, name=key, workload=workload)
         for key, workload in plan.items()
@@ -1360,6 +1362,15 @@ def parser() -> argparse.ArgumentParser:
         choices=["gang_scheduler", "kube_scheduler", "coscheduling", "coscheduling_tuned"],
         help="run only these schedulers (repeatable)",
     )
+    p.add_argument(
+        "--workload",
+        action="append",
+        choices=[
+            "backlog_gangs_of_8", "backlog_single_pods", "latency_gangs_of_8",
+            "contention_in_order", "contention_shuffled",
+        ],
+        help="run only these workloads of the standard tier (repeatable)",
+    )  # fmt: skip
     p.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
     return p
 

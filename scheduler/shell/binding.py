@@ -12,9 +12,11 @@ rest (each unsatisfied gang of the group still whole).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import replace
 
 import structlog
@@ -39,6 +41,53 @@ from scheduler.shell.metrics import Metrics
 from scheduler.shell.recording import EventRecorder
 
 log = structlog.get_logger()
+
+
+class Slots:
+    """At most ``size`` binds in flight, and a waiting bind of a gang whose first member is
+    bound goes before any gang's first bind (each kind in arrival order).
+
+    With one FIFO for all, a backlog's first binds of every gang queued ahead of the rest of
+    each gang: make bench (625 gangs of 8, 32 in flight) saw gangs partly bound for up to 7 s,
+    their members starting that far apart. Now a gang's members follow its first bind."""
+
+    def __init__(self, size: int) -> None:
+        self._free = size
+        # Waiting binds: the rest of started gangs, then first binds and single pods.
+        self._waiting: tuple[deque[asyncio.Future[None]], ...] = (deque(), deque())
+
+    @contextlib.asynccontextmanager
+    async def held(self, *, urgent: bool) -> AsyncIterator[None]:
+        await self._acquire(urgent=urgent)
+        try:
+            yield
+        finally:
+            self._release()
+
+    async def _acquire(self, *, urgent: bool) -> None:
+        if self._free > 0 and not any(self._waiting):
+            self._free -= 1
+            return
+        queue = self._waiting[0 if urgent else 1]
+        waiter = asyncio.get_running_loop().create_future()
+        queue.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._release()  # handed a slot as it was cancelled: the next one takes it
+            else:
+                queue.remove(waiter)
+            raise
+
+    def _release(self) -> None:
+        for queue in self._waiting:
+            while queue:
+                waiter = queue.popleft()
+                if not waiter.done():
+                    waiter.set_result(None)
+                    return
+        self._free += 1
 
 
 def _subject(group: GroupBinding) -> str:
@@ -70,7 +119,7 @@ class Binder:
         self._cache = cache
         self._recorder = recorder
         self._config = config
-        self._slots = asyncio.Semaphore(concurrency)
+        self._slots = Slots(concurrency)
         self._metrics = metrics
         self._poke = poke
         self._clock = clock
@@ -158,7 +207,9 @@ class Binder:
         # Past the first bind the gang is (being) satisfied: a member that fails for a reason
         # that may pass keeps its room and tries again, or the gang could end half bound
         # with its room taken by others (make chaos, seed 7017: an API server restart).
-        results = await asyncio.gather(*(self._bind(b, patient=True) for b in bindings))
+        results = await asyncio.gather(
+            *(self._bind(b, patient=True, urgent=group.all_or_nothing) for b in bindings)
+        )
         for binding, error in zip(bindings, results, strict=True):
             if error is not None:
                 failed.add(binding)
@@ -186,13 +237,16 @@ class Binder:
             if gang_binding.placement is not None and self._on_bound is not None:
                 await self._on_bound(gang_binding, pass_seconds)
 
-    async def _bind(self, binding: Binding, *, patient: bool = False) -> str | None:
+    async def _bind(
+        self, binding: Binding, *, patient: bool = False, urgent: bool = False
+    ) -> str | None:
         """Bind one pod; None on success, else what went wrong. ``patient``: errors that
-        may pass are retried with backoff for up to ``patience_seconds``."""
+        may pass are retried with backoff for up to ``patience_seconds``; ``urgent``: the
+        pod's gang has a member bound, it goes before other gangs' first binds."""
         deadline = time.monotonic() + self._patience
         attempt = 0
         while True:
-            failure, transient = await self._bind_once(binding)
+            failure, transient = await self._bind_once(binding, urgent=urgent)
             if failure is None:
                 return None
             attempt += 1
@@ -201,7 +255,7 @@ class Binder:
             log.info("bind failed; trying again", pod=str(binding.pod), error=failure)
             await asyncio.sleep(min(0.2 * 2 ** (attempt - 1), 5.0) * random.uniform(0.8, 1.2))
 
-    async def _bind_once(self, binding: Binding) -> tuple[str | None, bool]:
+    async def _bind_once(self, binding: Binding, *, urgent: bool) -> tuple[str | None, bool]:
         """One bind request: (None, _) on success, else (what went wrong, whether it may
         pass if tried again)."""
         ref = binding.pod
@@ -217,7 +271,7 @@ class Binder:
         unsure = False  # the request may have landed although no answer came back
         transient = False
         try:
-            async with self._slots:
+            async with self._slots.held(urgent=urgent):
                 # Fencing: checked after the wait for a slot, right before the request. A
                 # replica that is not sure it still holds the Lease sends nothing.
                 if not self._fence():
