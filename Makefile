@@ -9,7 +9,7 @@ KUBECTL = KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k podgroup -x"`.
 PYTEST_ARGS ?=
 
-.PHONY: help setup binaries lint format test test-unit fuzz bench chaos oracle clients cluster-up cluster-down demo e2e-kind clean
+.PHONY: help setup binaries lint format test test-unit fuzz bench bench-curve chaos oracle clients cluster-up cluster-down demo e2e-kind clean
 
 help:
 	@echo "make demo          start the local control plane with fake GPU nodes, and say how to use it"
@@ -19,6 +19,7 @@ help:
 	@echo "make cluster-down  stop it and remove its state"
 	@echo "make fuzz          every codec fuzzed with hostile input, FUZZ_EXAMPLES in all (100000)"
 	@echo "make bench         us beside kube-scheduler's gang scheduling and Coscheduling, vs the bind ceiling"
+	@echo "make bench-curve   our cost curve: the bigger tier at 1,000, 5,000 and 10,000 nodes (long)"
 	@echo "make chaos         random faults against the scheduler, invariants checked (CHAOS_RUNS=200)"
 	@echo "make clients       every job framework's real operator (KubeRay, JobSet, ...) with the scheduler"
 	@echo "make oracle        kube-scheduler and the core asked the same questions (ORACLE_CASES=500)"
@@ -63,7 +64,9 @@ clients: setup binaries
 	$(PY) -m pytest e2e/test_clients.py $(PYTEST_ARGS)
 
 # A benchmark, not a test: figures go to bench/results/. BENCH_ARGS="--nodes 100 --pods 500"
-# makes a quick one; BENCH_ARGS=--scale the scale tier (5,000 nodes, 30,000 pods; long).
+# makes a quick one; BENCH_ARGS=--scale the scale tier (5,000 nodes, 30,000 pods; long),
+# BENCH_ARGS=--scale-xl the bigger one (10,000 nodes, 60,000 pods in gangs of 1 to 256);
+# BENCH_ARGS="--rounds 1" one round instead of three. make bench-curve: our cost curve.
 BENCH_ARGS ?=
 bench: setup binaries
 	$(PY) -m bench.solver
@@ -72,6 +75,12 @@ bench: setup binaries
 	$(PY) -m bench.backfill
 	$(PY) -m bench.fairness
 	$(PY) -m bench.run $(BENCH_ARGS)
+
+bench-curve: setup binaries
+	$(PY) -m bench.run --scale-xl --nodes 1000 --pods 6000 --only gang_scheduler --rounds 1
+	$(PY) -m bench.run --scale-xl --nodes 5000 --pods 30000 --only gang_scheduler --rounds 1
+	$(PY) -m bench.run --scale-xl --rounds 1
+	$(PY) -m bench.curve
 
 # Fault injection: CHAOS_RUNS seeded runs (run i has seed CHAOS_SEED+i) of random workloads
 # and faults on a control plane of its own (.cluster-chaos/); figures and violations, each

@@ -18,11 +18,18 @@ import os
 import re
 import subprocess
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import audit
 
+# Our metrics the bench reports, by the figure's name.
+SCRAPED = {
+    "gang_scheduler_pass_duration_seconds_count": "passes",
+    "gang_scheduler_pass_duration_seconds_sum": "pass_seconds",
+    "gang_scheduler_events_dropped_total": "events_dropped",
+}
 _STAMP = re.compile(rb'"requestReceivedTimestamp":"([^"]+)"')
 _WRITE = re.compile(rb'"verb":"(?:create|update|patch|delete|deletecollection)"')
 _INFRASTRUCTURE = tuple(f'"userAgent":"{a}/'.encode() for a in audit.INFRASTRUCTURE)
@@ -62,6 +69,9 @@ class Meter:
 
     process: subprocess.Popen[bytes]
     audit_log: Path | None
+    # Where the scheduler serves Prometheus metrics (ours), or None (the peers: their
+    # secure port is off in the bench).
+    metrics_port: int | None = None
     started: float = field(default_factory=time.monotonic)
     samples: list[tuple[float, float, float]] = field(default_factory=list)
     _wall: float = field(default_factory=lambda: time.time() - time.monotonic())
@@ -131,6 +141,24 @@ class Meter:
             return {}
         _, cpu, rss = self.samples[-1]
         return {"cpu_seconds": round(cpu, 2), "peak_rss_mib": round(rss, 1)}
+
+    def scrape(self) -> dict:
+        """From our metrics: passes run, their seconds in all, Events dropped (the
+        recorder's backlog was full). Blocking: run it in a thread."""
+        if self.metrics_port is None:
+            return {}
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                text = response.read().decode()
+        except OSError:
+            return {}
+        found = {}
+        for line in text.splitlines():
+            name, _, value = line.partition(" ")
+            if name in SCRAPED:
+                found[SCRAPED[name]] = round(float(value), 3)
+        return found
 
     async def stop(self) -> None:
         if self._task:

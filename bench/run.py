@@ -486,6 +486,7 @@ async def _to_quiescence(setting: Setting, meter: Meter, *, last_bind: float) ->
     """The window's second end: the scheduler's last write, CPU and peak RSS at it."""
     quiet_at = await meter.quiescence(after=last_bind, quiet=setting.quiet, cap=setting.quiet_cap)
     figures: dict = {"at_last_bind": meter.at(last_bind), "quiet_at": quiet_at}
+    figures |= await asyncio.to_thread(meter.scrape)
     if quiet_at is not None:
         figures["last_write_after_last_bind_seconds"] = _rounded(max(quiet_at - last_bind, 0.0))
         figures["at_last_write"] = meter.at(quiet_at)
@@ -622,7 +623,7 @@ async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: G
     offset = log_size(log_path)
     started = time.monotonic()
     scheduler = contender.start(log_path)
-    meter = Meter(scheduler, setting.audit_log, started=started).start()
+    meter = Meter(scheduler, setting.audit_log, contender.metrics_port, started=started).start()
     try:
         try:
             await watch.wait_for(gangs.pods, timeout=setting.timeout)
@@ -671,7 +672,7 @@ async def latency(
     log_path = _scheduler_log(setting, contender)
     offset = log_size(log_path)
     scheduler = contender.start(log_path)
-    meter = Meter(scheduler, setting.audit_log).start()
+    meter = Meter(scheduler, setting.audit_log, contender.metrics_port).start()
     invariants = _invariants(setting, gangs)
     watch = BindWatch(api, namespace, invariants=invariants).start()
     try:
@@ -751,7 +752,7 @@ async def contention(
     name = "contention-shuffled" if shuffled else "contention-in-order"
     namespace = await fresh_namespace(api, f"{name}-{contender.key}")
     scheduler = contender.start(_scheduler_log(setting, contender))
-    meter = Meter(scheduler, setting.audit_log).start()
+    meter = Meter(scheduler, setting.audit_log, contender.metrics_port).start()
     invariants = _invariants(setting, gangs)
     watch = BindWatch(api, namespace, invariants=invariants).start()
     kth: float | None = None
@@ -872,8 +873,8 @@ async def workloads(setting: Setting, peers: list[Contender], args: argparse.Nam
 async def scale_workloads(
     setting: Setting, peers: list[Contender], args: argparse.Namespace
 ) -> dict:
-    """The scale tier: gangs of mixed sizes 1 to 64."""
-    gangs = Gangs.mixed(args.pods, largest=64, seed=args.seed)
+    """The scale tiers: gangs of mixed sizes 1 to 64 (``--scale``), 1 to 256 (``--scale-xl``)."""
+    gangs = Gangs.mixed(args.pods, largest=args.largest_gang, seed=args.seed)
 
     async def mixed_backlog(c: Contender) -> dict:
         return await backlog(setting, c, name="scale", gangs=gangs)
@@ -1142,6 +1143,8 @@ def markdown(results: dict) -> str:
         ("peak RSS MiB at last write", "peak_rss_mib_at_last_write"),
         ("API requests", "api_requests_total"),
         ("requests per pod", "api_requests_per_pod"),
+        ("passes", "passes"),
+        ("Events dropped", "events_dropped"),
     ]
     lat = [
         ("gangs whole", "gangs_whole"),
@@ -1154,6 +1157,7 @@ def markdown(results: dict) -> str:
         ("last write after last bind s", "last_write_after_last_bind_seconds"),
         ("CPU s at last write", "cpu_seconds_at_last_write"),
         ("API requests", "api_requests_total"),
+        ("passes", "passes"),
     ]
     fight = [
         ("room (gangs)", "room_gangs"),
@@ -1169,7 +1173,7 @@ def markdown(results: dict) -> str:
     backlogs = [
         ("backlog_gangs_of_8", "Backlog, gangs of 8 (PodGroups)"),
         ("backlog_single_pods", "Backlog, single pods"),
-        ("backlog_mixed_gangs", "Backlog, gangs of 1 to 64"),
+        ("backlog_mixed_gangs", f"Backlog, gangs of 1 to {results.get('largest_gang', 64)}"),
     ]
     for key, title in backlogs:
         rows = _table(results, key, columns=to_bind, figure="pods_per_second", higher=True,
@@ -1187,8 +1191,8 @@ def markdown(results: dict) -> str:
     others = [
         ("latency_gangs_of_8", "Latency, gangs of 8 at a steady creation rate", lat,
          "gang_latency_p99_ms", False),
-        ("latency_mixed_gangs", "Latency, gangs of 1 to 64 at a steady creation rate", lat,
-         "gang_latency_p99_ms", False),
+        ("latency_mixed_gangs", f"Latency, gangs of 1 to {results.get('largest_gang', 64)} at "
+         "a steady creation rate", lat, "gang_latency_p99_ms", False),
         ("contention_in_order", "Contention, gang after gang", fight,
          "seconds_to_kth_whole_gang", False),
         ("contention_shuffled", "Contention, pods shuffled", fight,
@@ -1258,6 +1262,7 @@ async def main_async(args: argparse.Namespace, *, directory: Path = BENCH_DIR) -
                 "audit": True,
                 "quiet_seconds": args.quiet,
                 "quiet_cap_seconds": args.quiet_cap,
+                "largest_gang": args.largest_gang,
                 "schedulers": {p.key: p.describe() for p in peers},
                 "rounds": [],
             }
@@ -1357,6 +1362,11 @@ def parser() -> argparse.ArgumentParser:
         help="the scale tier (long): 5,000 nodes, 30,000 pods in gangs of 1 to 64",
     )
     p.add_argument(
+        "--scale-xl",
+        action="store_true",
+        help="the bigger tier (longer): 10,000 nodes, 60,000 pods in gangs of 1 to 256",
+    )
+    p.add_argument(
         "--only",
         action="append",
         choices=["gang_scheduler", "kube_scheduler", "coscheduling", "coscheduling_tuned"],
@@ -1375,18 +1385,33 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+# Each tier: its results' name, nodes, pods and largest gang.
+TIERS = {
+    "standard": ("gang-scheduling", 1000, 5000, 8),
+    "scale": ("gang-scheduling-scale", 5000, 30000, 64),
+    "scale_xl": ("gang-scheduling-xl", 10000, 60000, 256),
+}
+
+
+def _tier(args: argparse.Namespace) -> tuple[str, int, int, int]:
+    return TIERS["scale_xl" if args.scale_xl else "scale" if args.scale else "standard"]
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser().parse_args(argv)
-    args.nodes = args.nodes or (5000 if args.scale else 1000)
-    args.pods = args.pods or (30000 if args.scale else 5000)
+    _, nodes, pods, largest = _tier(args)
+    args.scale = args.scale or args.scale_xl
+    args.nodes = args.nodes or nodes
+    args.pods = args.pods or pods
+    args.largest_gang = largest
     return args
 
 
 def results_name(args: argparse.Namespace) -> str:
     """``gang-scheduling`` at the tier's own size; another size gets a file of its own
     (``gang-scheduling-100-nodes``), so a quick run never overwrites the tier's figures."""
-    name = "gang-scheduling-scale" if args.scale else "gang-scheduling"
-    if args.nodes != (5000 if args.scale else 1000):
+    name, nodes, _, _ = _tier(args)
+    if args.nodes != nodes:
         name += f"-{args.nodes}-nodes"
     return name
 

@@ -81,6 +81,8 @@ class Contender:
     # whether they state minResources: the members' requests summed over the gang.
     podgroup_spec: dict = field(default_factory=dict)
     min_resources: bool = False
+    # Where it serves Prometheus metrics the bench reads (ours: passes, Events dropped).
+    metrics_port: int | None = None
 
     def podgroup(
         self, *, namespace: str, name: str, size: int, requests: dict[str, str] | None = None
@@ -207,6 +209,7 @@ def compile_bytecode(checkout: Path = REPO) -> None:
 
 def _ours(*, kubeconfig: Path, workdir: Path, limits: ClientLimits, build: bool) -> Contender:
     compile_bytecode()
+    metrics_port = local_cluster.free_port()
     return Contender(
         key="gang_scheduler",
         label="gang-scheduler",
@@ -225,8 +228,11 @@ def _ours(*, kubeconfig: Path, workdir: Path, limits: ClientLimits, build: bool)
             str(limits.qps),
             "--kube-api-burst",
             str(limits.burst),
+            "--metrics-port",
+            str(metrics_port),
         ),
         gang_api="ours",
+        metrics_port=metrics_port,
         settings={
             "gangs": "scheduling.x-k8s.io/v1alpha1 PodGroup",
             "qps": limits.qps,

@@ -17,3 +17,10 @@ def test_a_smaller_run_names_its_node_count() -> None:
 def test_the_scale_tier_writes_its_own_file_at_its_own_size() -> None:
     assert results_name(parse(["--scale"])) == "gang-scheduling-scale"
     assert results_name(parse(["--scale", "--nodes", "16"])) == "gang-scheduling-scale-16-nodes"
+
+
+def test_the_bigger_tier_is_10000_nodes_and_60000_pods_in_gangs_up_to_256() -> None:
+    args = parse(["--scale-xl"])
+    assert (args.nodes, args.pods, args.largest_gang, args.scale) == (10000, 60000, 256, True)
+    assert results_name(args) == "gang-scheduling-xl"
+    assert results_name(parse(["--scale-xl", "--nodes", "1000"])) == "gang-scheduling-xl-1000-nodes"

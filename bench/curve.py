@@ -1,0 +1,106 @@
+"""The cost curve: how gang-scheduler's figures grow with the cluster, from the bigger tier
+run at three sizes with the same shape (gangs of 1 to 256, six pods a node):
+
+    python -m bench.run --scale-xl --nodes 1000 --pods 6000 --only gang_scheduler --rounds 1
+    python -m bench.run --scale-xl --nodes 5000 --pods 30000 --only gang_scheduler --rounds 1
+    python -m bench.run --scale-xl --rounds 1          # 10,000 nodes, 60,000 pods, all peers
+    python -m bench.curve
+
+reads ``bench/results/gang-scheduling-xl{-1000-nodes,-5000-nodes,}.json`` and writes
+``bench/results/cost-curve.md``: per size, pods/s, p99 gang latency, passes, peak RSS and
+the longest event-loop stretch, and each one's growth against the size before it (the nodes
+grow 5x, then 2x: a figure growing as fast as the nodes is linear in them).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import statistics
+import sys
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SIZES = (
+    ("gang-scheduling-xl-1000-nodes", 1000),
+    ("gang-scheduling-xl-5000-nodes", 5000),
+    ("gang-scheduling-xl", 10000),
+)
+FIGURES = (
+    ("pods/s from start", "backlog_mixed_gangs", "pods_per_second"),
+    ("start to first bind s", "backlog_mixed_gangs", "start_to_first_bind_seconds"),
+    ("passes (backlog)", "backlog_mixed_gangs", "passes"),
+    ("pass seconds in all (backlog)", "backlog_mixed_gangs", "pass_seconds"),
+    ("peak RSS MiB (backlog)", "backlog_mixed_gangs", "peak_rss_mib"),
+    ("longest event-loop stretch ms (backlog)", "backlog_mixed_gangs",
+     "longest_event_loop_stretch_ms"),
+    ("p99 gang latency ms", "latency_mixed_gangs", "gang_latency_p99_ms"),
+    ("passes (latency)", "latency_mixed_gangs", "passes"),
+)  # fmt: skip
+
+
+def figure(results: dict, workload: str, key: str) -> float | None:
+    """Ours, the median over the run's rounds (None if it failed or did not run)."""
+    values = [
+        r[key]
+        for one in results.get("rounds") or [results]
+        if isinstance(
+            (r := one.get("workloads", {}).get(workload, {}).get("gang_scheduler", {})).get(key),
+            int | float,
+        )
+        and "error" not in r
+    ]
+    return statistics.median(values) if values else None
+
+
+def table(runs: list[tuple[int, dict]]) -> str:
+    header = ["figure"]
+    for i, (nodes, results) in enumerate(runs):
+        header.append(f"{nodes:,} nodes ({results.get('pods', '?')} pods)")
+        if i:
+            header.append(f"x from {runs[i - 1][0]:,}")
+    lines = [
+        "# Cost curve (gang-scheduler, gangs of 1 to 256, six pods a node)",
+        "",
+        "Medians over each run's rounds; a growth column is the figure at that size over the "
+        "figure at the size before it (the nodes grow "
+        + ", then ".join(f"{b / a:g}x" for (a, _), (b, _) in itertools.pairwise(runs))
+        + ").",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + " --- |" * len(header),
+    ]
+    for title, workload, key in FIGURES:
+        cells = [title]
+        previous = None
+        for i, (_, results) in enumerate(runs):
+            value = figure(results, workload, key)
+            cells.append("-" if value is None else f"{value:g}")
+            if i:
+                cells.append(f"{value / previous:.2f}" if value and previous else "-")
+            previous = value
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    runs = []
+    for name, nodes in SIZES:
+        path = RESULTS / f"{name}.json"
+        if not path.exists():
+            print(f"no {path.name}: run the bigger tier at {nodes} nodes first (see "
+                  "python -m bench.curve's docstring)", file=sys.stderr)  # fmt: skip
+            continue
+        results = json.loads(path.read_text())
+        results["pods"] = figure(results, "backlog_mixed_gangs", "pods")
+        runs.append((nodes, results))
+    if not runs:
+        return 1
+    text = table(runs)
+    (RESULTS / "cost-curve.md").write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

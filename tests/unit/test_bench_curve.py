@@ -1,0 +1,38 @@
+"""The cost curve (bench/curve.py): ours, median over rounds, and growth from size to size."""
+
+from __future__ import annotations
+
+from bench.curve import figure, table
+
+
+def run(pods_per_second: list[float], passes: float) -> dict:
+    return {
+        "rounds": [
+            {
+                "workloads": {
+                    "backlog_mixed_gangs": {
+                        "gang_scheduler": {"pods_per_second": p, "passes": passes, "pods": 10}
+                    }
+                }
+            }
+            for p in pods_per_second
+        ]
+    }
+
+
+def test_a_figure_is_the_median_of_our_rounds_and_a_failed_round_is_left_out() -> None:
+    results = run([300, 500, 400], passes=7)
+    results["rounds"].append(
+        {"workloads": {"backlog_mixed_gangs": {"gang_scheduler": {"error": "Broken: ..."}}}}
+    )
+    assert figure(results, "backlog_mixed_gangs", "pods_per_second") == 400
+    assert figure(results, "latency_mixed_gangs", "gang_latency_p99_ms") is None
+
+
+def test_the_table_gives_each_size_and_its_growth_over_the_size_before() -> None:
+    text = table([(1000, run([400], passes=10)), (5000, run([300], passes=25))])
+    assert "the nodes grow 5x" in text
+    row = next(line for line in text.splitlines() if line.startswith("| passes (backlog)"))
+    assert row == "| passes (backlog) | 10 | 25 | 2.50 |"
+    row = next(line for line in text.splitlines() if line.startswith("| pods/s from start"))
+    assert row == "| pods/s from start | 400 | 300 | 0.75 |"
