@@ -31,6 +31,7 @@ SCRAPED = {
     "gang_scheduler_events_dropped_total": "events_dropped",
 }
 _STAMP = re.compile(rb'"requestReceivedTimestamp":"([^"]+)"')
+_RESOURCE = re.compile(rb'"objectRef":\{[^}]*?"resource":"([^"]+)"')
 _WRITE = re.compile(rb'"verb":"(?:create|update|patch|delete|deletecollection)"')
 _INFRASTRUCTURE = tuple(f'"userAgent":"{a}/'.encode() for a in audit.INFRASTRUCTURE)
 
@@ -48,18 +49,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def last_write_stamp(lines: list[bytes]) -> str | None:
+def last_writes(lines: list[bytes]) -> dict[str, str]:
     """The latest request-received stamp of a write by the scheduler under test among audit
-    log lines, without decoding the JSON (the stamps are RFC 3339 in UTC with microseconds,
-    one width: they sort as text). The audit log holds every client's requests; this runs
-    while the scheduler is timed, so it stays cheap."""
-    latest = None
+    log lines, by resource (``events``, ``podgroups``, ``pods``), without decoding the JSON
+    (the stamps are RFC 3339 in UTC with microseconds, one width: they sort as text). The
+    audit log holds every client's requests; this runs while the scheduler is timed, so it
+    stays cheap."""
+    latest: dict[str, bytes] = {}
     for line in lines:
         if any(agent in line for agent in _INFRASTRUCTURE) or not _WRITE.search(line):
             continue
-        if (found := _STAMP.search(line)) and (latest is None or found[1] > latest):
-            latest = found[1]
-    return latest.decode() if latest else None
+        stamp, resource = _STAMP.search(line), _RESOURCE.search(line)
+        if stamp and resource:
+            kind = resource[1].decode()
+            if kind not in latest or stamp[1] > latest[kind]:
+                latest[kind] = stamp[1]
+    return {kind: stamp.decode() for kind, stamp in latest.items()}
 
 
 @dataclass
@@ -78,7 +83,7 @@ class Meter:
     _offset: int = 0
     _read: int = 0
     _rest: bytes = b""
-    _last_write: str | None = None
+    _last_writes: dict[str, str] = field(default_factory=dict)
     _task: asyncio.Task | None = None
 
     def __post_init__(self) -> None:
@@ -106,16 +111,18 @@ class Meter:
         self._read += len(data)
         lines = (self._rest + data).split(b"\n")
         self._rest = lines.pop()
-        stamp = last_write_stamp(lines)
-        if stamp and (self._last_write is None or stamp > self._last_write):
-            self._last_write = stamp
+        for kind, stamp in last_writes(lines).items():
+            if stamp > self._last_writes.get(kind, ""):
+                self._last_writes[kind] = stamp
 
-    def last_write(self) -> float | None:
-        """When the scheduler's last write so far was received (monotonic seconds)."""
+    def last_write(self, resource: str | None = None) -> float | None:
+        """When the scheduler's last write so far (of ``resource``, or of any) was received
+        (monotonic seconds)."""
         self._scan()
-        if self._last_write is None:
+        stamps = [s for k, s in self._last_writes.items() if resource in (None, k)]
+        if not stamps:
             return None
-        return audit.parse_stamp(self._last_write) - self._wall
+        return audit.parse_stamp(max(stamps)) - self._wall
 
     async def quiescence(self, *, after: float, quiet: float, cap: float) -> float | None:
         """The scheduler's last write once it has written nothing for ``quiet`` seconds

@@ -490,6 +490,9 @@ async def _to_quiescence(setting: Setting, meter: Meter, *, last_bind: float) ->
     if quiet_at is not None:
         figures["last_write_after_last_bind_seconds"] = _rounded(max(quiet_at - last_bind, 0.0))
         figures["at_last_write"] = meter.at(quiet_at)
+        # Events: every scheduler posts one per pod bound, the write all of them share.
+        if (event := meter.last_write("events")) is not None:
+            figures["last_event_after_last_bind_seconds"] = _rounded(max(event - last_bind, 0.0))
     return figures
 
 
@@ -657,6 +660,10 @@ async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: G
         to_write = last - started + figures["last_write_after_last_bind_seconds"]
         figures["seconds_to_last_write"] = round(to_write, 2)
         figures["pods_per_second_to_last_write"] = round(gangs.pods / to_write, 1)
+    if "last_event_after_last_bind_seconds" in figures:
+        to_event = last - started + figures["last_event_after_last_bind_seconds"]
+        figures["seconds_to_last_event"] = round(to_event, 2)
+        figures["pods_per_second_to_last_event"] = round(gangs.pods / to_event, 1)
     if "api_requests_total" in figures:
         figures["api_requests_per_pod"] = round(figures["api_requests_total"] / gangs.pods, 2)
     _verdict(contender, invariants, figures)
@@ -1108,7 +1115,11 @@ def markdown(results: dict) -> str:
             "conditions: its last create, update, patch or delete in the API server's audit "
             f"log, taken as the last once it wrote nothing for {results['quiet_seconds']:g} s; "
             f'"not quiet" if it still wrote {results["quiet_cap_seconds"]:g} s after its last '
-            "bind). CPU and peak RSS are read at each end; API requests are the scheduler's "
+            "bind). The last Event is the end every scheduler shares: each posts one per pod "
+            "bound. The last write may be later: gang-scheduler keeps PodGroup status (phase, "
+            "running members) as KWOK reports pods running, which Coscheduling leaves to "
+            "scheduler-plugins' PodGroup controller (not run here) and kube-scheduler does not "
+            "write. CPU and peak RSS are read at each end; API requests are the scheduler's "
             "from its start to its last write, counted by the API server's audit log (every "
             "client but the scheduler under test is known by its user agent). The audit log "
             "is on for the ceiling too.",
@@ -1135,6 +1146,11 @@ def markdown(results: dict) -> str:
         ("÷ watched ceiling, first to last", "pods_per_second_first_to_last_bind",
          "bind_ceiling_watched"),
     ]  # fmt: skip
+    to_event = [
+        ("s to last Event", "seconds_to_last_event"),
+        ("pods/s to last Event", "pods_per_second_to_last_event"),
+        ("last Event after last bind s", "last_event_after_last_bind_seconds"),
+    ]
     to_write = [
         ("s to last write", "seconds_to_last_write"),
         ("pods/s to last write", "pods_per_second_to_last_write"),
@@ -1182,9 +1198,14 @@ def markdown(results: dict) -> str:
             continue
         lines += ["", f"## {title}", "", "To the last bind:", "", *rows]
         rows = _table(
+            results, key, columns=to_event, figure="pods_per_second_to_last_event", higher=True
+        )
+        lines += ["", "To the last Event (one per pod bound, written by every scheduler):", ""]
+        lines += rows
+        rows = _table(
             results, key, columns=to_write, figure="pods_per_second_to_last_write", higher=True
         )
-        lines += ["", "To the last write (ratios: pods/s to last write):", "", *rows]
+        lines += ["", "To the last write of any kind (ratios: pods/s to last write):", "", *rows]
         if requests := _requests_table(results, key):
             lines += ["", "API requests from start to last write, by verb and resource:", ""]
             lines += requests

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bench import audit
 from bench.invariants import Invariants, allocatable_of, requests_of
-from bench.metering import last_write_stamp
+from bench.metering import last_writes
 
 NODE = {"cpu": 4000, "nvidia.com/gpu": 8, "pods": 110}
 ONE_CPU = {"cpu": 1000, "pods": 1}
@@ -116,8 +116,11 @@ def test_the_last_write_is_the_schedulers_and_not_kwoks_nor_a_read() -> None:
         line("kwok", "patch", "pods", "2026-11-27T04:00:08.000000Z", sub="status"),
         line("gang-scheduler-bench", "delete", "pods", "2026-11-27T04:00:09.000000Z"),
     ]
-    assert last_write_stamp([x.encode() for x in lines]) == "2026-11-27T04:00:02.500000Z"
-    assert last_write_stamp([]) is None
+    assert last_writes([x.encode() for x in lines]) == {
+        "pods": "2026-11-27T04:00:01.000001Z",
+        "events": "2026-11-27T04:00:02.500000Z",
+    }
+    assert last_writes([]) == {}
 
 
 def test_requests_are_counted_by_verb_and_resource_in_the_window(tmp_path: Path) -> None:
