@@ -113,6 +113,10 @@ class Invariants:
         for name, amount in requests.items():
             self._used[node][name] -= amount
 
+    def partly_bound(self) -> list[str]:
+        """The gangs with some but not all of their minimum bound now."""
+        return [g for g in self._first if g not in self._whole]
+
     def longest_partial_seconds(self, *, now: float) -> float:
         """The longest a gang was partly bound: until whole, or until ``now``."""
         spans = [self._whole.get(g, now) - first for g, first in self._first.items()]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import re
 import subprocess
 import time
 import urllib.request
@@ -30,10 +29,6 @@ SCRAPED = {
     "gang_scheduler_pass_duration_seconds_sum": "pass_seconds",
     "gang_scheduler_events_dropped_total": "events_dropped",
 }
-_STAMP = re.compile(rb'"requestReceivedTimestamp":"([^"]+)"')
-_RESOURCE = re.compile(rb'"objectRef":\{[^}]*?"resource":"([^"]+)"')
-_WRITE = re.compile(rb'"verb":"(?:create|update|patch|delete|deletecollection)"')
-_INFRASTRUCTURE = tuple(f'"userAgent":"{a}/'.encode() for a in audit.INFRASTRUCTURE)
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -49,22 +44,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def last_writes(lines: list[bytes]) -> dict[str, str]:
-    """The latest request-received stamp of a write by the scheduler under test among audit
-    log lines, by resource (``events``, ``podgroups``, ``pods``), without decoding the JSON
-    (the stamps are RFC 3339 in UTC with microseconds, one width: they sort as text). The
-    audit log holds every client's requests; this runs while the scheduler is timed, so it
-    stays cheap."""
-    latest: dict[str, bytes] = {}
-    for line in lines:
-        if any(agent in line for agent in _INFRASTRUCTURE) or not _WRITE.search(line):
-            continue
-        stamp, resource = _STAMP.search(line), _RESOURCE.search(line)
-        if stamp and resource:
-            kind = resource[1].decode()
-            if kind not in latest or stamp[1] > latest[kind]:
-                latest[kind] = stamp[1]
-    return {kind: stamp.decode() for kind, stamp in latest.items()}
+@dataclass(frozen=True)
+class Quiet:
+    """How a scheduler's writes ended after its last bind: ``last_write`` is its last
+    (monotonic seconds; None if it was still writing past the cap), ``until`` where its
+    window ends (the last write, or the cap)."""
+
+    last_bind: float
+    last_write: float | None
+    until: float
 
 
 @dataclass
@@ -79,64 +67,66 @@ class Meter:
     metrics_port: int | None = None
     started: float = field(default_factory=time.monotonic)
     samples: list[tuple[float, float, float]] = field(default_factory=list)
+    requests: list[audit.Request] = field(default_factory=list)
     _wall: float = field(default_factory=lambda: time.time() - time.monotonic())
-    _offset: int = 0
-    _read: int = 0
-    _rest: bytes = b""
-    _last_writes: dict[str, str] = field(default_factory=dict)
+    _log: audit.AuditLog | None = None
     _task: asyncio.Task | None = None
 
     def __post_init__(self) -> None:
-        if self.audit_log is not None and self.audit_log.exists():
-            self._offset = self._read = self.audit_log.stat().st_size
+        if self.audit_log is not None:
+            self._log = audit.AuditLog(self.audit_log)
 
     def start(self) -> Meter:
         self._task = asyncio.get_running_loop().create_task(self._sample())
         return self
 
     async def _sample(self) -> None:
+        """CPU and RSS ten times a second; the audit log once a second, a little at a time
+        rather than all of it at the end."""
+        tick = 0
         while True:
             with contextlib.suppress(OSError, ValueError):
                 pid = self.process.pid
                 self.samples.append((time.monotonic(), cpu_seconds(pid), peak_rss_mib(pid)))
+            if tick % 10 == 0:
+                self.scan()
+            tick += 1
             await asyncio.sleep(0.1)
 
-    def _scan(self) -> None:
-        """Read what the audit log gained, keep the scheduler's latest write."""
-        if self.audit_log is None or not self.audit_log.exists():
-            return
-        with self.audit_log.open("rb") as f:
-            f.seek(self._read)
-            data = f.read()
-        self._read += len(data)
-        lines = (self._rest + data).split(b"\n")
-        self._rest = lines.pop()
-        for kind, stamp in last_writes(lines).items():
-            if stamp > self._last_writes.get(kind, ""):
-                self._last_writes[kind] = stamp
+    def scan(self) -> None:
+        """Take in what the audit log gained (the scheduler's requests only)."""
+        if self._log is not None:
+            self.requests += self._log.read()
 
-    def last_write(self, resource: str | None = None) -> float | None:
-        """When the scheduler's last write so far (of ``resource``, or of any) was received
-        (monotonic seconds)."""
-        self._scan()
-        stamps = [s for k, s in self._last_writes.items() if resource in (None, k)]
-        if not stamps:
-            return None
-        return audit.parse_stamp(max(stamps)) - self._wall
+    def _monotonic(self, received: float) -> float:
+        return received - self._wall
 
-    async def quiescence(self, *, after: float, quiet: float, cap: float) -> float | None:
-        """The scheduler's last write once it has written nothing for ``quiet`` seconds
-        after ``after`` (its last bind); None if it is still writing ``cap`` seconds after
-        ``after``, or if there is no audit log."""
-        if self.audit_log is None:
-            return None
+    def last(self, *, what: str | None = None, writes: bool = True) -> float | None:
+        """When the scheduler's last request so far (a write, unless ``writes`` is False; of
+        ``what``, e.g. ``pods/binding``, or of any resource) was received, monotonic."""
+        self.scan()
+        found = [
+            r.received
+            for r in self.requests
+            if (r.write or not writes) and (what is None or r.what == what)
+        ]
+        return self._monotonic(max(found)) if found else None
+
+    async def quiescence(self, *, watched_last_bind: float, quiet: float, cap: float) -> Quiet:
+        """Wait until the scheduler has written nothing for ``quiet`` seconds after its last
+        bind (as the API server received it; as the bench's watch saw it if there is no
+        audit log), or until it is seen writing ``cap`` seconds after that bind."""
+        last_bind = self.last(what="pods/binding") if self._log is not None else None
+        if last_bind is None:
+            last_bind = watched_last_bind
+        if self._log is None:
+            return Quiet(last_bind=last_bind, last_write=None, until=time.monotonic())
         while True:
-            last = self.last_write()
-            now = time.monotonic()
-            if now - max(last or after, after) >= quiet:
-                return last if last is not None else after
-            if now - after > cap:
-                return None
+            last = max(self.last() or last_bind, last_bind)
+            if last > last_bind + cap:
+                return Quiet(last_bind=last_bind, last_write=None, until=last_bind + cap)
+            if time.monotonic() - last >= quiet:
+                return Quiet(last_bind=last_bind, last_write=last, until=last)
             await asyncio.sleep(0.2)
 
     def at(self, moment: float) -> dict:
@@ -172,16 +162,13 @@ class Meter:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
 
-    def requests(self, *, until: float) -> dict:
+    def counted(self, *, until: float) -> dict:
         """The scheduler's requests the API server received from its start to ``until``
         (monotonic), by verb and resource. Read once the scheduler has stopped: a watch is
         logged when it ends."""
-        if self.audit_log is None or not self.audit_log.exists():
+        self.scan()
+        if self._log is None:
             return {}
-        with self.audit_log.open("rb") as f:
-            f.seek(self._offset)
-            lines = f.read().decode(errors="replace").splitlines()
-        mine = audit.schedulers([r for r in map(audit.parse, lines) if r is not None])
         return audit.by_verb_and_resource(
-            mine, since=self.started + self._wall, until=until + self._wall
+            self.requests, since=self.started + self._wall, until=until + self._wall
         )

@@ -64,7 +64,7 @@ from pathlib import Path
 
 from bench import audit
 from bench.invariants import PARTIAL_LIMIT_SECONDS, Invariants, allocatable_of, requests_of
-from bench.metering import Meter, cpu_seconds, peak_rss_mib
+from bench.metering import Meter, Quiet, cpu_seconds, peak_rss_mib
 from bench.schedulers import ClientLimits, Contender, contenders
 from e2e import cluster as local_cluster
 from e2e.nodes import GPU, api_client, create_nodes, layout, node_manifest, wait_ready
@@ -470,48 +470,83 @@ def _invariants(setting: Setting, gangs: Gangs) -> Invariants:
     )
 
 
-def _verdict(contender: Contender, invariants: Invariants, figures: dict) -> None:
+def _verdict(contender: Contender, invariants: Invariants, figures: dict, *, at: float) -> None:
     """Raise Broken if ``contender`` broke an invariant in this workload (``figures`` go
-    with it); otherwise add the longest a gang was partly bound to ``figures``."""
-    now = time.monotonic()
-    figures["longest_partly_bound_ms"] = round(invariants.longest_partial_seconds(now=now) * 1000)
-    broken = invariants.check(now=now)
+    with it); otherwise add the longest a gang was partly bound to ``figures``. ``at``: when
+    the scheduler was last watched running."""
+    figures["longest_partly_bound_ms"] = round(invariants.longest_partial_seconds(now=at) * 1000)
+    broken = invariants.check(now=at)
     if broken:
         more = f"; and {len(broken) - 5} more" if len(broken) > 5 else ""
         raise Broken(f"{contender.label} broke the bench's invariants: "
                      + "; ".join(broken[:5]) + more, figures)  # fmt: skip
 
 
-async def _to_quiescence(setting: Setting, meter: Meter, *, last_bind: float) -> dict:
-    """The window's second end: the scheduler's last write, CPU and peak RSS at it."""
-    quiet_at = await meter.quiescence(after=last_bind, quiet=setting.quiet, cap=setting.quiet_cap)
-    figures: dict = {"at_last_bind": meter.at(last_bind), "quiet_at": quiet_at}
+async def _gangs_settled(watch: BindWatch, invariants: Invariants) -> float:
+    """Before the scheduler is stopped: wait (at most the partial limit) for gangs it is
+    binding right now to be whole, so that stopping it does not cut one in half and blame it
+    on the scheduler; when the wait ended."""
+    with contextlib.suppress(TimeoutError):
+        await watch.wait_until(
+            lambda: not invariants.partly_bound(),
+            timeout=invariants.partial_limit,
+            what="gangs partly bound",
+        )
+    return time.monotonic()
+
+
+async def _to_quiescence(
+    setting: Setting, meter: Meter, *, watched_last_bind: float
+) -> tuple[Quiet, dict]:
+    """The window's second end: the scheduler's last write (and last Event), CPU and peak
+    RSS at it, the scheduler's own metrics. The last bind and the last write are both taken
+    from the audit log, as the API server received them, so that the time between them is
+    measured by one observer (the bench's watch lags by a varying amount)."""
+    quiet = await meter.quiescence(
+        watched_last_bind=watched_last_bind, quiet=setting.quiet, cap=setting.quiet_cap
+    )
+    figures: dict = {**meter.at(watched_last_bind)}
     figures |= await asyncio.to_thread(meter.scrape)
-    if quiet_at is not None:
-        figures["last_write_after_last_bind_seconds"] = _rounded(max(quiet_at - last_bind, 0.0))
-        figures["at_last_write"] = meter.at(quiet_at)
-        # Events: every scheduler posts one per pod bound, the write all of them share.
-        if (event := meter.last_write("events")) is not None:
-            figures["last_event_after_last_bind_seconds"] = _rounded(max(event - last_bind, 0.0))
-    return figures
+    if setting.audit_log is None:
+        return quiet, figures
+    figures["quiet"] = quiet.last_write is not None
+    if quiet.last_write is not None:
+        after = max(quiet.last_write - quiet.last_bind, 0.0)
+        figures["last_write_after_last_bind_seconds"] = _rounded(after)
+        figures |= {f"{k}_at_last_write": v for k, v in meter.at(quiet.last_write).items()}
+    # Events: every scheduler posts one per pod bound, the write all of them share.
+    event = meter.last(what="events")
+    if event is not None and event <= quiet.until:
+        after = max(event - quiet.last_bind, 0.0)
+        figures["last_event_after_last_bind_seconds"] = _rounded(after)
+    return quiet, figures
 
 
-async def _requests(meter: Meter, window: dict) -> dict:
-    """After the scheduler stopped (its watches are logged as they end): its requests from
-    start to its last write (to the end of the quiet wait if it never went quiet)."""
-    await asyncio.sleep(1.0)
-    quiet_at = window.pop("quiet_at")
-    until = quiet_at if quiet_at is not None else time.monotonic()
-    figures = {
-        **window.pop("at_last_bind"),
-        **{f"{k}_at_last_write": v for k, v in window.pop("at_last_write", {}).items()},
-        **window,
-    }
-    if requests := meter.requests(until=until):
-        figures["api_requests"] = requests
-        figures["api_requests_total"] = requests["total"]
-        figures["quiet"] = quiet_at is not None
-    return figures
+async def _wind_up(
+    setting: Setting,
+    *,
+    scheduler: subprocess.Popen[bytes],
+    meter: Meter,
+    watch: BindWatch,
+    namespace: str,
+    quiet: Quiet | None,
+) -> dict:
+    """Whatever happened: stop the scheduler, the meter and the watch, clear the namespace
+    (a workload left behind would load every later one); and if the window was measured, the
+    scheduler's requests in it (read once it stopped: a watch is logged when it ends)."""
+    try:
+        stop(scheduler)
+        await meter.stop()
+        await watch.stop()
+        if quiet is None:
+            return {}
+        await asyncio.sleep(1.0)
+        counted = meter.counted(until=quiet.until)
+        if not counted:
+            return {}
+        return {"api_requests": counted, "api_requests_total": counted["total"]}
+    finally:
+        await clear_namespace(setting.api, namespace)
 
 
 def _scheduler_log(setting: Setting, contender: Contender) -> Path:
@@ -542,12 +577,14 @@ async def bind_round_robin(
     return time.monotonic() - started
 
 
-def write_results(name: str, results: dict, table: str) -> None:
-    """``bench/results/NAME.json`` and ``NAME.md``, and the table on stdout."""
+def write_results(name: str, results: dict, table: str, *, quiet: bool = False) -> None:
+    """``bench/results/NAME.json`` and ``NAME.md``, and the table on stdout (unless
+    ``quiet``: a round's results written as the run goes on)."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
     (RESULTS / f"{name}.md").write_text(table)
-    print(table)
+    if not quiet:
+        print(table)
 
 
 async def bind_ceiling(setting: Setting, *, pods: int, watched: bool = False) -> dict:
@@ -627,6 +664,7 @@ async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: G
     started = time.monotonic()
     scheduler = contender.start(log_path)
     meter = Meter(scheduler, setting.audit_log, contender.metrics_port, started=started).start()
+    quiet: Quiet | None = None
     try:
         try:
             await watch.wait_for(gangs.pods, timeout=setting.timeout)
@@ -635,16 +673,14 @@ async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: G
             raise Unfinished(str(error), figures) from error
         usage(scheduler)  # still running
         first, last = watch.span()
-        window = await _to_quiescence(setting, meter, last_bind=last)
+        quiet, used = await _to_quiescence(setting, meter, watched_last_bind=last)
+        checked_at = await _gangs_settled(watch, invariants)
     finally:
-        stop(scheduler)
-        await meter.stop()
-        await watch.stop()
-    try:
-        used = await _requests(meter, window)
-    finally:
-        await clear_namespace(api, namespace)
-    used |= longest_loop_lag_ms(log_path, offset)
+        counted = await _wind_up(
+            setting, scheduler=scheduler, meter=meter, watch=watch, namespace=namespace,
+            quiet=quiet,
+        )  # fmt: skip
+    used |= counted | longest_loop_lag_ms(log_path, offset)
     figures = {
         "pods": gangs.pods,
         "gangs": len(gangs.sizes) if gangs.sizes else 0,
@@ -666,7 +702,7 @@ async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: G
         figures["pods_per_second_to_last_event"] = round(gangs.pods / to_event, 1)
     if "api_requests_total" in figures:
         figures["api_requests_per_pod"] = round(figures["api_requests_total"] / gangs.pods, 2)
-    _verdict(contender, invariants, figures)
+    _verdict(contender, invariants, figures, at=checked_at)
     return figures
 
 
@@ -682,6 +718,7 @@ async def latency(
     meter = Meter(scheduler, setting.audit_log, contender.metrics_port).start()
     invariants = _invariants(setting, gangs)
     watch = BindWatch(api, namespace, invariants=invariants).start()
+    quiet: Quiet | None = None
     try:
         await asyncio.sleep(3)  # let the scheduler list the cluster before the gangs come
         created = await submit(
@@ -696,16 +733,15 @@ async def latency(
         creation_complete = time.monotonic()
         await watch.wait_for(gangs.pods, timeout=setting.timeout)
         usage(scheduler)  # still running
-        window = await _to_quiescence(setting, meter, last_bind=max(watch.bound_at.values()))
+        last = max(watch.bound_at.values())
+        quiet, used = await _to_quiescence(setting, meter, watched_last_bind=last)
+        checked_at = await _gangs_settled(watch, invariants)
     finally:
-        stop(scheduler)
-        await meter.stop()
-        await watch.stop()
-    try:
-        used = await _requests(meter, window)
-    finally:
-        await clear_namespace(api, namespace)
-    used |= longest_loop_lag_ms(log_path, offset)
+        counted = await _wind_up(
+            setting, scheduler=scheduler, meter=meter, watch=watch, namespace=namespace,
+            quiet=quiet,
+        )  # fmt: skip
+    used |= counted | longest_loop_lag_ms(log_path, offset)
     per_gang = sorted(
         max(watch.bound_at[p] for p in pods) - max(created[p] for p in pods)
         for pods in gangs.members().values()
@@ -722,7 +758,7 @@ async def latency(
         "gang_latency_p99_ms": round(per_gang[max(int(len(per_gang) * 0.99) - 1, 0)] * 1000, 1),
         **used,
     }
-    _verdict(contender, invariants, figures)
+    _verdict(contender, invariants, figures, at=checked_at)
     return figures
 
 
@@ -763,6 +799,7 @@ async def contention(
     invariants = _invariants(setting, gangs)
     watch = BindWatch(api, namespace, invariants=invariants).start()
     kth: float | None = None
+    quiet: Quiet | None = None
     try:
         await asyncio.sleep(3)
         started = time.monotonic()
@@ -788,17 +825,16 @@ async def contention(
             ]
         await asyncio.sleep(settle)  # what else binds once the room is taken
         usage(scheduler)  # still running
-        last_bind = max(watch.bound_at.values(), default=time.monotonic())
-        window = await _to_quiescence(setting, meter, last_bind=last_bind)
+        last = max(watch.bound_at.values(), default=time.monotonic())
+        quiet, used = await _to_quiescence(setting, meter, watched_last_bind=last)
+        checked_at = await _gangs_settled(watch, invariants)
         events = (await api.request("GET", f"/api/v1/namespaces/{namespace}/events"))["items"]
     finally:
-        stop(scheduler)
-        await meter.stop()
-        await watch.stop()
-    try:
-        used = await _requests(meter, window)
-    finally:
-        await clear_namespace(api, namespace)
+        counted = await _wind_up(
+            setting, scheduler=scheduler, meter=meter, watch=watch, namespace=namespace,
+            quiet=quiet,
+        )  # fmt: skip
+    used |= counted
     figures = {
         "room_gangs": room,
         "gangs_submitted": len(gangs.sizes or ()),
@@ -814,7 +850,7 @@ async def contention(
         )[:4],
         **used,
     }
-    _verdict(contender, invariants, figures)
+    _verdict(contender, invariants, figures, at=checked_at)
     return figures
 
 
@@ -832,8 +868,10 @@ async def each(
         log(f"{name}: {contender.label}")
         try:
             out[contender.key] = await workload(contender)
-        except (TimeoutError, RuntimeError, ApiError) as error:  # Broken is a RuntimeError
+        except Exception as error:  # one workload of one scheduler, not the whole run
             log(f"{contender.label} failed: {error}")
+            if not isinstance(error, TimeoutError | RuntimeError | ApiError):
+                traceback.print_exc()
             kind = "TimeoutError" if isinstance(error, Unfinished) else type(error).__name__
             out[contender.key] = {"error": f"{kind}: {error}", **getattr(error, "figures", {})}
         log(f"{contender.label}: {out[contender.key]}")
@@ -951,8 +989,14 @@ def _versus(results: dict, workload: str, mine: str, theirs: str, *, key: str, h
         ratios.append(round(a[key] / b[key] if higher else b[key] / a[key], 2))
     if not ratios:
         return "-"
-    if mine == theirs or len(ratios) == 1:
+    if key in ENDS_AT_LAST_WRITE and (
+        _loud(results, workload, mine) or _loud(results, workload, theirs)
+    ):
+        return _spread(ratios) + ", not quiet in every round"
+    if mine == theirs or len(_rounds(results)) == 1:
         return _spread(ratios)
+    if len(ratios) == 1:
+        return _spread(ratios) + ", 1 round"
     ours = _figures(results, workload, mine, key)
     other = _figures(results, workload, theirs, key)
     apart = min(ours) > max(other) or max(ours) < min(other)
@@ -968,18 +1012,31 @@ def _failure(results: dict, workload: str, scheduler: str) -> str | None:
     return None
 
 
+# Figures that end at the scheduler's last write: a round where it never went quiet has none
+# (or, for the last Event, only the last one within the cap), and says so.
+ENDS_AT_LAST_WRITE = frozenset({
+    "seconds_to_last_write", "pods_per_second_to_last_write",
+    "last_write_after_last_bind_seconds", "cpu_seconds_at_last_write",
+    "peak_rss_mib_at_last_write", "seconds_to_last_event", "pods_per_second_to_last_event",
+    "last_event_after_last_bind_seconds", "api_requests_total", "api_requests_per_pod",
+})  # fmt: skip
+
+
+def _loud(results: dict, workload: str, scheduler: str) -> int:
+    """In how many rounds ``scheduler`` was still writing at the cap after its last bind."""
+    return sum(
+        1
+        for one in _rounds(results)
+        if one.get("workloads", {}).get(workload, {}).get(scheduler, {}).get("quiet") is False
+    )
+
+
 def _cell(results: dict, workload: str, scheduler: str, key: str) -> str:
     values = _figures(results, workload, scheduler, key)
-    if key == "last_write_after_last_bind_seconds":
-        loud = sum(
-            1
-            for one in _rounds(results)
-            if one.get("workloads", {}).get(workload, {}).get(scheduler, {}).get("quiet") is False
-        )
-        if loud:
-            cap = results.get("quiet_cap_seconds", 0)
-            note = f"still writing {cap:g} s after"
-            return note if not values else f"{_spread(values)}; {note} in {loud} rounds"
+    if key in ENDS_AT_LAST_WRITE and (loud := _loud(results, workload, scheduler)):
+        cap = results.get("quiet_cap_seconds", 0)
+        note = f"still writing {cap:g} s after its last bind"
+        return note if not values else f"{_spread(values)}; {note} in {loud} rounds"
     if key == "seconds_to_kth_whole_gang":
         missed = sum(
             1
@@ -1031,12 +1088,24 @@ def _requests_table(results: dict, workload: str) -> list[str]:
         k in one.get("workloads", {}).get(workload, {}) for one in _rounds(results))]  # fmt: skip
     kinds: dict[str, None] = {}
     counts: dict[tuple[str, str], list[float]] = {}
-    for one in _rounds(results):
-        for key in peers:
-            result = one.get("workloads", {}).get(workload, {}).get(key, {})
-            for kind, n in result.get("api_requests", {}).get("by_verb_and_resource", {}).items():
+    usable = {  # the rounds each scheduler finished, and in which it counted its requests
+        key: [
+            r
+            for one in _rounds(results)
+            if "error" not in (r := one.get("workloads", {}).get(workload, {}).get(key, {}))
+            and "api_requests" in r
+        ]
+        for key in peers
+    }
+    for runs in usable.values():
+        for result in runs:
+            for kind in result["api_requests"]["by_verb_and_resource"]:
                 kinds.setdefault(kind, None)
-                counts.setdefault((key, kind), []).append(n)
+    for key, runs in usable.items():
+        for result in runs:
+            made = result["api_requests"]["by_verb_and_resource"]
+            for kind in kinds:  # none in a round is 0 in that round
+                counts.setdefault((key, kind), []).append(made.get(kind, 0))
     if not kinds:
         return []
     labels = results["schedulers"]
@@ -1238,7 +1307,12 @@ def markdown(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-async def main_async(args: argparse.Namespace, *, directory: Path = BENCH_DIR) -> dict:
+async def main_async(
+    args: argparse.Namespace,
+    *,
+    directory: Path = BENCH_DIR,
+    progress: Callable[[dict], None] | None = None,
+) -> dict:
     plane = local_cluster.up(directory, audit_policy=audit.POLICY)
     try:
         limits = ClientLimits(qps=args.qps, burst=args.burst, bind_concurrency=args.concurrency)
@@ -1295,12 +1369,17 @@ async def main_async(args: argparse.Namespace, *, directory: Path = BENCH_DIR) -
                 log(f"round {number + 1} of {args.rounds}: {', '.join(p.label for p in order)}")
                 if not args.smoke:
                     log("bind ceiling")
-                    one["bind_ceiling"] = await bind_ceiling(setting, pods=args.pods)
+                    try:
+                        one["bind_ceiling"] = await bind_ceiling(setting, pods=args.pods)
+                    except (TimeoutError, ApiError) as error:
+                        log(f"no bind ceiling this round: {type(error).__name__}: {error}")
                     log("bind ceiling, watched")
                     if (watched := await watched_ceiling(setting, pods=args.pods)) is not None:
                         one["bind_ceiling_watched"] = watched
                 one["workloads"] = await run(setting, order, args)
                 results["rounds"].append(one)
+                if progress is not None:
+                    progress(results)  # a later round's failure loses none of this one
         finally:
             await api.close()
         return results
@@ -1439,13 +1518,15 @@ def results_name(args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
+    name = results_name(args)
     try:
-        results = asyncio.run(main_async(args))
+        results = asyncio.run(
+            main_async(args, progress=lambda r: write_results(name, r, markdown(r), quiet=True))
+        )
     except (local_cluster.ClusterError, ApiError, TimeoutError) as error:
         traceback.print_exc()
         print(f"bench failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
-    name = results_name(args)
     write_results(name, results, markdown(results))
     failed = [
         f"round {n}: {w}/{k}"

@@ -77,7 +77,10 @@ class Slots:
             if waiter.done() and not waiter.cancelled():
                 self._release()  # handed a slot as it was cancelled: the next one takes it
             else:
-                queue.remove(waiter)
+                # Still waiting; or already passed over by a release (it skips a cancelled
+                # waiter and takes it off the queue).
+                with contextlib.suppress(ValueError):
+                    queue.remove(waiter)
             raise
 
     def _release(self) -> None:

@@ -17,6 +17,14 @@ from e2e.cluster import REPO
 pytestmark = pytest.mark.local_control_plane
 
 SMOKE_DIR = REPO / ".cluster-bench-smoke"
+# Each scheduler's user agent, as the API server's audit log names it (client-go's is its
+# binary's name).
+AGENTS = {
+    "gang_scheduler": "gang-scheduler",
+    "kube_scheduler": "kube-scheduler",
+    "coscheduling": "kube-scheduler-coscheduling",
+    "coscheduling_tuned": "kube-scheduler-coscheduling",
+}
 
 
 def test_every_scheduler_of_the_bench_ends_every_gang_whole() -> None:
@@ -50,5 +58,17 @@ def test_every_scheduler_of_the_bench_ends_every_gang_whole() -> None:
                     broken.append(f"{workload}, {scheduler}: {result}")
             elif result["gangs_whole"] != result["gangs"]:
                 broken.append(f"{workload}, {scheduler}: {result}")
+            if "error" in result:
+                continue
+            # Each scheduler's requests, from the API server's audit log: its own and nobody
+            # else's, every bind among them; the backlog and latency end quiet.
+            made = result.get("api_requests", {})
+            if made.get("agents") != [AGENTS[scheduler]]:
+                broken.append(f"{workload}, {scheduler}: requests by {made.get('agents')}")
+            binds = made.get("by_verb_and_resource", {}).get("create pods/binding")
+            if binds != result.get("pods_bound", result.get("pods")):
+                broken.append(f"{workload}, {scheduler}: {binds} binds counted: {result}")
+            if not workload.startswith("contention") and result.get("quiet") is not True:
+                broken.append(f"{workload}, {scheduler}: not quiet: {result}")
     assert not broken, "gangs not whole:\n" + "\n".join(broken)
     print(f"bench smoke: {time.monotonic() - started:.0f}s")

@@ -3,12 +3,18 @@ it reads the API server's audit log (bench/audit.py, bench/metering.py): plain d
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
+import time
+from datetime import UTC, datetime
 from pathlib import Path
+
+import pytest
 
 from bench import audit
 from bench.invariants import Invariants, allocatable_of, requests_of
-from bench.metering import last_writes
+from bench.metering import Meter
 
 NODE = {"cpu": 4000, "nvidia.com/gpu": 8, "pods": 110}
 ONE_CPU = {"cpu": 1000, "pods": 1}
@@ -108,40 +114,92 @@ def line(agent: str, verb: str, what: str, stamp: str, *, sub: str | None = None
     )
 
 
-def test_the_last_write_is_the_schedulers_and_not_kwoks_nor_a_read() -> None:
-    lines = [
-        line("kube-scheduler", "create", "pods", "2026-11-27T04:00:01.000001Z", sub="binding"),
-        line("kube-scheduler", "patch", "events", "2026-11-27T04:00:02.500000Z"),
-        line("kube-scheduler", "list", "pods", "2026-11-27T04:00:09.000000Z"),
-        line("kwok", "patch", "pods", "2026-11-27T04:00:08.000000Z", sub="status"),
-        line("gang-scheduler-bench", "delete", "pods", "2026-11-27T04:00:09.000000Z"),
-    ]
-    assert last_writes([x.encode() for x in lines]) == {
-        "pods": "2026-11-27T04:00:01.000001Z",
-        "events": "2026-11-27T04:00:02.500000Z",
-    }
-    assert last_writes([]) == {}
-
-
-def test_requests_are_counted_by_verb_and_resource_in_the_window(tmp_path: Path) -> None:
+def test_only_the_scheduler_under_tests_requests_are_read_and_a_line_in_writing_waits(
+    tmp_path: Path,
+) -> None:
     log = tmp_path / "audit.log"
-    log.write_text(line("kwok", "patch", "pods", "2026-11-27T04:00:00.000000Z") + "\n")
+    log.write_text(line("kube-scheduler", "patch", "events", "2026-11-27T04:00:00.000000Z") + "\n")
     reader = audit.AuditLog(log)  # from here on
     with log.open("a") as f:
         for stamp in ("2026-11-27T04:00:01.000000Z", "2026-11-27T04:00:02.000000Z"):
-            f.write(line("gang-scheduler", "create", "pods", stamp, sub="binding") + "\n")
+            f.write(line("kube-scheduler", "create", "pods", stamp, sub="binding") + "\n")
         f.write(line("kwok", "patch", "pods", "2026-11-27T04:00:02.000000Z", sub="status") + "\n")
-        f.write(line("gang-scheduler", "patch", "podgroups", "2026-11-27T04:00:30.000000Z"))
+        f.write(line("gang-scheduler-bench", "delete", "pods", "2026-11-27T04:00:03Z") + "\n")
+        f.write(line("kube-scheduler", "list", "pods", "2026-11-27T04:00:03.000000Z") + "\n")
+        f.write(line("kube-scheduler", "patch", "podgroups", "2026-11-27T04:00:30.000000Z"))
     # The last line has no newline yet: the API server is still writing it.
-    requests = audit.schedulers(reader.read())
-    since = audit.parse_stamp("2026-11-27T04:00:00.500000Z")
+    requests = reader.read()
+    assert [(r.agent, r.verb, r.what, r.write) for r in requests] == [
+        ("kube-scheduler", "create", "pods/binding", True),
+        ("kube-scheduler", "create", "pods/binding", True),
+        ("kube-scheduler", "list", "pods", False),
+    ]
+    since = audit.parse_stamp("2026-11-27T04:00:01.500000Z")
     until = audit.parse_stamp("2026-11-27T04:00:10.000000Z")
     assert audit.by_verb_and_resource(requests, since=since, until=until) == {
         "total": 2,
-        "by_verb_and_resource": {"create pods/binding": 2},
-        "agents": ["gang-scheduler"],
+        "by_verb_and_resource": {"create pods/binding": 1, "list pods": 1},
+        "agents": ["kube-scheduler"],
     }
     with log.open("a") as f:
-        f.write("\nnot json\n")
-    (late,) = audit.schedulers(reader.read())
+        f.write("\nnot an audit event\n")
+    (late,) = reader.read()
     assert (late.verb, late.what, late.write) == ("patch", "podgroups", True)
+
+
+def stamp(seconds_from_now: float) -> str:
+    moment = datetime.fromtimestamp(time.time() + seconds_from_now, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def meter_over(log: Path) -> Meter:
+    """A meter over ``log`` whose scheduler started 10 s ago (its process is not sampled:
+    the meter is not started)."""
+    process = subprocess.Popen(["true"])
+    process.wait()
+    return Meter(process, log, started=time.monotonic() - 10)
+
+
+def test_quiescence_is_the_last_write_after_the_last_bind_once_quiet(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    log.write_text("")
+    meter = meter_over(log)
+    with log.open("a") as f:
+        f.write(line("kube-scheduler", "create", "pods", stamp(-0.8), sub="binding") + "\n")
+        f.write(line("kube-scheduler", "create", "events", stamp(-0.5)) + "\n")
+        f.write(line("kube-scheduler", "get", "pods", stamp(-0.1)) + "\n")  # not a write
+    quiet = asyncio.run(meter.quiescence(watched_last_bind=0.0, quiet=0.3, cap=5))
+    assert quiet.last_write is not None
+    assert quiet.last_write - quiet.last_bind == pytest.approx(0.3, abs=0.01)
+    assert quiet.until == quiet.last_write
+    assert meter.last(what="events") == pytest.approx(quiet.last_write)
+    counted = meter.counted(until=quiet.until)
+    assert counted["by_verb_and_resource"] == {"create events": 1, "create pods/binding": 1}
+
+
+def test_a_scheduler_still_writing_past_the_cap_is_not_quiet(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    log.write_text("")
+    meter = meter_over(log)
+    with log.open("a") as f:
+        f.write(line("kube-scheduler", "create", "pods", stamp(-3), sub="binding") + "\n")
+        f.write(line("kube-scheduler", "create", "events", stamp(-0.2)) + "\n")
+    quiet = asyncio.run(meter.quiescence(watched_last_bind=0.0, quiet=0.5, cap=2))
+    assert quiet.last_write is None
+    assert quiet.until == pytest.approx(quiet.last_bind + 2)
+
+
+def test_a_scheduler_whose_last_write_came_before_the_cap_is_quiet_after_it(
+    tmp_path: Path,
+) -> None:
+    """Quiet is decided after the cap if the last write came just before it: not reported
+    as still writing."""
+    log = tmp_path / "audit.log"
+    log.write_text("")
+    meter = meter_over(log)
+    with log.open("a") as f:
+        f.write(line("kube-scheduler", "create", "pods", stamp(-1.0), sub="binding") + "\n")
+        f.write(line("kube-scheduler", "create", "events", stamp(-0.15)) + "\n")
+    quiet = asyncio.run(meter.quiescence(watched_last_bind=0.0, quiet=0.4, cap=0.9))
+    assert quiet.last_write is not None
+    assert quiet.last_write - quiet.last_bind == pytest.approx(0.85, abs=0.01)

@@ -72,3 +72,26 @@ def test_a_waiter_cancelled_gives_its_turn_and_its_slot_on() -> None:
         return order
 
     assert asyncio.run(scenario()) == ["after", "last"]
+
+
+def test_a_waiter_cancelled_after_a_release_passed_it_over_just_goes() -> None:
+    """The release runs between the cancel and the waiter's own wake-up: it skips the
+    cancelled waiter (and takes it off the queue); the waiter then leaves without a slot and
+    without an error of its own."""
+
+    async def scenario() -> list[str]:
+        slots = Slots(1)
+        order: list[str] = []
+        holder = slots.held(urgent=False)
+        await holder.__aenter__()
+        gone = asyncio.create_task(_bind(slots, "gone", order, urgent=False))
+        after = asyncio.create_task(_bind(slots, "after", order, urgent=False))
+        await asyncio.sleep(0)
+        gone.cancel()
+        await holder.__aexit__(None, None, None)  # before the cancelled task runs
+        with pytest.raises(asyncio.CancelledError):
+            await gone
+        await after
+        return order
+
+    assert asyncio.run(scenario()) == ["after"]
