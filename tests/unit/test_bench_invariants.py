@@ -152,22 +152,25 @@ def stamp(seconds_from_now: float) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def meter_over(log: Path) -> Meter:
-    """A meter over ``log`` whose scheduler started 10 s ago (its process is not sampled:
-    the meter is not started)."""
+def meter_over(tmp_path: Path, *lines: str) -> Meter:
+    """A meter whose scheduler started 10 s ago (its process is not sampled: the meter is
+    not started), over an audit log that then gains ``lines``."""
+    log = tmp_path / "audit.log"
+    log.write_text("")
     process = subprocess.Popen(["true"])
     process.wait()
-    return Meter(process, log, started=time.monotonic() - 10)
+    meter = Meter(process, log, started=time.monotonic() - 10)
+    log.write_text("".join(f"{x}\n" for x in lines))
+    return meter
 
 
 def test_quiescence_is_the_last_write_after_the_last_bind_once_quiet(tmp_path: Path) -> None:
-    log = tmp_path / "audit.log"
-    log.write_text("")
-    meter = meter_over(log)
-    with log.open("a") as f:
-        f.write(line("kube-scheduler", "create", "pods", stamp(-0.8), sub="binding") + "\n")
-        f.write(line("kube-scheduler", "create", "events", stamp(-0.5)) + "\n")
-        f.write(line("kube-scheduler", "get", "pods", stamp(-0.1)) + "\n")  # not a write
+    meter = meter_over(
+        tmp_path,
+        line("kube-scheduler", "create", "pods", stamp(-0.8), sub="binding"),
+        line("kube-scheduler", "create", "events", stamp(-0.5)),
+        line("kube-scheduler", "get", "pods", stamp(-0.1)),  # not a write
+    )
     quiet = asyncio.run(meter.quiescence(watched_last_bind=0.0, quiet=0.3, cap=5))
     assert quiet.last_write is not None
     assert quiet.last_write - quiet.last_bind == pytest.approx(0.3, abs=0.01)
@@ -178,12 +181,11 @@ def test_quiescence_is_the_last_write_after_the_last_bind_once_quiet(tmp_path: P
 
 
 def test_a_scheduler_still_writing_past_the_cap_is_not_quiet(tmp_path: Path) -> None:
-    log = tmp_path / "audit.log"
-    log.write_text("")
-    meter = meter_over(log)
-    with log.open("a") as f:
-        f.write(line("kube-scheduler", "create", "pods", stamp(-3), sub="binding") + "\n")
-        f.write(line("kube-scheduler", "create", "events", stamp(-0.2)) + "\n")
+    meter = meter_over(
+        tmp_path,
+        line("kube-scheduler", "create", "pods", stamp(-3), sub="binding"),
+        line("kube-scheduler", "create", "events", stamp(-0.2)),
+    )
     quiet = asyncio.run(meter.quiescence(watched_last_bind=0.0, quiet=0.5, cap=2))
     assert quiet.last_write is None
     assert quiet.until == pytest.approx(quiet.last_bind + 2)
@@ -194,12 +196,11 @@ def test_a_scheduler_whose_last_write_came_before_the_cap_is_quiet_after_it(
 ) -> None:
     """Quiet is decided after the cap if the last write came just before it: not reported
     as still writing."""
-    log = tmp_path / "audit.log"
-    log.write_text("")
-    meter = meter_over(log)
-    with log.open("a") as f:
-        f.write(line("kube-scheduler", "create", "pods", stamp(-1.0), sub="binding") + "\n")
-        f.write(line("kube-scheduler", "create", "events", stamp(-0.15)) + "\n")
+    meter = meter_over(
+        tmp_path,
+        line("kube-scheduler", "create", "pods", stamp(-1.0), sub="binding"),
+        line("kube-scheduler", "create", "events", stamp(-0.15)),
+    )
     quiet = asyncio.run(meter.quiescence(watched_last_bind=0.0, quiet=0.4, cap=0.9))
     assert quiet.last_write is not None
     assert quiet.last_write - quiet.last_bind == pytest.approx(0.85, abs=0.01)

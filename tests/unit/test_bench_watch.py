@@ -159,13 +159,21 @@ def test_settling_waits_for_deletes_to_stop_and_gives_up_on_metrics_it_may_not_r
     assert asked == ["/metrics"] * 4 + ["refused"]
 
 
-def test_the_table_gives_first_to_last_bind_against_the_plain_and_the_watched_ceiling() -> None:
-    results = {
+def run_of(**schedulers: str) -> dict:
+    """What a run says of itself, before its figures: 10 nodes, these schedulers (by key:
+    label)."""
+    return {
         "nodes": 10,
         "machine": "2 cores",
         "concurrency": 32,
         "client": {"qps": 5000, "burst": 5000},
-        "schedulers": {"gang": {"label": "gang-scheduler", "version": "0.1.0"}},
+        "schedulers": {k: {"label": label, "version": "v1"} for k, label in schedulers.items()},
+    }
+
+
+def test_the_table_gives_first_to_last_bind_against_the_plain_and_the_watched_ceiling() -> None:
+    results = {
+        **run_of(gang="gang-scheduler"),
         "bind_ceiling": {"pods": 100, "seconds": 0.1, "pods_per_second": 1000.0},
         "bind_ceiling_watched": {
             "pods": 100,
@@ -200,14 +208,7 @@ def round_of(ceiling: float, ours: float, theirs: float, *, order: list[str]) ->
 
 def test_rounds_give_medians_with_ranges_and_claim_a_ratio_only_when_ranges_are_apart() -> None:
     results = {
-        "nodes": 10,
-        "machine": "2 cores",
-        "concurrency": 32,
-        "client": {"qps": 5000, "burst": 5000},
-        "schedulers": {
-            "gang": {"label": "gang-scheduler", "version": "0.1.0"},
-            "cos": {"label": "Coscheduling", "version": "v0.34.7"},
-        },
+        **run_of(gang="gang-scheduler", cos="Coscheduling"),
         "rounds": [
             round_of(1000, 600, 300, order=["gang", "cos"]),
             round_of(800, 400, 350, order=["cos", "gang"]),
@@ -232,11 +233,7 @@ def test_rounds_give_medians_with_ranges_and_claim_a_ratio_only_when_ranges_are_
 
 def test_a_round_that_failed_is_said_in_the_row() -> None:
     results = {
-        "nodes": 10,
-        "machine": "2 cores",
-        "concurrency": 32,
-        "client": {"qps": 5000, "burst": 5000},
-        "schedulers": {"gang": {"label": "gang-scheduler", "version": "0.1.0"}},
+        **run_of(gang="gang-scheduler"),
         "rounds": [
             {"workloads": {"backlog_gangs_of_8": {"gang": {"pods_per_second": 1.0}}}},
             {"workloads": {"backlog_gangs_of_8": {"gang": {"error": "Broken: gang g3 ..."}}}},
