@@ -20,6 +20,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from bench.run import figures_of
+
 RESULTS = Path(__file__).resolve().parent / "results"
 SIZES = (
     ("gang-scheduling-xl-1000-nodes", 1000),
@@ -41,15 +43,7 @@ FIGURES = (
 
 def figure(results: dict, workload: str, key: str) -> float | None:
     """Ours, the median over the run's rounds (None if it failed or did not run)."""
-    values = [
-        r[key]
-        for one in results.get("rounds") or [results]
-        if isinstance(
-            (r := one.get("workloads", {}).get(workload, {}).get("gang_scheduler", {})).get(key),
-            int | float,
-        )
-        and "error" not in r
-    ]
+    values = figures_of(results, workload, "gang_scheduler", key)
     return statistics.median(values) if values else None
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scheduler.codecs.quantities import quantity
+from scheduler.codecs.objects import pod_requests, resource_list
 
 # A gang's binds are separate POSTs, queued behind other gangs' at the bind concurrency and
 # the API server's latency under a backlog; measured on 2 cores at 1,000 nodes, the longest
@@ -23,25 +23,15 @@ PARTIAL_LIMIT_SECONDS = 5.0
 
 
 def requests_of(pod: dict) -> dict[str, int]:
-    """A pod's requests as kube-scheduler counts them against a node: every container's
-    summed, the largest init container's if larger, plus one ``pods``; in our base units
-    (cpu in millicores)."""
-    spec = pod.get("spec") or {}
-    total: dict[str, int] = {}
-    for container in spec.get("containers") or ():
-        for name, raw in ((container.get("resources") or {}).get("requests") or {}).items():
-            total[name] = total.get(name, 0) + quantity(name, raw)
-    for container in spec.get("initContainers") or ():
-        for name, raw in ((container.get("resources") or {}).get("requests") or {}).items():
-            total[name] = max(total.get(name, 0), quantity(name, raw))
-    total["pods"] = 1
-    return total
+    """A pod's requests as kube-scheduler counts them against a node (containers, init
+    containers and sidecars, pod-level requests, overhead, one ``pods``): the scheduler's own
+    codec, which ``make oracle`` checks against kube-scheduler."""
+    return dict(pod_requests(pod.get("spec") or {}))
 
 
 def allocatable_of(node: dict) -> dict[str, int]:
     """A Node manifest's allocatable, in our base units."""
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
-    return {name: quantity(name, raw) for name, raw in allocatable.items()}
+    return dict(resource_list((node.get("status") or {}).get("allocatable")))
 
 
 @dataclass

@@ -70,6 +70,7 @@ class Meter:
     requests: list[audit.Request] = field(default_factory=list)
     _wall: float = field(default_factory=lambda: time.time() - time.monotonic())
     _log: audit.AuditLog | None = None
+    _last_writes: dict[str, float] = field(default_factory=dict)  # by what, epoch seconds
     _task: asyncio.Task | None = None
 
     def __post_init__(self) -> None:
@@ -94,23 +95,22 @@ class Meter:
             await asyncio.sleep(0.1)
 
     def scan(self) -> None:
-        """Take in what the audit log gained (the scheduler's requests only)."""
-        if self._log is not None:
-            self.requests += self._log.read()
+        """Take in what the audit log gained (the scheduler's requests only), keeping the
+        latest write of each kind as it goes."""
+        if self._log is None:
+            return
+        for request in self._log.read():
+            self.requests.append(request)
+            if request.write and request.received > self._last_writes.get(request.what, 0.0):
+                self._last_writes[request.what] = request.received
 
-    def _monotonic(self, received: float) -> float:
-        return received - self._wall
-
-    def last(self, *, what: str | None = None, writes: bool = True) -> float | None:
-        """When the scheduler's last request so far (a write, unless ``writes`` is False; of
-        ``what``, e.g. ``pods/binding``, or of any resource) was received, monotonic."""
+    def last(self, *, what: str | None = None) -> float | None:
+        """When the scheduler's last write so far (of ``what``, e.g. ``pods/binding``, or
+        of any resource) was received, monotonic."""
         self.scan()
-        found = [
-            r.received
-            for r in self.requests
-            if (r.write or not writes) and (what is None or r.what == what)
-        ]
-        return self._monotonic(max(found)) if found else None
+        writes = self._last_writes
+        found = writes.get(what) if what else max(writes.values(), default=None)
+        return None if found is None else found - self._wall
 
     async def quiescence(self, *, watched_last_bind: float, quiet: float, cap: float) -> Quiet:
         """Wait until the scheduler has written nothing for ``quiet`` seconds after its last

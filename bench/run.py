@@ -260,13 +260,6 @@ class Gangs:
     def whole(self, bound: dict[str, float]) -> list[str]:
         return [g for g, pods in self.members().items() if all(p in bound for p in pods)]
 
-    def partial(self, bound: dict[str, float]) -> list[str]:
-        return [
-            g
-            for g, pods in self.members().items()
-            if any(p in bound for p in pods) and not all(p in bound for p in pods)
-        ]
-
 
 async def submit(
     api: ApiClient,
@@ -843,7 +836,7 @@ async def contention(
         "gangs_submitted": len(gangs.sizes or ()),
         "order": "shuffled" if shuffled else "in order",
         "gangs_whole": len(gangs.whole(watch.bound_at)),
-        "gangs_partly_bound": len(gangs.partial(watch.bound_at)),
+        "gangs_partly_bound": len(invariants.partly_bound()),
         "pods_bound": len(watch.bound_at),
         "seconds_to_kth_whole_gang": None if kth is None else _rounded(kth - started),
         "pods_sent_back": _sent_back(events),
@@ -954,11 +947,25 @@ def _rounds(results: dict) -> list[dict]:
     return results.get("rounds") or [results]
 
 
-def _figures(results: dict, workload: str, scheduler: str, key: str) -> list[float]:
+def _run_of(one: dict, workload: str, scheduler: str) -> dict:
+    """``scheduler``'s result of ``workload`` in round ``one`` ({} if it did not run)."""
+    return one.get("workloads", {}).get(workload, {}).get(scheduler, {})
+
+
+def _ran(results: dict, workload: str) -> list[str]:
+    """The schedulers that ran ``workload`` in some round, in the run's order."""
+    return [
+        k
+        for k in results["schedulers"]
+        if any(k in one.get("workloads", {}).get(workload, {}) for one in _rounds(results))
+    ]
+
+
+def figures_of(results: dict, workload: str, scheduler: str, key: str) -> list[float]:
     """``key`` of ``scheduler`` in every round it finished ``workload`` and reported it."""
     values = []
     for one in _rounds(results):
-        result = one.get("workloads", {}).get(workload, {}).get(scheduler, {})
+        result = _run_of(one, workload, scheduler)
         if "error" not in result and isinstance(result.get(key), int | float):
             values.append(float(result[key]))
     return values
@@ -968,7 +975,7 @@ def _ceiling_ratios(results: dict, workload: str, scheduler: str, key: str, ceil
     """``key`` over the round's own ceiling (``pods_per_second`` of ``ceiling``), per round."""
     ratios = []
     for one in _rounds(results):
-        result = one.get("workloads", {}).get(workload, {}).get(scheduler, {})
+        result = _run_of(one, workload, scheduler)
         bound = one.get(ceiling, {}).get(
             "pods_per_second_first_to_last_bind"
             if ceiling == "bind_ceiling_watched"
@@ -1000,16 +1007,16 @@ def _versus(results: dict, workload: str, mine: str, theirs: str, *, key: str, h
         return _spread(ratios)
     if len(ratios) == 1:
         return _spread(ratios) + ", 1 round"
-    ours = _figures(results, workload, mine, key)
-    other = _figures(results, workload, theirs, key)
+    ours = figures_of(results, workload, mine, key)
+    other = figures_of(results, workload, theirs, key)
     apart = min(ours) > max(other) or max(ours) < min(other)
     return _spread(ratios) + ("" if apart else ", ranges overlap")
 
 
 def _failure(results: dict, workload: str, scheduler: str) -> str | None:
     for number, one in enumerate(_rounds(results), start=1):
-        result = one.get("workloads", {}).get(workload, {}).get(scheduler)
-        if result is not None and "error" in result:
+        result = _run_of(one, workload, scheduler)
+        if "error" in result:
             where = f"round {number}: " if len(_rounds(results)) > 1 else ""
             return f"failed ({where}{_unfinished(result)})"
     return None
@@ -1028,23 +1035,19 @@ ENDS_AT_LAST_WRITE = frozenset({
 def _loud(results: dict, workload: str, scheduler: str) -> int:
     """In how many rounds ``scheduler`` was still writing at the cap after its last bind."""
     return sum(
-        1
-        for one in _rounds(results)
-        if one.get("workloads", {}).get(workload, {}).get(scheduler, {}).get("quiet") is False
+        1 for one in _rounds(results) if _run_of(one, workload, scheduler).get("quiet") is False
     )
 
 
 def _cell(results: dict, workload: str, scheduler: str, key: str) -> str:
-    values = _figures(results, workload, scheduler, key)
+    values = figures_of(results, workload, scheduler, key)
     if key in ENDS_AT_LAST_WRITE and (loud := _loud(results, workload, scheduler)):
         cap = results.get("quiet_cap_seconds", 0)
         note = f"still writing {cap:g} s after its last bind"
         return note if not values else f"{_spread(values)}; {note} in {loud} rounds"
     if key == "seconds_to_kth_whole_gang":
         missed = sum(
-            1
-            for one in _rounds(results)
-            if one.get("workloads", {}).get(workload, {}).get(scheduler, {}).get(key, 0) is None
+            1 for one in _rounds(results) if _run_of(one, workload, scheduler).get(key, 0) is None
         )
         if missed:
             limit = results.get("contention_timeout_seconds")
@@ -1065,8 +1068,7 @@ def _table(
     """One row per scheduler; ``figure`` compared as ratios to every scheduler (each ratio
     says how many times better the row is: higher pods/s, or lower latency); ``ceiling``:
     (title, figure, which ceiling) columns of a figure over the round's bind ceiling."""
-    peers = [k for k in results["schedulers"] if any(
-        k in one.get("workloads", {}).get(workload, {}) for one in _rounds(results))]  # fmt: skip
+    peers = _ran(results, workload)
     if not peers:
         return []
     labels = results["schedulers"]
@@ -1087,16 +1089,14 @@ def _table(
 def _requests_table(results: dict, workload: str) -> list[str]:
     """The API requests each scheduler made in the window, by verb and resource (the
     API server's audit log), median over rounds."""
-    peers = [k for k in results["schedulers"] if any(
-        k in one.get("workloads", {}).get(workload, {}) for one in _rounds(results))]  # fmt: skip
+    peers = _ran(results, workload)
     kinds: dict[str, None] = {}
     counts: dict[tuple[str, str], list[float]] = {}
     usable = {  # the rounds each scheduler finished, and in which it counted its requests
         key: [
             r
             for one in _rounds(results)
-            if "error" not in (r := one.get("workloads", {}).get(workload, {}).get(key, {}))
-            and "api_requests" in r
+            if "error" not in (r := _run_of(one, workload, key)) and "api_requests" in r
         ]
         for key in peers
     }
