@@ -14,6 +14,7 @@ with a fresh clock (a Job that recreates all its pods gets a whole gang, or none
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from scheduler.core.actions.allocate import allocate
@@ -21,7 +22,7 @@ from scheduler.core.actions.preempt import preempt
 from scheduler.core.actions.reclaim import reclaim
 from scheduler.core.session import REASON_UNSCHEDULABLE, Session, topology_of
 from scheduler.model.config import Config
-from scheduler.model.decisions import Result
+from scheduler.model.decisions import GroupBinding, Result
 from scheduler.model.snapshot import GangState, Snapshot
 
 __all__ = ["DEFAULT_CONFIG", "after_failed_bind", "schedule", "topology_of"]
@@ -32,9 +33,21 @@ DEFAULT_CONFIG = Config()
 ACTIONS = (allocate, preempt, reclaim)
 
 
-def schedule(snapshot: Snapshot, *, now: float, config: Config = DEFAULT_CONFIG) -> Result:
-    """Decide one pass. Same snapshot, same ``now``: same result."""
-    session = Session(snapshot, now=now, config=config)
+def schedule(
+    snapshot: Snapshot,
+    *,
+    now: float,
+    config: Config = DEFAULT_CONFIG,
+    committed: Callable[[GroupBinding], None] | None = None,
+) -> Result:
+    """Decide one pass. Same snapshot, same ``now``: same result.
+
+    ``committed``, if given, is told each GangGroup's binds as soon as its turn commits them,
+    in the order of ``Result.bindings`` (which still holds them all), so the shell can start
+    binding while the rest of the pass is decided: a backlog's first pass decides hundreds of
+    gangs, and the first of them waited for the last. Nothing told is taken back later in the
+    pass. Passes with ResourceClaims tell nothing: their claim writes are known at the end."""
+    session = Session(snapshot, now=now, config=config, committed=committed)
     for action in ACTIONS:
         action(session)
     return session.result()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -131,7 +131,14 @@ def _queues_matter(queues: Mapping[str, Queue], gangs: Iterable[Gang]) -> bool:
 class Session:
     """The bookkeeping of one pass; it never outlives the call to ``schedule``."""
 
-    def __init__(self, snapshot: Snapshot, *, now: float, config: Config) -> None:
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        *,
+        now: float,
+        config: Config,
+        committed: Callable[[GroupBinding], None] | None = None,
+    ) -> None:
         self.snapshot = snapshot
         self.now = now
         self.config = config
@@ -170,6 +177,9 @@ class Session:
             state = self._incarnation(gang, snapshot.memory.get(key))
             self.outcomes[key] = Outcome(state=state, condition=state.condition or NOT_TRIED)
         self._hold_reservations()
+        # Told each GangGroup's binds as its turn commits them (``schedule``'s ``committed``),
+        # unless claims are in play: their writes are worked out when the session closes.
+        self._committed = committed if committed and not self._claims_in_play() else None
 
     # -- what the actions place with ----------------------------------------------------------
 
@@ -1056,6 +1066,9 @@ class Session:
                 )
         else:
             statement.commit()
+            if self._committed is not None:  # final: the turn can no longer take them back
+                for group in self.bindings[marks[0] :]:
+                    self._committed(group)
 
     # -- closing ------------------------------------------------------------------------------
 
@@ -1066,13 +1079,16 @@ class Session:
             pod = ObjectRef("Pod", ref.namespace, ref.name, ref.uid)
             self.events.append(Event(pod, WARNING, "FailedScheduling", message))
 
+    def _claims_in_play(self) -> bool:
+        return bool(self.devices.claims) or any(
+            p.resource_claims for g in self.gangs.values() for p in g.members
+        )
+
     def _claimed(self, groups: list[GroupBinding]) -> tuple[GroupBinding, ...]:
         """Each group with what its binds write to ResourceClaims first. A pod with claims
         and no plan for them (a path that placed it without its devices: a bug) is never
         bound: its whole group is held back, and says so."""
-        if not self.devices.claims and not any(
-            p.resource_claims for g in self.gangs.values() for p in g.members
-        ):
+        if not self._claims_in_play():
             return tuple(groups)
         pods = {p.ref: p for g in self.gangs.values() for p in g.members}
         done: list[GroupBinding] = []

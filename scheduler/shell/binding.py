@@ -143,14 +143,22 @@ class Binder:
         if group.claims:
             self._cache.assume_claims(group.claims)
 
-    async def apply(self, group: GroupBinding, *, pass_seconds: float = 0.0) -> None:
+    async def apply(
+        self, group: GroupBinding, *, decided: asyncio.Future[float] | None = None
+    ) -> None:
         """Bind the group; never raises. Whatever goes wrong, nothing stays assumed that was
         not bound: an exception of ours, or a cancellation (the Lease lost, a shutdown),
-        forgets every binding not known to have landed."""
+        forgets every binding not known to have landed.
+
+        ``decided``: the seconds of the pass that made the group, once that pass's memory is
+        in the cache. A group is handed over as soon as the pass commits it, so its binds go
+        out while the pass runs; what follows them and reads or writes the gang's memory (a
+        rejected first bind's backoff, the bound gang's metrics) waits for it, or the pass's
+        memory would come after and miss it. None: decided already (0 s)."""
         bound: set[Binding] = set()
         written: list[Written] = []
         try:
-            await self._apply(group, bound, written, pass_seconds=pass_seconds)
+            await self._apply(group, bound, written, decided=decided)
         except asyncio.CancelledError:
             self._forget_unbound(group, bound)
             raise
@@ -179,8 +187,11 @@ class Binder:
         bound: set[Binding],
         written: list[Written],
         *,
-        pass_seconds: float,
+        decided: asyncio.Future[float] | None,
     ) -> None:
+        async def pass_seconds() -> float:
+            return 0.0 if decided is None else await asyncio.shield(decided)
+
         bindings = group.bindings
         if not bindings:
             return
@@ -194,6 +205,7 @@ class Binder:
             if error:
                 await self._claims.release(written)
                 self._cache.forget_claims(group.claims)
+                await pass_seconds()
                 self._group_failed(group, f"{error}; nothing of {_subject(group)} was bound")
                 return
         if group.all_or_nothing:
@@ -203,6 +215,7 @@ class Binder:
                 if written:
                     await self._claims.release(written)
                     self._cache.forget_claims(group.claims)
+                await pass_seconds()
                 self._first_bind_failed(group, error)
                 return
             bound.add(first)
@@ -221,6 +234,7 @@ class Binder:
                 bound.add(binding)
         if failed and written:  # their reservations go, as kube-scheduler's Unreserve
             await self._claims.release(written, [b.pod for b in failed])
+        seconds = await pass_seconds()
         if failed:
             self._back_off(gang for gang in group.gangs if failed.intersection(gang.bindings))
         if not group.all_or_nothing:
@@ -238,7 +252,7 @@ class Binder:
                     max(self._clock() - state.nominated_at, 0.0)
                 )
             if gang_binding.placement is not None and self._on_bound is not None:
-                await self._on_bound(gang_binding, pass_seconds)
+                await self._on_bound(gang_binding, seconds)
 
     async def _bind(
         self, binding: Binding, *, patient: bool = False, urgent: bool = False

@@ -6,7 +6,8 @@ one pass. The pass itself runs in a worker thread over the frozen snapshot, so w
 binds and the Lease renewal go on meanwhile (the event loop gets the interpreter at least
 every switch interval); at most one pass is in flight. Decisions are applied back on the
 event loop: the loop assumes bindings in the cache at once, so the next pass can run while
-the binds are still in flight.
+the binds are still in flight. Each GangGroup's binds are handed over as the pass commits
+them, before the pass ends; the rest of the result once it has.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import structlog
 from scheduler.cache.cluster import ClusterCache
 from scheduler.core.scheduling import schedule
 from scheduler.model.config import Config
-from scheduler.model.decisions import NORMAL, Event, ObjectRef, Result
+from scheduler.model.decisions import NORMAL, Event, GroupBinding, ObjectRef, Result
 from scheduler.shell.binding import Binder
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
@@ -126,21 +127,44 @@ class SchedulingLoop:
         started = time.perf_counter()
         now = self._clock()
         snapshot = self._cache.snapshot(now=now)
+        loop = asyncio.get_running_loop()
+        # The pass's seconds, once its memory is in the cache: what the binder does after a
+        # bind that reads or writes a gang's memory waits for it (``Binder.apply``).
+        decided: asyncio.Future[float] = loop.create_future()
+        sent: set[int] = set()  # the groups handed to the binder while the pass ran (by id)
+
+        def send(group: GroupBinding) -> None:  # on the event loop
+            if decided.done():
+                return  # the pass was given up (a shutdown): what it still decides goes unmade
+            sent.add(id(group))
+            self._send(group, decided)
+
+        def committed(group: GroupBinding) -> None:  # in the pass's thread
+            with contextlib.suppress(RuntimeError):  # the event loop closed under a shutdown
+                loop.call_soon_threadsafe(send, group)
+
         try:
-            result = await asyncio.to_thread(schedule, snapshot, now=now, config=self._config)
-        except BaseException:
-            # What the snapshot took as "changed since the last pass" was not acted on: the
-            # next pass looks at everything.
-            self._cache.look_at_everything()
-            raise
-        decided = time.perf_counter() - started
-        self._cache.remember(dict(result.memory))
+            try:
+                result = await asyncio.to_thread(
+                    schedule, snapshot, now=now, config=self._config, committed=committed
+                )
+            except BaseException:
+                # What the snapshot took as "changed since the last pass" was not acted on:
+                # the next pass looks at everything.
+                self._cache.look_at_everything()
+                raise
+            # The thread's last calls (``send``) were queued before its end was: all ran.
+            self._cache.remember(dict(result.memory))
+        finally:
+            # Sent binds go on whatever happened; a cancelled pass's thread may still decide
+            # (``send`` drops that).
+            decided.set_result(time.perf_counter() - started)
         # Passes without topology-placed gangs do not look at the tree and say nothing.
         if result.topology_notes and result.topology_notes != self._topology_notes:
             self._topology_notes = result.topology_notes
             for note in result.topology_notes:
                 log.warning(note)
-        await self._apply(result, pass_seconds=decided)
+        await self._apply(result, sent=sent, decided=decided)
         self._observe(result, time.perf_counter() - started)
         if result.bindings:
             log.debug(
@@ -167,14 +191,22 @@ class SchedulingLoop:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _apply(self, result: Result, *, pass_seconds: float) -> None:
-        """Assume and send off each GangGroup's binds. A backlog pass decides thousands: the
-        event loop is handed back every few hundred assumptions, so watch events and the
-        binds already sent go on meanwhile (no pass runs before this returns)."""
+    def _send(self, group: GroupBinding, decided: asyncio.Future[float]) -> None:
+        self._binder.assume(group)
+        self._spawn(self._binder.apply(group, decided=decided))
+
+    async def _apply(
+        self, result: Result, *, sent: set[int], decided: asyncio.Future[float]
+    ) -> None:
+        """Assume and send off each GangGroup's binds not sent yet (a pass with claims sends
+        none early). A backlog pass decides thousands: the event loop is handed back every
+        few hundred assumptions, so watch events and the binds already sent go on meanwhile
+        (no pass runs before this returns)."""
         assumed = 0
         for group in result.bindings:
-            self._binder.assume(group)
-            self._spawn(self._binder.apply(group, pass_seconds=pass_seconds))
+            if id(group) in sent:
+                continue
+            self._send(group, decided)
             assumed += len(group.bindings)
             if assumed >= APPLY_SLICE:
                 assumed = 0

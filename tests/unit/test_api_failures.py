@@ -20,6 +20,7 @@ from scheduler.model.config import Config
 from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch, StatusUpdate
 from scheduler.model.gangs import PodGroupStatus
 from scheduler.model.pods import GangKey, PodRef
+from scheduler.model.snapshot import GangState
 from scheduler.shell.api import ApiClient, ApiError, Credentials
 from scheduler.shell.binding import Binder
 from scheduler.shell.electing import LeaderElector, LostLeadership
@@ -28,6 +29,7 @@ from scheduler.shell.patching import Patcher
 from scheduler.shell.recording import EventRecorder
 from scheduler.shell.syncing import wait_until_synced
 from scheduler.shell.watching import Informer, Informers
+from tests.unit.builders import T0
 from tests.unit.servers import server
 
 
@@ -469,3 +471,54 @@ def test_a_status_that_waited_behind_binds_is_not_written_once_the_lease_is_lost
 
     asyncio.run(run())
     assert written == []
+
+
+def test_a_first_bind_rejected_while_its_pass_runs_backs_off_on_top_of_that_pass_memory() -> None:
+    """A group goes to the binder as its pass commits it, before the pass's memory is in
+    the cache. Its first bind is rejected at once: the backoff waits for that memory, then
+    lands on it (the pass's first attempt kept), rather than being overwritten by it."""
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+    gang = {names.KOORD_NAME: "g", names.KOORD_MIN_AVAILABLE: "2"}
+    pods = [
+        pod_from_dict({"metadata": {"name": f"m-{i}", "namespace": "ns", "uid": f"u{i}",
+                                    "annotations": gang},
+                       "spec": {"schedulerName": "gang-scheduler"}})
+        for i in range(2)
+    ]  # fmt: skip
+    for member in pods:
+        cache.upsert_pod(member)
+    key = GangKey("ns", "g")
+    group = GroupBinding((GangBinding(key, tuple(Binding(p.ref, "n0") for p in pods)),))
+    rejected = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        rejected.set()
+        return web.json_response({"reason": "Forbidden", "message": "no"}, status=403)
+
+    async def scenario() -> tuple[GangState | None, GangState]:
+        async with server(handler) as api:
+            binder = Binder(
+                api, cache, EventRecorder(api, component="test"),
+                config=Config(), metrics=Metrics.create(),
+            )  # fmt: skip
+            decided: asyncio.Future[float] = asyncio.get_running_loop().create_future()
+            cache.snapshot(now=T0)  # the pass begins
+            binder.assume(group)
+            task = asyncio.create_task(binder.apply(group, decided=decided))
+            await asyncio.wait_for(rejected.wait(), 5)
+            await asyncio.sleep(0.1)
+            during = cache.memory.get(key)
+            cache.remember({key: GangState(first_attempt=T0)})  # the pass ends
+            decided.set_result(0.05)
+            await asyncio.wait_for(task, 5)
+            return during, cache.memory[key]
+
+    during, after = asyncio.run(scenario())
+    assert during is None  # nothing written while the pass ran
+    assert after.first_attempt == T0  # the pass's memory, kept
+    assert (after.attempts, after.satisfied) == (1, False)
+    assert after.retry_at > time.time()  # backed off from now
+    assert {p.ref.name: p.node_name for p in cache.snapshot(whole=True).pods} == {
+        "m-0": "",
+        "m-1": "",
+    }
