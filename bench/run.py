@@ -65,7 +65,7 @@ from pathlib import Path
 from bench import audit
 from bench.invariants import PARTIAL_LIMIT_SECONDS, Invariants, allocatable_of, requests_of
 from bench.metering import Meter, Quiet, cpu_seconds, peak_rss_mib
-from bench.schedulers import ClientLimits, Contender, contenders
+from bench.schedulers import ClientLimits, Contender, contenders, skewed_control_plane
 from e2e import cluster as local_cluster
 from e2e.nodes import GPU, api_client, create_nodes, layout, node_manifest, wait_ready
 from scheduler.shell.api import ApiClient, ApiError, load_credentials
@@ -1137,7 +1137,8 @@ def markdown(results: dict) -> str:
     limits = results["client"]
     many = len(rounds) > 1
     lines = [
-        f"# Gang scheduling bench ({results['nodes']} KWOK nodes, {results['machine']})",
+        f"# Gang scheduling bench ({results['nodes']} KWOK nodes, {results['machine']}, "
+        f"control plane {results.get('control_plane', '?')})",
         "",
         "Every scheduler started fresh for every workload, its API client held to "
         f"QPS {limits['qps']:g} and burst {limits['burst']} (ours: --kube-api-qps, "
@@ -1317,7 +1318,14 @@ async def main_async(
     directory: Path = BENCH_DIR,
     progress: Callable[[dict], None] | None = None,
 ) -> dict:
-    plane = local_cluster.up(directory, audit_policy=audit.POLICY)
+    # --skew: an API server and controller-manager of Coscheduling's own release, without
+    # the Workload API (v1.36) they do not have.
+    plane = local_cluster.up(
+        directory,
+        audit_policy=audit.POLICY,
+        bin_dir=skewed_control_plane() if args.skew else None,
+        workload_api=not args.skew,
+    )
     try:
         limits = ClientLimits(qps=args.qps, burst=args.burst, bind_concurrency=args.concurrency)
         peers = contenders(
@@ -1352,8 +1360,10 @@ async def main_async(
             quiet_cap=args.quiet_cap,
         )
         try:
+            served = await api.request("GET", "/version")
             results: dict = {
                 "machine": f"{os.cpu_count()} cores",
+                "control_plane": served.get("gitVersion", "?"),
                 "nodes": len(setting.nodes),
                 "concurrency": args.concurrency,
                 "client": {"qps": args.qps, "burst": args.burst},
@@ -1485,6 +1495,13 @@ def parser() -> argparse.ArgumentParser:
         ],
         help="run only these workloads of the standard tier (repeatable)",
     )  # fmt: skip
+    p.add_argument(
+        "--skew",
+        action="store_true",
+        help="Coscheduling (and tuned) against kube-apiserver and kube-controller-manager of "
+        "its own release (v1.34), built by bench/peers/coscheduling/build.sh --control-plane; "
+        "results get -skew in their name",
+    )
     p.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
     return p
 
@@ -1508,6 +1525,11 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.nodes = args.nodes or nodes
     args.pods = args.pods or pods
     args.largest_gang = largest
+    if args.skew:
+        # kube-scheduler v1.36's gang scheduling needs the v1.36 Workload API.
+        if args.only and "kube_scheduler" in args.only:
+            parser().error("--skew runs an older control plane: kube_scheduler cannot run on it")
+        args.only = args.only or ["coscheduling", "coscheduling_tuned"]
     return args
 
 
@@ -1517,7 +1539,7 @@ def results_name(args: argparse.Namespace) -> str:
     name, nodes, _, _ = _tier(args)
     if args.nodes != nodes:
         name += f"-{args.nodes}-nodes"
-    return name
+    return name + ("-skew" if args.skew else "")
 
 
 def main(argv: list[str] | None = None) -> int:

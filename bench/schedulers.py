@@ -167,6 +167,23 @@ def coscheduling_binary(*, build: bool) -> Path:
     return path
 
 
+def skewed_control_plane() -> Path:
+    """A folder with kube-apiserver and kube-controller-manager of the Coscheduling peer's
+    Kubernetes release (v1.34.7), built (or found in the cache) by its build.sh: the bench's
+    --skew runs it within its version skew."""
+    result = subprocess.run(
+        ["bash", str(COSCHEDULING_BUILD), "--control-plane"],
+        stdout=subprocess.PIPE, text=True, check=False,
+    )  # fmt: skip
+    path = Path(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else None
+    if result.returncode != 0 or path is None or not (path / "kube-apiserver").is_file():
+        raise PeerMissing(
+            "the v1.34 control plane for --skew did not build (the reason is printed above): "
+            f"`bash {COSCHEDULING_BUILD.relative_to(REPO)} --control-plane` (needs Go)"
+        )
+    return path
+
+
 def kube_scheduler_binary() -> Path:
     binary = local_cluster.resolve_binaries().kube_scheduler
     if binary is None or not binary.is_file():

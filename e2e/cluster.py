@@ -116,8 +116,18 @@ class ControlPlane:
         return [p for p in self.processes if p.alive()]
 
 
-def resolve_binaries() -> Binaries:
-    """Build (or find in the cache) the binaries; ``KUBE_BIN_DIR`` entries win per binary."""
+# The upstream Workload API: scheduling.k8s.io/v1alpha2 PodGroups and the pods'
+# spec.schedulingGroup. A gang source we read (#13), and what kube-scheduler's own gang
+# scheduling, a peer in make bench, needs on the API server (v1.36).
+WORKLOAD_API_FLAGS = (
+    "--feature-gates=GenericWorkload=true,GangScheduling=true",
+    "--runtime-config=scheduling.k8s.io/v1alpha2=true",
+)
+
+
+def resolve_binaries(*, bin_dir: Path | None = None) -> Binaries:
+    """Build (or find in the cache) the binaries; the entries of ``bin_dir`` (else of
+    ``KUBE_BIN_DIR``) win per binary."""
     if shutil.which("bash") is None:
         raise ClusterError("bash is needed to run e2e/controlplane/build.sh; install bash")
     result = subprocess.run(
@@ -129,7 +139,7 @@ def resolve_binaries() -> Binaries:
             "see e2e/controlplane/build.sh"
         )
     built = Path(result.stdout.strip().splitlines()[-1])
-    override = os.environ.get("KUBE_BIN_DIR")
+    override = bin_dir or os.environ.get("KUBE_BIN_DIR")
 
     def pick(name: str) -> Path:
         if override and (Path(override) / name).is_file():
@@ -290,12 +300,19 @@ def install_crds(plane: ControlPlane, crds: Path = CRDS) -> None:
 
 
 def up(
-    directory: Path = DEFAULT_DIR, *, timeout: float = 120.0, audit_policy: str | None = None
+    directory: Path = DEFAULT_DIR,
+    *,
+    timeout: float = 120.0,
+    audit_policy: str | None = None,
+    bin_dir: Path | None = None,
+    workload_api: bool = True,
 ) -> ControlPlane:
     """Start etcd, kube-apiserver, kube-controller-manager (Jobs only) and KWOK in
     ``directory``, install the CRDs. With ``audit_policy`` (an audit Policy as YAML) the API
     server writes its audit log to ``logs/audit.log`` (make bench counts each scheduler's
-    requests from it).
+    requests from it). ``bin_dir``: binaries that replace the built ones (an older API
+    server, say; ``resolve_binaries``); ``workload_api`` False leaves out the v1.36 feature
+    gates and API group of the upstream Workload API, which an older API server refuses.
 
     Raises AlreadyRunning if that folder's control plane still runs. A folder left by a
     control plane that died is cleaned first. On any failure, whatever was started is stopped.
@@ -307,7 +324,7 @@ def up(
             raise AlreadyRunning(existing)
         down(directory)
 
-    binaries = resolve_binaries()
+    binaries = resolve_binaries(bin_dir=bin_dir)
     logs = directory / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     (directory / "bin").mkdir(exist_ok=True)
@@ -378,11 +395,7 @@ def up(
                 "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
                 "--allow-privileged=true",
                 "--profiling=false",
-                # The upstream Workload API: scheduling.k8s.io/v1alpha2 PodGroups and the pods'
-                # spec.schedulingGroup. A gang source we read (#13), and what kube-scheduler's
-                # own gang scheduling, a peer in make bench, needs on the API server.
-                "--feature-gates=GenericWorkload=true,GangScheduling=true",
-                "--runtime-config=scheduling.k8s.io/v1alpha2=true",
+                *(WORKLOAD_API_FLAGS if workload_api else ()),
                 *_audit_flags(directory, audit_policy),
             ],
             logs,

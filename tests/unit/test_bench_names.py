@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bench.run import parse, results_name
 
 
@@ -24,3 +26,15 @@ def test_the_bigger_tier_is_10000_nodes_and_60000_pods_in_gangs_up_to_256() -> N
     assert (args.nodes, args.pods, args.largest_gang, args.scale) == (10000, 60000, 256, True)
     assert results_name(args) == "gang-scheduling-xl"
     assert results_name(parse(["--scale-xl", "--nodes", "1000"])) == "gang-scheduling-xl-1000-nodes"
+
+
+def test_the_skew_check_runs_the_coscheduling_rows_into_a_file_of_its_own() -> None:
+    args = parse(["--skew"])
+    assert args.only == ["coscheduling", "coscheduling_tuned"]
+    assert results_name(args) == "gang-scheduling-skew"
+    assert parse(["--skew", "--only", "gang_scheduler"]).only == ["gang_scheduler"]
+
+
+def test_the_skew_check_refuses_kube_scheduler_which_needs_the_newer_api_server() -> None:
+    with pytest.raises(SystemExit):
+        parse(["--skew", "--only", "kube_scheduler"])
