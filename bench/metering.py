@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import http.client
 import os
 import subprocess
 import time
@@ -148,13 +149,14 @@ class Meter:
         try:
             with urllib.request.urlopen(url, timeout=5) as response:
                 text = response.read().decode()
-        except OSError:
-            return {}
+        except (OSError, http.client.HTTPException, UnicodeDecodeError):
+            return {}  # the scheduler gone or cut off mid-answer: no figures, not a failure
         found = {}
         for line in text.splitlines():
             name, _, value = line.partition(" ")
             if name in SCRAPED:
-                found[SCRAPED[name]] = round(float(value), 3)
+                with contextlib.suppress(ValueError):
+                    found[SCRAPED[name]] = round(float(value), 3)
         return found
 
     async def stop(self) -> None:

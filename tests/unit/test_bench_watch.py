@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from aiohttp import web
 
+from bench.metering import Meter
 from bench.run import BindWatch, Setting, _unfinished, markdown, partial, settled, watched_ceiling
 from tests.unit.test_api_failures import server
 
@@ -265,3 +268,37 @@ def test_a_watched_ceiling_whose_watch_is_refused_is_left_out_not_the_run(tmp_pa
 
     assert asyncio.run(scenario()) is None
     assert binds == []  # the watch failed before the binds: nothing half measured
+
+
+def _scraped(answer: bytes) -> dict:
+    """What the meter scrapes from a metrics endpoint that answers ``answer`` (raw HTTP)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def answer_once() -> None:
+        connection, _ = listener.accept()
+        connection.recv(4096)
+        connection.sendall(answer)
+        connection.close()
+
+    thread = threading.Thread(target=answer_once, daemon=True)
+    thread.start()
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        meter = Meter(process, None, metrics_port=listener.getsockname()[1])
+        return meter.scrape()
+    finally:
+        process.wait()
+        thread.join(5)
+        listener.close()
+
+
+def test_the_meter_reads_our_pass_count_and_skips_a_value_that_is_not_a_number() -> None:
+    body = b"gang_scheduler_pass_duration_seconds_count 12\ngang_scheduler_events_dropped_total x\n"
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body)
+    assert _scraped(head + body) == {"passes": 12.0}
+
+
+def test_the_meter_scrapes_nothing_from_an_answer_cut_off_midway() -> None:
+    assert _scraped(b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\nshort") == {}
