@@ -15,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import threading
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -33,6 +35,53 @@ log = structlog.get_logger()
 
 # Assumptions made in one go before the event loop is handed back (about 10 ms of work).
 APPLY_SLICE = 200
+
+
+class EarlyBinds:
+    """The GangGroups a running pass has committed, handed from its thread to the event loop
+    and sent, a slice at a time (``APPLY_SLICE`` assumptions, then the loop is handed back:
+    one call per group queued behind each other held the loop for 0.2 s in a backlog of
+    2,000 single pods). Closed once the pass has ended: what is left is the loop's to apply
+    with the rest of the result (every group not in ``sent``)."""
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, send: Callable[[GroupBinding], None]
+    ) -> None:
+        self._loop = loop
+        self._send = send
+        self._lock = threading.Lock()
+        self._waiting: deque[GroupBinding] = deque()
+        self._scheduled = False  # a drain is queued on the loop
+        self.closed = False
+        self.sent: set[int] = set()  # by id: the groups are the pass's result's own
+
+    def committed(self, group: GroupBinding) -> None:
+        """In the pass's thread."""
+        with self._lock:
+            self._waiting.append(group)
+            if self._scheduled:
+                return
+            self._scheduled = True
+        with contextlib.suppress(RuntimeError):  # the event loop closed under a shutdown
+            self._loop.call_soon_threadsafe(self._drain)
+
+    def _drain(self) -> None:
+        assumed = 0
+        while not self.closed and assumed < APPLY_SLICE:
+            with self._lock:
+                if not self._waiting:
+                    self._scheduled = False
+                    return
+                group = self._waiting.popleft()
+            self.sent.add(id(group))
+            self._send(group)
+            assumed += len(group.bindings)
+        if not self.closed:
+            self._loop.call_soon(self._drain)
+
+    def close(self) -> None:
+        """The pass has ended (or was given up): nothing more is sent early."""
+        self.closed = True
 
 
 class SchedulingLoop:
@@ -131,40 +180,29 @@ class SchedulingLoop:
         # The pass's seconds, once its memory is in the cache: what the binder does after a
         # bind that reads or writes a gang's memory waits for it (``Binder.apply``).
         decided: asyncio.Future[float] = loop.create_future()
-        sent: set[int] = set()  # the groups handed to the binder while the pass ran (by id)
-
-        def send(group: GroupBinding) -> None:  # on the event loop
-            if decided.done():
-                return  # the pass was given up (a shutdown): what it still decides goes unmade
-            sent.add(id(group))
-            self._send(group, decided)
-
-        def committed(group: GroupBinding) -> None:  # in the pass's thread
-            with contextlib.suppress(RuntimeError):  # the event loop closed under a shutdown
-                loop.call_soon_threadsafe(send, group)
-
+        early = EarlyBinds(loop, lambda group: self._send(group, decided))
         try:
             try:
                 result = await asyncio.to_thread(
-                    schedule, snapshot, now=now, config=self._config, committed=committed
+                    schedule, snapshot, now=now, config=self._config, committed=early.committed
                 )
             except BaseException:
                 # What the snapshot took as "changed since the last pass" was not acted on:
                 # the next pass looks at everything.
                 self._cache.look_at_everything()
                 raise
-            # The thread's last calls (``send``) were queued before its end was: all ran.
             self._cache.remember(dict(result.memory))
         finally:
-            # Sent binds go on whatever happened; a cancelled pass's thread may still decide
-            # (``send`` drops that).
+            # Sent binds go on whatever happened; what a cancelled pass's thread still decides
+            # is not sent.
+            early.close()
             decided.set_result(time.perf_counter() - started)
         # Passes without topology-placed gangs do not look at the tree and say nothing.
         if result.topology_notes and result.topology_notes != self._topology_notes:
             self._topology_notes = result.topology_notes
             for note in result.topology_notes:
                 log.warning(note)
-        await self._apply(result, sent=sent, decided=decided)
+        await self._apply(result, sent=early.sent, decided=decided)
         self._observe(result, time.perf_counter() - started)
         if result.bindings:
             log.debug(

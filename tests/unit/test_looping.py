@@ -5,6 +5,7 @@ cleared (taking the snapshot clears it)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -13,8 +14,10 @@ from aiohttp import web
 
 from scheduler.cache.cluster import ClusterCache
 from scheduler.model.config import Config
+from scheduler.model.decisions import Binding, GangBinding, GroupBinding
+from scheduler.model.pods import GangKey, PodRef
 from scheduler.shell.binding import Binder
-from scheduler.shell.looping import SchedulingLoop
+from scheduler.shell.looping import APPLY_SLICE, EarlyBinds, SchedulingLoop
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
 from scheduler.shell.recording import EventRecorder
@@ -93,3 +96,54 @@ def test_a_recount_waits_for_its_second_and_a_pending_pod_does_not() -> None:
     # Its pass came, with nothing else to wake the loop, 2 s after the last pass ended (a
     # little before the change); only a stall of the test over a second could make it less.
     assert 1.0 < recount < 5.0
+
+
+def _groups(count: int) -> list[GroupBinding]:
+    return [
+        GroupBinding((GangBinding(GangKey("ns", f"g{i}"), (Binding(PodRef("ns", f"p{i}"), "n"),)),))
+        for i in range(count)
+    ]
+
+
+def test_groups_committed_in_the_pass_thread_are_sent_in_order_a_slice_at_a_time() -> None:
+    """A backlog of single pods commits thousands of groups: they reach the event loop in
+    slices of APPLY_SLICE assumptions, the loop handed back in between."""
+    groups = _groups(2 * APPLY_SLICE + 50)
+
+    async def scenario() -> tuple[list[int], list[GroupBinding], set[int]]:
+        sent: list[GroupBinding] = []
+        early = EarlyBinds(asyncio.get_running_loop(), sent.append)
+        thread = threading.Thread(target=lambda: [early.committed(g) for g in groups])
+        thread.start()
+        thread.join()
+        seen = []  # how many were sent at each turn of the loop
+        while len(sent) < len(groups):
+            await asyncio.sleep(0)
+            seen.append(len(sent))
+        return seen, sent, early.sent
+
+    seen, sent, ids = asyncio.run(scenario())
+    assert sent == groups
+    assert ids == {id(g) for g in groups}
+    assert max(b - a for a, b in zip([0, *seen], seen, strict=False)) == APPLY_SLICE
+
+
+def test_nothing_is_sent_early_once_the_pass_has_ended() -> None:
+    groups = _groups(APPLY_SLICE + 10)
+
+    async def scenario() -> tuple[int, set[int]]:
+        sent: list[GroupBinding] = []
+        early = EarlyBinds(asyncio.get_running_loop(), sent.append)
+        for group in groups:
+            early.committed(group)
+        await asyncio.sleep(0)  # the first slice
+        early.close()
+        for group in _groups(3):
+            early.committed(group)  # a cancelled pass's thread still deciding
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return len(sent), early.sent
+
+    count, ids = asyncio.run(scenario())
+    assert count == APPLY_SLICE  # the rest is the loop's to apply with the result
+    assert ids == {id(g) for g in groups[:APPLY_SLICE]}
