@@ -61,6 +61,12 @@ class EventRecorder:
         self._workers = workers
         self.posted = 0
         self.dropped = 0
+        self._pending = 0  # queued or being posted
+
+    @property
+    def pending(self) -> int:
+        """Events queued or being posted: PodGroup statuses wait for them (``Patcher``)."""
+        return self._pending
 
     def body(self, event: Event, *, now: float) -> dict:
         ref = event.regarding
@@ -95,6 +101,8 @@ class EventRecorder:
         except asyncio.QueueFull:
             self.dropped += 1
             self._on_drop()
+        else:
+            self._pending += 1
 
     async def _post(self, event: Event) -> None:
         ns = _home(event.regarding)
@@ -124,6 +132,7 @@ class EventRecorder:
                 log.exception("event not recorded", reason=event.reason)
                 self._on_error()
             finally:
+                self._pending -= 1
                 self._queue.task_done()
 
     async def run(self) -> None:

@@ -17,7 +17,16 @@ from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.objects import pod_from_dict
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch, StatusUpdate
+from scheduler.model.decisions import (
+    NORMAL,
+    Binding,
+    Event,
+    GangBinding,
+    GroupBinding,
+    ObjectRef,
+    PodPatch,
+    StatusUpdate,
+)
 from scheduler.model.gangs import PodGroupStatus
 from scheduler.model.pods import GangKey, PodRef
 from scheduler.model.snapshot import GangState
@@ -522,3 +531,32 @@ def test_a_first_bind_rejected_while_its_pass_runs_backs_off_on_top_of_that_pass
         "m-0": "",
         "m-1": "",
     }
+
+
+def test_events_queued_or_being_posted_are_pending_until_posted_and_dropped_ones_never() -> None:
+    """PodGroup statuses wait while Events are pending (the operator's Patcher ``busy``):
+    the count must come back to 0 once they are posted, or statuses would always wait their
+    full 10 s, and an Event dropped for a full backlog must not count."""
+    release = asyncio.Event()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        await release.wait()
+        return web.json_response({}, status=201)
+
+    async def scenario() -> tuple[int, int, int, int]:
+        async with server(handler) as api:
+            recorder = EventRecorder(api, component="test", workers=1, backlog=2)
+            event = Event(ObjectRef("Pod", "ns", "p", "u"), NORMAL, "Scheduled", "assigned")
+            for _ in range(3):
+                recorder.emit(event)  # the third is dropped: the backlog holds 2
+            queued = recorder.pending
+            task = asyncio.create_task(recorder.run())
+            await asyncio.sleep(0.2)  # the first is being posted, the second queued
+            posting = recorder.pending
+            release.set()
+            await recorder.flush()
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return queued, posting, recorder.pending, recorder.posted
+
+    assert asyncio.run(scenario()) == (2, 2, 0, 2)
