@@ -59,7 +59,8 @@ class Patcher:
         self._retry = retry
         self._retry_pod = retry_pod
         self._slots = asyncio.Semaphore(concurrency)
-        # ``busy`` says binds are in flight: a status write waits (at most ``yield_seconds``)
+        # ``busy`` says binds are in flight (or, from the operator, Events are still being
+        # posted): a status write waits (at most ``yield_seconds``)
         # so that a burst of binds has the API server to itself, and meanwhile only the
         # latest status of each gang is kept, one write per gang in flight. A status patch
         # of a PodGroup costs the API server about 2.5 ms of CPU (a custom resource: merge
