@@ -44,53 +44,103 @@ log = structlog.get_logger()
 
 
 class Slots:
-    """At most ``size`` binds in flight, and a waiting bind of a gang whose first member is
-    bound goes before any gang's first bind (each kind in arrival order).
+    """At most ``size`` binds in flight; a waiting bind of a gang whose first member is bound
+    (*urgent*) goes before any gang's first bind (each kind in arrival order); and a gang's
+    first bind waits while the members owed by gangs in progress, with its own rest, would
+    pass ``cap`` (4 x ``size``; always allowed when nothing is owed).
 
     With one FIFO for all, a backlog's first binds of every gang queued ahead of the rest of
     each gang: make bench (625 gangs of 8, 32 in flight) saw gangs partly bound for up to 7 s,
-    their members starting that far apart. Now a gang's members follow its first bind."""
+    their members starting that far apart. Urgent binds first cured that, but at the start of
+    a backlog 32 first binds go at once: with gangs of up to 256, the last gang started waited
+    for the others' thousands of members, partly bound for 4.7 s (1,000 nodes, 6,000 pods).
+    The cap bounds the members bound before a started gang's last one to about
+    ``cap + its size``. Members owed: urgent binds waiting or in flight, and the rest of
+    each first bind in flight (``rest``)."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, cap: int | None = None) -> None:
         self._free = size
-        # Waiting binds: the rest of started gangs, then first binds and single pods.
-        self._waiting: tuple[deque[asyncio.Future[None]], ...] = (deque(), deque())
+        self._cap = 4 * size if cap is None else cap
+        self._owed = 0
+        self._urgent: deque[asyncio.Future[None]] = deque()
+        self._first: deque[tuple[asyncio.Future[None], int]] = deque()
 
     @contextlib.asynccontextmanager
-    async def held(self, *, urgent: bool) -> AsyncIterator[None]:
-        await self._acquire(urgent=urgent)
+    async def held(self, *, urgent: bool, rest: int = 0) -> AsyncIterator[None]:
+        """A slot for one bind; ``rest``: for a gang's first bind, the members to follow."""
+        owes = 1 if urgent else rest
+        await (self._acquire_urgent() if urgent else self._acquire_first(rest))
         try:
             yield
         finally:
+            self._owed -= owes
             self._release()
 
-    async def _acquire(self, *, urgent: bool) -> None:
-        if self._free > 0 and not any(self._waiting):
+    def _opens(self, rest: int) -> bool:
+        return self._owed == 0 or self._owed + rest <= self._cap
+
+    async def _acquire_urgent(self) -> None:
+        self._owed += 1
+        if self._free > 0 and not self._urgent:
             self._free -= 1
             return
-        queue = self._waiting[0 if urgent else 1]
         waiter = asyncio.get_running_loop().create_future()
-        queue.append(waiter)
+        self._urgent.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            self._owed -= 1
+            self._given_up(waiter, self._urgent)
+            raise
+
+    async def _acquire_first(self, rest: int) -> None:
+        if self._free > 0 and not self._urgent and not self._first and self._opens(rest):
+            self._free -= 1
+            self._owed += rest
+            return
+        waiter = asyncio.get_running_loop().create_future()
+        entry = (waiter, rest)
+        self._first.append(entry)
         try:
             await waiter
         except asyncio.CancelledError:
             if waiter.done() and not waiter.cancelled():
-                self._release()  # handed a slot as it was cancelled: the next one takes it
-            else:
-                # Still waiting; or already passed over by a release (it skips a cancelled
-                # waiter and takes it off the queue).
-                with contextlib.suppress(ValueError):
-                    queue.remove(waiter)
+                self._owed -= rest  # given its slot, and its rest counted, as it was cancelled
+            self._given_up(waiter, self._first, entry)
             raise
 
+    def _given_up(self, waiter: asyncio.Future[None], queue: deque, entry: object = None) -> None:
+        """A waiter cancelled: handed a slot as it was, the slot goes to the next; still
+        waiting, it leaves the queue (a dispatch may have taken it off already)."""
+        if waiter.done() and not waiter.cancelled():
+            self._release()
+        else:
+            with contextlib.suppress(ValueError):
+                queue.remove(waiter if entry is None else entry)
+            self._dispatch()  # fewer members owed: a first bind held back may go now
+
     def _release(self) -> None:
-        for queue in self._waiting:
-            while queue:
-                waiter = queue.popleft()
-                if not waiter.done():
-                    waiter.set_result(None)
-                    return
         self._free += 1
+        self._dispatch()
+
+    def _dispatch(self) -> None:
+        """Hand free slots to waiters: urgent ones first, then first binds in order while the
+        one at the head may open its gang."""
+        while self._free > 0:
+            while self._urgent and self._urgent[0].done():
+                self._urgent.popleft()  # cancelled
+            if self._urgent:
+                self._free -= 1
+                self._urgent.popleft().set_result(None)
+                continue
+            while self._first and self._first[0][0].done():
+                self._first.popleft()
+            if not self._first or not self._opens(self._first[0][1]):
+                return
+            waiter, rest = self._first.popleft()
+            self._free -= 1
+            self._owed += rest
+            waiter.set_result(None)
 
 
 def _subject(group: GroupBinding) -> str:
@@ -210,7 +260,7 @@ class Binder:
                 return
         if group.all_or_nothing:
             first, rest = bindings[0], bindings[1:]
-            error = await self._bind(first)
+            error = await self._bind(first, rest=len(rest))
             if error is not None:
                 if written:
                     await self._claims.release(written)
@@ -255,15 +305,16 @@ class Binder:
                 await self._on_bound(gang_binding, seconds)
 
     async def _bind(
-        self, binding: Binding, *, patient: bool = False, urgent: bool = False
+        self, binding: Binding, *, patient: bool = False, urgent: bool = False, rest: int = 0
     ) -> str | None:
         """Bind one pod; None on success, else what went wrong. ``patient``: errors that
         may pass are retried with backoff for up to ``patience_seconds``; ``urgent``: the
-        pod's gang has a member bound, it goes before other gangs' first binds."""
+        pod's gang has a member bound, it goes before other gangs' first binds; ``rest``: a
+        gang's first bind, with that many members to follow (``Slots``)."""
         deadline = time.monotonic() + self._patience
         attempt = 0
         while True:
-            failure, transient = await self._bind_once(binding, urgent=urgent)
+            failure, transient = await self._bind_once(binding, urgent=urgent, rest=rest)
             if failure is None:
                 return None
             attempt += 1
@@ -272,7 +323,9 @@ class Binder:
             log.info("bind failed; trying again", pod=str(binding.pod), error=failure)
             await asyncio.sleep(min(0.2 * 2 ** (attempt - 1), 5.0) * random.uniform(0.8, 1.2))
 
-    async def _bind_once(self, binding: Binding, *, urgent: bool) -> tuple[str | None, bool]:
+    async def _bind_once(
+        self, binding: Binding, *, urgent: bool, rest: int = 0
+    ) -> tuple[str | None, bool]:
         """One bind request: (None, _) on success, else (what went wrong, whether it may
         pass if tried again)."""
         ref = binding.pod
@@ -288,7 +341,7 @@ class Binder:
         unsure = False  # the request may have landed although no answer came back
         transient = False
         try:
-            async with self._slots.held(urgent=urgent):
+            async with self._slots.held(urgent=urgent, rest=rest):
                 # Fencing: checked after the wait for a slot, right before the request. A
                 # replica that is not sure it still holds the Lease sends nothing.
                 if not self._fence():

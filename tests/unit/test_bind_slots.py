@@ -1,6 +1,7 @@
 """The binder's slots (shell/binding.Slots): a gang whose first member is bound has the rest
 of its binds go before other gangs' first binds, so that no gang stays partly bound while a
-backlog's first binds go by (make bench saw 7 s)."""
+backlog's first binds go by (make bench saw 7 s); and no gang opens while the members owed
+by gangs in progress would pass a cap (make bench saw 4.7 s with gangs of up to 256)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import pytest
 from scheduler.shell.binding import Slots
 
 
-async def _bind(slots: Slots, name: str, order: list[str], *, urgent: bool) -> None:
-    async with slots.held(urgent=urgent):
+async def _bind(slots: Slots, name: str, order: list[str], *, urgent: bool, rest: int = 0) -> None:
+    async with slots.held(urgent=urgent, rest=rest):
         order.append(name)
         await asyncio.sleep(0)
 
@@ -95,3 +96,71 @@ def test_a_waiter_cancelled_after_a_release_passed_it_over_just_goes() -> None:
         return order
 
     assert asyncio.run(scenario()) == ["after"]
+
+
+async def _owes_nothing(slots: Slots) -> bool:
+    """A first bind whose rest passes any cap goes at once only when nothing is owed."""
+    try:
+        async with asyncio.timeout(0.5), slots.held(urgent=False, rest=10_000):
+            return True
+    except TimeoutError:
+        return False
+
+
+def test_a_first_bind_waits_while_the_members_owed_and_its_rest_would_pass_the_cap() -> None:
+    """Gangs of up to 256 in a backlog: 32 first binds at once left the last gang started
+    waiting behind the others' thousands of members, partly bound for 4.7 s."""
+
+    async def scenario() -> tuple[list[str], bool]:
+        slots = Slots(4, cap=10)
+        order: list[str] = []
+        holder = slots.held(urgent=False, rest=8)  # a gang of 9 opening: 8 members owed
+        await holder.__aenter__()
+        second = asyncio.create_task(_bind(slots, "second-gang", order, urgent=False, rest=5))
+        single = asyncio.create_task(_bind(slots, "single", order, urgent=False))
+        await asyncio.sleep(0.05)
+        held_back = list(order)  # slots are free, but 8 + 5 > 10: both wait, in order
+        await holder.__aexit__(None, None, None)
+        await asyncio.gather(second, single)
+        return held_back + order, await _owes_nothing(slots)
+
+    assert asyncio.run(scenario()) == (["second-gang", "single"], True)
+
+
+def test_members_of_started_gangs_count_as_owed_until_bound() -> None:
+    async def scenario() -> tuple[list[str], list[str]]:
+        slots = Slots(4, cap=4)
+        order: list[str] = []
+        members = [slots.held(urgent=True) for _ in range(3)]
+        for member in members:
+            await member.__aenter__()  # 3 owed, one slot free
+        opening = asyncio.create_task(_bind(slots, "next-gang", order, urgent=False, rest=2))
+        await asyncio.sleep(0.05)
+        held_back = list(order)  # 3 + 2 > 4: it waits with a slot free
+        await members[0].__aexit__(None, None, None)  # 2 owed: 2 + 2 <= 4
+        await opening
+        for member in members[1:]:
+            await member.__aexit__(None, None, None)
+        return held_back, order
+
+    assert asyncio.run(scenario()) == ([], ["next-gang"])
+
+
+def test_a_first_bind_bigger_than_the_cap_goes_when_nothing_is_owed() -> None:
+    assert asyncio.run(_owes_nothing(Slots(4, cap=10)))
+
+
+def test_a_first_bind_cancelled_while_held_back_leaves_nothing_owed() -> None:
+    async def scenario() -> bool:
+        slots = Slots(4, cap=10)
+        holder = slots.held(urgent=False, rest=8)
+        await holder.__aenter__()
+        waiting = asyncio.create_task(_bind(slots, "gone", [], urgent=False, rest=5))
+        member = asyncio.create_task(_bind(slots, "gone-too", [], urgent=True))
+        await asyncio.sleep(0)
+        waiting.cancel()
+        await asyncio.gather(waiting, member, return_exceptions=True)
+        await holder.__aexit__(None, None, None)
+        return await _owes_nothing(slots)
+
+    assert asyncio.run(scenario())
