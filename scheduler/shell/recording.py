@@ -52,8 +52,11 @@ class EventRecorder:
         self._on_error = errored
         self._retries = retries
         # ``busy`` says binds are in flight: events wait, so that a burst of binds has the
-        # API server to itself; they are posted as soon as it is over.
+        # API server to itself; they are posted as soon as it is over, or while more than
+        # ``high_water`` wait: under a steady stream of binds (busy nearly always) the backlog
+        # filled and 12,000 of 30,000 Events were dropped (make bench-curve, 5,000 nodes).
         self._busy = busy
+        self._high_water = int(backlog * 0.8)
         self._api = api
         self._component = component
         self._instance = socket.gethostname()
@@ -125,7 +128,7 @@ class EventRecorder:
         while True:
             event = await self._queue.get()
             try:
-                while self._busy():
+                while self._busy() and self._pending < self._high_water:
                     await asyncio.sleep(0.05)
                 await self._post(event)
             except Exception:

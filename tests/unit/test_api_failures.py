@@ -560,3 +560,35 @@ def test_events_queued_or_being_posted_are_pending_until_posted_and_dropped_ones
             return queued, posting, recorder.pending, recorder.posted
 
     assert asyncio.run(scenario()) == (2, 2, 0, 2)
+
+
+def test_events_are_posted_while_binds_go_on_once_the_backlog_is_near_full() -> None:
+    """A steady stream of binds keeps the binder busy nearly always: Events that waited for
+    it to be idle filled the backlog and were dropped (12,000 of 30,000 at 5,000 nodes).
+    Past 80% of the backlog they are posted anyway, and none is dropped."""
+    posted: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        posted.append((await request.json())["reason"])
+        return web.json_response({}, status=201)
+
+    async def scenario() -> tuple[int, int, int]:
+        async with server(handler) as api:
+            recorder = EventRecorder(
+                api, component="test", workers=2, backlog=10, busy=lambda: True
+            )
+            task = asyncio.create_task(recorder.run())
+            event = Event(ObjectRef("Pod", "ns", "p", "u"), NORMAL, "Scheduled", "assigned")
+            for _ in range(30):  # three backlogs' worth, a few at a time
+                recorder.emit(event)
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.3)
+            figures = len(posted), recorder.pending, recorder.dropped
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+            return figures
+
+    count, pending, dropped = asyncio.run(scenario())
+    assert dropped == 0
+    assert count + pending == 30
+    assert pending <= 8  # the rest still waits for the binds
