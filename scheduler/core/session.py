@@ -179,7 +179,7 @@ class Session:
         self._hold_reservations()
         # Told each GangGroup's binds as its turn commits them (``schedule``'s ``committed``),
         # unless claims are in play: their writes are worked out when the session closes.
-        self._committed = committed if committed and not self._claims_in_play() else None
+        self._committed = committed if committed and not self.claims_in_play else None
 
     # -- what the actions place with ----------------------------------------------------------
 
@@ -1079,7 +1079,10 @@ class Session:
             pod = ObjectRef("Pod", ref.namespace, ref.name, ref.uid)
             self.events.append(Event(pod, WARNING, "FailedScheduling", message))
 
-    def _claims_in_play(self) -> bool:
+    @cached_property
+    def claims_in_play(self) -> bool:
+        """Any claim in the snapshot, or any pod with one: a walk over every member, made
+        once a pass (the early binds and the claim writes both ask)."""
         return bool(self.devices.claims) or any(
             p.resource_claims for g in self.gangs.values() for p in g.members
         )
@@ -1088,7 +1091,7 @@ class Session:
         """Each group with what its binds write to ResourceClaims first. A pod with claims
         and no plan for them (a path that placed it without its devices: a bug) is never
         bound: its whole group is held back, and says so."""
-        if not self._claims_in_play():
+        if not self.claims_in_play:
             return tuple(groups)
         pods = {p.ref: p for g in self.gangs.values() for p in g.members}
         done: list[GroupBinding] = []
