@@ -186,10 +186,17 @@ def _subgroup_lines(gang: Gang) -> list[str]:
     """Per subgroup policy (#23): how many whole subgroups the gang needs, how many have all
     their members, how many run whole; then each subgroup in a line."""
     lines = []
-    if gang.podgroup is not None and gang.podgroup.network_topology is not None:
+    spec = gang.podgroup.network_topology if gang.podgroup is not None else None
+    if spec is not None:
+        tier = (
+            f"highestTierName {spec.highest_tier_name}"
+            if spec.highest_tier_name
+            else f"highestTierAllowed {spec.highest_tier if spec.highest_tier is not None else 1}"
+        )
+        keeps = "kept" if spec.mode == "hard" else "preferably placed"
         lines.append(
-            "the PodGroup's spec.networkTopology is not honoured yet (a subgroup's is): "
-            "the gang is placed without its tier"
+            f"networkTopology {spec.mode}, {tier}: the gang is {keeps} inside one unit of that "
+            "tier, the lowest tier first"
         )
     if not gang.subgroup_minimums:
         return lines

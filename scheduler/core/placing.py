@@ -8,7 +8,8 @@ and leave whole nodes free for the gangs that need them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from scheduler.core.claiming import ClaimPlan, DeviceWorld
@@ -335,6 +336,24 @@ class NodeFinder:
         self._static: dict[Signature, tuple[list[str], dict[str, int]]] = {}
         self._static_sets: dict[Signature, frozenset[str]] = {}
         self._cursors: dict[tuple[Signature, Resources, str], int] = {}
+        # The nodes a gang is kept inside while it is placed (``fenced``): one domain of its
+        # networkTopology's tier (#23); what was found for each signature inside it.
+        self._fence: frozenset[str] | None = None
+        self._fenced: dict[tuple[Signature, str], list[str]] = {}
+
+    @contextmanager
+    def fenced(self, nodes: frozenset[str]) -> Iterator[None]:
+        """Find nodes among ``nodes`` only, until the block ends. The cursors start afresh
+        inside (they index the fenced lists) and stand where they stood before it after it:
+        a cursor only ever passes nodes without room, so an earlier one is never wrong."""
+        if self._fence is not None:
+            raise RuntimeError("the node finder is fenced already")
+        saved, self._cursors = self._cursors, {}
+        self._fence, self._fenced = nodes.intersection(self._nodes), {}
+        try:
+            yield
+        finally:
+            self._fence, self._fenced, self._cursors = None, {}, saved
 
     def _candidates(self, signature: Signature, pod: Pod) -> tuple[list[str], dict[str, int]]:
         cached = self._static.get(signature)
@@ -361,7 +380,7 @@ class NodeFinder:
         fit = self._static_sets.get(signature)
         if fit is None:
             fit = self._static_sets[signature] = frozenset(self._candidates(signature, pod)[0])
-        return fit
+        return fit if self._fence is None else fit & self._fence
 
     def inert(self, pod: Pod, ledger: Ledger) -> bool:
         """Whether no other pod can turn a node away from ``pod`` (room aside)."""
@@ -378,17 +397,24 @@ class NodeFinder:
 
     def _ordered_fit(self, signature: Signature, pod: Pod, strategy: str) -> list[str]:
         fit, _ = self._candidates(signature, pod)
-        if strategy != "spread":
+        if strategy == "spread":
+            spread = self._spread_fit.get(signature)
+            if spread is None:
+                allowed = set(fit)
+                spread = [n for n in self._spread_order if n in allowed]
+                self._spread_fit[signature] = spread
+            fit = spread
+        fence = self._fence
+        if fence is None:
             return fit
-        spread = self._spread_fit.get(signature)
-        if spread is None:
-            allowed = set(fit)
-            spread = self._spread_fit[signature] = [n for n in self._spread_order if n in allowed]
-        return spread
+        inside = self._fenced.get((signature, strategy))
+        if inside is None:
+            inside = self._fenced[(signature, strategy)] = [n for n in fit if n in fence]
+        return inside
 
     def candidates(self, pod: Pod) -> list[str]:
         """The nodes ``pod`` may go on at all, in packing order."""
-        return self._candidates(self.signature(pod), pod)[0]
+        return self._ordered_fit(self.signature(pod), pod, "pack")
 
     def find(self, pod: Pod, ledger: Ledger) -> str | None:
         signature = self.signature(pod)
@@ -477,8 +503,18 @@ class NodeFinder:
 
     def explain(self, pod: Pod, ledger: Ledger) -> Status:
         """Why no node fits ``pod`` now, counted per reason as kube-scheduler does."""
-        fit, rejected = self._candidates(self.signature(pod), pod)
+        signature = self.signature(pod)
+        fit, rejected = self._candidates(signature, pod)
         reasons = dict(rejected)
+        total = len(self._nodes)
+        if self._fence is not None:  # counted over the fenced nodes alone
+            fit = self._ordered_fit(signature, pod, "pack")
+            reasons, total = {}, len(self._fence)
+            for name in self._fence.difference(fit):
+                reason = static_reason(pod, self._nodes[name]) or (
+                    volume_reason(signature.volumes, self._nodes[name]) if signature.volumes else ""
+                )
+                reasons[reason] = reasons.get(reason, 0) + 1
         check = self.check(pod, ledger)
         for name in fit:
             # kube-scheduler's filter order: NodePorts, NodeResourcesFit, PodTopologySpread,
@@ -504,6 +540,4 @@ class NodeFinder:
                 reasons[reason] = reasons.get(reason, 0) + 1
         counted = sorted(reasons.items(), key=lambda item: (-item[1], item[0]))
         detail = ", ".join(f"{count} {reason}" for reason, count in counted)
-        return Status.unschedulable(
-            f"0/{len(self._nodes)} nodes are available: {detail or 'no nodes'}."
-        )
+        return Status.unschedulable(f"0/{total} nodes are available: {detail or 'no nodes'}.")

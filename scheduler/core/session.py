@@ -172,6 +172,7 @@ class Session:
         # same shapes fails too, without another scan. An eviction would clear it.
         self.failed_shapes: dict[tuple, tuple[Status, list[str]]] = {}
         self._helps: dict[tuple, list[str]] = {}  # (generation, requests) -> roomy changed nodes
+        self._domains: dict[str, Mapping[str, frozenset[str]]] = {}  # level -> unit -> nodes
         self._changed: dict[int, list[str]] = {}  # generation -> nodes changed since
         for key, gang in self.gangs.items():
             state = self._incarnation(gang, snapshot.memory.get(key))
@@ -312,6 +313,19 @@ class Session:
     def topology(self) -> Topology:
         """Only passes with a topology-placed gang build it (a flat tree sorts every node)."""
         return topology_of(self.snapshot, self.config)
+
+    def domains(self, level: str) -> Mapping[str, frozenset[str]]:
+        """The units of ``level`` and their nodes, built once a pass (#23: a gang's
+        networkTopology keeps it inside one of them)."""
+        found = self._domains.get(level)
+        if found is None:
+            topology = self.topology
+            at = topology.levels.index(level)
+            units: dict[str, set[str]] = {}
+            for name, path in topology.paths.items():
+                units.setdefault(path[at], set()).add(name)
+            found = self._domains[level] = {u: frozenset(n) for u, n in units.items()}
+        return found
 
     @cached_property
     def arranger(self) -> Arranger:
@@ -894,8 +908,10 @@ class Session:
             # may fare otherwise.
             return None
         members = tuple((Signature.of(p), p.requests) for p in todo)
-        # With queues, a gang of another queue may fare otherwise (its limits are its own).
-        return (members, gang.min_member, gang.queue if self.book is not None else "")
+        # With queues, a gang of another queue may fare otherwise (its limits are its own);
+        # one kept inside a unit of a tier (#23) fares otherwise than one that is not.
+        spec = gang.podgroup.network_topology if gang.podgroup is not None else None
+        return (members, gang.min_member, gang.queue if self.book is not None else "", spec)
 
     def enough_in_total(self, gang: Gang) -> Status:
         """minResources: a cheap check of the whole gang against the whole cluster."""

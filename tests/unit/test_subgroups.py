@@ -682,7 +682,7 @@ def test_a_preemptors_held_plain_member_binds_with_its_subgroups() -> None:
     assert set(bind_map(second)) == {"w-0", "w-1", "launcher"}
 
 
-def test_explain_says_a_podgroups_own_network_topology_is_not_honoured_yet() -> None:
+def test_explain_says_how_a_podgroups_own_network_topology_keeps_the_gang() -> None:
     from scheduler.core.explaining import explain  # noqa: PLC0415
     from scheduler.model.config import Config  # noqa: PLC0415
     from scheduler.model.pods import GangKey  # noqa: PLC0415
@@ -696,4 +696,7 @@ def test_explain_says_a_podgroups_own_network_topology_is_not_honoured_yet() -> 
     pods = [_member("dp", f"dp-{i}", {}) for i in range(2)]
     snap = snapshot([node("n0", gpu=2)], pods, podgroups=[group])
     lines = explain(snap, GangKey("default", "dp"), now=T0, config=Config())
-    assert any("spec.networkTopology is not honoured yet" in line for line in lines)
+    assert any(
+        "networkTopology hard, highestTierAllowed 1: the gang is kept inside one unit" in line
+        for line in lines
+    )

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
+from scheduler.core.actions.tiering import Fence, fence_of_running, place_within_tier
 from scheduler.core.arranging import master_of, tree_order
 from scheduler.core.gangs import tier_level
 from scheduler.core.placing import Ledger, NodeFinder
@@ -111,24 +112,22 @@ def _place_after_gang(
     if session.now < outcome.state.retry_at:
         session.wake(outcome.state.retry_at)
         return
-    if gang.subgroup_minimums:
-        _place_after_subgroups(session, statement, gang, room, todo)
+    fence = fence_of_running(session, gang)
+    if isinstance(fence, Status):  # its tier names no level: nothing goes, and it says so
+        session.failed_attempt(gang, fence.message, pods=todo)
         return
-    failures: list[str] = []
-    finder = session.finder
-    for pod in todo:
-        problem = session.volume_problem(pod)
-        if not problem and room is not None:
-            problem = room.refuse(gang.queue, pod.requests)
-        node = None if problem else finder.find(pod, statement.ledger)
-        if node is None:
-            why = problem or finder.explain(pod, statement.ledger).message
-            failures.append(f"{pod.ref.name}: {why}")
-            continue
-        statement.allocate(pod, node)
-        if room is not None:
-            room.take(gang.queue, pod.requests)
-        outcome.bindings.append(Binding(pod.ref, node))
+    if gang.subgroup_minimums:
+        _place_after_subgroups(session, statement, gang, room, todo, fence=fence)
+        return
+    if fence is None:
+        failures = _one_by_one(session, statement, gang, room, todo)
+    else:  # inside the unit where the rest of it runs (#23); a soft one anywhere after that
+        with session.finder.fenced(fence.nodes):
+            failures = _one_by_one(session, statement, gang, room, todo, where=fence.where)
+        placed = {b.pod for b in outcome.bindings}
+        if failures and not fence.hard:
+            left = [p for p in todo if p.ref not in placed]
+            failures = _one_by_one(session, statement, gang, room, left)
     if outcome.bindings:
         session.bindings.append(
             GroupBinding((GangBinding(gang.key, tuple(outcome.bindings)),), all_or_nothing=False)
@@ -139,12 +138,46 @@ def _place_after_gang(
         session.failed_attempt(gang, "; ".join(failures), pods=unplaced)
 
 
+def _one_by_one(
+    session: Session,
+    statement: Statement,
+    gang: Gang,
+    room: QueueRoom | None,
+    todo: list[Pod],
+    *,
+    where: str = "",
+) -> list[str]:
+    """A running gang's pending members, each where it fits (its bindings go to the
+    gang's outcome); why each of the others did not (``where`` says which unit they were
+    kept to)."""
+    outcome = session.outcomes[gang.key]
+    failures: list[str] = []
+    finder = session.finder
+    inside = f" (kept to {where}, where the gang runs)" if where else ""
+    for pod in todo:
+        problem = session.volume_problem(pod)
+        if not problem and room is not None:
+            problem = room.refuse(gang.queue, pod.requests)
+        node = None if problem else finder.find(pod, statement.ledger)
+        if node is None:
+            why = problem or finder.explain(pod, statement.ledger).message + inside
+            failures.append(f"{pod.ref.name}: {why}")
+            continue
+        statement.allocate(pod, node)
+        if room is not None:
+            room.take(gang.queue, pod.requests)
+        outcome.bindings.append(Binding(pod.ref, node))
+    return failures
+
+
 def _place_after_subgroups(
     session: Session,
     statement: Statement,
     gang: Gang,
     room: QueueRoom | None,
     todo: list[Pod],
+    *,
+    fence: Fence | None,
 ) -> None:
     """A running gang of subgroups (#23): a subgroup not started yet goes whole or waits,
     one whole subgroup at a time as room appears (the elastic part); the members a running
@@ -152,7 +185,16 @@ def _place_after_subgroups(
     the gang runs already."""
     outcome = session.outcomes[gang.key]
     usable = [p for p in todo if not session.volume_problem(p)]
-    got, status = _place_subgroups(session, statement, gang, room, usable, need=0)
+    if fence is None:
+        got, status = _place_subgroups(session, statement, gang, room, usable, need=0)
+    else:  # inside the unit of the gang's tier where it runs (#23); soft: anywhere after
+        with session.finder.fenced(fence.nodes):
+            got, status = _place_subgroups(session, statement, gang, room, usable, need=0)
+        if not fence.hard and len(got) < len(usable):
+            placed = {b.pod for b in got}
+            left = [p for p in usable if p.ref not in placed]
+            more, status = _place_subgroups(session, statement, gang, room, left, need=0)
+            got += more
     outcome.bindings.extend(got)
     # A subgroup that starts now is one commit point (its first bind gates the rest: a
     # rejected one never leaves it partly running); the rest go one by one.
@@ -429,7 +471,10 @@ def _place_gang(
     if not status.ok:
         return [], status
     if gang.topology_placed:
-        return _arrange_gang(session, statement, gang, room)
+        return place_within_tier(
+            session, statement, gang, room, held={},
+            place=lambda: _arrange_gang(session, statement, gang, room),
+        )  # fmt: skip
     held = session.outcomes[gang.key].state.reservations
     need = gang.min_member - len(held)
     members = [p for p in session.ordered(pending(gang)) if p.ref not in held]
@@ -444,6 +489,24 @@ def _place_gang(
         if refused:
             return [], Status.unschedulable(refused)
         room.take(gang.queue, holding, placed=False)
+    return place_within_tier(
+        session, statement, gang, room, held=held,
+        place=lambda: _place_pending(session, statement, gang, room, members, need=need, held=held),
+    )  # fmt: skip
+
+
+def _place_pending(
+    session: Session,
+    statement: Statement,
+    gang: Gang,
+    room: QueueRoom | None,
+    members: list[Pod],
+    *,
+    need: int,
+    held: Mapping[PodRef, str],
+) -> tuple[list[Binding], Status]:
+    """The pending ``members`` (``held`` ones aside), ``need`` of them at least: by
+    subgroups, around a claim they share, or one by one."""
     if gang.subgroup_minimums:
         return _place_subgroups(
             session, statement, gang, room, members, need=gang.min_member, held=held

@@ -1,0 +1,173 @@
+"""A gang kept inside one domain of a tier: Volcano's PodGroup ``spec.networkTopology`` (#23).
+
+``highestTierAllowed: k`` says how high in the network the gang may spread: all of it inside
+one unit of the k-th level above the nodes (or of the level ``highestTierName`` names). As
+Volcano does, a lower tier is better: the units of the lowest level above the nodes are
+tried first, then those of each level up to the one allowed. Inside a unit the members are
+placed by the ordinary placement, each by every filter and in packing order, with the node
+finder fenced to the unit's nodes: nothing a pod spec says is lost (the topology solver,
+used for this first, ignored pod anti-affinity). Units are tried fullest first among those
+whose free room could hold the gang's minimum (binpacking units, as the finder packs
+nodes), so a gang that fits in a half-used rack leaves the empty racks to bigger gangs.
+
+``hard``: the gang waits rather than spread over more than one unit; ``soft``: one unit is
+preferred, and the gang is placed anyway if none holds it. A gang that already runs (or
+holds nodes) keeps its new members inside the unit where the rest are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+
+from scheduler.core.gangs import tier_level
+from scheduler.core.queues import QueueRoom
+from scheduler.core.session import Session, pending
+from scheduler.core.statement import Statement
+from scheduler.model.decisions import Binding
+from scheduler.model.gangs import Gang
+from scheduler.model.pods import NetworkTopology, PodRef
+from scheduler.model.resources import Resources
+from scheduler.model.status import Status
+
+Placed = tuple[list[Binding], Status]
+
+WHERE = "PodGroup spec.networkTopology"
+
+
+def network_topology(gang: Gang) -> NetworkTopology | None:
+    """The gang's own networkTopology, where its PodGroup states one."""
+    return gang.podgroup.network_topology if gang.podgroup is not None else None
+
+
+def place_within_tier(
+    session: Session,
+    statement: Statement,
+    gang: Gang,
+    room: QueueRoom | None,
+    *,
+    held: Mapping[PodRef, str],
+    place: Callable[[], Placed],
+) -> Placed:
+    """``place()`` (the gang's ordinary placement) inside one unit of the gang's tier, unit
+    by unit until one holds it; what a unit that fell short placed is undone. ``held``:
+    members already on nodes (a preemptor's nominated room), placed by the caller."""
+    spec = network_topology(gang)
+    if spec is None:
+        return place()
+    level, problem = tier_level(session.topology, spec, where=WHERE)
+    if problem:
+        return [], Status.unschedulable(problem)
+    first_miss = ""
+    tried = 0
+    for unit_level, unit, nodes in _units(session, statement, gang, level=level, held=held):
+        tried += 1
+        mark = statement.mark()
+        with session.finder.fenced(nodes):
+            got, status = place()
+        if status.ok:
+            return got, status
+        statement.undo_to(mark)
+        if room is not None:
+            requests = {p.ref: p.requests for p in gang.members}
+            for binding in got:
+                if binding.pod not in held:
+                    room.untake(gang.queue, requests[binding.pod])
+        first_miss = first_miss or f"in {unit_level} {unit}: {status.message}"
+    if spec.mode == "soft":
+        return place()
+    anchored = " where the rest of it is" if _anchors(session, gang, held) else ""
+    why = f"; {first_miss}" if first_miss else ""
+    return [], Status.unschedulable(
+        f"no {level} has room for the gang in one unit{anchored} ({WHERE} mode hard, "
+        f"{tried} tried){why}"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Where a running gang's new members go: ``nodes``, the unit of its tier where its
+    bound members are (``where`` names it), which they must keep to when ``hard``."""
+
+    nodes: frozenset[str]
+    where: str
+    hard: bool
+
+
+def fence_of_running(session: Session, gang: Gang) -> Fence | Status | None:
+    """The fence for a running gang's new members; None when it has no networkTopology or
+    its members are not inside one unit of it (placed before it was stated: nothing to
+    keep); a Status when its tier names no level of the topology."""
+    spec = network_topology(gang)
+    if spec is None:
+        return None
+    topology = session.topology
+    level, problem = tier_level(topology, spec, where=WHERE)
+    if problem:
+        return Status.unschedulable(problem)
+    units = {topology.unit(n, level) for n in _anchors(session, gang, {})}
+    if len(units) != 1:
+        return None
+    unit = units.pop()
+    return Fence(session.domains(level)[unit], f"{level} {unit}", hard=spec.mode == "hard")
+
+
+def _anchors(session: Session, gang: Gang, held: Mapping[PodRef, str]) -> list[str]:
+    """The nodes of the topology the gang's members run on or hold."""
+    paths = session.topology.paths
+    bound = (p.node_name for p in gang.members if p.bound and p.alive)
+    return [n for n in (*bound, *held.values()) if n in paths]
+
+
+def _units(
+    session: Session,
+    statement: Statement,
+    gang: Gang,
+    *,
+    level: str,
+    held: Mapping[PodRef, str],
+) -> Iterator[tuple[str, str, frozenset[str]]]:
+    """(level, unit, its nodes) to try, lowest level first; at each level the unit where
+    the gang's members already are, else every unit whose free room could hold its minimum,
+    fullest first."""
+    topology = session.topology
+    levels = topology.levels
+    top = levels.index(level)
+    anchors = _anchors(session, gang, held)
+    todo = session.ordered([p for p in pending(gang) if p.ref not in held])
+    need = max(gang.min_member - len(anchors), 0)
+    wanted = Resources.total(p.requests for p in todo[:need])
+    for at in range(max(len(levels) - 2, top), top - 1, -1):
+        domains = session.domains(levels[at])
+        if anchors:
+            units = {topology.unit(n, levels[at]) for n in anchors}
+            if len(units) == 1:
+                unit = units.pop()
+                yield levels[at], unit, domains[unit]
+            continue
+        for unit in _fullest_first(domains, statement, wanted):
+            yield levels[at], unit, domains[unit]
+
+
+def _fullest_first(
+    domains: Mapping[str, frozenset[str]], statement: Statement, wanted: Resources
+) -> list[str]:
+    """The units whose free room, summed, holds ``wanted``, the ones it fills most first
+    (by the number of times it would fit, then by name)."""
+    asked = [(r, amount) for r, amount in wanted.items() if amount > 0]
+    ledger = statement.ledger
+    ranked: list[tuple[float, str]] = []
+    for unit, nodes in domains.items():
+        free = _summed((ledger.free(n) for n in nodes), [r for r, _ in asked])
+        times = min((free[r] / amount for r, amount in asked), default=1.0)
+        if times >= 1.0:
+            ranked.append((times, unit))
+    return [unit for _, unit in sorted(ranked)]
+
+
+def _summed(rooms: Iterable[Mapping[str, int]], resources: list[str]) -> dict[str, int]:
+    total = dict.fromkeys(resources, 0)
+    for free in rooms:
+        for r in resources:
+            total[r] += max(free.get(r, 0), 0)
+    return total

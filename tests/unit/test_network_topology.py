@@ -1,0 +1,283 @@
+"""A gang kept inside one unit of a tier (#23): Volcano's PodGroup ``spec.networkTopology``.
+Bind maps, as Volcano's tests state their expectations."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler.codecs.objects import volcano_podgroup_from_dict
+from scheduler.core.scheduling import schedule
+from scheduler.model import names
+from scheduler.model.topology import Topology
+from tests.unit.builders import T0, gang_pods, node, pod, snapshot, tree_topology
+from tests.unit.test_allocation import bind_map, events
+from tests.unit.test_arranging import deep_cases
+from tests.unit.test_pod_constraints import one_per_node
+from tests.unit.test_queue_sharing import with_queues
+from tests.unit.test_queues import queue
+from tests.unit.test_subgroups import PARTITION, replicas
+
+RACKS = tree_topology(
+    {
+        "rack-0": {"n0": {}, "n1": {}},
+        "rack-1": {"n2": {}, "n3": {}},
+        "rack-2": {"n4": {}, "n5": {}},
+    },
+    ("rack", "node"),
+)
+ZONES = tree_topology(
+    {
+        "zone-a": {"rack-0": {"n0": {}, "n1": {}}, "rack-1": {"n2": {}, "n3": {}}},
+        "zone-b": {"rack-2": {"n4": {}, "n5": {}}, "rack-3": {"n6": {}, "n7": {}}},
+    },
+    ("zone", "rack", "node"),
+)
+
+
+def group(
+    name: str, *, min_member: int, mode: str | None = "hard", tier: int = 1, **spec: Any
+) -> Any:
+    """A Volcano PodGroup with a networkTopology (none when ``mode`` is None)."""
+    if mode is not None:
+        spec["networkTopology"] = {"mode": mode, "highestTierAllowed": tier}
+    return volcano_podgroup_from_dict(
+        {
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {"minMember": min_member, **spec},
+        }
+    )
+
+
+def members(name: str, count: int, **kw: Any) -> list[Any]:
+    kw.setdefault("gpu", 1)
+    return gang_pods(name, count, annotations={names.VOLCANO_GROUP_NAME: name}, created=T0, **kw)
+
+
+def running(pods: list[Any], nodes: list[str]) -> list[Any]:
+    return [replace(p, node_name=n, phase="Running") for p, n in zip(pods, nodes, strict=True)]
+
+
+def on(topology: Topology, nodes: list[Any], pods: list[Any], *groups: Any, **kw: Any) -> Any:
+    return schedule(replace(snapshot(nodes, pods, podgroups=list(groups)), topology=topology), **kw)
+
+
+def units_of(result: Any, topology: Topology, level: str) -> set[str]:
+    at = topology.levels.index(level)
+    return {topology.paths[n][at] for n in bind_map(result).values()}
+
+
+def test_a_hard_tier_1_gang_lands_in_one_rack_where_packing_alone_would_split_it() -> None:
+    """n0 is taken: packing alone puts the gang on n1 (rack-0) and n2 (rack-1)."""
+    taken = running(gang_pods("other", 1, gpu=1, created=T0), ["n0"])
+    nodes = [node(f"n{i}", gpu=1) for i in range(6)]
+    result = on(RACKS, nodes, [*members("dp", 2), *taken], group("dp", min_member=2), now=T0)
+    assert bind_map(result) == {"dp-0": "n2", "dp-1": "n3"}
+    plain = on(
+        RACKS, nodes, [*members("dp", 2), *taken], group("dp", min_member=2, mode=None), now=T0
+    )
+    assert set(bind_map(plain).values()) == {"n1", "n2"}  # what the tier prevents
+
+
+def test_a_hard_gang_that_no_rack_holds_waits_and_says_so_a_soft_one_is_placed() -> None:
+    nodes = [node(f"n{i}", gpu=1) for i in range(6)]
+    hard = on(RACKS, nodes, members("dp", 3), group("dp", min_member=3), now=T0)
+    assert bind_map(hard) == {}
+    (message,) = set(events(hard, "FailedScheduling"))
+    assert "no rack has room for the gang in one unit" in message
+    assert "PodGroup spec.networkTopology mode hard" in message
+    soft = on(RACKS, nodes, members("dp", 3), group("dp", min_member=3, mode="soft"), now=T0)
+    assert len(bind_map(soft)) == 3
+
+
+def test_the_lowest_tier_is_tried_first_the_gang_takes_one_rack_of_its_zone() -> None:
+    """Tier 2 allows the whole zone; n0 and n2 are half full (packing alone: n0 and n2, two
+    racks). Racks are tried before zones: rack-0 holds both."""
+    half = running(gang_pods("half", 2, gpu=1, created=T0), ["n0", "n2"])
+    nodes = [node(f"n{i}", gpu=2) for i in range(8)]
+    result = on(ZONES, nodes, [*members("dp", 2), *half], group("dp", min_member=2, tier=2), now=T0)
+    assert units_of(result, ZONES, "rack") == {"rack-0"}
+
+
+def test_a_gang_too_big_for_a_rack_is_kept_inside_one_zone() -> None:
+    """n0 and n2 are taken: packing alone puts the gang of 3 on n1, n3 and n4 (two zones)."""
+    taken = running(gang_pods("other", 2, gpu=1, created=T0), ["n0", "n2"])
+    nodes = [node(f"n{i}", gpu=1) for i in range(8)]
+    pods = [*members("dp", 3), *taken]
+    result = on(ZONES, nodes, pods, group("dp", min_member=3, tier=2), now=T0)
+    assert len(bind_map(result)) == 3
+    assert units_of(result, ZONES, "zone") == {"zone-b"}
+
+
+def test_the_fullest_rack_that_holds_the_gang_is_chosen() -> None:
+    """4 GPUs a node. rack-0 has 5 free (n0 has 1: the fullest node), rack-1 has 4 (2 on
+    each node), rack-2 has 8: the gang of 2 fills rack-1, where packing node by node alone
+    would take n0 and then n2."""
+    used = running(gang_pods("used", 7, gpu=1, created=T0), ["n0"] * 3 + ["n2"] * 2 + ["n3"] * 2)
+    nodes = [node(f"n{i}", gpu=4) for i in range(6)]
+    result = on(RACKS, nodes, [*members("dp", 2), *used], group("dp", min_member=2), now=T0)
+    assert units_of(result, RACKS, "rack") == {"rack-1"}
+    plain = on(
+        RACKS, nodes, [*members("dp", 2), *used], group("dp", min_member=2, mode=None), now=T0
+    )
+    assert units_of(plain, RACKS, "rack") == {"rack-0", "rack-1"}
+
+
+def test_pod_anti_affinity_still_holds_inside_the_rack() -> None:
+    """One per node, 2 nodes a rack: the gang of 2 takes both nodes of one rack; a gang of 3
+    fits no rack one per node and waits (the topology solver, used for this at first,
+    ignored anti-affinity)."""
+    nodes = [node(f"n{i}", gpu=2, labels={"kubernetes.io/hostname": f"n{i}"}) for i in range(6)]
+    spread = {"labels": {"app": "dp"}, "spec": one_per_node("dp")}
+    two = on(RACKS, nodes, members("dp", 2, **spread), group("dp", min_member=2), now=T0)
+    assert len(set(bind_map(two).values())) == 2
+    assert len(units_of(two, RACKS, "rack")) == 1
+    three = on(RACKS, nodes, members("dp", 3, **spread), group("dp", min_member=3), now=T0)
+    assert bind_map(three) == {}
+
+
+def test_nodes_outside_the_topology_serve_a_soft_gang_not_a_hard_one() -> None:
+    """The racks are full; n9 is in no rack."""
+    full = running(gang_pods("full", 6, gpu=1, created=T0), [f"n{i}" for i in range(6)])
+    nodes = [*(node(f"n{i}", gpu=1) for i in range(6)), node("n9", gpu=2)]
+    for mode, bound in (("hard", {}), ("soft", {"dp-0": "n9", "dp-1": "n9"})):
+        got = on(
+            RACKS, nodes, [*members("dp", 2), *full], group("dp", min_member=2, mode=mode), now=T0
+        )
+        assert bind_map(got) == bound, mode
+
+
+def test_a_tier_above_the_topology_is_said_and_names_its_levels() -> None:
+    nodes = [node(f"n{i}", gpu=1) for i in range(6)]
+    result = on(RACKS, nodes, members("dp", 2), group("dp", min_member=2, tier=2), now=T0)
+    assert bind_map(result) == {}
+    (message,) = set(events(result, "FailedScheduling"))
+    assert "PodGroup spec.networkTopology highestTierAllowed 2 is above every level" in message
+
+
+def test_a_running_gangs_new_member_joins_the_rack_where_it_runs() -> None:
+    """dp-0 runs on n2 (rack-1); dp-1 comes later. n1 is the fullest node with room (n0 is
+    half used): packing alone would take it. Hard: rack-1; with rack-1 full, hard waits
+    and says where it is kept, soft goes to n1."""
+    first, second = members("dp", 2)
+    base = [running([first], ["n2"])[0], second]
+    half = running(gang_pods("half", 1, gpu=1, created=T0), ["n1"])
+    nodes = [node(f"n{i}", gpu=2) for i in range(6)]
+    hard = group("dp", min_member=1)
+    assert bind_map(on(RACKS, nodes, [*base, *half], hard, now=T0)) == {"dp-1": "n2"}
+    full = running(gang_pods("full", 3, gpu=1, created=T0), ["n2", "n3", "n3"])
+    waits = on(RACKS, nodes, [*base, *half, *full], hard, now=T0)
+    assert bind_map(waits) == {}
+    (message,) = set(events(waits, "FailedScheduling"))
+    assert "kept to rack rack-1, where the gang runs" in message
+    soft = on(RACKS, nodes, [*base, *half, *full], group("dp", min_member=1, mode="soft"), now=T0)
+    assert bind_map(soft) == {"dp-1": "n1"}
+
+
+def test_replicas_each_in_one_rack_and_the_gang_in_one_zone() -> None:
+    """Subgroups of 2 with a rack tier inside a gang with a zone tier: in zone-a only
+    rack-0 can hold a replica (n2 is taken), zone-b has room for both. Without the gang's
+    tier one replica goes to rack-0 and the other to zone-b; with it, both to zone-b."""
+    taken = running(gang_pods("other", 1, gpu=1, created=T0), ["n2"])
+    nodes = [node(f"n{i}", gpu=1) for i in range(8)]
+    policy = [{
+        "name": "replica", "subGroupSize": 2, "minSubGroups": 2, "matchLabelKeys": [PARTITION],
+        "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+    }]  # fmt: skip
+    pods = [*replicas("dp", 2, 2), *taken]
+    pg = group("dp", min_member=4, tier=2, subGroupPolicy=policy)
+    result = on(ZONES, nodes, pods, pg, now=T0)
+    assert len(bind_map(result)) == 4
+    assert units_of(result, ZONES, "zone") == {"zone-b"}
+    plain = on(
+        ZONES, nodes, pods, group("dp", min_member=4, mode=None, subGroupPolicy=policy), now=T0
+    )
+    assert units_of(plain, ZONES, "zone") == {"zone-a", "zone-b"}
+    for r in ("dp-0", "dp-1"):
+        racks = {ZONES.paths[n][1] for p, n in bind_map(result).items() if p.startswith(r)}
+        assert len(racks) == 1, (r, racks)
+
+
+def test_a_rack_that_fell_short_gives_its_queue_room_back_to_the_next() -> None:
+    """The queue's capability is 2 GPUs, the gang's 2. rack-0 looks roomy by its sum but
+    n1 is tainted: one member lands on n0 and the rack is given up. Were that member's
+    room still counted against the queue, rack-1 would be refused."""
+    taint = [{"key": "dedicated", "value": "x", "effect": "NoSchedule"}]
+    nodes = [
+        node("n0", gpu=1),
+        node("n1", gpu=1, taints=taint),
+        node("n2", gpu=1),
+        node("n3", gpu=1),
+    ]
+    labels = {names.QUEUE: "team"}
+    snap = replace(
+        snapshot(nodes, members("dp", 2, labels=labels), podgroups=[group("dp", min_member=2)]),
+        topology=RACKS,
+    )
+    capped = with_queues(snap, queue("team", capability={"nvidia.com/gpu": "2"}))
+    assert bind_map(schedule(capped, now=T0)) == {"dp-0": "n2", "dp-1": "n3"}
+
+
+def test_a_preempting_gang_frees_room_inside_one_rack() -> None:
+    """Every GPU runs a lower-priority pod, the lowest on n0 and n2: the urgent gang of 2
+    evicts the two of one rack, not the two lowest in two racks."""
+    low = [
+        replace(p, priority=0 if i in (0, 2) else 5)
+        for i, p in enumerate(
+            running(gang_pods("low", 6, gpu=1, created=T0), [f"n{i}" for i in range(6)])
+        )
+    ]
+    urgent = [replace(p, priority=100) for p in members("dp", 2)]
+    nodes = [node(f"n{i}", gpu=1) for i in range(6)]
+    result = on(RACKS, nodes, [*low, *urgent], group("dp", min_member=2), now=T0)
+    evicted = {e.pod.name for e in result.evictions}
+    where = {RACKS.paths[f"n{int(name.split('-')[1])}"][0] for name in evicted}
+    assert len(evicted) == 2, evicted
+    assert len(where) == 1, evicted
+
+
+# -- on trees of three and four levels ------------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(case=deep_cases(), tier=st.integers(1, 3), soft=st.booleans())
+def test_on_three_and_four_levels_a_hard_gang_is_whole_inside_one_unit_of_its_tier(
+    case: tuple[Topology, dict[str, int], list[int], dict[str, dict]], tier: int, soft: bool
+) -> None:
+    """Whatever the tree and the room: the gang binds whole or not at all, no node takes
+    more than it has, a hard gang lies inside one unit of its tier, and a gang that would
+    not bind without the tier does not bind with it."""
+    topo, cpus, sizes, _ = case
+    tier = min(tier, len(topo.levels) - 1)
+    level = topo.levels[len(topo.levels) - 1 - tier]
+    nodes = [node(name, cpu=str(cpu)) for name, cpu in cpus.items()]
+    group_of = {names.VOLCANO_GROUP_NAME: "dp"}
+    pods = [
+        pod(f"dp-{i}", cpu=str(c), annotations=group_of, created=T0) for i, c in enumerate(sizes)
+    ]
+    mode = "soft" if soft else "hard"
+    result = on(topo, nodes, pods, group("dp", min_member=len(pods), mode=mode, tier=tier), now=T0)
+    placed = bind_map(result)
+    assert len(placed) in (0, len(pods))
+    for name, cpu in cpus.items():
+        used = sum(sizes[int(p.split("-")[1])] for p, n in placed.items() if n == name)
+        assert used <= cpu, (name, used, cpu)
+    if placed and not soft:
+        assert len(units_of(result, topo, level)) == 1
+    plain = on(topo, nodes, pods, group("dp", min_member=len(pods), mode=None), now=T0)
+    if not bind_map(plain):
+        assert not placed
+
+
+def test_a_gang_without_a_tier_is_not_refused_for_the_failure_of_one_with_it() -> None:
+    """Two gangs of the same shape: the first (hard, a rack) fits no rack; the second, with
+    no tier, fits across racks. A pass remembers failed shapes: the tier is part of it."""
+    nodes = [node(f"n{i}", gpu=1) for i in range(6)]
+    pods = [*members("a", 3), *members("b", 3)]
+    result = on(
+        RACKS, nodes, pods, group("a", min_member=3), group("b", min_member=3, mode=None), now=T0
+    )
+    assert sorted(bind_map(result)) == ["b-0", "b-1", "b-2"]
