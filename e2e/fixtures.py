@@ -301,8 +301,12 @@ class Cluster:
         (``extended``: more allocatable resources, by name)."""
         from e2e.nodes import FakeNode, create_nodes, node_manifest  # noqa: PLC0415
 
-        existing = len(self.node_names())
-        names_ = [f"{self.namespace}-n{existing + i}" for i in range(count)]
+        # Numbered past the highest there is: a test may have deleted one (a count would
+        # name the next after an existing node, and overwrite it).
+        prefix = f"{self.namespace}-n"
+        taken = [int(n.removeprefix(prefix)) for n in self.node_names() if n.startswith(prefix)]
+        first = max(taken, default=-1) + 1
+        names_ = [f"{prefix}{first + i}" for i in range(count)]
         manifests = [
             node_manifest(
                 FakeNode(name, {TEST_LABEL: self.namespace, **(labels or {})}),

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from e2e.fixtures import Cluster, PrivateSchedulers, SchedulerProcess
-from e2e.test_gang_scheduling import stays_unbound, wait_bound
+from e2e.fixtures import Cluster, PrivateSchedulers, SchedulerProcess, wait_for
+from e2e.test_gang_scheduling import BIND_TIMEOUT, stays_unbound, wait_bound
+from e2e.test_owner_gangs import indexed_job, job_pods
 from e2e.test_upstream_gangs import _with_volcano_crd
 from scheduler.model import names
 
@@ -132,3 +133,64 @@ def test_a_lost_member_of_a_rack_bound_replica_comes_back_into_its_rack(
     again = cluster.placements()["dp-0-1"]
     assert again != lost
     assert rack_of[again] == home, (again, home)
+
+
+def test_a_jobs_gang_kept_to_one_rack_heals_into_it_after_its_node_is_deleted(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    """An Indexed Job of 2 in a Volcano PodGroup with networkTopology hard, tier 1 (racks
+    from node labels, 2 one-CPU nodes each): it binds in one rack. A node of it is deleted
+    and its pod with it (as the pod GC does): the Job makes the pod again, and it waits
+    while only the other rack has room, then binds in its own rack once a node joins it."""
+    _with_volcano_crd(cluster.access)
+    racks = {
+        "r0": cluster.nodes(2, cpu="1", labels={RACK: "r0"}),
+        "r1": cluster.nodes(2, cpu="1", labels={RACK: "r1"}),
+    }
+    rack_of = {node: rack for rack, nodes in racks.items() for node in nodes}
+    scheduler = private_scheduler.start(
+        "--topology-namespace", cluster.namespace, "--topology-from-labels", f"rack={RACK}"
+    )
+    cluster.apply(
+        {
+            "apiVersion": "scheduling.volcano.sh/v1beta1",
+            "kind": "PodGroup",
+            "metadata": {"name": "dp", "namespace": cluster.namespace},
+            "spec": {
+                "minMember": 2,
+                "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+            },
+        }
+    )
+    job = indexed_job(cluster, "dp", 2, cpu="1")
+    template = job["spec"]["template"]
+    template["spec"]["schedulerName"] = scheduler.name
+    template["metadata"]["annotations"][names.VOLCANO_GROUP_NAME] = "dp"
+    cluster.apply(job)
+    first = wait_for(
+        lambda: len(job_pods(cluster, "dp")) == 2 and job_pods(cluster, "dp"),
+        timeout=BIND_TIMEOUT,
+        what="the Job's 2 pods",
+    )
+    wait_bound(cluster, first)
+    placed = cluster.placements()
+    (home,) = {rack_of[placed[p]] for p in first}
+    lost_pod = min(first)
+    lost_node = placed[lost_pod]
+    cluster.access.kubectl("delete", "node", lost_node)
+    cluster.access.kubectl(
+        "delete", "pod", lost_pod, "-n", cluster.namespace, "--grace-period=0", "--force"
+    )
+    again = wait_for(
+        lambda: (job_pods(cluster, "dp") - first) or None,
+        timeout=BIND_TIMEOUT,
+        what="the Job's pod made again",
+    )
+    stays_unbound(cluster, again, seconds=3)  # the other rack has two free nodes
+    (spare,) = cluster.nodes(1, cpu="1", labels={RACK: home})
+    wait_bound(cluster, again)
+    (new,) = again
+    assert cluster.placements()[new] == spare
+    (message,) = set(cluster.events("FailedScheduling"))
+    assert f"kept to rack {home}, where the gang runs" in message, message
+    scheduler.assert_alive()
