@@ -25,7 +25,7 @@ help:
 	@echo "make oracle        kube-scheduler and the core asked the same questions (ORACLE_CASES=500)"
 	@echo "make e2e-kind      the e2e suite on a kind cluster, scheduler deployed (needs Docker)"
 	@echo "make setup         create $(VENV) with the project and its dev tools"
-	@echo "make binaries      build (or find cached) the control plane and the Coscheduling peer"
+	@echo "make binaries      build (or find cached) the control plane, the Coscheduling peer, helm"
 
 setup: $(VENV)/.installed
 
@@ -36,11 +36,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev]'
 	@touch $@
 
-# The control plane, and the Coscheduling peer of make bench (its own Go module, cached the
-# same way; its bench smoke test runs in make test).
+# The control plane, the Coscheduling peer of make bench (its own Go module, cached the
+# same way; its bench smoke test runs in make test), and helm for the chart's tests.
 binaries:
 	bash e2e/controlplane/build.sh
 	bash bench/peers/coscheduling/build.sh
+	bash e2e/helm/build.sh
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -6,7 +6,8 @@
 # Beside the binaries it writes kwok-stages.yaml, KWOK's own "fast" stages from the pinned
 # module (nodes become Ready, bound pods Running, Job pods Succeeded, deleted pods go).
 #
-# Prints the folder that holds the binaries on its last line of stdout.
+# Prints the folder that holds the binaries on its last line of stdout (with --path, only
+# that, building nothing; exit 1 if one is missing).
 # If KUBE_BIN_DIR names a folder with kube-apiserver and etcd (e.g. setup-envtest's),
 # that folder is used instead and nothing is built; kwok and kubectl are then taken from
 # it when present, else built.
@@ -54,6 +55,9 @@ fi
 
 missing=()
 for b in "${wanted[@]}"; do [ -x "$out/$b" ] || missing+=("$b"); done
+# --path: only print the folder (as on the last line otherwise), build nothing, and exit 1 if
+# a binary is not there yet: for tests that need kubectl but must not start a cold build.
+if [ "${1:-}" = "--path" ]; then echo "$out"; [ ${#missing[@]} -eq 0 ]; exit; fi
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
 if [ ${#missing[@]} -gt 0 ]; then

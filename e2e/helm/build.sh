@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Builds helm from its Go module (helm.sh/helm/v4, at HELM_VERSION below) and caches it under
+# ${GANG_SCHEDULER_CACHE:-~/.cache/gang-scheduler}/bin/helm-<version>-<key>/, where <key> is a
+# hash of the pinned versions and RECIPE: it is rebuilt only when one of them changes. The
+# chart's tests (tests/unit/test_helm_chart.py, e2e/test_helm.py) run this helm; no other.
+# `go install module@version` would need the proxy's version list, which it may refuse, so
+# the exact version's source is downloaded (served even then) and built where it lies: its
+# go.mod has no replace lines and its go.sum is complete, so -mod=readonly writes nothing.
+#
+# Beside it goes servicemonitor-crd.yaml, the ServiceMonitor CRD of the Prometheus Operator's
+# own module (PROMETHEUS_OPERATOR_VERSION), so that the chart's optional ServiceMonitor is
+# checked against the schema the operator ships (server-side dry run in e2e/test_helm.py).
+#
+#   build.sh          build (or find cached) helm; prints the binary's path on its last line
+#   build.sh --path   only print where it is (or would be); exit 1 if not all there yet
+set -euo pipefail
+HELM_VERSION=v4.3.1
+PROMETHEUS_OPERATOR_VERSION=v0.85.0
+RECIPE=1
+cache_root=${GANG_SCHEDULER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gang-scheduler}
+
+die() { echo "error: $*" >&2; exit 1; }
+
+key=$( (echo "recipe $RECIPE"; echo "helm $HELM_VERSION prometheus-operator $PROMETHEUS_OPERATOR_VERSION") \
+       | sha256sum | cut -c1-12)
+out="$cache_root/bin/helm-$HELM_VERSION-$key"
+binary="$out/helm"
+crd="$out/servicemonitor-crd.yaml"
+
+case "${1:-}" in
+  --path) echo "$binary"; [ -x "$binary" ] && [ -s "$crd" ]; exit ;;
+  "") ;;
+  *) die "unknown option ${1}; usage: build.sh [--path]" ;;
+esac
+
+module_dir() {  # the source of module $1 at exact version $2, downloaded if need be
+  local dir
+  dir=$(go mod download -json "$1@$2" 2>/dev/null | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [ -n "$dir" ] && [ -d "$dir" ] || die "the Go module proxy did not serve $1@$2
+  (GOPROXY=$(go env GOPROXY)); the version is pinned in ${BASH_SOURCE[0]}"
+  echo "$dir"
+}
+
+if [ ! -x "$binary" ] || [ ! -s "$crd" ]; then
+  command -v go >/dev/null 2>&1 || die "Go is not installed (or not on PATH): install Go 1.26 or
+  newer (Debian: apt-get install golang-go) to build helm, which the chart's tests run"
+  export GOTOOLCHAIN=local CGO_ENABLED=0
+  mkdir -p "$out"
+fi
+
+if [ ! -x "$binary" ]; then
+  src=$(module_dir helm.sh/helm/v4 "$HELM_VERSION")
+  echo "building helm $HELM_VERSION into $out" >&2
+  echo "a cold build takes a few minutes on a small machine; later runs reuse the cache" >&2
+  # As helm's own Makefile stamps a release, so that `helm version` names it.
+  ld="-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION
+      -X helm.sh/helm/v4/internal/version.metadata=
+      -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
+  start=$(date +%s)
+  if ! (cd "$src" && go build -mod=readonly -trimpath -ldflags "$ld" -o "$binary.tmp" ./cmd/helm) >&2; then
+    rm -f "$binary.tmp"
+    die "building helm $HELM_VERSION failed; see the Go errors above"
+  fi
+  mv "$binary.tmp" "$binary"
+  echo "built helm in $(( $(date +%s) - start ))s" >&2
+fi
+
+if [ ! -s "$crd" ]; then
+  src=$(module_dir github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION")
+  cp "$src/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" "$crd.tmp"
+  chmod u+w "$crd.tmp"
+  mv "$crd.tmp" "$crd"
+fi
+echo "$binary"
