@@ -58,6 +58,13 @@ an API server or etcd restart) and checks:
   gangs claim 1 or 2 a pod from ResourceClaimTemplates (``DeviceWatch``). I8 is the
   scheduler's part: no claim allocated for no pod or for a pod never bound; claims of pods
   that finished or went are the ResourceClaim controller's to clear, and reported if it lags.
+- **I9, no subgroup partly bound** (#23). Half the runs give some PodGroup and Koordinator
+  gangs subgroups (``gang-scheduler.io/subgroup-policy``: replicas of 2 to 4 pods told
+  apart by a label, the gang needing 1 or more whole replicas and taking more as room
+  allows). Violation: an incarnation of such a gang in which the scheduler bound some but
+  not all of a replica's members, with I1's excuses (a member the rival bound, a pending
+  member the chaos deleted around the binds). I4 excuses a replica the chaos left short of
+  its size (it can never be placed whole).
 - **I6, no queue above its capability** (#22). Half the runs put their gangs in queues of
   their own: ``cap``, whose cpu capability is half of what its gangs ask for, ``wide`` and the
   default. At every step of the event order, what the pods of ``cap`` hold (the rival's binds
@@ -162,6 +169,9 @@ class GangSpec:
     job_gang: str = ""  # for jobs: "podgroup" or "koord"
     queue: str = ""  # the run's queue it is in, by short name ("": the default queue)
     gpus: int = 0  # GPUs each pod claims by DRA (a ResourceClaimTemplate of the run), #24
+    # Subgroups (#23): replicas of this many pods (0: none), the gang needing ``min`` pods,
+    # that is min // subgroup whole replicas.
+    subgroup: int = 0
 
 
 @dataclass(frozen=True)
@@ -357,7 +367,7 @@ def make_plan(seed: int, *, small: bool = False) -> Plan:
         nodes=nodes,
         max_node_deletes=max_deletes,
         waves=waves,
-        gangs=tuple(gangs),
+        gangs=tuple(_plan_subgroups(seed, gangs)),
         faults=faults,
         queues=queues,
         devices=devices,
@@ -389,6 +399,50 @@ def _plan_devices(
             chosen[key] = gpus
         placed.append(replace(gang, gpus=chosen[key]))
     return placed, True
+
+
+def _plan_subgroups(seed: int, gangs: list[GangSpec]) -> list[GangSpec]:
+    """Half the runs give some PodGroup and Koordinator gangs (not of a GangGroup, not
+    Jobs: a Job's pods share one template) subgroups (#23): replicas of 2 to 4 pods, the
+    gang's size rounded down to whole replicas, needing 1 or more of them (Strict: a gang
+    of subgroups is). From a random generator of its own: a seed's workload and faults are
+    the same with subgroups as without, but for the sizes rounded down."""
+    rng = random.Random(seed * 7919 + 23)
+    if rng.random() < 0.5:
+        return gangs
+    out = []
+    for gang in gangs:
+        chosen = gang.kind in ("podgroup", "koord") and not gang.group and gang.size >= 4
+        if chosen and rng.random() < 0.5:
+            sub = rng.choice([s for s in (2, 3, 4) if gang.size // s >= 2])
+            count = gang.size // sub
+            least = rng.randint(1, count)
+            out.append(
+                replace(
+                    gang, subgroup=sub, size=count * sub, min=least * sub, mode="Strict",
+                    total=None,
+                )
+            )  # fmt: skip
+        else:
+            out.append(gang)
+    return out
+
+
+REPLICA_LABEL = "gang-scheduler.io/chaos-replica"
+
+
+def subgroup_policy(gang: GangSpec) -> str:
+    """The gang's subgroup policy (#23), as our annotation says it."""
+    return json.dumps(
+        [
+            {
+                "name": "replica",
+                "subGroupSize": gang.subgroup,
+                "minSubGroups": gang.min // gang.subgroup,
+                "matchLabelKeys": [REPLICA_LABEL],
+            }
+        ]
+    )
 
 
 def device_objects(plan: Plan, namespace: str, nodes: list[str]) -> list[tuple[str, dict]]:
@@ -526,6 +580,8 @@ def wave_objects(plan: Plan, wave: int, namespace: str, scheduler: str) -> list[
                 "metadata": {"name": gang.name, "namespace": namespace, "labels": queued},
                 "spec": {"minMember": gang.min},
             }
+            if gang.subgroup:
+                podgroup["metadata"]["annotations"] = {names.SUBGROUP_POLICY: subgroup_policy(gang)}
             (later if gang.podgroup_after else out).append(
                 (f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups", podgroup)
             )
@@ -555,6 +611,14 @@ def wave_objects(plan: Plan, wave: int, namespace: str, scheduler: str) -> list[
             continue
         for i in range(gang.size):
             pod_name = gang.name if gang.kind == "single" else f"{gang.name}-{i}"
+            mine_labels, mine_annotations = labels, annotations
+            if gang.subgroup:
+                mine_labels = {**labels, REPLICA_LABEL: str(i // gang.subgroup)}
+                if not pod_group:
+                    mine_annotations = {
+                        **annotations,
+                        names.SUBGROUP_POLICY: subgroup_policy(gang),
+                    }
             out.append(
                 (
                     f"/api/v1/namespaces/{namespace}/pods",
@@ -564,8 +628,8 @@ def wave_objects(plan: Plan, wave: int, namespace: str, scheduler: str) -> list[
                         "metadata": {
                             "name": pod_name,
                             "namespace": namespace,
-                            "labels": labels,
-                            "annotations": annotations,
+                            "labels": mine_labels,
+                            "annotations": mine_annotations,
                         },
                         "spec": spec,
                     },
@@ -685,6 +749,7 @@ class PodState:
     job: bool
     queue: str = ""  # the queue its label names
     gpus: int = 0  # claimed from the run's gpu-N templates
+    replica: str = ""  # the subgroup it is in (#23): its replica label
     node: str = ""
     phase: str = "Pending"
     deleting: bool = False
@@ -909,6 +974,7 @@ class Observer:
                 job=any(o.get("kind") == "Job" for o in meta.get("ownerReferences") or []),
                 queue=(meta.get("labels") or {}).get(names.QUEUE, ""),
                 gpus=_gpus(spec),
+                replica=(meta.get("labels") or {}).get(REPLICA_LABEL, ""),
                 created_t=t,
             )
             self.pods[uid] = pod
@@ -1939,7 +2005,13 @@ def expectations(
         need = 2 if gang.startswith("canary-") else 1
         if spec is not None:
             need = max(spec.min, spec.total or 0)
-        return len([p for p in members if not p.node]) >= need
+        waiting = [p for p in members if not p.node]
+        if spec is not None and spec.subgroup:  # its minimum in whole replicas
+            whole = sum(
+                1 for n in Counter(p.replica for p in waiting).values() if n >= spec.subgroup
+            )
+            return whole * spec.subgroup >= spec.min
+        return len(waiting) >= need
 
     expected: dict[str, list[PodState]] = {}
     incomplete: list[str] = []
@@ -1947,10 +2019,14 @@ def expectations(
         if gang.startswith("canary-"):
             continue
         pending = [p for p in members if not p.node]
+        spec = books.specs.get(gang)
+        whole = _in_whole_replicas(spec, members, pending)
+        if len(whole) < len(pending):
+            incomplete.append(gang)
+        pending = whole
         if not pending:
             continue
         satisfied = any(p.node for p in members)
-        spec = books.specs.get(gang)
         peers = spec.group if spec else ()
         if satisfied or (complete(gang) and all(complete(g) for g in peers)):
             expected[gang] = pending
@@ -1999,6 +2075,17 @@ def expectations(
     return expected, incomplete, no_room
 
 
+def _in_whole_replicas(
+    spec: GangSpec | None, members: list[PodState], pending: list[PodState]
+) -> list[PodState]:
+    """The pending pods of a gang of subgroups (#23) in replicas that have all their members
+    alive: a replica the chaos left short of its size can never be placed whole (I9)."""
+    if spec is None or not spec.subgroup:
+        return pending
+    alive = Counter(p.replica for p in members)
+    return [p for p in pending if alive[p.replica] >= spec.subgroup]
+
+
 def _held_by_capability(
     books: Books, pods: dict[str, PodState], expected: dict[str, list[PodState]]
 ) -> list[str]:
@@ -2035,7 +2122,7 @@ def _held_by_capability(
 def partial_incarnations(
     books: Books, pods: dict[str, PodState], events: list[tuple[float, str, str]]
 ) -> list[Violation]:
-    """I1, from the bind and end events in etcd order."""
+    """I1 and I9, from the bind and end events in etcd order."""
     live: Counter[str] = Counter()
     incarnations: dict[str, list[dict]] = defaultdict(list)
     for t, kind, uid in events:
@@ -2069,7 +2156,10 @@ def partial_incarnations(
         minimum = spec.min if spec else (2 if gang.startswith("canary-") else 1)
         for inc in history:
             ours = [u for u in inc["bound"] if pods[u].name not in books.rival_bound]
-            if len(ours) >= minimum:
+            replicas = Counter(pods[u].replica for u in ours)
+            size = spec.subgroup if spec else 0
+            short = sorted(r for r, n in replicas.items() if n < size)
+            if len(ours) >= minimum and not short:
                 continue
             rival = [pods[u].name for u in inc["bound"] if pods[u].name in books.rival_bound]
             if rival:
@@ -2081,16 +2171,33 @@ def partial_incarnations(
                 (p for p in pods.values() if p.gang == gang and p.scheduler == books.scheduler),
                 key=lambda p: p.created_t,
             )
+            if len(ours) >= minimum:
+                invariant, what = (
+                    "I9",
+                    (
+                        f"gang {gang}: an incarnation with replica(s) {', '.join(short)} partly "
+                        f"bound ({', '.join(f'{r}: {replicas[r]}' for r in short)} of "
+                        f"{spec.subgroup if spec else 0}; t={inc['start']}..{inc['end']})"
+                    ),
+                )
+            else:
+                invariant, what = (
+                    "I1",
+                    (
+                        f"{spec.mode if spec else 'Strict'} gang {gang}: an incarnation with "
+                        f"{len(ours)} of min {minimum} members bound "
+                        f"(t={inc['start']}..{inc['end']})"
+                    ),
+                )
             violations.append(
                 Violation(
-                    "I1",
-                    f"{spec.mode if spec else 'Strict'} gang {gang}: an incarnation with "
-                    f"{len(ours)} of min {minimum} members bound "
-                    f"(t={inc['start']}..{inc['end']})",
+                    invariant,
+                    what,
                     {
                         "gang": gang,
                         "spec": asdict(spec) if spec else None,
                         "incarnation": {**inc, "bound": [pods[u].name for u in inc["bound"]]},
+                        "replicas": dict(replicas),
                         "members": [
                             {
                                 "name": p.name,

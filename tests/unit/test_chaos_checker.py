@@ -4,6 +4,7 @@ every violation it claims to check, and excuse exactly what the chaos itself cau
 from __future__ import annotations
 
 import itertools
+import json
 from collections import Counter
 
 import pytest
@@ -18,10 +19,12 @@ NODE = "n0"
 
 def pod(
     name: str, *, gang: str | None = None, node: str = "", phase: str = "Pending",
-    cpu: str = "1", job: bool = False, deleting: bool = False,
+    cpu: str = "1", job: bool = False, deleting: bool = False, replica: str = "",
 ) -> dict:  # fmt: skip
     annotations = {names.KOORD_NAME: gang, names.KOORD_MIN_AVAILABLE: "1"} if gang else {}
     meta: dict = {"name": name, "namespace": NS, "uid": f"uid-{name}", "annotations": annotations}
+    if replica:
+        meta["labels"] = {chaos.REPLICA_LABEL: replica}
     if job:
         meta["ownerReferences"] = [{"kind": "Job", "name": "j"}]
     if deleting:
@@ -259,3 +262,71 @@ def test_a_gang_group_its_queues_capability_holds_back_together_is_not_expected_
     expected, _, no_room = expectations(ledger, pods_of(*pending))
     assert expected == {}
     assert sorted(no_room) == ["a", "b"]
+
+
+# -- subgroups (#23) ---------------------------------------------------------------------------
+
+
+def test_a_replica_bound_in_part_is_a_violation_unless_the_chaos_caused_it() -> None:
+    """A gang of 2 replicas of 2, needing 1: replica 0 whole, replica 1 with one of two
+    bound is I9; the rival binding that member, or the chaos deleting its peer around the
+    binds, excuses it; its peer bound later makes it whole."""
+    gang = GangSpec("g", "koord", 4, 2, subgroup=2)
+    steps = [(0.0, pod(f"g-{i}", gang="g", replica=str(i // 2))) for i in range(4)]
+    seen = history(
+        *steps,
+        (1.0, pod("g-0", gang="g", replica="0", node=NODE)),
+        (1.0, pod("g-1", gang="g", replica="0", node=NODE)),
+        (1.1, pod("g-2", gang="g", replica="1", node="n1")),
+    )
+    (violation,) = partial_incarnations(books(gang), seen.pods, seen.events)
+    assert violation.invariant == "I9"
+    assert "replica(s) 1 partly bound (1: 1 of 2" in violation.what
+    rival = books(gang)
+    rival.rival_bound["g-2"] = 1.1
+    assert judge(seen, rival) == []
+    deleted = books(gang)
+    deleted.chaos_deleted["uid-g-3"] = (1.5, False)
+    assert judge(seen, deleted) == []
+    seen._apply(pod("g-3", gang="g", replica="1", node="n1"), 5.0)
+    assert judge(seen, books(gang)) == []
+
+
+def test_a_replica_the_chaos_left_short_is_not_expected_bound() -> None:
+    gang = GangSpec("g", "koord", 4, 2, subgroup=2)
+    whole = [pod(f"g-{i}", gang="g", replica=str(i // 2)) for i in range(4)]
+    expected, incomplete, _ = expectations(books(gang), pods_of(*whole))
+    assert sorted(p.name for p in expected["g"]) == ["g-0", "g-1", "g-2", "g-3"]
+    assert incomplete == []
+    # g-3 deleted: replica 1 can never be whole; replica 0 still makes the minimum.
+    expected, incomplete, _ = expectations(books(gang), pods_of(*whole[:3]))
+    assert sorted(p.name for p in expected["g"]) == ["g-0", "g-1"]
+    assert incomplete == ["g"]
+    # g-1 and g-3 deleted: no replica is whole, the gang cannot reach its minimum.
+    expected, incomplete, _ = expectations(books(gang), pods_of(whole[0], whole[2]))
+    assert expected == {}
+    assert incomplete == ["g"]
+
+
+def test_half_the_plans_have_subgroups_and_their_pods_say_their_replica() -> None:
+    plans = [make_plan(seed) for seed in range(40)]
+    with_subgroups = [p for p in plans if any(g.subgroup for g in p.gangs)]
+    assert 8 <= len(with_subgroups) <= 32
+    for plan in with_subgroups:
+        for gang in (g for g in plan.gangs if g.subgroup):
+            assert gang.size % gang.subgroup == 0
+            assert gang.min % gang.subgroup == 0
+            assert gang.mode == "Strict"
+            assert not gang.group
+    plan = with_subgroups[0]
+    gang = next(g for g in plan.gangs if g.subgroup)
+    objects = [o for w in range(len(plan.waves)) for _, o in chaos.wave_objects(plan, w, NS, "s")]
+    pods = [
+        o
+        for o in objects
+        if o["kind"] == "Pod" and o["metadata"]["name"].startswith(gang.name + "-")
+    ]
+    replicas = Counter(o["metadata"]["labels"][chaos.REPLICA_LABEL] for o in pods)
+    assert set(replicas.values()) == {gang.subgroup}
+    policy = json.loads(chaos.subgroup_policy(gang))
+    assert policy[0]["minSubGroups"] == gang.min // gang.subgroup
