@@ -1,0 +1,269 @@
+"""The Helm chart (charts/gang-scheduler/) rendered by the real helm, no cluster: it lints, it
+grants exactly what the kustomize install grants (its rules are read from
+manifests/rbac.yaml), its CRDs are the repository's, and its Deployment runs the scheduler
+with flags ``gang-scheduler run`` accepts and, by default, as manifests/ runs it.
+
+helm and kubectl come from ``make binaries`` (e2e/helm/build.sh, e2e/controlplane/build.sh):
+without them these tests fail saying so. e2e/test_helm.py installs the chart."""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from e2e.helm import (
+    CHART,
+    MANIFESTS,
+    REPO,
+    Helm,
+    MissingBinary,
+    helm_binary,
+    kubectl_binary,
+    kustomize,
+)
+from scheduler.cli import _names, build_parser
+
+RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+# As manifests/ installs it: `helm install gang-scheduler` names everything the same.
+RELEASE, NAMESPACE = "gang-scheduler", "gang-scheduler-system"
+
+
+@pytest.fixture(scope="module")
+def helm(tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    try:
+        return Helm(binary=helm_binary(), home=tmp_path_factory.mktemp("helm-home"))
+    except MissingBinary as missing:
+        pytest.fail(str(missing), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def kustomized() -> list[dict]:
+    try:
+        return kustomize(kubectl_binary())
+    except MissingBinary as missing:
+        pytest.fail(str(missing), pytrace=False)
+
+
+def rbac(docs: list[dict]) -> dict[tuple[str, str, str | None], dict]:
+    """Each RBAC object by (kind, name, namespace): what it grants or binds, labels aside."""
+    return {
+        (doc["kind"], doc["metadata"]["name"], doc["metadata"].get("namespace")): {
+            field: doc.get(field) for field in ("rules", "roleRef", "subjects")
+        }
+        for doc in docs
+        if doc["kind"] in RBAC_KINDS
+    }
+
+
+def one(docs: list[dict], kind: str) -> dict:
+    (found,) = [doc for doc in docs if doc["kind"] == kind]
+    return found
+
+
+def scheduler_args(docs: list[dict]) -> list[str]:
+    (container,) = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"]
+    return container["args"]
+
+
+def settings(args: list[str]) -> dict:
+    """What a command line means to ``gang-scheduler run``, parsed by its own parser: the
+    names as the scheduler reads them (identity and aliases), whether given or defaulted."""
+    parsed = vars(build_parser().parse_args(args))
+    return {**parsed, **_names(parsed.pop("scheduler_name"))}
+
+
+def test_helm_lint_passes_on_the_chart_strictly(helm: Helm) -> None:
+    result = helm.run("lint", "--strict", str(CHART))
+    assert "0 chart(s) failed" in result.stdout, result.stdout
+
+
+def test_helm_lint_passes_with_every_option_set(helm: Helm) -> None:
+    result = helm.run(
+        "lint", "--strict", str(CHART), "--set", "metrics.serviceMonitor.enabled=true",
+        "--set", "topology.fromLabels[0].level=rack",
+        "--set", "topology.fromLabels[0].label=example.com/rack",
+        "--set", "serviceAccount.annotations.team=ml", "--set", "podLabels.team=ml",
+    )  # fmt: skip
+    assert "0 chart(s) failed" in result.stdout, result.stdout
+
+
+def test_the_chart_and_the_kustomize_manifests_grant_the_same_rbac(
+    helm: Helm, kustomized: list[dict]
+) -> None:
+    chart = rbac(helm.template(RELEASE, NAMESPACE))
+    manifests = rbac(kustomized)
+    assert sorted(chart) == sorted(manifests)
+    for key, granted in manifests.items():
+        assert chart[key] == granted, f"{key} differs between the chart and manifests/"
+
+
+def test_another_release_grants_the_same_rules_under_its_own_names(
+    helm: Helm, kustomized: list[dict]
+) -> None:
+    docs = helm.template("batch", "scheduling")
+    assert one(docs, "ClusterRole")["metadata"]["name"] == "batch-gang-scheduler"
+    assert one(docs, "ClusterRole")["rules"] == one(kustomized, "ClusterRole")["rules"]
+    assert one(docs, "Role")["rules"] == one(kustomized, "Role")["rules"]
+    assert one(docs, "Role")["metadata"]["namespace"] == "scheduling"
+    subjects = [one(docs, kind)["subjects"] for kind in ("RoleBinding", "ClusterRoleBinding")]
+    account = {"kind": "ServiceAccount", "name": "batch-gang-scheduler", "namespace": "scheduling"}
+    assert subjects == [[account], [account]]
+    assert one(docs, "ServiceAccount")["metadata"]["name"] == "batch-gang-scheduler"
+
+
+def test_the_charts_rules_are_read_from_manifests_rbac_not_written_in_the_chart(
+    helm: Helm, tmp_path: Path
+) -> None:
+    # A copy of the chart (symlinks resolved) whose rbac file grants one verb more: the
+    # rendered ClusterRole follows the file, so the two installs cannot drift apart.
+    copy = tmp_path / "gang-scheduler"
+    shutil.copytree(CHART, copy, symlinks=False)
+    rules_file = copy / "files" / "rbac.yaml"
+    rules_file.write_text(
+        rules_file.read_text().replace("verbs: [get, list, watch, patch, delete]", "verbs: ['*']")
+    )
+    rendered = one(helm.template(RELEASE, NAMESPACE, chart=copy), "ClusterRole")["rules"]
+    assert rendered[0] == {"apiGroups": [""], "resources": ["pods"], "verbs": ["*"]}
+
+
+def test_the_charts_crds_and_rbac_file_are_the_repositorys_own_files(helm: Helm) -> None:
+    # In the tree: symlinks, so there is one copy to edit.
+    assert (CHART / "crds").resolve() == REPO / "crds"
+    assert (CHART / "files" / "rbac.yaml").resolve() == MANIFESTS / "rbac.yaml"
+
+
+def test_the_packaged_chart_carries_the_crds_and_rbac_file_as_real_files(
+    helm: Helm, tmp_path: Path
+) -> None:
+    helm.run("package", str(CHART), "--destination", str(tmp_path))
+    (package,) = tmp_path.glob("gang-scheduler-*.tgz")
+    with tarfile.open(package) as archive:
+        members = {m.name: m for m in archive.getmembers()}
+        assert not [name for name, m in members.items() if m.issym() or m.islnk()]
+        crds = sorted(name for name in members if name.startswith("gang-scheduler/crds/"))
+        assert crds == sorted(f"gang-scheduler/crds/{p.name}" for p in (REPO / "crds").iterdir())
+        for name in crds:
+            packed = archive.extractfile(members[name])
+            assert packed is not None
+            assert packed.read() == (REPO / "crds" / Path(name).name).read_bytes(), name
+        packed = archive.extractfile(members["gang-scheduler/files/rbac.yaml"])
+        assert packed is not None
+        assert packed.read() == (MANIFESTS / "rbac.yaml").read_bytes()
+
+
+def test_by_default_the_chart_runs_the_scheduler_as_the_manifests_run_it(
+    helm: Helm, kustomized: list[dict]
+) -> None:
+    chart, manifests = helm.template(RELEASE, NAMESPACE), kustomized
+    assert settings(scheduler_args(chart)) == settings(scheduler_args(manifests))
+    chart_pod = one(chart, "Deployment")["spec"]["template"]["spec"]
+    manifests_pod = one(manifests, "Deployment")["spec"]["template"]["spec"]
+    for field in ("serviceAccountName", "priorityClassName", "securityContext"):
+        assert chart_pod[field] == manifests_pod[field], field
+    (chart_container,) = chart_pod["containers"]
+    (manifests_container,) = manifests_pod["containers"]
+    for field in ("ports", "livenessProbe", "readinessProbe", "resources", "securityContext"):
+        assert chart_container[field] == manifests_container[field], field
+    assert one(chart, "Deployment")["spec"]["replicas"] == 2
+    chart_ports = one(chart, "Service")["spec"]["ports"]
+    assert chart_ports == one(manifests, "Service")["spec"]["ports"]
+    assert one(chart, "Service")["metadata"]["name"] == "gang-scheduler-metrics"
+
+
+def test_every_flag_the_chart_passes_is_one_gang_scheduler_run_accepts(helm: Helm) -> None:
+    args = scheduler_args(
+        helm.template(
+            "batch", "scheduling",
+            "schedulerNames={gang-scheduler,volcano}", "leaderElection.leaseDuration=20",
+            "scheduling.defaultTimeout=120", "scheduling.maxBackoff=3",
+            "scheduling.starvationAfter=900", "scheduling.scoring=spread",
+            "scheduling.bindConcurrency=16", "scheduling.kubeApiQps=50",
+            "scheduling.kubeApiBurst=100", "topology.namespace=topologies",
+            "topology.fromLabels[0].level=rack", "topology.fromLabels[0].label=example.com/rack",
+            "topology.fromLabels[1].level=zone",
+            "topology.fromLabels[1].label=topology.kubernetes.io/zone",
+            "unreachableLimit=30", "verbose=true", "logFormat=console", "healthPort=8081",
+            "metrics.port=9091", "extraArgs={--max-backoff=4}",
+        )
+    )  # fmt: skip
+    assert args[0] == "run"
+    parsed = settings(args)
+    assert (parsed["scheduler_name"], parsed["aliases"]) == ("gang-scheduler", ("volcano",))
+    assert parsed["leader_elect"] is True
+    assert parsed["leader_elect_namespace"] == "scheduling"
+    assert parsed["lease_duration"] == 20
+    assert parsed["default_timeout"] == 120
+    assert parsed["max_backoff"] == 4  # extraArgs come last, so they win
+    assert parsed["starvation_after"] == 900
+    assert parsed["scoring"] == "spread"
+    assert parsed["bind_concurrency"] == 16
+    assert (parsed["kube_api_qps"], parsed["kube_api_burst"]) == (50, 100)
+    assert parsed["topology_namespace"] == "topologies"
+    assert parsed["topology_from_labels"] == (
+        ("rack", "example.com/rack"),
+        ("zone", "topology.kubernetes.io/zone"),
+    )
+    assert parsed["unreachable_limit"] == 30
+    assert (parsed["verbose"], parsed["log_format"]) == (True, "console")
+    assert (parsed["health_port"], parsed["metrics_port"]) == (8081, 9091)
+
+
+def test_a_flag_left_null_is_left_to_the_schedulers_own_default(helm: Helm) -> None:
+    parsed = settings(scheduler_args(helm.template("batch", "scheduling")))
+    defaults = settings(["run"])
+    for flag in ("default_timeout", "max_backoff", "starvation_after", "scoring",
+                 "bind_concurrency", "kube_api_qps", "kube_api_burst", "lease_duration",
+                 "unreachable_limit", "topology_from_labels", "verbose"):  # fmt: skip
+        assert parsed[flag] == defaults[flag], flag
+    # The Lease and the topology ConfigMap are looked for in the release's namespace.
+    assert parsed["leader_elect_namespace"] == parsed["topology_namespace"] == "scheduling"
+
+
+def test_without_leader_election_one_replica_runs_and_more_are_refused(helm: Helm) -> None:
+    alone = helm.template("batch", "scheduling", "leaderElection.enabled=false", "replicas=1")
+    assert settings(scheduler_args(alone))["leader_elect"] is False
+    refused = helm.run(
+        "template", "batch", str(CHART), "--set", "leaderElection.enabled=false", check=False
+    )
+    assert refused.returncode != 0
+    assert "replicas > 1 needs leaderElection.enabled" in refused.stderr
+
+
+def test_the_service_monitor_is_optional_and_scrapes_the_metrics_service(helm: Helm) -> None:
+    assert not [d for d in helm.template("batch", "scheduling") if d["kind"] == "ServiceMonitor"]
+    docs = helm.template(
+        "batch", "scheduling", "metrics.serviceMonitor.enabled=true",
+        "metrics.serviceMonitor.labels.release=kube-prometheus-stack",
+    )  # fmt: skip
+    monitor, service = one(docs, "ServiceMonitor"), one(docs, "Service")
+    assert monitor["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    selected = monitor["spec"]["selector"]["matchLabels"].items()
+    assert selected <= service["metadata"]["labels"].items()
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["scheduling"]}
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == ["metrics"]
+    assert [p["name"] for p in service["spec"]["ports"]] == ["metrics"]
+    # And the Service selects the scheduler's pods.
+    pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_rbac_and_the_metrics_service_can_be_left_to_others(helm: Helm) -> None:
+    docs = helm.template(
+        "batch", "scheduling", "rbac.create=false", "serviceAccount.create=false",
+        "serviceAccount.name=existing", "metrics.service.enabled=false",
+    )  # fmt: skip
+    assert sorted(doc["kind"] for doc in docs) == ["Deployment"]
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "existing"
+
+
+def test_helm_not_built_is_a_failure_that_says_to_run_make_binaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An empty cache: build.sh --path finds nothing and builds nothing.
+    monkeypatch.setenv("GANG_SCHEDULER_CACHE", str(tmp_path))
+    with pytest.raises(MissingBinary, match="run `make binaries`"):
+        helm_binary()
