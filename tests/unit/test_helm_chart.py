@@ -8,6 +8,7 @@ without them these tests fail saying so. e2e/test_helm.py installs the chart."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import tarfile
 from pathlib import Path
@@ -117,16 +118,17 @@ def test_another_release_grants_the_same_rules_under_its_own_names(
 def test_the_charts_rules_are_read_from_manifests_rbac_not_written_in_the_chart(
     helm: Helm, tmp_path: Path
 ) -> None:
-    # A copy of the chart (symlinks resolved) whose rbac file grants one verb more: the
+    # A copy of the chart (symlinks resolved) whose rbac file grants one rule more: the
     # rendered ClusterRole follows the file, so the two installs cannot drift apart.
     copy = tmp_path / "gang-scheduler"
     shutil.copytree(CHART, copy, symlinks=False)
     rules_file = copy / "files" / "rbac.yaml"
-    rules_file.write_text(
-        rules_file.read_text().replace("verbs: [get, list, watch, patch, delete]", "verbs: ['*']")
-    )
+    extra = {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}
+    text = rules_file.read_text()
+    rules = text.index("\nrules:\n", text.index("\nkind: ClusterRole\n")) + len("\nrules:\n")
+    rules_file.write_text(f"{text[:rules]}  - {json.dumps(extra)}\n{text[rules:]}")
     rendered = one(helm.template(RELEASE, NAMESPACE, chart=copy), "ClusterRole")["rules"]
-    assert rendered[0] == {"apiGroups": [""], "resources": ["pods"], "verbs": ["*"]}
+    assert rendered[0] == extra
 
 
 def test_the_charts_crds_and_rbac_file_are_the_repositorys_own_files(helm: Helm) -> None:
