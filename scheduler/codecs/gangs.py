@@ -13,11 +13,19 @@ import re
 from collections.abc import Mapping
 from dataclasses import fields
 
-from scheduler.codecs.shapes import texts
-from scheduler.codecs.subgroups import subgroup_policy
+from scheduler.codecs.shapes import loads, texts
+from scheduler.codecs.subgroups import network_topology, subgroup_policy
 from scheduler.codecs.topology import read_constraints
 from scheduler.model import names
-from scheduler.model.pods import GangClaim, GangKey, GangOptions, GangSource, Mode, SubGroupPolicy
+from scheduler.model.pods import (
+    GangClaim,
+    GangKey,
+    GangOptions,
+    GangSource,
+    Mode,
+    NetworkTopology,
+    SubGroupPolicy,
+)
 from scheduler.model.times import parse_duration
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -119,6 +127,7 @@ def read_options(annotations: Mapping[str, str], *, namespace: str) -> GangOptio
         constraints = read_constraints(annotations[names.TOPOLOGY_CONSTRAINTS])
         errors.extend(f"annotation {names.TOPOLOGY_CONSTRAINTS}: {e}" for e in constraints.errors)
     policies = _subgroup_policy(annotations, errors)
+    tier = _network_topology(annotations, errors)
     return GangOptions(
         min_available=min_available,
         total_number=total,
@@ -128,8 +137,26 @@ def read_options(annotations: Mapping[str, str], *, namespace: str) -> GangOptio
         groups=groups,
         constraints=constraints,
         subgroup_policy=policies,
+        network_topology=tier,
         errors=tuple(errors),
     )
+
+
+def _network_topology(annotations: Mapping[str, str], errors: list[str]) -> NetworkTopology | None:
+    """gang-scheduler.io/network-topology: a networkTopology as JSON (#23), such as
+    ``{"mode": "hard", "highestTierAllowed": 1}``."""
+    raw = annotations.get(names.NETWORK_TOPOLOGY)
+    if raw is None:
+        return None
+    key = f"annotation {names.NETWORK_TOPOLOGY}"
+    value, problem = loads(raw)
+    if problem:
+        errors.append(
+            f'{key} must be a JSON object such as {{"mode": "hard", "highestTierAllowed": 1}}: '
+            f"{problem}"
+        )
+        return None
+    return network_topology(value, key, errors, named=False)
 
 
 def _subgroup_policy(
@@ -140,10 +167,9 @@ def _subgroup_policy(
     if raw is None:
         return None
     key = names.SUBGROUP_POLICY
-    try:
-        value = json.loads(raw)
-    except ValueError as error:
-        errors.append(f"annotation {key} must be a JSON list of subgroup policies: {error}")
+    value, problem = loads(raw)
+    if problem:
+        errors.append(f"annotation {key} must be a JSON list of subgroup policies: {problem}")
         return None
     found: list[str] = []
     policies = subgroup_policy(value, found)

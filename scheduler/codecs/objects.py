@@ -394,6 +394,7 @@ def _stated_options(options: GangOptions) -> dict[str, Any]:
         "groups": options.groups,
         "constraints": options.constraints,
         "starvation_seconds": options.starvation_seconds,
+        "network_topology": options.network_topology,
     }
 
 
@@ -530,14 +531,13 @@ def volcano_podgroup_from_dict(raw: object) -> PodGroup:
         min_member=min_member,
         min_resources=resource_list(min_resources) if min_resources else None,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
-        **_stated_options(options),
+        **{**_stated_options(options), "network_topology": topology or options.network_topology},
         status=_status(obj(body.get("status"))),
         errors=tuple(errors),
         api=PodGroupApi.VOLCANO,
         generation=_int(meta.get("generation")),
         priority_class=text(spec.get("priorityClassName")),
         subgroup_policy=policies or options.subgroup_policy or (),
-        network_topology=topology,
     )
 
 

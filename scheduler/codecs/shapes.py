@@ -11,6 +11,7 @@ treated like a missing one, the way the codecs already treat a missing one.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -23,6 +24,21 @@ _EMPTY: Mapping[str, Any] = {}
 
 
 MAX_COUNT = 2**31 - 1  # an int32 count, as the API's
+
+
+def loads(raw: str) -> tuple[Any, str]:
+    """``json.loads`` of an annotation or ConfigMap value, and why it failed ("" if it did
+    not). Besides JSONDecodeError, json.loads raises ValueError for an integer of more than
+    4,300 digits and RecursionError for arrays or objects nested deeper than the
+    interpreter's stack ("[[[[..."): a hostile annotation must be an error, not a crash."""
+    try:
+        return json.loads(raw), ""
+    except json.JSONDecodeError as error:
+        return None, error.msg
+    except ValueError:  # the only other one json.loads raises
+        return None, "a number in it has more than 4,300 digits"
+    except RecursionError:
+        return None, "nested too deeply"
 
 
 def obj(raw: object) -> Mapping[str, Any]:

@@ -56,11 +56,14 @@ def subgroup_policy(raw: object, errors: list[str]) -> tuple[SubGroupPolicy, ...
     return tuple(policies)
 
 
-def network_topology(raw: object, where: str, errors: list[str]) -> NetworkTopology | None:
-    """A ``networkTopology`` (of a PodGroup or of one of its subgroup policies)."""
+def network_topology(
+    raw: object, where: str, errors: list[str], *, named: bool = True
+) -> NetworkTopology | None:
+    """A ``networkTopology`` (of a PodGroup or of one of its subgroup policies; ``where``
+    names the field itself unless ``named``: our annotation)."""
     if raw is None:
         return None
-    field = f"{where}.networkTopology"
+    field = f"{where}.networkTopology" if named else where
     if not isinstance(raw, Mapping):
         errors.append(f"{field} must be an object, got {raw!r}")
         return None

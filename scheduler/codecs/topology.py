@@ -5,11 +5,10 @@ and numbers of more than 4,300 digits included."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.codecs.shapes import obj, text, texts
+from scheduler.codecs.shapes import loads, obj, text, texts
 from scheduler.model.topology import (
     PACK,
     SPREAD,
@@ -22,26 +21,12 @@ from scheduler.model.topology import (
 _EXAMPLE_TREE = '{"rack-0": {"node-0": {}, "node-1": {}}}'
 
 
-def _loads(raw: str) -> tuple[Any, str]:
-    """``json.loads``, and why it failed ("" if it did not). Besides JSONDecodeError,
-    json.loads raises ValueError for an integer of more than 4,300 digits and RecursionError
-    for arrays or objects nested deeper than the interpreter's stack ("[[[[...")."""
-    try:
-        return json.loads(raw), ""
-    except json.JSONDecodeError as error:
-        return None, error.msg
-    except ValueError:  # the only other one json.loads raises
-        return None, "a number in it has more than 4,300 digits"
-    except RecursionError:
-        return None, "nested too deeply"
-
-
 def _json(data: Mapping[str, str], key: str, errors: list[str], example: str) -> Any:
     raw = data.get(key)
     if raw is None:
         errors.append(f"topology key {key!r} is missing; expected JSON such as {example}")
         return None
-    parsed, problem = _loads(raw)
+    parsed, problem = loads(raw)
     if problem:
         errors.append(f"topology key {key!r} is not valid JSON ({problem}); expected {example}")
     return parsed
@@ -137,7 +122,7 @@ def read_constraints(raw: object) -> Constraints:
         return Constraints(errors=(f"constraints must be a JSON text such as {example}",))
     if raw is None or not raw.strip():
         return Constraints()
-    parsed, problem = _loads(raw)
+    parsed, problem = loads(raw)
     if problem:
         return Constraints(errors=(f"constraints are not valid JSON ({problem}); e.g. {example}",))
     if not isinstance(parsed, dict):

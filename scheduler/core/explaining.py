@@ -186,7 +186,7 @@ def _subgroup_lines(gang: Gang) -> list[str]:
     """Per subgroup policy (#23): how many whole subgroups the gang needs, how many have all
     their members, how many run whole; then each subgroup in a line."""
     lines = []
-    spec = gang.podgroup.network_topology if gang.podgroup is not None else None
+    spec = gang.network_topology
     if spec is not None:
         tier = (
             f"highestTierName {spec.highest_tier_name}"

@@ -189,6 +189,7 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
             queue=_queue(pods, podgroup),
             subgroups=subgroups,
             subgroup_minimums=minimums,
+            network_topology=_stated(claims, podgroup, "network_topology"),
         )
     return Resolution(
         gangs=_with_consent(gangs),
@@ -379,6 +380,7 @@ def _owner_gang(
         origin=origin,
         min_resources=owner.min_resources if owner is not None else None,
         queue=_queue(pods),
+        network_topology=stated("network_topology"),
     )
 
 

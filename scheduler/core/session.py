@@ -910,8 +910,8 @@ class Session:
         members = tuple((Signature.of(p), p.requests) for p in todo)
         # With queues, a gang of another queue may fare otherwise (its limits are its own);
         # one kept inside a unit of a tier (#23) fares otherwise than one that is not.
-        spec = gang.podgroup.network_topology if gang.podgroup is not None else None
-        return (members, gang.min_member, gang.queue if self.book is not None else "", spec)
+        queue = gang.queue if self.book is not None else ""
+        return (members, gang.min_member, queue, gang.network_topology)
 
     def enough_in_total(self, gang: Gang) -> Status:
         """minResources: a cheap check of the whole gang against the whole cluster."""

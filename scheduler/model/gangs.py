@@ -138,6 +138,9 @@ class Gang:
     # of them the gang needs (its minSubGroups).
     subgroups: tuple[SubGroup, ...] = ()
     subgroup_minimums: tuple[tuple[str, int], ...] = ()
+    # Kept inside one unit of a tier (#23): a Volcano PodGroup's spec.networkTopology, or
+    # gang-scheduler.io/network-topology on the pods, their PodGroup or their owner.
+    network_topology: NetworkTopology | None = None
 
     @property
     def topology_placed(self) -> bool:

@@ -81,6 +81,9 @@ QUEUE = OUR_PREFIX + "queue"
 # Subgroups inside a gang (#23) for our PodGroups, upstream ones and Koordinator-annotated pods:
 # Volcano's spec.subGroupPolicy, as JSON, in an annotation.
 SUBGROUP_POLICY = OUR_PREFIX + "subgroup-policy"
+# Volcano's networkTopology as JSON, for gangs of any kind (#23): a JobSet's replicas, a
+# LeaderWorkerSet's groups, a Koordinator gang, each kept inside one unit of a tier.
+NETWORK_TOPOLOGY = OUR_PREFIX + "network-topology"
 
 # The condition kube-scheduler writes on an upstream (scheduling.k8s.io) PodGroup, and so do we;
 # only it is sent (a strategic merge by type), so other writers' conditions are left alone.

@@ -220,6 +220,8 @@ class GangOptions:
     constraints: Constraints | None = None
     # gang-scheduler.io/subgroup-policy (#23), when stated: Volcano's subGroupPolicy as JSON.
     subgroup_policy: tuple[SubGroupPolicy, ...] | None = None
+    # gang-scheduler.io/network-topology (#23), when stated: a networkTopology as JSON.
+    network_topology: NetworkTopology | None = None
     # Errors in the gang annotations, each naming the annotation and what is allowed.
     errors: tuple[str, ...] = ()
 

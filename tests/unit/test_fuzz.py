@@ -208,7 +208,7 @@ KEYS = st.sampled_from(
         "networkTopology", "mode", "highestTierAllowed", "highestTierName",
         names.KOORD_NAME, names.KOORD_MIN_AVAILABLE, names.TOPOLOGY_CONSTRAINTS,
         names.POD_GROUP_LABEL, names.SAKKARA_GROUP_NAME, names.SAKKARA_TOPOLOGY,
-        names.SUBGROUP_POLICY,
+        names.SUBGROUP_POLICY, names.NETWORK_TOPOLOGY,
     ]
 )  # fmt: skip
 
@@ -338,6 +338,11 @@ CONSTRAINTS_TEXT = json_text(CONSTRAINTS)
 LEVELS_TEXT = json_text(LEVELS, valid_in_ten=8)
 TREE_TEXT = json_text(TREE, valid_in_ten=8)
 RESOURCE_NAMES_TEXT = json_text(st.just(["cpu", "memory", "nvidia.com/gpu"]), valid_in_ten=8)
+TIER_TEXT = json_text(
+    st.fixed_dictionaries(
+        {"mode": st.sampled_from(["hard", "soft"]), "highestTierAllowed": st.integers(0, 3)}
+    )
+)
 # Koordinator's optional gang annotations and ours, with how many times in four each is
 # present: the JSON ones seldom enough that most gangs are valid and the pass has work.
 _GANG_OPTIONS: dict[str, tuple[st.SearchStrategy[str], int]] = {
@@ -347,6 +352,7 @@ _GANG_OPTIONS: dict[str, tuple[st.SearchStrategy[str], int]] = {
     names.KOORD_MODE: (st.sampled_from(["Strict", "NonStrict"]), 2),
     names.KOORD_GROUPS: (GROUPS_TEXT, 1),
     names.TOPOLOGY_CONSTRAINTS: (CONSTRAINTS_TEXT, 1),
+    names.NETWORK_TOPOLOGY: (TIER_TEXT, 1),
     names.FIRST_ATTEMPT: (RECENT | TIMES, 1),
     names.KOORD_TIMEOUT: (st.sampled_from(["true", "false"]), 1),
     names.LEGACY_MIN_AVAILABLE: (st.integers(1, 2).map(str), 1),
@@ -1156,7 +1162,7 @@ ANNOTATION_KEYS = st.sampled_from(
         names.KOORD_NAME, names.KOORD_MIN_AVAILABLE, names.KOORD_TOTAL_NUMBER,
         names.KOORD_WAITING_TIME, names.KOORD_MODE, names.KOORD_GROUPS,
         names.TOPOLOGY_CONSTRAINTS, names.LEGACY_NAME, names.LEGACY_MIN_AVAILABLE,
-        names.VOLCANO_GROUP_NAME,
+        names.VOLCANO_GROUP_NAME, names.NETWORK_TOPOLOGY,
     ]
 )  # fmt: skip
 LABEL_KEYS = st.sampled_from(

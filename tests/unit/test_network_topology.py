@@ -3,19 +3,24 @@ Bind maps, as Volcano's tests state their expectations."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from scheduler.codecs.gangs import read_options
 from scheduler.codecs.objects import volcano_podgroup_from_dict
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
+from scheduler.model.pods import NetworkTopology
+from scheduler.model.snapshot import Snapshot
 from scheduler.model.topology import Topology
 from tests.unit.builders import T0, gang_pods, node, pod, snapshot, tree_topology
 from tests.unit.test_allocation import bind_map, events
 from tests.unit.test_arranging import deep_cases
+from tests.unit.test_owner_gangs import jobset, jobset_pods
 from tests.unit.test_pod_constraints import one_per_node
 from tests.unit.test_queue_sharing import with_queues
 from tests.unit.test_queues import queue
@@ -281,3 +286,62 @@ def test_a_gang_without_a_tier_is_not_refused_for_the_failure_of_one_with_it() -
         RACKS, nodes, pods, group("a", min_member=3), group("b", min_member=3, mode=None), now=T0
     )
     assert sorted(bind_map(result)) == ["b-0", "b-1", "b-2"]
+
+
+# -- the annotation form: any gang, a JobSet's replicas, a LeaderWorkerSet's groups ----------
+
+RACK_TIER = json.dumps({"mode": "hard", "highestTierAllowed": 1})
+
+
+def test_the_annotation_is_read_and_a_bad_one_is_an_error_that_names_it() -> None:
+    read = read_options({names.NETWORK_TOPOLOGY: RACK_TIER}, namespace="ml")
+    assert read.network_topology == NetworkTopology(mode="hard", highest_tier=1)
+    assert read.errors == ()
+    key = f"annotation {names.NETWORK_TOPOLOGY}"
+    for raw, said in [
+        ("hard", f"{key} must be a JSON object such as"),
+        ('{"mode": "strict"}', f"{key}.mode must be one of hard, soft; got 'strict'"),
+        ('{"highestTierAllowed": -1}', f"{key}.highestTierAllowed must be a whole number"),
+        ("[1]", f"{key} must be an object"),
+        ("[" * 100_000, f"{key} must be a JSON object such as"),  # nested too deeply
+    ]:
+        errors = read_options({names.NETWORK_TOPOLOGY: raw}, namespace="ml").errors
+        assert len(errors) == 1, (raw, errors)
+        assert said in errors[0], (raw, errors)
+
+
+def test_a_koordinator_gang_with_the_annotation_lands_in_one_rack() -> None:
+    taken = running(gang_pods("other", 1, gpu=1, created=T0), ["n0"])
+    nodes = [node(f"n{i}", gpu=1) for i in range(6)]
+    tier = {names.NETWORK_TOPOLOGY: RACK_TIER}
+    pods = gang_pods("k", 2, gang="k", min_available=2, gpu=1, annotations=tier, created=T0)
+    result = on(RACKS, nodes, [*pods, *taken], now=T0)
+    assert bind_map(result) == {"k-0": "n2", "k-1": "n3"}
+
+
+def test_each_replica_of_a_jobset_with_the_annotation_is_kept_to_one_rack() -> None:
+    """Two replicas of 2 one-CPU pods, bound together (one GangGroup), each in a rack of
+    its own: n0 and n2 are taken, so rack-0 and rack-1 hold no replica and rack-2 one;
+    nothing binds (the JobSet is whole or nothing). With a fourth rack both bind, each
+    replica whole in one rack, where packing alone would fill n1 and n3 first."""
+    tier = {names.NETWORK_TOPOLOGY: RACK_TIER}
+    llama = jobset("llama", ("workers", 2, 2), annotations=tier)
+    pods = jobset_pods("llama", "workers", 2, 2, cpu="1")
+    taken = running(gang_pods("other", 2, cpu="1", created=T0), ["n0", "n2"])
+    three = [node(f"n{i}", cpu="1") for i in range(6)]
+    snap = replace(cluster_of([*pods, *taken], [llama], three), topology=RACKS)
+    assert bind_map(schedule(snap, now=T0)) == {}
+    racks = {f"rack-{r}": {f"n{2 * r}": {}, f"n{2 * r + 1}": {}} for r in range(4)}
+    four = tree_topology(racks, ("rack", "node"))
+    nodes = [node(f"n{i}", cpu="1") for i in range(8)]
+    result = schedule(replace(cluster_of([*pods, *taken], [llama], nodes), topology=four), now=T0)
+    placed = bind_map(result)
+    assert len(placed) == 4
+    for replica in ("llama-workers-0", "llama-workers-1"):
+        used = {four.paths[n][0] for p, n in placed.items() if p.startswith(replica)}
+        assert len(used) == 1, (replica, placed)
+    assert not {"n1", "n3"} & set(placed.values())
+
+
+def cluster_of(pods: list[Any], owners: list[Any], nodes: list[Any]) -> Snapshot:
+    return replace(snapshot(nodes, pods), owners={o.key: o for o in owners})

@@ -700,3 +700,13 @@ def test_explain_says_how_a_podgroups_own_network_topology_keeps_the_gang() -> N
         "networkTopology hard, highestTierAllowed 1: the gang is kept inside one unit" in line
         for line in lines
     )
+
+
+def test_a_subgroup_policy_nested_deeper_than_the_stack_is_an_error_not_a_crash() -> None:
+    from scheduler.codecs.gangs import read_options  # noqa: PLC0415
+
+    read = read_options({names.SUBGROUP_POLICY: "[" * 100_000}, namespace="ml")
+    assert read.errors == (
+        f"annotation {names.SUBGROUP_POLICY} must be a JSON list of subgroup policies: "
+        "nested too deeply",
+    )

@@ -36,8 +36,8 @@ WHERE = "PodGroup spec.networkTopology"
 
 
 def network_topology(gang: Gang) -> NetworkTopology | None:
-    """The gang's own networkTopology, where its PodGroup states one."""
-    return gang.podgroup.network_topology if gang.podgroup is not None else None
+    """The gang's own networkTopology, where it states one."""
+    return gang.network_topology
 
 
 def place_within_tier(
