@@ -21,7 +21,7 @@ from typing import Any
 
 from scheduler.codecs.gangs import read_options
 from scheduler.codecs.quantities import MAX_AMOUNT, QUANTITY_RULE, quantity
-from scheduler.codecs.shapes import obj, objs, text, texts, whole
+from scheduler.codecs.shapes import MAX_COUNT, obj, objs, text, texts, whole
 from scheduler.model import names
 from scheduler.model.gangs import Owner
 from scheduler.model.owners import Grouping, OwnerKey, OwnerKind, gang_name
@@ -384,6 +384,15 @@ def _replica_specs(
     return counts, [f"{role} {n}" for role, n in counts.items()]
 
 
+def _at_most_int32(size: int, field: str, errors: list[str]) -> int:
+    """A gang's size summed over replica specs, each an int32, may pass one: said, and
+    capped (fuzzing found an MPIJob of 1 launcher and 2**31-1 workers)."""
+    if size <= MAX_COUNT:
+        return size
+    errors.append(f"{field} add up to {size} pods, more than a gang can have ({MAX_COUNT})")
+    return MAX_COUNT
+
+
 def _min_available(spec: Mapping[str, Any], errors: list[str]) -> int | None:
     policy = obj(obj(spec.get("runPolicy")).get("schedulingPolicy"))
     if policy.get("minAvailable") is None:
@@ -403,7 +412,9 @@ def _mpi_job(
     )
     workers = counts.get("Worker", 0)
     later = text(spec.get("launcherCreationPolicy")) == "WaitForWorkersReady"
-    size = _min_available(spec, errors) or workers + (0 if later else counts.get("Launcher", 1))
+    size = _min_available(spec, errors) or _at_most_int32(
+        workers + (0 if later else counts.get("Launcher", 1)), "spec.mpiReplicaSpecs", errors
+    )
     if grouping is Grouping.NONE:
         size = 1
     shape = f"{', '.join(described)}" + (" (the launcher once the workers run)" if later else "")
@@ -417,7 +428,9 @@ def _pytorch_job(
     counts, described = _replica_specs(
         obj(spec.get("pytorchReplicaSpecs")), "spec.pytorchReplicaSpecs", errors
     )
-    size = _min_available(spec, errors) or sum(counts.values())
+    size = _min_available(spec, errors) or _at_most_int32(
+        sum(counts.values()), "spec.pytorchReplicaSpecs", errors
+    )
     if grouping is Grouping.NONE:
         size = 1
     return {"parts": {"": max(size, 1)}, "shape": ", ".join(described) or "no replicas"}

@@ -991,6 +991,18 @@ def test_the_volcano_podgroup_codec_returns_a_podgroup_for_any_json(obj: Any) ->
 @given(OWNERS | valid_owners())
 @example((OwnerKind.JOBSET, {"spec": {"replicatedJobs": [{"replicas": 2**31 - 1}]}}))
 @example((OwnerKind.RAY_CLUSTER, {"spec": {"workerGroupSpecs": [{"numOfHosts": 0}]}}))
+@example(  # summed over replica specs, each an int32, the size passed one (found by fuzzing)
+    (
+        OwnerKind.MPI_JOB,
+        {"spec": {"mpiReplicaSpecs": {"Launcher": {}, "Worker": {"replicas": 2**31 - 1}}}},
+    )
+)
+@example(
+    (
+        OwnerKind.PYTORCH_JOB,
+        {"spec": {"pytorchReplicaSpecs": {"Master": {}, "Worker": {"replicas": 2**31 - 1}}}},
+    )
+)
 def test_the_owner_codecs_return_an_owner_for_any_json(pair: tuple[OwnerKind, Any]) -> None:
     kind, body = pair
     owner = owner_from_dict(kind, body)
