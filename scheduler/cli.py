@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import gc
 import logging
+import math
 import os
 import platform
 import socket
@@ -99,6 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
         default=defaults.max_backoff_seconds,
         metavar="SECONDS",
         help="longest wait between attempts of a gang that did not fit (default: %(default)s)",
+    )
+    run.add_argument(
+        "--stale-gang-after",
+        type=_seconds,
+        default=defaults.stale_gang_seconds,
+        metavar="SECONDS",
+        help="a running gang with fewer running members than its minimum for this long has "
+        "the rest evicted, so that its room goes to gangs that can run; a gang may say "
+        "otherwise with gang-scheduler.io/stale-after (default: never)",
     )
     run.add_argument(
         "--starvation-after",
@@ -245,6 +255,17 @@ def _scheduler_name(text: str) -> str:
     return name
 
 
+def _seconds(text: str) -> float:
+    """A number of seconds, 0 or more (a negative grace would evict at once)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"a number of seconds, 0 or more, got {text!r}")
+    return value
+
+
 def _names(given: list[str] | None) -> dict[str, Any]:
     """--scheduler-name, given once or more: the first is the identity, the others aliases
     (a name given twice counts once)."""
@@ -269,6 +290,7 @@ async def _run(args: argparse.Namespace) -> None:
         default_timeout_seconds=args.default_timeout,
         max_backoff_seconds=args.max_backoff,
         starvation_seconds=args.starvation_after,
+        stale_gang_seconds=args.stale_gang_after,
         topology_labels=args.topology_from_labels,
         scoring=args.scoring,
     )

@@ -49,7 +49,7 @@ QUEUES = "queues"  # the kind Volcano's Queues are watched as
 
 
 class ClusterCache:
-    def __init__(
+    def __init__(  # noqa: PLR0915 (every index the cache keeps, declared in one place)
         self,
         *,
         scheduler_name: str,
@@ -78,6 +78,9 @@ class ClusterCache:
         # fall due, and those woken by a node change (with the parking they were woken from).
         self._parked_by_shape: dict[Resources, set[GangKey]] = {}
         self._due_at: dict[GangKey, float] = {}
+        # Running gangs below their minimum (#23): when the rest is to be evicted; such a
+        # gang has nothing pending, so nothing else puts it in the pass that is due then.
+        self._stale_due: dict[GangKey, float] = {}
         self._woken: dict[GangKey, int | None] = {}
         # With queues (#22): parked gangs by each queue they were parked under, and the
         # queues a bound pod of ours left since the last snapshot (room freed in them).
@@ -850,6 +853,11 @@ class ClusterCache:
         self._parked_by_shape = {}
         self._parked_by_queue = {}
         self._due_at = {}
+        self._stale_due = {
+            key: state.stale_due
+            for key, state in self._memory.items()
+            if state.stale_due is not None
+        }
         for key, state in self._memory.items():
             if state.parked_at is None or state.reservations:
                 continue  # a NonStrict holder must be in every pass: its holds are taken there
@@ -936,6 +944,7 @@ class ClusterCache:
                 key for key in waiting if key not in due or key in self._woken or due[key] <= now
             }
         active.update(waiting)
+        active.update(k for k, due in self._stale_due.items() if now is None or due <= now)
         todo = list(active)
         while todo:
             key = todo.pop()

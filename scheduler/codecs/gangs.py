@@ -9,6 +9,7 @@ and what is allowed, and the gang is reported invalid instead of scheduled.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import fields
@@ -107,6 +108,11 @@ def read_options(annotations: Mapping[str, str], *, namespace: str) -> GangOptio
     total = _count(annotations, names.KOORD_TOTAL_NUMBER, errors)
     waiting = _duration(annotations, names.KOORD_WAITING_TIME, errors)
     starvation = _duration(annotations, names.STARVATION_AFTER, errors)
+    stale = (
+        math.inf
+        if str(annotations.get(names.STALE_AFTER, "")).strip().lower() == "never"
+        else _duration(annotations, names.STALE_AFTER, errors, other=", or never")
+    )
     mode: Mode | None = None
     raw_mode = annotations.get(names.KOORD_MODE)
     if raw_mode is not None:
@@ -133,6 +139,7 @@ def read_options(annotations: Mapping[str, str], *, namespace: str) -> GangOptio
         total_number=total,
         waiting_seconds=waiting,
         starvation_seconds=starvation,
+        stale_seconds=stale,
         mode=mode,
         groups=groups,
         constraints=constraints,
@@ -177,7 +184,10 @@ def _subgroup_policy(
     return policies
 
 
-def _duration(annotations: Mapping[str, str], key: str, errors: list[str]) -> float | None:
+def _duration(
+    annotations: Mapping[str, str], key: str, errors: list[str], *, other: str = ""
+) -> float | None:
+    """A duration annotation; ``other``: what else it may say, for the error."""
     raw = annotations.get(key)
     if raw is None:
         return None
@@ -185,8 +195,8 @@ def _duration(annotations: Mapping[str, str], key: str, errors: list[str]) -> fl
         return parse_duration(str(raw))
     except ValueError:
         errors.append(
-            f"annotation {key} must be a duration such as 600s, 10m or 1h, at most 2562047h, "
-            f"got {raw!r}"
+            f"annotation {key} must be a duration such as 600s, 10m or 1h, at most 2562047h"
+            f"{other}, got {raw!r}"
         )
         return None
 

@@ -394,6 +394,7 @@ def _stated_options(options: GangOptions) -> dict[str, Any]:
         "groups": options.groups,
         "constraints": options.constraints,
         "starvation_seconds": options.starvation_seconds,
+        "stale_seconds": options.stale_seconds,
         "network_topology": options.network_topology,
     }
 

@@ -148,9 +148,7 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
         )
     if snapshot.queues is not None:
         lines.extend(_queue_lines(snapshot, gang, now=now, config=config))
-    state = snapshot.memory.get(key)
-    if state is not None and state.timed_out:
-        lines.append("timed out: it is not tried again until its pods are created anew")
+    lines.extend(_memory_lines(snapshot.memory.get(key), now=now))
     if pending:
         ledger = Ledger.over(snapshot.nodes, snapshot.infos())
         lines.extend(_shape_lines(pending, snapshot, ledger))
@@ -179,6 +177,21 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
         elif not pending:
             lines.append("nothing pending: every member is bound or finished")
         lines.extend(_preemption_lines(result, snapshot, members, pending))
+    return lines
+
+
+def _memory_lines(state: GangState | None, *, now: float) -> list[str]:
+    """What the scheduler remembers of the gang that a person should know: a timeout, a
+    stale gang's eviction to come (#23)."""
+    lines = []
+    if state is not None and state.timed_out:
+        lines.append("timed out: it is not tried again until its pods are created anew")
+    if state is not None and state.stale_since is not None and state.stale_due is not None:
+        lines.append(
+            f"stale: it has run below its minimum for {now - state.stale_since:.0f}s; its "
+            f"running members are evicted in {max(state.stale_due - now, 0):.0f}s unless it "
+            "is whole again by then (--stale-gang-after, gang-scheduler.io/stale-after)"
+        )
     return lines
 
 

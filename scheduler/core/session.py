@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import heapq
 import json
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -1039,6 +1040,51 @@ class Session:
             ref = ObjectRef("Pod", alive.ref.namespace, alive.ref.name, alive.ref.uid)
         self.events.append(Event(ref, WARNING, "Unschedulable", outcome.below_min))
 
+    def check_stale(self, gang: Gang, *, running: int) -> bool:
+        """#23, KAI's stale-gang eviction: a gang that runs with fewer running (and
+        succeeded) members than its minimum for longer than its grace period cannot work as
+        a gang and holds room that gangs able to run could use: its running members are
+        evicted (its controller may make them again, and the gang starts whole). Off unless
+        --stale-gang-after or the gang's gang-scheduler.io/stale-after says a duration.
+        True when it evicts: nothing more of the gang is placed in this pass."""
+        grace = gang.stale_seconds
+        if grace is None:
+            grace = self.config.stale_gang_seconds
+        outcome = self.outcomes[gang.key]
+        state = outcome.state
+        succeeded = sum(1 for p in gang.members if p.phase == SUCCEEDED)
+        stale = (
+            grace is not None
+            and math.isfinite(grace)
+            and running > 0
+            and running + succeeded < gang.min_member
+        )
+        if not stale:
+            if state.stale_since is not None:
+                outcome.state = replace(state, stale_since=None, stale_due=None)
+            return False
+        assert grace is not None
+        since = state.stale_since if state.stale_since is not None else self.now
+        due = since + grace
+        if state.stale_since is None or state.stale_due != due:
+            outcome.state = state = replace(state, stale_since=since, stale_due=due)
+        if self.now < due:
+            self.wake(due)
+            return False
+        members = [p for p in gang.members if p.bound and p.alive]
+        message = (
+            f"gang {gang.key} has run with {running} of its minimum {gang.min_member} members "
+            f"for {self.now - since:.0f}s (stale after {grace:g}s): its {len(members)} running "
+            "member(s) are evicted so that its room goes to gangs that can run; its controller "
+            "may create them again, and the gang then starts whole"
+        )
+        self.evictions.extend(
+            Eviction(p.ref, p.node_name, message, priority=p.priority or 0, stale=True)
+            for p in members
+        )
+        self.say(gang, reason="StaleGang", message=message, pods=members)
+        return True
+
     # -- turns --------------------------------------------------------------------------------
 
     @contextlib.contextmanager
@@ -1056,6 +1102,7 @@ class Session:
             len(self.events),
             len(self.patches),
             len(self.conditions),
+            len(self.evictions),  # a stale gang's, decided in its turn (#23)
         )
         statement = self.statement()
         try:
@@ -1067,6 +1114,7 @@ class Session:
             del self.events[marks[2] :]
             del self.patches[marks[3] :]
             del self.conditions[marks[4] :]
+            del self.evictions[marks[5] :]
             for outcome, state, condition, bindings, relaxed, below_min in saved:
                 outcome.state, outcome.condition = state, condition
                 outcome.bindings, outcome.relaxed, outcome.below_min = bindings, relaxed, below_min
@@ -1151,11 +1199,16 @@ class Session:
     def result(self) -> Result:
         statuses: list[StatusUpdate] = []
         # Gangs the snapshot left out (settled, or parked) keep what was remembered of them;
-        # a parked one must still be looked at when its flush or timeout falls due.
+        # a parked one must still be looked at when its flush or timeout falls due, a stale
+        # one when its grace ends (#23).
         memory: dict[GangKey, GangState] = dict(self.snapshot.memory)
         for key, state in memory.items():
-            if state.parked_at is not None and key not in self.gangs:
+            if key in self.gangs:
+                continue
+            if state.parked_at is not None:
                 self.wake(state.due_at)
+            if state.stale_due is not None:
+                self.wake(state.stale_due)
         for key, gang in self.gangs.items():
             outcome = self.outcomes[key]
             memory[key] = replace(outcome.state, condition=outcome.condition)

@@ -24,6 +24,10 @@ class Config:
     # A gang waiting this long from its first attempt is the head gang: the room it needs is
     # held for it on chosen nodes as it frees, and other gangs backfill only the rest.
     starvation_seconds: float = 300.0
+    # A running gang with fewer running (and succeeded) members than its minimum for this
+    # long has the rest evicted, so its room goes to gangs that can run (KAI's stale-gang
+    # eviction, #23); None: never, unless a gang asks (gang-scheduler.io/stale-after).
+    stale_gang_seconds: float | None = None
     # --topology-from-labels: ((level, node label key), ...) top level first; used when no
     # topology ConfigMap exists.
     topology_labels: tuple[tuple[str, str], ...] = ()

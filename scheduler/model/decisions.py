@@ -136,6 +136,9 @@ class Eviction:
     # Reclaim's (#22): the victim's queue, which gives room back to a queue below its share;
     # "" for preemption by priority.
     reclaimed_from: str = ""
+    # A member of a stale gang (#23): evicted because its gang runs below its minimum, not
+    # for a preemptor (its Event and its DisruptionTarget condition say StaleGang).
+    stale: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,7 @@ class PodGroup:
     min_resources: Resources | None = None
     timeout_seconds: float | None = None
     starvation_seconds: float | None = None  # gang-scheduler.io/starvation-after
+    stale_seconds: float | None = None  # gang-scheduler.io/stale-after
     created: float = 0.0
     mode: Mode | None = None
     total_number: int | None = None
@@ -126,6 +127,9 @@ class Gang:
     errors: tuple[str, ...] = ()
     # Placed by the topology solver when set (Sakkara groups always: pack by default).
     constraints: Constraints | None = None
+    # How long it may run below its minimum before the rest is evicted (#23); None:
+    # --stale-gang-after; inf: never.
+    stale_seconds: float | None = None
     # How long it may wait before it is the head gang; None: --starvation-after.
     starvation_seconds: float | None = None
     sakkara: SakkaraGroup | None = None

@@ -37,6 +37,10 @@ SCORINGS = ("pack", "spread")
 # On a PodGroup or the pods of a gang: how long it may wait before it becomes the head gang,
 # whose room is held as it frees (a duration, like waiting-time); --starvation-after otherwise.
 STARVATION_AFTER = OUR_PREFIX + "starvation-after"
+# On a PodGroup, the pods of a gang or their owner (#23): how long a running gang may have
+# fewer running members than its minimum before the rest are evicted (a duration, or
+# "never"); --stale-gang-after otherwise (off by default).
+STALE_AFTER = OUR_PREFIX + "stale-after"
 
 # On a pod (its template) or its owner: how the owner groups its pods into gangs, for pods
 # that declare no gang: "none" (each pod alone), "whole" (the owner whole; a NonIndexed Job's

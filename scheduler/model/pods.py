@@ -214,6 +214,7 @@ class GangOptions:
     total_number: int | None = None
     waiting_seconds: float | None = None
     starvation_seconds: float | None = None  # gang-scheduler.io/starvation-after
+    stale_seconds: float | None = None  # gang-scheduler.io/stale-after; inf: "never"
     mode: Mode | None = None
     groups: tuple[GangKey, ...] | None = None
     # gang-scheduler.io/topology-constraints, when stated.

@@ -71,6 +71,10 @@ class GangState:
     members: frozenset[str] = frozenset()
     # Whether the "fewer than minMember members left" warning was said for this incarnation.
     below_min_said: bool = False
+    # Since when it has run with fewer running members than its minimum (#23), and when the
+    # rest is to be evicted for it: the cache puts it in the pass that is due then.
+    stale_since: float | None = None
+    stale_due: float | None = None
     # Gang preemption: where its members are to go once the pods it evicted (``victims``,
     # uids) have left, and since when; the room is held for it meanwhile, and it evicts
     # nothing more until they are gone or the nomination lapses.

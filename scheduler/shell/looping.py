@@ -254,11 +254,15 @@ class SchedulingLoop:
         for condition in result.pod_conditions:
             self._spawn(self._patcher.condition(condition))
         for eviction in result.evictions:
-            if eviction.reclaimed_from:
+            if eviction.stale:
+                self._metrics.stale_gang_victims.inc()
+            elif eviction.reclaimed_from:
                 self._metrics.reclaim_victims.labels(queue=eviction.reclaimed_from).inc()
             else:
                 self._metrics.preemption_victims.labels(priority=str(eviction.priority)).inc()
             self._spawn(self._patcher.evict(eviction))
+            if eviction.stale:
+                continue  # the pass said StaleGang on the gang and its pods already
             ref = eviction.pod
             self._recorder.emit(
                 Event(

@@ -31,6 +31,7 @@ class Metrics:
     background_errors: Counter
     preemption_victims: Counter
     reclaim_victims: Counter
+    stale_gang_victims: Counter
     preemption_bound_seconds: Histogram
     api_unreachable_seconds: Gauge
     queue_allocated: Gauge
@@ -120,6 +121,12 @@ class Metrics:
                 "gang_scheduler_preemption_victims_total",
                 "Pods evicted so that a gang of higher priority fits, by the victim's priority.",
                 ["priority"],
+                registry=registry,
+            ),
+            stale_gang_victims=Counter(
+                "gang_scheduler_stale_gang_victims_total",
+                "Pods evicted because their gang ran below its minimum for longer than its "
+                "grace period (#23, --stale-gang-after).",
                 registry=registry,
             ),
             reclaim_victims=Counter(

@@ -201,15 +201,16 @@ class Patcher:
                 log.warning("pod condition not written", pod=str(update.pod), error=str(error))
 
     async def evict(self, eviction: Eviction) -> None:
-        """Gang preemption's victim: the ``DisruptionTarget`` condition first (so its
-        controller and the kubelet know why it goes, as kube-scheduler marks its victims),
-        then a graceful delete, only of this very pod (uid precondition)."""
+        """Gang preemption's victim, or a stale gang's member (#23): the
+        ``DisruptionTarget`` condition first (so its controller and the kubelet know why it
+        goes, as kube-scheduler marks its victims), then a graceful delete, only of this
+        very pod (uid precondition)."""
         ref = eviction.pod
         path = f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
         condition = {
             "type": "DisruptionTarget",
             "status": "True",
-            "reason": "PreemptionByScheduler",
+            "reason": "StaleGang" if eviction.stale else "PreemptionByScheduler",
             "message": eviction.message,
             "lastTransitionTime": _timestamp(self._clock()),
         }

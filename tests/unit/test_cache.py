@@ -229,3 +229,17 @@ def test_an_owner_kind_served_once_and_then_refused_keeps_its_gangs_waiting() ->
     assert OwnerKind.JOBSET in cache.snapshot(whole=True).owner_kinds
     cache.serve("rayclusters", True)
     assert OwnerKind.RAY_CLUSTER in cache.snapshot(whole=True).owner_kinds
+
+
+def test_a_stale_gang_with_nothing_pending_is_in_the_pass_that_is_due_to_evict_it() -> None:
+    """#23: a running gang below its minimum has nothing pending and nothing changes when
+    its grace ends: the cache still puts it in that pass, and not in earlier ones."""
+    running = [
+        pod(f"g-{i}", gang="g", min_available=3, node_name="n0", phase="Running") for i in range(2)
+    ]
+    cache = cache_with(*running)
+    cache.snapshot(now=100.0)  # a pass starts: it finds the gang stale
+    stale = GangState(satisfied=True, stale_since=100.0, stale_due=160.0)
+    cache.remember({GangKey("default", "g"): stale})
+    assert cache.snapshot(now=130.0).pods == ()
+    assert sorted(p.ref.name for p in cache.snapshot(now=160.0).pods) == ["g-0", "g-1"]

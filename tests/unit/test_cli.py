@@ -99,3 +99,14 @@ def test_the_command_line_loads_without_rich_yet_leaves_it_importable() -> None:
     # Where rich is installed (import-linter brings it), it can still be imported later.
     installed = importlib.util.find_spec("rich") is not None
     assert out[1] == str(installed)
+
+
+def test_stale_gang_after_is_off_by_default_and_refuses_a_negative_grace(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert build_parser().parse_args(["run"]).stale_gang_after is None
+    assert build_parser().parse_args(["run", "--stale-gang-after", "90"]).stale_gang_after == 90
+    for bad in ("-1", "nan", "soon"):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["run", "--stale-gang-after", bad])
+        assert "a number of seconds, 0 or more" in capsys.readouterr().err

@@ -353,6 +353,7 @@ _GANG_OPTIONS: dict[str, tuple[st.SearchStrategy[str], int]] = {
     names.KOORD_GROUPS: (GROUPS_TEXT, 1),
     names.TOPOLOGY_CONSTRAINTS: (CONSTRAINTS_TEXT, 1),
     names.NETWORK_TOPOLOGY: (TIER_TEXT, 1),
+    names.STALE_AFTER: (st.sampled_from(["30s", "5m", "never", "Never", "soon", "-1s"]), 1),
     names.FIRST_ATTEMPT: (RECENT | TIMES, 1),
     names.KOORD_TIMEOUT: (st.sampled_from(["true", "false"]), 1),
     names.LEGACY_MIN_AVAILABLE: (st.integers(1, 2).map(str), 1),

@@ -181,7 +181,8 @@ def test_every_flag_the_chart_passes_is_one_gang_scheduler_run_accepts(helm: Hel
             "batch", "scheduling",
             "schedulerNames={gang-scheduler,volcano}", "leaderElection.leaseDuration=20",
             "scheduling.defaultTimeout=120", "scheduling.maxBackoff=3",
-            "scheduling.starvationAfter=900", "scheduling.scoring=spread",
+            "scheduling.starvationAfter=900", "scheduling.staleGangAfter=120",
+            "scheduling.scoring=spread",
             "scheduling.bindConcurrency=16", "scheduling.kubeApiQps=50",
             "scheduling.kubeApiBurst=100", "topology.namespace=topologies",
             "topology.fromLabels[0].level=rack", "topology.fromLabels[0].label=example.com/rack",
@@ -200,6 +201,7 @@ def test_every_flag_the_chart_passes_is_one_gang_scheduler_run_accepts(helm: Hel
     assert parsed["default_timeout"] == 120
     assert parsed["max_backoff"] == 4  # extraArgs come last, so they win
     assert parsed["starvation_after"] == 900
+    assert parsed["stale_gang_after"] == 120
     assert parsed["scoring"] == "spread"
     assert parsed["bind_concurrency"] == 16
     assert (parsed["kube_api_qps"], parsed["kube_api_burst"]) == (50, 100)
@@ -216,8 +218,8 @@ def test_every_flag_the_chart_passes_is_one_gang_scheduler_run_accepts(helm: Hel
 def test_a_flag_left_null_is_left_to_the_schedulers_own_default(helm: Helm) -> None:
     parsed = settings(scheduler_args(helm.template("batch", "scheduling")))
     defaults = settings(["run"])
-    for flag in ("default_timeout", "max_backoff", "starvation_after", "scoring",
-                 "bind_concurrency", "kube_api_qps", "kube_api_burst", "lease_duration",
+    for flag in ("default_timeout", "max_backoff", "starvation_after", "stale_gang_after",
+                 "scoring", "bind_concurrency", "kube_api_qps", "kube_api_burst", "lease_duration",
                  "unreachable_limit", "topology_from_labels", "verbose"):  # fmt: skip
         assert parsed[flag] == defaults[flag], flag
     # The Lease and the topology ConfigMap are looked for in the release's namespace.

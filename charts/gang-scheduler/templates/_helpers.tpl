@@ -78,6 +78,9 @@ one file; the names and namespaces around the rules are the chart's own. */}}
 {{- if not (kindIs "invalid" .starvationAfter) }}
 - --starvation-after={{ .starvationAfter }}
 {{- end }}
+{{- if not (kindIs "invalid" .staleGangAfter) }}
+- --stale-gang-after={{ .staleGangAfter }}
+{{- end }}
 {{- with .scoring }}
 - {{ printf "--scoring=%s" . | quote }}
 {{- end }}

@@ -107,7 +107,7 @@ def _place_after_gang(
     outcome.condition = ("True", REASON_SCHEDULED, f"{members} of {gang.min_member} members bound")
     todo = session.ordered(pending(gang))
     session.check_min_member(gang, members=members, waiting=len(todo))
-    if not todo or statement is None:
+    if session.check_stale(gang, running=members) or not todo or statement is None:
         return
     if session.now < outcome.state.retry_at:
         session.wake(outcome.state.retry_at)

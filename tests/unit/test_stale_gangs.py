@@ -1,0 +1,169 @@
+"""Stale gangs (#23, KAI's stale-gang eviction): a running gang with fewer running members
+than its minimum for longer than a grace period has the rest evicted, so that its room goes
+to gangs that can run. Off unless --stale-gang-after or gang-scheduler.io/stale-after says."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from scheduler.codecs.gangs import read_options
+from scheduler.core.scheduling import schedule
+from scheduler.model import names
+from scheduler.model.config import Config
+from scheduler.model.pods import GangKey
+from tests.unit.builders import T0, gang_pods, node, snapshot
+from tests.unit.test_allocation import events
+
+STALE_60 = Config(stale_gang_seconds=60.0)
+KEY = GangKey("default", "g")
+
+
+def gang(count: int, *, running: int, succeeded: int = 0, **kw: Any) -> list[Any]:
+    """A Koordinator gang needing 3, ``count`` members left: the first ``running`` run, the
+    next ``succeeded`` finished, the rest pending."""
+    pods = gang_pods("g", count, gang="g", min_available=3, created=T0, **kw)
+    phases = ["Running"] * running + ["Succeeded"] * succeeded
+    return [
+        replace(p, node_name=f"n{i}", phase=phases[i]) if i < len(phases) else p
+        for i, p in enumerate(pods)
+    ]
+
+
+NODES = [node(f"n{i}") for i in range(4)]
+
+
+def passes(pods: list[Any], *, config: Config, times: list[float]) -> list[Any]:
+    """Passes at ``times``, each fed the memory of the one before."""
+    results, memory = [], {}
+    for now in times:
+        result = schedule(snapshot(NODES, pods, memory=memory), now=now, config=config)
+        memory = dict(result.memory)
+        results.append(result)
+    return results
+
+
+def evicted(result: Any) -> list[str]:
+    return sorted(e.pod.name for e in result.evictions)
+
+
+def test_a_gang_below_its_minimum_past_the_grace_has_its_running_members_evicted() -> None:
+    """2 of its 3 run (the third is gone): nothing at first, a pass is asked for when the
+    grace ends, and then both are evicted, marked stale, and the gang is told why."""
+    first, early, due = passes(gang(2, running=2), config=STALE_60, times=[T0, T0 + 30, T0 + 60])
+    assert first.evictions == early.evictions == ()
+    assert first.wake_at == T0 + 60
+    assert first.memory[KEY].stale_since == T0
+    assert first.memory[KEY].stale_due == T0 + 60
+    assert evicted(due) == ["g-0", "g-1"]
+    assert all(e.stale for e in due.evictions)
+    (message,) = set(events(due, "StaleGang"))
+    assert "has run with 2 of its minimum 3 members for 60s (stale after 60s)" in message
+
+
+def test_members_that_finished_count_so_a_job_near_its_end_is_not_stale() -> None:
+    (result,) = passes(gang(3, running=2, succeeded=1), config=STALE_60, times=[T0 + 600])
+    assert result.evictions == ()
+    assert result.memory[KEY].stale_since is None
+
+
+def test_a_gang_whose_lost_member_is_back_is_no_longer_stale() -> None:
+    """The replacement binds before the grace ends: the clock stops, nothing is evicted."""
+    (stale,) = passes(gang(2, running=2), config=STALE_60, times=[T0])
+    whole = gang(3, running=3)
+    later = schedule(snapshot(NODES, whole, memory=stale.memory), now=T0 + 90, config=STALE_60)
+    assert later.evictions == ()
+    assert later.memory[KEY].stale_since is None
+
+
+def test_a_gang_that_waits_for_its_replacement_is_still_stale() -> None:
+    """Its third member was made again but finds no room: the two that run still hold
+    their room without working as a gang, and go when the grace ends."""
+    pods = gang(3, running=2, cpu="8")  # the pending one needs a whole node; none is free
+    full = [node("n0", cpu="8"), node("n1", cpu="8")]
+    first = schedule(snapshot(full, pods), now=T0, config=STALE_60)
+    due = schedule(snapshot(full, pods, memory=first.memory), now=T0 + 60, config=STALE_60)
+    assert evicted(due) == ["g-0", "g-1"]
+
+
+def test_off_by_default_and_the_gang_may_say_otherwise() -> None:
+    (off,) = passes(gang(2, running=2), config=Config(), times=[T0 + 3600])
+    assert off.evictions == ()
+    assert off.memory[KEY].stale_since is None
+    asks = {names.STALE_AFTER: "30s"}
+    _, due = passes(gang(2, running=2, annotations=asks), config=Config(), times=[T0, T0 + 30])
+    assert evicted(due) == ["g-0", "g-1"]
+    never = {names.STALE_AFTER: "never"}
+    (kept,) = passes(gang(2, running=2, annotations=never), config=STALE_60, times=[T0 + 3600])
+    assert kept.evictions == ()
+
+
+def test_a_malformed_stale_after_names_the_annotation_and_what_it_may_say() -> None:
+    read = read_options({names.STALE_AFTER: "soon"}, namespace="default")
+    assert read.errors == (
+        f"annotation {names.STALE_AFTER} must be a duration such as 600s, 10m or 1h, at most "
+        "2562047h, or never, got 'soon'",
+    )
+    assert read_options({names.STALE_AFTER: "Never"}, namespace="default").stale_seconds == float(
+        "inf"
+    )
+
+
+def test_a_pass_that_leaves_the_stale_gang_out_still_asks_to_run_when_its_grace_ends() -> None:
+    """Passes between (for other gangs) do not see the stale gang; each still asks for a
+    pass at its due time, or the loop would forget it."""
+    (stale,) = passes(gang(2, running=2), config=STALE_60, times=[T0])
+    other = gang_pods("other", 1, created=T0)
+    between = schedule(snapshot(NODES, other, memory=stale.memory), now=T0 + 10, config=STALE_60)
+    assert between.wake_at == T0 + 60
+
+
+def test_explain_says_when_a_stale_gangs_members_are_evicted() -> None:
+    from scheduler.core.explaining import explain  # noqa: PLC0415
+
+    (stale,) = passes(gang(2, running=2), config=STALE_60, times=[T0])
+    snap = snapshot(NODES, gang(2, running=2), memory=stale.memory)
+    lines = explain(snap, KEY, now=T0 + 20, config=STALE_60)
+    assert any(
+        "stale: it has run below its minimum for 20s; its running members are evicted in 40s"
+        in line
+        for line in lines
+    ), lines
+
+
+def test_a_stale_member_is_marked_stale_gang_then_deleted_and_a_gone_one_is_left_be() -> None:
+    """The shell's part: DisruptionTarget with reason StaleGang (not a preemption), then a
+    delete of that very pod (uid precondition); a pod already gone (404) is no error."""
+    import asyncio  # noqa: PLC0415
+
+    from aiohttp import web  # noqa: PLC0415
+
+    from scheduler.model.decisions import Eviction  # noqa: PLC0415
+    from scheduler.model.pods import PodRef  # noqa: PLC0415
+    from scheduler.shell.patching import Patcher  # noqa: PLC0415
+    from tests.unit.servers import server  # noqa: PLC0415
+
+    seen: list[tuple[str, str, dict]] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        body = await request.json() if request.can_read_body else {}
+        seen.append((request.method, request.path, body))
+        status = 404 if "/gone" in request.path else 200
+        return web.json_response({"reason": "x"} if status >= 400 else {}, status=status)
+
+    async def run() -> None:
+        async with server(handler) as api:
+            patcher = Patcher(api, retries=0)
+            for name in ("g-0", "gone"):
+                ref = PodRef("default", name, f"uid-{name}")
+                await patcher.evict(Eviction(ref, "n0", "stale", stale=True))
+
+    asyncio.run(run())
+    (mark, delete, gone) = seen
+    assert mark[0] == "PATCH"
+    assert mark[1] == "/api/v1/namespaces/default/pods/g-0/status"
+    (condition,) = mark[2]["status"]["conditions"]
+    assert (condition["type"], condition["reason"]) == ("DisruptionTarget", "StaleGang")
+    assert delete[:2] == ("DELETE", "/api/v1/namespaces/default/pods/g-0")
+    assert delete[2]["preconditions"] == {"uid": "uid-g-0"}
+    assert gone[1] == "/api/v1/namespaces/default/pods/gone/status"  # 404: nothing more
