@@ -942,6 +942,29 @@ class Session:
             podgroup_api=gang.podgroup.api if gang.podgroup is not None else PodGroupApi.OURS,
         )
 
+    def refill_ranks(self, gang: Gang, bindings: list[Binding]) -> Placement | None:
+        """#23, healing: members of a running topology-placed gang placed now (a lost one
+        made again) take the ranks its running members do not hold, the lowest first, in
+        rank order (nearest the master first), so a replaced member gets its old rank back.
+        Only the rank labels are written (the placement tree stays the gang's first). None
+        when no running member carries a rank (nothing was written back yet)."""
+        new = {b.pod for b in bindings}
+        taken: set[int] = set()
+        for pod in gang.members:
+            rank = pod.labels.get(names.SAKKARA_RANK, "")
+            if pod.ref not in new and pod.bound and pod.alive and rank.isdecimal():
+                taken.add(int(rank))
+        if not taken:
+            return None
+        vacant = (r for r in range(len(taken) + len(bindings)) if r not in taken)
+        order = ranks([(b.pod, b.node) for b in bindings], self.topology)
+        return Placement(
+            ranks=tuple((ref, next(vacant)) for ref, _ in order),
+            tree="",
+            retries=1,
+            begin=min(p.created for p in gang.members),
+        )
+
     # -- saying things ------------------------------------------------------------------------
 
     def say(

@@ -322,3 +322,47 @@ def test_a_bad_constraint_annotation_is_said_once_naming_the_annotation() -> Non
     (invalid,) = [e.message for e in result.events if e.reason == "InvalidGangSpec"]
     assert invalid.count("factor 4") == 1
     assert names.TOPOLOGY_CONSTRAINTS in invalid
+
+
+# -- healing (#23): a lost member made again goes back where its gang runs, with its rank ----
+
+
+def _healing(*, hard: bool, rack_0_room: bool) -> Result:
+    """A gang of 3 whole-node members packed in rack-0 (w-0 rank 0 on node-0, w-2 rank 2
+    on node-1); w-1 (rank 1) was lost and made again. node-3 (rack-1) runs a pod (its
+    memory): the fullest node with room, packing alone would take it. node-2 (rack-0) is
+    free unless ``rack_0_room`` is False."""
+    pack = json.dumps({"rack": {"type": "pack", "isHard": hard}})
+    notes = {names.TOPOLOGY_CONSTRAINTS: pack}
+
+    def member(i: int, **kw: object) -> object:
+        return pod(f"w-{i}", gang="w", min_available=3, annotations=notes, cpu="8", **kw)  # type: ignore[arg-type]
+
+    running = [
+        member(0, node_name="node-0", phase="Running", labels={names.SAKKARA_RANK: "0"}),
+        member(2, node_name="node-1", phase="Running", labels={names.SAKKARA_RANK: "2"}),
+    ]
+    others = [pod("half", cpu="0", node_name="node-3", phase="Running")]
+    if not rack_0_room:
+        others.append(pod("filler", cpu="8", node_name="node-2", phase="Running"))
+    pods = [*running, member(1), *others]
+    return schedule(snapshot(six_nodes(), pods, topology=SEED), now=T0)
+
+
+def test_a_lost_member_of_a_packed_gang_goes_back_into_its_rack_with_its_old_rank() -> None:
+    result = _healing(hard=True, rack_0_room=True)
+    assert bind_map(result) == {"w-1": "node-2"}
+    ((gang_binding,),) = (g.gangs for g in result.bindings)
+    assert gang_binding.placement is not None
+    assert [(r.name, rank) for r, rank in gang_binding.placement.ranks] == [("w-1", 1)]
+    assert gang_binding.placement.tree == ""  # the gang's placement tree is left as it was
+    assert gang_binding.placement.podgroup is None
+    assert gang_binding.placement.group is None
+
+
+def test_a_hard_packed_gang_waits_for_room_in_its_rack_a_soft_one_goes_elsewhere() -> None:
+    hard = _healing(hard=True, rack_0_room=False)
+    assert bind_map(hard) == {}
+    message = next(e.message for e in hard.events if e.reason == "FailedScheduling")
+    assert "kept to rack rack-0, where the gang runs" in message
+    assert bind_map(_healing(hard=False, rack_0_room=False)) == {"w-1": "node-3"}

@@ -129,8 +129,12 @@ def _place_after_gang(
             left = [p for p in todo if p.ref not in placed]
             failures = _one_by_one(session, statement, gang, room, left)
     if outcome.bindings:
+        placement = session.refill_ranks(gang, outcome.bindings) if gang.topology_placed else None
         session.bindings.append(
-            GroupBinding((GangBinding(gang.key, tuple(outcome.bindings)),), all_or_nothing=False)
+            GroupBinding(
+                (GangBinding(gang.key, tuple(outcome.bindings), placement=placement),),
+                all_or_nothing=False,
+            )
         )
     if failures:
         placed = {b.pod for b in outcome.bindings}

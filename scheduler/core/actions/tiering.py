@@ -97,10 +97,12 @@ class Fence:
 def fence_of_running(session: Session, gang: Gang) -> Fence | Status | None:
     """The fence for a running gang's new members; None when it has no networkTopology or
     its members are not inside one unit of it (placed before it was stated: nothing to
-    keep); a Status when its tier names no level of the topology."""
+    keep); a Status when its tier names no level of the topology. A topology-placed gang
+    (our constraints, a Sakkara group) without one keeps them in the smallest unit where
+    its running members are."""
     spec = network_topology(gang)
     if spec is None:
-        return None
+        return _fence_of_placed(session, gang) if gang.topology_placed else None
     topology = session.topology
     level, problem = tier_level(topology, spec, where=WHERE)
     if problem:
@@ -110,6 +112,27 @@ def fence_of_running(session: Session, gang: Gang) -> Fence | Status | None:
         return None
     unit = units.pop()
     return Fence(session.domains(level)[unit], f"{level} {unit}", hard=spec.mode == "hard")
+
+
+def _fence_of_placed(session: Session, gang: Gang) -> Fence | None:
+    """#23, healing: a lost member of a topology-placed gang, made again, goes back into the
+    smallest unit (lowest level first) that holds every running member, where the solver
+    put the gang; it waits for room there when one of the gang's constraints is hard, and
+    goes anywhere after trying there when all are soft. None when nothing of it runs inside
+    the topology."""
+    topology = session.topology
+    anchors = _anchors(session, gang, {})
+    if not anchors:
+        return None
+    levels = topology.levels
+    for at in range(len(levels) - 2, -1, -1):
+        units = {topology.paths[n][at] for n in anchors}
+        if len(units) == 1:
+            unit = units.pop()
+            constraints = gang.constraints.by_level.values() if gang.constraints else ()
+            hard = any(c.hard for c in constraints)
+            return Fence(session.domains(levels[at])[unit], f"{levels[at]} {unit}", hard=hard)
+    return None
 
 
 def _anchors(session: Session, gang: Gang, held: Mapping[PodRef, str]) -> list[str]:
