@@ -7,6 +7,9 @@ import json
 from dataclasses import replace
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from scheduler.codecs.objects import volcano_podgroup_from_dict
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
@@ -710,3 +713,51 @@ def test_a_subgroup_policy_nested_deeper_than_the_stack_is_an_error_not_a_crash(
         f"annotation {names.SUBGROUP_POLICY} must be a JSON list of subgroup policies: "
         "nested too deeply",
     )
+
+
+# -- properties: whatever the cluster, never a partial subgroup -------------------------------
+
+
+@st.composite
+def subgroup_cases(draw: st.DrawFn) -> tuple[list[Any], list[Any], Any, int, int]:
+    """Nodes of 1 to 4 GPUs (some taken), and a Volcano gang of 1 to 4 replicas of 1 to 3
+    one- or two-GPU members, needing 1 or more whole replicas; some replicas short a member,
+    some members running already (a gang that runs)."""
+    gpus = draw(st.lists(st.integers(1, 4), min_size=1, max_size=6))
+    nodes = [node(f"n{i}", gpu=g) for i, g in enumerate(gpus)]
+    count, size = draw(st.integers(1, 4)), draw(st.integers(1, 3))
+    least = draw(st.integers(1, count))
+    pods = []
+    for r in range(count):
+        members = size - (1 if draw(st.integers(0, 5)) == 0 else 0)
+        for m in range(members):
+            (member,) = replicas("dp", 1, 1, gpu=draw(st.integers(1, 2)), first=r)
+            pods.append(replace(member, ref=replace(member.ref, name=f"dp-{r}-{m}")))
+    group = podgroup("dp", min_member=least * size, size=size, min_subgroups=least)
+    return nodes, pods, group, size, least
+
+
+def _gpus_of(pod: Any) -> int:
+    return pod.requests.get("nvidia.com/gpu", 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=subgroup_cases())
+def test_a_subgroup_is_bound_whole_or_not_at_all_and_the_minimum_whole(
+    case: tuple[list[Any], list[Any], Any, int, int],
+) -> None:
+    nodes, pods, group, size, least = case
+    result = schedule(snapshot(nodes, pods, podgroups=[group]), now=T0)
+    placed = bind_map(result)
+    per_replica: dict[str, int] = {}
+    for name in placed:
+        replica = name.rsplit("-", 1)[0]
+        per_replica[replica] = per_replica.get(replica, 0) + 1
+    assert all(n >= size for n in per_replica.values()), per_replica  # none in part
+    if placed:
+        assert len(per_replica) >= least, per_replica  # the minimum in whole replicas
+    room = {n.name: n.allocatable.get("nvidia.com/gpu", 0) for n in nodes}
+    by_name = {p.ref.name: p for p in pods}
+    for name, where in placed.items():
+        room[where] -= _gpus_of(by_name[name])
+    assert all(free >= 0 for free in room.values()), room
