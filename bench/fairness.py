@@ -55,6 +55,11 @@ SCHEDULER = "gang-scheduler"
 GPUS_PER_NODE = 8
 # A gang waits as long as it takes here: no timeout in the way of the measure.
 CONFIG = Config(default_timeout_seconds=1e9)
+# The third play: queues with time-based fair share (--fair-share-half-life), a half-life of
+# ten minutes (a sixth of the trace): long enough to remember a flood, short enough to
+# forgive it within the hour.
+HALF_LIFE = 600.0
+MODES = {"queues": "on", "time_based": "time-based", "no_queues": "off"}
 
 
 def queue_tree() -> dict[str, Queue]:
@@ -200,8 +205,18 @@ class Run:
     pass_seconds: list[float] = field(default_factory=list)
 
 
-def play(jobs: list[Job], *, nodes: int, seconds: float, step: float, queues_on: bool) -> Run:
+def play(
+    jobs: list[Job],
+    *,
+    nodes: int,
+    seconds: float,
+    step: float,
+    queues_on: bool,
+    half_life: float | None = None,
+) -> Run:
     run = Run(queues_on=queues_on)
+    config = replace(CONFIG, fair_share_half_life_seconds=half_life)
+    usage = None  # the queues' recent usage, handed from pass to pass as the cache does
     cluster = {n.name: n for n in (node(i) for i in range(nodes))}
     total_gpus = nodes * GPUS_PER_NODE
     tree = queue_tree()
@@ -228,12 +243,14 @@ def play(jobs: list[Job], *, nodes: int, seconds: float, step: float, queues_on:
             pods=tuple(pods.values()),
             memory=memory,
             queues=tree if queues_on else None,
+            queue_usage=usage,
         )
         started = time.perf_counter()
-        result = schedule(snap, now=now, config=CONFIG)
+        result = schedule(snap, now=now, config=config)
         run.pass_seconds.append(time.perf_counter() - started)
         run.passes += 1
         memory = dict(result.memory)
+        usage = result.queue_usage
         for group in result.bindings:
             for placed in group.gangs:
                 gang = placed.gang.name
@@ -477,9 +494,12 @@ def bench(*, nodes: int, seconds: float, step: float, seed: int, flood: float) -
         "jobs": len(jobs),
         "settle_seconds": settle * step,
     }
-    for on in (True, False):
-        run = play(jobs, nodes=nodes, seconds=seconds, step=step, queues_on=on)
-        results["queues" if on else "no_queues"] = summary(run, settle=settle)
+    for mode in MODES:
+        run = play(
+            jobs, nodes=nodes, seconds=seconds, step=step, queues_on=mode != "no_queues",
+            half_life=HALF_LIFE if mode == "time_based" else None,
+        )  # fmt: skip
+        results[mode] = summary(run, settle=settle)
     return results
 
 
@@ -491,20 +511,21 @@ def markdown(results: dict[str, Any]) -> str:
         f"a pass every {results['pass_every_seconds']:g}s for {results['seconds']:g}s, "
         f"{results['jobs']} gangs of 1-64 GPUs (seed {results['seed']}; `b-flood` submits "
         f"{results['flood']:g}× as often as the others). Shares are of the cluster's GPUs, "  # noqa: RUF001
-        f"after the first {results['settle_seconds']:g}s.",
+        f"after the first {results['settle_seconds']:g}s. Time-based: queues with "
+        f"--fair-share-half-life {HALF_LIFE:g}.",
         "",
         "| queue | queues | share (mean) | ideal (mean) | max dev | mean dev | wait p50 "
         "| wait p99 | gangs started |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for mode in ("queues", "no_queues"):
+    for mode, label in MODES.items():
         for leaf, q in results[mode]["queues"].items():
             lines.append(
-                f"| {leaf} | {'on' if mode == 'queues' else 'off'} | {q['share_mean']:.3f} | "
+                f"| {leaf} | {label} | {q['share_mean']:.3f} | "
                 f"{q['ideal_mean']:.3f} | {q['deviation_max']:.3f} | {q['deviation_mean']:.3f} | "
                 f"{q['wait_p50']:.0f}s | {q['wait_p99']:.0f}s | {q['gangs_started']} |"
             )
-    lines += ["", "| | queues on | queues off |", "|---|---|---|"]
+    lines += ["", "| | queues on | time-based | queues off |", "|---|---|---|---|"]
     for key, label in (
         ("starved_streak_passes", "longest wait of a reclaim-worthy gang (passes)"),
         (
@@ -523,9 +544,9 @@ def markdown(results: dict[str, Any]) -> str:
         ("reclaimed_pods", "pods reclaimed"),
         ("pass_seconds_p50", "pass duration p50 (s)"),
     ):
-        on, off = results["queues"][key], results["no_queues"][key]
-        fmt = "{:.4f}" if isinstance(on, float) else "{}"
-        lines.append(f"| {label} | {fmt.format(on)} | {fmt.format(off)} |")
+        values = [results[mode][key] for mode in MODES]
+        fmt = "{:.4f}" if isinstance(values[0], float) else "{}"
+        lines.append(f"| {label} | " + " | ".join(fmt.format(v) for v in values) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -111,6 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
         "otherwise with gang-scheduler.io/stale-after (default: never)",
     )
     run.add_argument(
+        "--fair-share-half-life",
+        type=_seconds,
+        default=defaults.fair_share_half_life_seconds,
+        metavar="SECONDS",
+        help="time-based fair share: a queue's recent usage, an average that halves every "
+        "SECONDS, counts beside what it holds now when the next gang is chosen, so a queue "
+        "that had the cluster lately yields to one that had little (default: off)",
+    )
+    run.add_argument(
         "--starvation-after",
         type=float,
         default=defaults.starvation_seconds,
@@ -291,6 +300,7 @@ async def _run(args: argparse.Namespace) -> None:
         max_backoff_seconds=args.max_backoff,
         starvation_seconds=args.starvation_after,
         stale_gang_seconds=args.stale_gang_after,
+        fair_share_half_life_seconds=args.fair_share_half_life,
         topology_labels=args.topology_from_labels,
         scoring=args.scoring,
     )

@@ -38,6 +38,7 @@ from scheduler.model.queues import (
     Queue,
     QueueCensus,
     QueueStatus,
+    QueueUsage,
     beyond_default,
 )
 from scheduler.model.resources import Resources
@@ -129,6 +130,8 @@ class ClusterCache:
         self._pending: dict[str, GangKey] = {}
         self._pending_in: dict[GangKey, int] = {}
         self._memory: dict[GangKey, GangState] = {}
+        # Time-based fair share (#22): the queues' recent usage, as the last pass left it.
+        self.queue_usage: QueueUsage | None = None
         self._updated: set[GangKey] = set()  # memory the shell changed since the last snapshot
         # ConfigMaps of seed 004, by "namespace/name": topologies (with why one is unusable)
         # and Sakkara groups.
@@ -1022,4 +1025,5 @@ class ClusterCache:
             queue_waiting=self._queue_waiting(podgroups)
             if bool(queues) and beyond_default(queues)
             else None,
+            queue_usage=self.queue_usage,
         )

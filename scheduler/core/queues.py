@@ -9,7 +9,15 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
-from scheduler.model.queues import CLOSED, DEFAULT_QUEUE, OPEN, Queue, QueueCensus, QueueStatus
+from scheduler.model.queues import (
+    CLOSED,
+    DEFAULT_QUEUE,
+    OPEN,
+    Queue,
+    QueueCensus,
+    QueueStatus,
+    QueueUsage,
+)
 from scheduler.model.resources import Resources, format_amount
 
 ROOT = "root"  # Volcano's root queue: a queue without a parent is its child
@@ -89,6 +97,7 @@ class QueueBook:
         total: Mapping[str, int],
         waiting: Mapping[str, Mapping[str, int]] | None = None,
         leaving: Mapping[str, Mapping[str, int]] | None = None,
+        past: Mapping[str, Mapping[str, float]] | None = None,
     ) -> None:
         known = dict(queues)
         if DEFAULT_QUEUE not in known:
@@ -109,6 +118,14 @@ class QueueBook:
         for name, amounts in usage.items():
             if name in known:
                 self._add(name, amounts)
+        # Time-based fair share: what each subtree held on average lately (None: off).
+        self.past: dict[str, dict[str, float]] | None = None
+        if past is not None:
+            self.past = {name: {} for name in known}
+            for name, amounts in past.items():
+                for at in self.ancestors(name) if name in known else ():
+                    for resource, amount in amounts.items():
+                        self.past[at][resource] = self.past[at].get(resource, 0.0) + amount
         # Of what they hold, what is leaving (pods being deleted: a preemption's or a
         # reclaim's victims). It still counts against a capability (the room is not free
         # yet), not for reclaim, which must not take a queue's share twice.
@@ -221,12 +238,32 @@ class QueueBook:
             most = max(most, amount / deserved if deserved > 0 else math.inf)
         return most
 
+    def standing(self, queue: str) -> float:
+        """The share the fair order goes by: the dominant share, or with time-based fair
+        share the most, over the resources, of the mean of what the subtree holds now and
+        what it held on average lately, against its fair share: a queue that had the
+        cluster for the last hours yields to one that had nothing, though both hold
+        nothing now."""
+        name = self.name_of(queue)
+        if self.past is None:
+            return self.share(name)
+        fair = self.fair.get(name, {})
+        held, past = self.held.get(name, {}), self.past.get(name, {})
+        most = 0.0
+        for resource in {*held, *past}:
+            amount = (held.get(resource, 0) + past.get(resource, 0.0)) / 2
+            if amount <= 0 or resource not in self.total:
+                continue
+            deserved = fair.get(resource, 0.0)
+            most = max(most, amount / deserved if deserved > 0 else math.inf)
+        return most
+
     def order(self, queue: str) -> tuple:
         """Sort key of a queue for the fair order: furthest below its share first, then the
         higher spec.priority, then by name."""
         name = self.name_of(queue)
         known = self.queues.get(name)
-        return (self.share(name), -(known.priority if known else 0), name)
+        return (self.standing(name), -(known.priority if known else 0), name)
 
     # -- reclaim ----------------------------------------------------------------------------
 
@@ -371,6 +408,31 @@ class QueueBook:
                     before, first = kept.get(resource, (0.0, name))
                     kept[resource] = (before + unmet, first)
         return kept
+
+
+def decayed_usage(
+    before: QueueUsage | None,
+    held: Mapping[str, Mapping[str, int]],
+    *,
+    now: float,
+    half_life: float,
+) -> QueueUsage:
+    """The queues' recent usage at ``now``: the average ``before`` decayed by half for every
+    ``half_life`` seconds since, and what each queue's pods hold now for the rest (as if
+    they had held it since the last update: the last pass's holdings are all it knows)."""
+    if before is None:
+        return QueueUsage(
+            now, {q: {r: float(a) for r, a in amounts.items()} for q, amounts in held.items()}
+        )
+    kept = 0.5 ** (max(now - before.at, 0.0) / half_life) if half_life > 0 else 0.0
+    average: dict[str, dict[str, float]] = {}
+    for queue in {*before.average, *held}:
+        old, new = before.average.get(queue, {}), held.get(queue, {})
+        mixed = {r: kept * old.get(r, 0.0) + (1 - kept) * new.get(r, 0) for r in {*old, *new}}
+        kept_amounts = {r: a for r, a in mixed.items() if a > 1e-9}
+        if kept_amounts:
+            average[queue] = kept_amounts
+    return QueueUsage(now, average)
 
 
 def _whole(share: float) -> float:

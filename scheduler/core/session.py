@@ -24,7 +24,7 @@ from scheduler.core.filtering import volume_problem, volume_terms
 from scheduler.core.gangs import gang_groups, priority_of, queue_key, resolve, topology_of
 from scheduler.core.neighbouring import Neighbours
 from scheduler.core.placing import Ledger, NodeFinder, Signature
-from scheduler.core.queues import QueueBook, QueueRoom
+from scheduler.core.queues import QueueBook, QueueRoom, decayed_usage
 from scheduler.core.statement import Statement
 from scheduler.core.statuses import NOT_TRIED, PENDING_PHASE, SCHEDULING_PHASE, desired_status
 from scheduler.model import names
@@ -56,7 +56,7 @@ from scheduler.model.pods import (
     PodGroupApi,
     PodRef,
 )
-from scheduler.model.queues import DEFAULT_QUEUE, QUEUE_API, Queue, beyond_default
+from scheduler.model.queues import DEFAULT_QUEUE, QUEUE_API, Queue, QueueUsage, beyond_default
 from scheduler.model.resources import Resources, describe
 from scheduler.model.snapshot import GangState, Snapshot
 from scheduler.model.status import Status
@@ -174,6 +174,9 @@ class Session:
         self.failed_shapes: dict[tuple, tuple[Status, list[str]]] = {}
         self._helps: dict[tuple, list[str]] = {}  # (generation, requests) -> roomy changed nodes
         self._domains: dict[str, Mapping[str, frozenset[str]]] = {}  # level -> unit -> nodes
+        # Time-based fair share (#22): the queues' recent usage as this pass updated it (the
+        # snapshot's, unchanged, when the pass built no queue book).
+        self.queue_usage: QueueUsage | None = snapshot.queue_usage
         self._changed: dict[int, list[str]] = {}  # generation -> nodes changed since
         for key, gang in self.gangs.items():
             state = self._incarnation(gang, snapshot.memory.get(key))
@@ -286,7 +289,16 @@ class Session:
                     self.counted_refs.add(pod.ref)
                     for resource, amount in pod.requests.items():
                         into[resource] = into.get(resource, 0) + amount
-        return QueueBook(queues, usage=usage, total=total, waiting=wanted, leaving=leaving)
+        past = None
+        half_life = self.config.fair_share_half_life_seconds
+        if half_life is not None:
+            self.queue_usage = decayed_usage(
+                self.snapshot.queue_usage, usage, now=self.now, half_life=half_life
+            )
+            past = self.queue_usage.average
+        return QueueBook(
+            queues, usage=usage, total=total, waiting=wanted, leaving=leaving, past=past
+        )
 
     def queue_of(self, pod: Pod) -> str:
         """The queue a pod of ours counts against, by name ("default" for none)."""
@@ -1259,6 +1271,7 @@ class Session:
             events=tuple(self.events),
             memory=memory,
             wake_at=self.wake_at,
+            queue_usage=self.queue_usage,
             attempts=tuple(self.attempts),
             topology_notes=self.topology_notes,
         )

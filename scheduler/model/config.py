@@ -28,6 +28,10 @@ class Config:
     # long has the rest evicted, so its room goes to gangs that can run (KAI's stale-gang
     # eviction, #23); None: never, unless a gang asks (gang-scheduler.io/stale-after).
     stale_gang_seconds: float | None = None
+    # Time-based fair share (#22, as KAI's): with a half-life, a queue's recent usage (an
+    # average decaying by half every so many seconds) counts beside what it holds now when
+    # the next gang is chosen; None: what it holds now alone.
+    fair_share_half_life_seconds: float | None = None
     # --topology-from-labels: ((level, node label key), ...) top level first; used when no
     # topology ConfigMap exists.
     topology_labels: tuple[tuple[str, str], ...] = ()

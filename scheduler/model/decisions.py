@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from scheduler.model.devices import Allocation
 from scheduler.model.gangs import PodGroupStatus
 from scheduler.model.pods import GangKey, PodGroupApi, PodRef
+from scheduler.model.queues import QueueUsage
 from scheduler.model.snapshot import GangState
 
 NORMAL = "Normal"
@@ -173,3 +174,5 @@ class Result:
     attempts: tuple[tuple[GangKey, str], ...] = ()
     # Said once per change by the shell's log: cluster nodes the topology does not name.
     topology_notes: tuple[str, ...] = ()
+    # With --fair-share-half-life (#22): the queues' recent usage, for the next pass.
+    queue_usage: QueueUsage | None = None

@@ -20,6 +20,16 @@ OPEN = "Open"
 CLOSED = "Closed"
 
 
+@dataclass(frozen=True, slots=True)
+class QueueUsage:
+    """Time-based fair share (#22): what each queue's own pods held on average lately, per
+    resource, as of ``at``: an exponentially decaying average with the half-life of
+    --fair-share-half-life, kept by the scheduler between passes (not across restarts)."""
+
+    at: float
+    average: Mapping[str, Mapping[str, float]]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Queue:
     """One Queue object, fields as Volcano names them. ``None``: not stated (no ceiling, no

@@ -12,7 +12,7 @@ from scheduler.model.gangs import Owner, PodGroup
 from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.owners import OwnerKey, OwnerKind
 from scheduler.model.pods import GangKey, Pod, PodRef
-from scheduler.model.queues import Queue
+from scheduler.model.queues import Queue, QueueUsage
 from scheduler.model.resources import Resources
 from scheduler.model.topology import SakkaraGroup, Topology
 from scheduler.model.volumes import Claim, Volume
@@ -126,6 +126,8 @@ class Snapshot:
     # With queues: what the pending pods of ours ask for, by the queue they name ("" for the
     # default), parked gangs' included (the cache's count); None: worked out from ``pods``.
     queue_waiting: Mapping[str, Resources] | None = None
+    # With --fair-share-half-life: the queues' recent usage as the last pass left it.
+    queue_usage: QueueUsage | None = None
 
     # Dynamic resource allocation (#24): the ResourceSlices drivers publish, DeviceClasses
     # by name, ResourceClaims by (namespace, name) (allocations written by binds in flight

@@ -192,6 +192,7 @@ class SchedulingLoop:
                 self._cache.look_at_everything()
                 raise
             self._cache.remember(dict(result.memory))
+            self._cache.queue_usage = result.queue_usage
         finally:
             # Sent binds go on whatever happened; what a cancelled pass's thread still decides
             # is not sent.

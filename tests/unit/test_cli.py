@@ -105,6 +105,7 @@ def test_stale_gang_after_is_off_by_default_and_refuses_a_negative_grace(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert build_parser().parse_args(["run"]).stale_gang_after is None
+    assert build_parser().parse_args(["run"]).fair_share_half_life is None
     assert build_parser().parse_args(["run", "--stale-gang-after", "90"]).stale_gang_after == 90
     for bad in ("-1", "nan", "soon"):
         with pytest.raises(SystemExit):

@@ -19,6 +19,12 @@ def test_queues_give_the_other_teams_their_share_back_from_a_flood() -> None:
     assert on["passes_with_idle_gpus_while_a_gang_fits"] == 0
     assert on["starved_streak_passes"] < off["starved_streak_passes"]
     assert on["unserved_streak_passes"] < off["unserved_streak_passes"]
+    # Time-based fair share (--fair-share-half-life): the flood, the heaviest user lately,
+    # gets less again, and nothing is left idle for it.
+    timed = results["time_based"]
+    assert timed["queues"]["b-flood"]["share_mean"] < on["queues"]["b-flood"]["share_mean"]
+    assert timed["passes_with_idle_gpus_while_a_gang_fits"] == 0
     table = markdown(results)
     assert "| b-flood | on |" in table
+    assert "| b-flood | time-based |" in table
     assert isinstance(targets(results), list)

@@ -182,6 +182,7 @@ def test_every_flag_the_chart_passes_is_one_gang_scheduler_run_accepts(helm: Hel
             "schedulerNames={gang-scheduler,volcano}", "leaderElection.leaseDuration=20",
             "scheduling.defaultTimeout=120", "scheduling.maxBackoff=3",
             "scheduling.starvationAfter=900", "scheduling.staleGangAfter=120",
+            "scheduling.fairShareHalfLife=1800",
             "scheduling.scoring=spread",
             "scheduling.bindConcurrency=16", "scheduling.kubeApiQps=50",
             "scheduling.kubeApiBurst=100", "topology.namespace=topologies",
@@ -202,6 +203,7 @@ def test_every_flag_the_chart_passes_is_one_gang_scheduler_run_accepts(helm: Hel
     assert parsed["max_backoff"] == 4  # extraArgs come last, so they win
     assert parsed["starvation_after"] == 900
     assert parsed["stale_gang_after"] == 120
+    assert parsed["fair_share_half_life"] == 1800
     assert parsed["scoring"] == "spread"
     assert parsed["bind_concurrency"] == 16
     assert (parsed["kube_api_qps"], parsed["kube_api_burst"]) == (50, 100)
@@ -219,7 +221,7 @@ def test_a_flag_left_null_is_left_to_the_schedulers_own_default(helm: Helm) -> N
     parsed = settings(scheduler_args(helm.template("batch", "scheduling")))
     defaults = settings(["run"])
     for flag in ("default_timeout", "max_backoff", "starvation_after", "stale_gang_after",
-                 "scoring", "bind_concurrency", "kube_api_qps", "kube_api_burst", "lease_duration",
+                 "fair_share_half_life", "scoring", "bind_concurrency", "kube_api_qps", "kube_api_burst", "lease_duration",
                  "unreachable_limit", "topology_from_labels", "verbose"):  # fmt: skip
         assert parsed[flag] == defaults[flag], flag
     # The Lease and the topology ConfigMap are looked for in the release's namespace.

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from scheduler.codecs.objects import volcano_podgroup_from_dict
-from scheduler.core.queues import QueueBook, _water_fill
+from scheduler.core.queues import QueueBook, _water_fill, decayed_usage
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
-from scheduler.model.queues import DEFAULT_QUEUE, Queue
+from scheduler.model.config import Config
+from scheduler.model.queues import DEFAULT_QUEUE, Queue, QueueUsage
 from scheduler.model.snapshot import Snapshot
 from tests.unit.builders import T0, gang_pods, node, pod, snapshot
 from tests.unit.test_allocation import bind_map, events
@@ -827,3 +828,40 @@ def test_a_gang_parked_in_a_queue_without_a_capability_is_not_woken_by_its_queue
     cache.remember(dict(first.memory))
     cache.remove_pod("uid-default-tiny-0")
     assert "wide-0" not in {p.ref.name for p in cache.snapshot(now=T0 + 1).pods}
+
+
+# -- time-based fair share (optional, --fair-share-half-life) ---------------------------------
+
+
+def test_a_queue_that_had_the_cluster_lately_yields_to_one_that_had_nothing() -> None:
+    """Two queues 1:1, each with a gang of 2 GPUs waiting, room for one. Both hold nothing
+    now; team-a held the whole cluster on average lately. Without time-based fair share
+    the tie goes by name (team-a); with it, team-b goes first."""
+    a = gang_pods("a", 2, gang="a", min_available=2, gpu=1, labels=in_queue("team-a"), created=T0)
+    b = gang_pods("b", 2, gang="b", min_available=2, gpu=1, labels=in_queue("team-b"), created=T0)
+    snap = with_queues(snapshot(gpu_nodes(2), [*a, *b]), queue("team-a"), queue("team-b"))
+    assert set(bind_map(schedule(snap, now=T0))) == {"a-0", "a-1"}
+    lately = QueueUsage(T0 - 60, {"team-a": {GPU: 2000.0}})
+    config = Config(fair_share_half_life_seconds=600.0)
+    result = schedule(replace(snap, queue_usage=lately), now=T0, config=config)
+    assert set(bind_map(result)) == {"b-0", "b-1"}
+    # The usage the pass hands on: decayed a little (60 s of a 600 s half-life), nothing new.
+    assert result.queue_usage is not None
+    assert result.queue_usage.at == T0
+    assert result.queue_usage.average["team-a"][GPU] == pytest.approx(2000 * 0.5**0.1)
+
+
+def test_recent_usage_halves_every_half_life_toward_what_is_held_now() -> None:
+    before = QueueUsage(0.0, {"a": {"cpu": 1000.0}})
+    after = decayed_usage(
+        before, {"a": {"cpu": 3000}, "b": {"cpu": 500}}, now=100.0, half_life=100.0
+    )
+    assert after.at == 100.0
+    assert after.average["a"]["cpu"] == pytest.approx(0.5 * 1000 + 0.5 * 3000)
+    assert after.average["b"]["cpu"] == pytest.approx(250.0)
+    # Without a history, what is held now is the history: the order is DRF's, unchanged.
+    fresh = decayed_usage(None, {"a": {"cpu": 3000}}, now=5.0, half_life=100.0)
+    assert fresh.average == {"a": {"cpu": 3000.0}}
+    # Long after, the past is gone: only what is held now counts.
+    gone = decayed_usage(before, {}, now=100_000.0, half_life=100.0)
+    assert gone.average == {}

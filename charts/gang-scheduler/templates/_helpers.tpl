@@ -81,6 +81,9 @@ one file; the names and namespaces around the rules are the chart's own. */}}
 {{- if not (kindIs "invalid" .staleGangAfter) }}
 - --stale-gang-after={{ .staleGangAfter }}
 {{- end }}
+{{- if not (kindIs "invalid" .fairShareHalfLife) }}
+- --fair-share-half-life={{ .fairShareHalfLife }}
+{{- end }}
 {{- with .scoring }}
 - {{ printf "--scoring=%s" . | quote }}
 {{- end }}
