@@ -25,7 +25,7 @@ help:
 	@echo "make oracle        kube-scheduler and the core asked the same questions (ORACLE_CASES=500)"
 	@echo "make e2e-kind      the e2e suite on a kind cluster, scheduler deployed (needs Docker)"
 	@echo "make setup         create $(VENV) with the project and its dev tools"
-	@echo "make binaries      build (or find cached) the control plane, the Coscheduling peer, helm"
+	@echo "make binaries      build (or find cached) the control plane, the Coscheduling peer, helm, promtool"
 
 setup: $(VENV)/.installed
 
@@ -37,11 +37,13 @@ $(VENV)/.installed: pyproject.toml
 	@touch $@
 
 # The control plane, the Coscheduling peer of make bench (its own Go module, cached the
-# same way; its bench smoke test runs in make test), and helm for the chart's tests.
+# same way; its bench smoke test runs in make test), helm for the chart's tests, and
+# promtool for the chart's alert rules (tests/unit/test_dashboard.py).
 binaries:
 	bash e2e/controlplane/build.sh
 	bash bench/peers/coscheduling/build.sh
 	bash e2e/helm/build.sh
+	bash e2e/promtool/build.sh
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -1,5 +1,6 @@
 """helm, built from its Go module by build.sh beside this file, and the chart it installs
-(charts/gang-scheduler/): what the chart's tests share.
+(charts/gang-scheduler/): what the chart's tests share; promtool too (e2e/promtool/build.sh),
+which checks the chart's alert rules.
 
 Nothing here builds: a cold build belongs to ``make binaries``, not to a test, so a binary
 that is not there yet is a :class:`MissingBinary` whose message says to run it (the tests
@@ -22,7 +23,7 @@ MANIFESTS = REPO / "manifests"
 
 
 class MissingBinary(Exception):
-    """helm (or kubectl) is not built yet; the message says how to build it."""
+    """helm, promtool or kubectl is not built yet; the message says how to build it."""
 
 
 def _path_of(script: Path, what: str) -> Path:
@@ -45,6 +46,16 @@ def helm_binary() -> Path:
 def servicemonitor_crd() -> Path:
     """The Prometheus Operator's ServiceMonitor CRD, cached beside helm by build.sh."""
     return helm_binary().parent / "servicemonitor-crd.yaml"
+
+
+def prometheusrule_crd() -> Path:
+    """The Prometheus Operator's PrometheusRule CRD, cached beside helm by build.sh."""
+    return helm_binary().parent / "prometheusrule-crd.yaml"
+
+
+def promtool_binary() -> Path:
+    """promtool, as e2e/promtool/build.sh cached it (it checks the chart's alert rules)."""
+    return _path_of(REPO / "e2e" / "promtool" / "build.sh", "promtool")
 
 
 def kubectl_binary() -> Path:

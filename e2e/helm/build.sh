@@ -7,9 +7,11 @@
 # the exact version's source is downloaded (served even then) and built where it lies: its
 # go.mod has no replace lines and its go.sum is complete, so -mod=readonly writes nothing.
 #
-# Beside it goes servicemonitor-crd.yaml, the ServiceMonitor CRD of the Prometheus Operator's
-# own module (PROMETHEUS_OPERATOR_VERSION), so that the chart's optional ServiceMonitor is
-# checked against the schema the operator ships (server-side dry run in e2e/test_helm.py).
+# Beside it go servicemonitor-crd.yaml and prometheusrule-crd.yaml, the ServiceMonitor and
+# PrometheusRule CRDs of the Prometheus Operator's own module (PROMETHEUS_OPERATOR_VERSION), so
+# that the chart's optional ServiceMonitor and PrometheusRule are checked against the schema
+# the operator ships (server-side dry run in e2e/test_helm.py). A cache made before the second
+# CRD was fetched gains it on the next run, helm untouched (the key is the same).
 #
 #   build.sh          build (or find cached) helm; prints the binary's path on its last line
 #   build.sh --path   only print where it is (or would be); exit 1 if not all there yet
@@ -25,10 +27,11 @@ key=$( (echo "recipe $RECIPE"; echo "helm $HELM_VERSION prometheus-operator $PRO
        | sha256sum | cut -c1-12)
 out="$cache_root/bin/helm-$HELM_VERSION-$key"
 binary="$out/helm"
-crd="$out/servicemonitor-crd.yaml"
+crds=("$out/servicemonitor-crd.yaml" "$out/prometheusrule-crd.yaml")
+crds_there() { local c; for c in "${crds[@]}"; do [ -s "$c" ] || return 1; done; }
 
 case "${1:-}" in
-  --path) echo "$binary"; [ -x "$binary" ] && [ -s "$crd" ]; exit ;;
+  --path) echo "$binary"; [ -x "$binary" ] && crds_there; exit ;;
   "") ;;
   *) die "unknown option ${1}; usage: build.sh [--path]" ;;
 esac
@@ -41,7 +44,7 @@ module_dir() {  # the source of module $1 at exact version $2, downloaded if nee
   echo "$dir"
 }
 
-if [ ! -x "$binary" ] || [ ! -s "$crd" ]; then
+if [ ! -x "$binary" ] || ! crds_there; then
   command -v go >/dev/null 2>&1 || die "Go is not installed (or not on PATH): install Go 1.26 or
   newer (Debian: apt-get install golang-go) to build helm, which the chart's tests run"
   export GOTOOLCHAIN=local CGO_ENABLED=0
@@ -65,10 +68,14 @@ if [ ! -x "$binary" ]; then
   echo "built helm in $(( $(date +%s) - start ))s" >&2
 fi
 
-if [ ! -s "$crd" ]; then
+if ! crds_there; then
   src=$(module_dir github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION")
-  cp "$src/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml" "$crd.tmp"
-  chmod u+w "$crd.tmp"
-  mv "$crd.tmp" "$crd"
+  for kind in servicemonitor prometheusrule; do
+    crd="$out/$kind-crd.yaml"
+    [ -s "$crd" ] && continue
+    cp "$src/example/prometheus-operator-crd/monitoring.coreos.com_${kind}s.yaml" "$crd.tmp"
+    chmod u+w "$crd.tmp"
+    mv "$crd.tmp" "$crd"
+  done
 fi
 echo "$binary"
