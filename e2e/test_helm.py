@@ -1,8 +1,8 @@
 """The Helm chart on the real API server: its rendering passes the server's own validation
-(the ServiceMonitor against the Prometheus Operator's CRD), and a release installed then
-upgraded with the built helm gives a ServiceAccount whose token runs the scheduler, with the
-flags the release's Deployment holds, to schedule a gang. tests/unit/test_helm_chart.py
-checks the chart without a cluster."""
+(the ServiceMonitor and the PrometheusRule against the Prometheus Operator's CRDs, the
+dashboard's ConfigMap), and a release installed then upgraded with the built helm gives a
+ServiceAccount whose token runs the scheduler, with the flags the release's Deployment holds,
+to schedule a gang. tests/unit/test_helm_chart.py checks the chart without a cluster."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from e2e.helm import (
     Helm,
     MissingBinary,
     helm_binary,
+    prometheusrule_crd,
     servicemonitor_crd,
     token_kubeconfig,
 )
@@ -29,6 +30,7 @@ from scheduler.model import names
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
 
 SERVICE_MONITORS = "servicemonitors.monitoring.coreos.com"
+PROMETHEUS_RULES = "prometheusrules.monitoring.coreos.com"
 
 
 @pytest.fixture(scope="module")
@@ -44,18 +46,22 @@ def helm(control_plane: ClusterAccess, tmp_path_factory: pytest.TempPathFactory)
 def test_the_rendered_chart_passes_the_api_servers_own_validation(
     control_plane: ClusterAccess, helm: Helm, namespace: str
 ) -> None:
-    # The ServiceMonitor's schema: the CRD the Prometheus Operator ships, served here.
-    control_plane.kubectl("apply", "--server-side", "-f", str(servicemonitor_crd()))
-    control_plane.kubectl(
-        "wait", "--for=condition=Established", f"crd/{SERVICE_MONITORS}", "--timeout=30s",
-        timeout=45,
-    )  # fmt: skip
-    # Established comes a moment before the storage serves lists.
-    wait_for(
-        lambda: control_plane.kubectl("get", SERVICE_MONITORS, "-A", check=False).returncode == 0,
-        timeout=30,
-        what="ServiceMonitors served",
-    )
+    # The ServiceMonitor's and the PrometheusRule's schemas: the CRDs the Prometheus Operator
+    # ships, served here.
+    for crd, kind in (
+        (servicemonitor_crd(), SERVICE_MONITORS),
+        (prometheusrule_crd(), PROMETHEUS_RULES),
+    ):
+        control_plane.kubectl("apply", "--server-side", "-f", str(crd))
+        control_plane.kubectl(
+            "wait", "--for=condition=Established", f"crd/{kind}", "--timeout=30s", timeout=45,
+        )  # fmt: skip
+        # Established comes a moment before the storage serves lists.
+        wait_for(
+            lambda kind=kind: control_plane.kubectl("get", kind, "-A", check=False).returncode == 0,
+            timeout=30,
+            what=f"{kind} served",
+        )
     # Every option that adds or shapes an object, and the CRDs; strict field validation (the
     # kubectl default) refuses a field the server's schema does not know.
     rendered = helm.run(
@@ -63,6 +69,11 @@ def test_the_rendered_chart_passes_the_api_servers_own_validation(
         "--set", "metrics.serviceMonitor.enabled=true",
         "--set", "metrics.serviceMonitor.scrapeTimeout=10s",
         "--set", "metrics.serviceMonitor.labels.release=kube-prometheus-stack",
+        "--set", "metrics.prometheusRule.enabled=true",
+        "--set", "metrics.prometheusRule.labels.release=kube-prometheus-stack",
+        "--set", "metrics.prometheusRule.ruleLabels.team=ml",
+        "--set", "metrics.dashboard.enabled=true",
+        "--set", "metrics.dashboard.annotations.grafana_folder=Scheduling",
         "--set", "metrics.service.annotations.team=ml",
         "--set", "serviceAccount.annotations.team=ml",
         "--set", "podLabels.team=ml", "--set", "podAnnotations.team=ml",
@@ -82,6 +93,7 @@ def test_the_rendered_chart_passes_the_api_servers_own_validation(
         "clusterrole.rbac.authorization.k8s.io", "clusterrolebinding.rbac.authorization.k8s.io",
         "role.rbac.authorization.k8s.io", "rolebinding.rbac.authorization.k8s.io",
         "service", "deployment.apps", "servicemonitor.monitoring.coreos.com",
+        "prometheusrule.monitoring.coreos.com", "configmap",
     ):  # fmt: skip
         assert kind in kinds, result.stdout
 

@@ -14,6 +14,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import yaml
 
 from e2e.helm import (
     CHART,
@@ -25,6 +26,7 @@ from e2e.helm import (
     kubectl_binary,
     kustomize,
 )
+from e2e.monitoring import ALERTS, DASHBOARD
 from scheduler.cli import _names, build_parser
 
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
@@ -84,6 +86,10 @@ def test_helm_lint_passes_on_the_chart_strictly(helm: Helm) -> None:
 def test_helm_lint_passes_with_every_option_set(helm: Helm) -> None:
     result = helm.run(
         "lint", "--strict", str(CHART), "--set", "metrics.serviceMonitor.enabled=true",
+        "--set", "metrics.prometheusRule.enabled=true",
+        "--set", "metrics.prometheusRule.ruleLabels.team=ml",
+        "--set", "metrics.dashboard.enabled=true",
+        "--set", "metrics.dashboard.annotations.grafana_folder=Scheduling",
         "--set", "topology.fromLabels[0].level=rack",
         "--set", "topology.fromLabels[0].label=example.com/rack",
         "--set", "serviceAccount.annotations.team=ml", "--set", "podLabels.team=ml",
@@ -254,6 +260,85 @@ def test_the_service_monitor_is_optional_and_scrapes_the_metrics_service(helm: H
     # And the Service selects the scheduler's pods.
     pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
+
+
+def test_the_dashboard_configmap_is_optional_and_carries_the_dashboard_file(helm: Helm) -> None:
+    assert not [d for d in helm.template("batch", "scheduling") if d["kind"] == "ConfigMap"]
+    (configmap,) = [
+        d
+        for d in helm.template("batch", "scheduling", "metrics.dashboard.enabled=true")
+        if d["kind"] == "ConfigMap"
+    ]
+    assert configmap["metadata"]["name"] == "batch-gang-scheduler-dashboard"
+    assert configmap["metadata"]["namespace"] == "scheduling"
+    # The label Grafana's dashboard sidecar looks for (kube-prometheus-stack's default).
+    assert configmap["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert "annotations" not in configmap["metadata"]
+    (text,) = configmap["data"].values()
+    assert list(configmap["data"]) == ["gang-scheduler.json"]
+    assert json.loads(text) == json.loads(DASHBOARD.read_text())
+    # Where a sidecar watches its own namespace, with its own label, in a folder.
+    (moved,) = [
+        d
+        for d in helm.template(
+            "batch",
+            "scheduling",
+            "metrics.dashboard.enabled=true",
+            "metrics.dashboard.namespace=monitoring",
+            "metrics.dashboard.label=dashboards",
+            "metrics.dashboard.labelValue=gang",
+            "metrics.dashboard.labels.team=ml",
+            "metrics.dashboard.annotations.grafana_folder=Scheduling",
+        )
+        if d["kind"] == "ConfigMap"
+    ]
+    assert moved["metadata"]["namespace"] == "monitoring"
+    labels = moved["metadata"]["labels"]
+    assert (labels["dashboards"], labels["team"]) == ("gang", "ml")
+    assert "grafana_dashboard" not in labels
+    assert moved["metadata"]["annotations"] == {"grafana_folder": "Scheduling"}
+
+
+def test_the_prometheus_rule_is_optional_and_carries_the_alerts_file(helm: Helm) -> None:
+    assert not [d for d in helm.template("batch", "scheduling") if d["kind"] == "PrometheusRule"]
+    rule = one(
+        helm.template(
+            "batch",
+            "scheduling",
+            "metrics.prometheusRule.enabled=true",
+            "metrics.prometheusRule.labels.release=kube-prometheus-stack",
+        ),
+        "PrometheusRule",
+    )
+    assert rule["apiVersion"] == "monitoring.coreos.com/v1"
+    assert rule["metadata"]["name"] == "batch-gang-scheduler"
+    assert rule["metadata"]["namespace"] == "scheduling"
+    assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
+    # The very rules promtool checks (tests/unit/test_dashboard.py), templates in their
+    # annotations ({{ $labels.instance }}) left for Prometheus, not eaten by helm.
+    assert rule["spec"] == yaml.safe_load(ALERTS.read_text())
+    assert any(
+        "{{ $labels." in r["annotations"]["summary"] for r in rule["spec"]["groups"][0]["rules"]
+    )
+    # Labels for routing go on every alert, over the file's own.
+    labelled = one(
+        helm.template(
+            "batch",
+            "scheduling",
+            "metrics.prometheusRule.enabled=true",
+            "metrics.prometheusRule.ruleLabels.team=ml",
+            "metrics.prometheusRule.ruleLabels.severity=page",
+        ),
+        "PrometheusRule",
+    )
+    for group, original in zip(
+        labelled["spec"]["groups"], yaml.safe_load(ALERTS.read_text())["groups"], strict=True
+    ):
+        for got, rule_in_file in zip(group["rules"], original["rules"], strict=True):
+            assert got["labels"] == {**rule_in_file["labels"], "team": "ml", "severity": "page"}
+            assert {k: v for k, v in got.items() if k != "labels"} == {
+                k: v for k, v in rule_in_file.items() if k != "labels"
+            }
 
 
 def test_rbac_and_the_metrics_service_can_be_left_to_others(helm: Helm) -> None:
