@@ -128,3 +128,6 @@ def test_the_leader_exports_every_metric_the_dashboard_and_the_alerts_name(
     assert not standby.has_samples("gang_scheduler_queue_gangs")
     for replica in replicas:
         replica.assert_alive()
+    # The standby first: stopped first, the leader would hand it the Lease to take up.
+    for replica in sorted(replicas, key=lambda r: r.process is not None and r.process.pid == pid):
+        replica.stop()
