@@ -63,6 +63,9 @@ from scheduler.model.status import Status
 from scheduler.model.times import format_time, parse_time
 from scheduler.model.topology import Topology
 
+# A stale gang's members evicted and still seen alive this long after are evicted again.
+STALE_RETRY_SECONDS = 60.0
+
 # Condition reasons, as `kubectl describe pg` shows them.
 REASON_SCHEDULED = "Scheduled"
 REASON_UNSCHEDULABLE = "Unschedulable"
@@ -173,7 +176,7 @@ class Session:
         # same shapes fails too, without another scan. An eviction would clear it.
         self.failed_shapes: dict[tuple, tuple[Status, list[str]]] = {}
         self._helps: dict[tuple, list[str]] = {}  # (generation, requests) -> roomy changed nodes
-        self._domains: dict[str, Mapping[str, frozenset[str]]] = {}  # level -> unit -> nodes
+        self._domains: dict[str, Mapping[tuple[str, ...], frozenset[str]]] = {}
         # Time-based fair share (#22): the queues' recent usage as this pass updated it (the
         # snapshot's, unchanged, when the pass built no queue book).
         self.queue_usage: QueueUsage | None = snapshot.queue_usage
@@ -327,18 +330,24 @@ class Session:
         """Only passes with a topology-placed gang build it (a flat tree sorts every node)."""
         return topology_of(self.snapshot, self.config)
 
-    def domains(self, level: str) -> Mapping[str, frozenset[str]]:
+    def domains(self, level: str) -> Mapping[tuple[str, ...], frozenset[str]]:
         """The units of ``level`` and their nodes, built once a pass (#23: a gang's
-        networkTopology keeps it inside one of them)."""
+        networkTopology keeps it inside one of them). A unit is its path from the top:
+        racks of the same name in two zones are two units (review of #23)."""
         found = self._domains.get(level)
         if found is None:
             topology = self.topology
-            at = topology.levels.index(level)
-            units: dict[str, set[str]] = {}
+            end = topology.levels.index(level) + 1
+            units: dict[tuple[str, ...], set[str]] = {}
             for name, path in topology.paths.items():
-                units.setdefault(path[at], set()).add(name)
+                units.setdefault(tuple(path[:end]), set()).add(name)
             found = self._domains[level] = {u: frozenset(n) for u, n in units.items()}
         return found
+
+    def unit_of(self, node: str, level: str) -> tuple[str, ...]:
+        """The unit of ``level`` a node of the topology is in, as ``domains`` keys it."""
+        topology = self.topology
+        return tuple(topology.paths[node][: topology.levels.index(level) + 1])
 
     @cached_property
     def arranger(self) -> Arranger:
@@ -1096,7 +1105,9 @@ class Session:
         )
         if not stale:
             if state.stale_since is not None:
-                outcome.state = replace(state, stale_since=None, stale_due=None)
+                outcome.state = replace(
+                    state, stale_since=None, stale_due=None, stale_evicted=frozenset()
+                )
             return False
         assert grace is not None
         since = state.stale_since if state.stale_since is not None else self.now
@@ -1106,7 +1117,24 @@ class Session:
         if self.now < due:
             self.wake(due)
             return False
-        members = [p for p in gang.members if p.bound and p.alive]
+        # Members evicted at the due time and still seen alive are not evicted again (review
+        # of #23: every pass until the delete was seen evicted them again, and counted them
+        # twice); once STALE_RETRY_SECONDS have passed, whatever still runs is.
+        retry = self.now >= due + STALE_RETRY_SECONDS
+        if retry:
+            outcome.state = state = replace(state, stale_due=self.now)
+        members = [
+            p
+            for p in gang.members
+            if p.bound and p.alive and (retry or p.ref.uid not in state.stale_evicted)
+        ]
+        if not members:
+            self.wake(due + STALE_RETRY_SECONDS)
+            return True
+        outcome.state = replace(
+            state, stale_evicted=state.stale_evicted | {p.ref.uid for p in members}
+        )
+        self.wake(outcome.state.stale_due + STALE_RETRY_SECONDS)
         message = (
             f"gang {gang.key} has run with {running} of its minimum {gang.min_member} members "
             f"for {self.now - since:.0f}s (stale after {grace:g}s): its {len(members)} running "
@@ -1238,12 +1266,13 @@ class Session:
         # one when its grace ends (#23).
         memory: dict[GangKey, GangState] = dict(self.snapshot.memory)
         for key, state in memory.items():
+            if state.stale_due is not None:
+                # Whether or not the pass got to it (a turn may end early: review of #23).
+                self.wake(state.stale_due)
             if key in self.gangs:
                 continue
             if state.parked_at is not None:
                 self.wake(state.due_at)
-            if state.stale_due is not None:
-                self.wake(state.stale_due)
         for key, gang in self.gangs.items():
             outcome = self.outcomes[key]
             memory[key] = replace(outcome.state, condition=outcome.condition)
@@ -1265,7 +1294,8 @@ class Session:
             bindings=self._claimed(self.bindings),
             pod_patches=tuple(self.patches),
             pod_conditions=tuple(self.conditions),
-            evictions=tuple(self.evictions),
+            # One eviction a pod: a stale gang's member may be a preemption's victim too.
+            evictions=tuple({e.pod: e for e in reversed(self.evictions)}.values())[::-1],
             nominations=tuple(self.nominations),
             status_updates=tuple(statuses),
             events=tuple(self.events),

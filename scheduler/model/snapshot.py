@@ -75,6 +75,9 @@ class GangState:
     # rest is to be evicted for it: the cache puts it in the pass that is due then.
     stale_since: float | None = None
     stale_due: float | None = None
+    # The members evicted for it (uids) and when: not evicted again while they are still
+    # seen alive (the DisruptionTarget patch comes before the delete), unless that lasts.
+    stale_evicted: frozenset[str] = frozenset()
     # Gang preemption: where its members are to go once the pods it evicted (``victims``,
     # uids) have left, and since when; the room is held for it meanwhile, and it evicts
     # nothing more until they are gone or the nomination lapses.

@@ -227,8 +227,9 @@ def test_a_flag_left_null_is_left_to_the_schedulers_own_default(helm: Helm) -> N
     parsed = settings(scheduler_args(helm.template("batch", "scheduling")))
     defaults = settings(["run"])
     for flag in ("default_timeout", "max_backoff", "starvation_after", "stale_gang_after",
-                 "fair_share_half_life", "scoring", "bind_concurrency", "kube_api_qps", "kube_api_burst", "lease_duration",
-                 "unreachable_limit", "topology_from_labels", "verbose"):  # fmt: skip
+                 "fair_share_half_life", "scoring", "bind_concurrency", "kube_api_qps",
+                 "kube_api_burst", "lease_duration", "unreachable_limit",
+                 "topology_from_labels", "verbose"):  # fmt: skip
         assert parsed[flag] == defaults[flag], flag
     # The Lease and the topology ConfigMap are looked for in the release's namespace.
     assert parsed["leader_elect_namespace"] == parsed["topology_namespace"] == "scheduling"

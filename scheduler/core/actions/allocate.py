@@ -14,7 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from types import MappingProxyType
 
-from scheduler.core.actions.tiering import Fence, fence_of_running, place_within_tier
+from scheduler.core.actions.tiering import (
+    Fence,
+    everywhere,
+    fence_of_running,
+    place_within_tier,
+    unit_name,
+)
 from scheduler.core.arranging import master_of, tree_order
 from scheduler.core.gangs import tier_level
 from scheduler.core.placing import Ledger, NodeFinder
@@ -107,18 +113,42 @@ def _place_after_gang(
     outcome.condition = ("True", REASON_SCHEDULED, f"{members} of {gang.min_member} members bound")
     todo = session.ordered(pending(gang))
     session.check_min_member(gang, members=members, waiting=len(todo))
-    if session.check_stale(gang, running=members) or not todo or statement is None:
+    groups: list[GroupBinding] = []
+    if todo and statement is not None:
+        mark, cursors = statement.mark(), session.finder.mark()
+        groups = _place_pending_members(session, statement, gang, room, todo)
+    # Stale is judged with what this pass placed (KAI's stale-gang eviction runs after
+    # allocate: review of #23, a replacement that fits when the grace ends makes the gang
+    # whole rather than see it evicted). A gang still short is evicted, and what was placed
+    # for it now is taken back: nothing binds beside an eviction.
+    placed = sum(len(b.bindings) for g in groups for b in g.gangs)
+    if session.check_stale(gang, running=members + placed):
+        if placed and statement is not None:
+            done = [b for g in groups for gb in g.gangs for b in gb.bindings]
+            _undo(
+                session, statement, gang, room, mark=mark, cursors=cursors, placed=done, todo=todo
+            )
+            outcome.bindings = []
         return
+    session.bindings.extend(groups)
+
+
+def _place_pending_members(
+    session: Session, statement: Statement, gang: Gang, room: QueueRoom | None, todo: list[Pod]
+) -> list[GroupBinding]:
+    """A running gang's pending members (after gang): where they fit, each its own commit
+    point, inside the unit where the gang runs when it has a tier (#23). The groups to bind;
+    why the others did not fit is said."""
+    outcome = session.outcomes[gang.key]
     if session.now < outcome.state.retry_at:
         session.wake(outcome.state.retry_at)
-        return
+        return []
     fence = fence_of_running(session, gang)
     if isinstance(fence, Status):  # its tier names no level: nothing goes, and it says so
         session.failed_attempt(gang, fence.message, pods=todo)
-        return
+        return []
     if gang.subgroup_minimums:
-        _place_after_subgroups(session, statement, gang, room, todo, fence=fence)
-        return
+        return _place_after_subgroups(session, statement, gang, room, todo, fence=fence)
     if fence is None:
         failures = _one_by_one(session, statement, gang, room, todo)
     else:  # inside the unit where the rest of it runs (#23); a soft one anywhere after that
@@ -128,18 +158,15 @@ def _place_after_gang(
         if failures and not fence.hard:
             left = [p for p in todo if p.ref not in placed]
             failures = _one_by_one(session, statement, gang, room, left)
-    if outcome.bindings:
-        placement = session.refill_ranks(gang, outcome.bindings) if gang.topology_placed else None
-        session.bindings.append(
-            GroupBinding(
-                (GangBinding(gang.key, tuple(outcome.bindings), placement=placement),),
-                all_or_nothing=False,
-            )
-        )
     if failures:
         placed = {b.pod for b in outcome.bindings}
         unplaced = [p for p in todo if p.ref not in placed]
         session.failed_attempt(gang, "; ".join(failures), pods=unplaced)
+    if not outcome.bindings:
+        return []
+    placement = session.refill_ranks(gang, outcome.bindings) if gang.topology_placed else None
+    binding = GangBinding(gang.key, tuple(outcome.bindings), placement=placement)
+    return [GroupBinding((binding,), all_or_nothing=False)]
 
 
 def _one_by_one(
@@ -182,7 +209,7 @@ def _place_after_subgroups(
     todo: list[Pod],
     *,
     fence: Fence | None,
-) -> None:
+) -> list[GroupBinding]:
     """A running gang of subgroups (#23): a subgroup not started yet goes whole or waits,
     one whole subgroup at a time as room appears (the elastic part); the members a running
     subgroup lost come back together; plain members one by one. Each bound as it is placed:
@@ -197,8 +224,9 @@ def _place_after_subgroups(
         if not fence.hard and len(got) < len(usable):
             placed = {b.pod for b in got}
             left = [p for p in usable if p.ref not in placed]
-            more, status = _place_subgroups(session, statement, gang, room, left, need=0)
+            more, anywhere = _place_subgroups(session, statement, gang, room, left, need=0)
             got += more
+            status = anywhere if more or status.ok else status  # why inside its unit, else
     outcome.bindings.extend(got)
     # A subgroup that starts now is one commit point (its first bind gates the rest: a
     # rejected one never leaves it partly running); the rest go one by one.
@@ -216,14 +244,12 @@ def _place_after_subgroups(
             whole.setdefault(fresh[binding.pod], []).append(binding)
         else:
             single.append(binding)
-    for bindings in whole.values():
-        session.bindings.append(
-            GroupBinding((GangBinding(gang.key, tuple(bindings)),), all_or_nothing=True)
-        )
+    groups = [
+        GroupBinding((GangBinding(gang.key, tuple(bindings)),), all_or_nothing=True)
+        for bindings in whole.values()
+    ]
     if single:
-        session.bindings.append(
-            GroupBinding((GangBinding(gang.key, tuple(single)),), all_or_nothing=False)
-        )
+        groups.append(GroupBinding((GangBinding(gang.key, tuple(single)),), all_or_nothing=False))
     placed = {b.pod for b in got}
     unplaced = [p for p in todo if p.ref not in placed]
     if unplaced:
@@ -233,6 +259,7 @@ def _place_after_subgroups(
             else (f"{len(unplaced)} member(s) wait: a subgroup is placed whole or not at all")
         )
         session.failed_attempt(gang, why, pods=unplaced)
+    return groups
 
 
 def keep_holds(session: Session, statement: Statement, gang: Gang) -> None:
@@ -694,7 +721,7 @@ def _place_subgroups(
             placed_refs = {b.pod for b in got}
             rest = [pending_by_ref[r] for r in subgroup.members if r in pending_by_ref]
             rest = [p for p in rest if p.ref not in placed_refs]
-            if rest and subgroup.topology is None:
+            if rest and not _tiered(session, subgroup):
                 got += _place_each(session, statement, gang, room, session.ordered(rest))[0]
         elif subgroup.name not in tried:  # one that fell short above would again
             attempt(subgroup, extras=True)
@@ -740,7 +767,8 @@ def _place_subgroup(
     kept = [Binding(ref, node) for ref, node in sorted(held.items())]
     started = len(nodes) + len(kept)
     short = max(subgroup.size - started, 0)
-    if nodes and subgroup.topology is not None and todo:
+    tiered = _tiered(session, subgroup)
+    if nodes and tiered and todo:
         # Healing: back where the rest of the subgroup runs (its domain of the tier).
         placed, status = _heal_subgroup(
             session, statement, gang, room, subgroup=subgroup, todo=todo, nodes=nodes, short=short
@@ -751,7 +779,7 @@ def _place_subgroup(
         return kept + more, ""
     if len(todo) < short:
         return [], f"it has {started + len(todo)} of its {subgroup.size} members"
-    if subgroup.topology is not None:
+    if tiered:
         if kept:
             return [], "it waits for the room its preemption freed for all of its members"
         placed, status = _arrange_subgroup(
@@ -848,13 +876,10 @@ def _heal_subgroup(
     level, problem = subgroup_level(topology, subgroup)
     if problem:
         return [], Status.unschedulable(problem)
-    domains = {topology.unit(n, level) for n in nodes if n in topology.paths}
-    domain = min(domains) if len(domains) == 1 else ""
-    where = (
-        frozenset(n for n in topology.paths if topology.unit(n, level) == domain)
-        if domain
-        else frozenset(topology.paths)
-    )
+    units = {session.unit_of(n, level) for n in nodes if n in topology.paths}
+    unit = units.pop() if len(units) == 1 else None
+    domain = unit_name(unit) if unit is not None else ""
+    where = session.domains(level)[unit] if unit is not None else frozenset(topology.paths)
     cursors = session.finder.mark()
     mark = statement.mark()
     got: list[Binding] = []
@@ -893,6 +918,13 @@ def _find_among(
         if statement.ledger.admits(pod, node) and (check is None or not check.reason(node)):
             return node
     return None
+
+
+def _tiered(session: Session, subgroup: SubGroup) -> bool:
+    """Whether a subgroup's networkTopology keeps it inside a unit (a soft one above every
+    level asks for nothing: review of #23)."""
+    spec = subgroup.topology
+    return spec is not None and not everywhere(session.topology, spec)
 
 
 def subgroup_level(topology: Topology, subgroup: SubGroup) -> tuple[str, str]:

@@ -342,6 +342,7 @@ def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool) -> None:
                 g.subgroup_minimums,
                 g.subgroups,
                 tuple(sorted(g.constraints.by_level.items())) if g.constraints else None,
+                g.network_topology,  # a gang of no tier is not refused for a hard one's
             )
             for g in gangs
         ),

@@ -29,8 +29,11 @@ from scheduler.model.gangs import Gang
 from scheduler.model.pods import NetworkTopology, PodRef
 from scheduler.model.resources import Resources
 from scheduler.model.status import Status
+from scheduler.model.topology import Topology
 
 Placed = tuple[list[Binding], Status]
+# Units of its tier a gang tries in one attempt; the next attempt tries the next ones.
+MAX_UNITS = 16
 
 WHERE = "PodGroup spec.networkTopology"
 
@@ -51,17 +54,20 @@ def place_within_tier(
 ) -> Placed:
     """``place()`` (the gang's ordinary placement) inside one unit of the gang's tier, unit
     by unit until one holds it; what a unit that fell short placed is undone. ``held``:
-    members already on nodes (a preemptor's nominated room), placed by the caller."""
+    members already on nodes (a preemptor's nominated room), placed by the caller. At most
+    MAX_UNITS units an attempt, the next ones at the next attempt (review of #23: a gang
+    that fits no rack of 250 tried all 250, a full placement each, every pass)."""
     spec = network_topology(gang)
-    if spec is None:
+    if spec is None or everywhere(session.topology, spec):
         return place()
     level, problem = tier_level(session.topology, spec, where=WHERE)
     if problem:
         return [], Status.unschedulable(problem)
     first_miss = ""
-    tried = 0
-    for unit_level, unit, nodes in _units(session, statement, gang, level=level, held=held):
-        tried += 1
+    units = list(_units(session, statement, gang, level=level, held=held))
+    start = (session.outcomes[gang.key].state.attempts * MAX_UNITS) % max(len(units), 1)
+    window = (units[start:] + units[:start])[:MAX_UNITS]
+    for unit_level, unit, nodes in window:
         mark = statement.mark()
         with session.finder.fenced(nodes):
             got, status = place()
@@ -78,10 +84,29 @@ def place_within_tier(
         return place()
     anchored = " where the rest of it is" if _anchors(session, gang, held) else ""
     why = f"; {first_miss}" if first_miss else ""
+    more = ""
+    if len(units) > len(window):
+        more = f" of {len(units)}, the next ones at its next attempt"
     return [], Status.unschedulable(
         f"no {level} has room for the gang in one unit{anchored} ({WHERE} mode hard, "
-        f"{tried} tried){why}"
+        f"{len(window)} tried{more}){why}"
     )
+
+
+def everywhere(topology: Topology, spec: NetworkTopology) -> bool:
+    """A soft tier above every level of the topology (none described: the nodes alone) asks
+    for nothing: the whole cluster is one unit (review of #23: a soft tier on a flat
+    cluster made every node a unit and packed the gang onto one)."""
+    if spec.mode != "soft" or spec.highest_tier_name:
+        return False
+    tier = spec.highest_tier if spec.highest_tier is not None else 1
+    return tier >= len(topology.levels)
+
+
+def unit_name(key: tuple[str, ...]) -> str:
+    """A unit as people read it: its path from the top ("zone-a/r0": racks of the same name
+    in two zones are two units)."""
+    return "/".join(key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,14 +129,17 @@ def fence_of_running(session: Session, gang: Gang) -> Fence | Status | None:
     if spec is None:
         return _fence_of_placed(session, gang) if gang.topology_placed else None
     topology = session.topology
+    if everywhere(topology, spec):
+        return None
     level, problem = tier_level(topology, spec, where=WHERE)
     if problem:
         return Status.unschedulable(problem)
-    units = {topology.unit(n, level) for n in _anchors(session, gang, {})}
+    units = {session.unit_of(n, level) for n in _anchors(session, gang, {})}
     if len(units) != 1:
         return None
     unit = units.pop()
-    return Fence(session.domains(level)[unit], f"{level} {unit}", hard=spec.mode == "hard")
+    nodes = session.domains(level)[unit]
+    return Fence(nodes, f"{level} {unit_name(unit)}", hard=spec.mode == "hard")
 
 
 def _fence_of_placed(session: Session, gang: Gang) -> Fence | None:
@@ -125,13 +153,14 @@ def _fence_of_placed(session: Session, gang: Gang) -> Fence | None:
     if not anchors:
         return None
     levels = topology.levels
-    for at in range(len(levels) - 2, -1, -1):
-        units = {topology.paths[n][at] for n in anchors}
+    for level in reversed(levels[:-1]):
+        units = {session.unit_of(n, level) for n in anchors}
         if len(units) == 1:
             unit = units.pop()
             constraints = gang.constraints.by_level.values() if gang.constraints else ()
             hard = any(c.hard for c in constraints)
-            return Fence(session.domains(levels[at])[unit], f"{levels[at]} {unit}", hard=hard)
+            nodes = session.domains(level)[unit]
+            return Fence(nodes, f"{level} {unit_name(unit)}", hard=hard)
     return None
 
 
@@ -163,23 +192,23 @@ def _units(
     for at in range(max(len(levels) - 2, top), top - 1, -1):
         domains = session.domains(levels[at])
         if anchors:
-            units = {topology.unit(n, levels[at]) for n in anchors}
+            units = {session.unit_of(n, levels[at]) for n in anchors}
             if len(units) == 1:
                 unit = units.pop()
-                yield levels[at], unit, domains[unit]
+                yield levels[at], unit_name(unit), domains[unit]
             continue
         for unit in _fullest_first(domains, statement, wanted):
-            yield levels[at], unit, domains[unit]
+            yield levels[at], unit_name(unit), domains[unit]
 
 
 def _fullest_first(
-    domains: Mapping[str, frozenset[str]], statement: Statement, wanted: Resources
-) -> list[str]:
+    domains: Mapping[tuple[str, ...], frozenset[str]], statement: Statement, wanted: Resources
+) -> list[tuple[str, ...]]:
     """The units whose free room, summed, holds ``wanted``, the ones it fills most first
     (by the number of times it would fit, then by name)."""
     asked = [(r, amount) for r, amount in wanted.items() if amount > 0]
     ledger = statement.ledger
-    ranked: list[tuple[float, str]] = []
+    ranked: list[tuple[float, tuple[str, ...]]] = []
     for unit, nodes in domains.items():
         free = _summed((ledger.free(n) for n in nodes), [r for r, _ in asked])
         times = min((free[r] / amount for r, amount in asked), default=1.0)
