@@ -301,6 +301,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     leadership = Leadership(
         _elector(api, config=config, leader_election=leader_election), on_lost=lose
     )
+    metrics.leader.set_function(lambda: 1.0 if leadership.held() else 0.0)
 
     binder = Binder(
         api,

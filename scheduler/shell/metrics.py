@@ -34,6 +34,7 @@ class Metrics:
     stale_gang_victims: Counter
     preemption_bound_seconds: Histogram
     api_unreachable_seconds: Gauge
+    leader: Gauge
     queue_allocated: Gauge
     queue_fair_share: Gauge
     queue_gangs: Gauge
@@ -145,6 +146,12 @@ class Metrics:
             api_unreachable_seconds=Gauge(
                 "gang_scheduler_api_unreachable_seconds",
                 "For how long every call to the API server has failed (0 while it answers).",
+                registry=registry,
+            ),
+            leader=Gauge(
+                "gang_scheduler_leader",
+                "1 while this replica holds the Lease and may bind (always, without leader "
+                "election), else 0: read when scraped.",
                 registry=registry,
             ),
             queue_allocated=Gauge(

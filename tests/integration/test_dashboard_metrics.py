@@ -36,10 +36,14 @@ class Scrape:
     def __init__(self, text: str) -> None:
         self.kinds: dict[str, str] = {}
         self.samples: dict[str, set[str]] = {}
+        self.values: dict[str, float] = {}  # an unlabelled series' value
         for family in text_string_to_metric_families(text):
             # The text parser names a counter's family without _total, as the registry does.
             self.kinds[family.name] = family.type
             self.samples[family.name] = {sample.name for sample in family.samples}
+            for sample in family.samples:
+                if not sample.labels:
+                    self.values[sample.name] = sample.value
 
     def family_of(self, series: str) -> str | None:
         """The declared family a series name belongs to, if the type fits the name."""
@@ -57,6 +61,9 @@ class Scrape:
 
     def has_samples(self, family: str) -> bool:
         return bool(self.samples.get(family))
+
+    def value(self, series: str) -> float | None:
+        return self.values.get(series)
 
 
 def _scrape(port: int) -> Scrape:
@@ -120,12 +127,12 @@ def test_the_leader_exports_every_metric_the_dashboard_and_the_alerts_name(
                    "gang_scheduler_stale_gang_victims"):  # fmt: skip
         assert leader.has_samples(family), family
 
-    # The standby: up (GangSchedulerDown counts it), and no Queue gauges, so that
+    # The standby: up (GangSchedulerDown counts it), not leader, so that
     # GangSchedulerNoLeader and the "Leader" panel count one leader, not two.
     standby = _scrape(standby_port)
     assert standby.has_samples("gang_scheduler_pending_gangs")
-    assert standby.kinds.get("gang_scheduler_queue_gangs") == "gauge"
-    assert not standby.has_samples("gang_scheduler_queue_gangs")
+    assert leader.value("gang_scheduler_leader") == 1.0
+    assert standby.value("gang_scheduler_leader") == 0.0
     for replica in replicas:
         replica.assert_alive()
     # The standby first: stopped first, the leader would hand it the Lease to take up.

@@ -175,7 +175,7 @@ def test_the_dashboard_shows_what_issue_26_asks_for() -> None:
         "reclaim victims": r"reclaim_victims_total",
         "stale-gang victims": r"stale_gang_victims_total",
         "queue fair share": r"queue_fair_share",
-        "leader": r"group by \(instance\) \(gang_scheduler_queue_gangs",
+        "leader": r"gang_scheduler_leader",
         "API server unreachable": r"api_unreachable_seconds",
     }
     missing = [what for what, pattern in wanted.items() if not panel_reading(pattern)]
