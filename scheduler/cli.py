@@ -56,8 +56,15 @@ def build_parser() -> argparse.ArgumentParser:
     why.add_argument(
         "gang",
         metavar="NAMESPACE/NAME",
+        nargs="?",
         help="the gang (a PodGroup or annotation name, or a gang from an owner such as "
         "ml/JobSet/llama/workers-0), or one of its pods",
+    )
+    why.add_argument(
+        "--cluster",
+        action="store_true",
+        help="say how fragmented the free room is: what is stranded on nodes that cannot "
+        "take even the smallest waiting member, how many of it fit, whole GPU nodes free",
     )
     why.add_argument(
         "--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config)"
@@ -343,9 +350,14 @@ def _explain(args: argparse.Namespace) -> int:
     from scheduler.shell.explaining import explain_gang  # noqa: PLC0415
 
     # A namespace has no "/"; a gang from an owner has ("JobSet/llama/workers-0").
-    namespace, _, name = args.gang.partition("/")
-    if not namespace or not name:
-        print(f"error: give the gang as NAMESPACE/NAME, got {args.gang!r}", file=sys.stderr)
+    namespace, _, name = (args.gang or "").partition("/")
+    if args.cluster and args.gang is None:
+        namespace, name = "", ""  # the cluster alone
+    elif not namespace or not name:
+        print(
+            f"error: give the gang as NAMESPACE/NAME (or --cluster), got {args.gang!r}",
+            file=sys.stderr,
+        )
         return 2
     config = Config(
         **_names(args.scheduler_name),
@@ -355,9 +367,10 @@ def _explain(args: argparse.Namespace) -> int:
     lines = asyncio.run(
         explain_gang(
             load_credentials(args.kubeconfig),
-            GangKey(namespace, name),
+            GangKey(namespace, name) if name else None,
             config=config,
             topology_namespace=args.topology_namespace,
+            cluster=args.cluster,
         )
     )
     print("\n".join(lines))

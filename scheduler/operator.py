@@ -35,7 +35,7 @@ from scheduler.shell.clocks import SteadyClock
 from scheduler.shell.configmaps import apply_configmap
 from scheduler.shell.electing import LeaderElector, Leadership
 from scheduler.shell.health import Health, Unhealthy, keep_watch
-from scheduler.shell.looping import SchedulingLoop, measure_lag
+from scheduler.shell.looping import SchedulingLoop, measure_fragmentation, measure_lag
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
 from scheduler.shell.queueing import QueueKeeper
@@ -384,6 +384,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
             api, cache, loop=loop, metrics=metrics, topology_namespace=topology_namespace
         ),
         asyncio.create_task(measure_lag(metrics), name="event loop lag"),
+        asyncio.create_task(measure_fragmentation(cache, metrics), name="fragmentation"),
         asyncio.create_task(
             QueueKeeper(api, cache, metrics=metrics, leading=leadership.held).run(),
             name="queues",

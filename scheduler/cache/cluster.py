@@ -613,6 +613,19 @@ class ClusterCache:
             pending={q: n for q, n in waiting.items() if n},
         )
 
+    def room(self) -> tuple[dict[str, Resources], dict[str, Resources], list[Resources]]:
+        """For the fragmentation gauges (#26): the free and the allocatable room of the
+        ready, schedulable nodes as of the last pass, and what each of our waiting pods
+        asks for."""
+        free: dict[str, Resources] = {}
+        allocatable: dict[str, Resources] = {}
+        for name, node in self._nodes.items():
+            info = self._infos.get(name)
+            if node.ready and not node.unschedulable and info is not None:
+                free[name], allocatable[name] = info.free, node.allocatable
+        waiting = [self._ours[uid].requests for uid in self._pending if uid in self._ours]
+        return free, allocatable, waiting
+
     def allocatable_total(self) -> dict[str, int]:
         """The allocatable room of the ready, schedulable nodes, summed."""
         total: dict[str, int] = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
+from scheduler.core import fragmentation
 from scheduler.core.arranging import Arranger, Tree, tree_order
 from scheduler.core.arranging import describe as describe_constraint
 from scheduler.core.filtering import static_reason
@@ -296,3 +297,29 @@ def _queue_lines(snapshot: Snapshot, gang: Gang, *, now: float, config: Config) 
 
     walk(None, 0)
     return lines
+
+
+def explain_cluster(snapshot: Snapshot, *, config: Config) -> list[str]:
+    """``explain --cluster`` (#26): how fragmented the free room is, as the gauges say it,
+    on the snapshot (the ready, schedulable nodes; our pods that wait)."""
+    infos = snapshot.infos()
+    names = config.scheduler_names
+    usable = {
+        name: node
+        for name, node in snapshot.nodes.items()
+        if node.ready and not node.unschedulable and name in infos
+    }
+    waiting = [
+        p.requests
+        for p in snapshot.pods
+        if p.scheduler_name in names
+        and not p.bound
+        and not p.deleting
+        and p.phase not in TERMINAL_PHASES
+    ]
+    found = fragmentation.measure(
+        {name: infos[name].free for name in usable},
+        allocatable={name: node.allocatable for name, node in usable.items()},
+        waiting=waiting,
+    )
+    return [f"cluster: {len(usable)} ready, schedulable nodes", *fragmentation.lines(found)]

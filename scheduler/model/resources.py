@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 CPU = "cpu"
 MEMORY = "memory"
+GPU = "nvidia.com/gpu"  # the device plugin's extended resource, what fragmentation measures
 PODS = "pods"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 _BYTE_RESOURCES = (MEMORY, EPHEMERAL_STORAGE)

@@ -12,7 +12,7 @@ from scheduler.codecs.objects import (
     podgroup_of,
     priority_class_from_dict,
 )
-from scheduler.core.explaining import explain
+from scheduler.core.explaining import explain, explain_cluster
 from scheduler.model.config import Config
 from scheduler.model.pods import GangKey, PodGroupApi
 from scheduler.shell.api import ApiClient, Credentials
@@ -28,11 +28,14 @@ from scheduler.shell.syncing import (
 
 async def explain_gang(
     credentials: Credentials,
-    key: GangKey,
+    key: GangKey | None,
     *,
     config: Config,
     topology_namespace: str = "gang-scheduler-system",
+    cluster: bool = False,
 ) -> list[str]:
+    """What ``explain`` says of a gang (``key``), and with ``cluster`` of the cluster's free
+    room (#26), computed on a fresh LIST of everything."""
     api = ApiClient(credentials, connections=4)
     try:
         cache = ClusterCache(
@@ -66,4 +69,6 @@ async def explain_gang(
                 apply_configmap(cache, body, topology_namespace=topology_namespace)
     finally:
         await api.close()
-    return explain(cache.snapshot(whole=True), key, now=time.time(), config=config)
+    snapshot = cache.snapshot(whole=True)
+    said = explain(snapshot, key, now=time.time(), config=config) if key is not None else []
+    return [*said, *(explain_cluster(snapshot, config=config) if cluster else [])]

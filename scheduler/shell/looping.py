@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from scheduler.cache.cluster import ClusterCache
+from scheduler.core import fragmentation
 from scheduler.core.scheduling import schedule
 from scheduler.model.config import Config
 from scheduler.model.decisions import NORMAL, Event, GroupBinding, ObjectRef, Result
@@ -284,6 +285,21 @@ class SchedulingLoop:
         """Wait for the writes in flight (used on shutdown and in tests)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+
+async def measure_fragmentation(
+    cache: ClusterCache, metrics: Metrics, *, interval: float = 5.0
+) -> None:
+    """The fragmentation gauges (#26), from the cache's room as of the last pass, every
+    ``interval`` seconds: O(nodes), off the passes."""
+    while True:
+        free, allocatable, waiting = cache.room()
+        found = fragmentation.measure(free, allocatable=allocatable, waiting=waiting)
+        for resource in fragmentation.MEASURED:
+            metrics.stranded.labels(resource=resource).set(found.stranded.get(resource, 0))
+        metrics.placeable_members.set(found.placeable)
+        metrics.whole_gpu_nodes.set(found.whole_gpu_nodes)
+        await asyncio.sleep(interval)
 
 
 async def measure_lag(metrics: Metrics, *, interval: float = 0.02) -> None:

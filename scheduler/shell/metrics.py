@@ -35,6 +35,9 @@ class Metrics:
     preemption_bound_seconds: Histogram
     api_unreachable_seconds: Gauge
     leader: Gauge
+    stranded: Gauge
+    placeable_members: Gauge
+    whole_gpu_nodes: Gauge
     queue_allocated: Gauge
     queue_fair_share: Gauge
     queue_gangs: Gauge
@@ -146,6 +149,25 @@ class Metrics:
             api_unreachable_seconds=Gauge(
                 "gang_scheduler_api_unreachable_seconds",
                 "For how long every call to the API server has failed (0 while it answers).",
+                registry=registry,
+            ),
+            stranded=Gauge(
+                "gang_scheduler_stranded",
+                "Fragmentation (#26): free room, per resource, on the nodes that cannot take "
+                "even the smallest waiting member (0 while nothing waits).",
+                ["resource"],
+                registry=registry,
+            ),
+            placeable_members=Gauge(
+                "gang_scheduler_placeable_members",
+                "Fragmentation (#26): how many members of the smallest waiting shape the "
+                "nodes could take now, node by node (0 while nothing waits).",
+                registry=registry,
+            ),
+            whole_gpu_nodes=Gauge(
+                "gang_scheduler_whole_gpu_nodes",
+                "Fragmentation (#26): nodes whose GPUs are all free: the largest gang of "
+                "whole-node GPU members that could start now, in nodes.",
                 registry=registry,
             ),
             leader=Gauge(

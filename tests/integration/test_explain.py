@@ -46,3 +46,28 @@ def test_explain_of_an_unknown_gang_says_so(cluster: Cluster) -> None:
     assert result.stdout.strip() == (
         f"no gang {cluster.namespace}/nothing: no PodGroup and no pod of gang-scheduler names it"
     )
+
+
+def test_explain_cluster_says_what_free_room_is_stranded(cluster: Cluster) -> None:
+    """A gang of 8-GPU members waits (for a scheduler nobody runs): the whole 8-GPU nodes
+    could take it, so nothing of theirs is stranded; the counts come from the real cluster
+    (other tests' nodes may be there too, so only what this test makes is asserted)."""
+    cluster.nodes(2, gpu=8)
+    annotations = {names.KOORD_NAME: "wide", names.KOORD_MIN_AVAILABLE: "2"}
+    cluster.gang(
+        "wide", 2, scheduler="nobody-fragmented", annotations=annotations,
+        requests={"nvidia.com/gpu": "8"},
+    )  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "scheduler", "explain", "--cluster",
+         "--kubeconfig", str(cluster.access.kubeconfig), "--scheduler-name", "nobody-fragmented"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("cluster: ")
+    assert any(line.startswith("whole GPU nodes free: ") for line in lines), lines
+    assert any(line.startswith("2 members wait; the smallest asks for {") for line in lines)
+    assert any("nvidia.com/gpu: 8" in line for line in lines if "smallest" in line), lines
+    (fit,) = [line for line in lines if line.endswith("of that shape fit now, node by node")]
+    assert int(fit.split()[0]) >= 2

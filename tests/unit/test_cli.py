@@ -111,3 +111,12 @@ def test_stale_gang_after_is_off_by_default_and_refuses_a_negative_grace(
         with pytest.raises(SystemExit):
             build_parser().parse_args(["run", "--stale-gang-after", bad])
         assert "a number of seconds, 0 or more" in capsys.readouterr().err
+
+
+def test_explain_takes_a_gang_or_cluster_and_says_so_when_given_neither(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = build_parser().parse_args(["explain", "--cluster"])
+    assert (args.gang, args.cluster) == (None, True)
+    assert main(["explain"]) == 2
+    assert "give the gang as NAMESPACE/NAME (or --cluster)" in capsys.readouterr().err
