@@ -37,6 +37,7 @@ structlog = _import_structlog()
 
 from scheduler import __version__  # noqa: E402
 from scheduler.model.config import Config  # noqa: E402
+from scheduler.sim.commands import add_commands as add_sim_commands  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -199,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _topology_flags(run)
     run.add_argument("--verbose", "-v", action="store_true", help="log every pass")
+    add_sim_commands(commands)  # snapshot, simulate, trace (#26)
     return parser
 
 
@@ -384,6 +386,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "explain":
         return _explain(args)
+    if args.command in ("snapshot", "simulate", "trace"):
+        from scheduler.sim.commands import main as sim_main  # noqa: PLC0415
+
+        return sim_main(args)
     if args.command == "run":
         # No collections while the modules load (until _run freezes what they made): what
         # an import makes is not garbage, and at the default thresholds the collector ran

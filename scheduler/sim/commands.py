@@ -1,0 +1,196 @@
+"""The simulator's subcommands: ``snapshot``, ``simulate`` and ``trace`` (#26).
+
+Their flags are declared here and their modules imported only when one runs, so that
+``gang-scheduler version`` and ``run`` load nothing of them (nor matplotlib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def add_commands(commands: Any) -> None:
+    snap = commands.add_parser(
+        "snapshot",
+        help="write the cluster as the scheduler sees it (nodes, pods, gangs, queues, "
+        "topology) to a file, for simulate",
+    )
+    snap.add_argument("--output", "-o", required=True, metavar="FILE", help="where to write it")
+    snap.add_argument(
+        "--anonymise",
+        "--anonymize",
+        action="store_true",
+        help="replace namespaces, names, node names and label values by tokens, "
+        "consistently (gangs, queues and topology still resolve)",
+    )
+    snap.add_argument(
+        "--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config)"
+    )
+    snap.add_argument(
+        "--topology-namespace",
+        default="gang-scheduler-system",
+        help="where the topology ConfigMap lives (default: %(default)s)",
+    )
+
+    sim = commands.add_parser(
+        "simulate",
+        help="replay a snapshot and a trace of jobs through the scheduler's core in virtual "
+        "time (no API server) and write a report with plots",
+    )
+    sim.add_argument("snapshot", metavar="SNAPSHOT", help="a file written by `snapshot`")
+    sim.add_argument(
+        "trace", metavar="TRACE", help="jobs: JSON lines or CSV (see `gang-scheduler trace`)"
+    )
+    sim.add_argument(
+        "--output", "-o", required=True, metavar="DIR", help="where report.md and its PNGs go"
+    )
+    sim.add_argument(
+        "--step", type=float, default=5.0, help="seconds between passes (default: %(default)s)"
+    )
+    sim.add_argument(
+        "--until",
+        type=float,
+        metavar="SECONDS",
+        help="stop this long after the start (default: once every job has ended)",
+    )
+    which = sim.add_mutually_exclusive_group()
+    which.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a setup (YAML/JSON): Config fields such as scoring, starvation_seconds, "
+        "fair_share_half_life_seconds; queues: {NAME: {weight: 2}}; topology: false",
+    )
+    which.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("CONFIG_A", "CONFIG_B"),
+        help="play the trace under two setups, one report side by side",
+    )
+
+    gen = commands.add_parser(
+        "trace",
+        help="write a synthetic trace shaped like published GPU cluster traces (docs/simulate.md)",
+    )
+    gen.add_argument("--output", "-o", required=True, metavar="FILE", help=".jsonl or .csv")
+    gen.add_argument("--seed", type=int, default=1, help="(default: %(default)s)")
+    gen.add_argument("--hours", type=float, default=24.0, help="(default: %(default)s)")
+    gen.add_argument(
+        "--jobs-per-hour", type=float, default=20.0, help="on average (default: %(default)s)"
+    )
+    gen.add_argument(
+        "--diurnal-amplitude",
+        type=float,
+        default=0.5,
+        help="the arrival rate swings between 1-A and 1+A times its mean (default: %(default)s)",
+    )
+    gen.add_argument(
+        "--duration-median", type=float, default=1200.0, help="seconds (default: %(default)s)"
+    )
+    gen.add_argument(
+        "--duration-sigma",
+        type=float,
+        default=1.6,
+        help="of the log-normal's log: its tail (default: %(default)s)",
+    )
+    gen.add_argument(
+        "--queues",
+        default="",
+        metavar="NAME=SHARE,...",
+        help="queues and the share of jobs each gets, e.g. team-a=3,team-b=1 (default: none)",
+    )
+
+
+def _pairs(raw: str) -> tuple[tuple[str, float], ...]:
+    pairs = []
+    for item in filter(None, (p.strip() for p in raw.split(","))):
+        name, _, share = item.partition("=")
+        pairs.append((name, float(share or 1)))
+    return tuple(pairs)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.command == "snapshot":
+        return _snapshot(args)
+    if args.command == "simulate":
+        return _simulate(args)
+    return _trace(args)
+
+
+def _snapshot(args: argparse.Namespace) -> int:
+    import asyncio  # noqa: PLC0415
+
+    from scheduler.shell import snapshotting  # noqa: PLC0415
+    from scheduler.shell.api import load_credentials  # noqa: PLC0415
+    from scheduler.sim.anonymising import anonymise  # noqa: PLC0415
+
+    document = asyncio.run(
+        snapshotting.take(
+            load_credentials(args.kubeconfig), topology_namespace=args.topology_namespace
+        )
+    )
+    if args.anonymise:
+        document, _ = anonymise(document)
+    snapshotting.write(document, args.output)
+    lists = document["lists"]
+    print(
+        f"wrote {args.output}: {len(lists.get('nodes', []))} nodes, "
+        f"{len(lists.get('pods', []))} pods" + (", anonymised" if args.anonymise else "")
+    )
+    return 0
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from scheduler.shell.snapshotting import read  # noqa: PLC0415
+    from scheduler.sim import reporting, traces  # noqa: PLC0415
+    from scheduler.sim.simulating import Setup, load_setup, simulate  # noqa: PLC0415
+
+    try:
+        document = read(args.snapshot)
+        jobs = traces.read(args.trace)
+        if args.compare:
+            setups = [load_setup(path) for path in args.compare]
+            if setups[0].name == setups[1].name:
+                setups[1] = Setup(**{**setups[1].__dict__, "name": f"{setups[1].name} (B)"})
+        else:
+            setups = [load_setup(args.config) if args.config else Setup()]
+    except (OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    runs = []
+    for setup in setups:
+        run = simulate(document, jobs, setup=setup, step=args.step, until=args.until)
+        print(
+            f"{setup.name}: {run.passes} passes over {run.seconds:.0f}s simulated "
+            f"in {run.wall_seconds:.1f}s",
+            file=sys.stderr,
+        )
+        runs.append(run)
+    inputs = [
+        f"snapshot: `{args.snapshot}`",
+        f"trace: `{args.trace}` ({len(jobs)} jobs)",
+        f"a pass every {args.step:g}s of virtual time"
+        + (f", until {args.until:g}s" if args.until is not None else ", until every job ended"),
+    ]
+    title = "Simulation" if len(runs) == 1 else f"Simulation: {runs[0].setup} vs {runs[1].setup}"
+    report = reporting.write(runs, args.output, title=title, inputs=inputs)
+    print(report)
+    return 0
+
+
+def _trace(args: argparse.Namespace) -> int:
+    from scheduler.sim import traces  # noqa: PLC0415
+
+    shape = traces.Shape(
+        hours=args.hours,
+        jobs_per_hour=args.jobs_per_hour,
+        diurnal_amplitude=args.diurnal_amplitude,
+        duration_median=args.duration_median,
+        duration_sigma=args.duration_sigma,
+        queues=_pairs(args.queues),
+    )
+    jobs = traces.generate(seed=args.seed, shape=shape)
+    traces.write(jobs, args.output)
+    print(f"wrote {args.output}: {len(jobs)} jobs over {args.hours:g}h (seed {args.seed})")
+    return 0

@@ -1,0 +1,368 @@
+"""``gang-scheduler simulate``: a snapshot and a trace, played through the pure core.
+
+No API server: the cluster of a snapshot file (``shell.snapshotting``) is folded into a
+``ClusterCache`` as the informers would fill it, and a pass runs every ``step`` seconds of
+virtual time exactly as the scheduler's loop runs it (``cache.snapshot(now=...)``, the core's
+``schedule``, its memory and queue usage fed back). What the API server and the job's
+controller would do is done at once, as ``bench/fairness.py`` does: a binding starts the
+gang's pods, which end ``duration`` seconds later; an evicted gang of the trace is deleted
+and submitted again from the start; a gang that times out is dropped. The snapshot's own pods
+never end (their remaining run time is unknown); an evicted one is gone.
+
+Measured as each pass starts (the cluster as it stands then): GPU and CPU utilisation,
+fragmentation (``core.fragmentation.measure``), each queue's share of the GPUs against its
+ideal (the water-filled fair share of what the queues want then, as ``bench/fairness.py``
+computes it); and each gang's wait from submission to bind, pods preempted and reclaimed.
+Deterministic: the same inputs give the same run.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from scheduler.cache.cluster import QUEUES
+from scheduler.codecs.objects import pod_from_dict
+from scheduler.core.fragmentation import measure
+from scheduler.core.queues import QueueBook
+from scheduler.core.scheduling import schedule
+from scheduler.model.config import Config
+from scheduler.model.gangs import queue_of_pod
+from scheduler.model.pods import Pod
+from scheduler.model.queues import DEFAULT_QUEUE, QUEUE_API
+from scheduler.model.resources import CPU, GPU
+from scheduler.shell.snapshotting import fold
+from scheduler.sim.traces import Job, pod_bodies
+
+# A gang waits as long as it takes unless a setup says otherwise: a timeout would end the
+# measure of the waits it is about.
+SIM_CONFIG = Config(default_timeout_seconds=1e9)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """One configuration to play: the core's settings, queue overrides, topology on/off."""
+
+    name: str = "default"
+    config: Config = SIM_CONFIG
+    queues: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # name -> spec
+    topology: bool = True
+
+
+def load_setup(path: str | Path) -> Setup:
+    """A setup file (YAML or JSON): Config fields by name (``scoring``,
+    ``starvation_seconds``, ``fair_share_half_life_seconds``, ...), ``queues`` (name -> Queue
+    spec fields to set, e.g. ``{weight: 2}``), ``topology`` (false: the topology ConfigMaps
+    and --topology-from-labels are left out), ``name`` (the column's title)."""
+    import yaml  # noqa: PLC0415
+
+    raw = yaml.safe_load(Path(path).read_text()) or {}
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: a mapping of settings please")
+    known = {f.name for f in fields(Config)}
+    settings = {k: v for k, v in raw.items() if k in known}
+    unknown = set(raw) - known - {"name", "queues", "topology"}
+    if unknown:
+        raise ValueError(f"{path}: unknown setting(s) {sorted(unknown)}; known: {sorted(known)}")
+    if "topology_labels" in settings:
+        settings["topology_labels"] = tuple(
+            tuple(pair) for pair in (settings["topology_labels"] or ())
+        )
+    if "aliases" in settings:
+        settings["aliases"] = tuple(settings["aliases"])
+    return Setup(
+        name=str(raw.get("name") or Path(path).stem),
+        config=replace(SIM_CONFIG, **settings),
+        queues=dict(raw.get("queues") or {}),
+        topology=bool(raw.get("topology", True)),
+    )
+
+
+def size_bucket(gpus: int) -> str:
+    """Gangs by their GPUs in all."""
+    for top, label in ((0, "0 GPU"), (1, "1 GPU"), (4, "2-4 GPUs"), (8, "5-8 GPUs")):
+        if gpus <= top:
+            return label
+    return "9-32 GPUs" if gpus <= 32 else "33+ GPUs"
+
+
+BUCKETS = ("0 GPU", "1 GPU", "2-4 GPUs", "5-8 GPUs", "9-32 GPUs", "33+ GPUs")
+
+
+@dataclass
+class Run:
+    """What happened in one play, sampled at each pass (``times``, seconds from the start)."""
+
+    setup: str
+    times: list[float] = field(default_factory=list)
+    gpu_util: list[float] = field(default_factory=list)
+    cpu_util: list[float] = field(default_factory=list)
+    stranded_gpus: list[int] = field(default_factory=list)
+    whole_gpu_nodes: list[int] = field(default_factory=list)
+    waiting_members: list[int] = field(default_factory=list)
+    preempted: list[int] = field(default_factory=list)  # cumulative pods, per sample
+    reclaimed: list[int] = field(default_factory=list)
+    shares: dict[str, list[float]] = field(default_factory=dict)  # queue -> per sample
+    ideal: dict[str, list[float]] = field(default_factory=dict)
+    # (job name, queue, size bucket, wait in seconds) per incarnation that started
+    waits: list[tuple[str, str, str, float]] = field(default_factory=list)
+    jobs: int = 0
+    finished: int = 0
+    timed_out: int = 0
+    still_waiting: int = 0
+    still_running: int = 0
+    passes: int = 0
+    seconds: float = 0.0
+    total_gpus: int = 0
+    nodes: int = 0
+    # Wall-clock seconds of the whole play: said on the console only, never in the report.
+    wall_seconds: float = 0.0
+
+
+def prepare(document: Mapping[str, Any], jobs: Sequence[Job], setup: Setup) -> dict[str, Any]:
+    """The snapshot as this setup plays it: topology left out when off, the trace's queues
+    created when missing (weight 1), the setup's queue overrides applied."""
+    doc: dict[str, Any] = copy.deepcopy(dict(document))
+    lists = doc.setdefault("lists", {})
+    if not setup.topology:
+        lists["topologies"] = []
+    wanted = {job.queue for job in jobs if job.queue} | set(setup.queues)
+    if wanted:
+        queues = lists.setdefault(QUEUES, [])
+        have = {q.get("metadata", {}).get("name") for q in queues}
+        for name in sorted(wanted - have):
+            queues.append(
+                {
+                    "apiVersion": QUEUE_API,
+                    "kind": "Queue",
+                    "metadata": {"name": name, "uid": f"sim-queue-{name}"},
+                    "spec": {"weight": 1},
+                }
+            )
+        for queue in queues:
+            override = setup.queues.get(queue.get("metadata", {}).get("name"))
+            if override:
+                queue["spec"] = {**queue.get("spec", {}), **override}
+        doc["unserved"] = [k for k in doc.get("unserved", []) if k != QUEUES]
+    return doc
+
+
+def _stamp(epoch: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+
+
+def _start_time(document: Mapping[str, Any]) -> float:
+    taken = document.get("metadata", {}).get("takenAt")
+    try:
+        return float(time.mktime(time.strptime(taken, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
+    document: Mapping[str, Any],
+    jobs: Sequence[Job],
+    *,
+    setup: Setup = Setup(),
+    step: float = 5.0,
+    until: float | None = None,
+) -> Run:
+    """Play ``jobs`` on the snapshot ``document``; ``until``: stop then (seconds from the
+    start), else once every job of the trace has ended."""
+    started_wall = time.perf_counter()
+    config = setup.config if setup.topology else replace(setup.config, topology_labels=())
+    doc = prepare(document, jobs, setup)
+    cache = fold(doc, config=config)
+    t0 = _start_time(doc)
+    run = Run(setup=setup.name, jobs=len(jobs))
+    pods: dict[str, Pod] = {}  # by uid, every pod of the snapshot's and the trace's
+    for body in doc.get("lists", {}).get("pods", []):
+        pod = pod_from_dict(body)
+        pods[pod.ref.uid] = pod
+    job_of: dict[str, Job] = {}  # gang name -> its job
+    members: dict[str, list[str]] = {}  # gang name -> pod uids
+    attempts: dict[str, int] = {}
+    submitted: dict[str, float] = {}
+    ends: dict[str, float] = {}  # gang name -> when it ends
+    arrivals = sorted(jobs, key=lambda j: (j.at, j.name))
+    next_arrival = 0
+    preempted = reclaimed = 0
+    horizon = until if until is not None else float("inf")
+
+    def submit(job: Job, at: float) -> None:
+        attempt = attempts.get(job.name, 0)
+        attempts[job.name] = attempt + 1
+        gang = job.name if attempt == 0 else f"{job.name}-r{attempt}"
+        bodies = pod_bodies(
+            job, gang=gang, created=_stamp(t0 + at), scheduler=config.scheduler_name
+        )
+        members[gang] = []
+        for body in bodies:
+            pod = pod_from_dict(body)
+            pods[pod.ref.uid] = pod
+            members[gang].append(pod.ref.uid)
+            cache.upsert_pod(pod)
+        job_of[gang] = job
+        submitted[gang] = at
+
+    def drop(gang: str) -> None:
+        for uid in members.pop(gang, []):
+            pods.pop(uid, None)
+            cache.remove_pod(uid)
+        ends.pop(gang, None)
+
+    t = 0.0
+    while t <= horizon:
+        now = t0 + t
+        for gang in sorted(g for g, end in ends.items() if end <= t):
+            drop(gang)
+            run.finished += 1
+        while next_arrival < len(arrivals) and arrivals[next_arrival].at <= t:
+            submit(arrivals[next_arrival], t)
+            next_arrival += 1
+        snap = cache.snapshot(now=now)
+        _sample(run, cache, snap, pods, t=t, ours=config.scheduler_names)
+        run.preempted.append(preempted)
+        run.reclaimed.append(reclaimed)
+        result = schedule(snap, now=now, config=config)
+        run.passes += 1
+        cache.remember(_capped(result.memory))
+        cache.queue_usage = result.queue_usage
+        for group in result.bindings:
+            for placed in group.gangs:
+                for binding in placed.bindings:
+                    pod = pods.get(binding.pod.uid)
+                    if pod is None:
+                        continue
+                    bound = replace(pod, node_name=binding.node, phase="Running")
+                    pods[binding.pod.uid] = bound
+                    cache.upsert_pod(bound)
+                gang = placed.gang.name
+                job = job_of.get(gang)
+                if job is not None and gang not in ends and placed.gang.namespace == job.namespace:
+                    ends[gang] = t + job.duration
+                    run.waits.append(
+                        (job.name, job.queue or DEFAULT_QUEUE, size_bucket(job.gpus),
+                         t - submitted[gang])
+                    )  # fmt: skip
+        evicted_gangs: set[str] = set()
+        for eviction in result.evictions:
+            pod = pods.get(eviction.pod.uid)
+            if pod is None:
+                continue
+            if eviction.reclaimed_from:
+                reclaimed += 1
+            else:
+                preempted += 1
+            gang = pod.gang.key.name if pod.gang is not None else ""
+            if gang in job_of and gang in members:
+                evicted_gangs.add(gang)
+            else:  # the snapshot's own: gone
+                pods.pop(eviction.pod.uid, None)
+                cache.remove_pod(eviction.pod.uid)
+        for gang in sorted(evicted_gangs):
+            drop(gang)
+            submit(job_of[gang], t)  # its job submits it again, from the start
+        for key, state in result.memory.items():
+            if state.timed_out and key.name in members and key.name not in ends:
+                drop(key.name)
+                run.timed_out += 1
+        done = next_arrival >= len(arrivals) and not members
+        if until is None and done:
+            break
+        t = _next_time(
+            t, step, cache=cache, ends=ends, arrivals=arrivals, next_arrival=next_arrival
+        )
+    run.still_running = len(ends)
+    run.still_waiting = sum(1 for g in members if g not in ends)
+    run.seconds = t
+    run.wall_seconds = time.perf_counter() - started_wall
+    return run
+
+
+def _capped(memory: Mapping[Any, Any]) -> dict[Any, Any]:
+    """The pass's memory, attempts capped: ``Config.backoff`` computes ``2 ** attempts``
+    in floats and overflows past about 1,000 failed attempts (a gang waiting hours); the
+    backoff is at its maximum long before, so the cap changes nothing else."""
+    return {
+        key: replace(state, attempts=MAX_ATTEMPTS) if state.attempts > MAX_ATTEMPTS else state
+        for key, state in memory.items()
+    }
+
+
+MAX_ATTEMPTS = 64
+
+
+def _next_time(
+    t: float,
+    step: float,
+    *,
+    cache: Any,
+    ends: Mapping[str, float],
+    arrivals: Sequence[Job],
+    next_arrival: int,
+) -> float:
+    """The next pass: ``step`` later, or, with nothing of ours waiting, the first step at or
+    after the next arrival or end (nothing changes before then: those passes are skipped)."""
+    if cache.waiting:
+        return t + step
+    upcoming = [*ends.values()]
+    if next_arrival < len(arrivals):
+        upcoming.append(arrivals[next_arrival].at)
+    if not upcoming:
+        return t + step
+    target = min(upcoming)
+    steps = max(1, -(-(target - t) // step))  # ceil, at least one
+    return t + steps * step
+
+
+def _sample(
+    run: Run,
+    cache: Any,
+    snap: Any,
+    pods: Mapping[str, Pod],
+    *,
+    t: float,
+    ours: frozenset[str],
+) -> None:
+    free, allocatable, waiting = cache.room()
+    total = {r: sum(a.get(r, 0) for a in allocatable.values()) for r in (GPU, CPU)}
+    used = {
+        r: sum(max(allocatable[n].get(r, 0) - free[n].get(r, 0), 0) for n in allocatable)
+        for r in (GPU, CPU)
+    }
+    run.nodes = len(allocatable)
+    run.total_gpus = total[GPU]
+    run.times.append(t)
+    run.gpu_util.append(used[GPU] / total[GPU] if total[GPU] else 0.0)
+    run.cpu_util.append(used[CPU] / total[CPU] if total[CPU] else 0.0)
+    found = measure(free, allocatable=allocatable, waiting=waiting)
+    run.stranded_gpus.append(found.stranded.get(GPU, 0))
+    run.whole_gpu_nodes.append(found.whole_gpu_nodes)
+    run.waiting_members.append(found.waiting)
+    tree = cache.queues
+    if not tree:
+        return
+    held: dict[str, dict[str, int]] = {}
+    wanting: dict[str, dict[str, int]] = {}
+    for pod in pods.values():
+        if not pod.alive or pod.scheduler_name not in ours:
+            continue
+        queue = queue_of_pod(pod, snap.podgroups) or DEFAULT_QUEUE
+        into = held if pod.bound else wanting
+        for resource, amount in pod.requests.items():
+            into.setdefault(queue, {})[resource] = into.get(queue, {}).get(resource, 0) + amount
+    book = QueueBook(tree, usage=held, total=cache.allocatable_total(), waiting=wanting)
+    leaves = sorted(
+        name for name in book.queues if not any(q.parent == name for q in book.queues.values())
+    )
+    for leaf in leaves:
+        share = held.get(leaf, {}).get(GPU, 0) / total[GPU] if total[GPU] else 0.0
+        fair = book.fair.get(leaf, {}).get(GPU, 0.0) / total[GPU] if total[GPU] else 0.0
+        series = run.shares.setdefault(leaf, [0.0] * (len(run.times) - 1))
+        series.append(share)
+        run.ideal.setdefault(leaf, [0.0] * (len(run.times) - 1)).append(fair)
