@@ -255,7 +255,13 @@ class QueueBook:
             if amount <= 0 or resource not in self.total:
                 continue
             deserved = fair.get(resource, 0.0)
-            most = max(most, amount / deserved if deserved > 0 else math.inf)
+            if deserved > 0:
+                most = max(most, amount / deserved)
+            elif held.get(resource, 0) > 0:
+                most = math.inf  # holds what it has no share of, as share() says
+            # A past use of a resource it has no share of now (nobody wants it: shares are
+            # capped by demand) says nothing of today (second review of #22: a trace of it
+            # put the queue last for good).
         return most
 
     def order(self, queue: str) -> tuple:
@@ -418,21 +424,22 @@ def decayed_usage(
     half_life: float,
 ) -> QueueUsage:
     """The queues' recent usage at ``now``: the average ``before`` decayed by half for every
-    ``half_life`` seconds since, and what each queue's pods hold now for the rest (as if
-    they had held it since the last update: the last pass's holdings are all it knows)."""
+    ``half_life`` seconds since, and for the rest what each queue held at the last update
+    (held, as far as the core knows, through the gap: passes run when something changed,
+    so what is held now has mostly just begun); what is held now is kept for the next
+    (second review of #22: the gap was counted at what was held after it)."""
+    now_held = {q: {r: float(a) for r, a in amounts.items()} for q, amounts in held.items()}
     if before is None:
-        return QueueUsage(
-            now, {q: {r: float(a) for r, a in amounts.items()} for q, amounts in held.items()}
-        )
+        return QueueUsage(now, now_held, now_held)
     kept = 0.5 ** (max(now - before.at, 0.0) / half_life) if half_life > 0 else 0.0
     average: dict[str, dict[str, float]] = {}
-    for queue in {*before.average, *held}:
-        old, new = before.average.get(queue, {}), held.get(queue, {})
-        mixed = {r: kept * old.get(r, 0.0) + (1 - kept) * new.get(r, 0) for r in {*old, *new}}
+    for queue in {*before.average, *before.held}:
+        old, then = before.average.get(queue, {}), before.held.get(queue, {})
+        mixed = {r: kept * old.get(r, 0.0) + (1 - kept) * then.get(r, 0.0) for r in {*old, *then}}
         kept_amounts = {r: a for r, a in mixed.items() if a > 1e-9}
         if kept_amounts:
             average[queue] = kept_amounts
-    return QueueUsage(now, average)
+    return QueueUsage(now, average, now_held)
 
 
 def _whole(share: float) -> float:

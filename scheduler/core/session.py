@@ -971,13 +971,23 @@ class Session:
         when no running member carries a rank (nothing was written back yet)."""
         new = {b.pod for b in bindings}
         taken: set[int] = set()
+        unlabelled = 0
         for pod in gang.members:
+            if pod.ref in new or not pod.bound or pod.deleting:
+                continue
             rank = pod.labels.get(names.SAKKARA_RANK, "")
-            if pod.ref not in new and pod.bound and pod.alive and rank.isdecimal():
-                taken.add(int(rank))
+            if (pod.alive or pod.phase == SUCCEEDED) and rank.isdecimal():
+                taken.add(int(rank))  # a finished member keeps its rank (second review)
+            elif pod.alive:
+                unlabelled += 1
         if not taken:
             return None
-        vacant = (r for r in range(len(taken) + len(bindings)) if r not in taken)
+        # A member healed in an earlier pass whose label is not seen yet holds the rank it
+        # was given, the lowest vacant in rank order then and now (second review of #23:
+        # the next replacement got it again).
+        vacant = (r for r in range(len(taken) + unlabelled + len(bindings)) if r not in taken)
+        for _ in range(unlabelled):
+            next(vacant)
         order = ranks([(b.pod, b.node) for b in bindings], self.topology)
         return Placement(
             ranks=tuple((ref, next(vacant)) for ref, _ in order),
@@ -1084,13 +1094,14 @@ class Session:
             ref = ObjectRef("Pod", alive.ref.namespace, alive.ref.name, alive.ref.uid)
         self.events.append(Event(ref, WARNING, "Unschedulable", outcome.below_min))
 
-    def check_stale(self, gang: Gang, *, running: int) -> bool:
+    def check_stale(self, gang: Gang, *, running: int, placing: int = 0) -> bool:
         """#23, KAI's stale-gang eviction: a gang that runs with fewer running (and
         succeeded) members than its minimum for longer than its grace period cannot work as
         a gang and holds room that gangs able to run could use: its running members are
         evicted (its controller may make them again, and the gang starts whole). Off unless
         --stale-gang-after or the gang's gang-scheduler.io/stale-after says a duration.
-        True when it evicts: nothing more of the gang is placed in this pass."""
+        ``placing``: members this pass placed for it (they count as running). True when it
+        evicts: nothing of the gang is bound in this pass."""
         grace = gang.stale_seconds
         if grace is None:
             grace = self.config.stale_gang_seconds
@@ -1101,12 +1112,16 @@ class Session:
             grace is not None
             and math.isfinite(grace)
             and running > 0
-            and running + succeeded < gang.min_member
+            and running + placing + succeeded < gang.min_member
         )
         if not stale:
             if state.stale_since is not None:
                 outcome.state = replace(
-                    state, stale_since=None, stale_due=None, stale_evicted=frozenset()
+                    state,
+                    stale_since=None,
+                    stale_due=None,
+                    stale_evicted=frozenset(),
+                    stale_evicted_at=None,
                 )
             return False
         assert grace is not None
@@ -1117,24 +1132,26 @@ class Session:
         if self.now < due:
             self.wake(due)
             return False
-        # Members evicted at the due time and still seen alive are not evicted again (review
-        # of #23: every pass until the delete was seen evicted them again, and counted them
-        # twice); once STALE_RETRY_SECONDS have passed, whatever still runs is.
-        retry = self.now >= due + STALE_RETRY_SECONDS
-        if retry:
-            outcome.state = state = replace(state, stale_due=self.now)
+        # Members evicted and still seen alive are not evicted again (review of #23: every
+        # pass until the delete was seen evicted them again, and counted them twice); once
+        # STALE_RETRY_SECONDS have passed since, whatever still runs is (and so on).
+        last = state.stale_evicted_at
+        retry = last is not None and self.now >= last + STALE_RETRY_SECONDS
         members = [
             p
             for p in gang.members
             if p.bound and p.alive and (retry or p.ref.uid not in state.stale_evicted)
         ]
         if not members:
-            self.wake(due + STALE_RETRY_SECONDS)
+            assert last is not None  # the first time every running member is evicted
+            self.wake(last + STALE_RETRY_SECONDS)
             return True
         outcome.state = replace(
-            state, stale_evicted=state.stale_evicted | {p.ref.uid for p in members}
+            state,
+            stale_evicted=state.stale_evicted | {p.ref.uid for p in members},
+            stale_evicted_at=self.now,
         )
-        self.wake(outcome.state.stale_due + STALE_RETRY_SECONDS)
+        self.wake(self.now + STALE_RETRY_SECONDS)
         message = (
             f"gang {gang.key} has run with {running} of its minimum {gang.min_member} members "
             f"for {self.now - since:.0f}s (stale after {grace:g}s): its {len(members)} running "

@@ -28,6 +28,9 @@ class QueueUsage:
 
     at: float
     average: Mapping[str, Mapping[str, float]]
+    # What each queue held at ``at``: held, as far as the core knows, until the next update
+    # (second review of #22: the gap was counted at what was held after it).
+    held: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -78,6 +78,7 @@ class GangState:
     # The members evicted for it (uids) and when: not evicted again while they are still
     # seen alive (the DisruptionTarget patch comes before the delete), unless that lasts.
     stale_evicted: frozenset[str] = frozenset()
+    stale_evicted_at: float | None = None
     # Gang preemption: where its members are to go once the pods it evicted (``victims``,
     # uids) have left, and since when; the room is held for it meanwhile, and it evicts
     # nothing more until they are gone or the nomination lapses.

@@ -288,6 +288,7 @@ class Binder:
         if failed:
             self._back_off(gang for gang in group.gangs if failed.intersection(gang.bindings))
         if not group.all_or_nothing:
+            await self._write_ranks(group, bound, seconds)
             return
         for gang_binding in group.gangs:
             if any(b in failed for b in gang_binding.bindings):
@@ -303,6 +304,21 @@ class Binder:
                 )
             if gang_binding.placement is not None and self._on_bound is not None:
                 await self._on_bound(gang_binding, seconds)
+
+    async def _write_ranks(self, group: GroupBinding, bound: set[Binding], seconds: float) -> None:
+        """Members placed one by one (a healed one, #23) get their rank labels, those that
+        landed (second review of #23: they were dropped)."""
+        if self._on_bound is None:
+            return
+        for gang_binding in group.gangs:
+            placement = gang_binding.placement
+            if placement is None:
+                continue
+            landed = {b.pod for b in gang_binding.bindings if b in bound}
+            ranks = tuple((ref, rank) for ref, rank in placement.ranks if ref in landed)
+            if ranks:
+                written = replace(gang_binding, placement=replace(placement, ranks=ranks))
+                await self._on_bound(written, seconds)
 
     async def _bind(
         self, binding: Binding, *, patient: bool = False, urgent: bool = False, rest: int = 0

@@ -841,27 +841,29 @@ def test_a_queue_that_had_the_cluster_lately_yields_to_one_that_had_nothing() ->
     b = gang_pods("b", 2, gang="b", min_available=2, gpu=1, labels=in_queue("team-b"), created=T0)
     snap = with_queues(snapshot(gpu_nodes(2), [*a, *b]), queue("team-a"), queue("team-b"))
     assert set(bind_map(schedule(snap, now=T0))) == {"a-0", "a-1"}
-    lately = QueueUsage(T0 - 60, {"team-a": {GPU: 2000.0}})
+    lately = QueueUsage(T0 - 60, {"team-a": {GPU: 2.0}}, held={"team-a": {GPU: 2.0}})
     config = Config(fair_share_half_life_seconds=600.0)
     result = schedule(replace(snap, queue_usage=lately), now=T0, config=config)
     assert set(bind_map(result)) == {"b-0", "b-1"}
-    # The usage the pass hands on: decayed a little (60 s of a 600 s half-life), nothing new.
+    # The usage the pass hands on: the gap at what was held then (2 GPUs), now nothing.
     assert result.queue_usage is not None
     assert result.queue_usage.at == T0
-    assert result.queue_usage.average["team-a"][GPU] == pytest.approx(2000 * 0.5**0.1)
+    assert result.queue_usage.average["team-a"][GPU] == pytest.approx(2.0)  # held through
 
 
-def test_recent_usage_halves_every_half_life_toward_what_is_held_now() -> None:
-    before = QueueUsage(0.0, {"a": {"cpu": 1000.0}})
-    after = decayed_usage(
-        before, {"a": {"cpu": 3000}, "b": {"cpu": 500}}, now=100.0, half_life=100.0
-    )
+def test_recent_usage_halves_every_half_life_toward_what_was_held() -> None:
+    """Through the gap what was held at the last update counts (passes run when something
+    changed: what is held now has mostly just begun), and what is held now is kept for the
+    next update."""
+    before = QueueUsage(0.0, {"a": {"cpu": 1000.0}}, held={"a": {"cpu": 3000.0}})
+    after = decayed_usage(before, {"a": {"cpu": 0}, "b": {"cpu": 500}}, now=100.0, half_life=100.0)
     assert after.at == 100.0
     assert after.average["a"]["cpu"] == pytest.approx(0.5 * 1000 + 0.5 * 3000)
-    assert after.average["b"]["cpu"] == pytest.approx(250.0)
+    assert "b" not in after.average  # it held nothing through the gap
+    assert after.held == {"a": {"cpu": 0.0}, "b": {"cpu": 500.0}}
     # Without a history, what is held now is the history: the order is DRF's, unchanged.
     fresh = decayed_usage(None, {"a": {"cpu": 3000}}, now=5.0, half_life=100.0)
     assert fresh.average == {"a": {"cpu": 3000.0}}
-    # Long after, the past is gone: only what is held now counts.
-    gone = decayed_usage(before, {}, now=100_000.0, half_life=100.0)
-    assert gone.average == {}
+    # Long after, with nothing held at the last update, the past is gone.
+    idle = QueueUsage(0.0, {"a": {"cpu": 1000.0}}, held={})
+    assert decayed_usage(idle, {}, now=100_000.0, half_life=100.0).average == {}

@@ -122,7 +122,7 @@ def _place_after_gang(
     # whole rather than see it evicted). A gang still short is evicted, and what was placed
     # for it now is taken back: nothing binds beside an eviction.
     placed = sum(len(b.bindings) for g in groups for b in g.gangs)
-    if session.check_stale(gang, running=members + placed):
+    if session.check_stale(gang, running=members, placing=placed):
         if placed and statement is not None:
             done = [b for g in groups for gb in g.gangs for b in gb.bindings]
             _undo(

@@ -34,6 +34,7 @@ from scheduler.model.topology import Topology
 Placed = tuple[list[Binding], Status]
 # Units of its tier a gang tries in one attempt; the next attempt tries the next ones.
 MAX_UNITS = 16
+Unit = tuple[str, str, frozenset[str]]  # (level, its name as people read it, its nodes)
 
 WHERE = "PodGroup spec.networkTopology"
 
@@ -65,8 +66,7 @@ def place_within_tier(
         return [], Status.unschedulable(problem)
     first_miss = ""
     units = list(_units(session, statement, gang, level=level, held=held))
-    start = (session.outcomes[gang.key].state.attempts * MAX_UNITS) % max(len(units), 1)
-    window = (units[start:] + units[:start])[:MAX_UNITS]
+    window = _window(units, attempts=session.outcomes[gang.key].state.attempts)
     for unit_level, unit, nodes in window:
         mark = statement.mark()
         with session.finder.fenced(nodes):
@@ -91,6 +91,20 @@ def place_within_tier(
         f"no {level} has room for the gang in one unit{anchored} ({WHERE} mode hard, "
         f"{len(window)} tried{more}){why}"
     )
+
+
+def _window(units: list[Unit], *, attempts: int) -> list[Unit]:
+    """The units an attempt tries, in their order (lowest level, fullest first): all when
+    they are few; else the first half of MAX_UNITS always (the best now) and the rest in
+    turns, the next ones at each attempt (second review of #23: a rotation of all of them
+    skipped the fullest unit that fitted, and put zones before racks)."""
+    if len(units) <= MAX_UNITS:
+        return units
+    head, rest = units[: MAX_UNITS // 2], units[MAX_UNITS // 2 :]
+    turn = MAX_UNITS - len(head)
+    start = (attempts * turn) % len(rest)
+    chosen = {*range(start, start + turn)} | {*range(start + turn - len(rest))}
+    return head + [unit for i, unit in enumerate(rest) if i in chosen]
 
 
 def everywhere(topology: Topology, spec: NetworkTopology) -> bool:
@@ -126,11 +140,9 @@ def fence_of_running(session: Session, gang: Gang) -> Fence | Status | None:
     (our constraints, a Sakkara group) without one keeps them in the smallest unit where
     its running members are."""
     spec = network_topology(gang)
-    if spec is None:
-        return _fence_of_placed(session, gang) if gang.topology_placed else None
     topology = session.topology
-    if everywhere(topology, spec):
-        return None
+    if spec is None or everywhere(topology, spec):
+        return _fence_of_placed(session, gang) if gang.topology_placed else None
     level, problem = tier_level(topology, spec, where=WHERE)
     if problem:
         return Status.unschedulable(problem)
