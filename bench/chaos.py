@@ -2103,7 +2103,12 @@ def _held_by_capability(
         spec = books.specs.get(gang)
         satisfied = any(p.node and p.alive for p in pods.values() if p.gang == gang)
         sizes = sorted((p.cpu_m for p in pending), reverse=True)
-        asked[gang] = sizes[-1] if satisfied else sum(sizes[: spec.min if spec else len(sizes)])
+        # A running gang of subgroups takes a further replica whole, not one member (seed
+        # 53014: one member fitted under the capability, a replica of four did not).
+        one = spec.subgroup if spec is not None and spec.subgroup else 1
+        asked[gang] = (
+            sum(sizes[-one:]) if satisfied else sum(sizes[: spec.min if spec else len(sizes)])
+        )
     back = []
     for gang, pending in expected.items():
         queue = pending[0].queue
