@@ -74,39 +74,53 @@ def test_replicas_bind_whole_at_least_the_minimum_and_one_more_when_room_appears
 RACK = "topology.example.com/rack"
 
 
+def _racks_and_scheduler(
+    cluster: Cluster, private_scheduler: PrivateSchedulers, *, per_rack: int
+) -> tuple[dict[str, str], SchedulerProcess]:
+    """Volcano's CRD, racks r0 and r1 of ``per_rack`` one-CPU nodes (labelled), and a
+    scheduler that reads the racks from the labels: each node's rack, and the scheduler."""
+    _with_volcano_crd(cluster.access)
+    rack_of = {
+        node: rack
+        for rack in ("r0", "r1")
+        for node in cluster.nodes(per_rack, cpu="1", labels={RACK: rack})
+    }
+    scheduler = private_scheduler.start(
+        "--topology-namespace", cluster.namespace, "--topology-from-labels", f"rack={RACK}"
+    )
+    return rack_of, scheduler
+
+
+def _volcano_podgroup(cluster: Cluster, **spec: object) -> dict:
+    """Volcano PodGroup dp, minMember 2, with ``spec`` besides."""
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "PodGroup",
+        "metadata": {"name": "dp", "namespace": cluster.namespace},
+        "spec": {"minMember": 2, **spec},
+    }
+
+
 def test_a_lost_member_of_a_rack_bound_replica_comes_back_into_its_rack(
     cluster: Cluster, private_scheduler: PrivateSchedulers
 ) -> None:
     """A replica of 2 with networkTopology hard, tier 1 (the racks, from node labels) binds
     in one rack; one of its pods is lost (its node cordoned, the pod deleted and made
     again): it comes back into the same rack, not onto the other rack's free nodes."""
-    _with_volcano_crd(cluster.access)
-    racks = {
-        "r0": cluster.nodes(3, cpu="1", labels={RACK: "r0"}),
-        "r1": cluster.nodes(3, cpu="1", labels={RACK: "r1"}),
-    }
-    rack_of = {node: rack for rack, nodes in racks.items() for node in nodes}
-    scheduler = private_scheduler.start(
-        "--topology-namespace", cluster.namespace, "--topology-from-labels", f"rack={RACK}"
-    )
+    rack_of, scheduler = _racks_and_scheduler(cluster, private_scheduler, per_rack=3)
     cluster.apply(
-        {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
-            "kind": "PodGroup",
-            "metadata": {"name": "dp", "namespace": cluster.namespace},
-            "spec": {
-                "minMember": 2,
-                "subGroupPolicy": [
-                    {
-                        "name": "replica",
-                        "subGroupSize": 2,
-                        "minSubGroups": 1,
-                        "matchLabelKeys": [PARTITION],
-                        "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
-                    }
-                ],
-            },
-        }
+        _volcano_podgroup(
+            cluster,
+            subGroupPolicy=[
+                {
+                    "name": "replica",
+                    "subGroupSize": 2,
+                    "minSubGroups": 1,
+                    "matchLabelKeys": [PARTITION],
+                    "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+                }
+            ],
+        )
     )
 
     def member(name: str) -> dict:
@@ -142,25 +156,9 @@ def test_a_jobs_gang_kept_to_one_rack_heals_into_it_after_its_node_is_deleted(
     from node labels, 2 one-CPU nodes each): it binds in one rack. A node of it is deleted
     and its pod with it (as the pod GC does): the Job makes the pod again, and it waits
     while only the other rack has room, then binds in its own rack once a node joins it."""
-    _with_volcano_crd(cluster.access)
-    racks = {
-        "r0": cluster.nodes(2, cpu="1", labels={RACK: "r0"}),
-        "r1": cluster.nodes(2, cpu="1", labels={RACK: "r1"}),
-    }
-    rack_of = {node: rack for rack, nodes in racks.items() for node in nodes}
-    scheduler = private_scheduler.start(
-        "--topology-namespace", cluster.namespace, "--topology-from-labels", f"rack={RACK}"
-    )
+    rack_of, scheduler = _racks_and_scheduler(cluster, private_scheduler, per_rack=2)
     cluster.apply(
-        {
-            "apiVersion": "scheduling.volcano.sh/v1beta1",
-            "kind": "PodGroup",
-            "metadata": {"name": "dp", "namespace": cluster.namespace},
-            "spec": {
-                "minMember": 2,
-                "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
-            },
-        }
+        _volcano_podgroup(cluster, networkTopology={"mode": "hard", "highestTierAllowed": 1})
     )
     job = indexed_job(cluster, "dp", 2, cpu="1")
     template = job["spec"]["template"]

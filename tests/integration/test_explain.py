@@ -13,6 +13,15 @@ from scheduler.model import names
 pytestmark = pytest.mark.cluster
 
 
+def _explain(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    """`gang-scheduler explain ARGS` against the cluster, as a user runs it."""
+    argv = [sys.executable, "-m", "scheduler", "explain", *args]
+    return subprocess.run(
+        [*argv, "--kubeconfig", str(cluster.access.kubeconfig)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+
+
 def test_explain_says_why_a_gang_cannot_be_placed(cluster: Cluster) -> None:
     cluster.nodes(2, gpu=8)
     annotations = {names.KOORD_NAME: "huge", names.KOORD_MIN_AVAILABLE: "3"}
@@ -20,11 +29,7 @@ def test_explain_says_why_a_gang_cannot_be_placed(cluster: Cluster) -> None:
         "huge", 3, scheduler="nobody-explained", annotations=annotations,
         requests={"nvidia.com/gpu": "8"},
     )  # fmt: skip
-    result = subprocess.run(
-        [sys.executable, "-m", "scheduler", "explain", f"{cluster.namespace}/huge",
-         "--kubeconfig", str(cluster.access.kubeconfig), "--scheduler-name", "nobody-explained"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    result = _explain(cluster, f"{cluster.namespace}/huge", "--scheduler-name", "nobody-explained")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith(f"gang {cluster.namespace}/huge: min 3 of 3, Strict")
@@ -37,11 +42,7 @@ def test_explain_says_why_a_gang_cannot_be_placed(cluster: Cluster) -> None:
 
 
 def test_explain_of_an_unknown_gang_says_so(cluster: Cluster) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "scheduler", "explain", f"{cluster.namespace}/nothing",
-         "--kubeconfig", str(cluster.access.kubeconfig)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    result = _explain(cluster, f"{cluster.namespace}/nothing")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == (
         f"no gang {cluster.namespace}/nothing: no PodGroup and no pod of gang-scheduler names it"
@@ -58,11 +59,7 @@ def test_explain_cluster_says_what_free_room_is_stranded(cluster: Cluster) -> No
         "wide", 2, scheduler="nobody-fragmented", annotations=annotations,
         requests={"nvidia.com/gpu": "8"},
     )  # fmt: skip
-    result = subprocess.run(
-        [sys.executable, "-m", "scheduler", "explain", "--cluster",
-         "--kubeconfig", str(cluster.access.kubeconfig), "--scheduler-name", "nobody-fragmented"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    result = _explain(cluster, "--cluster", "--scheduler-name", "nobody-fragmented")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].startswith("cluster: ")
