@@ -54,6 +54,8 @@ WELL_KNOWN = frozenset(
         "system-node-critical",
     }
 )
+# Where the topology ConfigMap is read (--topology-namespace): kept, as the flag says it.
+TOPOLOGY_NS = "gang-scheduler-system"
 # Fields whose string values are never names (so a name equal to one is not replaced there).
 NOT_NAMES = frozenset(
     {
@@ -94,6 +96,19 @@ READ_ANNOTATIONS = tuple(
         }
     )
 )
+# Annotations (and labels) whose values name a gang, a queue or a priority class.
+NAMING = frozenset(
+    {
+        names.KOORD_NAME,
+        names.LEGACY_NAME,
+        names.VOLCANO_GROUP_NAME,
+        names.VOLCANO_QUEUE_NAME,
+        names.SAKKARA_GROUP_NAME,
+        names.OWNER_PRIORITY_CLASS,
+    }
+)
+# Annotations holding JSON that names gangs ("namespace/name") or topology units.
+NAMING_JSON = frozenset({names.KOORD_GROUPS, names.PLACEMENT})
 _CONTAINER_DROPPED = ("image", "command", "args", "env", "envFrom", "workingDir")
 _PLAIN = re.compile(r"^(-?[0-9.]+|true|false|True|False|)$")
 
@@ -105,12 +120,13 @@ def _kept_annotation(key: str) -> bool:
 class Renamer:
     """The mapping: collect every name first, then hand out order-keeping tokens."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep: set[str] | frozenset[str] = frozenset()) -> None:
+        self._keep = WELL_KNOWN | set(keep)
         self._seen: set[str] = set()
         self._map: dict[str, str] = {}
 
     def add(self, value: object) -> None:
-        if isinstance(value, str) and value not in WELL_KNOWN and not _PLAIN.match(value):
+        if isinstance(value, str) and value not in self._keep and not _PLAIN.match(value):
             self._seen.add(value)
 
     def freeze(self) -> None:
@@ -173,10 +189,42 @@ def _rename_tree(tree: Any, rename: Renamer) -> Any:
     return tree
 
 
+def _json_strings(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield key
+            yield from _json_strings(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _json_strings(item)
+    elif isinstance(node, str):
+        yield node
+
+
+def _parts(value: str) -> list[str]:
+    return value.split("/") if "/" in value else [value]
+
+
+def _rename_json(node: Any, rename: Renamer) -> Any:
+    def one(value: str) -> str:
+        return "/".join(rename(part) for part in _parts(value))
+
+    if isinstance(node, dict):
+        return {one(k): _rename_json(v, rename) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_rename_json(v, rename) for v in node]
+    return one(node) if isinstance(node, str) else node
+
+
 def _replace(node: Any, rename: Renamer, field: str = "") -> Any:
     """Every string that is a known name, outside the fields that hold none."""
     if isinstance(node, dict):
-        return {k: _replace(v, rename, k) for k, v in node.items()}
+        return {
+            k: json.dumps(_rename_json(_parsed(v), rename), sort_keys=True)
+            if k in NAMING_JSON and _parsed(v) is not None
+            else _replace(v, rename, k)
+            for k, v in node.items()
+        }
     if isinstance(node, list):
         return [_replace(v, rename, field) for v in node]
     if isinstance(node, str) and field not in NOT_NAMES:
@@ -220,7 +268,7 @@ def anonymise(document: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, st
     """The document with its names replaced, and the mapping (original -> token), which is
     not written anywhere: keep it private to undo the renaming."""
     out: dict[str, Any] = copy.deepcopy(dict(document))
-    rename = Renamer()
+    rename = Renamer(keep={out.get("metadata", {}).get("topologyNamespace", TOPOLOGY_NS)})
     topologies = out.get("lists", {}).get("topologies", [])
     for body in _bodies(out):
         _scrub(body)
@@ -229,6 +277,14 @@ def anonymise(document: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, st
         rename.add(meta.get("namespace"))
         for ref in meta.get("ownerReferences", ()) or ():
             rename.add(ref.get("name"))
+        for held in (meta.get("annotations") or {}, meta.get("labels") or {}):
+            for key, value in held.items():
+                if key in NAMING:
+                    rename.add(value)
+                elif key in NAMING_JSON:
+                    for found in _json_strings(_parsed(value)):
+                        for part in _parts(found):
+                            rename.add(part)
         spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
         rename.add(spec.get("nodeName"))
         for labels in _label_dicts(body):
