@@ -172,7 +172,7 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
     until: float | None = None,
 ) -> Run:
     """Play ``jobs`` on the snapshot ``document``; ``until``: stop then (seconds from the
-    start), else once every job of the trace has ended."""
+    start), else once every job of the trace has arrived and none runs."""
     started_wall = time.perf_counter()
     config = setup.config if setup.topology else replace(setup.config, topology_labels=())
     doc = prepare(document, jobs, setup)
@@ -271,8 +271,9 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
             if state.timed_out and key.name in members and key.name not in ends:
                 drop(key.name)
                 run.timed_out += 1
-        done = next_arrival >= len(arrivals) and not members
-        if until is None and done:
+        # Without --until, the play ends once no job is left to arrive or run: a gang still
+        # waiting then would wait for ever (nothing of the trace is left to free room).
+        if until is None and next_arrival >= len(arrivals) and not ends:
             break
         t = _next_time(
             t, step, cache=cache, ends=ends, arrivals=arrivals, next_arrival=next_arrival
