@@ -44,7 +44,8 @@ class Config:
         return frozenset((self.scheduler_name, *self.aliases))
 
     def backoff(self, attempts: int) -> float:
-        """The wait after the ``attempts``-th failed attempt (1-based)."""
-        return min(
-            self.initial_backoff_seconds * 2 ** max(attempts - 1, 0), self.max_backoff_seconds
-        )
+        """The wait after the ``attempts``-th failed attempt (1-based). The doubling stops at
+        2**63: a gang that failed a thousand times (hours of waiting) made the float overflow
+        and the pass raise (found by the simulator)."""
+        doublings = min(max(attempts - 1, 0), 63)
+        return min(self.initial_backoff_seconds * 2**doublings, self.max_backoff_seconds)

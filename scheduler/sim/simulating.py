@@ -230,7 +230,7 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
         run.reclaimed.append(reclaimed)
         result = schedule(snap, now=now, config=config)
         run.passes += 1
-        cache.remember(_capped(result.memory))
+        cache.remember(dict(result.memory))
         cache.queue_usage = result.queue_usage
         for group in result.bindings:
             for placed in group.gangs:
@@ -283,19 +283,6 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
     run.seconds = t
     run.wall_seconds = time.perf_counter() - started_wall
     return run
-
-
-def _capped(memory: Mapping[Any, Any]) -> dict[Any, Any]:
-    """The pass's memory, attempts capped: ``Config.backoff`` computes ``2 ** attempts``
-    in floats and overflows past about 1,000 failed attempts (a gang waiting hours); the
-    backoff is at its maximum long before, so the cap changes nothing else."""
-    return {
-        key: replace(state, attempts=MAX_ATTEMPTS) if state.attempts > MAX_ATTEMPTS else state
-        for key, state in memory.items()
-    }
-
-
-MAX_ATTEMPTS = 64
 
 
 def _next_time(

@@ -330,3 +330,18 @@ def test_explain_names_the_shape_the_room_and_what_a_pass_would_do() -> None:
     lines = explain(snapshot(nodes, too_big), GangKey("default", "huge"), now=T0, config=Config())
     assert "Insufficient nvidia.com/gpu" in lines[-1]
     assert lines[-1].startswith("a pass now: gang default/huge does not fit")
+
+
+def test_a_gang_that_failed_thousands_of_times_still_backs_off_and_the_pass_goes_on() -> None:
+    """Found by the simulator: the doubling overflowed a float after ~1,000 attempts (hours
+    of waiting) and the pass raised."""
+    from scheduler.model.config import Config  # noqa: PLC0415
+    from scheduler.model.pods import GangKey  # noqa: PLC0415
+    from scheduler.model.snapshot import GangState  # noqa: PLC0415
+
+    assert Config().backoff(5000) == Config().max_backoff_seconds
+    pods = gang_pods("g", 2, gang="g", min_available=2, gpu=8, created=T0)
+    memory = {GangKey("default", "g"): GangState(attempts=5000, first_attempt=T0)}
+    result = schedule(snapshot([node("n0", gpu=8)], pods, memory=memory), now=T0 + 1)
+    assert bind_map(result) == {}
+    assert result.memory[GangKey("default", "g")].attempts == 5001
