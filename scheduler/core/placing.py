@@ -8,6 +8,7 @@ and leave whole nodes free for the gangs that need them.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from scheduler.core.claiming import ClaimPlan, DeviceWorld
 from scheduler.core.filtering import VolumeTerms, static_reason, volume_reason
 from scheduler.core.neighbouring import PORTS_TAKEN, Check, Neighbours
-from scheduler.core.scoring import best_node, pods_on
+from scheduler.core.scoring import best_node, fullness, pods_on
 from scheduler.model.devices import Allocation, DeviceId
 from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.pods import Pod, PodRef
@@ -429,6 +430,8 @@ class NodeFinder:
         check = self.check(pod, ledger)
         if pod.prefers:
             return self._best(pod, fit, ledger, check, start=start, cursor_key=cursor_key)
+        if strategy == "spread":
+            return self._emptiest(pod, fit, ledger, check, start=start, cursor_key=cursor_key)
         if check is None and (not pod.resource_claims or devices is not None):
             for i in range(start, len(fit)):
                 if ledger.fits(fit[i], requests) and (
@@ -453,6 +456,39 @@ class NodeFinder:
             ):
                 found = fit[i]
                 break
+        self._cursors[cursor_key] = roomy if roomy is not None else len(fit)
+        return found
+
+    def _emptiest(
+        self,
+        pod: Pod,
+        fit: list[str],
+        ledger: Ledger,
+        check: Check | None,
+        *,
+        start: int,
+        cursor_key: tuple,
+    ) -> str | None:
+        """Spread (kube-scheduler's LeastAllocated): the node with room that is emptiest
+        now, what this pass placed counted; ties in the snapshot's spread order. The static
+        order alone put every member placed in one pass on the same node (found by the
+        simulator: four single-GPU gangs on one of four empty nodes). O(nodes) a pod."""
+        roomy: int | None = None
+        found: str | None = None
+        least = math.inf
+        for i in range(start, len(fit)):
+            name = fit[i]
+            if not ledger.fits(name, pod.requests):
+                continue
+            if roomy is None:
+                roomy = i
+            if (check is not None and check.reason(name)) or (
+                pod.resource_claims and ledger.device_reason(pod, name)
+            ):
+                continue
+            score = fullness(self._nodes[name], ledger.free(name), pod)
+            if score < least:
+                found, least = name, score
         self._cursors[cursor_key] = roomy if roomy is not None else len(fit)
         return found
 

@@ -47,7 +47,7 @@ def _scaled(raw: Mapping[str, float], *, reverse: bool = False) -> dict[str, flo
     return {n: MAX_SCORE * (v - low) / span for n, v in raw.items()}
 
 
-def _fullness(node: Node, free: Mapping[str, int], pod: Pod) -> float:
+def fullness(node: Node, free: Mapping[str, int], pod: Pod) -> float:
     """The share of cpu and memory requested once the pod is there (NodeResourcesFit)."""
     shares = []
     for resource in (CPU, MEMORY):
@@ -74,7 +74,7 @@ def best_node(
         return candidates[0]
     total: Counter[str] = Counter()
     resource = {
-        n: _fullness(nodes[n], free[n], pod) * MAX_SCORE for n in candidates
+        n: fullness(nodes[n], free[n], pod) * MAX_SCORE for n in candidates
     }  # pack: fuller is better; spread: emptier
     for n, value in resource.items():
         total[n] += RESOURCE_WEIGHT * (value if strategy == "pack" else MAX_SCORE - value)

@@ -396,3 +396,13 @@ def test_schedule_anyway_spread_prefers_the_emptier_zone_but_never_refuses() -> 
         bind_map(schedule(snapshot(zones("a", "b"), [*running, only_a]), now=T0))["pinned"][0]
         == "a"
     )
+
+
+def test_spread_puts_the_members_placed_in_one_pass_on_the_emptiest_nodes_each_time() -> None:
+    """Found by the simulator: the spread order was the snapshot's, so every member placed
+    in one pass went to the same (first emptiest) node; each is now scored as it goes."""
+    pods = gang_pods("w", 3, gang="w", min_available=3, cpu="1")
+    placed = bind_map(schedule(snapshot(hosts(3), pods), now=T0, config=Config(scoring="spread")))
+    assert sorted(placed.values()) == ["n0", "n1", "n2"]
+    packed = bind_map(schedule(snapshot(hosts(3), pods), now=T0))
+    assert set(packed.values()) == {"n0"}
