@@ -8,7 +8,6 @@ and leave whole nodes free for the gangs that need them.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -459,6 +458,25 @@ class NodeFinder:
         self._cursors[cursor_key] = roomy if roomy is not None else len(fit)
         return found
 
+    def _all_that_fit(
+        self, pod: Pod, fit: list[str], ledger: Ledger, check: Check | None, *, start: int
+    ) -> tuple[list[str], int]:
+        """Every node of ``fit`` from ``start`` that takes ``pod`` now (room, the other pods,
+        devices), and where the cursor goes: to the first with room (room only shrinks in a
+        pass; a node turned away by the other pods may take the next pod of the shape)."""
+        roomy: int | None = None
+        candidates = []
+        for i in range(start, len(fit)):
+            if not ledger.fits(fit[i], pod.requests):
+                continue
+            if roomy is None:
+                roomy = i
+            if (check is None or not check.reason(fit[i])) and not ledger.device_reason(
+                pod, fit[i]
+            ):
+                candidates.append(fit[i])
+        return candidates, roomy if roomy is not None else len(fit)
+
     def _emptiest(
         self,
         pod: Pod,
@@ -473,24 +491,14 @@ class NodeFinder:
         now, what this pass placed counted; ties in the snapshot's spread order. The static
         order alone put every member placed in one pass on the same node (found by the
         simulator: four single-GPU gangs on one of four empty nodes). O(nodes) a pod."""
-        roomy: int | None = None
-        found: str | None = None
-        least = math.inf
-        for i in range(start, len(fit)):
-            name = fit[i]
-            if not ledger.fits(name, pod.requests):
-                continue
-            if roomy is None:
-                roomy = i
-            if (check is not None and check.reason(name)) or (
-                pod.resource_claims and ledger.device_reason(pod, name)
-            ):
-                continue
-            score = fullness(self._nodes[name], ledger.free(name), pod)
-            if score < least:
-                found, least = name, score
-        self._cursors[cursor_key] = roomy if roomy is not None else len(fit)
-        return found
+        candidates, self._cursors[cursor_key] = self._all_that_fit(
+            pod, fit, ledger, check, start=start
+        )
+        return min(
+            candidates,
+            key=lambda name: fullness(self._nodes[name], ledger.free(name), pod),
+            default=None,
+        )
 
     def _best(
         self,
@@ -503,18 +511,9 @@ class NodeFinder:
         cursor_key: tuple,
     ) -> str | None:
         """Every node that fits, scored (``scoring.best_node``): for pods with preferences."""
-        roomy: int | None = None
-        candidates = []
-        for i in range(start, len(fit)):
-            if not ledger.fits(fit[i], pod.requests):
-                continue
-            if roomy is None:
-                roomy = i
-            if (check is None or not check.reason(fit[i])) and not ledger.device_reason(
-                pod, fit[i]
-            ):
-                candidates.append(fit[i])
-        self._cursors[cursor_key] = roomy if roomy is not None else len(fit)
+        candidates, self._cursors[cursor_key] = self._all_that_fit(
+            pod, fit, ledger, check, start=start
+        )
         if not candidates:
             return None
         placed = ledger.placed()
