@@ -4,10 +4,11 @@ Users ask for it (KAI #1311, #1373; Volcano #3948): GPUs show free on the dashbo
 gang waits, because no single node has room for one of its members. Three figures, from the
 free room of the ready, schedulable nodes and the requests of our pods that wait:
 
-- **stranded**, per resource: what is free on the nodes that cannot take even the smallest
-  waiting member (by its requests alone; its selectors and tolerations are not weighed):
-  room nothing that waits can use;
-- **placeable**: how many members of that smallest shape the cluster could take now, node
+- **stranded**, per resource: what is free on the nodes that cannot take any waiting
+  member (by their requests alone; selectors and tolerations are not weighed; the
+  distinct shapes that wait, up to MAX_SHAPES of the smallest): room nothing that waits
+  can use;
+- **placeable**: how many members of the smallest shape the cluster could take now, node
   by node (the largest gang of them that room alone would allow);
 - **whole GPU nodes**: nodes whose GPUs are all free (the largest gang of whole-node GPU
   members that could start now, in nodes' worth).
@@ -25,6 +26,8 @@ from scheduler.model.resources import CPU, GPU, MEMORY, Resources, describe
 
 # The resources whose stranding is measured (a gauge each).
 MEASURED = (CPU, MEMORY, GPU)
+# The distinct waiting shapes weighed, the smallest first: O(nodes x shapes) a measure.
+MAX_SHAPES = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +37,10 @@ class Fragmentation:
     placeable: int = 0
     whole_gpu_nodes: int = 0
     waiting: int = 0  # members waiting
+
+
+def _fits(room: Mapping[str, int], requests: Resources) -> bool:
+    return all(room.get(r, 0) >= a for r, a in requests.items() if a > 0)
 
 
 def _size(requests: Resources) -> tuple[int, ...]:
@@ -58,14 +65,16 @@ def measure(
     )
     if not wanted:
         return Fragmentation(whole_gpu_nodes=whole)
-    smallest = min(wanted, key=_size)
+    shapes = sorted(set(wanted), key=_size)[:MAX_SHAPES]
+    smallest = shapes[0]
     asked = [(r, a) for r, a in smallest.items() if a > 0]
     stranded = dict.fromkeys(MEASURED, 0)
     placeable = 0
     for room in free.values():
-        fits = min((max(room.get(r, 0), 0) // a for r, a in asked), default=0)
-        placeable += fits
-        if fits == 0:
+        placeable += min((max(room.get(r, 0), 0) // a for r, a in asked), default=0)
+        # Shapes that do not compare (more CPU, less memory): room one of them fits is not
+        # stranded although the "smallest" does not fit it (review of #26).
+        if not any(_fits(room, shape) for shape in shapes):
             for resource in MEASURED:
                 stranded[resource] += max(room.get(resource, 0), 0)
     return Fragmentation(
@@ -86,5 +95,5 @@ def lines(found: Fragmentation) -> list[str]:
         *out,
         f"{found.waiting} members wait; the smallest asks for {describe(found.smallest)}",
         f"{found.placeable} of that shape fit now, node by node",
-        f"stranded (free on nodes that cannot take even that one): {describe(found.stranded)}",
+        f"stranded (free on nodes that cannot take any waiting member): {describe(found.stranded)}",
     ]

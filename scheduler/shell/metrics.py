@@ -154,7 +154,7 @@ class Metrics:
             stranded=Gauge(
                 "gang_scheduler_stranded",
                 "Fragmentation (#26): free room, per resource, on the nodes that cannot take "
-                "even the smallest waiting member (0 while nothing waits).",
+                "any waiting member (0 while nothing waits).",
                 ["resource"],
                 registry=registry,
             ),

@@ -89,7 +89,10 @@ def read(path: str | Path) -> dict[str, Any]:
     except json.JSONDecodeError:
         import yaml  # noqa: PLC0415
 
-        document = yaml.safe_load(raw)
+        try:
+            document = yaml.safe_load(raw)
+        except yaml.YAMLError as error:
+            raise ValueError(f"{path}: neither JSON nor YAML: {error}") from None
     if not isinstance(document, dict) or document.get("kind") != KIND:
         raise ValueError(f"{path}: not a {KIND} (written by gang-scheduler snapshot)")
     return document

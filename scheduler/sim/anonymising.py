@@ -47,6 +47,7 @@ KEEP_VALUES = frozenset(
 WELL_KNOWN = frozenset(
     {
         "default",
+        "root",  # Volcano's root queue: a meaning, not a name (core/queues.ROOT)
         "kube-system",
         "kube-public",
         "kube-node-lease",
@@ -130,9 +131,18 @@ class Renamer:
             self._seen.add(value)
 
     def freeze(self) -> None:
+        """Tokens in the originals' order, also against the names kept (review of #26:
+        "alpha" < "default" < "zeta" became s1, default, s3, and ties broken by name fell
+        the other way): a token starts with the kept name just below its original ("s"
+        below them all), so it sorts between the same kept names."""
         ordered = sorted(self._seen)
+        kept = sorted(self._keep)
         width = len(str(len(ordered)))
-        self._map = {name: f"s{i:0{width}d}" for i, name in enumerate(ordered, start=1)}
+        self._map = {}
+        for i, name in enumerate(ordered, start=1):
+            below = [k for k in kept if k < name]
+            prefix = f"{below[-1]}-z" if below else "a"
+            self._map[name] = f"{prefix}{i:0{width}d}"
 
     def __call__(self, value: str) -> str:
         return self._map.get(value, value)
@@ -240,7 +250,14 @@ def _scrub(body: dict[str, Any]) -> None:
         meta["annotations"] = {k: v for k, v in annotations.items() if _kept_annotation(k)}
     meta.pop("managedFields", None)
     meta.pop("generateName", None)
+    status = body.get("status")
+    if isinstance(status, dict):  # addresses say where and whose (review of #26)
+        for key in ("podIP", "podIPs", "hostIP", "hostIPs", "addresses", "nodeInfo"):
+            status.pop(key, None)
     spec = body.get("spec")
+    if isinstance(spec, dict):
+        for key in ("providerID", "podCIDR", "podCIDRs"):
+            spec.pop(key, None)
     if not isinstance(spec, dict):
         return
     templates = [spec]
@@ -287,6 +304,8 @@ def anonymise(document: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, st
                             rename.add(part)
         spec = body.get("spec") if isinstance(body.get("spec"), dict) else {}
         rename.add(spec.get("nodeName"))
+        rename.add(spec.get("serviceAccountName"))  # a person's name, often
+        rename.add(spec.get("serviceAccount"))
         for labels in _label_dicts(body):
             for key, value in labels.items():
                 if key not in KEEP_VALUES:

@@ -4,6 +4,7 @@ side. Nothing in it depends on the wall clock: the same runs give the same repor
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -14,11 +15,12 @@ FIGURES = ("utilisation", "waits", "fragmentation", "preemptions", "shares")
 
 
 def quantile(values: Sequence[float], q: float) -> float:
-    """The nearest-rank quantile (as bench/fairness.py's): 0 for no values."""
+    """The nearest-rank quantile: the smallest value with at least ``q`` of them at or
+    below it (the median of [1, 100] is 1); 0 for no values."""
     ordered = sorted(values)
     if not ordered:
         return 0.0
-    return ordered[min(int(q * len(ordered)), len(ordered) - 1)]
+    return ordered[min(max(math.ceil(q * len(ordered)) - 1, 0), len(ordered) - 1)]
 
 
 def time_mean(run: Run, series: Sequence[float]) -> float:

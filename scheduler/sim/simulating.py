@@ -18,7 +18,9 @@ Deterministic: the same inputs give the same run.
 
 from __future__ import annotations
 
+import calendar
 import copy
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -157,8 +159,8 @@ def _stamp(epoch: float) -> str:
 
 def _start_time(document: Mapping[str, Any]) -> float:
     taken = document.get("metadata", {}).get("takenAt")
-    try:
-        return float(time.mktime(time.strptime(taken, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone)
+    try:  # UTC whatever the machine's time zone (review: an hour off in summer time)
+        return float(calendar.timegm(time.strptime(taken, "%Y-%m-%dT%H:%M:%SZ")))
     except (TypeError, ValueError):
         return 0.0
 
@@ -173,6 +175,11 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
 ) -> Run:
     """Play ``jobs`` on the snapshot ``document``; ``until``: stop then (seconds from the
     start), else once every job of the trace has arrived and none runs."""
+    if not (math.isfinite(step) and step > 0):
+        raise ValueError(f"--step must be a positive number of seconds, got {step!r}")
+    for job in jobs:  # a NaN or infinite time never comes: the play would never end
+        if not (math.isfinite(job.at) and math.isfinite(job.duration) and job.duration > 0):
+            raise ValueError(f"job {job.name}: at and duration must be finite, duration > 0")
     started_wall = time.perf_counter()
     config = setup.config if setup.topology else replace(setup.config, topology_labels=())
     doc = prepare(document, jobs, setup)
@@ -193,10 +200,17 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
     preempted = reclaimed = 0
     horizon = until if until is not None else float("inf")
 
+    taken = {job.name for job in jobs}
+
     def submit(job: Job, at: float) -> None:
         attempt = attempts.get(job.name, 0)
         attempts[job.name] = attempt + 1
-        gang = job.name if attempt == 0 else f"{job.name}-r{attempt}"
+        gang = job.name
+        if attempt:  # a retry's name, none of the trace's (review: "a-r1" could be a job)
+            gang = f"{job.name}-r{attempt}"
+            while gang in taken:
+                gang += "-r"
+            taken.add(gang)
         bodies = pod_bodies(
             job, gang=gang, created=_stamp(t0 + at), scheduler=config.scheduler_name
         )

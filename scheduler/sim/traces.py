@@ -57,7 +57,9 @@ _FIELDS = tuple(f.name for f in fields(Job))
 _NUMBERS = {"at": float, "members": int, "gpu": int, "duration": float, "priority": int}
 
 
-def _job(raw: Mapping[str, Any], where: str) -> Job:
+def _job(raw: object, where: str) -> Job:
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{where}: a job must be an object with the fields {list(_FIELDS)}")
     unknown = set(raw) - set(_FIELDS)
     if unknown:
         raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}; known: {list(_FIELDS)}")
@@ -73,9 +75,20 @@ def _job(raw: Mapping[str, Any], where: str) -> Job:
         if key not in values:
             raise ValueError(f"{where}: {key} is required")
     job = Job(**values)
+    if not (math.isfinite(job.at) and math.isfinite(job.duration)):
+        raise ValueError(f"{where}: at and duration must be finite numbers of seconds")
     if job.members < 1 or job.gpu < 0 or job.duration <= 0 or job.at < 0:
         raise ValueError(f"{where}: members >= 1, gpu >= 0, duration > 0, at >= 0 please")
     return job
+
+
+def _line(line: str, where: str) -> object:
+    try:
+        return json.loads(line)
+    except ValueError as error:  # JSONDecodeError, or a number of over 4,300 digits
+        raise ValueError(f"{where}: not JSON: {error}") from None
+    except RecursionError:
+        raise ValueError(f"{where}: not JSON: nested too deeply") from None
 
 
 def read(path: str | Path) -> list[Job]:
@@ -86,7 +99,7 @@ def read(path: str | Path) -> list[Job]:
         jobs = [_job(row, f"{path}:{i + 2}") for i, row in enumerate(rows)]
     else:
         jobs = [
-            _job(json.loads(line), f"{path}:{i + 1}")
+            _job(_line(line, f"{path}:{i + 1}"), f"{path}:{i + 1}")
             for i, line in enumerate(text.splitlines())
             if line.strip() and not line.lstrip().startswith("#")
         ]

@@ -56,8 +56,9 @@ one file; the names and namespaces around the rules are the chart's own. */}}
 {{- define "gang-scheduler.args" -}}
 - run
 - {{ printf "--log-format=%s" .Values.logFormat | quote }}
-- --health-port={{ .Values.healthPort }}
-- --metrics-port={{ .Values.metrics.port }}
+{{- /* Numbers from a values file are floats to helm: int64 keeps a million a million, not 1e+06, for the flags that take whole numbers. */}}
+- --health-port={{ .Values.healthPort | int64 }}
+- --metrics-port={{ .Values.metrics.port | int64 }}
 {{- range .Values.schedulerNames }}
 - {{ printf "--scheduler-name=%s" . | quote }}
 {{- end }}
@@ -88,13 +89,13 @@ one file; the names and namespaces around the rules are the chart's own. */}}
 - {{ printf "--scoring=%s" . | quote }}
 {{- end }}
 {{- with .bindConcurrency }}
-- --bind-concurrency={{ . }}
+- --bind-concurrency={{ . | int64 }}
 {{- end }}
 {{- if not (kindIs "invalid" .kubeApiQps) }}
 - --kube-api-qps={{ .kubeApiQps }}
 {{- end }}
 {{- if not (kindIs "invalid" .kubeApiBurst) }}
-- --kube-api-burst={{ .kubeApiBurst }}
+- --kube-api-burst={{ .kubeApiBurst | int64 }}
 {{- end }}
 {{- end }}
 - {{ printf "--topology-namespace=%s" (.Values.topology.namespace | default .Release.Namespace) | quote }}
