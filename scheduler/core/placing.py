@@ -427,10 +427,14 @@ class NodeFinder:
         requests = pod.requests
         start = self._cursors.get(cursor_key, 0)
         check = self.check(pod, ledger)
-        if pod.prefers:
-            return self._best(pod, fit, ledger, check, start=start, cursor_key=cursor_key)
-        if strategy == "spread":
-            return self._emptiest(pod, fit, ledger, check, start=start, cursor_key=cursor_key)
+        if pod.prefers or strategy == "spread":
+            # Every node that takes it now, scored: preferences weighed, or the emptiest.
+            candidates, self._cursors[cursor_key] = self._all_that_fit(
+                pod, fit, ledger, check, start=start
+            )
+            if pod.prefers:
+                return self._best(pod, candidates, ledger)
+            return self._emptiest(pod, candidates, ledger)
         if check is None and (not pod.resource_claims or devices is not None):
             for i in range(start, len(fit)):
                 if ledger.fits(fit[i], requests) and (
@@ -477,43 +481,19 @@ class NodeFinder:
                 candidates.append(fit[i])
         return candidates, roomy if roomy is not None else len(fit)
 
-    def _emptiest(
-        self,
-        pod: Pod,
-        fit: list[str],
-        ledger: Ledger,
-        check: Check | None,
-        *,
-        start: int,
-        cursor_key: tuple,
-    ) -> str | None:
+    def _emptiest(self, pod: Pod, candidates: list[str], ledger: Ledger) -> str | None:
         """Spread (kube-scheduler's LeastAllocated): the node with room that is emptiest
         now, what this pass placed counted; ties in the snapshot's spread order. The static
         order alone put every member placed in one pass on the same node (found by the
         simulator: four single-GPU gangs on one of four empty nodes). O(nodes) a pod."""
-        candidates, self._cursors[cursor_key] = self._all_that_fit(
-            pod, fit, ledger, check, start=start
-        )
         return min(
             candidates,
             key=lambda name: fullness(self._nodes[name], ledger.free(name), pod),
             default=None,
         )
 
-    def _best(
-        self,
-        pod: Pod,
-        fit: list[str],
-        ledger: Ledger,
-        check: Check | None,
-        *,
-        start: int,
-        cursor_key: tuple,
-    ) -> str | None:
-        """Every node that fits, scored (``scoring.best_node``): for pods with preferences."""
-        candidates, self._cursors[cursor_key] = self._all_that_fit(
-            pod, fit, ledger, check, start=start
-        )
+    def _best(self, pod: Pod, candidates: list[str], ledger: Ledger) -> str | None:
+        """The nodes that take it, scored (``scoring.best_node``): for pods with preferences."""
         if not candidates:
             return None
         placed = ledger.placed()

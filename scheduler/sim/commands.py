@@ -106,7 +106,10 @@ def _pairs(raw: str) -> tuple[tuple[str, float], ...]:
     pairs = []
     for item in filter(None, (p.strip() for p in raw.split(","))):
         name, _, share = item.partition("=")
-        pairs.append((name, float(share or 1)))
+        try:
+            pairs.append((name, float(share or 1)))
+        except ValueError:
+            raise ValueError(f"--queues takes NAME=SHARE,...; {item!r} has no number") from None
     return tuple(pairs)
 
 
@@ -125,11 +128,15 @@ def _snapshot(args: argparse.Namespace) -> int:
     from scheduler.shell.api import load_credentials  # noqa: PLC0415
     from scheduler.sim.anonymising import anonymise  # noqa: PLC0415
 
-    document = asyncio.run(
-        snapshotting.take(
-            load_credentials(args.kubeconfig), topology_namespace=args.topology_namespace
+    try:
+        document = asyncio.run(
+            snapshotting.take(
+                load_credentials(args.kubeconfig), topology_namespace=args.topology_namespace
+            )
         )
-    )
+    except Exception as error:  # no kubeconfig, the API server away or refusing: said
+        print(f"error: could not read the cluster: {error}", file=sys.stderr)
+        return 2
     if args.anonymise:
         document, _ = anonymise(document)
     snapshotting.write(document, args.output)
@@ -160,7 +167,11 @@ def _simulate(args: argparse.Namespace) -> int:
         return 2
     runs = []
     for setup in setups:
-        run = simulate(document, jobs, setup=setup, step=args.step, until=args.until)
+        try:
+            run = simulate(document, jobs, setup=setup, step=args.step, until=args.until)
+        except ValueError as error:  # --step, a trace time that never comes
+            print(f"error: {error}", file=sys.stderr)
+            return 2
         print(
             f"{setup.name}: {run.passes} passes over {run.seconds:.0f}s simulated "
             f"in {run.wall_seconds:.1f}s",
@@ -182,14 +193,18 @@ def _simulate(args: argparse.Namespace) -> int:
 def _trace(args: argparse.Namespace) -> int:
     from scheduler.sim import traces  # noqa: PLC0415
 
-    shape = traces.Shape(
-        hours=args.hours,
-        jobs_per_hour=args.jobs_per_hour,
-        diurnal_amplitude=args.diurnal_amplitude,
-        duration_median=args.duration_median,
-        duration_sigma=args.duration_sigma,
-        queues=_pairs(args.queues),
-    )
+    try:
+        shape = traces.Shape(
+            hours=args.hours,
+            jobs_per_hour=args.jobs_per_hour,
+            diurnal_amplitude=args.diurnal_amplitude,
+            duration_median=args.duration_median,
+            duration_sigma=args.duration_sigma,
+            queues=_pairs(args.queues),
+        )
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     jobs = traces.generate(seed=args.seed, shape=shape)
     traces.write(jobs, args.output)
     print(f"wrote {args.output}: {len(jobs)} jobs over {args.hours:g}h (seed {args.seed})")

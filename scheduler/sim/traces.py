@@ -186,6 +186,26 @@ class Shape:
     queues: tuple[tuple[str, float], ...] = ()  # (name, share of jobs); () for no queue
     priorities: tuple[tuple[int, float], ...] = ((0, 1.0),)
 
+    def __post_init__(self) -> None:
+        """A shape that would make nothing, or never end, says which number is wrong."""
+        positive = {
+            "hours": self.hours,
+            "jobs per hour": self.jobs_per_hour,
+            "duration median": self.duration_median,
+        }
+        for what, value in positive.items():
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"{what} must be a positive number, got {value!r}")
+        if not (math.isfinite(self.duration_sigma) and self.duration_sigma >= 0):
+            raise ValueError(f"duration sigma must be 0 or more, got {self.duration_sigma!r}")
+        if not 0 <= self.diurnal_amplitude <= 1:
+            raise ValueError(
+                f"diurnal amplitude must be from 0 to 1, got {self.diurnal_amplitude!r}"
+            )
+        for name, share in self.queues:
+            if not name or not (math.isfinite(share) and share > 0):
+                raise ValueError(f"queue shares are NAME=SHARE with SHARE > 0, got {name}={share}")
+
 
 def rate_at(t: float, shape: Shape) -> float:
     """Arrivals a second at ``t`` seconds from the start."""

@@ -248,3 +248,46 @@ def test_chart_integers_from_a_values_file_render_as_integers(tmp_path: Path) ->
         capture_output=True, text=True, check=True, env=env, timeout=60,
     ).stdout  # fmt: skip
     assert "--kube-api-burst=1000000" in out
+
+
+# -- the commands on hostile arguments and an absent API server (final read-through) ------------
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--hours", "-1"], "hours must be a positive number"),
+        (["--jobs-per-hour", "nan"], "jobs per hour must be a positive number"),
+        (["--duration-median", "0"], "duration median must be a positive number"),
+        (["--diurnal-amplitude", "5"], "diurnal amplitude must be from 0 to 1"),
+        (["--queues", "a=x"], "--queues takes NAME=SHARE"),
+    ],
+)
+def test_a_hostile_trace_shape_is_an_error_that_names_it(
+    tmp_path: Path, args: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scheduler.cli import main  # noqa: PLC0415
+
+    assert main(["trace", "-o", str(tmp_path / "t.jsonl"), *args]) == 2
+    assert said in capsys.readouterr().err
+
+
+def test_a_snapshot_without_a_cluster_to_read_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No kubeconfig, and an API server that refuses the connection (nothing listens)."""
+    from scheduler.cli import main  # noqa: PLC0415
+
+    out = str(tmp_path / "s.json")
+    assert main(["snapshot", "-o", out, "--kubeconfig", str(tmp_path / "absent")]) == 2
+    assert "could not read the cluster" in capsys.readouterr().err
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    assert main(["snapshot", "-o", out, "--kubeconfig", str(config)]) == 2
+    assert "could not read the cluster" in capsys.readouterr().err
+    assert not Path(out).exists()
