@@ -365,11 +365,15 @@ def _measure(
         run.ideal.setdefault(leaf, []).append(book.fair.get(leaf, {}).get(GPU, 0.0) / total_gpus)
     # Reclaim's bound: a queue with a gang that fits in its fair share waits while another
     # queue could give up at least that much in whole gangs and stay at its own share.
-    running: dict[str, list[int]] = {}
+    # Per running gang: what it holds, and of that what evicting it would free for a
+    # newcomer (not on a node whose room is held for a waiting gang: a nominated preemptor's
+    # or reclaimer's, a starving head's; reclaim cannot give that room to anyone else).
+    running: dict[str, list[tuple[int, int]]] = {}
     for gang, job in job_of.items():
         members = [p for p in pods.values() if p.gang and p.gang.key.name == gang and p.bound]
         if members:
-            running.setdefault(job.queue, []).append(len(members) * job.gpus)
+            usable = sum(job.gpus for p in members if not held_for.get(p.node_name or "", 0))
+            running.setdefault(job.queue, []).append((len(members) * job.gpus, usable))
     for leaf in LEAVES:
         mine = held.get(leaf, {}).get(GPU, 0)
         fair = book.fair.get(leaf, {}).get(GPU, 0.0)
@@ -379,8 +383,13 @@ def _measure(
                 _evictable(
                     sorted(running.get(o, [])),
                     held=held.get(o, {}).get(GPU, 0),
-                    fair=min(
-                        book.fair.get(a, {}).get(GPU, 0.0) - held.get(a, {}).get(GPU, 0)
+                    # What it may keep at the least: every ancestor outside the leaf's
+                    # subtree (what its subtree holds: ``book.held``) stays at its fair
+                    # share, so the tightest of them is the floor. (Until session 34 it
+                    # read the loosest, and a parent's holdings as nothing: a queue whose
+                    # parent was at its share counted as able to give.)
+                    fair=max(
+                        book.fair.get(a, {}).get(GPU, 0.0) - book.held[a].get(GPU, 0)
                         for a in book.ancestors(o)
                         if a not in book.ancestors(leaf)
                     )
@@ -424,14 +433,16 @@ def _measure(
                 break
 
 
-def _evictable(sizes: list[int], *, held: float, fair: float) -> float:
-    """How much a queue holding ``held`` could give up in whole gangs (``sizes``, smallest
-    first) and stay at ``fair``."""
-    given = 0.0
-    for size in sizes:
-        if held - given - size < fair - 1e-6:
+def _evictable(sizes: list[tuple[int, int]], *, held: float, fair: float) -> float:
+    """How much room a queue holding ``held`` could give up in whole gangs (``sizes``,
+    smallest first: what each holds and what of it would be free for another) and stay at
+    ``fair``."""
+    lost = given = 0.0
+    for size, usable in sizes:
+        if held - lost - size < fair - 1e-6:
             break
-        given += size
+        lost += size
+        given += usable
     return given
 
 

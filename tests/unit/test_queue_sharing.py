@@ -402,6 +402,27 @@ def test_reclaim_frees_a_whole_node_rather_than_spend_the_surplus_on_one_it_cann
     assert [(n.pod.name, n.node) for n in result.nominations] == [("a-0", "whole")]
 
 
+def test_reclaim_empties_one_node_rather_than_spend_the_surplus_halving_two() -> None:
+    """Fairness bench, 128 nodes: the flood is 8 GPUs above its share; the youngest of its
+    pods are halves of two nodes, an older gang holds a third whole. A whole-node member
+    waits. Taken youngest first, the two halves spent the surplus and freed no node whole,
+    and nothing was reclaimed; node by node, the whole node's one gang goes."""
+    pods = [
+        *_placed("young-0", gpu=4, queue_name="flood", node_name="m1", age=40),
+        *_placed("old-0", gpu=4, queue_name="flood", node_name="m1", age=0),
+        *_placed("young-1", gpu=4, queue_name="flood", node_name="m2", age=30),
+        *_placed("old-1", gpu=4, queue_name="flood", node_name="m2", age=5),
+        *_placed("big", gpu=8, queue_name="flood", node_name="w", age=20),
+        *gang_pods("a", 1, gang="a", min_available=1, gpu=8, labels=in_queue("a"), created=T0),
+    ]
+    nodes = [node("m1", gpu=8), node("m2", gpu=8), node("w", gpu=8)]
+    snap = with_queues(snapshot(nodes, pods), queue("a"), queue("flood"))
+    # fair shares: a 8 (all it wants), flood 16 of the 24 it holds
+    result = schedule(snap, now=T0)
+    assert evicted(result) == ["big-0"]
+    assert [(n.pod.name, n.node) for n in result.nominations] == [("a-0", "w")]
+
+
 def test_reclaim_never_takes_a_victim_queue_below_its_share() -> None:
     """a holds 3 of 4 GPUs as one gang of 3; b wants 2 (its share): evicting the gang would
     leave a with 0 of its 2, so nothing is evicted."""
