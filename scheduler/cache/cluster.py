@@ -30,6 +30,7 @@ from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.decisions import ClaimWrite
 from scheduler.model.devices import Consumer, DeviceClass, ResourceClaim, ResourceSlice
 from scheduler.model.gangs import Owner, PodGroup, queue_of_pod
+from scheduler.model.holdings import HoldingsSum, NodeHoldings, QueueHoldings
 from scheduler.model.nodes import Node, NodeInfo
 from scheduler.model.owners import OwnerKey, OwnerKind, owners_of
 from scheduler.model.pods import GangKey, Pod, PodGroupApi, PodRef, gang_key_of
@@ -71,6 +72,15 @@ class ClusterCache:
         self._node_generation: dict[str, int] = {}
         self._infos: dict[str, NodeInfo] = {}  # as of the last snapshot
         self._stale: set[str] = set()  # nodes changed since the last snapshot
+        # With queues (#22): each node's part of what the queues' pods hold and the sums
+        # (``scheduler.model.holdings``), changed only for the nodes that changed or whose
+        # pods' PodGroup changed queue (``_requeue``), against each gang's PodGroup queue
+        # as last summed; kept only while the API server serves Queues.
+        self._holdings: dict[str, NodeHoldings] = {}
+        self._holdings_sum = HoldingsSum()
+        self._holdings_live = False
+        self._requeue: set[str] = set()
+        self._holdings_queues: dict[GangKey, tuple[str, PodGroupApi]] = {}
         # Our pods by gang; gangs changed since the last snapshot; who names whom in groups.
         self._members: dict[GangKey, dict[str, Pod]] = {}
         self._touched: set[GangKey] = set()
@@ -932,6 +942,7 @@ class ClusterCache:
     def _rebuild_infos(self) -> list[NodeInfo]:
         """Rebuild the infos of the nodes changed since the last snapshot; the rebuilt ones."""
         rebuilt = []
+        self._requeue |= self._stale
         for name in self._stale:
             pods = self._on_node.get(name)
             if name not in self._nodes and not pods:
@@ -1004,6 +1015,8 @@ class ClusterCache:
         self._updated.clear()
         podgroups = self._podgroups_by_gang()
         queues = self.queues
+        if queues is None:
+            self._forget_holdings()
         return Snapshot(
             nodes=dict(self._nodes),
             node_infos=dict(self._infos),
@@ -1039,4 +1052,43 @@ class ClusterCache:
             if bool(queues) and beyond_default(queues)
             else None,
             queue_usage=self.queue_usage,
+            queue_holdings=self._queue_holdings(podgroups) if queues is not None else None,
         )
+
+    def _forget_holdings(self) -> None:
+        """No Queues served: no sums kept (summed afresh if they come back)."""
+        self._holdings_live = False
+        self._holdings.clear()
+        self._requeue.clear()
+
+    def _queue_holdings(self, podgroups: Mapping[GangKey, PodGroup]) -> QueueHoldings:
+        """What the queues' pods hold, the parts of the nodes changed since the last
+        snapshot worked out again (all of them the first time): O(changed nodes), where the
+        walk a pass would do is O(bound pods)."""
+        if not self._holdings_live:
+            self._holdings_live = True
+            self._holdings.clear()
+            self._holdings_sum = HoldingsSum()
+            self._holdings_queues = {}
+            self._requeue = {*self._infos, *self._nodes}
+        # A gang whose PodGroup came, went or names another queue: its bound members' nodes.
+        queues = {key: (podgroup.queue, podgroup.api) for key, podgroup in podgroups.items()}
+        before = self._holdings_queues
+        for key in {*queues, *before}:
+            if queues.get(key) != before.get(key):
+                self._requeue.update(
+                    p.node_name for p in self._members.get(key, {}).values() if p.node_name
+                )
+        self._holdings_queues = queues
+        for name in self._requeue:
+            old = self._holdings.pop(name, None)
+            if old is not None:
+                self._holdings_sum.add(old, sign=-1)
+            info, node = self._infos.get(name), self._nodes.get(name)
+            if info is None and node is None:
+                continue
+            part = NodeHoldings.on(info, node, ours=self._names, podgroups=podgroups)
+            self._holdings[name] = part
+            self._holdings_sum.add(part)
+        self._requeue.clear()
+        return self._holdings_sum.frozen(self._names)

@@ -47,6 +47,7 @@ from scheduler.model.decisions import (
 )
 from scheduler.model.devices import Allocation, ResourceClaim
 from scheduler.model.gangs import Gang, PodGroup, PodGroupStatus, queue_of_pod
+from scheduler.model.holdings import holdings
 from scheduler.model.pods import (
     SINGLE_PREFIX,
     SUCCEEDED,
@@ -243,37 +244,14 @@ class Session:
         reclaimers, which they will bind), what of it is leaving, what each waits for, and
         the room the cluster has for them all."""
         names = self.config.scheduler_names
-        podgroups = self.snapshot.podgroups
-        usage: dict[str, dict[str, int]] = {}
-        leaving: dict[str, dict[str, int]] = {}
-        total: dict[str, int] = {}
-        nodes = self.snapshot.nodes
-        for node in nodes.values():
-            if node.ready and not node.unschedulable:
-                for resource, amount in node.allocatable.items():
-                    total[resource] = total.get(resource, 0) + amount
-        # Every node's pods, those of a node already deleted included: until they are gone
-        # they hold their queue's capability (chaos seed 30084: a node deleted, its pods not
-        # yet, and the queue's room given out twice).
-        for name, info in self.infos.items():
-            node = nodes.get(name)
-            usable = node is not None and node.ready and not node.unschedulable
-            for pod in info.pods:
-                if not pod.holds_resources:
-                    continue
-                if pod.scheduler_name in names:
-                    queue = queue_of_pod(pod, podgroups) or DEFAULT_QUEUE
-                    held, sign = usage.setdefault(queue, {}), 1
-                    if pod.deleting:
-                        going = leaving.setdefault(queue, {})
-                        for resource, amount in pod.requests.items():
-                            going[resource] = going.get(resource, 0) + amount
-                elif usable:
-                    held, sign = total, -1  # another scheduler's pod: room no queue can have
-                else:
-                    continue
-                for resource, amount in pod.requests.items():
-                    held[resource] = held.get(resource, 0) + sign * amount
+        given = self.snapshot.queue_holdings  # summed by the cache as nodes changed
+        if given is None or given.ours != names:
+            given = holdings(
+                self.snapshot.nodes, self.infos, ours=names, podgroups=self.snapshot.podgroups
+            )
+        usage = {queue: dict(amounts) for queue, amounts in given.held.items()}
+        leaving = {queue: dict(amounts) for queue, amounts in given.leaving.items()}
+        total = dict(given.room)
         waiting = self.snapshot.queue_waiting
         if waiting is None:  # not counted by a cache: the pending members of this pass
             waiting = {}

@@ -9,6 +9,7 @@ from typing import Any
 from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.devices import DeviceClass, ResourceClaim, ResourceSlice
 from scheduler.model.gangs import Owner, PodGroup
+from scheduler.model.holdings import QueueHoldings
 from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.owners import OwnerKey, OwnerKind
 from scheduler.model.pods import GangKey, Pod, PodRef
@@ -132,6 +133,9 @@ class Snapshot:
     queue_waiting: Mapping[str, Resources] | None = None
     # With --fair-share-half-life: the queues' recent usage as the last pass left it.
     queue_usage: QueueUsage | None = None
+    # With queues: what their pods hold, summed by the cache node by node as nodes changed;
+    # None: walked from the node infos.
+    queue_holdings: QueueHoldings | None = None
 
     # Dynamic resource allocation (#24): the ResourceSlices drivers publish, DeviceClasses
     # by name, ResourceClaims by (namespace, name) (allocations written by binds in flight
