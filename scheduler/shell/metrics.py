@@ -40,6 +40,7 @@ class Metrics:
     whole_gpu_nodes: Gauge
     queue_allocated: Gauge
     queue_fair_share: Gauge
+    queue_deserved: Gauge
     queue_gangs: Gauge
 
     @classmethod
@@ -187,6 +188,13 @@ class Metrics:
                 "gang_scheduler_queue_fair_share",
                 "A queue's fair share of the cluster by its deserved share and weight, by "
                 "queue and resource, in base units.",
+                ["queue", "resource"],
+                registry=registry,
+            ),
+            queue_deserved=Gauge(
+                "gang_scheduler_queue_deserved",
+                "A queue's spec.deserved, by queue and resource, in base units (only the "
+                "resources it states): the share reclaim gives it back.",
                 ["queue", "resource"],
                 registry=registry,
             ),

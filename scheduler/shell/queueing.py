@@ -112,6 +112,10 @@ class QueueKeeper:
             for resource, amount in book.fair.get(name, {}).items():
                 metrics.queue_fair_share.labels(queue=name, resource=resource).set(amount)
                 shown.add(("fair", name, resource))
+            known = queues.get(name)
+            for resource, amount in ((known.deserved or {}) if known else {}).items():
+                metrics.queue_deserved.labels(queue=name, resource=resource).set(amount)
+                shown.add(("deserved", name, resource))
             for state, count in (("pending", status.pending), ("running", status.running)):
                 metrics.queue_gangs.labels(queue=name, state=state).set(count)
                 shown.add(("gangs", name, state))
@@ -120,6 +124,7 @@ class QueueKeeper:
             gauge = {
                 "allocated": metrics.queue_allocated,
                 "fair": metrics.queue_fair_share,
+                "deserved": metrics.queue_deserved,
                 "gangs": metrics.queue_gangs,
             }[kind]
             gauge.remove(name, label)

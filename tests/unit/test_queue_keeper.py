@@ -133,3 +133,28 @@ def test_a_keeper_that_does_not_lead_writes_nothing() -> None:
     seen, raised = _play(_cache("team-a"), {}, rounds=2, leading=False)
     assert seen == []
     assert raised == []
+
+
+def test_a_queues_deserved_share_is_a_gauge_and_goes_with_the_queue() -> None:
+    cache = _cache("team-a")
+    cache.upsert_queue(queue("team-a", deserved={"cpu": "4", "nvidia.com/gpu": "2"}))
+    metrics = Metrics.create()
+
+    def deserved(resource: str) -> float | None:
+        return metrics.registry.get_sample_value(
+            "gang_scheduler_queue_deserved", {"queue": "team-a", "resource": resource}
+        )
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"metadata": {"name": request.path.split("/")[-1]}})
+
+    async def tend_twice() -> list[tuple[float | None, ...]]:
+        async with server(answer) as api:
+            keeper = QueueKeeper(api, cache, metrics=metrics, leading=lambda: True)
+            await keeper.tend()
+            seen = [(deserved("cpu"), deserved("nvidia.com/gpu"))]
+            cache.remove_queue("team-a")
+            await keeper.tend()
+            return [*seen, (deserved("cpu"), deserved("nvidia.com/gpu"))]
+
+    assert asyncio.run(tend_twice()) == [(4000, 2), (None, None)]
