@@ -103,7 +103,12 @@ def desired_status(
     if api is PodGroupApi.VOLCANO:
         phase = VOLCANO_PHASES.get(phase, phase)
         counts = {"running": running, "succeeded": succeeded, "failed": failed}
-        return _volcano(current, phase=phase, counts=counts, condition=condition, now=now)
+        # Volcano's NotEnoughTasks: fewer tasks than the gang waits for (its ValidTaskNum
+        # below minMember), not any wait before an attempt (a Closed queue, say).
+        short = sum(1 for p in members if p.alive) < gang.total
+        return _volcano(
+            current, phase=phase, counts=counts, condition=condition, now=now, short=short
+        )
     wanted = {SCHEDULED: condition}
     if satisfied:
         wanted[MIN_MEMBER_AVAILABLE] = (
@@ -185,11 +190,14 @@ def _volcano(
     counts: dict[str, int],
     condition: tuple[str, str, str],
     now: float,
+    short: bool,
 ) -> PodGroupStatus:
     """Volcano's status: its phase, the counts, and the conditions its gang plugin writes:
     ``Scheduled`` (True, "tasks in gang are ready to be scheduled") once placed, else
     ``Unschedulable`` (True, NotEnoughResources, or NotEnoughTasks while members are
-    missing). The other of the two is set False rather than left saying the opposite."""
+    missing: gated, or fewer alive than the gang waits for, ``short``; a gang that waits with
+    all its members, for its queue say, wants room). The other of the two is set False
+    rather than left saying the opposite."""
     status, reason, message = condition
     wanted: dict[str, tuple[str, str, str]] = {}
     if status == "True":
@@ -197,7 +205,8 @@ def _volcano(
         if any(c.type == VOLCANO_UNSCHEDULABLE for c in current.conditions):
             wanted[VOLCANO_UNSCHEDULABLE] = ("False", VOLCANO_READY, message)
     elif condition != NOT_TRIED:
-        waiting = reason in ("Waiting", "SchedulingGated")  # for members, not for room
+        # For members, not for room.
+        waiting = reason == "SchedulingGated" or (reason == "Waiting" and short)
         why = VOLCANO_NOT_ENOUGH_TASKS if waiting else VOLCANO_NOT_ENOUGH_RESOURCES
         wanted[VOLCANO_UNSCHEDULABLE] = ("True", why, message)
     written = tuple(
