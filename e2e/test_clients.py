@@ -26,6 +26,7 @@ from e2e import operators
 from e2e.cluster import free_port
 from e2e.fixtures import TEST_LABEL, Cluster, ClusterAccess, PrivateSchedulers, wait_for
 from e2e.pki import write_webhook_pki
+from e2e.test_queues import Queues
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
 
@@ -443,6 +444,153 @@ def test_kuberay_in_scheduler_plugins_mode(cluster: Cluster, running: tuple) -> 
     ).stdout  # fmt: skip
     components = {e["reportingComponent"] for e in json.loads(events)["items"]}
     assert components == {"scheduler-plugins-scheduler"}  # the name the pods asked for
+
+
+# -- KubeRay in a team's queue (#22) -----------------------------------------------------------
+
+# KubeRay's Volcano integration (v1.5.0, controllers/ray/batchscheduler/volcano): this label
+# on a RayCluster is copied into its PodGroup's spec.queue when KubeRay creates the PodGroup,
+# and onto every pod as a label.
+KUBERAY_QUEUE_LABEL = "volcano.sh/queue-name"
+VOLCANO_PODGROUPS = "podgroups.scheduling.volcano.sh"
+
+
+@pytest.fixture
+def volcano_queues(cluster: Cluster) -> Iterator[Queues]:
+    """Volcano Queues made by one test (cluster-wide, named after its namespace)."""
+    made = Queues(cluster)
+    try:
+        yield made
+    finally:
+        if made.made:
+            cluster.access.kubectl("delete", "queue", *made.made, "--wait=false", check=False)
+
+
+def ray_cluster_in_queue(cluster: Cluster, name: str, queue: str, pods: int) -> dict:
+    """A RayCluster for KubeRay's volcano mode, put in ``queue`` as KubeRay's docs say."""
+    (manifest,) = ray_cluster(gang_label=True)(cluster, name, "", pods)
+    manifest["metadata"]["labels"][KUBERAY_QUEUE_LABEL] = queue
+    return manifest
+
+
+def _volcano_podgroup(cluster: Cluster, name: str) -> dict | None:
+    found = cluster.access.kubectl(
+        "get", VOLCANO_PODGROUPS, name, "-n", cluster.namespace, "-o", "json", check=False
+    )
+    return json.loads(found.stdout) if found.returncode == 0 else None
+
+
+def _unschedulable(cluster: Cluster, podgroup: str) -> dict | None:
+    """The condition Unschedulable of a Volcano PodGroup, if it has one."""
+    status = (_volcano_podgroup(cluster, podgroup) or {}).get("status") or {}
+    return next((c for c in status.get("conditions") or () if c["type"] == "Unschedulable"), None)
+
+
+def _says_unschedulable(cluster: Cluster, podgroup: str, why: str) -> dict:
+    """Waits until a Volcano PodGroup's condition Unschedulable is True and says ``why``."""
+
+    def said() -> dict | None:
+        found = _unschedulable(cluster, podgroup)
+        return found if found and found["status"] == "True" and why in found["message"] else None
+
+    found = wait_for(
+        said, timeout=TIMEOUT, what=f"PodGroup {podgroup}'s condition Unschedulable saying {why!r}"
+    )
+    assert isinstance(found, dict)
+    return found
+
+
+def bound_whole_at_once(
+    cluster: Cluster, framework: Framework, job: str, pods: int, *, window: float = 5.0
+) -> None:
+    """Until all ``pods`` of ``job`` are bound; fails if some are bound and the rest not
+    ``window`` seconds later (binds are separate calls: a gang is seen part bound briefly)."""
+    first_bind: float | None = None
+
+    def whole() -> bool:
+        nonlocal first_bind
+        bound = len(_bound(framework.pods(cluster, job)))
+        if bound and first_bind is None:
+            first_bind = time.monotonic()
+        if bound == pods:
+            return True
+        assert first_bind is None or time.monotonic() - first_bind < window, (
+            f"{framework.kind} {job} partly bound ({bound} of {pods}) for over {window:.0f}s"
+        )
+        return False
+
+    wait_for(whole, timeout=TIMEOUT, what=f"{framework.kind} {job} bound whole")
+
+
+@pytest.mark.clients
+@pytest.mark.parametrize("running", ["kuberay-volcano"], indirect=True)
+def test_a_raycluster_in_a_teams_queue_waits_for_its_capability_then_binds_whole(
+    cluster: Cluster, running: tuple, volcano_queues: Queues
+) -> None:
+    """KubeRay's real operator puts a RayCluster labelled for a Volcano Queue in that queue
+    (its PodGroup's spec.queue). The queue's capability is less than the RayCluster needs
+    while the nodes have room: nothing binds and the scheduler names the capability; once it
+    is raised the RayCluster binds whole. A RayCluster in a Closed queue stays pending."""
+    framework, _ = running
+    pods = 3
+    need = pods * int(CPU)
+    team = volcano_queues.make("team-a", weight=1, capability={"cpu": str(need - int(CPU))})
+    shut = volcano_queues.make("shut")
+    volcano_queues.set_state(shut, "Closed")
+    cluster.nodes(2 * pods, cpu=CPU)  # room for both: only their queues hold them back
+    cluster.apply(
+        ray_cluster_in_queue(cluster, "a", team, pods),
+        ray_cluster_in_queue(cluster, "c", shut, pods),
+    )
+
+    # What KubeRay wrote: the queue in its PodGroup's spec.queue and on every pod.
+    group = wait_for(lambda: _volcano_podgroup(cluster, "ray-a-pg"), timeout=TIMEOUT,
+                     what="KubeRay's Volcano PodGroup ray-a-pg")  # fmt: skip
+    assert isinstance(group, dict)
+    assert group["spec"]["queue"] == team, group["spec"]
+    assert group["spec"]["minMember"] == pods, group["spec"]
+    wait_for(lambda: len(framework.pods(cluster, "a")) == pods, timeout=TIMEOUT,
+             what=f"KubeRay's {pods} pods of RayCluster a")  # fmt: skip
+    listed = cluster.access.kubectl(
+        "get", "pods", "-n", cluster.namespace, "-l", framework.selector("a"), "-o", "json"
+    ).stdout
+    labels = [p["metadata"]["labels"] for p in json.loads(listed)["items"]]
+    assert all(pod.get(KUBERAY_QUEUE_LABEL) == team for pod in labels), labels
+
+    # Why it waits, said on its pods (Events) and on the PodGroup (Volcano's condition).
+    why = (
+        f"queue {team} would go over its capability for cpu: it holds 0 of {need - int(CPU)}, "
+        f"and {need} more are asked"
+    )
+    wait_for(lambda: any(why in m for m in cluster.events("FailedScheduling")),
+             timeout=TIMEOUT, what=f"a FailedScheduling event saying {why!r}")  # fmt: skip
+
+    said = _says_unschedulable(cluster, "ray-a-pg", why)
+    assert said["reason"] == "NotEnoughResources", said
+    # The Closed queue, named on its pods and its PodGroup (which has all its members: room
+    # is what it lacks, not tasks).
+    closed = f"queue '{shut}' is Closed"
+    wait_for(lambda: any(closed in m for m in cluster.events("QueueClosed")), timeout=TIMEOUT,
+             what=f"a QueueClosed event saying {closed!r}")  # fmt: skip
+    said = _says_unschedulable(cluster, "ray-c-pg", closed)
+    assert said["reason"] == "NotEnoughResources", said
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        assert not _bound(framework.pods(cluster, "a")), "RayCluster a bound over its capability"
+        assert not _bound(framework.pods(cluster, "c")), "RayCluster c bound in a Closed queue"
+        time.sleep(0.2)
+
+    # The capability raised to what it needs: the RayCluster binds, all of it at once.
+    cluster.access.kubectl("patch", "queue", team, "--type=merge", "-p",
+                           json.dumps({"spec": {"capability": {"cpu": str(need)}}}))  # fmt: skip
+    bound_whole_at_once(cluster, framework, "a", pods)
+    wait_for(
+        lambda: (_unschedulable(cluster, "ray-a-pg") or {}).get("status") == "False",
+        timeout=TIMEOUT,
+        what="the PodGroup's condition Unschedulable withdrawn once bound",
+    )
+    time.sleep(2)  # the room is there, the queue still Closed
+    assert not _bound(framework.pods(cluster, "c")), "RayCluster c bound in a Closed queue"
 
 
 def pytorch_job(cluster: Cluster, name: str, scheduler: str, pods: int) -> list[dict]:
