@@ -18,6 +18,7 @@ from scheduler.model.queues import DEFAULT_QUEUE, Queue, QueueUsage
 from scheduler.model.snapshot import Snapshot
 from tests.unit.builders import T0, gang_pods, node, pod, snapshot
 from tests.unit.test_allocation import bind_map, events
+from tests.unit.test_preemption import budget
 from tests.unit.test_queues import queue
 
 GPU = "nvidia.com/gpu"
@@ -421,6 +422,110 @@ def test_reclaim_empties_one_node_rather_than_spend_the_surplus_halving_two() ->
     result = schedule(snap, now=T0)
     assert evicted(result) == ["big-0"]
     assert [(n.pod.name, n.node) for n in result.nominations] == [("a-0", "w")]
+
+
+def _running(name: str, *, gpu: int, node_name: str, age: float, **kw: Any) -> Any:
+    """A running gang of one of queue flood (a larger ``age`` is younger)."""
+    kw.setdefault("labels", in_queue("flood"))
+    made = pod(name, gang=name, min_available=1, gpu=gpu, created=T0 - 500 + age, **kw)
+    return replace(made, node_name=node_name, phase="Running")
+
+
+def test_reclaim_takes_a_nodes_lower_priority_victims_before_a_bigger_dearer_one() -> None:
+    """Review of session 34: node by node, the biggest victim first took a priority-100 pod
+    where two priority-0 pods made the same room."""
+    pods = [
+        _running("high", gpu=4, node_name="n", age=0, priority=100),
+        _running("low-0", gpu=2, node_name="n", age=10, priority=0),
+        _running("low-1", gpu=2, node_name="n", age=20, priority=0),
+        pod("a-0", gang="a", min_available=1, gpu=4, labels=in_queue("a"), created=T0),
+    ]
+    snap = with_queues(snapshot([node("n", gpu=8)], pods), queue("a"), queue("flood"))
+    assert evicted(schedule(snap, now=T0)) == ["low-0", "low-1"]
+
+
+def test_reclaim_frees_a_whole_node_for_a_gangs_big_member_not_one_gpu_on_each() -> None:
+    """Review of session 34: nodes planned for the group's smallest member (a 1-GPU worker)
+    spread the flood's surplus over every node and emptied none for the 8-GPU leader, pass
+    after pass."""
+    pods = [
+        _running(f"f{n}-{i}", gpu=1, node_name=f"n{n}", age=n * 10 + i)
+        for n in range(4)
+        for i in range(8)
+    ]
+    pods += [
+        pod("a-leader", gang="a", min_available=2, gpu=8, labels=in_queue("a"), created=T0),
+        pod("a-worker", gang="a", min_available=2, gpu=1, labels=in_queue("a"), created=T0),
+    ]
+    nodes = [node(f"n{n}", gpu=8) for n in range(4)]
+    result = schedule(with_queues(snapshot(nodes, pods), queue("a"), queue("flood")), now=T0)
+    nominated = dict((n.pod.name, n.node) for n in result.nominations)
+    assert set(nominated) == {"a-leader", "a-worker"}
+    leader_node = nominated["a-leader"]
+    assert {f"f{leader_node[1]}-{i}" for i in range(8)} <= set(evicted(result))
+
+
+def test_reclaim_frees_a_node_without_breaking_a_budget_when_another_will_do() -> None:
+    """Review of session 34: the younger victim was protected by a PodDisruptionBudget and
+    taken first, though an unprotected one on another node made the same room."""
+    pods = [
+        _running("kept", gpu=8, node_name="n0", age=20, labels={**in_queue("flood"), "app": "p"}),
+        _running("free", gpu=8, node_name="n1", age=10),
+        pod("a-0", gang="a", min_available=1, gpu=8, labels=in_queue("a"), created=T0),
+    ]
+    snap = with_queues(
+        snapshot([node("n0", gpu=8), node("n1", gpu=8)], pods), queue("a"), queue("flood")
+    )
+    snap = replace(snap, budgets=(budget("pdb", "p", allowed=0),))
+    assert evicted(schedule(snap, now=T0)) == ["free"]
+
+
+@pytest.mark.parametrize("unusable", ["selector", "cordon"])
+def test_reclaim_spends_no_surplus_on_a_node_the_gang_may_not_go_on(unusable: str) -> None:
+    """Review of session 34: the younger victim sat on a node the reclaimer may not use (its
+    nodeSelector, or a cordon); taken first, it spent the flood's surplus and nothing was
+    reclaimed."""
+    selector = {"gpu": "h100"} if unusable == "selector" else None
+    pods = [
+        _running("on-x", gpu=8, node_name="x", age=20),
+        _running("on-h", gpu=8, node_name="h", age=10),
+        _running("c", gpu=8, node_name="h2", age=0, labels=in_queue("c")),
+        pod("a-0", gang="a", min_available=1, gpu=8, labels=in_queue("a"), created=T0,
+            node_selector=selector),
+    ]  # fmt: skip
+    nodes = [
+        node("x", gpu=8, labels={"gpu": "a100"}, unschedulable=unusable == "cordon"),
+        node("h", gpu=8, labels={"gpu": "h100"}),
+        node("h2", gpu=8, labels={"gpu": "h100"}),
+    ]
+    queues = (queue("a", weight=2), queue("flood"), queue("c"))
+    result = schedule(with_queues(snapshot(nodes, pods), *queues), now=T0)
+    assert evicted(result) == ["on-h"]
+    assert [(n.pod.name, n.node) for n in result.nominations] == [("a-0", "h")]
+
+
+def test_a_member_chosen_before_its_whole_gang_is_not_counted_twice_against_the_surplus() -> None:
+    """Review of session 34: the flood's gang of 3 (minimum 2) is its whole surplus; its
+    member above the minimum, then the whole gang, counted that member twice, and the gang
+    was refused as taking the flood below its share."""
+    pods = [
+        replace(
+            pod(f"g-{i}", gang="g", min_available=2, gpu=4, labels=in_queue("flood"),
+                created=T0 - 500 + i),
+            node_name=f"n{i}", phase="Running",
+        )
+        for i in range(3)
+    ]  # fmt: skip
+    pods += [
+        pod(f"a-{i}", gang="a", min_available=3, gpu=4, labels=in_queue("a"), created=T0)
+        for i in range(3)
+    ]
+    snap = with_queues(
+        snapshot([node(f"n{i}", gpu=4) for i in range(3)], pods),
+        queue("a", weight=100),
+        queue("flood", weight=1),
+    )
+    assert evicted(schedule(snap, now=T0)) == ["g-0", "g-1", "g-2"]
 
 
 def test_reclaim_never_takes_a_victim_queue_below_its_share() -> None:

@@ -126,23 +126,28 @@ def _choose(
             )
         ],
         weighed=weighed,
-        shapes={p.requests for g in gangs for p in pending(g)},
+        members=[p for g in gangs for p in session.ordered(pending(g))[: g.min_member]],
     )
     base = session.ledger.scratch()
     chosen: list[Victims] = []
     lost: dict[str, Resources] = {}  # by queue, ancestors included: what the chosen free
+    gone: set[str] = set()  # the pods of the chosen units, by uid
     placements = None
     tries = 0
     for victims in units:
         if tries >= MAX_TRIES:
             break
         theirs = session.queue_of(victims.pods[0][0])
-        freed = Resources.total(p.requests for p, _ in victims.pods)
+        # A gang's member above its minimum is a unit, and so is the whole gang: what one
+        # chosen before frees is not lost twice (review of session 34: a gang refused as a
+        # victim for its member counted twice).
+        freed = Resources.total(p.requests for p, _ in victims.pods if p.ref.uid not in gone)
         if not book.may_lose(theirs, freed, to=queue, weighed=weighed, lost=lost):
             continue  # it would take that queue (or a parent) below its share: not a victim
         for at in book.ancestors(theirs):
             lost[at] = lost.get(at, Resources()) + freed
         chosen.append(victims)
+        gone.update(p.ref.uid for p, _ in victims.pods)
         tries += 1
         placements = _fits(session, base, gangs, chosen)
         if placements is not None:
@@ -158,23 +163,28 @@ def _freeing_first(
     units: list[Victims],
     *,
     weighed: frozenset[str],
-    shapes: set[Resources],
+    members: list[Pod],
 ) -> list[Victims]:
-    """The victims in the order reclaim takes them: node by node, the nodes a member of the
-    group could have for the least surplus first, each node's victims together; then the
-    rest in preemption's order.
+    """The victims in the order reclaim takes them: node by node, for each member the group
+    needs (``members``: each gang's minimum), the largest first, the nodes it may go on that
+    its victims there would free for the least surplus, each node's victims together; then
+    the other nodes that could take a member, likewise; then the rest, in preemption's
+    order (units that break no PodDisruptionBudget first).
 
     Each victim spends the surplus its queue may lose (``may_lose``), so victims that do
     not make room for a member are not only evicted in vain (the reprieve spares them),
-    they spend the surplus before the victims that would have done. Per node: what is free
-    there (below zero where the room is held for a nominated gang) and what its candidates
-    hold; a node that could not take any member of the group (``shapes``) with every
-    candidate there gone is no use. On the others, the candidates there, biggest first,
-    until the smallest member that fits there would; the node costs the weighed amount of
-    the units they are in (a member above its gang's minimum alone, else the whole gang,
-    on every node it holds). Nodes go by the priority of their dearest victim, then by
-    cost, then by fewest victims (kube-scheduler's choice of a node to preempt on), then
-    by preemption's order of their victims (youngest first).
+    they spend the surplus before the victims that would have done. Per member shape and
+    node it may go on (its nodeSelector, affinity, taints, the node's readiness and
+    cordon): what is free there (below zero where the room is held for a nominated gang)
+    and what the candidates there hold; a node where the member would not fit with every
+    candidate there gone is no use to it. On the others, the candidates there, lowest
+    priority first, then biggest first, until the member fits; the node costs the weighed
+    amount of the units they are in (a member above its gang's minimum alone, else the
+    whole gang, on every node it holds). Per shape, as many nodes as members of it, the
+    nodes not planned for a larger member, by: breaking no budget, the priority of the
+    dearest victim, cost, fewest victims (kube-scheduler's choice of a node to preempt
+    on), preemption's order of the victims (youngest first); then the other nodes that
+    could take a member, in that order.
 
     Fairness bench (#22), 128 nodes, with victims taken youngest first (on the nodes that
     could be freed the most): the flood's one- and two-GPU pods scattered over nodes were
@@ -190,37 +200,69 @@ def _freeing_first(
                 here.setdefault(node, []).append(pod)
             if known is None or len(victims.pods) < len(known.pods):
                 smallest[pod.ref.uid] = victims
+    rank = {id(v): i for i, v in enumerate(sorted(units, key=lambda v: v.order()))}
 
     def weight(amounts: Mapping[str, int]) -> int:
         return sum(amounts.get(r, 0) for r in weighed)
 
     cost = {id(v): weight(Resources.total(p.requests for p, _ in v.pods)) for v in units}
-    plans: list[tuple[tuple, list[Victims]]] = []
-    for name, pods in here.items():
-        free = session.ledger.free(name)
-        room = Resources(free) + Resources.total(p.requests for p in pods)
-        fitting = [s for s in shapes if not s.shortfalls(room)]
-        if not fitting:
-            continue
-        member = min(fitting, key=lambda s: (weight(s), sorted(s.items())))
-        have = Resources(free)
-        taken: list[Victims] = []
-        for pod in sorted(pods, key=lambda p: (-weight(p.requests), p.ref)):
-            if not member.shortfalls(have):
-                break
-            have = have + pod.requests
-            unit = smallest[pod.ref.uid]
-            if all(unit is not t for t in taken):
-                taken.append(unit)
-        dearest = max((v.priority for v in taken), default=0)
-        spent = sum(cost[id(v)] for v in taken)
-        plans.append(((dearest, spent, len(taken), sorted(v.order() for v in taken), name), taken))
+    # The members by shape: what they ask and the nodes they may go on at all.
+    shapes: dict[tuple[Resources, int], tuple[Resources, frozenset[str], int]] = {}
+    for pod in members:
+        fit = session.finder.static_fit(pod)
+        key = (pod.requests, id(fit))
+        _, _, count = shapes.get(key, (pod.requests, fit, 0))
+        shapes[key] = (pod.requests, fit, count + 1)
+    claimed: set[str] = set()
+    spare: list[tuple[tuple, str, list[Victims]]] = []  # plans beyond a shape's count
     ordered: list[Victims] = []
     placed: set[int] = set()
-    for _, taken in sorted(plans, key=lambda plan: plan[0]):
+    for member, fit, count in sorted(
+        shapes.values(), key=lambda s: (-weight(s[0]), sorted(s[0].items()))
+    ):
+        plans = []
+        for name, pods in here.items():
+            if name in claimed or name not in fit:
+                continue
+            free = Resources(session.ledger.free(name))
+            if member.shortfalls(free + Resources.total(p.requests for p in pods)):
+                continue
+            have, taken = free, []
+            for pod in sorted(
+                pods, key=lambda p: (smallest[p.ref.uid].priority, -weight(p.requests), p.ref)
+            ):
+                if not member.shortfalls(have):
+                    break
+                have = have + pod.requests
+                unit = smallest[pod.ref.uid]
+                if all(unit is not t for t in taken):
+                    taken.append(unit)
+            key = (
+                any(v.breaks_budget for v in taken),
+                max((v.priority for v in taken), default=0),
+                sum(cost[id(v)] for v in taken),
+                len(taken),
+                sorted(rank[id(v)] for v in taken),
+                name,
+            )
+            plans.append((key, name, taken))
+        plans.sort(key=lambda plan: plan[0])
+        for _, name, taken in plans[:count]:
+            claimed.add(name)
+            for unit in taken:
+                if id(unit) not in placed:
+                    placed.add(id(unit))
+                    ordered.append(unit)
+        spare.extend(plans[count:])
+    # Then every other node that could take a member, cheapest first: a planned victim may
+    # be refused (its queue's surplus spent), and the next best node is still better than
+    # the youngest victim anywhere.
+    for _, _, taken in sorted(spare, key=lambda plan: plan[0]):
         for unit in taken:
             if id(unit) not in placed:
                 placed.add(id(unit))
                 ordered.append(unit)
-    rest = sorted((v for v in units if id(v) not in placed), key=lambda v: v.order())
+    rest = sorted(
+        (v for v in units if id(v) not in placed), key=lambda v: (v.breaks_budget, rank[id(v)])
+    )
     return ordered + rest
