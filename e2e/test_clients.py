@@ -567,6 +567,8 @@ def test_a_raycluster_in_a_teams_queue_waits_for_its_capability_then_binds_whole
 
     said = _says_unschedulable(cluster, "ray-a-pg", why)
     assert said["reason"] == "NotEnoughResources", said
+    # Not let in by its queue: Pending, not Volcano's Inqueue (admitted by the queue).
+    assert (_volcano_podgroup(cluster, "ray-a-pg") or {})["status"]["phase"] == "Pending"
     # The Closed queue, named on its pods and its PodGroup (which has all its members: room
     # is what it lacks, not tasks).
     closed = f"queue '{shut}' is Closed"
@@ -574,6 +576,7 @@ def test_a_raycluster_in_a_teams_queue_waits_for_its_capability_then_binds_whole
              what=f"a QueueClosed event saying {closed!r}")  # fmt: skip
     said = _says_unschedulable(cluster, "ray-c-pg", closed)
     assert said["reason"] == "NotEnoughResources", said
+    assert (_volcano_podgroup(cluster, "ray-c-pg") or {})["status"]["phase"] == "Pending"
     deadline = time.monotonic() + 3
     while time.monotonic() < deadline:
         assert not _bound(framework.pods(cluster, "a")), "RayCluster a bound over its capability"

@@ -285,6 +285,21 @@ class Session:
         """The queue a pod of ours counts against, by name ("default" for none)."""
         return queue_of_pod(pod, self.snapshot.podgroups) or DEFAULT_QUEUE
 
+    def _held_by_queue(self, gang: Gang) -> bool:
+        """Whether the gang's queue would not let its minimum in now: Closed, unknown or
+        invalid, or over a capability (its own or an ancestor's) with what the queues hold
+        as the pass leaves them; Volcano's enqueue action keeps such a PodGroup Pending."""
+        book = self.book
+        if book is None:
+            return False
+        if book.problem(gang.queue) is not None:
+            return True
+        room = self.queue_room()
+        minimum = Resources.total(
+            p.requests for p in self.ordered(pending(gang))[: gang.min_member]
+        )
+        return room is not None and bool(room.refuse(gang.queue, minimum, guarantees=False))
+
     def queue_room(self, ledger: Ledger | None = None) -> QueueRoom | None:
         """The room a turn may take in each queue, on ``ledger`` (a trial's, with its
         victims gone; else the pass's); None without queues."""
@@ -1282,6 +1297,9 @@ class Session:
                 below_min=outcome.below_min if outcome.state.satisfied else None,
                 satisfied=outcome.state.satisfied,
                 now=self.now,
+                queue_held=gang.podgroup.api is PodGroupApi.VOLCANO
+                and not outcome.bindings
+                and self._held_by_queue(gang),
             )
             if status != gang.podgroup.status:
                 statuses.append(StatusUpdate(key, status, gang.podgroup.api))

@@ -59,6 +59,7 @@ def desired_status(
     now: float,
     below_min: str | None = None,
     satisfied: bool = False,
+    queue_held: bool = False,
 ) -> PodGroupStatus:
     """``condition`` is the Scheduled condition as (status, reason, message).
 
@@ -101,7 +102,10 @@ def desired_status(
     if api is PodGroupApi.WORKLOAD:
         return _upstream(gang, current, condition=condition, now=now)
     if api is PodGroupApi.VOLCANO:
-        phase = VOLCANO_PHASES.get(phase, phase)
+        # Volcano's Inqueue means its queue let it in (the enqueue action): a gang its
+        # queue holds back (Closed, unknown, its minimum over a capability) stays Pending.
+        held = queue_held and phase == SCHEDULING_PHASE
+        phase = "Pending" if held else VOLCANO_PHASES.get(phase, phase)
         counts = {"running": running, "succeeded": succeeded, "failed": failed}
         # Volcano's NotEnoughTasks: fewer tasks than the gang waits for (its ValidTaskNum
         # below minMember), not any wait before an attempt (a Closed queue, say).

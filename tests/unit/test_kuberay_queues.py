@@ -115,3 +115,23 @@ def test_a_raycluster_with_members_missing_still_says_not_enough_tasks() -> None
     assert bind_map(result) == {}
     status, reason, _ = unschedulable(result)
     assert (status, reason) == ("True", "NotEnoughTasks")
+
+
+def phase(result: Result) -> str:
+    (update,) = result.status_updates
+    return update.status.phase
+
+
+def test_a_raycluster_its_queue_holds_back_stays_pending_and_one_it_lets_in_is_inqueue() -> None:
+    """Volcano's Inqueue means the queue let the PodGroup in (its enqueue action): a gang
+    held by its queue's capability or a Closed queue stays Pending (the e2e test with the
+    real KubeRay saw Inqueue); one the queue lets in that waits for nodes is Inqueue."""
+    pods = kuberay_pods("a", 3, "team-a")
+    group = kuberay_podgroup("a", 3, "team-a")
+    over = schedule(cluster_of(pods, group, queue("team-a", capability={"cpu": "8"})), now=T0)
+    assert phase(over) == "Pending"
+    shut = schedule(cluster_of(pods, group, queue("team-a", state="Closed")), now=T0)
+    assert phase(shut) == "Pending"
+    no_room = schedule(cluster_of(pods, group, queue("team-a"), nodes=2), now=T0)
+    assert bind_map(no_room) == {}
+    assert phase(no_room) == "Inqueue"
