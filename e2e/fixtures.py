@@ -432,3 +432,48 @@ def cluster(control_plane: ClusterAccess, namespace: str) -> Iterator[Cluster]:
             "delete", "resourceslices,deviceclasses", "-l", f"{TEST_LABEL}={namespace}",
             "--wait=false", check=False,
         )  # fmt: skip
+
+
+class Queues:
+    """Queues made by one test, named after its namespace (Queues are cluster-wide)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.made: list[str] = []
+
+    def name(self, short: str) -> str:
+        return f"{self.cluster.namespace}-{short}"
+
+    def make(self, short: str, **spec: object) -> str:
+        name = self.name(short)
+        self.cluster.apply(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "spec": spec,
+            }
+        )
+        self.made.append(name)
+        return name
+
+    def set_state(self, name: str, state: str) -> None:
+        self.cluster.access.kubectl(
+            "patch", "queue", name, "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"state": state}}),
+        )  # fmt: skip
+
+    def get(self, name: str) -> dict:
+        out = self.cluster.access.kubectl("get", "queue", name, "-o", "json").stdout
+        return json.loads(out)
+
+
+@pytest.fixture
+def queues(cluster: Cluster) -> Iterator[Queues]:
+    """Volcano Queues a test makes, deleted after it."""
+    made = Queues(cluster)
+    try:
+        yield made
+    finally:
+        if made.made:
+            cluster.access.kubectl("delete", "queue", *made.made, "--wait=false", check=False)

@@ -24,9 +24,8 @@ import yaml
 
 from e2e import operators
 from e2e.cluster import free_port
-from e2e.fixtures import TEST_LABEL, Cluster, ClusterAccess, PrivateSchedulers, wait_for
+from e2e.fixtures import TEST_LABEL, Cluster, ClusterAccess, PrivateSchedulers, Queues, wait_for
 from e2e.pki import write_webhook_pki
-from e2e.test_queues import Queues
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
 
@@ -455,17 +454,6 @@ KUBERAY_QUEUE_LABEL = "volcano.sh/queue-name"
 VOLCANO_PODGROUPS = "podgroups.scheduling.volcano.sh"
 
 
-@pytest.fixture
-def volcano_queues(cluster: Cluster) -> Iterator[Queues]:
-    """Volcano Queues made by one test (cluster-wide, named after its namespace)."""
-    made = Queues(cluster)
-    try:
-        yield made
-    finally:
-        if made.made:
-            cluster.access.kubectl("delete", "queue", *made.made, "--wait=false", check=False)
-
-
 def ray_cluster_in_queue(cluster: Cluster, name: str, queue: str, pods: int) -> dict:
     """A RayCluster for KubeRay's volcano mode, put in ``queue`` as KubeRay's docs say."""
     (manifest,) = ray_cluster(gang_label=True)(cluster, name, "", pods)
@@ -525,7 +513,7 @@ def bound_whole_at_once(
 @pytest.mark.clients
 @pytest.mark.parametrize("running", ["kuberay-volcano"], indirect=True)
 def test_a_raycluster_in_a_teams_queue_waits_for_its_capability_then_binds_whole(
-    cluster: Cluster, running: tuple, volcano_queues: Queues
+    cluster: Cluster, running: tuple, queues: Queues
 ) -> None:
     """KubeRay's real operator puts a RayCluster labelled for a Volcano Queue in that queue
     (its PodGroup's spec.queue). The queue's capability is less than the RayCluster needs
@@ -534,9 +522,9 @@ def test_a_raycluster_in_a_teams_queue_waits_for_its_capability_then_binds_whole
     framework, _ = running
     pods = 3
     need = pods * int(CPU)
-    team = volcano_queues.make("team-a", weight=1, capability={"cpu": str(need - int(CPU))})
-    shut = volcano_queues.make("shut")
-    volcano_queues.set_state(shut, "Closed")
+    team = queues.make("team-a", weight=1, capability={"cpu": str(need - int(CPU))})
+    shut = queues.make("shut")
+    queues.set_state(shut, "Closed")
     cluster.nodes(2 * pods, cpu=CPU)  # room for both: only their queues hold them back
     cluster.apply(
         ray_cluster_in_queue(cluster, "a", team, pods),

@@ -4,60 +4,13 @@ limit over its child, an unknown queue, and the status ``kubectl get queues`` sh
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-
 import pytest
 
-from e2e.fixtures import Cluster, SchedulerProcess, wait_for
+from e2e.fixtures import Cluster, Queues, SchedulerProcess, wait_for
 from e2e.test_gang_scheduling import BIND_TIMEOUT, koord, stays_unbound, wait_bound
 from scheduler.model import names
 
 pytestmark = pytest.mark.cluster
-
-
-class Queues:
-    """Queues made by one test, named after its namespace (Queues are cluster-wide)."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        self.cluster = cluster
-        self.made: list[str] = []
-
-    def name(self, short: str) -> str:
-        return f"{self.cluster.namespace}-{short}"
-
-    def make(self, short: str, **spec: object) -> str:
-        name = self.name(short)
-        self.cluster.apply(
-            {
-                "apiVersion": "scheduling.volcano.sh/v1beta1",
-                "kind": "Queue",
-                "metadata": {"name": name},
-                "spec": spec,
-            }
-        )
-        self.made.append(name)
-        return name
-
-    def set_state(self, name: str, state: str) -> None:
-        self.cluster.access.kubectl(
-            "patch", "queue", name, "--subresource=status", "--type=merge",
-            "-p", json.dumps({"status": {"state": state}}),
-        )  # fmt: skip
-
-    def get(self, name: str) -> dict:
-        out = self.cluster.access.kubectl("get", "queue", name, "-o", "json").stdout
-        return json.loads(out)
-
-
-@pytest.fixture
-def queues(cluster: Cluster) -> Iterator[Queues]:
-    made = Queues(cluster)
-    try:
-        yield made
-    finally:
-        if made.made:
-            cluster.access.kubectl("delete", "queue", *made.made, "--wait=false", check=False)
 
 
 # Shares and guarantees are of the whole cluster's room: other tests' GPU nodes would count.
