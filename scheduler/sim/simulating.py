@@ -9,11 +9,13 @@ gang's pods, which end ``duration`` seconds later; an evicted gang of the trace 
 and submitted again from the start; a gang that times out is dropped. The snapshot's own pods
 never end (their remaining run time is unknown); an evicted one is gone.
 
-Measured as each pass starts (the cluster as it stands then): GPU and CPU utilisation,
-fragmentation (``core.fragmentation.measure``), each queue's share of the GPUs against its
-ideal (the water-filled fair share of what the queues want then, as ``bench/fairness.py``
-computes it); and each gang's wait from submission to bind, pods preempted and reclaimed.
-Deterministic: the same inputs give the same run.
+Measured as each pass leaves the cluster (its binds, evictions and timeouts applied: what
+holds until the next pass, #26 part 5): GPU and CPU utilisation, fragmentation
+(``core.fragmentation.measure``), each queue's share of the GPUs against its ideal (the
+water-filled fair share of what the queues want then, as ``bench/fairness.py`` computes
+it); and each gang's wait from its arrival (its pods' creation; after an eviction, the
+eviction) to bind, pods preempted and reclaimed. Deterministic: the same inputs give the
+same run.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from scheduler.model.config import Config
 from scheduler.model.gangs import queue_of_pod
 from scheduler.model.pods import Pod
 from scheduler.model.queues import DEFAULT_QUEUE, QUEUE_API
-from scheduler.model.resources import CPU, GPU
+from scheduler.model.resources import CPU, GPU, Resources
 from scheduler.shell.snapshotting import fold
 from scheduler.sim.traces import Job, pod_bodies
 
@@ -153,6 +155,17 @@ def prepare(document: Mapping[str, Any], jobs: Sequence[Job], setup: Setup) -> d
     return doc
 
 
+def retry_name(name: str, attempt: int, *, taken: set[str]) -> str:
+    """The gang a job submits again after its ``attempt``-th incarnation was evicted: none of
+    the trace's names (review: "a-r1" could be a job) nor an earlier retry's, added to
+    ``taken``. ``bench/simcheck.py`` names the real run's retries by it too."""
+    gang = f"{name}-r{attempt}"
+    while gang in taken:
+        gang += "-r"
+    taken.add(gang)
+    return gang
+
+
 def _stamp(epoch: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
 
@@ -172,11 +185,18 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
     setup: Setup = Setup(),
     step: float = 5.0,
     until: float | None = None,
+    reaction: float = 0.0,
 ) -> Run:
     """Play ``jobs`` on the snapshot ``document``; ``until``: stop then (seconds from the
-    start), else once every job of the trace has arrived and none runs."""
+    start), else once every job of the trace has arrived and none runs. ``reaction``: how
+    long after a job arrives or a pod ends the scheduler can act on it (its watch, its
+    pass): a pass sees them from then on, and a pod's room is held until then. 0: at once,
+    even by a pass at the very instant; the real scheduler on a local control plane takes
+    some 0.03 s (``bench/simcheck.py``), which matters only at steps of that order."""
     if not (math.isfinite(step) and step > 0):
         raise ValueError(f"--step must be a positive number of seconds, got {step!r}")
+    if not (math.isfinite(reaction) and reaction >= 0):
+        raise ValueError(f"--reaction must be 0 or more seconds, got {reaction!r}")
     for job in jobs:  # a NaN or infinite time never comes: the play would never end
         if not (math.isfinite(job.at) and math.isfinite(job.duration) and job.duration > 0):
             raise ValueError(f"job {job.name}: at and duration must be finite, duration > 0")
@@ -194,7 +214,7 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
     members: dict[str, list[str]] = {}  # gang name -> pod uids
     attempts: dict[str, int] = {}
     submitted: dict[str, float] = {}
-    ends: dict[str, float] = {}  # gang name -> when it ends
+    ends: dict[str, float] = {}  # gang name -> when its end is seen (its room freed)
     arrivals = sorted(jobs, key=lambda j: (j.at, j.name))
     next_arrival = 0
     preempted = reclaimed = 0
@@ -205,12 +225,7 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
     def submit(job: Job, at: float) -> None:
         attempt = attempts.get(job.name, 0)
         attempts[job.name] = attempt + 1
-        gang = job.name
-        if attempt:  # a retry's name, none of the trace's (review: "a-r1" could be a job)
-            gang = f"{job.name}-r{attempt}"
-            while gang in taken:
-                gang += "-r"
-            taken.add(gang)
+        gang = retry_name(job.name, attempt, taken=taken) if attempt else job.name
         bodies = pod_bodies(
             job, gang=gang, created=_stamp(t0 + at), scheduler=config.scheduler_name
         )
@@ -223,25 +238,43 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
         job_of[gang] = job
         submitted[gang] = at
 
+    # Room taken (+) or freed (-) on each node by the pass, since its snapshot: the cache's
+    # room is as of the snapshot, and the samples are taken as the pass leaves the cluster.
+    moved: dict[str, Resources] = {}
+
+    def hold(pod: Pod, sign: int) -> None:
+        if pod.holds_resources:
+            was = moved.get(pod.node_name, Resources())
+            moved[pod.node_name] = was + pod.requests if sign > 0 else was - pod.requests
+
+    def remove(uid: str) -> None:
+        pod = pods.pop(uid, None)
+        if pod is not None:
+            hold(pod, -1)
+        cache.remove_pod(uid)
+
     def drop(gang: str) -> None:
         for uid in members.pop(gang, []):
-            pods.pop(uid, None)
-            cache.remove_pod(uid)
+            remove(uid)
         ends.pop(gang, None)
 
-    t = 0.0
+    t = changed_at = 0.0
     while t <= horizon:
         now = t0 + t
-        for gang in sorted(g for g, end in ends.items() if end <= t):
+        ended = sorted(g for g, end in ends.items() if end <= t)
+        for gang in ended:
             drop(gang)
             run.finished += 1
-        while next_arrival < len(arrivals) and arrivals[next_arrival].at <= t:
-            submit(arrivals[next_arrival], t)
+        arrivals_before = next_arrival
+        while next_arrival < len(arrivals) and arrivals[next_arrival].at + reaction <= t:
+            # Its pods exist from its arrival: its wait counts from then, not from this pass
+            # (which comes up to a step later; the real scheduler acts on their creation).
+            job = arrivals[next_arrival]
+            submit(job, job.at)
             next_arrival += 1
+        arrived = next_arrival > arrivals_before
         snap = cache.snapshot(now=now)
-        _sample(run, cache, snap, pods, t=t, ours=config.scheduler_names)
-        run.preempted.append(preempted)
-        run.reclaimed.append(reclaimed)
+        moved.clear()
         result = schedule(snap, now=now, config=config)
         run.passes += 1
         cache.remember(dict(result.memory))
@@ -254,11 +287,12 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
                         continue
                     bound = replace(pod, node_name=binding.node, phase="Running")
                     pods[binding.pod.uid] = bound
+                    hold(bound, +1)
                     cache.upsert_pod(bound)
                 gang = placed.gang.name
                 job = job_of.get(gang)
                 if job is not None and gang not in ends and placed.gang.namespace == job.namespace:
-                    ends[gang] = t + job.duration
+                    ends[gang] = round(t + job.duration + reaction, 9)  # as t is
                     run.waits.append(
                         (job.name, job.queue or DEFAULT_QUEUE, size_bucket(job.gpus),
                          t - submitted[gang])
@@ -276,8 +310,7 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
             if gang in job_of and gang in members:
                 evicted_gangs.add(gang)
             else:  # the snapshot's own: gone
-                pods.pop(eviction.pod.uid, None)
-                cache.remove_pod(eviction.pod.uid)
+                remove(eviction.pod.uid)
         for gang in sorted(evicted_gangs):
             drop(gang)
             submit(job_of[gang], t)  # its job submits it again, from the start
@@ -285,13 +318,31 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
             if state.timed_out and key.name in members and key.name not in ends:
                 drop(key.name)
                 run.timed_out += 1
-        # Without --until, the play ends once no job is left to arrive or run: a gang still
-        # waiting then would wait for ever (nothing of the trace is left to free room).
-        if until is None and next_arrival >= len(arrivals) and not ends:
+        # Sampled as the pass leaves the cluster: that holds until the next pass. Sampled
+        # before the pass, a gang bound by it counted nothing until the next one, which with
+        # nothing waiting may be far off (a lone gang of 100 s counted as idle throughout).
+        _sample(run, cache, snap, pods, moved=moved, t=t, ours=config.scheduler_names)
+        run.preempted.append(preempted)
+        run.reclaimed.append(reclaimed)
+        if result.bindings or result.evictions or ended or arrived:
+            changed_at = t
+        # Without --until, the play ends once no job is left to arrive or run and what still
+        # waits has been tried since the last change: it would then wait for ever (nothing
+        # of the trace is left to free room). Not at once when the last job ends (#26 part
+        # 5): a gang in its backoff then had not yet tried the room that end freed, and a
+        # play ended there left it waiting in an empty cluster. Within the longest backoff
+        # every waiting gang has tried it (a node changed since it was parked: it is tried).
+        if (
+            until is None
+            and next_arrival >= len(arrivals)
+            and not ends
+            and (not cache.waiting or t - changed_at > config.max_backoff_seconds)
+        ):
             break
         t = _next_time(
-            t, step, cache=cache, ends=ends, arrivals=arrivals, next_arrival=next_arrival
-        )
+            t, step, cache=cache, ends=ends, arrivals=arrivals, next_arrival=next_arrival,
+            reaction=reaction,
+        )  # fmt: skip
     run.still_running = len(ends)
     run.still_waiting = sum(1 for g in members if g not in ends)
     run.seconds = t
@@ -307,19 +358,24 @@ def _next_time(
     ends: Mapping[str, float],
     arrivals: Sequence[Job],
     next_arrival: int,
+    reaction: float = 0.0,
 ) -> float:
     """The next pass: ``step`` later, or, with nothing of ours waiting, the first step at or
     after the next arrival or end (nothing changes before then: those passes are skipped)."""
+    # Rounded: steps of 0.1 added up drift (286.69999...), and an end at a whole tenth
+    # could wait a step longer than it should.
     if cache.waiting:
-        return t + step
+        return round(t + step, 9)
     upcoming = [*ends.values()]
     if next_arrival < len(arrivals):
-        upcoming.append(arrivals[next_arrival].at)
+        upcoming.append(arrivals[next_arrival].at + reaction)
     if not upcoming:
-        return t + step
+        return round(t + step, 9)
     target = min(upcoming)
-    steps = max(1, -(-(target - t) // step))  # ceil, at least one
-    return t + steps * step
+    # The first step at or after it, at least one; rounded first: 5.9 / 0.1 is 58.999...
+    # (59 steps), and -(-5.9 // 0.1) made it 60.
+    steps = max(1, math.ceil(round((target - t) / step, 6)))
+    return round(t + steps * step, 9)
 
 
 def _sample(
@@ -328,10 +384,14 @@ def _sample(
     snap: Any,
     pods: Mapping[str, Pod],
     *,
+    moved: Mapping[str, Resources],
     t: float,
     ours: frozenset[str],
 ) -> None:
+    # The cache's room is as of the pass's snapshot; what the pass bound or evicted since
+    # is ``moved`` (the waiting members are the cache's, up to date).
     free, allocatable, waiting = cache.room()
+    free = {n: room - moved[n] if n in moved else room for n, room in free.items()}
     total = {r: sum(a.get(r, 0) for a in allocatable.values()) for r in (GPU, CPU)}
     used = {
         r: sum(max(allocatable[n].get(r, 0) - free[n].get(r, 0), 0) for n in allocatable)
