@@ -9,7 +9,7 @@ KUBECTL = KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k podgroup -x"`.
 PYTEST_ARGS ?=
 
-.PHONY: help setup binaries lint format test test-unit fuzz bench bench-curve chaos oracle clients cluster-up cluster-down demo e2e-kind clean
+.PHONY: help setup binaries lint format test test-unit fuzz bench bench-curve simcheck chaos oracle clients cluster-up cluster-down demo e2e-kind clean
 
 help:
 	@echo "make demo          start the local control plane with fake GPU nodes, and say how to use it"
@@ -20,6 +20,7 @@ help:
 	@echo "make fuzz          every codec fuzzed with hostile input, FUZZ_EXAMPLES in all (100000)"
 	@echo "make bench         us beside kube-scheduler's gang scheduling and Coscheduling, vs the bind ceiling"
 	@echo "make bench-curve   our cost curve: the bigger tier at 1,000, 5,000 and 10,000 nodes (long)"
+	@echo "make simcheck      the simulator against the real scheduler, the same trace on KWOK nodes"
 	@echo "make chaos         random faults against the scheduler, invariants checked (CHAOS_RUNS=200)"
 	@echo "make clients       every job framework's real operator (KubeRay, JobSet, ...) with the scheduler"
 	@echo "make oracle        kube-scheduler and the core asked the same questions (ORACLE_CASES=500)"
@@ -84,6 +85,15 @@ bench-curve: setup binaries
 	$(PY) -m bench.run --scale-xl --nodes 5000 --pods 30000 --only gang_scheduler --rounds 1
 	$(PY) -m bench.run --scale-xl --rounds 1
 	$(PY) -m bench.curve
+
+# The simulator against the real scheduler (#26 part 5): the same trace (about 300 gangs of
+# 1 to 32 GPUs arriving over 3 minutes) played three times on 16 KWOK nodes of a control plane
+# of its own (.cluster-simcheck/) and by the simulator on their snapshot; figures to
+# bench/results/simcheck.{json,md}. About 25 minutes. make test runs a short form of it
+# (e2e/test_simcheck.py). SIMCHECK_ARGS="--repeats 1" for one real run.
+SIMCHECK_ARGS ?=
+simcheck: setup binaries
+	$(PY) -m bench.simcheck $(SIMCHECK_ARGS)
 
 # Fault injection: CHAOS_RUNS seeded runs (run i has seed CHAOS_SEED+i) of random workloads
 # and faults on a control plane of its own (.cluster-chaos/); figures and violations, each
