@@ -40,9 +40,9 @@ from scheduler.model.config import Config  # noqa: E402
 from scheduler.sim.commands import add_commands as add_sim_commands  # noqa: E402
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "gang-scheduler") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="gang-scheduler",
+        prog=prog,
         description=(
             "A Kubernetes scheduler for jobs whose pods must start together: "
             "a gang binds whole, or none of it holds resources."
@@ -67,17 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="say how fragmented the free room is: what is stranded on nodes that cannot "
         "take even the smallest waiting member, how many of it fit, whole GPU nodes free",
     )
-    why.add_argument(
-        "--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config)"
+    _looking_flags(why)
+    top = commands.add_parser(
+        "top",
+        help="list the gangs with members waiting: queue, members waiting of the minimum, "
+        "how long, and why (what a pass on the cluster as it is now says)",
     )
-    why.add_argument(
-        "--scheduler-name",
-        action="append",
-        type=_scheduler_name,
-        metavar="NAME",
-        help=f"as for run; may be given more than once (default: {Config().scheduler_name})",
-    )
-    _topology_flags(why)
+    _looking_flags(top)
     run = commands.add_parser("run", help="schedule the pods whose spec.schedulerName names us")
     defaults = Config()
     run.add_argument(
@@ -202,6 +198,21 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--verbose", "-v", action="store_true", help="log every pass")
     add_sim_commands(commands)  # snapshot, simulate, trace (#26)
     return parser
+
+
+def _looking_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of the commands that look at the cluster (explain, top)."""
+    parser.add_argument(
+        "--kubeconfig", help="kubeconfig to use (default: $KUBECONFIG, ~/.kube/config)"
+    )
+    parser.add_argument(
+        "--scheduler-name",
+        action="append",
+        type=_scheduler_name,
+        metavar="NAME",
+        help=f"as for run; may be given more than once (default: {Config().scheduler_name})",
+    )
+    _topology_flags(parser)
 
 
 def _topology_flags(parser: argparse.ArgumentParser) -> None:
@@ -379,13 +390,41 @@ def _explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def _top(args: argparse.Namespace) -> int:
+    from scheduler.shell.api import load_credentials  # noqa: PLC0415
+    from scheduler.shell.explaining import top  # noqa: PLC0415
+
+    config = Config(
+        **_names(args.scheduler_name),
+        topology_labels=args.topology_from_labels,
+        scoring=args.scoring,
+    )
+    lines = asyncio.run(
+        top(
+            load_credentials(args.kubeconfig),
+            config=config,
+            topology_namespace=args.topology_namespace,
+        )
+    )
+    print("\n".join(lines))
+    return 0
+
+
+def kubectl_main() -> int:
+    """``kubectl gang ...``: the same commands as a kubectl plugin (kubectl runs the
+    executable ``kubectl-gang`` on the PATH with the words after ``gang``)."""
+    return main(prog="kubectl gang")
+
+
+def main(argv: list[str] | None = None, *, prog: str = "gang-scheduler") -> int:
+    args = build_parser(prog).parse_args(argv)
     if args.command == "version":
         print(f"gang-scheduler {__version__} (Python {platform.python_version()})")
         return 0
     if args.command == "explain":
         return _explain(args)
+    if args.command == "top":
+        return _top(args)
     if args.command in ("snapshot", "simulate", "trace"):
         from scheduler.sim.commands import main as sim_main  # noqa: PLC0415
 

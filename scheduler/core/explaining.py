@@ -9,7 +9,7 @@ backoff cleared and reports what that pass would do.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from scheduler.core import fragmentation
 from scheduler.core.arranging import Arranger, Tree, tree_order
@@ -23,6 +23,7 @@ from scheduler.model.config import Config
 from scheduler.model.decisions import Result
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import TERMINAL_PHASES, GangKey, Pod, gang_key_of
+from scheduler.model.queues import DEFAULT_QUEUE
 from scheduler.model.resources import describe
 from scheduler.model.snapshot import GangState, Snapshot
 
@@ -323,3 +324,90 @@ def explain_cluster(snapshot: Snapshot, *, config: Config) -> list[str]:
         waiting=waiting,
     )
     return [f"cluster: {len(usable)} ready, schedulable nodes", *fragmentation.lines(found)]
+
+
+@dataclass(frozen=True, slots=True)
+class Waiting:
+    """One line of ``top``: a gang with members waiting, and why, as a pass on the cluster
+    as it is now says (the memory of the running scheduler is not there: every gang is
+    tried, none is in a backoff)."""
+
+    key: GangKey
+    queue: str
+    pending: int  # members neither bound nor finished
+    minimum: int
+    since: float  # when its oldest waiting member was made
+    why: str
+
+
+def waiting_gangs(snapshot: Snapshot, *, now: float, config: Config) -> list[Waiting]:
+    """Every gang with a member waiting, the longest waiting first (``kubectl gang top``)."""
+    gangs = resolve(snapshot, config).gangs
+    result = schedule(snapshot, now=now, config=config)
+    binding = {g.gang for group in result.bindings for g in group.gangs}
+    found = []
+    for key, gang in gangs.items():
+        pending = [p for p in gang.members if not p.bound and p.alive]
+        if not pending:
+            continue
+        state = result.memory.get(key)
+        message = state.condition[2] if state is not None and state.condition else ""
+        why = "fits now: a pass binds it" if key in binding else message or "not tried yet"
+        found.append(
+            Waiting(
+                key=key,
+                queue=gang.queue or DEFAULT_QUEUE,
+                pending=len(pending),
+                minimum=gang.min_member,
+                since=min(p.created for p in pending),
+                why=why,
+            )
+        )
+    return sorted(found, key=lambda w: (w.since, w.key))
+
+
+def top_lines(rows: list[Waiting], *, now: float) -> list[str]:
+    """``rows`` as kubectl prints a table: fixed columns, the reason last and whole."""
+    if not rows:
+        return ["no gang is waiting"]
+    header = ("NAMESPACE", "GANG", "QUEUE", "WAITING", "AGE", "REASON")
+    table = [
+        (w.key.namespace, w.key.name, w.queue, f"{w.pending}/{w.minimum}",
+         _age(now - w.since), w.why)
+        for w in rows
+    ]  # fmt: skip
+    widths = [max(len(row[i]) for row in (header, *table)) for i in range(len(header) - 1)]
+    return [
+        "   ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+        + "   "
+        + row[-1]
+        for row in (header, *table)
+    ]
+
+
+def _age(seconds: float) -> str:
+    """As kubectl prints an age (apimachinery's duration.HumanDuration): 45s, 3m12s, 25m,
+    5h2m, 20h, 3d4h, 30d, 2y10d."""
+    s = int(seconds)
+    if s < -1:
+        return "<invalid>"
+    if s < 120:
+        return f"{max(s, 0)}s"
+    minutes, hours = s // 60, s // 3600
+    if minutes < 10:
+        return f"{minutes}m{s % 60}s" if s % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    days = hours // 24
+    if hours < 24 * 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if hours < 24 * 365 * 2:
+        return f"{days}d"
+    years = days // 365
+    if hours < 24 * 365 * 8:
+        return f"{years}y{days % 365}d" if days % 365 else f"{years}y"
+    return f"{years}y"

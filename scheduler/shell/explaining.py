@@ -1,4 +1,5 @@
-"""``gang-scheduler explain``: a fresh snapshot from the API server, explained by the core."""
+"""``gang-scheduler explain`` and ``top``: a fresh snapshot from the API server, explained by
+the core."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from scheduler.codecs.objects import (
     podgroup_of,
     priority_class_from_dict,
 )
-from scheduler.core.explaining import explain, explain_cluster
+from scheduler.core.explaining import explain, explain_cluster, top_lines, waiting_gangs
 from scheduler.model.config import Config
 from scheduler.model.pods import GangKey, PodGroupApi
+from scheduler.model.snapshot import Snapshot
 from scheduler.shell.api import ApiClient, Credentials
 from scheduler.shell.configmaps import apply_configmap
 from scheduler.shell.syncing import (
@@ -36,6 +38,30 @@ async def explain_gang(
 ) -> list[str]:
     """What ``explain`` says of a gang (``key``), and with ``cluster`` of the cluster's free
     room (#26), computed on a fresh LIST of everything."""
+    snapshot = await cluster_snapshot(
+        credentials, config=config, topology_namespace=topology_namespace
+    )
+    said = explain(snapshot, key, now=time.time(), config=config) if key is not None else []
+    return [*said, *(explain_cluster(snapshot, config=config) if cluster else [])]
+
+
+async def top(
+    credentials: Credentials, *, config: Config, topology_namespace: str = "gang-scheduler-system"
+) -> list[str]:
+    """``kubectl gang top`` (#26): every gang with members waiting, with its queue, how long
+    it has waited and why, the longest waiting first."""
+    snapshot = await cluster_snapshot(
+        credentials, config=config, topology_namespace=topology_namespace
+    )
+    now = time.time()
+    return top_lines(waiting_gangs(snapshot, now=now, config=config), now=now)
+
+
+async def cluster_snapshot(
+    credentials: Credentials, *, config: Config, topology_namespace: str
+) -> Snapshot:
+    """The cluster as the scheduler's cache would hold it, from a fresh LIST of every kind
+    it watches (no informers: one look)."""
     api = ApiClient(credentials, connections=4)
     try:
         cache = ClusterCache(
@@ -69,6 +95,4 @@ async def explain_gang(
                 apply_configmap(cache, body, topology_namespace=topology_namespace)
     finally:
         await api.close()
-    snapshot = cache.snapshot(whole=True)
-    said = explain(snapshot, key, now=time.time(), config=config) if key is not None else []
-    return [*said, *(explain_cluster(snapshot, config=config) if cluster else [])]
+    return cache.snapshot(whole=True)

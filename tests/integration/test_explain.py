@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +70,43 @@ def test_explain_cluster_says_what_free_room_is_stranded(cluster: Cluster) -> No
     assert any("nvidia.com/gpu: 8" in line for line in lines if "smallest" in line), lines
     (fit,) = [line for line in lines if line.endswith("of that shape fit now, node by node")]
     assert int(fit.split()[0]) >= 2
+
+
+def test_top_lists_a_waiting_gang_with_its_queue_and_why(cluster: Cluster) -> None:
+    cluster.nodes(1, gpu=8)
+    annotations = {names.KOORD_NAME: "tall", names.KOORD_MIN_AVAILABLE: "2"}
+    cluster.gang(
+        "tall", 2, scheduler="nobody-topped", annotations=annotations,
+        requests={"nvidia.com/gpu": "16"},
+    )  # fmt: skip
+    argv = [sys.executable, "-m", "scheduler", "top", "--scheduler-name", "nobody-topped"]
+    result = subprocess.run(
+        [*argv, "--kubeconfig", str(cluster.access.kubeconfig)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].split() == ["NAMESPACE", "GANG", "QUEUE", "WAITING", "AGE", "REASON"]
+    (row,) = [line for line in lines if line.startswith(f"{cluster.namespace} ")]
+    assert row.split()[1:4] == ["tall", "default", "2/2"]
+    assert "Insufficient nvidia.com/gpu" in row
+
+
+def test_the_cli_is_a_kubectl_plugin(cluster: Cluster) -> None:
+    """`kubectl gang ...` runs the executable kubectl-gang on the PATH (`make setup`
+    installs it in the venv, beside gang-scheduler), with the words after `gang`."""
+    plugin = Path(sys.executable).parent / "kubectl-gang"
+    assert plugin.exists(), f"{plugin} is missing: run `make setup` (pip install -e .)"
+    env = {**os.environ, "PATH": f"{plugin.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    result = subprocess.run(
+        [str(cluster.access.kubectl_path), "gang", "top", "--scheduler-name", "nobody-at-all",
+         "--kubeconfig", str(cluster.access.kubeconfig)],
+        capture_output=True, text=True, timeout=60, check=False, env=env,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "no gang is waiting"
+    usage = subprocess.run(
+        [str(cluster.access.kubectl_path), "gang", "--help"],
+        capture_output=True, text=True, timeout=60, check=False, env=env,
+    )  # fmt: skip
+    assert usage.stdout.startswith("usage: kubectl gang"), usage.stdout
