@@ -372,16 +372,11 @@ def _explain(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    config = Config(
-        **_names(args.scheduler_name),
-        topology_labels=args.topology_from_labels,
-        scoring=args.scoring,
-    )
     lines = asyncio.run(
         explain_gang(
             load_credentials(args.kubeconfig),
             GangKey(namespace, name) if name else None,
-            config=config,
+            config=_looking_config(args),
             topology_namespace=args.topology_namespace,
             cluster=args.cluster,
         )
@@ -394,20 +389,20 @@ def _top(args: argparse.Namespace) -> int:
     from scheduler.shell.api import load_credentials  # noqa: PLC0415
     from scheduler.shell.explaining import top  # noqa: PLC0415
 
-    config = Config(
+    credentials = load_credentials(args.kubeconfig)
+    config = _looking_config(args)
+    print("\n".join(asyncio.run(top(credentials, config=config,
+                                     topology_namespace=args.topology_namespace))))  # fmt: skip
+    return 0
+
+
+def _looking_config(args: argparse.Namespace) -> Config:
+    """The settings of explain and top (``_looking_flags``)."""
+    return Config(
         **_names(args.scheduler_name),
         topology_labels=args.topology_from_labels,
         scoring=args.scoring,
     )
-    lines = asyncio.run(
-        top(
-            load_credentials(args.kubeconfig),
-            config=config,
-            topology_namespace=args.topology_namespace,
-        )
-    )
-    print("\n".join(lines))
-    return 0
 
 
 def kubectl_main() -> int:

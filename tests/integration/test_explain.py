@@ -15,9 +15,12 @@ from scheduler.model import names
 pytestmark = pytest.mark.cluster
 
 
-def _explain(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
-    """`gang-scheduler explain ARGS` against the cluster, as a user runs it."""
-    argv = [sys.executable, "-m", "scheduler", "explain", *args]
+def _explain(
+    cluster: Cluster, *args: str, command: str = "explain"
+) -> subprocess.CompletedProcess[str]:
+    """`gang-scheduler explain ARGS` (or another command) against the cluster, as a user
+    runs it."""
+    argv = [sys.executable, "-m", "scheduler", command, *args]
     return subprocess.run(
         [*argv, "--kubeconfig", str(cluster.access.kubeconfig)],
         capture_output=True, text=True, timeout=60, check=False,
@@ -79,11 +82,7 @@ def test_top_lists_a_waiting_gang_with_its_queue_and_why(cluster: Cluster) -> No
         "tall", 2, scheduler="nobody-topped", annotations=annotations,
         requests={"nvidia.com/gpu": "16"},
     )  # fmt: skip
-    argv = [sys.executable, "-m", "scheduler", "top", "--scheduler-name", "nobody-topped"]
-    result = subprocess.run(
-        [*argv, "--kubeconfig", str(cluster.access.kubeconfig)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    result = _explain(cluster, "--scheduler-name", "nobody-topped", command="top")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines[0].split() == ["NAMESPACE", "GANG", "QUEUE", "WAITING", "AGE", "REASON"]
