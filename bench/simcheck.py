@@ -49,6 +49,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bench.run import stop
 from e2e import cluster as local_cluster
 from e2e.nodes import FakeNode, api_client, create_nodes, node_manifest, wait_ready
 from scheduler.model.config import Config
@@ -774,15 +775,6 @@ def start_scheduler(kubeconfig: Path, log: Path, settings: Config) -> subprocess
         )  # fmt: skip
 
 
-def stop_scheduler(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=20)
-
-
 def trace_figures(jobs: Sequence[Job], plan: Plan) -> dict[str, Any]:
     gpus = plan.nodes * plan.gpus_per_node
     return {
@@ -842,7 +834,7 @@ async def bench(args: argparse.Namespace) -> dict[str, Any]:
                     source=REAL_RUNS[r] if r < len(REAL_RUNS) else f"{REAL_RUNS[-1]} {r - 1}",
                 )  # fmt: skip
             finally:
-                stop_scheduler(scheduler)
+                stop(scheduler)
             reals.append(outcome)
             print(json.dumps(figures(outcome, span=plan.span)), flush=True)
             if r == 0:
