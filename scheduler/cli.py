@@ -372,15 +372,19 @@ def _explain(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    lines = asyncio.run(
-        explain_gang(
-            load_credentials(args.kubeconfig),
-            GangKey(namespace, name) if name else None,
-            config=_looking_config(args),
-            topology_namespace=args.topology_namespace,
-            cluster=args.cluster,
+    try:
+        lines = asyncio.run(
+            explain_gang(
+                load_credentials(args.kubeconfig),
+                GangKey(namespace, name) if name else None,
+                config=_looking_config(args),
+                topology_namespace=args.topology_namespace,
+                cluster=args.cluster,
+            )
         )
-    )
+    except Exception as error:  # no kubeconfig, the API server away or refusing: said
+        print(f"error: could not read the cluster: {error}", file=sys.stderr)
+        return 2
     print("\n".join(lines))
     return 0
 
@@ -389,10 +393,18 @@ def _top(args: argparse.Namespace) -> int:
     from scheduler.shell.api import load_credentials  # noqa: PLC0415
     from scheduler.shell.explaining import top  # noqa: PLC0415
 
-    credentials = load_credentials(args.kubeconfig)
-    config = _looking_config(args)
-    print("\n".join(asyncio.run(top(credentials, config=config,
-                                     topology_namespace=args.topology_namespace))))  # fmt: skip
+    try:
+        lines = asyncio.run(
+            top(
+                load_credentials(args.kubeconfig),
+                config=_looking_config(args),
+                topology_namespace=args.topology_namespace,
+            )
+        )
+    except Exception as error:  # no kubeconfig, the API server away or refusing: said
+        print(f"error: could not read the cluster: {error}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
     return 0
 
 

@@ -1,6 +1,7 @@
 import importlib.util
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -120,3 +121,23 @@ def test_explain_takes_a_gang_or_cluster_and_says_so_when_given_neither(
     assert (args.gang, args.cluster) == (None, True)
     assert main(["explain"]) == 2
     assert "give the gang as NAMESPACE/NAME (or --cluster)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["top"], ["explain", "ml/huge"], ["explain", "--cluster"]])
+def test_explain_and_top_say_in_one_line_when_they_cannot_read_the_cluster(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No kubeconfig, or one naming an API server that refuses the connection: exit 2 and
+    one line, not a traceback (as snapshot does)."""
+    closed = tmp_path / "closed.yaml"
+    closed.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        'clusters: [{name: c, cluster: {server: "http://127.0.0.1:1"}}]\n'
+        "users: [{name: u, user: {}}]\n"
+        "contexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n"
+    )
+    for kubeconfig in (tmp_path / "missing.yaml", closed):
+        assert main([*command, "--kubeconfig", str(kubeconfig)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: could not read the cluster: "), err
+        assert "Traceback" not in err
