@@ -142,6 +142,8 @@ class ClusterCache:
         self._memory: dict[GangKey, GangState] = {}
         # Time-based fair share (#22): the queues' recent usage, as the last pass left it.
         self.queue_usage: QueueUsage | None = None
+        # The tree the last pass placed on (for the stranded-by-topology gauge, #26).
+        self.placed_on: Topology | None = None
         self._updated: set[GangKey] = set()  # memory the shell changed since the last snapshot
         # ConfigMaps of seed 004, by "namespace/name": topologies (with why one is unusable)
         # and Sakkara groups.
@@ -635,6 +637,16 @@ class ClusterCache:
                 free[name], allocatable[name] = info.free, node.allocatable
         waiting = [self._ours[uid].requests for uid in self._pending if uid in self._ours]
         return free, allocatable, waiting
+
+    def tier_needs(self) -> list[tuple[str, int]]:
+        """What the waiting gangs need free inside one unit of a level (their hard
+        networkTopology), as the passes that last looked at them found it."""
+        return [
+            need
+            for state in self._memory.values()
+            if not state.satisfied
+            for need in state.tier_needs
+        ]
 
     def allocatable_total(self) -> dict[str, int]:
         """The allocatable room of the ready, schedulable nodes, summed."""

@@ -318,10 +318,18 @@ def explain_cluster(snapshot: Snapshot, *, config: Config) -> list[str]:
         and not p.deleting
         and p.phase not in TERMINAL_PHASES
     ]
+    topology = topology_of(snapshot, config)
+    needs = [
+        need
+        for gang in resolve(snapshot, config).gangs.values()
+        for need in fragmentation.tier_needs(gang, topology)
+    ]
     found = fragmentation.measure(
         {name: infos[name].free for name in usable},
         allocatable={name: node.allocatable for name, node in usable.items()},
         waiting=waiting,
+        topology=topology,
+        needs=needs,
     )
     return [f"cluster: {len(usable)} ready, schedulable nodes", *fragmentation.lines(found)]
 

@@ -10,6 +10,7 @@ from scheduler.model.gangs import PodGroupStatus
 from scheduler.model.pods import GangKey, PodGroupApi, PodRef
 from scheduler.model.queues import QueueUsage
 from scheduler.model.snapshot import GangState
+from scheduler.model.topology import Topology
 
 NORMAL = "Normal"
 WARNING = "Warning"
@@ -176,3 +177,5 @@ class Result:
     topology_notes: tuple[str, ...] = ()
     # With --fair-share-half-life (#22): the queues' recent usage, for the next pass.
     queue_usage: QueueUsage | None = None
+    # The tree the pass placed on, for the stranded-by-topology gauge (#26).
+    topology: Topology | None = None

@@ -89,6 +89,9 @@ class GangState:
     # A head gang (waited past --starvation-after): where each member is to go, the room
     # held for it there as it frees.
     head_target: Mapping[PodRef, str] = field(default_factory=dict)
+    # For the stranded-by-topology gauge (#26): while it waits with nothing bound, the GPUs
+    # (level, GPUs) its hard networkTopology (and each subgroup's) needs inside one unit.
+    tier_needs: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,6 +194,7 @@ class SchedulingLoop:
                 raise
             self._cache.remember(dict(result.memory))
             self._cache.queue_usage = result.queue_usage
+            self._cache.placed_on = result.topology
         finally:
             # Sent binds go on whatever happened; what a cancelled pass's thread still decides
             # is not sent.
@@ -292,11 +293,23 @@ async def measure_fragmentation(
 ) -> None:
     """The fragmentation gauges (#26), from the cache's room as of the last pass, every
     ``interval`` seconds: O(nodes), off the passes."""
+    shown: set[str] = set()  # the levels the stranded-by-topology gauge has
     while True:
         free, allocatable, waiting = cache.room()
-        found = fragmentation.measure(free, allocatable=allocatable, waiting=waiting)
+        found = fragmentation.measure(
+            free,
+            allocatable=allocatable,
+            waiting=waiting,
+            topology=cache.placed_on,
+            needs=cache.tier_needs(),
+        )
         for resource in fragmentation.MEASURED:
             metrics.stranded.labels(resource=resource).set(found.stranded.get(resource, 0))
+        for level, gpus in found.stranded_by_tier.items():
+            metrics.stranded_by_topology.labels(level=level).set(gpus)
+        for level in shown - found.stranded_by_tier.keys():  # no gang waits held to it
+            metrics.stranded_by_topology.remove(level)
+        shown = set(found.stranded_by_tier)
         metrics.placeable_members.set(found.placeable)
         metrics.whole_gpu_nodes.set(found.whole_gpu_nodes)
         await asyncio.sleep(interval)

@@ -38,6 +38,7 @@ class Metrics:
     stranded: Gauge
     placeable_members: Gauge
     whole_gpu_nodes: Gauge
+    stranded_by_topology: Gauge
     queue_allocated: Gauge
     queue_fair_share: Gauge
     queue_deserved: Gauge
@@ -169,6 +170,14 @@ class Metrics:
                 "gang_scheduler_whole_gpu_nodes",
                 "Fragmentation (#26): nodes whose GPUs are all free: the largest gang of "
                 "whole-node GPU members that could start now, in nodes.",
+                registry=registry,
+            ),
+            stranded_by_topology=Gauge(
+                "gang_scheduler_stranded_by_topology",
+                "Fragmentation (#26): free GPUs in the units of a level (racks, blocks) "
+                "holding fewer than the smallest waiting gang held to one unit of that level "
+                "(a hard networkTopology) needs; only levels such a gang waits on.",
+                ["level"],
                 registry=registry,
             ),
             leader=Gauge(

@@ -3,11 +3,28 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from dataclasses import replace
+from typing import Any
+
+from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.objects import volcano_podgroup_from_dict
 from scheduler.core.explaining import explain_cluster
-from scheduler.core.fragmentation import measure
+from scheduler.core.fragmentation import measure, tier_needs
+from scheduler.core.gangs import resolve
+from scheduler.core.scheduling import schedule
+from scheduler.model import names
 from scheduler.model.config import Config
+from scheduler.model.nodes import Node
+from scheduler.model.pods import GangKey, Pod
 from scheduler.model.resources import GPU, Resources
-from tests.unit.builders import T0, gang_pods, node, pod, snapshot
+from scheduler.model.topology import topology_from_labels
+from scheduler.shell.looping import measure_fragmentation
+from scheduler.shell.metrics import Metrics
+from tests.unit.builders import SCHEDULER, T0, gang_pods, node, pod, snapshot
+from tests.unit.test_subgroups import podgroup as subgroup_podgroup
+from tests.unit.test_subgroups import replicas
 
 
 def gpus(n: int, cpu: int = 8000) -> Resources:
@@ -56,3 +73,154 @@ def test_explain_cluster_reads_the_snapshot_as_the_gauges_do() -> None:
     assert "2 members wait; the smallest asks for" in lines[2]
     assert "2 of that shape fit now, node by node" in lines
     assert "nvidia.com/gpu: 1" in lines[-1]
+
+
+# Stranded by topology: free GPUs in units too small for the gangs held to one unit.
+
+RACK_LABEL = "topology.example/rack"
+RACKS_BY_LABEL = Config(topology_labels=(("rack", RACK_LABEL),))
+
+
+def rack_nodes(gpu: int = 4) -> list[Node]:
+    """Six nodes of ``gpu`` GPUs, two in each of rack-0, rack-1 and rack-2."""
+    return [node(f"n{i}", gpu=gpu, labels={RACK_LABEL: f"rack-{i // 2}"}) for i in range(6)]
+
+
+def users(*gpus_on: tuple[str, int]) -> list[Pod]:
+    """Another scheduler's running pods, using GPUs on nodes."""
+    return [
+        pod(f"used-{n}", gpu=g, node_name=n, phase="Running", scheduler="default-scheduler")
+        for n, g in gpus_on
+    ]
+
+
+def rack_gang(name: str, count: int, *, gpu: int = 2, mode: str = "hard") -> tuple[Any, list[Pod]]:
+    """A Volcano PodGroup of ``count`` members of ``gpu`` GPUs held to one rack (tier 1)."""
+    group = volcano_podgroup_from_dict(
+        {
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {
+                "minMember": count,
+                "networkTopology": {"mode": mode, "highestTierAllowed": 1},
+            },
+        }
+    )
+    pods = gang_pods(name, count, gpu=gpu, annotations={names.VOLCANO_GROUP_NAME: name}, created=T0)
+    return group, pods
+
+
+def test_gpus_free_in_racks_too_small_for_the_smallest_rack_bound_gang_are_stranded() -> None:
+    """Racks of 8 GPUs with 3, 5 and 0 free; a gang needing 6 in one rack waits and one
+    needing 4 too: only rack-0's 3 are of no use to either (rack-1's 5 hold the 4)."""
+    free = {
+        "n0": gpus(1),
+        "n1": gpus(2),
+        "n2": gpus(4),
+        "n3": gpus(1),
+        "n4": gpus(0),
+        "n5": gpus(0),
+    }
+    topology = topology_from_labels(
+        (("rack", RACK_LABEL),), {n.name: n.labels for n in rack_nodes()}
+    )
+    found = measure(
+        free,
+        allocatable={name: gpus(4) for name in free},
+        waiting=[gpus(2)],
+        topology=topology,
+        needs=[("rack", 6), ("rack", 4), ("zone", 2)],  # no zone level: not measured
+    )
+    assert found.stranded_by_tier == {"rack": 3}
+    assert found.tier_needs == {"rack": 4}
+    assert found.stranded[GPU] == 2  # n0 and n3 take no 2-GPU member
+
+
+def test_a_pass_remembers_what_a_waiting_rack_bound_gang_needs_and_the_cache_measures_it() -> None:
+    """Racks of two 4-GPU nodes with 3, 5 and 2 free: a gang of 3 two-GPU members held to
+    one rack needs 6 and waits, though 10 GPUs are free: all 10 are stranded at the rack
+    level. The gauge reads it as the shell does, from the cache the pass left."""
+    group, pods = rack_gang("train", 3)
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    for n in rack_nodes():
+        cache.upsert_node(n)
+    for p in [*users(("n0", 4), ("n1", 1), ("n2", 3), ("n4", 3), ("n5", 3)), *pods]:
+        cache.upsert_pod(p)
+    cache.upsert_podgroup(group)
+    result = schedule(cache.snapshot(now=T0), now=T0, config=RACKS_BY_LABEL)
+    assert not result.bindings
+    assert result.memory[group.key].tier_needs == (("rack", 6),)
+    cache.remember(dict(result.memory))
+    cache.placed_on = result.topology
+
+    asyncio.run(measured_twice(cache, group.key))
+
+
+async def measured_twice(cache: ClusterCache, key: GangKey) -> None:
+    """The shell's fragmentation task, measuring as the test's passes change the cache."""
+    metrics = Metrics.create()
+    task = asyncio.create_task(measure_fragmentation(cache, metrics, interval=0.01))
+    await asyncio.sleep(0.015)
+    assert sample(metrics, "gang_scheduler_stranded_by_topology", level="rack") == 10
+    assert sample(metrics, "gang_scheduler_stranded", resource=GPU) == 3  # n2, n4, n5: 1 each
+
+    # A rack frees up: the gang binds, nothing waits held to a level, the label goes.
+    cache.remove_pod(users(("n2", 3))[0].ref.uid)
+    result = schedule(cache.snapshot(now=T0 + 1), now=T0 + 1, config=RACKS_BY_LABEL)
+    assert result.bindings
+    assert result.memory[key].tier_needs == ()
+    cache.remember(dict(result.memory))
+    await asyncio.sleep(0.02)
+    assert sample(metrics, "gang_scheduler_stranded_by_topology", level="rack") is None
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def test_a_soft_tier_a_running_gang_and_a_cpu_only_gang_need_nothing_held_to_a_unit() -> None:
+    topology = topology_from_labels(
+        (("rack", RACK_LABEL),), {n.name: n.labels for n in rack_nodes()}
+    )
+    for group, pods in (
+        rack_gang("soft", 2, mode="soft"),
+        rack_gang("cpu", 2, gpu=0),
+    ):
+        snap = snapshot(rack_nodes(), pods, podgroups=[group])
+        gang = resolve(snap, RACKS_BY_LABEL).gangs[group.key]
+        assert tier_needs(gang, topology) == ()
+    group, pods = rack_gang("running", 3)
+    pods[0] = replace(pods[0], node_name="n0", phase="Running")
+    snap = snapshot(rack_nodes(), pods, podgroups=[group])
+    assert tier_needs(resolve(snap, RACKS_BY_LABEL).gangs[group.key], topology) == ()
+
+
+def test_explain_cluster_says_what_is_stranded_by_topology() -> None:
+    group, pods = rack_gang("train", 3)
+    used = users(("n0", 4), ("n1", 1), ("n2", 3), ("n4", 3), ("n5", 3))
+    snap = snapshot(rack_nodes(), [*used, *pods], podgroups=[group])
+    lines = explain_cluster(snap, config=RACKS_BY_LABEL)
+    assert lines[-1] == (
+        "stranded by topology at rack: 10 GPUs free in racks with fewer than 6 free, "
+        "the least a gang held to one rack needs"
+    )
+
+
+def sample(metrics: Metrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def test_each_subgroup_held_to_a_rack_needs_its_own_size_in_one_rack() -> None:
+    """Two replicas of 2 one-GPU members, each held to one rack (the subgroup policy's
+    networkTopology): each needs 2 GPUs inside one rack; the gang as a whole needs none."""
+    group = subgroup_podgroup(
+        "llm",
+        min_member=4,
+        size=2,
+        min_subgroups=2,
+        networkTopology={"mode": "hard", "highestTierAllowed": 1},
+    )
+    snap = snapshot(rack_nodes(), replicas("llm", 2, 2), podgroups=[group])
+    gang = resolve(snap, RACKS_BY_LABEL).gangs[group.key]
+    topology = topology_from_labels(
+        (("rack", RACK_LABEL),), {n.name: n.labels for n in rack_nodes()}
+    )
+    assert tier_needs(gang, topology) == (("rack", 2), ("rack", 2))
