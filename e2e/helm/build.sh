@@ -21,7 +21,8 @@ PROMETHEUS_OPERATOR_VERSION=v0.85.0
 RECIPE=1
 cache_root=${GANG_SCHEDULER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gang-scheduler}
 
-die() { echo "error: $*" >&2; exit 1; }
+# shellcheck source=../gomodule.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../gomodule.sh"
 
 key=$( (echo "recipe $RECIPE"; echo "helm $HELM_VERSION prometheus-operator $PROMETHEUS_OPERATOR_VERSION") \
        | sha256sum | cut -c1-12)
@@ -36,14 +37,6 @@ case "${1:-}" in
   *) die "unknown option ${1}; usage: build.sh [--path]" ;;
 esac
 
-module_dir() {  # the source of module $1 at exact version $2, downloaded if need be
-  local dir
-  dir=$(go mod download -json "$1@$2" 2>/dev/null | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [ -n "$dir" ] && [ -d "$dir" ] || die "the Go module proxy did not serve $1@$2
-  (GOPROXY=$(go env GOPROXY)); the version is pinned in ${BASH_SOURCE[0]}"
-  echo "$dir"
-}
-
 if [ ! -x "$binary" ] || ! crds_there; then
   command -v go >/dev/null 2>&1 || die "Go is not installed (or not on PATH): install Go 1.26 or
   newer (Debian: apt-get install golang-go) to build helm, which the chart's tests run"
@@ -52,7 +45,7 @@ if [ ! -x "$binary" ] || ! crds_there; then
 fi
 
 if [ ! -x "$binary" ]; then
-  src=$(module_dir helm.sh/helm/v4 "$HELM_VERSION")
+  src=$(module_dir helm.sh/helm/v4 "$HELM_VERSION" "${BASH_SOURCE[0]}")
   echo "building helm $HELM_VERSION into $out" >&2
   echo "a cold build takes a few minutes on a small machine; later runs reuse the cache" >&2
   # As helm's own Makefile stamps a release, so that `helm version` names it.
@@ -69,7 +62,8 @@ if [ ! -x "$binary" ]; then
 fi
 
 if ! crds_there; then
-  src=$(module_dir github.com/prometheus-operator/prometheus-operator "$PROMETHEUS_OPERATOR_VERSION")
+  src=$(module_dir github.com/prometheus-operator/prometheus-operator \
+        "$PROMETHEUS_OPERATOR_VERSION" "${BASH_SOURCE[0]}")
   for kind in servicemonitor prometheusrule; do
     crd="$out/$kind-crd.yaml"
     [ -s "$crd" ] && continue

@@ -19,7 +19,8 @@ RECIPE=1
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cache_root=${GANG_SCHEDULER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gang-scheduler}
 
-die() { echo "error: $*" >&2; exit 1; }
+# shellcheck source=../gomodule.sh
+source "$here/../gomodule.sh"
 
 name=${1:-}
 [ -n "$name" ] || die "usage: build.sh NAME [--path|--crds] (NAME from $here/versions.txt)"
@@ -35,14 +36,7 @@ out="$cache_root/bin/operator-$name-$version-$key"
 binary="$out/$name"
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
-source_dir() {  # the module's source in the module cache, downloaded if need be
-  local dir
-  dir=$(go mod download -json "$module@$version" 2>/dev/null \
-        | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [ -n "$dir" ] && [ -d "$dir" ] || die "the Go module proxy did not serve $module@$version
-  (GOPROXY=$(go env GOPROXY)); the version is pinned in $here/versions.txt"
-  echo "$dir"
-}
+source_dir() { module_dir "$module" "$version" "$here/versions.txt"; }
 
 case "${2:-}" in
   --path) echo "$binary"; [ -x "$binary" ]; exit ;;

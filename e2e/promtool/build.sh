@@ -19,7 +19,8 @@ PROMETHEUS_VERSION=3.16.0  # the release that module version is (its VERSION fil
 RECIPE=1
 cache_root=${GANG_SCHEDULER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gang-scheduler}
 
-die() { echo "error: $*" >&2; exit 1; }
+# shellcheck source=../gomodule.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../gomodule.sh"
 
 key=$( (echo "recipe $RECIPE"; echo "prometheus $PROMETHEUS_MODULE_VERSION") | sha256sum | cut -c1-12)
 out="$cache_root/bin/promtool-$PROMETHEUS_MODULE_VERSION-$key"
@@ -36,10 +37,7 @@ if [ ! -x "$binary" ]; then
   newer (Debian: apt-get install golang-go) to build promtool, which checks the chart's alerts"
   export GOTOOLCHAIN=local CGO_ENABLED=0 GOWORK=off
   module=github.com/prometheus/prometheus
-  src=$(go mod download -json "$module@$PROMETHEUS_MODULE_VERSION" 2>/dev/null \
-        | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-  [ -n "$src" ] && [ -d "$src" ] || die "the Go module proxy did not serve $module@$PROMETHEUS_MODULE_VERSION
-  (GOPROXY=$(go env GOPROXY)); the version is pinned in ${BASH_SOURCE[0]}"
+  src=$(module_dir "$module" "$PROMETHEUS_MODULE_VERSION" "${BASH_SOURCE[0]}")
   [ "$(cat "$src/VERSION" 2>/dev/null)" = "$PROMETHEUS_VERSION" ] \
     || die "$module@$PROMETHEUS_MODULE_VERSION is not Prometheus $PROMETHEUS_VERSION (its VERSION file says
   $(cat "$src/VERSION" 2>/dev/null || echo nothing)); fix the pair in ${BASH_SOURCE[0]}"
