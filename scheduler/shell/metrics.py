@@ -28,6 +28,7 @@ class Metrics:
     events_dropped: Counter
     loop_lag_seconds: Histogram
     loop_lag_max_seconds: Gauge
+    gc_pause_seconds: Histogram
     background_errors: Counter
     preemption_victims: Counter
     reclaim_victims: Counter
@@ -114,6 +115,13 @@ class Metrics:
             loop_lag_max_seconds=Gauge(
                 "gang_scheduler_event_loop_lag_max_seconds",
                 "The longest the event loop was blocked since the process started.",
+                registry=registry,
+            ),
+            gc_pause_seconds=Histogram(
+                "gang_scheduler_gc_pause_seconds",
+                "Full garbage collections (generation 2) of the interpreter: every thread, "
+                "the event loop's included, stops while one runs.",
+                buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
                 registry=registry,
             ),
             background_errors=Counter(

@@ -5,6 +5,7 @@ cleared (taking the snapshot clears it)."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
 import time
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from scheduler.model.config import Config
 from scheduler.model.decisions import Binding, GangBinding, GroupBinding
 from scheduler.model.pods import GangKey, PodRef
 from scheduler.shell.binding import Binder
-from scheduler.shell.looping import APPLY_SLICE, EarlyBinds, SchedulingLoop
+from scheduler.shell.looping import APPLY_SLICE, EarlyBinds, SchedulingLoop, measure_lag
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
 from scheduler.shell.recording import EventRecorder
@@ -147,3 +148,29 @@ def test_nothing_is_sent_early_once_the_pass_has_ended() -> None:
     count, ids = asyncio.run(scenario())
     assert count == APPLY_SLICE  # the rest is the loop's to apply with the result
     assert ids == {id(g) for g in groups[:APPLY_SLICE]}
+
+
+def test_full_garbage_collections_are_timed_while_the_lag_is_measured_and_not_after() -> None:
+    """A full collection stops the event loop with every other thread: the lag watcher
+    times each one (the gauge of the loop's longest stretch may be one), and takes its
+    ``gc`` callback away when it stops."""
+    metrics = Metrics.create()
+
+    def collections() -> float:
+        return metrics.registry.get_sample_value("gang_scheduler_gc_pause_seconds_count") or 0.0
+
+    async def scenario() -> tuple[float, float]:
+        task = asyncio.create_task(measure_lag(metrics))
+        await asyncio.sleep(0)
+        gc.collect(1)  # not a full one
+        gc.collect()
+        gc.collect()
+        during = collections()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        gc.collect()
+        return during, collections()
+
+    during, after = asyncio.run(scenario())
+    assert during >= 2  # the two asked for (an automatic one may come too)
+    assert after == during
