@@ -30,7 +30,7 @@ from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.decisions import ClaimWrite
 from scheduler.model.devices import Consumer, DeviceClass, ResourceClaim, ResourceSlice
 from scheduler.model.gangs import Owner, PodGroup, queue_of_pod
-from scheduler.model.holdings import HoldingsSum, NodeHoldings, QueueHoldings
+from scheduler.model.holdings import HoldingsSum, NodeHoldings, QueueHoldings, census
 from scheduler.model.nodes import Node, NodeInfo
 from scheduler.model.owners import OwnerKey, OwnerKind, owners_of
 from scheduler.model.pods import GangKey, Pod, PodGroupApi, PodRef, gang_key_of
@@ -601,29 +601,14 @@ class ClusterCache:
         self._everything |= name in self._queues
         self._drop(self._queues, name)
 
+    def census_inputs(self) -> tuple[list[Pod], dict[GangKey, PodGroup]]:
+        """Our pods and the PodGroups by gang, copied, for ``model.holdings.census`` in a
+        worker thread (the cache goes on changing on the event loop meanwhile)."""
+        return list(self._ours.values()), self._podgroups_by_gang()
+
     def queue_census(self) -> QueueCensus:
-        """What every pod of ours counts for its queue: the room bound ones hold, and the
-        gangs running (a member bound) and waiting (a member pending), by queue. A walk over
-        our pods, for the Queues' status every few seconds, not for a pass."""
-        podgroups = self._podgroups_by_gang()
-        held: dict[str, Resources] = {}
-        running: dict[str, set[GangKey]] = {}
-        pending: dict[str, set[GangKey]] = {}
-        for pod in self._ours.values():
-            if not pod.alive:
-                continue
-            queue = queue_of_pod(pod, podgroups)
-            if pod.bound:
-                held[queue] = held.get(queue, Resources()) + pod.requests
-                running.setdefault(queue, set()).add(gang_key_of(pod))
-            else:
-                pending.setdefault(queue, set()).add(gang_key_of(pod))
-        waiting = {q: len(g - running.get(q, set())) for q, g in pending.items()}
-        return QueueCensus(  # a gang with a member bound runs, whoever else waits
-            held=held,
-            running={q: len(g) for q, g in running.items()},
-            pending={q: n for q, n in waiting.items() if n},
-        )
+        """``model.holdings.census`` of the cache as it is now."""
+        return census(*self.census_inputs())
 
     def room(self) -> tuple[dict[str, Resources], dict[str, Resources], list[Resources]]:
         """For the fragmentation gauges (#26): the free and the allocatable room of the

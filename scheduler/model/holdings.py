@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from scheduler.model.gangs import PodGroup, queue_of_pod
 from scheduler.model.nodes import Node, NodeInfo
-from scheduler.model.pods import GangKey
-from scheduler.model.queues import DEFAULT_QUEUE
+from scheduler.model.pods import TERMINAL_PHASES, GangKey, Pod, gang_key_of
+from scheduler.model.queues import DEFAULT_QUEUE, QueueCensus
 from scheduler.model.resources import Resources
 
 
@@ -101,6 +101,36 @@ class HoldingsSum:
             held=_nonzero(self._held), leaving=_nonzero(self._leaving),
             room=Resources(self._room), ours=ours,
         )  # fmt: skip
+
+
+def census(pods: Iterable[Pod], podgroups: Mapping[GangKey, PodGroup]) -> QueueCensus:
+    """What every pod of ours counts for its queue: the room bound ones hold, and the gangs
+    running (a member bound) and waiting (a member pending), by queue ("" for the default).
+    A walk over every pod, for the Queues' status every few seconds, never in a pass: in
+    plain sums (a ``Resources`` made per pod took 0.2 s at 60,000 pods, and the walk, on
+    the event loop, held it 0.5-1 s at 10,000 nodes: session 35), in a worker thread."""
+    held: dict[str, dict[str, int]] = {}
+    running: dict[str, set[GangKey]] = {}
+    pending: dict[str, set[GangKey]] = {}
+    for pod in pods:
+        if pod.deleting or pod.phase in TERMINAL_PHASES:  # not alive
+            continue
+        queue = queue_of_pod(pod, podgroups)
+        if pod.node_name:
+            into = held.get(queue)
+            if into is None:
+                into = held[queue] = {}
+            for resource, amount in pod.requests.amounts.items():
+                into[resource] = into.get(resource, 0) + amount
+            running.setdefault(queue, set()).add(gang_key_of(pod))
+        else:
+            pending.setdefault(queue, set()).add(gang_key_of(pod))
+    waiting = {q: len(g - running.get(q, set())) for q, g in pending.items()}
+    return QueueCensus(  # a gang with a member bound runs, whoever else waits
+        held={q: Resources(a) for q, a in held.items()},
+        running={q: len(g) for q, g in running.items()},
+        pending={q: n for q, n in waiting.items() if n},
+    )
 
 
 def holdings(

@@ -15,6 +15,7 @@ import structlog
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.queues import queue_status_patch
 from scheduler.core.queues import QueueBook, queue_statuses
+from scheduler.model import holdings
 from scheduler.model.queues import DEFAULT_QUEUE, QUEUE_API, QueueStatus
 from scheduler.shell.api import ApiClient, ApiError
 from scheduler.shell.metrics import Metrics
@@ -59,7 +60,8 @@ class QueueKeeper:
             return
         if DEFAULT_QUEUE not in queues and not self._default_made:
             await self._make_default()
-        census = self._cache.queue_census()
+        # Off the event loop: a walk over every pod of ours (0.2 s at 60,000 pods).
+        census = await asyncio.to_thread(holdings.census, *self._cache.census_inputs())
         observed = self._cache.queue_statuses()
         statuses = queue_statuses(queues, census=census, observed=observed)
         self._measure(queues, census.held, statuses)
