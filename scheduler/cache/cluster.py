@@ -142,7 +142,8 @@ class ClusterCache:
         self._memory: dict[GangKey, GangState] = {}
         # Time-based fair share (#22): the queues' recent usage, as the last pass left it.
         self.queue_usage: QueueUsage | None = None
-        # The tree the last pass placed on (for the stranded-by-topology gauge, #26).
+        # The tree the last pass with a gang stating a tier placed on (for the
+        # stranded-by-topology gauge, #26).
         self.placed_on: Topology | None = None
         self._updated: set[GangKey] = set()  # memory the shell changed since the last snapshot
         # ConfigMaps of seed 004, by "namespace/name": topologies (with why one is unusable)

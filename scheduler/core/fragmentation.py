@@ -66,12 +66,17 @@ def _size(requests: Resources) -> tuple[int, ...]:
     return tuple(requests.get(r, 0) for r in (GPU, CPU, MEMORY))
 
 
+def tiered(gang: Gang) -> bool:
+    """Whether the gang, or a subgroup of it, states a networkTopology."""
+    return gang.network_topology is not None or any(s.topology for s in gang.subgroups)
+
+
 def tier_needs(gang: Gang, topology: Topology) -> tuple[TierNeed, ...]:
     """What ``gang``, waiting with no member bound, needs free inside one unit of a level:
     for its hard networkTopology the GPUs of its minimum (its members asking least), and
     for each subgroup's the GPUs of that subgroup's size. A running gang is fenced to the
     unit where it is; a tier naming no level of the topology is said elsewhere."""
-    if gang.network_topology is None and not any(s.topology for s in gang.subgroups):
+    if not tiered(gang):
         return ()  # most gangs: nothing to look at
     pending = [p for p in gang.members if p.alive and not p.bound]
     if not pending or any(p.alive and p.bound for p in gang.members):

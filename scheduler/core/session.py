@@ -21,7 +21,7 @@ from functools import cached_property
 from scheduler.core.arranging import Arranger, Tree, placement_tree, ranks
 from scheduler.core.claiming import DeviceWorld, no_selectors
 from scheduler.core.filtering import volume_problem, volume_terms
-from scheduler.core.fragmentation import tier_needs
+from scheduler.core.fragmentation import tier_needs, tiered
 from scheduler.core.gangs import gang_groups, priority_of, queue_key, resolve, topology_of
 from scheduler.core.neighbouring import Neighbours
 from scheduler.core.placing import Ledger, NodeFinder, Signature
@@ -1286,7 +1286,8 @@ class Session:
                 self.wake(state.due_at)
         for key, gang in self.gangs.items():
             outcome = self.outcomes[key]
-            needs = () if outcome.bindings else tier_needs(gang, self.topology)
+            # The tree only where a gang states a tier: a flat one sorts every node.
+            needs = () if outcome.bindings or not tiered(gang) else tier_needs(gang, self.topology)
             memory[key] = replace(outcome.state, condition=outcome.condition, tier_needs=needs)
             if gang.podgroup is None:
                 continue
@@ -1319,5 +1320,5 @@ class Session:
             queue_usage=self.queue_usage,
             attempts=tuple(self.attempts),
             topology_notes=self.topology_notes,
-            topology=self.topology,
+            topology=self.topology if any(map(tiered, self.gangs.values())) else None,
         )

@@ -177,5 +177,6 @@ class Result:
     topology_notes: tuple[str, ...] = ()
     # With --fair-share-half-life (#22): the queues' recent usage, for the next pass.
     queue_usage: QueueUsage | None = None
-    # The tree the pass placed on, for the stranded-by-topology gauge (#26).
+    # The tree the pass placed on, for the stranded-by-topology gauge (#26); None when no
+    # gang of the pass states a tier (the tree is then not built).
     topology: Topology | None = None

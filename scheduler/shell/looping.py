@@ -195,7 +195,8 @@ class SchedulingLoop:
                 raise
             self._cache.remember(dict(result.memory))
             self._cache.queue_usage = result.queue_usage
-            self._cache.placed_on = result.topology
+            if result.topology is not None:  # else no gang of the pass states a tier
+                self._cache.placed_on = result.topology
         finally:
             # Sent binds go on whatever happened; what a cancelled pass's thread still decides
             # is not sent.

@@ -224,3 +224,16 @@ def test_each_subgroup_held_to_a_rack_needs_its_own_size_in_one_rack() -> None:
         (("rack", RACK_LABEL),), {n.name: n.labels for n in rack_nodes()}
     )
     assert tier_needs(gang, topology) == (("rack", 2), ("rack", 2))
+
+
+def test_a_pass_with_no_gang_stating_a_tier_builds_no_tree() -> None:
+    """A flat tree sorts every node (10,000 at the bench's biggest tier): it is built only
+    for a pass that places a gang held to a tier, and only then handed to the gauge."""
+    plain = gang_pods("plain", 2, gang="plain", min_available=2, gpu=1, created=T0)
+    assert schedule(snapshot(rack_nodes(), plain), now=T0, config=RACKS_BY_LABEL).topology is None
+    group, pods = rack_gang("train", 2)
+    held = schedule(
+        snapshot(rack_nodes(), [*plain, *pods], podgroups=[group]), now=T0, config=RACKS_BY_LABEL
+    )
+    assert held.topology is not None
+    assert held.topology.levels == ("rack", "node")
