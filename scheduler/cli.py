@@ -14,9 +14,6 @@ import sys
 from types import ModuleType
 from typing import Any
 
-# The interpreter's thread switch interval while the scheduler runs (see ``_run``).
-SWITCH_INTERVAL = 0.0005
-
 
 def _import_structlog() -> ModuleType:
     """structlog, without rich. structlog's console renderer imports rich, when installed,
@@ -316,12 +313,6 @@ async def _run(args: argparse.Namespace) -> None:
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
     gc.enable()  # main() turned it off while the modules loaded
-    # The passes and the Queues' census run in worker threads beside the event loop. Each
-    # time the loop gives up the interpreter for a system call (a bind's send and receive,
-    # the wait for the next event), it waited up to the switch interval (5 ms by default)
-    # to have it back while a worker computed: at 10,000 nodes the loop was held up to
-    # 1.1 s at a time. A shorter interval hands it back sooner, for a few more switches.
-    sys.setswitchinterval(SWITCH_INTERVAL)
     # kopf handles SIGINT and SIGTERM itself: it stops the watches, then run_operator drains.
     config = Config(
         **_names(args.scheduler_name),
