@@ -13,6 +13,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, star
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 
 
+# Buckets of the histograms of stalls: how long the event loop could not run.
+STALL_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+
+
 @dataclass(frozen=True)
 class Metrics:
     registry: CollectorRegistry
@@ -109,7 +113,7 @@ class Metrics:
                 "gang_scheduler_event_loop_lag_seconds",
                 "How late the event loop woke a 20 ms timer: time nothing else could run "
                 "(watch events, binds, the Lease renewal).",
-                buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+                buckets=STALL_BUCKETS,
                 registry=registry,
             ),
             loop_lag_max_seconds=Gauge(
@@ -121,7 +125,7 @@ class Metrics:
                 "gang_scheduler_gc_pause_seconds",
                 "Full garbage collections (generation 2) of the interpreter: every thread, "
                 "the event loop's included, stops while one runs.",
-                buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+                buckets=STALL_BUCKETS,
                 registry=registry,
             ),
             background_errors=Counter(
