@@ -630,7 +630,7 @@ class ClusterCache:
         return [
             need
             for state in self._memory.values()
-            if not state.satisfied
+            if not (state.satisfied or state.timed_out)  # a timed-out gang is not tried
             for need in state.tier_needs
         ]
 

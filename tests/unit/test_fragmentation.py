@@ -19,6 +19,7 @@ from scheduler.model.config import Config
 from scheduler.model.nodes import Node
 from scheduler.model.pods import GangKey, Pod
 from scheduler.model.resources import GPU, Resources
+from scheduler.model.snapshot import GangState
 from scheduler.model.topology import topology_from_labels
 from scheduler.shell.looping import measure_fragmentation
 from scheduler.shell.metrics import Metrics
@@ -237,3 +238,16 @@ def test_a_pass_with_no_gang_stating_a_tier_builds_no_tree() -> None:
     )
     assert held.topology is not None
     assert held.topology.levels == ("rack", "node")
+
+
+def test_a_timed_out_gang_needs_nothing_held_to_a_unit() -> None:
+    """It is not tried again until its pods are made anew, as the pending-gangs gauge says."""
+    group, pods = rack_gang("train", 3)
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    for p in pods:
+        cache.upsert_pod(p)
+    cache.upsert_podgroup(group)
+    cache.remember({group.key: GangState(tier_needs=(("rack", 6),))})
+    assert cache.tier_needs() == [("rack", 6)]
+    cache.remember({group.key: GangState(tier_needs=(("rack", 6),), timed_out=True)})
+    assert cache.tier_needs() == []
