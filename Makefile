@@ -83,7 +83,7 @@ bench: setup binaries
 bench-curve: setup binaries
 	$(PY) -m bench.run --scale-xl --nodes 1000 --pods 6000 --only gang_scheduler --rounds 1
 	$(PY) -m bench.run --scale-xl --nodes 5000 --pods 30000 --only gang_scheduler --rounds 1
-	$(PY) -m bench.run --scale-xl --rounds 1
+	$(PY) -m bench.run --scale-xl --only gang_scheduler --rounds 1
 	$(PY) -m bench.curve
 
 # The simulator against the real scheduler (#26 part 5): the same trace (about 300 gangs of

@@ -3,7 +3,7 @@ run at three sizes with the same shape (gangs of 1 to 256, six pods a node):
 
     python -m bench.run --scale-xl --nodes 1000 --pods 6000 --only gang_scheduler --rounds 1
     python -m bench.run --scale-xl --nodes 5000 --pods 30000 --only gang_scheduler --rounds 1
-    python -m bench.run --scale-xl --rounds 1          # 10,000 nodes, 60,000 pods, all peers
+    python -m bench.run --scale-xl --only gang_scheduler --rounds 1   # 10,000 nodes, 60,000 pods
     python -m bench.curve
 
 reads ``bench/results/gang-scheduling-xl{-1000-nodes,-5000-nodes,}.json`` and writes
