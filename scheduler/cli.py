@@ -11,8 +11,9 @@ import os
 import platform
 import socket
 import sys
+from collections.abc import Awaitable, Callable
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 
 def _import_structlog() -> ModuleType:
@@ -37,6 +38,9 @@ structlog = _import_structlog()
 
 from scheduler import __version__  # noqa: E402
 from scheduler.model.config import Config  # noqa: E402
+
+if TYPE_CHECKING:
+    from scheduler.shell.api import Credentials
 from scheduler.sim.commands import add_commands as add_sim_commands  # noqa: E402
 
 
@@ -359,7 +363,6 @@ async def _run(args: argparse.Namespace) -> None:
 
 def _explain(args: argparse.Namespace) -> int:
     from scheduler.model.pods import GangKey  # noqa: PLC0415
-    from scheduler.shell.api import load_credentials  # noqa: PLC0415
     from scheduler.shell.explaining import explain_gang  # noqa: PLC0415
 
     # A namespace has no "/"; a gang from an owner has ("JobSet/llama/workers-0").
@@ -372,35 +375,36 @@ def _explain(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    try:
-        lines = asyncio.run(
-            explain_gang(
-                load_credentials(args.kubeconfig),
-                GangKey(namespace, name) if name else None,
-                config=_looking_config(args),
-                topology_namespace=args.topology_namespace,
-                cluster=args.cluster,
-            )
-        )
-    except Exception as error:  # no kubeconfig, the API server away or refusing: said
-        print(f"error: could not read the cluster: {error}", file=sys.stderr)
-        return 2
-    print("\n".join(lines))
-    return 0
+    return _look(
+        lambda credentials: explain_gang(
+            credentials,
+            GangKey(namespace, name) if name else None,
+            config=_looking_config(args),
+            topology_namespace=args.topology_namespace,
+            cluster=args.cluster,
+        ),
+        kubeconfig=args.kubeconfig,
+    )
 
 
 def _top(args: argparse.Namespace) -> int:
-    from scheduler.shell.api import load_credentials  # noqa: PLC0415
     from scheduler.shell.explaining import top  # noqa: PLC0415
 
+    return _look(
+        lambda credentials: top(
+            credentials, config=_looking_config(args), topology_namespace=args.topology_namespace
+        ),
+        kubeconfig=args.kubeconfig,
+    )
+
+
+def _look(looking: Callable[[Credentials], Awaitable[list[str]]], *, kubeconfig: str | None) -> int:
+    """Run a command that looks at the cluster (explain, top) and print what it says; exit 2
+    with one line when the cluster cannot be read."""
+    from scheduler.shell.api import load_credentials  # noqa: PLC0415
+
     try:
-        lines = asyncio.run(
-            top(
-                load_credentials(args.kubeconfig),
-                config=_looking_config(args),
-                topology_namespace=args.topology_namespace,
-            )
-        )
+        lines = asyncio.run(looking(load_credentials(kubeconfig)))
     except Exception as error:  # no kubeconfig, the API server away or refusing: said
         print(f"error: could not read the cluster: {error}", file=sys.stderr)
         return 2

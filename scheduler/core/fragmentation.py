@@ -81,22 +81,20 @@ def tier_needs(gang: Gang, topology: Topology) -> tuple[TierNeed, ...]:
     pending = [p for p in gang.members if p.alive and not p.bound]
     if not pending or any(p.alive and p.bound for p in gang.members):
         return ()
-    gpus = {p.ref: p.requests.get(GPU, 0) for p in pending}
     found: list[TierNeed] = []
 
-    def need(spec: NetworkTopology | None, members: Iterable[Pod | None], size: int) -> None:
+    def need(spec: NetworkTopology | None, members: Iterable[Pod], size: int) -> None:
         if spec is None or spec.mode != "hard":
             return
         level, problem = tier_level(topology, spec, where="")
-        asked = sorted(gpus[p.ref] for p in members if p is not None and p.ref in gpus)
-        total = sum(asked[:size])
+        total = sum(sorted(p.requests.get(GPU, 0) for p in members)[:size])
         if not problem and total > 0:
             found.append((level, total))
 
     need(gang.network_topology, pending, gang.min_member)
     by_ref = {p.ref: p for p in pending}
     for subgroup in gang.subgroups:
-        need(subgroup.topology, (by_ref.get(r) for r in subgroup.members), subgroup.size)
+        need(subgroup.topology, (by_ref[r] for r in subgroup.members if r in by_ref), subgroup.size)
     return tuple(found)
 
 

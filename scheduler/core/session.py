@@ -1284,9 +1284,11 @@ class Session:
                 continue
             if state.parked_at is not None:
                 self.wake(state.due_at)
+        # The tree only where a gang states a tier: a flat one sorts every node.
+        any_tiered = False
         for key, gang in self.gangs.items():
             outcome = self.outcomes[key]
-            # The tree only where a gang states a tier: a flat one sorts every node.
+            any_tiered = any_tiered or tiered(gang)
             needs = () if outcome.bindings or not tiered(gang) else tier_needs(gang, self.topology)
             memory[key] = replace(outcome.state, condition=outcome.condition, tier_needs=needs)
             if gang.podgroup is None:
@@ -1320,5 +1322,5 @@ class Session:
             queue_usage=self.queue_usage,
             attempts=tuple(self.attempts),
             topology_notes=self.topology_notes,
-            topology=self.topology if any(map(tiered, self.gangs.values())) else None,
+            topology=self.topology if any_tiered else None,
         )

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from scheduler.model.gangs import PodGroup, queue_of_pod
 from scheduler.model.nodes import Node, NodeInfo
-from scheduler.model.pods import TERMINAL_PHASES, GangKey, Pod, gang_key_of
+from scheduler.model.pods import GangKey, Pod, gang_key_of
 from scheduler.model.queues import DEFAULT_QUEUE, QueueCensus
 from scheduler.model.resources import Resources
 
@@ -113,10 +113,10 @@ def census(pods: Iterable[Pod], podgroups: Mapping[GangKey, PodGroup]) -> QueueC
     running: dict[str, set[GangKey]] = {}
     pending: dict[str, set[GangKey]] = {}
     for pod in pods:
-        if pod.deleting or pod.phase in TERMINAL_PHASES:  # not alive
+        if not pod.alive:
             continue
         queue = queue_of_pod(pod, podgroups)
-        if pod.node_name:
+        if pod.bound:
             into = held.get(queue)
             if into is None:
                 into = held[queue] = {}
