@@ -56,7 +56,8 @@ class Slots:
     for the others' thousands of members, partly bound for 4.7 s (1,000 nodes, 6,000 pods).
     The cap bounds the members bound before a started gang's last one to about
     ``cap + its size``. Members owed: urgent binds waiting or in flight, and the rest of
-    each first bind in flight (``rest``)."""
+    each first bind in flight (``rest``); the Binder keeps a gang's rest on a ``Tab`` from
+    its first bind's slot until each member's bind is over."""
 
     def __init__(self, size: int, *, cap: int | None = None) -> None:
         self._free = size
@@ -65,22 +66,37 @@ class Slots:
         self._urgent: deque[asyncio.Future[None]] = deque()
         self._first: deque[tuple[asyncio.Future[None], int]] = deque()
 
+    def tab(self) -> Tab:
+        """A tab for one gang's binds (``held(tab=...)``)."""
+        return Tab(self)
+
     @contextlib.asynccontextmanager
-    async def held(self, *, urgent: bool, rest: int = 0) -> AsyncIterator[None]:
-        """A slot for one bind; ``rest``: for a gang's first bind, the members to follow."""
-        owes = 1 if urgent else rest
-        await (self._acquire_urgent() if urgent else self._acquire_first(rest))
+    async def held(
+        self, *, urgent: bool, rest: int = 0, tab: Tab | None = None
+    ) -> AsyncIterator[None]:
+        """A slot for one bind; ``rest``: for a gang's first bind, the members to follow.
+        With a ``tab``, a first bind puts its rest on the tab rather than owing it until it
+        ends, and a member's bind is owed on the tab already."""
+        counted = tab is None
+        owes = (1 if urgent else rest) if counted else 0
+        await (self._acquire_urgent(counted=counted) if urgent else self._acquire_first(rest))
+        if tab is not None and not urgent:
+            tab.owed += rest
         try:
             yield
         finally:
             self._owed -= owes
             self._release()
 
+    def _settle(self, members: int) -> None:
+        self._owed -= members
+        self._dispatch()  # fewer members owed: a first bind held back may go now
+
     def _opens(self, rest: int) -> bool:
         return self._owed == 0 or self._owed + rest <= self._cap
 
-    async def _acquire_urgent(self) -> None:
-        self._owed += 1
+    async def _acquire_urgent(self, *, counted: bool = True) -> None:
+        self._owed += counted
         if self._free > 0 and not self._urgent:
             self._free -= 1
             return
@@ -89,7 +105,7 @@ class Slots:
         try:
             await waiter
         except asyncio.CancelledError:
-            self._owed -= 1
+            self._owed -= counted
             self._given_up(waiter, self._urgent)
             raise
 
@@ -141,6 +157,30 @@ class Slots:
             self._free -= 1
             self._owed += rest
             waiter.set_result(None)
+
+
+class Tab:
+    """The members one gang in progress still owes (``Slots``): its first bind's rest, from
+    that bind's slot until each member's bind is over, all its tries; ``close`` settles what
+    is left however the gang's binding ends (a first bind refused, a cancel).
+
+    Owed by the members' own binds instead, the rest was owed by nobody between the first
+    bind's release and the members' first tries: the next gang's first bind went in that
+    gap, and its members waited behind all of this one's (a gang of 120 partly bound for
+    5.2 s behind a gang of 256 at 1,000 nodes, the latency step of make bench-curve)."""
+
+    def __init__(self, slots: Slots) -> None:
+        self._slots = slots
+        self.owed = 0
+
+    def pay(self, members: int = 1) -> None:
+        members = min(members, self.owed)
+        if members > 0:
+            self.owed -= members
+            self._slots._settle(members)
+
+    def close(self) -> None:
+        self.pay(self.owed)
 
 
 def _subject(group: GroupBinding) -> str:
@@ -258,24 +298,30 @@ class Binder:
                 await pass_seconds()
                 self._group_failed(group, f"{error}; nothing of {_subject(group)} was bound")
                 return
-        if group.all_or_nothing:
-            first, rest = bindings[0], bindings[1:]
-            error = await self._bind(first, rest=len(rest))
-            if error is not None:
-                if written:
-                    await self._claims.release(written)
-                    self._cache.forget_claims(group.claims)
-                await pass_seconds()
-                self._first_bind_failed(group, error)
-                return
-            bound.add(first)
-            bindings = rest
-        # Past the first bind the gang is (being) satisfied: a member that fails for a reason
-        # that may pass keeps its room and tries again, or the gang could end half bound
-        # with its room taken by others (make chaos, seed 7017: an API server restart).
-        results = await asyncio.gather(
-            *(self._bind(b, patient=True, urgent=group.all_or_nothing) for b in bindings)
-        )
+        tab = self._slots.tab()
+        try:
+            if group.all_or_nothing:
+                first, rest = bindings[0], bindings[1:]
+                error = await self._bind(first, rest=len(rest), tab=tab)
+                if error is not None:
+                    tab.close()
+                    if written:
+                        await self._claims.release(written)
+                        self._cache.forget_claims(group.claims)
+                    await pass_seconds()
+                    self._first_bind_failed(group, error)
+                    return
+                bound.add(first)
+                bindings = rest
+            # Past the first bind the gang is (being) satisfied: a member that fails for a
+            # reason that may pass keeps its room and tries again, or the gang could end half
+            # bound with its room taken by others (make chaos, seed 7017: an API server
+            # restart).
+            results = await asyncio.gather(
+                *(self._member(b, tab=tab, urgent=group.all_or_nothing) for b in bindings)
+            )
+        finally:
+            tab.close()
         for binding, error in zip(bindings, results, strict=True):
             if error is not None:
                 failed.add(binding)
@@ -290,6 +336,11 @@ class Binder:
         if not group.all_or_nothing:
             await self._write_ranks(group, bound, seconds)
             return
+        await self._gangs_bound(group, failed, seconds)
+
+    async def _gangs_bound(self, group: GroupBinding, failed: set[Binding], seconds: float) -> None:
+        """Each gang of the group bound whole: its bind latency measured, its placement
+        written back."""
         for gang_binding in group.gangs:
             if any(b in failed for b in gang_binding.bindings):
                 continue  # a member goes again as an ordinary pod: the placement is stale
@@ -320,8 +371,22 @@ class Binder:
                 written = replace(gang_binding, placement=replace(placement, ranks=ranks))
                 await self._on_bound(written, seconds)
 
+    async def _member(self, binding: Binding, *, tab: Tab, urgent: bool) -> str | None:
+        """A member's bind after its gang's first (or any pod's of a group that is not all or
+        nothing); it stops being owed on the gang's tab once all its tries are over."""
+        try:
+            return await self._bind(binding, patient=True, urgent=urgent, tab=tab)
+        finally:
+            tab.pay()
+
     async def _bind(
-        self, binding: Binding, *, patient: bool = False, urgent: bool = False, rest: int = 0
+        self,
+        binding: Binding,
+        *,
+        patient: bool = False,
+        urgent: bool = False,
+        rest: int = 0,
+        tab: Tab | None = None,
     ) -> str | None:
         """Bind one pod; None on success, else what went wrong. ``patient``: errors that
         may pass are retried with backoff for up to ``patience_seconds``; ``urgent``: the
@@ -330,7 +395,7 @@ class Binder:
         deadline = time.monotonic() + self._patience
         attempt = 0
         while True:
-            failure, transient = await self._bind_once(binding, urgent=urgent, rest=rest)
+            failure, transient = await self._bind_once(binding, urgent=urgent, rest=rest, tab=tab)
             if failure is None:
                 return None
             attempt += 1
@@ -340,7 +405,7 @@ class Binder:
             await asyncio.sleep(min(0.2 * 2 ** (attempt - 1), 5.0) * random.uniform(0.8, 1.2))
 
     async def _bind_once(
-        self, binding: Binding, *, urgent: bool, rest: int = 0
+        self, binding: Binding, *, urgent: bool, rest: int = 0, tab: Tab | None = None
     ) -> tuple[str | None, bool]:
         """One bind request: (None, _) on success, else (what went wrong, whether it may
         pass if tried again)."""
@@ -357,7 +422,7 @@ class Binder:
         unsure = False  # the request may have landed although no answer came back
         transient = False
         try:
-            async with self._slots.held(urgent=urgent, rest=rest):
+            async with self._slots.held(urgent=urgent, rest=rest, tab=tab):
                 # Fencing: checked after the wait for a slot, right before the request. A
                 # replica that is not sure it still holds the Lease sends nothing.
                 if not self._fence():
