@@ -391,7 +391,8 @@ class Binder:
         """Bind one pod; None on success, else what went wrong. ``patient``: errors that
         may pass are retried with backoff for up to ``patience_seconds``; ``urgent``: the
         pod's gang has a member bound, it goes before other gangs' first binds; ``rest``: a
-        gang's first bind, with that many members to follow (``Slots``)."""
+        gang's first bind, with that many members to follow (``Slots``); ``tab``: the gang's,
+        on which its rest is owed (``Tab``)."""
         deadline = time.monotonic() + self._patience
         attempt = 0
         while True:
