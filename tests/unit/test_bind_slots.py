@@ -227,3 +227,24 @@ def test_a_gang_whose_first_bind_is_refused_or_cancelled_leaves_nothing_owed() -
 
     assert asyncio.run(refused())
     assert asyncio.run(cancelled())
+
+
+def test_a_first_bind_held_back_goes_when_a_refused_gangs_tab_is_closed() -> None:
+    """Closing a tab is all that frees the members owed: nothing is released after it, so the
+    close itself hands the free slot to the first bind held back (a review's finding: without
+    that dispatch it waits forever)."""
+
+    async def scenario() -> bool:
+        slots = Slots(2, cap=10)
+        tab = slots.tab()
+        async with slots.held(urgent=False, rest=8, tab=tab):
+            held_back = asyncio.create_task(_gang(slots, "b", 6, []))
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.01)  # a slot is free, but 8 + 5 > 10: it still waits
+        waited = not held_back.done()
+        tab.close()  # the first bind was refused: no member follows
+        async with asyncio.timeout(1):
+            await held_back
+        return waited and await _owes_nothing(slots)
+
+    assert asyncio.run(scenario())
