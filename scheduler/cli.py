@@ -38,10 +38,10 @@ structlog = _import_structlog()
 
 from scheduler import __version__  # noqa: E402
 from scheduler.model.config import Config  # noqa: E402
+from scheduler.sim.commands import add_commands as add_sim_commands  # noqa: E402
 
 if TYPE_CHECKING:
     from scheduler.shell.api import Credentials
-from scheduler.sim.commands import add_commands as add_sim_commands  # noqa: E402
 
 
 def build_parser(prog: str = "gang-scheduler") -> argparse.ArgumentParser:

@@ -30,14 +30,13 @@ from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.decisions import ClaimWrite
 from scheduler.model.devices import Consumer, DeviceClass, ResourceClaim, ResourceSlice
 from scheduler.model.gangs import Owner, PodGroup, queue_of_pod
-from scheduler.model.holdings import HoldingsSum, NodeHoldings, QueueHoldings, census
+from scheduler.model.holdings import HoldingsSum, NodeHoldings, QueueHoldings
 from scheduler.model.nodes import Node, NodeInfo
 from scheduler.model.owners import OwnerKey, OwnerKind, owners_of
 from scheduler.model.pods import GangKey, Pod, PodGroupApi, PodRef, gang_key_of
 from scheduler.model.queues import (
     DEFAULT_QUEUE,
     Queue,
-    QueueCensus,
     QueueStatus,
     QueueUsage,
     beyond_default,
@@ -606,10 +605,6 @@ class ClusterCache:
         """Our pods and the PodGroups by gang, copied, for ``model.holdings.census`` in a
         worker thread (the cache goes on changing on the event loop meanwhile)."""
         return list(self._ours.values()), self._podgroups_by_gang()
-
-    def queue_census(self) -> QueueCensus:
-        """``model.holdings.census`` of the cache as it is now."""
-        return census(*self.census_inputs())
 
     def room(self) -> tuple[dict[str, Resources], dict[str, Resources], list[Resources]]:
         """For the fragmentation gauges (#26): the free and the allocatable room of the

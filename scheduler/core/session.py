@@ -1288,8 +1288,9 @@ class Session:
         any_tiered = False
         for key, gang in self.gangs.items():
             outcome = self.outcomes[key]
-            any_tiered = any_tiered or tiered(gang)
-            needs = () if outcome.bindings or not tiered(gang) else tier_needs(gang, self.topology)
+            states_tier = tiered(gang)
+            any_tiered = any_tiered or states_tier
+            needs = tier_needs(gang, self.topology) if states_tier and not outcome.bindings else ()
             memory[key] = replace(outcome.state, condition=outcome.condition, tier_needs=needs)
             if gang.podgroup is None:
                 continue

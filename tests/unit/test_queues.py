@@ -10,6 +10,7 @@ import yaml
 
 from scheduler.codecs.queues import queue_from_dict
 from scheduler.core.queues import tree_errors
+from scheduler.model import holdings
 from scheduler.model.queues import CLOSED, OPEN, Queue
 
 EXAMPLE = Path(__file__).parent / "owners" / "volcano-queue-default.yaml"
@@ -182,7 +183,7 @@ def test_the_cache_has_no_queues_until_the_api_server_serves_them() -> None:
     snap = cache.snapshot()
     assert snap.queue_waiting is not None
     assert snap.queue_waiting["team-a"]["nvidia.com/gpu"] == 1
-    census = cache.queue_census()
+    census = holdings.census(*cache.census_inputs())
     assert census.held["team-a"]["nvidia.com/gpu"] == 2
     assert census.running == {"team-a": 1}
     assert census.pending == {"team-a": 1}
