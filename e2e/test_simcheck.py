@@ -17,9 +17,10 @@ trace (five real runs) and ``python -m bench.simcheck`` (docs/simulate.md has th
   the makespan and 0.047 between the utilisation curves (10 s means). Moving the arrivals by
   50 ms picks one or the other, no more. The bounds are about twice that: the makespan
   within 10 s or 12%, the big gangs' (9-32 GPUs) mean wait 8 s or 20%, the mean wait 1 s or
-  20%, the curves 0.15 apart to the end (measured below). The p90 wait falls where the waits jump from the
-  gangs bound at once (most of them) to those that waited: at full size (``make simcheck``)
-  moving the arrivals by 50 ms moved the real p90 by 3.6 s, half of it: 4 s or 50%.
+  20%, the curves 0.15 apart to the end (measured below). The p90 wait falls where the
+  waits jump from the gangs bound at once (most of them) to those that waited: at full size
+  (``make simcheck``) moving the arrivals by 50 ms moved the real p90 by 3.6 s, half of it:
+  4 s or 50%.
 - **bind latency**: a gang that fits is bound some 0.035 s after its pods are created; the
   simulator is given that reaction time. Without it, a pass at the instant a pod ends sees
   its room free, which no real scheduler can: the simulator was optimistic (makespan 112 s
