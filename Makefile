@@ -90,7 +90,8 @@ bench-curve: setup binaries
 # 1 to 32 GPUs arriving over 3 minutes) played three times on 16 KWOK nodes of a control plane
 # of its own (.cluster-simcheck/) and by the simulator on their snapshot; figures to
 # bench/results/simcheck.{json,md}. About 25 minutes. make test runs a short form of it
-# (e2e/test_simcheck.py). SIMCHECK_ARGS="--repeats 1" for one real run.
+# (e2e/test_simcheck.py). SIMCHECK_ARGS="--repeats 1" for one real run; "--short" for that
+# test's trace (6 nodes, 75 s of arrivals), played as often as --repeats says.
 SIMCHECK_ARGS ?=
 simcheck: setup binaries
 	$(PY) -m bench.simcheck $(SIMCHECK_ARGS)

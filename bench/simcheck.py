@@ -22,11 +22,14 @@ arriving over a few minutes) played on the same KWOK nodes for real and in the s
 Compared: gang waits (from the pods' creation to the last member bound) by size, p50, p90
 and mean; GPU utilisation (GPUs held over GPUs in all) over the arrivals and to the end,
 and the mean absolute difference of the two curves' 10 s means; the makespan (the last
-pod's end). Also reported: the simulator at other steps, and deliberately broken
-(durations doubled, gang sizes ignored), against the tolerance of ``e2e/test_simcheck.py``
-(``Tolerance``). Figures go to ``bench/results/simcheck.{json,md}``, the trace and the
-snapshot beside them (``simcheck.trace.jsonl``, ``simcheck.snapshot.json``: ``gang-scheduler
-simulate --step 0.02 --reaction 0.025`` replays them).
+pod's end). The real run is within tolerance when each figure is near *some* play's and
+its curve near the nearest play's (``breaches``): one draw is not expected to match the
+plays' mean, which can lie between the trace's few outcomes and match none. Also
+reported: the simulator at other steps, and deliberately broken (durations doubled, gang
+sizes ignored), against the tolerance of ``e2e/test_simcheck.py`` (``Tolerance``).
+Figures go to ``bench/results/simcheck.{json,md}``, the trace and the snapshot beside them
+(``simcheck.trace.jsonl``, ``simcheck.snapshot.json``: ``gang-scheduler simulate --step 0.02
+--reaction 0.025`` replays them).
 """
 
 from __future__ import annotations
@@ -297,6 +300,7 @@ def compare(reference: Outcome, others: Sequence[Outcome], *, span: float) -> di
     theirs = [statistics.fmean(b) for b in zip(*bins, strict=True)]
     apart = [abs(a - b) for a, b in zip(mine, theirs, strict=True)]
     during = max(math.ceil(span / BIN_SECONDS), 1)
+    each_apart = [[abs(a - b) for a, b in zip(mine, bin_, strict=True)] for bin_ in bins]
     return {
         "reference": reference.source,
         "other": ", ".join(o.source for o in others) if len(others) < 3 else others[0].source,
@@ -310,14 +314,18 @@ def compare(reference: Outcome, others: Sequence[Outcome], *, span: float) -> di
         },
         "utilisation curve difference": statistics.fmean(apart),
         "utilisation curve difference over the arrivals": statistics.fmean(apart[:during]),
+        "utilisation curve difference, nearest play": min(statistics.fmean(a) for a in each_apart),
+        "utilisation curve difference over the arrivals, nearest play": min(
+            statistics.fmean(a[:during]) for a in each_apart
+        ),
     }
 
 
 @dataclass(frozen=True)
 class Tolerance:
-    """How far the simulator (its ensemble's mean) may be from the real run and still be
-    trusted; ``e2e/test_simcheck.py``'s docstring says what each bound is made of. A wait or
-    makespan bound is the larger of seconds and a share of the real figure."""
+    """How far the simulator (the nearest of its ensemble's plays) may be from the real run
+    and still be trusted; ``e2e/test_simcheck.py``'s docstring says what each bound is made
+    of. A wait or makespan bound is the larger of seconds and a share of the real figure."""
 
     wait_mean_seconds: float = 1.0
     wait_mean_share: float = 0.2
@@ -328,15 +336,13 @@ class Tolerance:
     big_wait_mean_seconds: float = 8.0  # the gangs of 9-32 GPUs, who wait longest
     big_wait_mean_share: float = 0.2
     utilisation: float = 0.03  # over the arrivals
-    # 10 s means, mean absolute difference. It was 0.03 (the utilisation's bound); a real
-    # run inside make test (reaction 0.028 s, the longer outcome) came 0.048 from the
-    # ensemble with every figure but the curves within: 0.06 until that spread is measured.
-    curve_over_the_arrivals: float = 0.06
-    # The same to the end of the longer play. Bimodal: a real run of the shorter outcome
-    # is 0.031-0.051 from the ensemble's mean, of the longer 0.085, 0.085 and 0.106
-    # (session 36); the broken simulators 0.28-0.46. 0.15 until the test compares with
-    # the nearest of the ensemble's plays rather than their mean.
-    curve: float = 0.15
+    # The curves (10 s means, mean absolute difference) to the nearest play: no farther than
+    # two real runs of the short trace were from each other (six runs, session 37: at most
+    # 0.062 over the arrivals and 0.098 to the end; the nearest play 0.043 and 0.068), and
+    # nearer than a broken simulator (durations doubled: 0.118 and 0.414; gang sizes
+    # ignored: 0.178 to the end).
+    curve_over_the_arrivals: float = 0.08
+    curve: float = 0.12
     makespan_seconds: float = 10.0
     makespan_share: float = 0.12
 
@@ -345,17 +351,27 @@ BIG = "9-32 GPUs"
 
 
 def breaches(comparison: Mapping[str, Any], tolerance: Tolerance) -> list[str]:
-    """Each figure outside the tolerance, said with both values; [] when all are within."""
-    ref, diff = comparison["figures"]["reference"], comparison["figures"]["difference"]
+    """Each figure outside the tolerance, said with both values; [] when all are within.
+
+    The real run is one draw of a chaotic process, and so is each play: a figure is within
+    when it is within its bound of *some* play's (of the range from the plays' least to
+    their most), and the curves when the *nearest* play's is within. Measured against the
+    plays' mean instead, a real run flaked with its outcome: the trace has a few discrete
+    ones (makespans of 113, 117 and 129 s for the short trace), the mean lies between them
+    and matches none (session 37's figures are in ``e2e/test_simcheck.py``'s docstring)."""
+    figs = comparison["figures"]
+    ref, least, most = figs["reference"], figs["least"], figs["most"]
     found = []
 
     def check(what: str, path: tuple[str, ...], seconds: float, share: float) -> None:
-        r, d = ref, diff
+        r, low, high = ref, least, most
         for key in path:
-            r, d = r[key], d[key]
+            r, low, high = r[key], low[key], high[key]
         bound = max(seconds, share * abs(r))
-        if abs(d) > bound:
-            found.append(f"{what}: {r + d:.2f} against {r:.2f} (more than {bound:.2f} off)")
+        off = max(low - r, r - high, 0.0)
+        if off > bound:
+            plays = f"{low:.2f}" if low == high else f"{low:.2f}-{high:.2f}"
+            found.append(f"{what}: {plays} against {r:.2f} (more than {bound:.2f} off)")
 
     t = tolerance
     check("wait mean", ("waits", "mean"), t.wait_mean_seconds, t.wait_mean_share)
@@ -366,9 +382,9 @@ def breaches(comparison: Mapping[str, Any], tolerance: Tolerance) -> list[str]:
     check("utilisation over the arrivals", ("utilisation over the arrivals",), t.utilisation, 0)
     check("makespan", ("makespan",), t.makespan_seconds, t.makespan_share)
     for what, key, bound in (
-        ("over the arrivals", "utilisation curve difference over the arrivals",
+        ("over the arrivals", "utilisation curve difference over the arrivals, nearest play",
          t.curve_over_the_arrivals),
-        ("to the end", "utilisation curve difference", t.curve),
+        ("to the end", "utilisation curve difference, nearest play", t.curve),
     ):  # fmt: skip
         if comparison[key] > bound:
             found.append(
@@ -803,7 +819,15 @@ def trace_figures(jobs: Sequence[Job], plan: Plan) -> dict[str, Any]:
 
 
 async def bench(args: argparse.Namespace) -> dict[str, Any]:
-    plan = replace(FULL, seed=args.seed, jobs=args.jobs, span=args.span, nodes=args.nodes)
+    base = SHORT if args.short else FULL
+    plan = replace(
+        base,
+        **{
+            key: value
+            for key in ("seed", "jobs", "span", "nodes")
+            if (value := getattr(args, key)) is not None
+        },
+    )
     if args.kubeconfig:
         kubeconfig = Path(args.kubeconfig)
     else:
@@ -1018,6 +1042,12 @@ def markdown(results: Mapping[str, Any]) -> str:
         + " | ".join(f"{a['comparison']['utilisation curve difference']:.3f}" for a in again)
         + " |"
     )
+    nearest = "utilisation curve difference, nearest play"
+    empty = " |" * (1 + len(again))
+    lines.append(
+        f"| {curve}, to the nearest play (over the arrivals) | | | | {main[nearest]:.3f} "
+        f"({main['utilisation curve difference over the arrivals, nearest play']:.3f}) |{empty}"
+    )
 
     def verdict(found: Sequence[str]) -> str:
         return "within it" if not found else "outside it: " + "; ".join(found)
@@ -1025,7 +1055,8 @@ def markdown(results: Mapping[str, Any]) -> str:
     lines += [
         "",
         "Against the tolerance of `e2e/test_simcheck.py` (`bench.simcheck.Tolerance`): the "
-        f"simulator (mean of the plays) is {verdict(results['breaches'])}; one play alone is "
+        f"simulator (each figure against the plays' range, the curves against the nearest "
+        f"play) is {verdict(results['breaches'])}; one play alone is "
         f"{verdict(results['single play breaches'])}."
         + "".join(
             f" {a['source'].capitalize()} against the first run is "
@@ -1121,10 +1152,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.simcheck", description=__doc__.split("\n")[0]
     )
-    parser.add_argument("--seed", type=int, default=FULL.seed)
-    parser.add_argument("--jobs", type=int, default=FULL.jobs, help="on average")
-    parser.add_argument("--span", type=float, default=FULL.span, help="arrivals over, seconds")
-    parser.add_argument("--nodes", type=int, default=FULL.nodes)
+    parser.add_argument(
+        "--short",
+        action="store_true",
+        help="the plan of e2e/test_simcheck.py (SHORT: about 90 gangs over 75 s on 6 nodes) "
+        "instead of the full one; --seed, --jobs, --span and --nodes still override it",
+    )
+    parser.add_argument("--seed", type=int, help=f"default {FULL.seed} ({SHORT.seed} short)")
+    parser.add_argument("--jobs", type=int, help=f"on average; default {FULL.jobs}")
+    parser.add_argument("--span", type=float, help=f"arrivals over, seconds; default {FULL.span:g}")
+    parser.add_argument("--nodes", type=int, help=f"default {FULL.nodes} ({SHORT.nodes} short)")
     parser.add_argument("--trace", help="a trace file instead of the generated one")
     parser.add_argument(
         "--repeats",

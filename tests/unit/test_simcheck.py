@@ -181,6 +181,29 @@ def test_an_ensemble_is_compared_by_its_mean_and_keeps_its_range() -> None:
     assert figures["difference"]["makespan"] == 1.0
 
 
+def test_a_real_run_like_one_of_two_outcomes_is_within_though_far_from_their_mean() -> None:
+    """The short trace has a few discrete outcomes (makespans of 113, 117 and 129 s): a real
+    run of one matches the plays of that one, not the plays' mean between them."""
+    short = outcome([("9-32 GPUs", 40.0)] * 4, [(0, 0.8), (60, 0.5), (100, 0)], 100)
+    long = outcome([("9-32 GPUs", 60.0)] * 4, [(0, 0.8), (60, 0.2), (140, 0)], 140)
+    real = outcome([("9-32 GPUs", 40.0)] * 4, [(0, 0.8), (60, 0.5), (101, 0)], 101)
+    comparison = compare(real, [short, long], span=60)
+    assert comparison["figures"]["difference"]["makespan"] == 19.0  # the mean: 120 s
+    assert comparison["utilisation curve difference"] > 0.05
+    assert comparison["utilisation curve difference, nearest play"] < 0.01
+    assert breaches(comparison, Tolerance()) == []
+
+
+def test_a_real_run_outside_every_play_is_named_with_the_plays_range() -> None:
+    plays = [
+        outcome([("1 GPU", 0.1)], [(0, 0.8), (100, 0)], 100),
+        outcome([("1 GPU", 0.2)], [(0, 0.8), (110, 0)], 110),
+    ]
+    real = outcome([("1 GPU", 0.1)], [(0, 0.8), (130, 0)], 130)
+    found = breaches(compare(real, plays, span=60), Tolerance())
+    assert "makespan: 100.00-110.00 against 130.00 (more than 15.60 off)" in found
+
+
 def test_jitter_moves_each_arrival_a_little_and_is_seeded() -> None:
     jobs = SHORT.trace(namespace="sim")
     moved = jittered(jobs, seed=1)
