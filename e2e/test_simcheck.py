@@ -18,25 +18,26 @@ trace (``python -m bench.simcheck --short``; docs/simulate.md has the figures):
   and 129 s). They differ by up to 6 s of makespan, 5.6 s of the big gangs' mean wait, 0.35
   s of the mean wait, and the utilisation curves (10 s means) by up to 0.098 to the end and
   0.062 over the arrivals. Hence each figure is compared with the plays' range rather than
-  their mean (which lies between outcomes and matches none: against it, real runs of the
-  longer outcome flaked, 0.085-0.106 apart), the curves with the nearest play. The bounds:
+  their mean (which lies between outcomes and matches none: against it the six runs'
+  curves were 0.029-0.109 apart, and the test flaked), the curves with the nearest play. The bounds:
   the makespan within 10 s or 12%, the big gangs' (9-32 GPUs) mean wait 8 s or 20%, the
   mean wait 1 s or 20%, the curves 0.12 to the end and 0.08 over the arrivals (above every
-  distance between two real runs; the nearest play was at most 0.068 and 0.043). The p90
+  distance between two real runs; the nearest play was at most 0.074 and 0.043). The p90
   wait falls where the waits jump from the gangs bound at once (most of them) to those that
   waited: at full size (``make simcheck``) moving the arrivals by 50 ms moved the real p90
   by 3.6 s, half of it: 4 s or 50%.
 - **bind latency**: a gang that fits is bound some 0.035 s after its pods are created; the
   simulator is given that reaction time. Without it, a pass at the instant a pod ends sees
-  its room free, which no real scheduler can: the simulator was optimistic (makespan 112 s
-  against 119-129 s, the big gangs' wait 45 s against 50-53 s).
+  its room free, which no real scheduler can: before it the simulator was optimistic
+  (makespan 112 s against 119-129 s in the real runs of the day, the big gangs' wait 45 s
+  against 50-53 s).
 - **KWOK's stage delays**: a pod holds its GPUs 0.015-0.02 s past its duration (KWOK counts
   the delay from its own Running write). Over the arrivals (the steady part, before one big
   gang's luck decides the end) the utilisation agrees to 0.005: bounded at 0.03.
 
-Broken on purpose (in the simulator itself, all 8 plays), durations doubled fails seven
-bounds (the curves 0.12 apart over the arrivals, 0.39 to the end); gang sizes ignored,
-five (the curves 0.17 to the end). About 2.5 minutes.
+Broken on purpose (in the simulator itself, one play), durations doubled fails seven
+bounds (the curves 0.118 apart over the arrivals, 0.414 to the end); gang sizes ignored,
+five (the curves 0.178 to the end). About 2.5 minutes.
 """
 
 from __future__ import annotations
