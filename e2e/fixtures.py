@@ -16,6 +16,8 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -154,6 +156,17 @@ def namespace(control_plane: ClusterAccess, request: pytest.FixtureRequest) -> I
 
 
 # -- the scheduler under test ---------------------------------------------------------------
+
+
+def healthz(port: int) -> int:
+    """The status of a scheduler's /healthz on ``port`` (kopf serves it), 0 if none answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return 0
 
 
 def stop_process(process: subprocess.Popen[bytes] | None) -> None:

@@ -10,9 +10,7 @@ import json
 import os
 import signal
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -21,7 +19,14 @@ import pytest
 import yaml
 
 from e2e import cluster as local_cluster
-from e2e.fixtures import Cluster, ClusterAccess, SchedulerProcess, own_control_plane, wait_for
+from e2e.fixtures import (
+    Cluster,
+    ClusterAccess,
+    SchedulerProcess,
+    healthz,
+    own_control_plane,
+    wait_for,
+)
 from e2e.test_gang_scheduling import koord as _koord
 from e2e.test_gang_scheduling import podgroup
 from scheduler.model import names
@@ -254,16 +259,6 @@ def test_frozen_leader_binds_nothing_once_the_standby_took_over(
             replica.stop()
 
 
-def _healthz(port: int) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as answer:
-            return answer.status
-    except urllib.error.HTTPError as error:
-        return error.code
-    except (urllib.error.URLError, ConnectionError, TimeoutError):
-        return 0
-
-
 def test_healthz_fails_while_the_api_server_does_not_answer_and_recovers_after(
     plane: ClusterAccess,
 ) -> None:
@@ -276,13 +271,13 @@ def test_healthz_fails_while_the_api_server_does_not_answer_and_recovers_after(
     ).start()
     apiserver = _pid_of(plane, "kube-apiserver")
     try:
-        wait_for(lambda: _healthz(port) == 200, timeout=30, what="/healthz 200 at first")
+        wait_for(lambda: healthz(port) == 200, timeout=30, what="/healthz 200 at first")
         _freeze(apiserver)
         try:
-            wait_for(lambda: _healthz(port) == 500, timeout=40, what="/healthz 500")
+            wait_for(lambda: healthz(port) == 500, timeout=40, what="/healthz 500")
         finally:
             _thaw(apiserver)
-        wait_for(lambda: _healthz(port) == 200, timeout=40, what="/healthz 200 again")
+        wait_for(lambda: healthz(port) == 200, timeout=40, what="/healthz 200 again")
         process.assert_alive()
     finally:
         _thaw(apiserver)

@@ -392,7 +392,12 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     ]
 
     async def shutdown() -> None:
-        """Idempotent: first from kopf's cleanup handler, again once kopf has returned."""
+        """Idempotent: first from kopf's cleanup handler, again once kopf has returned.
+
+        The stop flag is set first: on SIGTERM kopf's own handler (which replaces ours) ends
+        kopf through its signal flag and leaves its waiter for our flag pending, and kopf
+        then waits that out as a hung task for 5 s before it exits."""
+        stop.set()
         for task in (scheduling, *watches):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

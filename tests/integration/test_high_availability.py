@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from e2e.fixtures import Cluster, PrivateSchedulers, SchedulerProcess, wait_for
+from e2e.cluster import free_port
+from e2e.fixtures import Cluster, PrivateSchedulers, SchedulerProcess, healthz, wait_for
 from scheduler.model import names
 
 pytestmark = pytest.mark.cluster
@@ -79,3 +80,29 @@ def test_a_standby_stopped_in_its_first_seconds_exits_cleanly(
     tail = "\n".join(replica.log.read_text(errors="replace").splitlines()[-15:])
     assert code == 0, f"exit code {code} (-15: killed by SIGTERM); the log ends:\n{tail}"
     assert cluster.lease_holder(name) == "someone-else"
+
+
+def test_a_leader_stopped_by_sigterm_hands_back_its_lease_and_exits_at_once(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    """Once kopf runs (its /healthz answers), SIGTERM reaches kopf's handler, not ours; kopf
+    then waited 5 s for its own waiter on our stop flag as a hung task before exiting (every
+    stop of a pod, and of every scheduler in these tests). The shutdown sets the flag, so
+    the process ends within a second or so of the Lease being handed back."""
+    port = free_port()
+    replica = private_scheduler.start(
+        "--leader-elect", "--leader-elect-namespace", cluster.namespace,
+        "--lease-duration", str(LEASE_SECONDS), "--health-port", str(port),
+    )  # fmt: skip
+    assert replica.process is not None
+    name = private_scheduler.name
+    wait_for(lambda: cluster.lease_holder(name), timeout=30, what="the replica leading")
+    wait_for(lambda: healthz(port) == 200, timeout=30, what="kopf's /healthz answering")
+    sent = time.monotonic()
+    replica.process.send_signal(signal.SIGTERM)
+    code = replica.process.wait(timeout=20)
+    took = time.monotonic() - sent
+    tail = "\n".join(replica.log.read_text(errors="replace").splitlines()[-15:])
+    assert code == 0, f"exit code {code}; the log ends:\n{tail}"
+    assert cluster.lease_holder(name) == ""
+    assert took < 4, f"exited {took:.1f} s after SIGTERM (kopf's hung-task wait is 5 s)"
