@@ -88,7 +88,7 @@ def test_a_leader_stopped_by_sigterm_hands_back_its_lease_and_exits_at_once(
     """Once kopf runs (its /healthz answers), SIGTERM reaches kopf's handler, not ours; kopf
     then waited 5 s for its own waiter on our stop flag as a hung task before exiting (every
     stop of a pod, and of every scheduler in these tests). The shutdown sets the flag, so
-    the process ends within a second or so of the Lease being handed back."""
+    the process ends right after handing the Lease back (0.2 s measured; 4 s allowed)."""
     port = free_port()
     replica = private_scheduler.start(
         "--leader-elect", "--leader-elect-namespace", cluster.namespace,
