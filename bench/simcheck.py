@@ -38,8 +38,10 @@ import argparse
 import asyncio
 import contextlib
 import copy
+import functools
 import json
 import math
+import multiprocessing
 import os
 import random
 import statistics
@@ -48,6 +50,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -82,8 +85,11 @@ GPU = traces.GPU
 # anything waits, a few seconds of CPU for a trace of minutes.
 STEP = 0.02
 # The ensemble (``ensemble``): plays, and how far each arrival moves (a real run's timing
-# noise: its reaction time spreads over some 0.01 s, KWOK's writes some 0.02 s).
-PLAYS = 8
+# noise: its reaction time spreads over some 0.01 s, KWOK's writes some 0.02 s). 16 plays,
+# not 8: the short trace's 8 plays lacked an outcome a real run had often enough to fail the
+# e2e test (a run of 116.4 s; the 117 s outcome is some 1 play in 8). On two processes, 16
+# plays of it take 47 s, 8 took 35 s one after another (a slow 2-core machine).
+PLAYS = 16
 JITTER = 0.05
 # The real scheduler's reaction time when it is not measured (``reaction_of``): from a job's
 # pods created to their bind seen, for a gang that fits at once, less the step's own delay.
@@ -454,17 +460,63 @@ def ensemble(
     earlier takes a node that a big gang then waits another backoff for, and the makespan
     moves by tens of seconds; the real run is one draw too. Their mean is what a play can
     be expected to give, their least and most how far one may stray."""
+    return played(
+        document, ensemble_plays(jobs, plays=plays, step=step), settings=settings,
+        reaction=reaction,
+    )  # fmt: skip
+
+
+def ensemble_plays(jobs: Sequence[Job], *, plays: int = PLAYS, step: float = STEP) -> list[Play]:
+    """The ensemble's plays (``ensemble``), to be ``played``."""
     return [
-        simulated(
-            document,
-            jobs if k == 0 else jittered(jobs, seed=k),
-            settings=settings,
+        Play(
+            jobs=tuple(jobs if k == 0 else jittered(jobs, seed=k)),
             step=step,
-            reaction=reaction,
             source="simulated" if k == 0 else f"simulated, jitter {k}",
         )
         for k in range(plays)
     ]
+
+
+@dataclass(frozen=True)
+class Play:
+    """One simulation of a report: the trace it plays, at which step, named as ``source``."""
+
+    jobs: tuple[Job, ...]
+    step: float = STEP
+    source: str = "simulated"
+
+
+def played(
+    document: Mapping[str, Any],
+    plays: Sequence[Play],
+    *,
+    settings: Config,
+    reaction: float,
+    workers: int | None = None,
+) -> list[Outcome]:
+    """``simulated`` for each play, in order, on ``workers`` processes (one a core, by
+    default). The plays are independent and each holds a core for as long as it runs (the
+    full trace's 16 took 8 minutes one after another on 2 cores); a process of its own per
+    worker, started afresh (``spawn``: the caller may hold threads and an event loop). The
+    longest plays go first, so that no long one starts last and runs alone: a play's passes
+    grow with the seconds its jobs run and shrink with its step."""
+    workers = min(workers or os.cpu_count() or 1, len(plays))
+    play = functools.partial(_play, document, settings=settings, reaction=reaction)
+    if workers <= 1:
+        return [play(p) for p in plays]
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        longest_first = sorted(plays, key=lambda p: -sum(j.duration for j in p.jobs) / p.step)
+        futures = {id(p): pool.submit(play, p) for p in longest_first}
+        return [futures[id(p)].result() for p in plays]
+
+
+def _play(document: Mapping[str, Any], play: Play, *, settings: Config, reaction: float) -> Outcome:
+    return simulated(
+        document, play.jobs, settings=settings, step=play.step, reaction=reaction,
+        source=play.source,
+    )  # fmt: skip
 
 
 def doubled_durations(jobs: Sequence[Job]) -> list[Job]:
@@ -904,7 +956,13 @@ def report(
     """The comparisons, from the real runs and the simulator played on the same inputs."""
     real, span = reals[0], plan.span
     reaction = reaction_of(real)
-    plays = ensemble(document, jobs, settings=settings, reaction=reaction)
+    # Every simulation of the report in one batch, so that the pool's workers stay busy: the
+    # ensemble, the sweep's steps, the broken simulators.
+    ensembled = ensemble_plays(jobs)
+    swept = [Play(jobs=tuple(jobs), step=step, source=f"step {step:g}") for step in SWEEP]
+    broke = [Play(jobs=tuple(breaking(jobs)), source=name) for name, breaking in BROKEN.items()]
+    outcomes = played(document, ensembled + swept + broke, settings=settings, reaction=reaction)
+    plays = outcomes[:PLAYS]
     tolerance = Tolerance()
     main = compare(real, plays, span=span)
     single = compare(real, plays[:1], span=span)
@@ -947,16 +1005,9 @@ def report(
                 "simulated vs it": breaches(compare(other, plays, span=span), tolerance),
             }
         )
-    for step in SWEEP:
-        other = simulated(
-            document, jobs, settings=settings, step=step, reaction=reaction,
-            source=f"step {step:g}",
-        )  # fmt: skip
+    for step, other in zip(SWEEP, outcomes[PLAYS : PLAYS + len(SWEEP)], strict=True):
         results["sweep"][f"{step:g}"] = compare(real, [other], span=span)
-    for name, breaking in BROKEN.items():
-        other = simulated(
-            document, breaking(jobs), settings=settings, reaction=reaction, source=name
-        )
+    for name, other in zip(BROKEN, outcomes[PLAYS + len(SWEEP) :], strict=True):
         found = compare(real, [other], span=span)
         results["broken"][name] = {"comparison": found, "breaches": breaches(found, tolerance)}
     return results

@@ -3,10 +3,10 @@
 an offered load of 1.1) played on 6 KWOK nodes of 8 GPUs by a gang-scheduler process, KWOK
 ending each pod its duration after it runs; then by the simulator on a snapshot of the same
 nodes with the same settings, a pass every 0.02 s (the real loop's batching window) and the
-real run's own reaction time (``reaction_of``: some 0.025 s), 8 times (the trace as it is
-and with its arrivals moved by up to 50 ms: ``ensemble``). The real run must be within
-``TOLERANCE`` of the ensemble (each figure of some play, the curves of the nearest play:
-``breaches``), and a simulator that doubled every duration must not be.
+real run's own reaction time (``reaction_of``: some 0.025 s), 16 times on two processes
+(the trace as it is and with its arrivals moved by up to 50 ms: ``ensemble``). The real
+run must be within ``TOLERANCE`` of the ensemble (each figure of some play, the curves of
+the nearest play: ``breaches``), and a simulator that doubled every duration must not be.
 
 The tolerance (``bench.simcheck.Tolerance``) and where it comes from, measured with this very
 trace (``python -m bench.simcheck --short``; docs/simulate.md has the figures):
@@ -24,7 +24,8 @@ trace (``python -m bench.simcheck --short``; docs/simulate.md has the figures):
   20%, the mean wait 1 s or 20%, the curves 0.15 to the end and 0.08 over the arrivals
   (above every distance between two real runs; the nearest play was at most 0.074 and
   0.043 in those six, 0.126 to the end once inside make test, an outcome at 116.4 s that
-  none of the 8 plays had). The p90 wait falls where the waits jump from the gangs bound at
+  none of its 8 plays had: hence 16 plays now, which hold more of the outcomes,
+  ``bench.simcheck.PLAYS``). The p90 wait falls where the waits jump from the gangs bound at
   once (most of them) to those that waited: at full size (``make simcheck``) moving the
   arrivals by 50 ms moved the real p90 by 3.6 s, half of it: 4 s or 50%.
 - **bind latency**: a gang that fits is bound some 0.035 s after its pods are created; the

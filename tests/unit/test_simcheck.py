@@ -17,6 +17,7 @@ import pytest
 from bench.simcheck import (
     SHORT,
     Outcome,
+    Play,
     Tolerance,
     binned,
     breaches,
@@ -25,6 +26,7 @@ from bench.simcheck import (
     ensemble,
     jittered,
     narrowed,
+    played,
     pod_manifests,
     scheduler_flags,
     time_mean,
@@ -239,6 +241,18 @@ def test_the_short_trace_simulated_passes_against_itself_and_fails_with_duration
     assert breaches(compare(plays[0], plays, span=SHORT.span), Tolerance()) == []
     slow = ensemble(doc, doubled_durations(jobs), settings=SIM_CONFIG, plays=1, step=0.1)
     assert breaches(compare(plays[0], slow, span=SHORT.span), Tolerance())
+
+
+def test_plays_on_two_processes_come_back_in_their_order_and_as_on_one() -> None:
+    """The longest play is sent first (here the second): the answers still come back in the
+    order asked, each the very outcome one process gives."""
+    jobs = SHORT.trace(namespace="sim")[:12]
+    plays = [Play(jobs=tuple(jobs[:n]), step=0.1, source=f"first {n}") for n in (3, 12, 6)]
+    one = played(document(nodes=2), plays, settings=SIM_CONFIG, reaction=0.0, workers=1)
+    two = played(document(nodes=2), plays, settings=SIM_CONFIG, reaction=0.0, workers=2)
+    assert [o.source for o in two] == ["first 3", "first 12", "first 6"]
+    assert two == one
+    assert len({o.makespan for o in one}) == 3, "three different plays"
 
 
 # -- the real run's inputs ---------------------------------------------------------------------
