@@ -495,21 +495,25 @@ def played(
     reaction: float,
     workers: int | None = None,
 ) -> list[Outcome]:
-    """``simulated`` for each play, in order, on ``workers`` processes (one a core, by
-    default). The plays are independent and each holds a core for as long as it runs (the
-    full trace's 16 took 8 minutes one after another on 2 cores); a process of its own per
-    worker, started afresh (``spawn``: the caller may hold threads and an event loop). The
-    longest plays go first, so that no long one starts last and runs alone: a play's passes
-    grow with the seconds its jobs run and shrink with its step."""
-    workers = min(workers or os.cpu_count() or 1, len(plays))
+    """``simulated`` for each play, in order, on ``workers`` processes (by default one a
+    core this process may run on). The plays are independent and each holds a core for as
+    long as it runs (the full trace's 16 took 8 minutes one after another on 2 cores); a
+    process of its own per worker, started afresh (``spawn``: the caller may hold threads
+    and an event loop). The longest plays go first, so that no long one starts last and
+    runs alone: a play's passes grow with the seconds its jobs run and shrink with its
+    step."""
+    workers = min(workers or len(os.sched_getaffinity(0)), len(plays))
     play = functools.partial(_play, document, settings=settings, reaction=reaction)
     if workers <= 1:
         return [play(p) for p in plays]
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        longest_first = sorted(plays, key=lambda p: -sum(j.duration for j in p.jobs) / p.step)
-        futures = {id(p): pool.submit(play, p) for p in longest_first}
-        return [futures[id(p)].result() for p in plays]
+        cost = [sum(j.duration for j in p.jobs) / p.step for p in plays]
+        futures = {
+            i: pool.submit(play, plays[i])
+            for i in sorted(range(len(plays)), key=lambda i: -cost[i])
+        }
+        return [futures[i].result() for i in range(len(plays))]
 
 
 def _play(document: Mapping[str, Any], play: Play, *, settings: Config, reaction: float) -> Outcome:
@@ -962,7 +966,7 @@ def report(
     swept = [Play(jobs=tuple(jobs), step=step, source=f"step {step:g}") for step in SWEEP]
     broke = [Play(jobs=tuple(breaking(jobs)), source=name) for name, breaking in BROKEN.items()]
     outcomes = played(document, ensembled + swept + broke, settings=settings, reaction=reaction)
-    plays = outcomes[:PLAYS]
+    plays = outcomes[: len(ensembled)]
     tolerance = Tolerance()
     main = compare(real, plays, span=span)
     single = compare(real, plays[:1], span=span)
@@ -1005,9 +1009,9 @@ def report(
                 "simulated vs it": breaches(compare(other, plays, span=span), tolerance),
             }
         )
-    for step, other in zip(SWEEP, outcomes[PLAYS : PLAYS + len(SWEEP)], strict=True):
+    for step, other in zip(SWEEP, outcomes[len(ensembled) : -len(broke)], strict=True):
         results["sweep"][f"{step:g}"] = compare(real, [other], span=span)
-    for name, other in zip(BROKEN, outcomes[PLAYS + len(SWEEP) :], strict=True):
+    for name, other in zip(BROKEN, outcomes[-len(broke) :], strict=True):
         found = compare(real, [other], span=span)
         results["broken"][name] = {"comparison": found, "breaches": breaches(found, tolerance)}
     return results

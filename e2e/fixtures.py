@@ -76,20 +76,32 @@ class ClusterAccess:
 
     def path(self, resource: str, *, namespace: str = "") -> str:
         """The URL path of a collection named as kubectl names it (``pods``, ``nodes``,
-        ``podgroups.scheduling.x-k8s.io``): a group's version is the one it prefers."""
+        ``podgroups.scheduling.x-k8s.io``), at a version of its group that serves it."""
         name, _, group = resource.partition(".")
         if not group and name in CORE_RESOURCES:
             base = "/api/v1"
         else:
-            group = group or GROUPS[name]
-            answer = self.http.session.get(f"{self.http.url}/apis/{group}", timeout=30)
-            answer.raise_for_status()
-            base = "/apis/" + answer.json()["preferredVersion"]["groupVersion"]
+            base = "/apis/" + self.version_serving(group or GROUPS[name], name)
         return f"{base}/namespaces/{namespace}/{name}" if namespace else f"{base}/{name}"
+
+    def version_serving(self, group: str, resource: str) -> str:
+        """The group's version that serves ``resource``, its preferred one first: a group
+        may prefer a version without it (scheduling.k8s.io prefers v1, PriorityClasses, and
+        serves its PodGroups at v1alpha2 only). KeyError if none does."""
+        answer = self.http.session.get(f"{self.http.url}/apis/{group}", timeout=30)
+        answer.raise_for_status()
+        found = answer.json()
+        versions = [found["preferredVersion"], *found["versions"]]
+        for version in dict.fromkeys(v["groupVersion"] for v in versions):
+            listed = self.http.session.get(f"{self.http.url}/apis/{version}", timeout=30)
+            if listed.ok and any(r["name"] == resource for r in listed.json()["resources"]):
+                return version
+        raise KeyError(f"{group} serves no {resource}")
 
     def read(self, resource: str, name: str = "", *, namespace: str = "", **params: str) -> dict:
         """GET one object, or the list of a collection (``params``: ``labelSelector``,
-        ``fieldSelector``); fails the test with the API server's answer."""
+        ``fieldSelector``); an answer other than 200 fails the test with the API server's
+        words (a resource not served: KeyError)."""
         url = (
             self.http.url + self.path(resource, namespace=namespace) + (f"/{name}" if name else "")
         )

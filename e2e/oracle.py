@@ -256,6 +256,7 @@ class Plane:
         version, resource, namespaced = RESOURCES[kind]
         url = "/".join(part for part in (resource, name, subresource) if part)
         where = {"namespace": namespace} if namespaced and namespace else {}
+        kwargs.setdefault("timeout", 60)  # as long as kubectl was given
         try:
             response = self.api.request(method, version=version, url=url, **where, **kwargs)
         except requests.RequestException:

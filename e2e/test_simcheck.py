@@ -3,7 +3,7 @@
 an offered load of 1.1) played on 6 KWOK nodes of 8 GPUs by a gang-scheduler process, KWOK
 ending each pod its duration after it runs; then by the simulator on a snapshot of the same
 nodes with the same settings, a pass every 0.02 s (the real loop's batching window) and the
-real run's own reaction time (``reaction_of``: some 0.025 s), 16 times on two processes
+real run's own reaction time (``reaction_of``: some 0.025 s), 16 times on a process a core
 (the trace as it is and with its arrivals moved by up to 50 ms: ``ensemble``). The real
 run must be within ``TOLERANCE`` of the ensemble (each figure of some play, the curves of
 the nearest play: ``breaches``), and a simulator that doubled every duration must not be.

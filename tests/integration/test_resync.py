@@ -36,10 +36,10 @@ def test_a_bind_the_watch_missed_is_folded_in_and_takes_its_room(cluster: Cluste
     """The old leader's last bind landed while this replica's watch was cut: the re-list
     must show the pod on its node, or the next pass gives its room away."""
     (node,) = cluster.nodes(1, cpu="4")
-    # A scheduler nobody runs: the session's gang-scheduler (running once an e2e test has
-    # started it) would bind the pod before the old leader's bind could.
-    cluster.apply(cluster.pod("late", scheduler="nobody", requests={"cpu": "3"}))
-    cache = ClusterCache(scheduler_name="gang-scheduler")
+    # A scheduler name of the test's own: the session's gang-scheduler (running once an e2e
+    # test has started it) would bind the pod before the old leader's bind could.
+    cluster.apply(cluster.pod("late", scheduler="resync-test", requests={"cpu": "3"}))
+    cache = ClusterCache(scheduler_name="resync-test")
     cache.upsert_pod(pod_from_dict(_pods(cluster)["late"]))  # seen pending, then the cut
     cluster.access.kubectl(
         "create", "-f", "-", "--raw",
