@@ -120,6 +120,10 @@ FIT_SHARE = 0.6  # the workload's requests: at most this share of the surviving 
 RECOVERY_SECONDS = 60.0  # I4 and I5: the bound after the last fault / a canary's creation
 RECOVERY_SECONDS_SMALL = 30.0  # the same, for the small workloads of the short version
 SETTLE_SECONDS = 3.0  # settled: no bind for this long
+# While gangs that should be bound are not, after the last fault, say which every this long:
+# a slow recovery's log then shows what it waited on (session 38: two runs of 35-55 s had
+# nothing to show it).
+WAITING_SAID_EVERY = 10.0
 MERGE_GAP = 2.0  # incarnations closer than this are one
 # How long a Job's pods run once running (KWOK, through e2e/kwok-complete-after.yaml).
 JOB_POD_RUNS = "pod-complete.stage.kwok.x-k8s.io/delay"
@@ -1853,6 +1857,7 @@ class Run:
         assert self.replicas is not None
         deadline = last_fault_end + self.recovery
         recovered_at: float | None = None
+        said_at = last_fault_end
         while True:
             self.replicas.supervise()
             self.collect_orphans()
@@ -1860,6 +1865,9 @@ class Run:
             expected, _, _ = expectations(self.books, pods)
             canaries_pending = [g for g, _ in self.canaries if not _gang_bound(pods, g)]
             now = self.clock()
+            if expected and now - said_at >= WAITING_SAID_EVERY:
+                self.say(still_waiting(expected, since=last_fault_end, now=now))
+                said_at = now
             if not expected and not canaries_pending:
                 recovered_at = recovered_at if recovered_at is not None else now
                 quiet = time.monotonic() - self.observer.last_bind
@@ -1985,6 +1993,19 @@ class Books:
     chaos_deleted: dict[str, tuple[float, bool]] = field(default_factory=dict)  # uid -> (t, bound)
     capabilities: dict[str, int] = field(default_factory=dict)  # queue -> cpu m (I6)
     rival_node: str = ""
+
+
+def still_waiting(expected: dict[str, list[PodState]], *, since: float, now: float) -> str:
+    """One line of the gangs that should be bound and are not, ``now - since`` seconds after
+    the last fault: each with its pending members and when its newest one was created (a
+    pod a controller made late waits for its controller, not for the scheduler)."""
+    said = []
+    for gang, pending in sorted(expected.items()):
+        names = sorted(p.name for p in pending)
+        shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        newest = max(p.created_t for p in pending)
+        said.append(f"{gang} ({len(pending)} pending: {shown}; newest created t={newest:.2f})")
+    return f"{now - since:.1f}s after the last fault, not yet bound: " + "; ".join(said)
 
 
 def expectations(

@@ -157,6 +157,17 @@ def pods_of(*objs: dict) -> dict:
     return seen.pods
 
 
+def test_a_slow_recovery_says_which_gangs_wait_and_since_when_their_pods_exist() -> None:
+    gang = GangSpec("g", "koord", 6, 6)
+    pending = pods_of(*(pod(f"g-{i}", gang="g") for i in range(6)))
+    expected, _, _ = expectations(books(gang), pending)
+    said = chaos.still_waiting(expected, since=24.0, now=36.5)
+    assert said == (
+        "12.5s after the last fault, not yet bound: "
+        "g (6 pending: g-0, g-1, g-2, g-3 and 2 more; newest created t=1.00)"
+    )
+
+
 def test_what_must_be_bound_at_the_end() -> None:
     gang = GangSpec("g", "koord", 3, 3)
     pending = [pod(f"g-{i}", gang="g") for i in range(3)]
