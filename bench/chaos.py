@@ -103,6 +103,7 @@ import requests
 
 from e2e import cluster as local_cluster
 from e2e.nodes import GPU_DRIVER, FakeNode, gpu_slice, node_manifest
+from e2e.rest import is_ready
 from scheduler.model import names
 
 REPO = Path(__file__).resolve().parent.parent
@@ -1536,13 +1537,7 @@ class Run:
                 "GET", "/api/v1/nodes", params={"labelSelector": f"{RUN_LABEL}={self.namespace}"}
             )
             items = response.json().get("items", []) if response is not None else []
-            ready = sum(
-                any(
-                    c["type"] == "Ready" and c["status"] == "True"
-                    for c in (n.get("status") or {}).get("conditions") or []
-                )
-                for n in items
-            )
+            ready = sum(1 for n in items if is_ready(n))
             if ready >= len(manifests):
                 break
             if time.monotonic() > deadline:

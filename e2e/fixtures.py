@@ -27,15 +27,11 @@ from typing import Any
 
 import pykube
 import pytest
-import requests
 
 from e2e import cluster as local_cluster
+from e2e.rest import Rest
 
 TEST_CLUSTER_DIR = local_cluster.REPO / ".cluster-test"
-# The resources of the core API that the fixtures read or delete, and the group of each other
-# one named without its group.
-CORE_RESOURCES = ("pods", "configmaps", "nodes", "namespaces", "events")
-GROUPS = {"resourceslices": "resource.k8s.io", "deviceclasses": "resource.k8s.io"}
 
 
 @dataclass(frozen=True)
@@ -67,93 +63,15 @@ class ClusterAccess:
         return pykube.HTTPClient(pykube.KubeConfig.from_file(str(self.kubeconfig)))
 
     # The requests every test makes (its namespace and nodes, their clean-up, the polls of
-    # where its pods went) go over one HTTP client: a kubectl process costs 0.1-0.2 s of a
-    # 2-core machine, and such calls were 70% of an e2e test's time.
+    # where its pods went) go over one HTTP client (e2e/rest.py), not a kubectl each.
 
     @functools.cached_property
+    def rest(self) -> Rest:
+        return Rest(self.api(), timeout=30)
+
+    @property
     def http(self) -> pykube.HTTPClient:
-        return self.api()
-
-    def path(self, resource: str, *, namespace: str = "") -> str:
-        """The URL path of a collection named as kubectl names it (``pods``, ``nodes``,
-        ``podgroups.scheduling.x-k8s.io``), at a version of its group that serves it."""
-        name, _, group = resource.partition(".")
-        if not group and name in CORE_RESOURCES:
-            base = "/api/v1"
-        else:
-            base = "/apis/" + self.version_serving(group or GROUPS[name], name)
-        return f"{base}/namespaces/{namespace}/{name}" if namespace else f"{base}/{name}"
-
-    def version_serving(self, group: str, resource: str) -> str:
-        """The group's version that serves ``resource``, its preferred one first: a group
-        may prefer a version without it (scheduling.k8s.io prefers v1, PriorityClasses, and
-        serves its PodGroups at v1alpha2 only). KeyError if none does."""
-        answer = self.http.session.get(f"{self.http.url}/apis/{group}", timeout=30)
-        answer.raise_for_status()
-        found = answer.json()
-        versions = [found["preferredVersion"], *found["versions"]]
-        for version in dict.fromkeys(v["groupVersion"] for v in versions):
-            listed = self.http.session.get(f"{self.http.url}/apis/{version}", timeout=30)
-            if listed.ok and any(r["name"] == resource for r in listed.json()["resources"]):
-                return version
-        raise KeyError(f"{group} serves no {resource}")
-
-    def read(self, resource: str, name: str = "", *, namespace: str = "", **params: str) -> dict:
-        """GET one object, or the list of a collection (``params``: ``labelSelector``,
-        ``fieldSelector``); an answer other than 200 fails the test with the API server's
-        words (a resource not served: KeyError)."""
-        url = (
-            self.http.url + self.path(resource, namespace=namespace) + (f"/{name}" if name else "")
-        )
-        answer = self.http.session.get(url, params=params, timeout=30)
-        if not answer.ok:
-            raise AssertionError(f"GET {url}: {answer.status_code} {answer.text.strip()}")
-        return answer.json()
-
-    def apply(self, manifest: dict) -> None:
-        """Create or update one object by server-side apply (as ``kubectl apply
-        --server-side --force-conflicts``): the API server merges it, whatever its kind."""
-        metadata, version = manifest["metadata"], manifest["apiVersion"]
-        namespace = metadata.get("namespace")
-        where = f"/namespaces/{namespace}" if namespace else ""
-        resource = self.resource_of(version, manifest["kind"])
-        url = f"{self.http.url}{_api_base(version)}{where}/{resource}/{metadata['name']}"
-        answer = self.http.session.patch(
-            url,
-            data=json.dumps(manifest),
-            params={"fieldManager": "e2e", "force": "true"},
-            headers={"Content-Type": "application/apply-patch+yaml"},
-            timeout=30,
-        )
-        if not answer.ok:
-            raise AssertionError(
-                f"apply {manifest['kind']} {metadata['name']}: {answer.status_code} "
-                f"{answer.text.strip()}"
-            )
-
-    def resource_of(self, api_version: str, kind: str) -> str:
-        """The resource (``pods``, ``podgroups``) that serves ``kind`` at ``api_version``,
-        from the API server's discovery."""
-        answer = self.http.session.get(self.http.url + _api_base(api_version), timeout=30)
-        if not answer.ok:
-            raise AssertionError(f"{api_version} is not served: {answer.status_code}")
-        for served in answer.json()["resources"]:
-            if served["kind"] == kind and "/" not in served["name"]:
-                return served["name"]
-        raise AssertionError(f"{api_version} serves no {kind}")
-
-    def remove(self, resource: str, name: str = "", *, namespace: str = "", **params: str) -> None:
-        """DELETE one object, or every one of a collection that ``params`` select, without
-        waiting for them to go; a clean-up, so a failure (a kind not served, say) is passed
-        over, as ``kubectl delete ... --wait=false`` with ``check=False`` did."""
-        with contextlib.suppress(requests.RequestException, KeyError, ValueError):
-            path = self.path(resource, namespace=namespace) + (f"/{name}" if name else "")
-            self.http.session.delete(self.http.url + path, params=params, timeout=30)
-
-
-def _api_base(api_version: str) -> str:
-    """Where an API version is served: ``/api/v1``, ``/apis/scheduling.x-k8s.io/v1alpha1``."""
-    return f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        return self.rest.client
 
 
 def wait_for(
@@ -236,20 +154,15 @@ def namespace(control_plane: ClusterAccess, request: pytest.FixtureRequest) -> I
     """
     slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
     name = f"{slug}-{uuid.uuid4().hex[:5]}"
-    made = control_plane.http.session.post(
-        control_plane.http.url + "/api/v1/namespaces",
-        json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-        timeout=30,
-    )
-    assert made.ok, f"namespace {name} not created: {made.status_code} {made.text.strip()}"
+    control_plane.rest.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
     try:
         yield name
     finally:
         # Each kind apart: a cluster that does not serve one of the PodGroup kinds refuses
         # only that one.
         for kind in ("pods", OUR_PODGROUPS, "configmaps", *OTHER_PODGROUPS):
-            control_plane.remove(kind, namespace=name)
-        control_plane.remove("namespaces", name)
+            control_plane.rest.remove(kind, namespace=name)
+        control_plane.rest.remove("namespaces", name)
 
 
 # -- the scheduler under test ---------------------------------------------------------------
@@ -429,27 +342,16 @@ class Cluster:
         ]
         create_nodes(self.access.http, manifests)
 
-        def ready() -> bool:
-            found = self.access.read("nodes", labelSelector=f"{TEST_LABEL}={self.namespace}")
-            return set(names_) <= {
-                n["metadata"]["name"]
-                for n in found["items"]
-                if any(
-                    (c["type"], c["status"]) == ("Ready", "True")
-                    for c in n.get("status", {}).get("conditions") or []
-                )
-            }
-
-        wait_for(ready, timeout=60, what=f"nodes {', '.join(names_)} Ready", interval=0.05)
+        self.access.rest.wait_ready(names_, selector=f"{TEST_LABEL}={self.namespace}")
         return names_
 
     def node_names(self) -> list[str]:
-        found = self.access.read("nodes", labelSelector=f"{TEST_LABEL}={self.namespace}")
+        found = self.access.rest.read("nodes", labelSelector=f"{TEST_LABEL}={self.namespace}")
         return [n["metadata"]["name"] for n in found["items"]]
 
     def apply(self, *manifests: dict) -> None:
         for manifest in manifests:
-            self.access.apply(manifest)
+            self.access.rest.apply(manifest)
 
     def pod(
         self,
@@ -502,14 +404,14 @@ class Cluster:
 
     def placements(self, namespace: str | None = None) -> dict[str, str]:
         """pod name -> node name ("" while pending)."""
-        found = self.access.read("pods", namespace=namespace or self.namespace)
+        found = self.access.rest.read("pods", namespace=namespace or self.namespace)
         return {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in found["items"]}
 
     def bound(self, namespace: str | None = None) -> set[str]:
         return {name for name, node in self.placements(namespace).items() if node}
 
     def events(self, reason: str, namespace: str | None = None) -> list[str]:
-        found = self.access.read(
+        found = self.access.rest.read(
             "events", namespace=namespace or self.namespace, fieldSelector=f"reason={reason}"
         )
         return [e["message"] for e in found["items"]]
@@ -538,10 +440,10 @@ def cluster(control_plane: ClusterAccess, namespace: str) -> Iterator[Cluster]:
         yield view
     finally:
         mine = f"{TEST_LABEL}={namespace}"
-        control_plane.remove("nodes", labelSelector=mine)
+        control_plane.rest.remove("nodes", labelSelector=mine)
         # Devices and classes a test published (dynamic resource allocation, cluster-wide).
-        control_plane.remove("resourceslices", labelSelector=mine)
-        control_plane.remove("deviceclasses", labelSelector=mine)
+        control_plane.rest.remove("resourceslices", labelSelector=mine)
+        control_plane.rest.remove("deviceclasses", labelSelector=mine)
 
 
 class Queues:

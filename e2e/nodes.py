@@ -25,6 +25,7 @@ import pykube
 import requests
 
 from e2e.cluster import DEFAULT_DIR, KWOK_NODE_ANNOTATION
+from e2e.rest import is_ready
 
 # The label that says which level unit a node sits in, per level name.
 LEVEL_LABELS = {
@@ -244,11 +245,7 @@ def wait_ready(api: pykube.HTTPClient, count: int, *, timeout: float = 300.0) ->
     selector = {FAKE_NODE_LABEL[0]: FAKE_NODE_LABEL[1]}
     while True:
         ready = sum(
-            any(
-                c["type"] == "Ready" and c["status"] == "True"
-                for c in n.obj.get("status", {}).get("conditions", [])
-            )
-            for n in pykube.Node.objects(api).filter(selector=selector)
+            1 for n in pykube.Node.objects(api).filter(selector=selector) if is_ready(n.obj)
         )
         if ready >= count:
             return

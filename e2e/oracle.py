@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import pykube
-import requests
 import yaml
 
 from e2e import cluster as local_cluster
 from e2e.nodes import FakeNode, node_manifest
+from e2e.rest import Rest
 from scheduler.codecs.cel import Selectors
 from scheduler.codecs.devices import (
     device_class_from_dict,
@@ -204,22 +204,10 @@ def random_case(rng: random.Random, number: int) -> Case:
     return Case(number, nodes, bound, pending, candidate, ns)
 
 
-# Where each kind the oracle writes lives: its API version, resource and whether it is
-# namespaced.
-RESOURCES = {
-    "Namespace": ("v1", "namespaces", False),
-    "Node": ("v1", "nodes", False),
-    "Pod": ("v1", "pods", True),
-    "ResourceSlice": ("resource.k8s.io/v1", "resourceslices", False),
-    "DeviceClass": ("resource.k8s.io/v1", "deviceclasses", False),
-    "ResourceClaim": ("resource.k8s.io/v1", "resourceclaims", True),
-}
-
-
 class Plane:
     """A control plane of its own with kube-scheduler running against it, spoken to over
-    HTTP (``pykube``'s session): a case makes a dozen requests and more, and a kubectl
-    process for each took some 0.15 s of a 2-core machine, most of a case's 2.5 s."""
+    HTTP (``rest``): a case makes a dozen requests and more, and a kubectl process for each
+    took some 0.15 s of a 2-core machine, most of a case's 2.5 s."""
 
     def __init__(self, directory: Path = ORACLE_DIR) -> None:
         self.directory = directory
@@ -231,50 +219,14 @@ class Plane:
                 "the list of binaries it builds and caches)"
             )
         self.kubeconfig = self.plane.kubeconfig
-        self.api = pykube.HTTPClient(pykube.KubeConfig.from_file(str(self.kubeconfig)))
+        client = pykube.HTTPClient(pykube.KubeConfig.from_file(str(self.kubeconfig)))
+        self.rest = Rest(client, timeout=60)  # as long as kubectl was given
         log = (directory / "logs" / "kube-scheduler.log").open("ab")
         self.scheduler = subprocess.Popen(
             [str(binaries.kube_scheduler), f"--kubeconfig={self.kubeconfig}",
              "--leader-elect=false", "--secure-port=0", "-v=1"],
             stdout=log, stderr=subprocess.STDOUT,
         )  # fmt: skip
-
-    def request(
-        self,
-        method: str,
-        kind: str,
-        name: str = "",
-        *,
-        namespace: str = "",
-        subresource: str = "",
-        check: bool = True,
-        **kwargs: Any,
-    ) -> dict[str, Any]:
-        """One request about ``kind`` (a ``RESOURCES`` key): a named object, or the whole
-        collection without ``name``; the answer decoded. Fails with the API server's own
-        message (``check=False``: a failure is the empty answer, for clean-ups)."""
-        version, resource, namespaced = RESOURCES[kind]
-        url = "/".join(part for part in (resource, name, subresource) if part)
-        where = {"namespace": namespace} if namespaced and namespace else {}
-        kwargs.setdefault("timeout", 60)  # as long as kubectl was given
-        try:
-            response = self.api.request(method, version=version, url=url, **where, **kwargs)
-        except requests.RequestException:
-            if check:
-                raise
-            return {}
-        if not check and not response.ok:
-            return {}
-        self.api.raise_for_status(response)
-        return response.json()
-
-    def get(self, kind: str, name: str = "", **kwargs: Any) -> dict[str, Any]:
-        return self.request("GET", kind, name, **kwargs)
-
-    def create(self, *objects: dict[str, Any]) -> None:
-        for obj in objects:
-            namespace = obj["metadata"].get("namespace", "")
-            self.request("POST", obj["kind"], namespace=namespace, json=obj)
 
     def close(self) -> None:
         self.scheduler.terminate()
@@ -310,7 +262,7 @@ class Answer:
 def _kube_answer(plane: Plane, case: Case, *, name: str = "asked") -> tuple[bool, str]:
     deadline = time.monotonic() + ANSWER_SECONDS
     while time.monotonic() < deadline:
-        pod = plane.get("Pod", name, namespace=case.namespace)
+        pod = plane.rest.read("pods", name, namespace=case.namespace)
         if pod["spec"].get("nodeName"):
             return True, f"bound to {pod['spec']['nodeName']}"
         for c in pod.get("status", {}).get("conditions", []):
@@ -328,8 +280,8 @@ def _kube_answer(plane: Plane, case: Case, *, name: str = "asked") -> tuple[bool
 
 def _our_answer(plane: Plane, case: Case) -> tuple[bool, str]:
     names = [n["metadata"]["name"] for n in case.nodes]
-    raw_nodes = [plane.get("Node", n) for n in names]
-    raw_pods = plane.get("Pod", namespace=case.namespace)
+    raw_nodes = [plane.rest.read("nodes", n) for n in names]
+    raw_pods = plane.rest.read("pods", namespace=case.namespace)
     nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
     pods = []
     for raw in raw_pods["items"]:
@@ -348,35 +300,23 @@ def _our_answer(plane: Plane, case: Case) -> tuple[bool, str]:
 @contextmanager
 def _staged(plane: Plane, case: Case) -> Iterator[list[str]]:
     """The case's namespace and Ready nodes (their names), removed afterwards."""
-    plane.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": case.namespace}})
+    plane.rest.create(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": case.namespace}}
+    )
     names_ = [n["metadata"]["name"] for n in case.nodes]
     try:
-        plane.create(*case.nodes)
-        _wait_ready(plane, names_)
+        plane.rest.create(*case.nodes)
+        plane.rest.wait_ready(names_)
         yield names_
     finally:
-        plane.request("DELETE", "Namespace", case.namespace, check=False)
+        plane.rest.remove("namespaces", case.namespace)
         for name in names_:
-            plane.request("DELETE", "Node", name, check=False)
-
-
-def _wait_ready(plane: Plane, names_: list[str], *, timeout: float = 60.0) -> None:
-    """Until every node is Ready (KWOK says so within a moment of its creation)."""
-    deadline = time.monotonic() + timeout
-    waiting = list(names_)
-    while waiting:
-        conditions = plane.get("Node", waiting[0]).get("status", {}).get("conditions") or []
-        if any((c["type"], c["status"]) == ("Ready", "True") for c in conditions):
-            waiting.pop(0)
-        elif time.monotonic() > deadline:
-            raise TimeoutError(f"node {waiting[0]} not Ready after {timeout:.0f}s")
-        else:
-            time.sleep(0.05)
+            plane.rest.remove("nodes", name)
 
 
 def ask(plane: Plane, case: Case) -> Answer:
     with _staged(plane, case):
-        plane.create(*case.bound, case.pending)
+        plane.rest.create(*case.bound, case.pending)
         kube, kube_message = _kube_answer(plane, case)
         # The same objects, read back from the API server (the pending pod as ours).
         ours, our_message = _our_answer(plane, case)
@@ -426,7 +366,7 @@ def ask_gang(plane: Plane, case: Case) -> Answer:
     gang at once. Either all members fit or not."""
     members = json.loads(case.notes[0])
     with _staged(plane, case) as names_:
-        raw_nodes = [plane.get("Node", n) for n in names_]
+        raw_nodes = [plane.rest.read("nodes", n) for n in names_]
         nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
         result = schedule(Snapshot(nodes=nodes, pods=_as_ours(members)), now=time.time())
         placed = [b for g in result.bindings for b in g.bindings]
@@ -452,7 +392,7 @@ def _gang_answer(
     said = [e.message for e in result.events if e.reason == "FailedScheduling"]
     kube, message = True, "all bound"
     for member in members:
-        plane.create(member)
+        plane.rest.create(member)
         single = replace(case, pending=member)
         bound, why = _kube_answer(plane, single, name=member["metadata"]["name"])
         if not bound:
@@ -615,9 +555,9 @@ def _claim(
 def _device_world(plane: Plane, case: Case) -> dict[str, Any]:
     """Slices, classes and claims as the API server holds them, decoded."""
     mark = f"oracle-case={case.number}"
-    slices = plane.get("ResourceSlice", params={"labelSelector": mark})
-    classes = plane.get("DeviceClass", params={"labelSelector": mark})
-    claims = plane.get("ResourceClaim", namespace=case.namespace)
+    slices = plane.rest.read("resourceslices", labelSelector=mark)
+    classes = plane.rest.read("deviceclasses", labelSelector=mark)
+    claims = plane.rest.read("resourceclaims", namespace=case.namespace)
     decoded = [resource_claim_from_dict(c) for c in claims["items"]]
     return {
         "resource_slices": tuple(slice_from_dict(s) for s in slices["items"]),
@@ -647,7 +587,7 @@ def ask_dra(plane: Plane, case: Case) -> Answer:
     """The core first (on the claims as they are before anything allocates them), then
     kube-scheduler; both "may it go there" and how many devices each claim got."""
     with _staged(plane, case) as names_, _devices_staged(plane, case):
-        raw_nodes = [plane.get("Node", n) for n in names_]
+        raw_nodes = [plane.rest.read("nodes", n) for n in names_]
         nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
         (asked,) = _as_ours([case.pending])
         snap = Snapshot(nodes=nodes, pods=(asked,), **_device_world(plane, case))
@@ -666,10 +606,10 @@ def ask_dra(plane: Plane, case: Case) -> Answer:
             if ours
             else (said[0] if said else "no event")
         )
-        plane.create(case.pending)
+        plane.rest.create(case.pending)
         kube, kube_message = _kube_answer(plane, case)
         if kube:
-            claims = plane.get("ResourceClaim", namespace=case.namespace)["items"]
+            claims = plane.rest.read("resourceclaims", namespace=case.namespace)["items"]
             kube_devices = _devices_allocated(claims, claim_names)
             kube_message += f" with devices {dict(sorted(kube_devices.items()))}"
             if ours and kube_devices != our_devices:
@@ -742,7 +682,7 @@ def ask_dra_gang(plane: Plane, case: Case) -> Answer:
     """kube-scheduler member by member; the core on the whole gang at once."""
     members = json.loads(case.notes[0])
     with _staged(plane, case) as names_, _devices_staged(plane, case):
-        raw_nodes = [plane.get("Node", n) for n in names_]
+        raw_nodes = [plane.rest.read("nodes", n) for n in names_]
         nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
         snap = Snapshot(nodes=nodes, pods=_as_ours(members), **_device_world(plane, case))
         result = schedule(snap, now=time.time())
@@ -755,20 +695,13 @@ def _devices_staged(plane: Plane, case: Case) -> Iterator[None]:
     """The case's classes, slices and claims (and the claims' statuses); the cluster-wide
     ones removed afterwards (the claims go with the namespace)."""
     try:
-        plane.create(*case.objects)
+        plane.rest.create(*case.objects)
         for name, status in case.statuses.items():
-            plane.request(
-                "PATCH", "ResourceClaim", name, namespace=case.namespace, subresource="status",
-                data=json.dumps({"status": status}),
-                headers={"Content-Type": "application/merge-patch+json"},
-            )  # fmt: skip
+            plane.rest.patch_status("resourceclaims", name, status, namespace=case.namespace)
         yield
     finally:
-        for kind in ("ResourceSlice", "DeviceClass"):
-            plane.request(
-                "DELETE", kind, params={"labelSelector": f"oracle-case={case.number}"},
-                check=False,
-            )  # fmt: skip
+        for kind in ("resourceslices", "deviceclasses"):
+            plane.rest.remove(kind, labelSelector=f"oracle-case={case.number}")
 
 
 def run(
