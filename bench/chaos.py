@@ -25,7 +25,10 @@ timing is the machine's):
    deleted. After each fault a canary gang (2 pods) is created.
 5. **Quiescence**: after the last fault, until every gang that should be bound is, every
    canary is bound and no bind happened for a few seconds, within ``RECOVERY_SECONDS``
-   (60 s; 30 s for the small workloads of the short version in ``make test``).
+   (60 s; 30 s for the small workloads of the short version in ``make test``). The run's
+   *recovery* is the last fault's end to every gang bound; its *scheduler's part* counts
+   each gang only from when its last member and claims existed and it had room
+   (``SchedulerWait``): a controller that makes pods or claims late adds to the first only.
 
 The checker follows the namespace's pods with a LIST+WATCH (in etcd order; a re-LIST after
 an API server or etcd restart) and checks:
@@ -760,6 +763,9 @@ class PodState:
     deleting: bool = False
     gone: bool = False
     created_t: float = 0.0
+    # When the pod's status first named a ResourceClaim for every claim its spec makes from
+    # a template (the ResourceClaim controller's work); created_t for a pod claiming none.
+    claimed_t: float | None = None
     bound_t: float | None = None
     ended_t: float | None = None
 
@@ -788,6 +794,22 @@ def _memory_mi(value: str) -> int:
         if value.endswith(unit):
             return int(float(value[: -len(unit)]) * factor)
     return int(float(value) / (1024 * 1024))
+
+
+def _claims_made(spec: dict, status: dict) -> bool:
+    """Whether every claim the pod makes from a template has been made: the pod's status
+    names it (until then the scheduler cannot place the pod, whatever it does)."""
+    wanted = {
+        entry.get("name")
+        for entry in spec.get("resourceClaims") or []
+        if entry.get("resourceClaimTemplateName")
+    }
+    made = {
+        entry.get("name")
+        for entry in status.get("resourceClaimStatuses") or []
+        if entry.get("resourceClaimName")
+    }
+    return wanted <= made
 
 
 def _gpus(spec: dict) -> int:
@@ -983,6 +1005,8 @@ class Observer:
                 created_t=t,
             )
             self.pods[uid] = pod
+        if pod.claimed_t is None and _claims_made(spec, status):
+            pod.claimed_t = t
         self._update(
             pod,
             t,
@@ -1433,6 +1457,8 @@ class RunResult:
     canary_seconds: list[float] = field(default_factory=list)  # creation to bound
     canary_recovery_seconds: list[float] = field(default_factory=list)  # last fault to bound
     recovery_seconds: float | None = None  # last fault's end to every gang bound
+    # The longest a gang waited on the scheduler alone after the last fault (SchedulerWait).
+    scheduler_recovery_seconds: float | None = None
     scheduler_exits: list[dict] = field(default_factory=list)
     incomplete_gangs: list[str] = field(default_factory=list)
     no_room: list[str] = field(default_factory=list)
@@ -1853,6 +1879,7 @@ class Run:
         deadline = last_fault_end + self.recovery
         recovered_at: float | None = None
         said_at = last_fault_end
+        waited = SchedulerWait(since=last_fault_end)
         while True:
             self.replicas.supervise()
             self.collect_orphans()
@@ -1860,6 +1887,7 @@ class Run:
             expected, _, _ = expectations(self.books, pods)
             canaries_pending = [g for g, _ in self.canaries if not _gang_bound(pods, g)]
             now = self.clock()
+            waited.look(expected, pods, self.books, now=now)
             if expected and now - said_at >= WAITING_SAID_EVERY:
                 self.say(still_waiting(expected, since=last_fault_end, now=now))
                 said_at = now
@@ -1875,7 +1903,11 @@ class Run:
             time.sleep(0.5)
         if recovered_at is not None:
             self.result.recovery_seconds = round(max(0.0, recovered_at - last_fault_end), 2)
-        self.say(f"quiescent (recovered at {recovered_at}); checking")
+        self.result.scheduler_recovery_seconds = waited.finish(now=self.clock())
+        self.say(
+            f"quiescent (recovered at {recovered_at}; the scheduler's longest wait "
+            f"{self.result.scheduler_recovery_seconds}s, {waited.waits}); checking"
+        )
 
     def check(self) -> None:
         assert self.observer is not None
@@ -1999,8 +2031,77 @@ def still_waiting(expected: dict[str, list[PodState]], *, since: float, now: flo
         names = sorted(p.name for p in pending)
         shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         newest = max(p.created_t for p in pending)
-        said.append(f"{gang} ({len(pending)} pending: {shown}; newest created t={newest:.2f})")
+        unclaimed = sum(1 for p in pending if p.claimed_t is None)
+        claims = f"; {unclaimed} without their claims yet" if unclaimed else ""
+        said.append(
+            f"{gang} ({len(pending)} pending: {shown}; newest created t={newest:.2f}{claims})"
+        )
     return f"{now - since:.1f}s after the last fault, not yet bound: " + "; ".join(said)
+
+
+def made_ready(
+    expected: dict[str, list[PodState]], pods: dict[str, PodState], books: Books
+) -> dict[str, float]:
+    """Of the gangs that should be bound, those the scheduler alone now keeps waiting: every
+    pending member of the gang and of its group's peers has its claims made. Each with when
+    the last of those came to be (created, claims made) in the observer's time."""
+    pending: dict[str, list[PodState]] = defaultdict(list)
+    for pod in pods.values():
+        if pod.scheduler == books.scheduler and pod.alive and not pod.node:
+            pending[pod.gang].append(pod)
+    ready: dict[str, float] = {}
+    for gang in expected:
+        spec = books.specs.get(gang)
+        members = [p for g in {gang, *(spec.group if spec else ())} for p in pending[g]]
+        if all(p.claimed_t is not None for p in members):
+            ready[gang] = max((p.claimed_t or 0.0 for p in members), default=0.0)
+    return ready
+
+
+@dataclass
+class SchedulerWait:
+    """How long gangs waited on the scheduler alone after the last fault (``since``): from
+    the later of the fault's end, the moment the gang's last member and claims came to be,
+    and the last look that did not find it ready (room freed meanwhile), to its last bind.
+    The run's recovery also holds what controllers add (a Job's pods or a template's claims
+    made late, seeds 5014 and 5017 of session 38); this is the scheduler's part of it."""
+
+    since: float
+    waiting: dict[str, tuple[float, frozenset[str]]] = field(default_factory=dict)
+    waits: dict[str, float] = field(default_factory=dict)  # gang -> its longest wait
+    looked: float | None = None
+
+    def look(
+        self,
+        expected: dict[str, list[PodState]],
+        pods: dict[str, PodState],
+        books: Books,
+        *,
+        now: float,
+    ) -> None:
+        ready = made_ready(expected, pods, books)
+        for gang in [g for g in self.waiting if g not in ready]:
+            began, uids = self.waiting.pop(gang)
+            tracked = [pods[u] for u in uids if u in pods]
+            bound = [p.bound_t for p in tracked if p.bound_t is not None]
+            if bound and all(p.node or not p.alive for p in tracked):
+                self.waits[gang] = max(self.waits.get(gang, 0.0), round(max(bound) - began, 2))
+            # else it stopped being ready (a member went, room was taken): not a wait
+        for gang, made in ready.items():
+            uids = frozenset(p.uid for p in expected[gang])
+            if gang in self.waiting:
+                began, seen = self.waiting[gang]
+                self.waiting[gang] = (began, seen | uids)
+            else:
+                unready = self.looked if self.looked is not None else self.since
+                self.waiting[gang] = (max(self.since, made, unready), uids)
+        self.looked = now
+
+    def finish(self, *, now: float) -> float:
+        """The longest wait; a gang still waiting counts until ``now``."""
+        for gang, (began, _) in self.waiting.items():
+            self.waits[gang] = max(self.waits.get(gang, 0.0), round(now - began, 2))
+        return max(self.waits.values(), default=0.0)
 
 
 def expectations(
@@ -2293,6 +2394,10 @@ def summarize(results: list[RunResult], *, base_seed: int, small: bool, wall: fl
     canaries = [c for r in results for c in r.canary_seconds]
     canary_recoveries = [c for r in results for c in r.canary_recovery_seconds]
     worst_run = max(results, key=lambda r: r.recovery_seconds or 0.0, default=None)
+    waits = [
+        r.scheduler_recovery_seconds for r in results if r.scheduler_recovery_seconds is not None
+    ]
+    worst_wait = max(results, key=lambda r: r.scheduler_recovery_seconds or 0.0, default=None)
     return {
         "runs": len(results),
         "base_seed": base_seed,
@@ -2313,6 +2418,9 @@ def summarize(results: list[RunResult], *, base_seed: int, small: bool, wall: fl
         "worst_recovery_seconds": max(recoveries, default=None),
         "worst_recovery_seed": worst_run.seed if worst_run and recoveries else None,
         "median_recovery_seconds": sorted(recoveries)[len(recoveries) // 2] if recoveries else None,
+        "worst_scheduler_recovery_seconds": max(waits, default=None),
+        "worst_scheduler_recovery_seed": worst_wait.seed if worst_wait and waits else None,
+        "median_scheduler_recovery_seconds": sorted(waits)[len(waits) // 2] if waits else None,
         "worst_canary_seconds": max(canaries, default=None),
         "median_canary_seconds": sorted(canaries)[len(canaries) // 2] if canaries else None,
         "worst_canary_recovery_seconds": max(canary_recoveries, default=None),
@@ -2346,7 +2454,11 @@ def markdown(summary: dict) -> str:
         f"- harness errors: {len(summary['errors'])}",
         f"- recovery (last fault's end to every gang bound): median "
         f"{summary['median_recovery_seconds']} s, worst {summary['worst_recovery_seconds']} s "
-        f"(seed {summary['worst_recovery_seed']})",
+        f"(seed {summary['worst_recovery_seed']}); of which the scheduler's part (from when "
+        "a gang's members and claims existed and it had room): median "
+        f"{summary.get('median_scheduler_recovery_seconds')} s, worst "
+        f"{summary.get('worst_scheduler_recovery_seconds')} s "
+        f"(seed {summary.get('worst_scheduler_recovery_seed')})",
         f"- canary gangs (created after each fault, to bound): median "
         f"{summary['median_canary_seconds']} s, worst {summary['worst_canary_seconds']} s (faults "
         "that came meanwhile included); from the end of the last fault before it bound, worst "
@@ -2418,7 +2530,8 @@ def summary_line(result: RunResult) -> str:
     )
     return (
         f"seed {result.seed} [{result.mode}] {result.pods} pods, faults {kinds}: {status}; "
-        f"recovery {result.recovery_seconds}s, canaries {result.canary_seconds}, "
+        f"recovery {result.recovery_seconds}s (the scheduler's part "
+        f"{result.scheduler_recovery_seconds}s), canaries {result.canary_seconds}, "
         f"exits {len(result.scheduler_exits)}, {result.wall_seconds}s"
         + (f", {result.claims_allocated} claims allocated" if result.claims_allocated else "")
         + (f"; logs {result.logs}" if result.logs else "")

@@ -360,3 +360,58 @@ def test_a_running_gang_of_replicas_held_back_by_its_queue_is_not_expected_bound
     ledger.capabilities["q"] = 4000
     expected, _, _ = expectations(ledger, pods_of(*members))
     assert sorted(p.name for p in expected["g"]) == ["g-2", "g-3"]
+
+
+def claiming(obj: dict, *, made: bool) -> dict:
+    """``obj`` claiming a GPU from a template; ``made``: the controller has made its claim."""
+    spec = {
+        **obj["spec"],
+        "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu-1"}],
+    }
+    status = dict(obj["status"])
+    if made:
+        status["resourceClaimStatuses"] = [
+            {"name": "gpu", "resourceClaimName": f"{obj['metadata']['name']}-gpu"}
+        ]
+    return {**obj, "spec": spec, "status": status}
+
+
+def test_the_schedulers_wait_counts_from_when_a_gangs_claims_were_made() -> None:
+    g, h = GangSpec("g", "koord", 2, 2), GangSpec("h", "koord", 2, 2)
+    ledger = books(g, h)
+    seen = observer()
+    for name in ("g-0", "g-1"):
+        seen._apply(claiming(pod(name, gang="g"), made=False), 1.0)
+    for name in ("h-0", "h-1"):
+        seen._apply(pod(name, gang="h"), 1.0)
+    waited = chaos.SchedulerWait(since=5.0)
+
+    def look(now: float) -> None:
+        expected, _, _ = expectations(ledger, seen.pods)
+        waited.look(expected, seen.pods, ledger, now=now)
+
+    look(6.0)  # both gangs should be bound; g's claims are not made yet
+    assert chaos.still_waiting(expectations(ledger, seen.pods)[0], since=5.0, now=6.0).endswith(
+        "g (2 pending: g-0, g-1; newest created t=1.00; 2 without their claims yet); "
+        "h (2 pending: h-0, h-1; newest created t=1.00)"
+    )
+    for name in ("h-0", "h-1"):
+        seen._apply(pod(name, gang="h", node=NODE), 15.0)
+    for name in ("g-0", "g-1"):
+        seen._apply(claiming(pod(name, gang="g"), made=True), 20.0)
+    look(21.0)
+    for name in ("g-0", "g-1"):
+        seen._apply(claiming(pod(name, gang="g", node="n1"), made=True), 22.0)
+    look(23.0)
+    # h waited on the scheduler from the fault's end to its bind; g from its claims' making.
+    assert waited.finish(now=24.0) == 10.0
+    assert waited.waits == {"h": 10.0, "g": 2.0}
+
+
+def test_a_gang_still_waiting_at_the_end_counts_until_then() -> None:
+    gang = GangSpec("g", "koord", 2, 2)
+    ledger = books(gang)
+    pending = pods_of(pod("g-0", gang="g"), pod("g-1", gang="g"))
+    waited = chaos.SchedulerWait(since=5.0)
+    waited.look(expectations(ledger, pending)[0], pending, ledger, now=5.5)
+    assert waited.finish(now=30.0) == 25.0
