@@ -74,6 +74,7 @@ clients: setup binaries
 BENCH_ARGS ?=
 bench: setup binaries
 	$(PY) -m bench.solver
+	$(PY) -m bench.decode
 	$(PY) -m bench.pass
 	$(PY) -m bench.dra
 	$(PY) -m bench.backfill

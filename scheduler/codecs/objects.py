@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from scheduler.codecs.devices import pod_claims
-from scheduler.codecs.gangs import read_claim, read_options
+from scheduler.codecs.gangs import claim_of, read_options
 from scheduler.codecs.owners import read_owner_claim
 from scheduler.codecs.quantities import QUANTITY_RULE, quantity
 from scheduler.codecs.selectors import (
@@ -51,13 +51,21 @@ Obj = Mapping[str, Any]
 
 def resource_list(raw: object) -> Resources:
     """A ResourceList; entries that do not parse are left out (the API server validates)."""
+    return Resources(_amounts(raw))
+
+
+def _amounts(raw: object) -> dict[str, int]:
+    """A ResourceList as a plain dict (zeros kept): a pod's containers are summed in these
+    and one ``Resources`` made at the end. A ``Resources`` (and its hash) for every
+    container, the pod level and the overhead made ``pod_requests`` 2.8x as long (16 µs of
+    the 70 a pod took to decode, ``python -m bench.decode``)."""
     amounts: dict[str, int] = {}
     for name, value in obj(raw).items():
         try:
             amounts[name] = quantity(name, value)
         except ValueError:
             continue
-    return Resources(amounts)
+    return amounts
 
 
 def resource_errors(raw: object, field: str) -> list[str]:
@@ -75,7 +83,7 @@ def resource_errors(raw: object, field: str) -> list[str]:
 
 
 def _requests(container: Obj) -> dict[str, int]:
-    return dict(resource_list(obj(container.get("resources")).get("requests")))
+    return _amounts(obj(container.get("resources")).get("requests"))
 
 
 def _add(into: dict[str, int], more: Mapping[str, int]) -> None:
@@ -103,9 +111,11 @@ def pod_requests(spec: Obj) -> Resources:
             running = dict(sidecars)
             _add(running, requests)
             _peak(total, running)
-    pod_level = resource_list(obj(spec.get("resources")).get("requests"))
-    total.update(pod_level)
-    _add(total, resource_list(spec.get("overhead")))
+    pod_level = obj(spec.get("resources")).get("requests")
+    if pod_level:  # what the pod as a whole requests, where it says (a zero says nothing)
+        total.update((name, amount) for name, amount in _amounts(pod_level).items() if amount)
+    if overhead := spec.get("overhead"):
+        _add(total, _amounts(overhead))
     total[PODS] = total.get(PODS, 0) + 1
     return Resources(total)
 
@@ -284,7 +294,7 @@ def pod_from_dict(raw: object) -> Pod:
         labels=labels,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
         deleting=bool(meta.get("deletionTimestamp")),
-        gang=read_claim(
+        gang=claim_of(
             labels, annotations, namespace=namespace, scheduling_group=spec.get("schedulingGroup")
         )
         or (

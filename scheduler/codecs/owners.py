@@ -15,23 +15,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import fields
 from types import MappingProxyType
 from typing import Any
 
-from scheduler.codecs.gangs import read_options
+from scheduler.codecs.gangs import read_options, stated_options
 from scheduler.codecs.quantities import MAX_AMOUNT, QUANTITY_RULE, quantity
 from scheduler.codecs.shapes import MAX_COUNT, obj, objs, text, texts, whole
 from scheduler.model import names
 from scheduler.model.gangs import Owner
 from scheduler.model.owners import Grouping, OwnerKey, OwnerKind, gang_name
-from scheduler.model.pods import GangClaim, GangKey, GangOptions, GangSource
+from scheduler.model.pods import GangClaim, GangKey, GangSource
 from scheduler.model.resources import CPU, MEMORY, PODS, Resources
 
 _GROUPINGS = {g.value: g for g in Grouping}
 # The annotations read_options reads, by prefix.
 _OPTION_PREFIXES = (names.KOORD_PREFIX, names.OUR_PREFIX, "pod-group.scheduling.sigs.k8s.io/")
-_OPTION_FIELDS = tuple(f.name for f in fields(GangOptions) if f.name != "errors")
 # The API groups of the owners whose pods point at them directly.
 _DIRECT = {
     ("RayCluster", "ray.io"): OwnerKind.RAY_CLUSTER,
@@ -121,9 +119,8 @@ def read_owner_claim(
     # of every Job in the cluster, ours or not, that was half of the pod codec's time).
     stated: dict[str, Any] = {}
     if any(k.startswith(_OPTION_PREFIXES) for k in annotations):
-        options = read_options(annotations, namespace=namespace)
-        stated = {name: getattr(options, name) for name in _OPTION_FIELDS}
-        errors = [*options.errors, *errors]
+        stated, stated_errors = stated_options(annotations, namespace=namespace)
+        errors = [*stated_errors, *errors]
     return GangClaim(
         key=GangKey(namespace, gang_name(owner.kind, owner.name, part)),
         source=GangSource.OWNER,

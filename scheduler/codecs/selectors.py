@@ -3,6 +3,7 @@ affinity, node affinity, volumes, ResourceSlices and Volcano's subgroup policies
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 from scheduler.codecs.shapes import listed, obj, objs, text, texts
@@ -34,14 +35,22 @@ def node_selector_terms(selector: object) -> tuple[NodeSelectorTerm, ...]:
 def tolerations(raw: object) -> tuple[Toleration, ...]:
     """A list of tolerations: a pod's, or a device request's (the same fields and rules)."""
     return tuple(
-        Toleration(
-            key=text(t.get("key")),
-            operator=text(t.get("operator"), "Equal"),
-            value=text(t.get("value")),
-            effect=text(t.get("effect")),
+        _toleration(
+            text(t.get("key")),
+            text(t.get("operator"), "Equal"),
+            text(t.get("value")),
+            text(t.get("effect")),
         )
         for t in objs(raw)
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _toleration(key: str, operator: str, value: str, effect: str) -> Toleration:
+    """One Toleration, shared: nearly every pod carries the same two (admission's
+    not-ready and unreachable), and a frozen dataclass each was a tenth of decoding a pod.
+    Bounded, so that hostile ones cannot grow it."""
+    return Toleration(key=key, operator=operator, value=value, effect=effect)
 
 
 def label_selector(raw: object) -> LabelSelector | None:

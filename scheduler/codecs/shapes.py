@@ -57,6 +57,8 @@ def listed(raw: object) -> Sequence[Any]:
 def objs(raw: object) -> list[Mapping[str, Any]]:
     """The JSON objects in a JSON list; other entries, or a value that is not a list, are
     left out."""
+    if raw is None:  # an absent field: most of the lists a pod may hold, it does not
+        return []
     return [e for e in listed(raw) if type(e) is dict or isinstance(e, Mapping)]
 
 

@@ -3,11 +3,13 @@ which annotation, what it held and what is allowed."""
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.codecs.gangs import read_claim
+from scheduler.codecs.gangs import read_claim, stated_options
 from scheduler.codecs.objects import (
     budget_from_dict,
     pod_from_dict,
@@ -16,7 +18,7 @@ from scheduler.codecs.objects import (
 )
 from scheduler.codecs.quantities import parse_quantity
 from scheduler.model import names
-from scheduler.model.pods import GangKey, GangSource, LabelSelector, Mode
+from scheduler.model.pods import GangKey, GangOptions, GangSource, LabelSelector, Mode
 from scheduler.model.times import parse_duration
 
 
@@ -31,6 +33,22 @@ def test_requests_sum_containers_peak_init_containers_and_add_overhead() -> None
         "overhead": {"cpu": "100m"},
     }
     assert dict(pod_requests(spec)) == {"cpu": 2100, "memory": 2 << 30, "pods": 1}
+
+
+def test_pod_level_requests_replace_the_containers_sum_for_what_they_name() -> None:
+    spec = {
+        "containers": [container(cpu="500m", memory="1Gi"), container(cpu="1", memory="1Gi")],
+        "resources": {"requests": {"cpu": "4"}},
+        "overhead": {"cpu": "100m"},
+    }
+    # As kube-scheduler's PodRequests: cpu from the pod level, memory summed, overhead added.
+    assert dict(pod_requests(spec)) == {"cpu": 4100, "memory": 2 << 30, "pods": 1}
+
+
+def test_a_claim_holds_every_option_a_podgroup_or_pod_can_state() -> None:
+    stated, errors = stated_options({names.KOORD_MIN_AVAILABLE: "2"}, namespace="ml")
+    assert set(stated) == {f.name for f in fields(GangOptions)} - {"errors"}
+    assert errors == []
 
 
 def test_sidecar_init_containers_add_to_everything_after_them() -> None:
