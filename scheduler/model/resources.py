@@ -7,7 +7,7 @@ a node is never over-committed by a rounding error.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
 
 CPU = "cpu"
@@ -39,6 +39,24 @@ class Resources(Mapping[str, int]):
 
     def __len__(self) -> int:
         return len(self.amounts)
+
+    # The dict's own, not the Mapping mixins' (Python, through __iter__ and __getitem__):
+    # every pass reads amounts by these thousands of times a node.
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.amounts
+
+    def get(self, name: str, default: int | None = None) -> int | None:  # type: ignore[override]
+        return self.amounts.get(name, default)
+
+    def keys(self) -> KeysView[str]:
+        return self.amounts.keys()
+
+    def values(self) -> ValuesView[int]:
+        return self.amounts.values()
+
+    def items(self) -> ItemsView[str, int]:
+        return self.amounts.items()
 
     def __hash__(self) -> int:
         return self._hash
