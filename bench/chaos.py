@@ -763,8 +763,8 @@ class PodState:
     deleting: bool = False
     gone: bool = False
     created_t: float = 0.0
-    # When the pod's status first named a ResourceClaim for every claim its spec makes from
-    # a template (the ResourceClaim controller's work); created_t for a pod claiming none.
+    # When the pod's status first had an entry for every claim its spec makes from a
+    # template (the ResourceClaim controller's work); created_t for a pod making none.
     claimed_t: float | None = None
     bound_t: float | None = None
     ended_t: float | None = None
@@ -797,19 +797,17 @@ def _memory_mi(value: str) -> int:
 
 
 def _claims_made(spec: dict, status: dict) -> bool:
-    """Whether every claim the pod makes from a template has been made: the pod's status
-    names it (until then the scheduler cannot place the pod, whatever it does)."""
+    """Whether the ResourceClaim controller has done its part for every claim the pod makes
+    from a template: the pod's status has an entry for it (naming the claim made, or none
+    when none was needed). Until then the scheduler cannot place the pod, whatever it does.
+    Claims a pod names directly are not followed (the harness's pods name none)."""
     wanted = {
         entry.get("name")
         for entry in spec.get("resourceClaims") or []
         if entry.get("resourceClaimTemplateName")
     }
-    made = {
-        entry.get("name")
-        for entry in status.get("resourceClaimStatuses") or []
-        if entry.get("resourceClaimName")
-    }
-    return wanted <= made
+    done = {entry.get("name") for entry in status.get("resourceClaimStatuses") or []}
+    return wanted <= done
 
 
 def _gpus(spec: dict) -> int:
@@ -1512,6 +1510,7 @@ class Run:
         self.chaos_deleted = self.books.chaos_deleted
         self.canaries: list[tuple[str, float]] = []  # (gang, t created)
         self.recovery = RECOVERY_SECONDS_SMALL if plan.small else RECOVERY_SECONDS
+        self.waited: SchedulerWait | None = None  # from the last fault's end on
         self.observer: Observer | None = None
         self.replicas: Replicas | None = None
         self.devices: DeviceWatch | None = None
@@ -1671,12 +1670,15 @@ class Run:
     # the timeline
 
     def idle(self, seconds: float) -> None:
-        """Wait, keeping the replicas running and collecting pods of deleted nodes."""
+        """Wait, keeping the replicas running and collecting pods of deleted nodes (and,
+        after a fault, looking at what waits on the scheduler)."""
         deadline = time.monotonic() + seconds
         while True:
             assert self.replicas is not None
             self.replicas.supervise()
             self.collect_orphans()
+            if self.waited is not None and self.clock() - (self.waited.looked or 0.0) >= 0.5:
+                self.look()
             left = deadline - time.monotonic()
             if left <= 0:
                 return
@@ -1699,6 +1701,9 @@ class Run:
                 detail = self.fault(arg)
                 ended = self.clock()
                 last_fault_end = ended
+                # The scheduler's part of the recovery is timed from the last fault's end:
+                # waves may come after it, and gangs bind while they do.
+                self.waited = SchedulerWait(since=ended)
                 self.result.faults.append(
                     {
                         "kind": arg.kind,
@@ -1873,21 +1878,31 @@ class Run:
 
     # the end
 
+    def look(self) -> tuple[dict[str, PodState], dict[str, list[PodState]]]:
+        """The pods as observed and the gangs that should be bound, looked at for the
+        scheduler's part of the recovery."""
+        assert self.observer is not None
+        pods = self.observer.copy()
+        expected, _, _ = expectations(self.books, pods)
+        if self.waited is not None:
+            self.waited.look(expected, pods, self.books, now=self.clock())
+        return pods, expected
+
     def quiesce(self, last_fault_end: float) -> None:
         assert self.observer is not None
         assert self.replicas is not None
         deadline = last_fault_end + self.recovery
         recovered_at: float | None = None
         said_at = last_fault_end
-        waited = SchedulerWait(since=last_fault_end)
+        if self.waited is None:  # a plan without faults
+            self.waited = SchedulerWait(since=last_fault_end)
+        waited = self.waited
         while True:
             self.replicas.supervise()
             self.collect_orphans()
-            pods = self.observer.copy()
-            expected, _, _ = expectations(self.books, pods)
+            pods, expected = self.look()
             canaries_pending = [g for g, _ in self.canaries if not _gang_bound(pods, g)]
             now = self.clock()
-            waited.look(expected, pods, self.books, now=now)
             if expected and now - said_at >= WAITING_SAID_EVERY:
                 self.say(still_waiting(expected, since=last_fault_end, now=now))
                 said_at = now
@@ -2039,20 +2054,14 @@ def still_waiting(expected: dict[str, list[PodState]], *, since: float, now: flo
     return f"{now - since:.1f}s after the last fault, not yet bound: " + "; ".join(said)
 
 
-def made_ready(
-    expected: dict[str, list[PodState]], pods: dict[str, PodState], books: Books
-) -> dict[str, float]:
+def made_ready(expected: dict[str, list[PodState]], books: Books) -> dict[str, float]:
     """Of the gangs that should be bound, those the scheduler alone now keeps waiting: every
     pending member of the gang and of its group's peers has its claims made. Each with when
     the last of those came to be (created, claims made) in the observer's time."""
-    pending: dict[str, list[PodState]] = defaultdict(list)
-    for pod in pods.values():
-        if pod.scheduler == books.scheduler and pod.alive and not pod.node:
-            pending[pod.gang].append(pod)
     ready: dict[str, float] = {}
     for gang in expected:
         spec = books.specs.get(gang)
-        members = [p for g in {gang, *(spec.group if spec else ())} for p in pending[g]]
+        members = [p for g in {gang, *(spec.group if spec else ())} for p in expected.get(g, [])]
         if all(p.claimed_t is not None for p in members):
             ready[gang] = max((p.claimed_t or 0.0 for p in members), default=0.0)
     return ready
@@ -2079,7 +2088,7 @@ class SchedulerWait:
         *,
         now: float,
     ) -> None:
-        ready = made_ready(expected, pods, books)
+        ready = made_ready(expected, books)
         for gang in [g for g in self.waiting if g not in ready]:
             began, uids = self.waiting.pop(gang)
             tracked = [pods[u] for u in uids if u in pods]

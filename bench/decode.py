@@ -26,8 +26,9 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from scheduler.codecs.gangs import read_claim
+from scheduler.codecs.gangs import claim_of
 from scheduler.codecs.objects import pod_from_dict, pod_requests
+from scheduler.codecs.owners import read_owner_claim
 from scheduler.codecs.selectors import tolerations
 from scheduler.codecs.shapes import texts
 from scheduler.model import names
@@ -132,16 +133,21 @@ def one_pass(work: Callable[[dict], object], pods: list[dict]) -> float:
     return time.perf_counter() - started
 
 
-def _claim(pod: dict) -> object:
+def _gang(pod: dict) -> object:
+    """What ``pod_from_dict`` does for the gang: the pod's own claim, else its owner's."""
     meta = pod["metadata"]
-    return read_claim(
-        texts(meta.get("labels")), texts(meta.get("annotations")), namespace=meta["namespace"]
+    labels, annotations = texts(meta.get("labels")), texts(meta.get("annotations"))
+    namespace = meta["namespace"]
+    return claim_of(labels, annotations, namespace=namespace) or (
+        read_owner_claim(labels, annotations, refs, namespace=namespace)
+        if (refs := meta.get("ownerReferences"))
+        else None
     )
 
 
 PARTS: dict[str, Callable[[dict], object]] = {
     "pod_from_dict": pod_from_dict,
-    "read_claim (labels and annotations read first)": _claim,
+    "the gang (labels and annotations read)": _gang,
     "tolerations": lambda pod: tolerations(pod["spec"].get("tolerations")),
     "pod_requests": lambda pod: pod_requests(pod["spec"]),
     "json.loads of the pod": None,  # filled in run(): the decoder's own share, for scale

@@ -39,8 +39,10 @@ def is_ready(node: dict) -> bool:
 
 class Rest:
     """One API server's REST interface, for tests. Discovery answers (which version of a
-    group serves a resource, which resource serves a kind) are kept once found: a kind a
-    test installs later is looked up when first asked, and nothing a test does removes one."""
+    group serves a resource, which resource serves a kind) are kept once found, and only
+    then: a kind a test installs later is looked up when first asked. A test that removes a
+    CRD and installs it again at other versions needs a new Rest (none does: Volcano's comes
+    back at the one version it had)."""
 
     def __init__(self, client: pykube.HTTPClient, *, timeout: float = 30.0) -> None:
         self.client = client
@@ -173,8 +175,9 @@ class Rest:
             missing = set(names) - {n["metadata"]["name"] for n in found if is_ready(n)}
             if not missing:
                 return
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"nodes {', '.join(sorted(missing))} not Ready after {timeout:.0f}s"
+            if time.monotonic() > deadline:  # a test's failure, as wait_for's
+                raise AssertionError(
+                    f"timed out after {timeout:.0f}s waiting for nodes "
+                    f"{', '.join(sorted(missing))} Ready"
                 )
             time.sleep(0.05)

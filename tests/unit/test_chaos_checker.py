@@ -415,3 +415,12 @@ def test_a_gang_still_waiting_at_the_end_counts_until_then() -> None:
     waited = chaos.SchedulerWait(since=5.0)
     waited.look(expectations(ledger, pending)[0], pending, ledger, now=5.5)
     assert waited.finish(now=30.0) == 25.0
+
+
+def test_a_claim_the_controller_found_not_needed_counts_as_made() -> None:
+    spec = claiming(pod("g-0", gang="g"), made=False)["spec"]
+    assert not chaos._claims_made(spec, {})
+    assert chaos._claims_made(spec, {"resourceClaimStatuses": [{"name": "gpu"}]})
+    assert chaos._claims_made(
+        spec, {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "g-0-gpu"}]}
+    )
