@@ -424,3 +424,19 @@ def test_a_claim_the_controller_found_not_needed_counts_as_made() -> None:
     assert chaos._claims_made(
         spec, {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": "g-0-gpu"}]}
     )
+
+
+def test_a_gang_waiting_for_its_claims_or_a_peers_is_not_the_schedulers_to_bind() -> None:
+    a = GangSpec("a", "koord", 2, 2, group=("a", "b"))
+    b = GangSpec("b", "koord", 2, 2, group=("a", "b"))
+    c = GangSpec("c", "koord", 2, 2)
+    ledger = books(a, b, c)
+    objs = [
+        pod("a-0", gang="a"), pod("a-1", gang="a"),
+        claiming(pod("b-0", gang="b"), made=False), claiming(pod("b-1", gang="b"), made=True),
+        pod("c-0", gang="c"), pod("c-1", gang="c"),
+    ]  # fmt: skip
+    expected, _, _ = expectations(ledger, pods_of(*objs))
+    assert sorted(expected) == ["a", "b", "c"]
+    # b-0's claim is not made: b waits for the controller, and a for b (one GangGroup).
+    assert sorted(chaos.made_ready(expected, ledger)) == ["c"]
