@@ -26,9 +26,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from scheduler.codecs.gangs import claim_of
-from scheduler.codecs.objects import pod_from_dict, pod_requests
-from scheduler.codecs.owners import read_owner_claim
+from scheduler.codecs.objects import pod_from_dict, pod_gang, pod_requests
 from scheduler.codecs.selectors import tolerations
 from scheduler.codecs.shapes import texts
 from scheduler.model import names
@@ -134,14 +132,11 @@ def one_pass(work: Callable[[dict], object], pods: list[dict]) -> float:
 
 
 def _gang(pod: dict) -> object:
-    """What ``pod_from_dict`` does for the gang: the pod's own claim, else its owner's."""
+    """What ``pod_from_dict`` does for the gang, its labels and annotations read first."""
     meta = pod["metadata"]
     labels, annotations = texts(meta.get("labels")), texts(meta.get("annotations"))
-    namespace = meta["namespace"]
-    return claim_of(labels, annotations, namespace=namespace) or (
-        read_owner_claim(labels, annotations, refs, namespace=namespace)
-        if (refs := meta.get("ownerReferences"))
-        else None
+    return pod_gang(
+        meta, pod["spec"], labels=labels, annotations=annotations, namespace=meta["namespace"]
     )
 
 

@@ -46,6 +46,7 @@ from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
+from scheduler.model.nodes import Node
 from scheduler.model.pods import Pod
 from scheduler.model.snapshot import Snapshot
 
@@ -278,11 +279,14 @@ def _kube_answer(plane: Plane, case: Case, *, name: str = "asked") -> tuple[bool
     raise TimeoutError(f"kube-scheduler said nothing of case {case.number} in {ANSWER_SECONDS}s")
 
 
+def _nodes(plane: Plane, names: list[str]) -> dict[str, Node]:
+    """The case's nodes as the API server holds them (Ready, as KWOK made them), decoded."""
+    return {n.name: n for n in (node_from_dict(plane.rest.read("nodes", name)) for name in names)}
+
+
 def _our_answer(plane: Plane, case: Case) -> tuple[bool, str]:
-    names = [n["metadata"]["name"] for n in case.nodes]
-    raw_nodes = [plane.rest.read("nodes", n) for n in names]
+    nodes = _nodes(plane, [n["metadata"]["name"] for n in case.nodes])
     raw_pods = plane.rest.read("pods", namespace=case.namespace)
-    nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
     pods = []
     for raw in raw_pods["items"]:
         pod = pod_from_dict(raw)
@@ -366,8 +370,7 @@ def ask_gang(plane: Plane, case: Case) -> Answer:
     gang at once. Either all members fit or not."""
     members = json.loads(case.notes[0])
     with _staged(plane, case) as names_:
-        raw_nodes = [plane.rest.read("nodes", n) for n in names_]
-        nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
+        nodes = _nodes(plane, names_)
         result = schedule(Snapshot(nodes=nodes, pods=_as_ours(members)), now=time.time())
         placed = [b for g in result.bindings for b in g.bindings]
         ours = len(placed) == len(members)
@@ -587,8 +590,7 @@ def ask_dra(plane: Plane, case: Case) -> Answer:
     """The core first (on the claims as they are before anything allocates them), then
     kube-scheduler; both "may it go there" and how many devices each claim got."""
     with _staged(plane, case) as names_, _devices_staged(plane, case):
-        raw_nodes = [plane.rest.read("nodes", n) for n in names_]
-        nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
+        nodes = _nodes(plane, names_)
         (asked,) = _as_ours([case.pending])
         snap = Snapshot(nodes=nodes, pods=(asked,), **_device_world(plane, case))
         result = schedule(snap, now=time.time())
@@ -682,8 +684,7 @@ def ask_dra_gang(plane: Plane, case: Case) -> Answer:
     """kube-scheduler member by member; the core on the whole gang at once."""
     members = json.loads(case.notes[0])
     with _staged(plane, case) as names_, _devices_staged(plane, case):
-        raw_nodes = [plane.rest.read("nodes", n) for n in names_]
-        nodes = {n.name: n for n in map(node_from_dict, raw_nodes)}
+        nodes = _nodes(plane, names_)
         snap = Snapshot(nodes=nodes, pods=_as_ours(members), **_device_world(plane, case))
         result = schedule(snap, now=time.time())
         ours = sum(len(g.bindings) for g in result.bindings) == len(members)

@@ -30,6 +30,7 @@ from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.gangs import Condition, PodGroup, PodGroupStatus, clip_message
 from scheduler.model.nodes import Node, Taint
 from scheduler.model.pods import (
+    GangClaim,
     GangKey,
     GangOptions,
     HostPort,
@@ -271,6 +272,25 @@ def queue_named(labels: Mapping[str, str], annotations: Mapping[str, str]) -> st
     )
 
 
+def pod_gang(
+    meta: Obj,
+    spec: Obj,
+    *,
+    labels: Mapping[str, str],
+    annotations: Mapping[str, str],
+    namespace: str,
+) -> GangClaim | None:
+    """The gang a pod declares, else the one its owner makes of it (``labels`` and
+    ``annotations``: the pod's, as ``texts`` read them)."""
+    return claim_of(
+        labels, annotations, namespace=namespace, scheduling_group=spec.get("schedulingGroup")
+    ) or (
+        read_owner_claim(labels, annotations, refs, namespace=namespace)
+        if (refs := meta.get("ownerReferences"))
+        else None
+    )
+
+
 def pod_from_dict(raw: object) -> Pod:
     body = obj(raw)
     meta, spec, status = obj(body.get("metadata")), obj(body.get("spec")), obj(body.get("status"))
@@ -294,14 +314,7 @@ def pod_from_dict(raw: object) -> Pod:
         labels=labels,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
         deleting=bool(meta.get("deletionTimestamp")),
-        gang=claim_of(
-            labels, annotations, namespace=namespace, scheduling_group=spec.get("schedulingGroup")
-        )
-        or (
-            read_owner_claim(labels, annotations, refs, namespace=namespace)
-            if (refs := meta.get("ownerReferences"))
-            else None
-        ),
+        gang=pod_gang(meta, spec, labels=labels, annotations=annotations, namespace=namespace),
         timed_out=annotations.get(names.KOORD_TIMEOUT, "").lower() == "true",
         first_attempt=parse_time(annotations.get(names.FIRST_ATTEMPT)),
         scheduled_condition=_pod_scheduled(status),
