@@ -36,22 +36,27 @@ an API server or etcd restart) and checks:
 - **I1, no partial gang incarnation.** An incarnation of a gang (the pods of one gang name
   in the namespace) lasts while one of its bound members is alive (not Succeeded/Failed, not
   being deleted, not gone), as the scheduler defines it; two incarnations less than
-  ``MERGE_GAP`` apart are one (a Job pod KWOK completes before its peers' binds land is not a
-  new incarnation). Violation: an incarnation in which the scheduler bound fewer than
-  min-available members (Strict or NonStrict: NonStrict holds are in memory, binds are all
-  or nothing too). Excused: the rival bound a member of it (the scheduler then counts the
-  gang satisfied and places the rest one by one), or the chaos deleted a pending member
-  around its binds (from ``EXCUSE_BEFORE`` s before its first bind to ``EXCUSE_AFTER`` s
-  after its last). A scheduler kill, an API server or etcd restart, a node deletion or a
-  freeze excuse nothing: the design promises that a gang cut short is completed.
+  ``MERGE_GAP`` apart are one (a Job pod KWOK completes before its peers' binds land is not
+  a new incarnation). Violation: an incarnation in which the scheduler bound fewer than
+  min-available members, counting the members that had Succeeded when it began (Strict or
+  NonStrict: NonStrict holds are in memory, binds are all or nothing too). An incarnation
+  cut short whose bound members all Succeeded before the next began is judged with the next
+  (seed 5035: a leader killed mid-gang, its 4 binds ran to completion before a new leader,
+  which bound the other 3 counting them). Excused: the rival bound a member of it (the
+  scheduler then counts the gang satisfied and places the rest one by one), or the chaos
+  deleted a pending member around its binds (from ``EXCUSE_BEFORE`` s before its first bind
+  to ``EXCUSE_AFTER`` s after its last). A scheduler kill, an API server or etcd restart, a
+  node deletion or a freeze excuse nothing: the design promises that a gang cut short is
+  completed.
 - **I2, no node over its allocatable**, at every step of the event order: the sum of the
   requests (cpu, memory, pod count) of the pods bound to it and not finished (pods being
   deleted still hold, as in kube-scheduler) never exceeds its allocatable.
 - **I3, no pod bound twice**: a pod's nodeName, once set, never changes (by uid).
 - **I4, every gang that can be bound is, within RECOVERY_SECONDS of the last fault.** At the
-  end: a live pending member of a gang with a live bound member (satisfied: placed one by
-  one), or of a gang with enough live pending members (min-available and total-number) whose
-  GangGroup peers are complete too, must be bound; unless a first-fit of all such pods into
+  end: a live pending member of a gang with a live bound member or min-available members
+  that Succeeded (satisfied: placed one by one), or of a gang with enough live pending
+  members (min-available and total-number, those that Succeeded counted) whose GangGroup
+  peers are complete too, must be bound; unless a first-fit of all such pods into
   the free room of the surviving nodes says it cannot (then it is reported, not a violation).
   Gangs left incomplete by the chaos (a pending member deleted, no Job to recreate it) are
   excused and counted, and so are gangs whose members' claims the ResourceClaim controller
@@ -2135,6 +2140,8 @@ def expectations(
         if pod.scheduler == books.scheduler and pod.alive:
             by_gang[pod.gang].append(pod)
 
+    done = {gang: len(times) for gang, times in _succeeded(books, pods).items()}
+
     def complete(gang: str) -> bool:
         members = by_gang.get(gang, [])
         if any(p.node for p in members):
@@ -2149,7 +2156,7 @@ def expectations(
                 1 for n in Counter(p.replica for p in waiting).values() if n >= spec.subgroup
             )
             return whole * spec.subgroup >= spec.min
-        return len(waiting) >= need
+        return len(waiting) + done.get(gang, 0) >= need  # members that Succeeded count
 
     expected: dict[str, list[PodState]] = {}
     incomplete: list[str] = []
@@ -2164,13 +2171,29 @@ def expectations(
         pending = whole
         if not pending:
             continue
-        satisfied = any(p.node for p in members)
+        satisfied = any(p.node for p in members) or (
+            spec is not None and done.get(gang, 0) >= spec.min
+        )
         peers = spec.group if spec else ()
         if satisfied or (complete(gang) and all(complete(g) for g in peers)):
             expected[gang] = pending
         else:
             incomplete.append(gang)
-    # Room: first fit, biggest first, into what the surviving nodes have free.
+    no_room = _without_room(books, pods, expected)
+    for gang in no_room:
+        expected.pop(gang, None)
+    held_back = _held_by_capability(books, pods, expected)
+    for gang in held_back:
+        expected.pop(gang)
+    no_room.extend(held_back)
+    return expected, incomplete, no_room
+
+
+def _without_room(
+    books: Books, pods: dict[str, PodState], expected: dict[str, list[PodState]]
+) -> list[str]:
+    """The expected gangs a first fit, biggest first, into what the surviving nodes have free
+    cannot place."""
     free = {}
     for node in books.workload_nodes:
         if node in books.deleted_nodes:
@@ -2204,13 +2227,7 @@ def expectations(
                 spot[2] - 1,
                 spot[3] - pod.gpus,
             )
-    for gang in no_room:
-        expected.pop(gang, None)
-    held_back = _held_by_capability(books, pods, expected)
-    for gang in held_back:
-        expected.pop(gang)
-    no_room.extend(held_back)
-    return expected, incomplete, no_room
+    return no_room
 
 
 def _in_whole_replicas(
@@ -2262,10 +2279,42 @@ def _held_by_capability(
     return back
 
 
-def partial_incarnations(
+def _succeeded(books: Books, pods: dict[str, PodState]) -> dict[str, list[float]]:
+    """By gang, when each of the scheduler's members that Succeeded (and is still there)
+    ended: they count toward the gang's minimum."""
+    found: dict[str, list[float]] = defaultdict(list)
+    for pod in pods.values():
+        if pod.scheduler == books.scheduler and pod.phase == "Succeeded" and not pod.gone:
+            found[pod.gang].append(pod.ended_t or 0.0)
+    return found
+
+
+def _completed_by_next(
+    inc: dict, following: list[dict], pods: dict[str, PodState], books: Books
+) -> bool:
+    """Whether an incarnation cut short (fewer than its minimum bound: a leader killed
+    mid-gang) was completed by the next one: every member it bound Succeeded before the next
+    began, and the next one's binds with those reach the minimum (members that Succeeded
+    count toward it: chaos seed 5035, where they ran to completion before a new leader could
+    take the Lease)."""
+    if not following:
+        return False
+    nxt = following[0]
+    spec = books.specs.get(pods[inc["bound"][0]].gang)
+    minimum = spec.min if spec else 1
+    mine = [pods[u] for u in inc["bound"]]
+    if not all(p.phase == "Succeeded" and p.ended_t and p.ended_t <= nxt["start"] for p in mine):
+        return False
+    theirs = [u for u in nxt["bound"] if pods[u].name not in books.rival_bound]
+    return len(theirs) + len(mine) >= minimum
+
+
+def _incarnations(
     books: Books, pods: dict[str, PodState], events: list[tuple[float, str, str]]
-) -> list[Violation]:
-    """I1 and I9, from the bind and end events in etcd order."""
+) -> dict[str, list[dict]]:
+    """Each gang's incarnations (start, end, bound, last_bind) from the bind and end
+    events: one lasts while a member it bound is alive; two less than MERGE_GAP apart are
+    one."""
     live: Counter[str] = Counter()
     incarnations: dict[str, list[dict]] = defaultdict(list)
     for t, kind, uid in events:
@@ -2289,21 +2338,34 @@ def partial_incarnations(
             live[gang] -= 1
             if live[gang] == 0:
                 incarnations[gang][-1]["end"] = t
+    return incarnations
+
+
+def partial_incarnations(
+    books: Books, pods: dict[str, PodState], events: list[tuple[float, str, str]]
+) -> list[Violation]:
+    """I1 and I9, from the bind and end events in etcd order."""
+    incarnations = _incarnations(books, pods, events)
     violations = []
     deleted_by_gang: dict[str, list[float]] = defaultdict(list)
     for uid, (t, was_bound) in books.chaos_deleted.items():
         if uid in pods and not was_bound:
             deleted_by_gang[pods[uid].gang].append(t)
+    succeeded = _succeeded(books, pods)
     for gang, history in incarnations.items():
         spec = books.specs.get(gang)
         minimum = spec.min if spec else (2 if gang.startswith("canary-") else 1)
-        for inc in history:
+        for i, inc in enumerate(history):
             ours = [u for u in inc["bound"] if pods[u].name not in books.rival_bound]
             replicas = Counter(pods[u].replica for u in ours)
             size = spec.subgroup if spec else 0
             short = sorted(r for r, n in replicas.items() if n < size)
-            if len(ours) >= minimum and not short:
+            # Members that had Succeeded when it began count toward the minimum.
+            done = sum(1 for ended in succeeded.get(gang, ()) if ended <= inc["start"])
+            if len(ours) + done >= minimum and not short:
                 continue
+            if not short and _completed_by_next(inc, history[i + 1 : i + 2], pods, books):
+                continue  # cut short, its members finished, the rest bound counting them
             rival = [pods[u].name for u in inc["bound"] if pods[u].name in books.rival_bound]
             if rival:
                 continue
@@ -2328,8 +2390,9 @@ def partial_incarnations(
                     "I1",
                     (
                         f"{spec.mode if spec else 'Strict'} gang {gang}: an incarnation with "
-                        f"{len(ours)} of min {minimum} members bound "
-                        f"(t={inc['start']}..{inc['end']})"
+                        f"{len(ours)} of min {minimum} members bound"
+                        + (f" ({done} had Succeeded)" if done else "")
+                        + f" (t={inc['start']}..{inc['end']})"
                     ),
                 )
             violations.append(

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from e2e.fixtures import Cluster, SchedulerProcess, wait_for
-from e2e.test_gang_scheduling import BIND_TIMEOUT, stays_unbound, wait_bound
+from e2e.fixtures import Cluster, PrivateSchedulers, SchedulerProcess, wait_for
+from e2e.test_gang_scheduling import BIND_TIMEOUT, koord, stays_unbound, wait_bound
 from scheduler.model import names
 
 pytestmark = pytest.mark.cluster
@@ -139,3 +139,48 @@ def test_a_nonindexed_job_binds_its_pods_as_they_fit_unless_it_asks_for_a_gang(
     # Two nodes free, one left by the queue: room for 2 of 3 (the queue's third takes one).
     stays_unbound(cluster, pods)
     scheduler.assert_alive()
+
+
+def test_a_job_gang_cut_short_whose_bound_pods_succeeded_is_completed_by_the_next_leader(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    """Chaos seed 5035, staged: a leader bound 2 of a Job's 4 pods (a Koordinator gang of 4
+    on its template) and died; the 2 ran and Succeeded before any scheduler led again. The
+    Job controller makes no pod that succeeded again, so the 2 pending ones are all the gang
+    will ever have: the next scheduler counts the 2 toward the minimum, binds the rest
+    together, and the Job completes. (A Job that states no gang was fine before: its gang's
+    size follows the Job's status, completions not yet succeeded.)"""
+    from e2e.objects import bind  # noqa: PLC0415
+
+    (node,) = cluster.nodes(1, cpu="8")
+    job = indexed_job(cluster, "cut", 4, cpu="1")
+    template = job["spec"]["template"]
+    template["spec"]["schedulerName"] = private_scheduler.name
+    template["metadata"]["annotations"] = {
+        "pod-complete.stage.kwok.x-k8s.io/delay": "1s",
+        **koord("cut", 4),
+    }
+    cluster.apply(job)
+    pods = wait_for(lambda: len(job_pods(cluster, "cut")) == 4 and job_pods(cluster, "cut"),
+                    timeout=BIND_TIMEOUT, what="the Job's 4 pods")  # fmt: skip
+    early = sorted(pods)[:2]
+    for name in early:  # what the killed leader bound
+        bind(cluster.access.api(), namespace=cluster.namespace, pod=name, node=node)
+    rest = cluster.access.rest
+
+    def phase(name: str) -> str:
+        return rest.read("pods", name, namespace=cluster.namespace)["status"].get("phase", "")
+
+    wait_for(lambda: all(phase(n) == "Succeeded" for n in early), timeout=BIND_TIMEOUT,
+             what="the 2 bound pods to run and succeed (KWOK)")  # fmt: skip
+    private_scheduler.start()
+    wait_bound(cluster, pods - set(early))
+
+    def complete() -> bool:
+        status = rest.read("jobs.batch", "cut", namespace=cluster.namespace).get("status", {})
+        return any(
+            c["type"] == "Complete" and c["status"] == "True" for c in status.get("conditions", [])
+        )
+
+    wait_for(complete, timeout=BIND_TIMEOUT, what="the Job to complete")
+    assert len(job_pods(cluster, "cut")) == 4, "the Job made no pod again"

@@ -132,10 +132,12 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
     pending = [
         p for p in gang.members if not p.bound and not p.deleting and p.phase not in TERMINAL_PHASES
     ]
+    done = gang.completed
     lines = [
         f"gang {key}: min {gang.min_member} of {gang.total}, {gang.mode.value}, "
         f"timeout {gang.timeout_seconds:g}s; {len(gang.members)} members, {len(bound)} bound, "
         f"{len(pending)} pending"
+        + (f"; {done} Succeeded count toward the minimum" if done and pending else "")
     ]
     if gang.origin:
         lines.append(gang.origin)

@@ -91,7 +91,7 @@ def tier_needs(gang: Gang, topology: Topology) -> tuple[TierNeed, ...]:
         if not problem and total > 0:
             found.append((level, total))
 
-    need(gang.network_topology, pending, gang.min_member)
+    need(gang.network_topology, pending, gang.need)
     by_ref = {p.ref: p for p in pending}
     for subgroup in gang.subgroups:
         need(subgroup.topology, (by_ref[r] for r in subgroup.members if r in by_ref), subgroup.size)

@@ -9,7 +9,12 @@ A gang has incarnations. It is *satisfied* only while one of its bound members i
 (not Succeeded or Failed, not being deleted); then its remaining members are placed one by
 one like ordinary pods (Koordinator's "after gang"). Once every bound member of an
 incarnation has finished or gone, new members are a new incarnation: all or nothing again,
-with a fresh clock (a Job that recreates all its pods gets a whole gang, or none).
+with a fresh clock (a Job that recreates all its pods gets a whole gang, or none). Members
+that completed (Succeeded) count toward the minimum, as Volcano's ReadyTaskNum counts them:
+a gang of 7 with 4 completed places its 3 pending members together, and one with 7 or more
+completed is satisfied. A Job does not make a member that succeeded again, so without this a
+gang cut short (4 bound, the scheduler killed, the 4 finished before a new leader came)
+would wait forever for members that will never exist.
 """
 
 from __future__ import annotations

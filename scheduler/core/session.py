@@ -296,9 +296,7 @@ class Session:
         if book.problem(gang.queue) is not None:
             return True
         room = self.queue_room()
-        minimum = Resources.total(
-            p.requests for p in self.ordered(pending(gang))[: gang.min_member]
-        )
+        minimum = Resources.total(p.requests for p in self.ordered(pending(gang))[: gang.need])
         return room is not None and bool(room.refuse(gang.queue, minimum, guarantees=False))
 
     def queue_room(self, ledger: Ledger | None = None) -> QueueRoom | None:
@@ -380,7 +378,10 @@ class Session:
         # Satisfied only by a bind the API server confirmed: an assumed one may yet be
         # rejected, and with it the whole group (see in_flight).
         flying = self.snapshot.in_flight
-        live = any(p.bound and p.alive and p.ref.uid not in flying for p in gang.members)
+        # Or enough of its members completed (Succeeded): the rest join them one by one.
+        live = any(p.bound and p.alive and p.ref.uid not in flying for p in gang.members) or (
+            gang.need == 0 and bool(pending(gang))
+        )
         todo = pending(gang)
         state = remembered
         if state is not None and (
@@ -620,7 +621,7 @@ class Session:
         if not self.outcomes[gang.key].state.satisfied:
             return False
         bound = sum(1 for p in gang.members if p.bound and p.alive)
-        return bound < gang.min_member and bool(pending(gang))
+        return bound + gang.completed < gang.min_member and bool(pending(gang))
 
     def ordered(self, pods: list[Pod]) -> list[Pod]:
         """Members in the order they are placed: priority, then age, then name."""
@@ -723,7 +724,8 @@ class Session:
         for gang in gangs:
             missing = [k for k in unit if k not in self.gangs]
             held = len(self.outcomes[gang.key].state.reservations)
-            short = len(pending(gang)) + held < gang.total
+            # Members that completed count: a Job does not make them again.
+            short = len(pending(gang)) + held + gang.completed < gang.total
             reason, event = REASON_WAITING, "GangWaiting"
             if missing:
                 message = (
@@ -927,7 +929,7 @@ class Session:
         # With queues, a gang of another queue may fare otherwise (its limits are its own);
         # one kept inside a unit of a tier (#23) fares otherwise than one that is not.
         queue = gang.queue if self.book is not None else ""
-        return (members, gang.min_member, queue, gang.network_topology)
+        return (members, gang.need, queue, gang.network_topology)
 
     def enough_in_total(self, gang: Gang) -> Status:
         """minResources: a cheap check of the whole gang against the whole cluster."""

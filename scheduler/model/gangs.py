@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from scheduler.model.owners import Grouping, OwnerKey
 from scheduler.model.pods import (
+    SUCCEEDED,
     GangKey,
     GangOptions,
     Mode,
@@ -149,6 +150,20 @@ class Gang:
     @property
     def topology_placed(self) -> bool:
         return self.constraints is not None or self.sakkara is not None
+
+    @property
+    def completed(self) -> int:
+        """Members that ran to completion (Succeeded). They count toward the minimum, as
+        Volcano's ReadyTaskNum counts them: a Job's member that finished did its part and the
+        Job makes no other in its place, so a gang cut short whose bound members finished
+        before the rest could bind would otherwise wait forever (chaos seed 5035)."""
+        return sum(1 for p in self.members if p.phase == SUCCEEDED)
+
+    @property
+    def need(self) -> int:
+        """How many pending members must be placed together: the minimum, less the members
+        that completed. 0 when enough completed: the rest are placed one by one."""
+        return max(self.min_member - self.completed, 0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -136,10 +136,19 @@ def test_incarnations_follow_live_bound_members() -> None:
         (1.5, pod("j-b", gang="j", node=NODE, job=True)),
     )
     assert judge(quick, books(job)) == []
-    # Both finished; a pod bound alone later starts an incarnation of its own: partial.
+    # Both Succeeded; a pod bound alone later counts them toward the minimum: satisfied.
     quick._apply(pod("j-b", gang="j", node=NODE, job=True, phase="Succeeded"), 2.0)
     quick._apply(pod("j-c", gang="j", node=NODE, job=True), 9.0)
-    assert judge(quick, books(job)) == ["I1"]
+    assert judge(quick, books(job)) == []
+    # Both Failed instead: they count nothing, and a pod bound alone later is partial.
+    failed = history(
+        (1.0, pod("j-a", gang="j", node=NODE, job=True)),
+        (1.0, pod("j-b", gang="j", node=NODE, job=True)),
+        (2.0, pod("j-a", gang="j", node=NODE, job=True, phase="Failed")),
+        (2.0, pod("j-b", gang="j", node=NODE, job=True, phase="Failed")),
+        (9.0, pod("j-c", gang="j", node=NODE, job=True)),
+    )
+    assert judge(failed, books(job)) == ["I1"]
     # While one member still runs, a recreated member placed alone is the same incarnation.
     running = history(
         (1.0, pod("j-a", gang="j", node=NODE)),
@@ -148,6 +157,40 @@ def test_incarnations_follow_live_bound_members() -> None:
         (8.0, pod("j-c", gang="j", node=NODE)),
     )
     assert judge(running, books(job)) == []
+
+
+def test_a_gang_cut_short_is_whole_with_the_rest_bound_counting_its_succeeded_members() -> None:
+    """Seed 5035: 1 of a gang of 3 bound before the leader was killed; it ran to completion
+    before a new leader, which bound the other 2 counting it: the two incarnations are one
+    whole gang. Bound alone, or after a member that Failed, the rest is partial."""
+    gang = GangSpec("j", "job", 3, 3)
+    first = [
+        (1.0, pod("j-a", gang="j", node=NODE, job=True)),
+        (2.0, pod("j-a", gang="j", node=NODE, job=True, phase="Succeeded")),
+    ]
+    rest = [
+        (6.0, pod("j-b", gang="j", node=NODE, job=True)),
+        (6.0, pod("j-c", gang="j", node=NODE, job=True)),
+    ]
+    assert judge(history(*first, *rest), books(gang)) == []
+    assert judge(history(*first, rest[0]), books(gang)) == ["I1", "I1"]
+    failed = (2.0, pod("j-a", gang="j", node=NODE, job=True, phase="Failed"))
+    assert judge(history(first[0], failed, *rest), books(gang)) == ["I1", "I1"]
+    # Not completed: the first incarnation alone, its member Succeeded, is partial.
+    assert judge(history(*first), books(gang)) == ["I1"]
+
+
+def test_members_that_succeeded_count_toward_what_must_be_bound_at_the_end() -> None:
+    gang = GangSpec("g", "job", 3, 3)
+    done = pod("g-0", gang="g", node=NODE, phase="Succeeded")
+    rest = [pod(f"g-{i}", gang="g") for i in (1, 2)]
+    expected, incomplete, _ = expectations(books(gang), pods_of(done, *rest))
+    assert [p.name for p in expected["g"]] == ["g-1", "g-2"]
+    assert incomplete == []
+    failed = pod("g-0", gang="g", node=NODE, phase="Failed")
+    expected, incomplete, _ = expectations(books(gang), pods_of(failed, *rest))
+    assert expected == {}
+    assert incomplete == ["g"]
 
 
 def pods_of(*objs: dict) -> dict:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
 from scheduler.core.statuses import MIN_MEMBER_AVAILABLE
 from scheduler.model import names
+from scheduler.model.config import Config
 from scheduler.model.pods import GangKey
 from scheduler.model.snapshot import GangState
 from scheduler.model.times import format_time
@@ -235,3 +237,63 @@ def test_a_gang_cut_short_by_a_crash_gets_its_room_before_older_gangs() -> None:
         "young-1",
         "young-2",
     ]
+
+
+def test_a_gang_cut_short_whose_bound_members_succeeded_binds_its_rest_together() -> None:
+    """Chaos seed 5035: the leader bound 4 of a Strict Job gang's 7 members and was killed;
+    the 4 ran and Succeeded before a new leader came. A Job makes no member that succeeded
+    again, so the 3 pending ones are all it will ever have: they count the 4 toward the
+    minimum (Volcano's ReadyTaskNum) and are bound together."""
+    done = gang_pods("j0", 4, gang="j0", min_available=7, node_name="n0", phase="Succeeded")
+    rest = [pod(f"j0-{i}", gang="j0", min_available=7) for i in (4, 5, 6)]
+    snap = snapshot([node("n0", cpu="3")], [*done, *rest])
+    result = schedule(snap, now=T0)
+    assert sorted(bind_map(result)) == ["j0-4", "j0-5", "j0-6"]
+    assert [g.all_or_nothing for g in result.bindings] == [True]
+    assert not events(result, "GangWaiting")
+    assert explain(snap, GangKey("default", "j0"), now=T0, config=Config())[0] == (
+        "gang default/j0: min 7 of 7, Strict, timeout 600s; 7 members, 4 bound, 3 pending; "
+        "4 Succeeded count toward the minimum"
+    )
+
+
+def test_the_rest_of_a_gang_with_members_succeeded_binds_nothing_while_one_does_not_fit() -> None:
+    done = gang_pods("j0", 4, gang="j0", min_available=7, node_name="n0", phase="Succeeded")
+    rest = [pod(f"j0-{i}", gang="j0", min_available=7) for i in (4, 5, 6)]
+    result = schedule(snapshot([node("n0", cpu="2")], [*done, *rest]), now=T0)
+    assert bind_map(result) == {}
+    assert set(events(result, "FailedScheduling")) == {
+        "gang default/j0 does not fit, nothing was bound; "
+        "j0-6: 0/1 nodes are available: 1 Insufficient cpu."
+    }
+
+
+def test_a_failed_member_replaced_after_the_others_succeeded_is_placed_on_its_own() -> None:
+    """A Job replaces the one member that failed after its 3 peers had succeeded: the
+    minimum of 4 counts the 3, so the replacement alone completes it (it used to wait for
+    4 pending members that would never exist)."""
+    done = gang_pods("w", 3, pod_group="train", node_name="n0", phase="Succeeded")
+    failed = replace(pod("w-3", pod_group="train"), node_name="n0", phase="Failed")
+    replacement = pod("w-4", pod_group="train")
+    snap = snapshot(
+        [node("n0", cpu="1")],
+        [*done, failed, replacement],
+        podgroups=[podgroup("train", min_member=4)],
+    )
+    result = schedule(snap, now=T0)
+    assert bind_map(result) == {"w-4": "n0"}
+    assert "1 of 4 members bound, 3 completed" in _condition(_status(result)).message
+
+
+def test_failed_members_count_nothing_toward_the_minimum() -> None:
+    """Failed members count nothing: a Job that recreates all its pods after a failure still
+    gets a whole gang or none."""
+    failed = gang_pods("old", 3, pod_group="train", node_name="n0", phase="Failed")
+    done = replace(pod("old-3", pod_group="train"), node_name="n0", phase="Succeeded")
+    fresh = gang_pods("new", 2, pod_group="train")
+    snap = snapshot(
+        [node("n0", cpu="4")], [*failed, done, *fresh], podgroups=[podgroup("train", min_member=4)]
+    )
+    result = schedule(snap, now=T0)
+    assert bind_map(result) == {}
+    assert events(result, "GangWaiting")

@@ -34,15 +34,18 @@ all its group at once, so no invariant ever sees half a GroupBinding applied):
    Succeeded/Failed (ours and others') fit its allocatable, resource by resource.
 2. No partially bound gang incarnation: for every gang, the number A of its members the API
    server shows bound and alive (phase not Succeeded/Failed; the simulation deletes at once,
-   so no pod is ever "being deleted") is 0 or at least min-available, unless the gang is
-   *exempt*. A gang becomes exempt when
+   so no pod is ever "being deleted") is 0 or, with its members that Succeeded (they count
+   toward the minimum), at least min-available, unless the gang is *exempt*. A gang becomes
+   exempt when
    (a) the simulation itself lowers A: it deletes, fails/finishes, or removes the node of a
-       bound, alive member (or the pod garbage collector deletes one bound to a gone node);
+       bound, alive member (or the pod garbage collector deletes one bound to a gone node),
+       or deletes a member that Succeeded;
    (b) a later bind of an all-or-nothing group is rejected after its first bind succeeded
        (the rest are then placed one by one by later passes, "after gang"); or
    (c) a restart falls between the first bind of an all-or-nothing group and the rest.
-   The exemption ends when A >= min-available again, or when A == 0 in the API server *and*
-   in the cache's view (the events delivered to it, plus its assumptions). The second half
+   The exemption ends when A (with the Succeeded) >= min-available again, or when A == 0 in
+   the API server *and* in the cache's view (the events delivered to it, plus its
+   assumptions). The second half
    matters: while the cache has not yet seen the end of an incarnation it rightly treats the
    gang as satisfied and may bind a newly created member on its own (a watch race, not a bug).
    Anything else (a rejected first bind, a restart, a lagging watch, binds in flight, a gang
@@ -234,6 +237,10 @@ class GangMachine(RuleBasedStateMachine):
     def _alive_bound(self, gang: str) -> int:
         return sum(1 for p in self.pods.values() if p.gang == gang and p.alive_bound)
 
+    def _completed(self, gang: str) -> int:
+        """Members that Succeeded: they count toward the gang's minimum (seed 5035)."""
+        return sum(1 for p in self.pods.values() if p.gang == gang and p.phase == "Succeeded")
+
     def _cache_alive_bound(self, gang: str) -> int:
         """Bound, alive members as the cache sees them (what was delivered, and the binds
         assumed and not yet confirmed); kept here, as the cache has no side-effect-free view."""
@@ -250,7 +257,7 @@ class GangMachine(RuleBasedStateMachine):
     def _lowering(self, uid: str) -> None:
         """The simulation is about to take a member away from its gang's bound ones."""
         api = self.pods[uid]
-        if api.gang and api.alive_bound:
+        if api.gang and (api.alive_bound or api.phase == "Succeeded"):  # those count too
             self.exempt.add(api.gang)
 
     def _delete(self, uid: str) -> None:
@@ -270,7 +277,7 @@ class GangMachine(RuleBasedStateMachine):
             self.was_bound[gang] = bound
         for gang in sorted(self.exempt):
             bound = self._alive_bound(gang)
-            if bound >= self.gangs[gang].size or (
+            if bound + self._completed(gang) >= self.gangs[gang].size or (
                 bound == 0 and self._cache_alive_bound(gang) == 0
             ):
                 self.exempt.discard(gang)
@@ -342,8 +349,9 @@ class GangMachine(RuleBasedStateMachine):
 
     def _check_decisions(self, snapshot: Snapshot, result: Result) -> None:
         """What one pass decided, against what it was shown: a gang whose incarnation has a
-        bound, alive member (in the snapshot) is placed one by one; any other is placed
-        all or nothing, at least min-available members at once; only pending pods on known
+        bound, alive member (in the snapshot), or min-available members that Succeeded, is
+        placed one by one; any other is placed all or nothing, at least min-available members
+        at once less those that Succeeded; only pending pods on known
         nodes are placed, each once, and none whose bind is still in flight (assumed)."""
         flying = {b.pod.uid for group in self.in_flight for b in group.bindings}
         members: dict[str, list[Pod]] = {}
@@ -354,13 +362,16 @@ class GangMachine(RuleBasedStateMachine):
         for group in result.bindings:
             for gang_binding in group.gangs:
                 gang = gang_binding.gang.name
-                satisfied = any(p.bound and p.alive for p in members[gang])
+                done = sum(1 for p in members[gang] if p.phase == "Succeeded")
+                size = self.gangs[gang].size
+                satisfied = any(p.bound and p.alive for p in members[gang]) or done >= size
                 assert group.all_or_nothing is not satisfied, (
                     f"gang {gang}: all_or_nothing={group.all_or_nothing} although the pass saw "
-                    f"{'a' if satisfied else 'no'} bound, alive member"
+                    f"{'a' if satisfied else 'no'} bound, alive member, and {done} of {size} "
+                    "Succeeded"
                 )
                 if group.all_or_nothing:
-                    assert len(gang_binding.bindings) >= self.gangs[gang].size, gang_binding
+                    assert len(gang_binding.bindings) + done >= size, gang_binding
                 pending = {p.ref.uid for p in members[gang] if not p.bound and p.alive}
                 for b in gang_binding.bindings:
                     assert b.node in snapshot.nodes, f"{b}: no such node"
@@ -609,7 +620,10 @@ class GangMachine(RuleBasedStateMachine):
         spec = self.gangs[gang]
         members = [p for p in self.pods.values() if p.gang == gang]
         pending = [p for p in members if p.pending]
-        if any(p.alive_bound for p in members) or len(pending) != spec.size:
+        done = self._completed(gang)
+        if any(p.alive_bound for p in members) or done >= spec.size:
+            return False  # satisfied: placed one by one
+        if len(pending) + done != spec.size:
             return False
         if any(p.annotations.get(names.KOORD_TIMEOUT) == "true" for p in pending):
             return False
@@ -642,10 +656,10 @@ class GangMachine(RuleBasedStateMachine):
             self.now += SETTLE_STEP
             self._pass(lambda: True)
             self._deliver()
-            if self._alive_bound(gang) == spec.size:
+            if self._alive_bound(gang) + self._completed(gang) == spec.size:
                 break
         self._refresh()
-        if self._alive_bound(gang) == spec.size:
+        if self._alive_bound(gang) + self._completed(gang) == spec.size:
             _event("liveness: the waiting gang was bound")
             return True
         state = self.cache.memory.get(GangKey(NAMESPACE, gang), GangState())
@@ -704,8 +718,9 @@ class GangMachine(RuleBasedStateMachine):
             bound = self._alive_bound(gang)
             if gang in self.exempt:
                 continue
-            assert bound == 0 or bound >= spec.size, (
-                f"gang {gang}: {bound} of its {spec.size} members bound and alive"
+            done = self._completed(gang)
+            assert bound == 0 or bound + done >= spec.size, (
+                f"gang {gang}: {bound} of its {spec.size} members bound and alive, {done} Succeeded"
             )
 
 

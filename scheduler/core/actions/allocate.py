@@ -3,9 +3,10 @@
 A GangGroup's turn: gangs of it that are satisfied (a live bound member) place their
 remaining members one by one (after gang); the others are tried together. Timed-out,
 invalid or not yet complete gangs are not tried, and say why. Every unsatisfied gang of the
-group must place ``min_member`` members; then the Statement is committed and the group is
-one commit point (one ``GroupBinding``); else it is discarded (Strict), or its allocations
-are kept as holds that are never bound (NonStrict).
+group must place ``min_member`` members, less those that completed (``Gang.need``); then
+the Statement is committed and the group is one commit point (one ``GroupBinding``); else
+it is discarded (Strict), or its allocations are kept as holds that are never bound
+(NonStrict).
 """
 
 from __future__ import annotations
@@ -105,12 +106,19 @@ def _turn(
     _attempt(session, statement, waiting, room)
 
 
+def _bound_of(gang: Gang, count: int) -> str:
+    """The Scheduled condition's message: members bound of the minimum, and those that
+    completed, which count toward it."""
+    done = gang.completed
+    return f"{count} of {gang.min_member} members bound" + (f", {done} completed" if done else "")
+
+
 def _place_after_gang(
     session: Session, statement: Statement | None, gang: Gang, room: QueueRoom | None = None
 ) -> None:
     outcome = session.outcomes[gang.key]
     members = sum(1 for p in gang.members if p.bound and p.alive)
-    outcome.condition = ("True", REASON_SCHEDULED, f"{members} of {gang.min_member} members bound")
+    outcome.condition = ("True", REASON_SCHEDULED, _bound_of(gang, members))
     todo = session.ordered(pending(gang))
     session.check_min_member(gang, members=members, waiting=len(todo))
     groups: list[GroupBinding] = []
@@ -384,11 +392,7 @@ def _attempt(
             last_message="",
         )
         count = len(outcome.bindings)
-        outcome.condition = (
-            "True",
-            REASON_SCHEDULED,
-            f"{count} of {gang.min_member} members bound",
-        )
+        outcome.condition = ("True", REASON_SCHEDULED, _bound_of(gang, count))
         placement = (
             session.placement(gang, outcome.bindings, retries) if gang.topology_placed else None
         )
@@ -507,7 +511,7 @@ def _place_gang(
             place=lambda: _arrange_gang(session, statement, gang, room),
         )  # fmt: skip
     held = session.outcomes[gang.key].state.reservations
-    need = gang.min_member - len(held)
+    need = gang.need - len(held)
     members = [p for p in session.ordered(pending(gang)) if p.ref not in held]
     if room is not None:
         # What it holds (NonStrict holds; a preemptor's nominated room is in the book
@@ -539,9 +543,7 @@ def _place_pending(
     """The pending ``members`` (``held`` ones aside), ``need`` of them at least: by
     subgroups, around a claim they share, or one by one."""
     if gang.subgroup_minimums:
-        return _place_subgroups(
-            session, statement, gang, room, members, need=gang.min_member, held=held
-        )
+        return _place_subgroups(session, statement, gang, room, members, need=gang.need, held=held)
     shared = _shared_claim(session, statement, members)
     if shared is None:
         return _place_members(session, statement, gang, members, need=need, room=room)
@@ -982,8 +984,8 @@ def _arrange_gang(
     members = sorted(todo, key=lambda p: (p.ref != master, tree_order(p.ref.name)))
     constraints = gang.constraints or Constraints()
     tries = [members]
-    if gang.min_member < len(members):
-        tries.append(members[: gang.min_member])
+    if gang.need < len(members):
+        tries.append(members[: gang.need])
     got, status, relaxed = _arranged(
         session, statement, gang, room, tries=tries, constraints=constraints
     )
@@ -1034,7 +1036,7 @@ def _nominated_room(
     would place its held members a second time, or find its own holds in its way."""
     waiting = {p.ref for p in todo}
     wanted = {ref for ref in nominated if ref in waiting}
-    if wanted <= set(held) and len(held) >= gang.min_member:
+    if wanted <= set(held) and len(held) >= gang.need:
         return Status.success()
     missing = sorted(ref.name for ref in wanted - set(held))
     return Status.unschedulable(

@@ -337,7 +337,7 @@ def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool) -> None:
         # that needs more did not (review of #23).
         tuple(
             (
-                g.min_member,
+                g.need,
                 g.min_resources,
                 g.subgroup_minimums,
                 g.subgroups,

@@ -85,10 +85,8 @@ def reclaim(session: Session) -> None:
 
 
 def _minimum(session: Session, gangs: list[Gang]) -> Resources:
-    """What the group needs at the least: each gang's first min_member pending members."""
-    return Resources.total(
-        p.requests for g in gangs for p in session.ordered(pending(g))[: g.min_member]
-    )
+    """What the group needs at the least: the first pending members each gang needs."""
+    return Resources.total(p.requests for g in gangs for p in session.ordered(pending(g))[: g.need])
 
 
 def _choose(
@@ -126,7 +124,7 @@ def _choose(
             )
         ],
         weighed=weighed,
-        members=[p for g in gangs for p in session.ordered(pending(g))[: g.min_member]],
+        members=[p for g in gangs for p in session.ordered(pending(g))[: g.need]],
     )
     base = session.ledger.scratch()
     chosen: list[Victims] = []
