@@ -2172,7 +2172,7 @@ def expectations(
         if not pending:
             continue
         satisfied = any(p.node for p in members) or (
-            spec is not None and done.get(gang, 0) >= spec.min
+            spec is not None and _counted(spec, done.get(gang, 0), len(members)) >= spec.min
         )
         peers = spec.group if spec else ()
         if satisfied or (complete(gang) and all(complete(g) for g in peers)):
@@ -2280,13 +2280,23 @@ def _held_by_capability(
 
 
 def _succeeded(books: Books, pods: dict[str, PodState]) -> dict[str, list[float]]:
-    """By gang, when each of the scheduler's members that Succeeded (and is still there)
-    ended: they count toward the gang's minimum."""
+    """By gang, when each of the scheduler's members that Succeeded ended: they count
+    toward the gang's minimum."""
     found: dict[str, list[float]] = defaultdict(list)
     for pod in pods.values():
-        if pod.scheduler == books.scheduler and pod.phase == "Succeeded" and not pod.gone:
-            found[pod.gang].append(pod.ended_t or 0.0)
+        ended = pod.ended_t
+        if pod.scheduler == books.scheduler and pod.phase == "Succeeded" and ended is not None:
+            found[pod.gang].append(ended)
     return found
+
+
+def _counted(spec: GangSpec | None, done: int, live: int) -> int:
+    """How many of ``done`` Succeeded members count toward the minimum beside ``live``
+    ones: only in the places of the gang's total that no live member takes, as the
+    scheduler counts them (``Gang.completed``)."""
+    if spec is None:
+        return done
+    return min(done, max((spec.total or spec.min) - live, 0))
 
 
 def _completed_by_next(
@@ -2362,6 +2372,7 @@ def partial_incarnations(
             short = sorted(r for r, n in replicas.items() if n < size)
             # Members that had Succeeded when it began count toward the minimum.
             done = sum(1 for ended in succeeded.get(gang, ()) if ended <= inc["start"])
+            done = _counted(spec, done, len(ours))
             if len(ours) + done >= minimum and not short:
                 continue
             if not short and _completed_by_next(inc, history[i + 1 : i + 2], pods, books):

@@ -11,10 +11,13 @@ one like ordinary pods (Koordinator's "after gang"). Once every bound member of 
 incarnation has finished or gone, new members are a new incarnation: all or nothing again,
 with a fresh clock (a Job that recreates all its pods gets a whole gang, or none). Members
 that completed (Succeeded) count toward the minimum, as Volcano's ReadyTaskNum counts them:
-a gang of 7 with 4 completed places its 3 pending members together, and one with 7 or more
-completed is satisfied. A Job does not make a member that succeeded again, so without this a
-gang cut short (4 bound, the scheduler killed, the 4 finished before a new leader came)
-would wait forever for members that will never exist.
+a gang of 7 with 4 completed places its 3 pending members together. A Job does not make a
+member that succeeded again, so without this a gang cut short (4 bound, the scheduler
+killed, the 4 finished before a new leader came) would wait forever for members that will
+never exist. They fill only the places of the gang's total that no live member takes, so
+pods made anew for the whole of a gang that ran are a whole new gang, and a Job's gang that
+its status already shrank is not counted twice; a gang whose completed members reach its
+minimum (and that nothing blocks) is satisfied.
 """
 
 from __future__ import annotations

@@ -378,9 +378,11 @@ class Session:
         # Satisfied only by a bind the API server confirmed: an assumed one may yet be
         # rejected, and with it the whole group (see in_flight).
         flying = self.snapshot.in_flight
-        # Or enough of its members completed (Succeeded): the rest join them one by one.
+        # Or enough of its members completed (Succeeded): the rest join them one by one,
+        # unless something stops the gang from being tried at all (review: an invalid gang, a
+        # PodGroup or owner that does not exist must say so, not bind).
         live = any(p.bound and p.alive and p.ref.uid not in flying for p in gang.members) or (
-            gang.need == 0 and bool(pending(gang))
+            gang.need == 0 and bool(pending(gang)) and self.blocker(gang) is None
         )
         todo = pending(gang)
         state = remembered
@@ -742,7 +744,7 @@ class Session:
                 )
                 reason = event = REASON_GATED
             elif short:
-                have = len(pending(gang))
+                have = len(pending(gang)) + held + gang.completed
                 # The event stays the same while members trickle in (one event, not one per
                 # arrival); the condition keeps the count current.
                 message = (

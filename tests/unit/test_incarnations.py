@@ -297,3 +297,46 @@ def test_failed_members_count_nothing_toward_the_minimum() -> None:
     result = schedule(snap, now=T0)
     assert bind_map(result) == {}
     assert events(result, "GangWaiting")
+
+
+def test_a_gang_made_anew_beside_the_members_that_succeeded_is_all_or_nothing_again() -> None:
+    """The members that Succeeded fill only the places no live member takes: four new pods
+    of a gang of 4 are a whole new gang, not 4 to place one by one."""
+    done = gang_pods("old", 4, gang="train", min_available=4, node_name="n0", phase="Succeeded")
+    fresh = gang_pods("new", 4, gang="train", min_available=4)
+    result = schedule(snapshot([node("n0", cpu="2")], [*done, *fresh]), now=T0)
+    assert bind_map(result) == {}
+    roomy = schedule(snapshot([node("n0", cpu="4")], [*done, *fresh]), now=T0)
+    assert sorted(bind_map(roomy)) == [f"new-{i}" for i in range(4)]
+    assert [g.all_or_nothing for g in roomy.bindings] == [True]
+
+
+def test_members_that_succeeded_do_not_let_a_gang_without_its_podgroup_bind() -> None:
+    """A gang whose PodGroup does not exist waits for it, whatever its members did (review:
+    counted completions made such a gang satisfied, and placed its pods one by one)."""
+    done = replace(pod("w-0", pod_group="train"), node_name="n0", phase="Succeeded")
+    rest = [pod(f"w-{i}", pod_group="train") for i in (1, 2, 3)]
+    result = schedule(snapshot([node("n0", cpu="4")], [done, *rest]), now=T0)
+    assert bind_map(result) == {}
+    assert events(result, "PodGroupNotFound")
+
+
+def test_a_gang_waiting_for_members_counts_those_that_succeeded() -> None:
+    done = gang_pods("j0", 4, gang="j0", min_available=7, node_name="n0", phase="Succeeded")
+    rest = [pod(f"j0-{i}", gang="j0", min_available=7) for i in (4, 5)]
+    result = schedule(snapshot([node("n0", cpu="3")], [*done, *rest]), now=T0)
+    assert bind_map(result) == {}
+    assert result.memory[GangKey("default", "j0")].condition[2] == (
+        "gang default/j0 has 6 of 7 members; waiting for 1 more"
+    )
+
+
+def test_members_that_succeeded_do_not_let_an_invalid_gang_bind() -> None:
+    """Enough members Succeeded to satisfy the minimum, yet the gang's spec is invalid: it
+    says so and binds nothing, as any other invalid gang."""
+    spec = {"gang": "j0", "min_available": 2, "total": 4, "mode": "Sloppy"}
+    done = gang_pods("j0", 3, node_name="n0", phase="Succeeded", **spec)
+    rest = [pod("j0-3", **spec)]
+    result = schedule(snapshot([node("n0", cpu="4")], [*done, *rest]), now=T0)
+    assert bind_map(result) == {}
+    assert "Sloppy" in events(result, "InvalidGangSpec")[0]

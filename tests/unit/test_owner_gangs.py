@@ -237,6 +237,26 @@ def test_the_last_round_of_an_indexed_job_is_a_gang_of_the_completions_left() ->
     assert len(bound(cluster(pods, [job]))) == 2
 
 
+def test_a_jobs_pods_that_succeeded_are_not_counted_twice_toward_its_last_round() -> None:
+    """7 completions at once, 4 succeeded: the Job's status already shrinks the gang to the
+    3 left, so the 4 pods that Succeeded do not also count toward those 3 (review of seed
+    5035's mend): room for 2 of them binds nothing."""
+    job = owner(
+        OwnerKind.JOB,
+        {
+            "metadata": {"name": "train", "namespace": "ml"},
+            "spec": {"parallelism": 7, "completions": 7, "completionMode": "Indexed"},
+            "status": {"succeeded": 4},
+        },
+    )
+    done = [replace(p, phase="Succeeded") for p in job_pods("train", 4, node_name="n0")]
+    rest = job_pods("train", 7)[4:]
+    gang = resolve(cluster([*done, *rest], [job]), CONFIG).gangs[GangKey("ml", "Job/train")]
+    assert (gang.min_member, gang.completed, gang.need) == (3, 0, 3)
+    assert bound(cluster([*done, *rest], [job], nodes=1, cpu="2")) == set()
+    assert len(bound(cluster([*done, *rest], [job], nodes=1, cpu="3"))) == 3
+
+
 def test_a_nonindexed_job_places_each_pod_alone_unless_its_pods_ask_for_a_gang() -> None:
     pods = job_pods("queue", 3, indexed=False, cpu="8")
     assert all(p.gang is None for p in pods)  # a work queue's pods: alone, as before

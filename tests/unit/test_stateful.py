@@ -238,8 +238,12 @@ class GangMachine(RuleBasedStateMachine):
         return sum(1 for p in self.pods.values() if p.gang == gang and p.alive_bound)
 
     def _completed(self, gang: str) -> int:
-        """Members that Succeeded: they count toward the gang's minimum (seed 5035)."""
-        return sum(1 for p in self.pods.values() if p.gang == gang and p.phase == "Succeeded")
+        """Members that Succeeded and count toward the gang's minimum (seed 5035): in the
+        places of the gang no live member takes."""
+        members = [p for p in self.pods.values() if p.gang == gang]
+        done = sum(1 for p in members if p.phase == "Succeeded")
+        live = sum(1 for p in members if p.phase not in TERMINAL_PHASES)
+        return min(done, max(self.gangs[gang].size - live, 0))
 
     def _cache_alive_bound(self, gang: str) -> int:
         """Bound, alive members as the cache sees them (what was delivered, and the binds
@@ -362,8 +366,11 @@ class GangMachine(RuleBasedStateMachine):
         for group in result.bindings:
             for gang_binding in group.gangs:
                 gang = gang_binding.gang.name
-                done = sum(1 for p in members[gang] if p.phase == "Succeeded")
                 size = self.gangs[gang].size
+                done = min(
+                    sum(1 for p in members[gang] if p.phase == "Succeeded"),
+                    max(size - sum(1 for p in members[gang] if p.alive), 0),
+                )
                 satisfied = any(p.bound and p.alive for p in members[gang]) or done >= size
                 assert group.all_or_nothing is not satisfied, (
                     f"gang {gang}: all_or_nothing={group.all_or_nothing} although the pass saw "
@@ -514,6 +521,10 @@ class GangMachine(RuleBasedStateMachine):
     def _recreate(self, gang: str, *, same_names: bool) -> None:
         spec = self.gangs[gang]
         spec.restarts += 1
+        if self._completed(gang):
+            # New members take the places of those that Succeeded, which then count no
+            # more: the simulation lowers what the bound ones are judged with.
+            self.exempt.add(gang)
         for i in self._dead_slots(gang):
             name = f"{gang}-{i}" if same_names else f"{gang}-{i}-r{spec.restarts}"
             for uid in sorted(u for u, p in self.pods.items() if p.name == name):
