@@ -174,3 +174,32 @@ def test_full_garbage_collections_are_timed_while_the_lag_is_measured_and_not_af
     during, after = asyncio.run(scenario())
     assert during >= 2  # the two asked for (an automatic one may come too)
     assert after == during
+
+
+def test_a_stretch_says_how_much_of_it_the_loop_spent_on_its_own_cpu() -> None:
+    """A handler that computes holds the loop on its own CPU; one that blocks without
+    computing (as a wait for the GIL does) holds it as long on almost none: the log tells
+    them apart."""
+    from structlog.testing import capture_logs  # noqa: PLC0415
+
+    def spin(seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    async def scenario(hold: Callable[[float], None]) -> dict:
+        with capture_logs() as logs:
+            task = asyncio.create_task(measure_lag(Metrics.create(), interval=0.01))
+            await asyncio.sleep(0.03)
+            hold(0.3)
+            await asyncio.sleep(0.03)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        return next(e for e in logs if e["event"] == "event loop lag")
+
+    computing = asyncio.run(scenario(spin))
+    waiting = asyncio.run(scenario(time.sleep))
+    assert computing["longest_milliseconds"] >= 250
+    assert computing["longest_loop_cpu_milliseconds"] >= 120
+    assert waiting["longest_milliseconds"] >= 250
+    assert waiting["longest_loop_cpu_milliseconds"] < 40
