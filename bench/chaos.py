@@ -774,6 +774,7 @@ class PodState:
     claimed_t: float | None = None
     bound_t: float | None = None
     ended_t: float | None = None
+    gone_t: float | None = None  # when the API server said it was deleted
 
     @property
     def alive(self) -> bool:
@@ -1048,8 +1049,8 @@ class Observer:
             pod.phase = phase
         if deleting is not None:
             pod.deleting = pod.deleting or deleting
-        if gone:
-            pod.gone = True
+        if gone and not pod.gone:
+            pod.gone, pod.gone_t = True, t
         if was_alive and not pod.alive:
             pod.ended_t = t
             if pod.node:
@@ -2140,7 +2141,7 @@ def expectations(
         if pod.scheduler == books.scheduler and pod.alive:
             by_gang[pod.gang].append(pod)
 
-    done = {gang: len(times) for gang, times in _succeeded(books, pods).items()}
+    done = _succeeded(books, pods)
 
     def complete(gang: str) -> bool:
         members = by_gang.get(gang, [])
@@ -2279,14 +2280,24 @@ def _held_by_capability(
     return back
 
 
-def _succeeded(books: Books, pods: dict[str, PodState]) -> dict[str, list[float]]:
-    """By gang, when each of the scheduler's members that Succeeded ended: they count
-    toward the gang's minimum."""
-    found: dict[str, list[float]] = defaultdict(list)
+def _succeeded(
+    books: Books, pods: dict[str, PodState], *, at: float | None = None
+) -> dict[str, int]:
+    """By gang, the scheduler's members that had Succeeded at ``at`` and were not yet
+    deleted (at the end without it): they count toward the gang's minimum. One deleted is
+    not seen by any scheduler any more (seed 6067: a Job's pod that Succeeded, then went
+    with its node; the Job made one pod for the completion left, a gang of 2 can never be
+    whole again)."""
+    found: Counter[str] = Counter()
     for pod in pods.values():
-        ended = pod.ended_t
-        if pod.scheduler == books.scheduler and pod.phase == "Succeeded" and ended is not None:
-            found[pod.gang].append(ended)
+        ended, gone = pod.ended_t, pod.gone_t
+        if pod.scheduler != books.scheduler or pod.phase != "Succeeded" or ended is None:
+            continue
+        if at is None:
+            if not pod.gone:
+                found[pod.gang] += 1
+        elif ended <= at and (gone is None or gone > at):
+            found[pod.gang] += 1
     return found
 
 
@@ -2313,7 +2324,14 @@ def _completed_by_next(
     spec = books.specs.get(pods[inc["bound"][0]].gang)
     minimum = spec.min if spec else 1
     mine = [pods[u] for u in inc["bound"]]
-    if not all(p.phase == "Succeeded" and p.ended_t and p.ended_t <= nxt["start"] for p in mine):
+    start = nxt["start"]
+    if not all(
+        p.phase == "Succeeded"
+        and p.ended_t is not None
+        and p.ended_t <= start
+        and (p.gone_t is None or p.gone_t > start)
+        for p in mine
+    ):
         return False
     theirs = [u for u in nxt["bound"] if pods[u].name not in books.rival_bound]
     return len(theirs) + len(mine) >= minimum
@@ -2361,7 +2379,6 @@ def partial_incarnations(
     for uid, (t, was_bound) in books.chaos_deleted.items():
         if uid in pods and not was_bound:
             deleted_by_gang[pods[uid].gang].append(t)
-    succeeded = _succeeded(books, pods)
     for gang, history in incarnations.items():
         spec = books.specs.get(gang)
         minimum = spec.min if spec else (2 if gang.startswith("canary-") else 1)
@@ -2371,7 +2388,7 @@ def partial_incarnations(
             size = spec.subgroup if spec else 0
             short = sorted(r for r, n in replicas.items() if n < size)
             # Members that had Succeeded when it began count toward the minimum.
-            done = sum(1 for ended in succeeded.get(gang, ()) if ended <= inc["start"])
+            done = _succeeded(books, pods, at=inc["start"])[gang]
             done = _counted(spec, done, len(ours))
             if len(ours) + done >= minimum and not short:
                 continue

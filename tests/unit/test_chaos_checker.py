@@ -178,6 +178,12 @@ def test_a_gang_cut_short_is_whole_with_the_rest_bound_counting_its_succeeded_me
     assert judge(history(first[0], failed, *rest), books(gang)) == ["I1", "I1"]
     # Not completed: the first incarnation alone, its member Succeeded, is partial.
     assert judge(history(*first), books(gang)) == ["I1"]
+    # Its member deleted before the rest was bound: no scheduler could count it.
+    went = history(*first)
+    went._update(went.pods["uid-j-a"], 3.0, gone=True)
+    for t, obj in rest:
+        went._apply(obj, t)
+    assert judge(went, books(gang)) == ["I1", "I1"]
 
 
 def test_members_that_succeeded_count_toward_what_must_be_bound_at_the_end() -> None:
@@ -191,6 +197,24 @@ def test_members_that_succeeded_count_toward_what_must_be_bound_at_the_end() -> 
     expected, incomplete, _ = expectations(books(gang), pods_of(failed, *rest))
     assert expected == {}
     assert incomplete == ["g"]
+
+
+def test_a_member_that_succeeded_and_went_counts_no_more() -> None:
+    """Seed 6067: a Job's pod Succeeded, then went with its node (the pod garbage
+    collector); the Job made one pod for the completion left. No scheduler sees the one that
+    went: the gang of 2 can never be whole again, so it is excused, not expected bound."""
+    gang = GangSpec("j", "job", 2, 2)
+    seen = history(
+        (1.0, pod("j-a", gang="j", node=NODE, job=True)),
+        (2.0, pod("j-a", gang="j", node=NODE, job=True, phase="Succeeded")),
+        (3.0, pod("j-b", gang="j", job=True)),
+    )
+    expected, _, _ = expectations(books(gang), seen.pods)
+    assert [p.name for p in expected["j"]] == ["j-b"]  # while it is there, it counts
+    seen._update(seen.pods["uid-j-a"], 4.0, gone=True)  # DELETED
+    expected, incomplete, _ = expectations(books(gang), seen.pods)
+    assert expected == {}
+    assert incomplete == ["j"]
 
 
 def pods_of(*objs: dict) -> dict:
