@@ -627,3 +627,27 @@ def test_a_burst_past_the_high_water_waits_in_the_backlog_rather_than_being_drop
             return figures
 
     assert asyncio.run(scenario()) == (17, 3, 1)
+
+
+def test_a_call_that_succeeds_at_once_leaves_no_cycles_for_the_collector() -> None:
+    """A retried call's first attempt goes without tenacity's loop, whose reference cycles
+    (about 30 objects a call) only the collector frees: a backlog's binds made a young
+    collection of ~50,000 of them every few seconds, each holding the GIL 0.1-0.2 s."""
+    import gc  # noqa: PLC0415
+
+    async def ok(request: web.Request) -> web.Response:
+        return web.json_response({"ok": True})
+
+    async def scenario() -> int:
+        async with server(ok) as api:
+            await api.merge_patch("/api/v1/namespaces/ns/pods/p", {}, retries=3)  # warm
+            gc.collect()
+            gc.disable()
+            try:
+                for _ in range(50):
+                    await api.merge_patch("/api/v1/namespaces/ns/pods/p", {}, retries=3)
+                return gc.collect()
+            finally:
+                gc.enable()
+
+    assert run(scenario()) < 50 * 5  # tenacity's loop left about 50 * 30
