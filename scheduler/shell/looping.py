@@ -323,8 +323,9 @@ class FullCollections:
     one, generation 2, every object the process holds: 0.1 s for a cache of 10,000 nodes and
     60,000 small pods), so the loop's longest stretches at scale may be these rather than our
     code. Full ones are observed in ``gc_pause_seconds``; any collection past 50 ms is logged
-    with its generation (a young one holds up to 2.5M objects with the thresholds
-    ``cli`` sets), beside the stretches it explains."""
+    with its generation (with the thresholds ``cli`` sets, generation 0 is collected once
+    50,000 new objects live, and each one walks all of them), beside the stretches it
+    explains."""
 
     def __init__(self, metrics: Metrics) -> None:
         self._metrics = metrics
