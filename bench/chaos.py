@@ -2141,7 +2141,10 @@ def expectations(
         if pod.scheduler == books.scheduler and pod.alive:
             by_gang[pod.gang].append(pod)
 
-    done = _succeeded(books, pods)
+    done = {
+        gang: sum(1 for p in members if _succeeded_at(p, None))
+        for gang, members in _succeeded(books, pods).items()
+    }
 
     def complete(gang: str) -> bool:
         members = by_gang.get(gang, [])
@@ -2280,24 +2283,25 @@ def _held_by_capability(
     return back
 
 
-def _succeeded(
-    books: Books, pods: dict[str, PodState], *, at: float | None = None
-) -> dict[str, int]:
-    """By gang, the scheduler's members that had Succeeded at ``at`` and were not yet
-    deleted (at the end without it): they count toward the gang's minimum. One deleted is
-    not seen by any scheduler any more (seed 6067: a Job's pod that Succeeded, then went
-    with its node; the Job made one pod for the completion left, a gang of 2 can never be
-    whole again)."""
-    found: Counter[str] = Counter()
+def _succeeded_at(pod: PodState, t: float | None) -> bool:
+    """Whether ``pod`` had Succeeded and was still there at ``t`` (at the end for None): a
+    member that counts toward its gang's minimum then. One deleted is not seen by any
+    scheduler any more (seed 6067: a Job's pod that Succeeded, then went with its node; the
+    Job made one pod for the completion left, and a gang of 2 can never be whole again)."""
+    if pod.phase != "Succeeded" or pod.ended_t is None:
+        return False
+    if t is None:
+        return not pod.gone
+    return pod.ended_t <= t and (pod.gone_t is None or pod.gone_t > t)
+
+
+def _succeeded(books: Books, pods: dict[str, PodState]) -> dict[str, list[PodState]]:
+    """By gang, the scheduler's members that Succeeded (``_succeeded_at`` says when they
+    count)."""
+    found: dict[str, list[PodState]] = defaultdict(list)
     for pod in pods.values():
-        ended, gone = pod.ended_t, pod.gone_t
-        if pod.scheduler != books.scheduler or pod.phase != "Succeeded" or ended is None:
-            continue
-        if at is None:
-            if not pod.gone:
-                found[pod.gang] += 1
-        elif ended <= at and (gone is None or gone > at):
-            found[pod.gang] += 1
+        if pod.scheduler == books.scheduler and pod.phase == "Succeeded":
+            found[pod.gang].append(pod)
     return found
 
 
@@ -2311,27 +2315,19 @@ def _counted(spec: GangSpec | None, done: int, live: int) -> int:
 
 
 def _completed_by_next(
-    inc: dict, following: list[dict], pods: dict[str, PodState], books: Books
+    inc: dict, nxt: dict | None, pods: dict[str, PodState], books: Books
 ) -> bool:
     """Whether an incarnation cut short (fewer than its minimum bound: a leader killed
     mid-gang) was completed by the next one: every member it bound Succeeded before the next
     began, and the next one's binds with those reach the minimum (members that Succeeded
     count toward it: chaos seed 5035, where they ran to completion before a new leader could
     take the Lease)."""
-    if not following:
+    if nxt is None:
         return False
-    nxt = following[0]
     spec = books.specs.get(pods[inc["bound"][0]].gang)
     minimum = spec.min if spec else 1
     mine = [pods[u] for u in inc["bound"]]
-    start = nxt["start"]
-    if not all(
-        p.phase == "Succeeded"
-        and p.ended_t is not None
-        and p.ended_t <= start
-        and (p.gone_t is None or p.gone_t > start)
-        for p in mine
-    ):
+    if not all(_succeeded_at(p, nxt["start"]) for p in mine):
         return False
     theirs = [u for u in nxt["bound"] if pods[u].name not in books.rival_bound]
     return len(theirs) + len(mine) >= minimum
@@ -2374,6 +2370,7 @@ def partial_incarnations(
 ) -> list[Violation]:
     """I1 and I9, from the bind and end events in etcd order."""
     incarnations = _incarnations(books, pods, events)
+    succeeded = _succeeded(books, pods)
     violations = []
     deleted_by_gang: dict[str, list[float]] = defaultdict(list)
     for uid, (t, was_bound) in books.chaos_deleted.items():
@@ -2388,11 +2385,12 @@ def partial_incarnations(
             size = spec.subgroup if spec else 0
             short = sorted(r for r, n in replicas.items() if n < size)
             # Members that had Succeeded when it began count toward the minimum.
-            done = _succeeded(books, pods, at=inc["start"])[gang]
+            done = sum(1 for p in succeeded.get(gang, ()) if _succeeded_at(p, inc["start"]))
             done = _counted(spec, done, len(ours))
             if len(ours) + done >= minimum and not short:
                 continue
-            if not short and _completed_by_next(inc, history[i + 1 : i + 2], pods, books):
+            nxt = history[i + 1] if i + 1 < len(history) else None
+            if not short and _completed_by_next(inc, nxt, pods, books):
                 continue  # cut short, its members finished, the rest bound counting them
             rival = [pods[u].name for u in inc["bound"] if pods[u].name in books.rival_bound]
             if rival:
