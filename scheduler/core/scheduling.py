@@ -10,8 +10,9 @@ A gang has incarnations. It is *satisfied* only while one of its bound members i
 one like ordinary pods (Koordinator's "after gang"). Once every bound member of an
 incarnation has finished or gone, new members are a new incarnation: all or nothing again,
 with a fresh clock (a Job that recreates all its pods gets a whole gang, or none). Members
-that completed (Succeeded) count toward the minimum, as Volcano's ReadyTaskNum counts them:
-a gang of 7 with 4 completed places its 3 pending members together. A Job does not make a
+that completed (Succeeded) count toward the minimum (Volcano's ReadyTaskNum counts them too,
+by its source; we have not run Volcano on it): a gang of 7 with 4 completed places its 3
+pending members together. A Job does not make a
 member that succeeded again, so without this a gang cut short (4 bound, the scheduler
 killed, the 4 finished before a new leader came) would wait forever for members that will
 never exist. They fill only the places of the gang's total that no live member takes, so

@@ -153,13 +153,14 @@ class Gang:
 
     @property
     def completed(self) -> int:
-        """Members that ran to completion (Succeeded) and count toward the minimum, as
-        Volcano's ReadyTaskNum counts them: a Job's member that finished did its part and the
-        Job makes no other in its place, so a gang cut short whose bound members finished
-        before the rest could bind would otherwise wait forever (chaos seed 5035). They fill
-        only the places of the gang's ``total`` that no live member takes: pods made anew
-        for all of a gang that ran before are a whole new gang, and an owner that already
-        shrank the gang by its completions (a Job near its end) is not counted twice."""
+        """Members that ran to completion (Succeeded) and count toward the minimum (as
+        Volcano's ReadyTaskNum does, by its source): a Job's member that finished did its
+        part and the Job makes no other in its place, so a gang cut short whose bound members
+        finished before the rest could bind would otherwise wait forever (chaos seed 5035).
+        They fill only the places of the gang's ``total`` that no live member takes: pods made
+        anew for all of a gang that ran before are a whole new gang, and an owner that
+        already shrank the gang by its completions (a Job near its end) is not counted
+        twice."""
         done = sum(1 for p in self.members if p.phase == SUCCEEDED)
         if not done:
             return 0
