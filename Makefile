@@ -81,10 +81,12 @@ bench: setup binaries
 	$(PY) -m bench.fairness
 	$(PY) -m bench.run $(BENCH_ARGS)
 
+# Each size's backlog and latency steps run apart, on control planes of their own (bench/curve.py).
+CURVE_SIZES = "--nodes 1000 --pods 6000" "--nodes 5000 --pods 30000" ""
 bench-curve: setup binaries
-	$(PY) -m bench.run --scale-xl --nodes 1000 --pods 6000 --only gang_scheduler --rounds 1
-	$(PY) -m bench.run --scale-xl --nodes 5000 --pods 30000 --only gang_scheduler --rounds 1
-	$(PY) -m bench.run --scale-xl --only gang_scheduler --rounds 1
+	for size in $(CURVE_SIZES); do for step in backlog_mixed_gangs latency_mixed_gangs; do \
+	  $(PY) -m bench.run --scale-xl $$size --only gang_scheduler --rounds 1 --no-ceiling \
+	    --workload $$step || exit 1; done; done
 	$(PY) -m bench.curve
 
 # The simulator against the real scheduler (#26 part 5): the same trace (about 300 gangs of

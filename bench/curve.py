@@ -6,7 +6,11 @@ run at three sizes with the same shape (gangs of 1 to 256, six pods a node):
     python -m bench.run --scale-xl --only gang_scheduler --rounds 1   # 10,000 nodes, 60,000 pods
     python -m bench.curve
 
-reads ``bench/results/gang-scheduling-xl{-1000-nodes,-5000-nodes,}.json`` and writes
+(``make bench-curve`` runs each size's backlog and latency steps apart, ``--workload
+backlog_mixed_gangs`` and ``--workload latency_mixed_gangs``, each on a fresh control plane)
+reads ``bench/results/gang-scheduling-xl{-1000-nodes,-5000-nodes,}.json``, and beside each
+the files of a step run alone (``...-backlog-mixed-gangs.json``, ``...-latency-mixed-gangs.json``,
+whose figures come first), and writes
 ``bench/results/cost-curve.md``: per size, pods/s, p99 gang latency, passes, peak RSS and
 the longest event-loop stretch, and each one's growth against the size before it (the nodes
 grow 5x, then 2x: a figure growing as fast as the nodes is linear in them).
@@ -77,15 +81,36 @@ def table(runs: list[tuple[int, dict]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def merged(parts: list[dict]) -> dict:
+    """One size's results from the files of its steps: each workload from the first file
+    that ran it (a step run alone comes before a run of both)."""
+    rounds: list[dict] = []
+    for workload in ("backlog_mixed_gangs", "latency_mixed_gangs"):
+        for part in parts:
+            ran = [one.get("workloads", {}).get(workload) for one in part.get("rounds") or [part]]
+            if any(ran):
+                for i, runs in enumerate(ran):
+                    while len(rounds) <= i:
+                        rounds.append({"workloads": {}})
+                    if runs:
+                        rounds[i]["workloads"][workload] = runs
+                break
+    return {"rounds": rounds}
+
+
 def main() -> int:
     runs = []
     for name, nodes in SIZES:
-        path = RESULTS / f"{name}.json"
-        if not path.exists():
-            print(f"no {path.name}: run the bigger tier at {nodes} nodes first (see "
+        paths = [
+            RESULTS / f"{name}{step}.json"
+            for step in ("-backlog-mixed-gangs", "-latency-mixed-gangs", "")
+        ]
+        parts = [json.loads(path.read_text()) for path in paths if path.exists()]
+        if not parts:
+            print(f"no {paths[-1].name}: run the bigger tier at {nodes} nodes first (see "
                   "python -m bench.curve's docstring)", file=sys.stderr)  # fmt: skip
             continue
-        results = json.loads(path.read_text())
+        results = merged(parts)
         results["pods"] = figure(results, "backlog_mixed_gangs", "pods")
         runs.append((nodes, results))
     if not runs:

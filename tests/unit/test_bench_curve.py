@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench.curve import figure, table
+from bench.curve import figure, merged, table
 
 
 def run(pods_per_second: list[float], passes: float) -> dict:
@@ -36,3 +36,25 @@ def test_the_table_gives_each_size_and_its_growth_over_the_size_before() -> None
     assert row == "| passes (backlog) | 10 | 25 | 2.50 |"
     row = next(line for line in text.splitlines() if line.startswith("| pods/s from start"))
     assert row == "| pods/s from start | 400 | 300 | 0.75 |"
+
+
+def test_a_step_run_alone_fills_its_rows_and_comes_before_a_run_of_both() -> None:
+    both = run([300], passes=7)
+    both["rounds"][0]["workloads"]["latency_mixed_gangs"] = {
+        "gang_scheduler": {"gang_latency_p99_ms": 900.0, "passes": 40}
+    }
+    alone = {
+        "rounds": [
+            {
+                "workloads": {
+                    "latency_mixed_gangs": {
+                        "gang_scheduler": {"gang_latency_p99_ms": 250.0, "passes": 30}
+                    }
+                }
+            }
+        ]
+    }
+    results = merged([alone, both])
+    assert figure(results, "latency_mixed_gangs", "gang_latency_p99_ms") == 250
+    assert figure(results, "backlog_mixed_gangs", "pods_per_second") == 300
+    assert figure(merged([both]), "latency_mixed_gangs", "gang_latency_p99_ms") == 900

@@ -38,3 +38,10 @@ def test_the_skew_check_runs_the_coscheduling_rows_into_a_file_of_its_own() -> N
 def test_the_skew_check_refuses_kube_scheduler_which_needs_the_newer_api_server() -> None:
     with pytest.raises(SystemExit):
         parse(["--skew", "--only", "kube_scheduler"])
+
+
+def test_a_run_of_some_workloads_writes_a_file_of_its_own() -> None:
+    args = parse(["--scale-xl", "--nodes", "5000", "--workload", "latency_mixed_gangs"])
+    assert results_name(args) == "gang-scheduling-xl-5000-nodes-latency-mixed-gangs"
+    args = parse(["--workload", "backlog_single_pods", "--workload", "backlog_gangs_of_8"])
+    assert results_name(args) == "gang-scheduling-backlog-gangs-of-8-backlog-single-pods"
