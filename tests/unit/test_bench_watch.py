@@ -20,6 +20,7 @@ from bench.run import (
     Setting,
     _unfinished,
     clear_namespace,
+    fresh,
     markdown,
     partial,
     settled,
@@ -256,7 +257,8 @@ def test_a_round_that_failed_is_said_in_the_row() -> None:
 
 def test_a_watched_ceiling_whose_watch_is_refused_is_left_out_not_the_run(tmp_path: Path) -> None:
     """The targets are against the plain ceiling: a bench whose pod LIST is refused (403)
-    still binds, clears the namespace, and goes on without the watched one."""
+    goes on without the watched one, its namespace left to be cleared before the next
+    workload."""
     binds: list[str] = []
 
     async def handler(request: web.Request) -> web.StreamResponse:
@@ -270,12 +272,14 @@ def test_a_watched_ceiling_whose_watch_is_refused_is_left_out_not_the_run(tmp_pa
             return web.json_response({"items": []})
         return web.json_response({"reason": "Forbidden", "message": "no list"}, status=403)
 
-    async def scenario() -> dict | None:
+    async def scenario() -> tuple[dict | None, list[str]]:
         async with server(handler) as api:
             setting = Setting(api=api, nodes=("n0",), logs=tmp_path, concurrency=2, timeout=5)
-            return await watched_ceiling(setting, pods=2)
+            return await watched_ceiling(setting, pods=2), setting.left
 
-    assert asyncio.run(scenario()) is None
+    watched, left = asyncio.run(scenario())
+    assert watched is None
+    assert [n.startswith("bench-ceiling-") for n in left] == [True]
     assert binds == []  # the watch failed before the binds: nothing half measured
 
 
@@ -345,3 +349,27 @@ def test_clearing_waits_as_long_as_pods_keep_going_and_no_longer_once_they_stop(
     assert _clearing([9000, 7000, 7000], timeout=0.6) == (
         "7000 pods in ns not gone; none went for 0.6s"
     )
+
+
+def test_a_workloads_namespace_is_cleared_before_the_next_one_is_made(tmp_path: Path) -> None:
+    """The last workload of a run is never cleared (its control plane goes down with it);
+    any other is, before the next workload's namespace is made."""
+    calls: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        calls.append(f"{request.method} {request.path}")
+        if request.query.get("limit") == "1":  # clear_namespace: none left
+            return web.json_response({"items": []})
+        return web.json_response({}, status=201 if request.method == "POST" else 200)
+
+    async def scenario() -> tuple[str, list[str]]:
+        async with server(handler) as api:
+            setting = Setting(api=api, nodes=("n0",), logs=tmp_path, concurrency=2, timeout=5)
+            setting.left.append("gangs-ours-0")
+            return await fresh(setting, "next"), setting.left
+
+    made, left = asyncio.run(scenario())
+    assert made.startswith("next-")
+    assert left == []
+    deleted = calls.index("DELETE /api/v1/namespaces/gangs-ours-0/pods")
+    assert deleted < calls.index("POST /api/v1/namespaces")
