@@ -2284,12 +2284,15 @@ def _held_by_capability(
 
 
 def _succeeded_at(pod: PodState, t: float | None) -> bool:
-    """Whether ``pod`` had Succeeded and was still there at ``t`` (at the end for None): a
-    member that counts toward its gang's minimum then. One deleted is not seen by any
-    scheduler any more (seed 6067: a Job's pod that Succeeded, then went with its node; the
-    Job made one pod for the completion left, and a gang of 2 can never be whole again)."""
+    """Whether ``pod`` had Succeeded by ``t`` (at the end for None) and still counts toward
+    its gang's minimum then: a Job's pod counts as long as its Job counts it, deleted or not
+    (status.succeeded, which the scheduler reads: seed 6067, a Job's pod that Succeeded and
+    went with its node); any other only while it is still there, as no scheduler sees one
+    deleted."""
     if pod.phase != "Succeeded" or pod.ended_t is None:
         return False
+    if pod.job:
+        return t is None or pod.ended_t <= t
     if t is None:
         return not pod.gone
     return pod.ended_t <= t and (pod.gone_t is None or pod.gone_t > t)

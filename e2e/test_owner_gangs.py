@@ -184,3 +184,55 @@ def test_a_job_gang_cut_short_whose_bound_pods_succeeded_is_completed_by_the_nex
 
     wait_for(complete, timeout=BIND_TIMEOUT, what="the Job to complete")
     assert len(job_pods(cluster, "cut")) == 4, "the Job made no pod again"
+
+
+def test_a_job_gang_whose_succeeded_pod_was_deleted_counts_it_by_the_jobs_status(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    """Chaos seed 6067, staged: a Job of 2 pods with a Koordinator gang of 2 on its template;
+    one pod was bound (by a scheduler gone since), ran, Succeeded, and was then deleted (its
+    node went: the pod garbage collector). The Job counts it in status.succeeded and makes no
+    pod for it again, so the pending pod is all the gang will ever have: the scheduler counts
+    the deleted one by the Job's status, binds the other, and the Job completes."""
+    from e2e.objects import bind  # noqa: PLC0415
+
+    (node,) = cluster.nodes(1, cpu="8")
+    job = indexed_job(cluster, "went", 2, cpu="1")
+    template = job["spec"]["template"]
+    template["spec"]["schedulerName"] = private_scheduler.name
+    template["metadata"]["annotations"] = {
+        "pod-complete.stage.kwok.x-k8s.io/delay": "1s",
+        **koord("went", 2),
+    }
+    cluster.apply(job)
+    pods = wait_for(lambda: len(job_pods(cluster, "went")) == 2 and job_pods(cluster, "went"),
+                    timeout=BIND_TIMEOUT, what="the Job's 2 pods")  # fmt: skip
+    first, second = sorted(pods)
+    bind(cluster.access.api(), namespace=cluster.namespace, pod=first, node=node)
+    rest = cluster.access.rest
+
+    def job_status() -> dict:
+        return rest.read("jobs.batch", "went", namespace=cluster.namespace).get("status", {})
+
+    wait_for(lambda: job_status().get("succeeded") == 1, timeout=BIND_TIMEOUT,
+             what="the bound pod to succeed and the Job to count it")  # fmt: skip
+    rest.remove("pods", first, namespace=cluster.namespace, gracePeriodSeconds="0")
+
+    def gone() -> bool:
+        names = {
+            p["metadata"]["name"] for p in rest.read("pods", namespace=cluster.namespace)["items"]
+        }
+        return first not in names
+
+    wait_for(gone, timeout=BIND_TIMEOUT, what=f"{first} to be gone from the API server")
+    private_scheduler.start()
+    wait_bound(cluster, {second})
+
+    def complete() -> bool:
+        return any(
+            c["type"] == "Complete" and c["status"] == "True"
+            for c in job_status().get("conditions", [])
+        )
+
+    wait_for(complete, timeout=BIND_TIMEOUT, what="the Job to complete")
+    assert job_pods(cluster, "went") == {second}, "the Job made no pod again"

@@ -33,7 +33,7 @@ from scheduler.model.gangs import Owner, PodGroup, queue_of_pod
 from scheduler.model.holdings import HoldingsSum, NodeHoldings, QueueHoldings
 from scheduler.model.nodes import Node, NodeInfo
 from scheduler.model.owners import OwnerKey, OwnerKind, owners_of
-from scheduler.model.pods import GangKey, Pod, PodGroupApi, PodRef, gang_key_of
+from scheduler.model.pods import GangKey, Pod, PodGroupApi, PodRef, declared_job, gang_key_of
 from scheduler.model.queues import (
     DEFAULT_QUEUE,
     Queue,
@@ -282,9 +282,8 @@ class ClusterCache:
         self._touched.add(key)
         for named in (pod.gang.groups or ()) if pod.gang else ():
             self._named_by.setdefault(named, set()).add(key)
-        if pod.gang is not None:
-            for owner in owners_of(pod.gang.owner, pod.gang.part):
-                self._owned.setdefault(owner, set()).add(key)
+        for owner in _owners_of_pod(pod):
+            self._owned.setdefault(owner, set()).add(key)
 
     def _leave_gang(self, uid: str, pod: Pod) -> None:
         key = gang_key_of(pod)
@@ -292,7 +291,7 @@ class ClusterCache:
         if members is not None and members.pop(uid, None) is not None and not members:
             del self._members[key]
             self._memory.pop(key, None)  # the gang is gone: so is what was remembered of it
-            for owner in owners_of(pod.gang.owner, pod.gang.part) if pod.gang else ():
+            for owner in _owners_of_pod(pod):
                 gangs = self._owned.get(owner)
                 if gangs is not None:
                     gangs.discard(key)
@@ -1085,3 +1084,12 @@ class ClusterCache:
             self._holdings_sum.add(part)
         self._requeue.clear()
         return self._holdings_sum.frozen(self._names)
+
+
+def _owners_of_pod(pod: Pod) -> tuple[OwnerKey, ...]:
+    """The owner objects whose changes are work for ``pod``'s gang: those that make it, or
+    the Job whose status.succeeded counts its members that Succeeded and were deleted."""
+    if pod.gang is None:
+        return ()
+    job = declared_job(pod)
+    return (job,) if job is not None else owners_of(pod.gang.owner, pod.gang.part)

@@ -15,7 +15,7 @@ from typing import Any
 
 from scheduler.codecs.devices import pod_claims
 from scheduler.codecs.gangs import claim_of, read_options
-from scheduler.codecs.owners import read_owner_claim
+from scheduler.codecs.owners import controlling_job, read_owner_claim
 from scheduler.codecs.quantities import QUANTITY_RULE, quantity
 from scheduler.codecs.selectors import (
     label_selector,
@@ -298,6 +298,7 @@ def pod_from_dict(raw: object) -> Pod:
     annotations = texts(meta.get("annotations"))
     namespace = text(meta.get("namespace"), "default")
     affinity = obj(spec.get("affinity"))  # most pods have none: skip its six readings
+    refs = meta.get("ownerReferences")
     return Pod(
         ref=PodRef(namespace, text(meta.get("name")), text(meta.get("uid"))),
         requests=pod_requests(spec),
@@ -315,6 +316,7 @@ def pod_from_dict(raw: object) -> Pod:
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
         deleting=bool(meta.get("deletionTimestamp")),
         gang=pod_gang(meta, spec, labels=labels, annotations=annotations, namespace=namespace),
+        job=controlling_job(refs) if refs else "",
         timed_out=annotations.get(names.KOORD_TIMEOUT, "").lower() == "true",
         first_attempt=parse_time(annotations.get(names.FIRST_ATTEMPT)),
         scheduled_condition=_pod_scheduled(status),

@@ -64,6 +64,15 @@ def _controller(refs: object) -> tuple[str, str, str] | None:
     return None
 
 
+def controlling_job(refs: object) -> str:
+    """The name of the batch/v1 Job that controls an object, from its ownerReferences ("" for
+    none)."""
+    controller = _controller(refs)
+    if controller is None or controller[:2] != ("Job", "batch"):
+        return ""
+    return controller[2]
+
+
 def read_owner_claim(
     labels: Mapping[str, str],
     annotations: Mapping[str, str],
@@ -170,8 +179,11 @@ def owner_from_dict(kind: OwnerKind, raw: object) -> Owner:
     grouping = read_grouping(annotations, errors)
     options = read_options(annotations, namespace=namespace)
     read = _READERS[kind](spec, annotations, grouping, errors)
+    succeeded = 0
     if kind is OwnerKind.JOB:
-        read = _job_remaining(read, obj(body.get("status")), spec)
+        status = obj(body.get("status"))
+        read = _job_remaining(read, status, spec)
+        succeeded = max(whole(status.get("succeeded")) or 0, 0)
     return Owner(
         key=key,
         uid=text(meta.get("uid")),
@@ -180,6 +192,7 @@ def owner_from_dict(kind: OwnerKind, raw: object) -> Owner:
         priority_class=labels.get(names.OWNER_PRIORITY_CLASS)
         or annotations.get(names.OWNER_PRIORITY_CLASS, ""),
         errors=(*options.errors, *errors),
+        succeeded=succeeded,
         **read,
     )
 

@@ -138,6 +138,11 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
         f"timeout {gang.timeout_seconds:g}s; {len(gang.members)} members, {len(bound)} bound, "
         f"{len(pending)} pending"
         + (f"; {done} Succeeded count toward the minimum" if done and pending else "")
+        + (
+            f" ({gang.gone_succeeded} deleted since, counted by their Job's status)"
+            if done and pending and gang.gone_succeeded
+            else ""
+        )
     ]
     if gang.origin:
         lines.append(gang.origin)

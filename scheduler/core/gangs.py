@@ -21,6 +21,7 @@ from scheduler.model.config import Config
 from scheduler.model.gangs import Gang, Owner, PodGroup, SubGroup
 from scheduler.model.owners import Grouping, OwnerKey, child_job, gang_name
 from scheduler.model.pods import (
+    SUCCEEDED,
     GangClaim,
     GangKey,
     GangOptions,
@@ -29,6 +30,7 @@ from scheduler.model.pods import (
     NetworkTopology,
     Pod,
     SubGroupPolicy,
+    declared_job,
     gang_key_of,
 )
 from scheduler.model.snapshot import PriorityClass, Snapshot
@@ -72,6 +74,24 @@ def _queue(pods: Iterable[Pod], podgroup: PodGroup | None = None) -> str:
     if podgroup is not None and podgroup.queue:
         return podgroup.queue
     return _agreed(p.queue or None for p in pods) or ""
+
+
+def _gone_succeeded(pods: Iterable[Pod], owners: Mapping[OwnerKey, Owner]) -> int:
+    """Members of a declared gang that Succeeded and were deleted since, as their Jobs count
+    them: each Job's status.succeeded less its pods the snapshot still shows Succeeded. A
+    Job makes no pod again for a completion, so without these a gang whose finished members
+    went with their node could never reach its minimum again (chaos seed 6067)."""
+    here: Counter[OwnerKey] = Counter()
+    for pod in pods:
+        job = declared_job(pod)
+        if job is not None:
+            here[job] += pod.phase == SUCCEEDED
+    gone = 0
+    for job, succeeded in here.items():
+        owner = owners.get(job)
+        if owner is not None:
+            gone += max(owner.succeeded - succeeded, 0)
+    return gone
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +211,7 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
             subgroups=subgroups,
             subgroup_minimums=minimums,
             network_topology=_stated(claims, podgroup, "network_topology"),
+            gone_succeeded=_gone_succeeded(pods, snapshot.owners),
         )
     return Resolution(
         gangs=_with_consent(gangs),

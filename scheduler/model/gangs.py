@@ -146,6 +146,10 @@ class Gang:
     # Kept inside one unit of a tier (#23): a Volcano PodGroup's spec.networkTopology, or
     # gang-scheduler.io/network-topology on the pods, their PodGroup or their owner.
     network_topology: NetworkTopology | None = None
+    # Members that Succeeded and were deleted since (their node went, say), as the Jobs that
+    # made them count them: a gang declared for a Job's pods (PodGroup, annotations) that a
+    # pod of the cache can no longer show.
+    gone_succeeded: int = 0
 
     @property
     def topology_placed(self) -> bool:
@@ -160,8 +164,8 @@ class Gang:
         They fill only the places of the gang's ``total`` that no live member takes: pods made
         anew for all of a gang that ran before are a whole new gang, and an owner that
         already shrank the gang by its completions (a Job near its end) is not counted
-        twice."""
-        done = sum(1 for p in self.members if p.phase == SUCCEEDED)
+        twice. Those deleted since count too where their Job says so (``gone_succeeded``)."""
+        done = sum(1 for p in self.members if p.phase == SUCCEEDED) + self.gone_succeeded
         if not done:
             return 0
         live = sum(1 for p in self.members if p.alive)
@@ -206,6 +210,9 @@ class Owner:
     min_resources: Resources | None = None
     shape: str = ""
     errors: tuple[str, ...] = ()
+    # A Job's status.succeeded: its pods that Succeeded, those deleted since included (the
+    # Job controller counts each before its tracking finalizer comes off).
+    succeeded: int = 0
 
     def size(self, part: str) -> int | None:
         """How many members the gang of ``part`` needs; None for a part it does not make."""

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from scheduler.model.owners import Grouping, OwnerKey
+from scheduler.model.owners import Grouping, OwnerKey, OwnerKind
 from scheduler.model.resources import Resources
 from scheduler.model.topology import Constraints
 
@@ -285,6 +285,9 @@ class Pod:
     nominated_node: str = ""
     # The queue it names (#22), by our label or Volcano's annotation; "" when it names none.
     queue: str = ""
+    # The batch/v1 Job that controls it, by name ("" for none): a gang declared for a Job's
+    # pods counts those that Succeeded and were deleted by the Job's status.succeeded.
+    job: str = ""
 
     @property
     def prefers(self) -> bool:
@@ -323,6 +326,15 @@ class Pod:
 
 # A gang of one is keyed by its pod; "/" cannot occur in a gang name, so keys never clash.
 SINGLE_PREFIX = "pod/"
+
+
+def declared_job(pod: Pod) -> OwnerKey | None:
+    """The Job whose status.succeeded counts members of the gang ``pod`` declares: its
+    controlling Job, when the pod names a gang of its own (a gang its owner makes counts
+    completions by the owner's parts instead)."""
+    if not pod.job or pod.gang is None or pod.gang.source is GangSource.OWNER:
+        return None
+    return OwnerKey(pod.ref.namespace, OwnerKind.JOB, pod.job)
 
 
 def gang_key_of(pod: Pod) -> GangKey:

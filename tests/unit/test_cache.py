@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.owners import owner_from_dict
+from scheduler.model.owners import OwnerKey, OwnerKind
 from scheduler.model.pods import GangKey
 from scheduler.model.snapshot import GangState
 from tests.unit.builders import SCHEDULER, node, pod, podgroup
@@ -243,3 +245,33 @@ def test_a_stale_gang_with_nothing_pending_is_in_the_pass_that_is_due_to_evict_i
     cache.remember({GangKey("default", "g"): stale})
     assert cache.snapshot(now=130.0).pods == ()
     assert sorted(p.ref.name for p in cache.snapshot(now=160.0).pods) == ["g-0", "g-1"]
+
+
+def test_a_jobs_succeeded_count_is_work_for_the_gang_its_pods_declare() -> None:
+    """A gang declared for a Job's pods counts the Job's status.succeeded (members that
+    Succeeded and were deleted): the Job is in the snapshot, and its count changing wakes a
+    pass for the gang; a Job none of our pods belong to is no pass's business."""
+    waiting = replace(pod("train-b", gang="train", min_available=2), job="train")
+    cache = cache_with(waiting)
+    cache.upsert_owner(job("train", succeeded=0))
+    cache.upsert_owner(job("other", succeeded=0))
+    snap = cache.snapshot()  # a pass starts
+    assert [key.name for key in snap.owners] == ["train"]
+    cache.upsert_owner(job("other", succeeded=1))
+    assert not cache.dirty
+    cache.upsert_owner(job("train", succeeded=1))
+    assert cache.dirty
+    assert cache.snapshot().owners[OwnerKey("default", OwnerKind.JOB, "train")].succeeded == 1
+    cache.remove_pod(waiting.ref.uid)
+    assert not cache.snapshot().owners
+
+
+def job(name: str, *, succeeded: int):
+    return owner_from_dict(
+        OwnerKind.JOB,
+        {
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"parallelism": 2, "completions": 2},
+            "status": {"succeeded": succeeded},
+        },
+    )

@@ -178,12 +178,21 @@ def test_a_gang_cut_short_is_whole_with_the_rest_bound_counting_its_succeeded_me
     assert judge(history(first[0], failed, *rest), books(gang)) == ["I1", "I1"]
     # Not completed: the first incarnation alone, its member Succeeded, is partial.
     assert judge(history(*first), books(gang)) == ["I1"]
-    # Its member deleted before the rest was bound: no scheduler could count it.
+    # Its member deleted before the rest was bound: its Job still counts it.
     went = history(*first)
     went._update(went.pods["uid-j-a"], 3.0, gone=True)
     for t, obj in rest:
         went._apply(obj, t)
-    assert judge(went, books(gang)) == ["I1", "I1"]
+    assert judge(went, books(gang)) == []
+    # A member no Job made, deleted: no scheduler could count it.
+    bare = history(
+        (1.0, pod("j-a", gang="j", node=NODE)),
+        (2.0, pod("j-a", gang="j", node=NODE, phase="Succeeded")),
+    )
+    bare._update(bare.pods["uid-j-a"], 3.0, gone=True)
+    for t, obj in rest:
+        bare._apply(obj, t)
+    assert judge(bare, books(gang)) == ["I1", "I1"]
 
 
 def test_members_that_succeeded_count_toward_what_must_be_bound_at_the_end() -> None:
@@ -199,22 +208,29 @@ def test_members_that_succeeded_count_toward_what_must_be_bound_at_the_end() -> 
     assert incomplete == ["g"]
 
 
-def test_a_member_that_succeeded_and_went_counts_no_more() -> None:
+def test_a_jobs_member_that_succeeded_and_went_still_counts_and_any_other_counts_no_more() -> None:
     """Seed 6067: a Job's pod Succeeded, then went with its node (the pod garbage
-    collector); the Job made one pod for the completion left. No scheduler sees the one that
-    went: the gang of 2 can never be whole again, so it is excused, not expected bound."""
+    collector); the Job made one pod for the completion left. The Job counts the one that
+    went (status.succeeded, which the scheduler reads), so the new pod completes the gang of
+    2 and is expected bound. A pod no Job made is seen by no scheduler once it went: the
+    gang can never be whole again, so it is excused, not expected bound."""
     gang = GangSpec("j", "job", 2, 2)
-    seen = history(
-        (1.0, pod("j-a", gang="j", node=NODE, job=True)),
-        (2.0, pod("j-a", gang="j", node=NODE, job=True, phase="Succeeded")),
-        (3.0, pod("j-b", gang="j", job=True)),
-    )
-    expected, _, _ = expectations(books(gang), seen.pods)
-    assert [p.name for p in expected["j"]] == ["j-b"]  # while it is there, it counts
-    seen._update(seen.pods["uid-j-a"], 4.0, gone=True)  # DELETED
-    expected, incomplete, _ = expectations(books(gang), seen.pods)
-    assert expected == {}
-    assert incomplete == ["j"]
+    for job in (True, False):
+        seen = history(
+            (1.0, pod("j-a", gang="j", node=NODE, job=job)),
+            (2.0, pod("j-a", gang="j", node=NODE, job=job, phase="Succeeded")),
+            (3.0, pod("j-b", gang="j", job=job)),
+        )
+        expected, _, _ = expectations(books(gang), seen.pods)
+        assert [p.name for p in expected["j"]] == ["j-b"]  # while it is there, it counts
+        seen._update(seen.pods["uid-j-a"], 4.0, gone=True)  # DELETED
+        expected, incomplete, _ = expectations(books(gang), seen.pods)
+        if job:
+            assert [p.name for p in expected["j"]] == ["j-b"]
+            assert incomplete == []
+        else:
+            assert expected == {}
+            assert incomplete == ["j"]
 
 
 def pods_of(*objs: dict) -> dict:

@@ -257,6 +257,75 @@ def test_a_jobs_pods_that_succeeded_are_not_counted_twice_toward_its_last_round(
     assert len(bound(cluster([*done, *rest], [job], nodes=1, cpu="3"))) == 3
 
 
+def job_with(name: str, *, parallelism: int, completions: int, succeeded: int) -> Owner:
+    return owner(
+        OwnerKind.JOB,
+        {
+            "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}"},
+            "spec": {"parallelism": parallelism, "completions": completions},
+            "status": {"succeeded": succeeded},
+        },
+    )
+
+
+def declared_job_pods(job: str, names_: list[str], *, min_available: int, **kw: Any) -> list:
+    """A NonIndexed Job's pods that declare a Koordinator gang of their own."""
+    notes = {names.KOORD_NAME: job, names.KOORD_MIN_AVAILABLE: str(min_available)}
+    labels = {"batch.kubernetes.io/job-name": job}
+    return [
+        operator_pod(n, controller=("batch/v1", "Job", job), labels=labels, annotations=notes, **kw)
+        for n in names_
+    ]
+
+
+def test_a_declared_gangs_member_that_succeeded_and_went_with_its_node_still_counts() -> None:
+    """Chaos seed 6067: a Job's gang of 2 (its pods' annotations); one pod Succeeded and
+    was deleted with its node; the Job counts it in status.succeeded and makes one pod for
+    the completion left. That pod completes the gang alone; without the Job's count it
+    would wait forever for a second member no controller will make."""
+    job = job_with("train", parallelism=2, completions=2, succeeded=1)
+    last = declared_job_pods("train", ["train-b"], min_available=2)
+    assert last[0].job == "train"
+    gang = resolve(cluster(last, [job]), CONFIG).gangs[GangKey("ml", "train")]
+    assert (gang.gone_succeeded, gang.completed, gang.need) == (1, 1, 1)
+    assert bound(cluster(last, [job])) == {"train-b"}
+    assert bound(cluster(last, [])) == set()  # the Job not seen (yet): nothing to count
+    assert explain(cluster(last, [job]), GangKey("ml", "train"), now=T0, config=CONFIG)[0] == (
+        "gang ml/train: min 2 of 2, Strict, timeout 600s; 1 members, 0 bound, 1 pending; "
+        "1 Succeeded count toward the minimum (1 deleted since, counted by their Job's status)"
+    )
+
+
+def test_a_declared_jobs_succeeded_pods_still_there_are_not_counted_twice() -> None:
+    """The Job's status.succeeded counts the pods the snapshot shows Succeeded too: only
+    those beyond them were deleted."""
+    job = job_with("train", parallelism=3, completions=3, succeeded=1)
+    done = [
+        replace(p, phase="Succeeded")
+        for p in declared_job_pods("train", ["train-a"], min_available=3, node_name="n0")
+    ]
+    rest = declared_job_pods("train", ["train-b", "train-c"], min_available=3)
+    gang = resolve(cluster([*done, *rest], [job]), CONFIG).gangs[GangKey("ml", "train")]
+    assert (gang.gone_succeeded, gang.completed, gang.need) == (0, 1, 2)
+
+
+def test_a_jobs_next_round_after_its_succeeded_pods_went_is_all_or_nothing() -> None:
+    """8 completions 4 at a time: the first round's 4 Succeeded and were deleted, the Job
+    made 4 new pods. The Job's count fills only the places no live member takes, so the
+    new round is a whole gang of 4 again: room for 3 binds nothing."""
+    job = job_with("train", parallelism=4, completions=8, succeeded=4)
+    pods = declared_job_pods("train", [f"train-{i}" for i in range(4, 8)], min_available=4)
+    gang = resolve(cluster(pods, [job]), CONFIG).gangs[GangKey("ml", "train")]
+    assert (gang.gone_succeeded, gang.completed, gang.need) == (4, 0, 4)
+    assert bound(cluster(pods, [job], nodes=1, cpu="3")) == set()
+    assert len(bound(cluster(pods, [job], nodes=1, cpu="4"))) == 4
+
+
+def test_a_pod_whose_controller_is_not_a_batch_job_names_no_job() -> None:
+    (other,) = [operator_pod("w-0", controller=("example.com/v1", "Job", "train"), labels={})]
+    assert other.job == ""
+
+
 def test_a_nonindexed_job_places_each_pod_alone_unless_its_pods_ask_for_a_gang() -> None:
     pods = job_pods("queue", 3, indexed=False, cpu="8")
     assert all(p.gang is None for p in pods)  # a work queue's pods: alone, as before
