@@ -2288,7 +2288,10 @@ def _succeeded_at(pod: PodState, t: float | None) -> bool:
     its gang's minimum then: a Job's pod counts as long as its Job counts it, deleted or not
     (status.succeeded, which the scheduler reads: seed 6067, a Job's pod that Succeeded and
     went with its node); any other only while it is still there, as no scheduler sees one
-    deleted."""
+    deleted. This matches the scheduler's count for the harness's Jobs (parallelism equal to
+    completions, one Job a gang, never made anew), where the completions left are the Job's
+    pods not yet succeeded; it is more lenient than the scheduler from the moment the pod
+    ended until the Job's status says so."""
     if pod.phase != "Succeeded" or pod.ended_t is None:
         return False
     if pod.job:

@@ -33,7 +33,7 @@ from scheduler.model.gangs import Owner, PodGroup, queue_of_pod
 from scheduler.model.holdings import HoldingsSum, NodeHoldings, QueueHoldings
 from scheduler.model.nodes import Node, NodeInfo
 from scheduler.model.owners import OwnerKey, OwnerKind, owners_of
-from scheduler.model.pods import GangKey, Pod, PodGroupApi, PodRef, declared_job, gang_key_of
+from scheduler.model.pods import GangKey, Pod, PodGroupApi, PodRef, gang_key_of, job_of
 from scheduler.model.queues import (
     DEFAULT_QUEUE,
     Queue,
@@ -108,6 +108,7 @@ class ClusterCache:
         self._owners: dict[OwnerKind, dict[str, Owner]] = {k: {} for k in OwnerKind}
         self._owner_kinds: set[OwnerKind] = set(OwnerKind)
         self._owned: dict[OwnerKey, set[GangKey]] = {}
+        self._owners_of_gang: dict[GangKey, set[OwnerKey]] = {}  # the same, the other way
         self._ever_served: set[OwnerKind] = set()
         self._classes: dict[str, PriorityClass] = {}
         # Volcano's Queues by name (#22), and whether the API server serves them (until the
@@ -284,6 +285,7 @@ class ClusterCache:
             self._named_by.setdefault(named, set()).add(key)
         for owner in _owners_of_pod(pod):
             self._owned.setdefault(owner, set()).add(key)
+            self._owners_of_gang.setdefault(key, set()).add(owner)
 
     def _leave_gang(self, uid: str, pod: Pod) -> None:
         key = gang_key_of(pod)
@@ -291,7 +293,8 @@ class ClusterCache:
         if members is not None and members.pop(uid, None) is not None and not members:
             del self._members[key]
             self._memory.pop(key, None)  # the gang is gone: so is what was remembered of it
-            for owner in _owners_of_pod(pod):
+            # Every owner any member named (members of two Jobs; a member whose Job changed).
+            for owner in self._owners_of_gang.pop(key, ()):
                 gangs = self._owned.get(owner)
                 if gangs is not None:
                     gangs.discard(key)
@@ -1087,9 +1090,10 @@ class ClusterCache:
 
 
 def _owners_of_pod(pod: Pod) -> tuple[OwnerKey, ...]:
-    """The owner objects whose changes are work for ``pod``'s gang: those that make it, or
-    the Job whose status.succeeded counts its members that Succeeded and were deleted."""
+    """The owner objects whose changes are work for ``pod``'s gang: those that make it, and
+    the Job that controls it, whose status counts the gang's completions (``Gang.completed``)."""
     if pod.gang is None:
         return ()
-    job = declared_job(pod)
-    return (job,) if job is not None else owners_of(pod.gang.owner, pod.gang.part)
+    owners = owners_of(pod.gang.owner, pod.gang.part)
+    job = job_of(pod)
+    return owners if job is None or job in owners else (*owners, job)

@@ -298,7 +298,7 @@ def pod_from_dict(raw: object) -> Pod:
     annotations = texts(meta.get("annotations"))
     namespace = text(meta.get("namespace"), "default")
     affinity = obj(spec.get("affinity"))  # most pods have none: skip its six readings
-    refs = meta.get("ownerReferences")
+    job, job_uid = controlling_job(refs) if (refs := meta.get("ownerReferences")) else ("", "")
     return Pod(
         ref=PodRef(namespace, text(meta.get("name")), text(meta.get("uid"))),
         requests=pod_requests(spec),
@@ -316,7 +316,8 @@ def pod_from_dict(raw: object) -> Pod:
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
         deleting=bool(meta.get("deletionTimestamp")),
         gang=pod_gang(meta, spec, labels=labels, annotations=annotations, namespace=namespace),
-        job=controlling_job(refs) if refs else "",
+        job=job,
+        job_uid=job_uid,
         timed_out=annotations.get(names.KOORD_TIMEOUT, "").lower() == "true",
         first_attempt=parse_time(annotations.get(names.FIRST_ATTEMPT)),
         scheduled_condition=_pod_scheduled(status),

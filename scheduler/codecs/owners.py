@@ -22,7 +22,7 @@ from scheduler.codecs.gangs import read_options, stated_options
 from scheduler.codecs.quantities import MAX_AMOUNT, QUANTITY_RULE, quantity
 from scheduler.codecs.shapes import MAX_COUNT, obj, objs, text, texts, whole
 from scheduler.model import names
-from scheduler.model.gangs import Owner
+from scheduler.model.gangs import JobProgress, Owner
 from scheduler.model.owners import Grouping, OwnerKey, OwnerKind, gang_name
 from scheduler.model.pods import GangClaim, GangKey, GangSource
 from scheduler.model.resources import CPU, MEMORY, PODS, Resources
@@ -64,13 +64,15 @@ def _controller(refs: object) -> tuple[str, str, str] | None:
     return None
 
 
-def controlling_job(refs: object) -> str:
-    """The name of the batch/v1 Job that controls an object, from its ownerReferences ("" for
-    none)."""
-    controller = _controller(refs)
-    if controller is None or controller[:2] != ("Job", "batch"):
-        return ""
-    return controller[2]
+def controlling_job(refs: object) -> tuple[str, str]:
+    """The name and uid of the batch/v1 Job that controls an object, from its
+    ownerReferences (("", "") for none)."""
+    for ref in objs(refs):
+        if ref.get("controller") is True:
+            if ref.get("kind") == "Job" and text(ref.get("apiVersion")).startswith("batch/"):
+                return text(ref.get("name")), text(ref.get("uid"))
+            break
+    return "", ""
 
 
 def read_owner_claim(
@@ -179,11 +181,11 @@ def owner_from_dict(kind: OwnerKind, raw: object) -> Owner:
     grouping = read_grouping(annotations, errors)
     options = read_options(annotations, namespace=namespace)
     read = _READERS[kind](spec, annotations, grouping, errors)
-    succeeded = 0
+    progress = None
     if kind is OwnerKind.JOB:
         status = obj(body.get("status"))
         read = _job_remaining(read, status, spec)
-        succeeded = max(whole(status.get("succeeded")) or 0, 0)
+        progress = _job_progress(status, spec)
     return Owner(
         key=key,
         uid=text(meta.get("uid")),
@@ -192,7 +194,7 @@ def owner_from_dict(kind: OwnerKind, raw: object) -> Owner:
         priority_class=labels.get(names.OWNER_PRIORITY_CLASS)
         or annotations.get(names.OWNER_PRIORITY_CLASS, ""),
         errors=(*options.errors, *errors),
-        succeeded=succeeded,
+        progress=progress,
         **read,
     )
 
@@ -220,6 +222,17 @@ def _index_count(indexes: str) -> int:
         if low.isdigit() and (not high or high.isdigit()):
             count += (int(high) - int(low) + 1) if high and int(high) >= int(low) else 1
     return count
+
+
+def _job_progress(status: Mapping[str, Any], spec: Mapping[str, Any]) -> JobProgress | None:
+    """A Job's progress by its status; None without completions (a work queue's pods end
+    when one succeeds: no round comes after)."""
+    completions = whole(spec.get("completions"))
+    if completions is None:
+        return None
+    succeeded = max(whole(status.get("succeeded")) or 0, 0)
+    failed = _index_count(text(status.get("failedIndexes")))
+    return JobProgress(succeeded=succeeded, left=max(completions - succeeded - failed, 0))
 
 
 def _job_remaining(

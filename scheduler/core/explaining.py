@@ -138,11 +138,7 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
         f"timeout {gang.timeout_seconds:g}s; {len(gang.members)} members, {len(bound)} bound, "
         f"{len(pending)} pending"
         + (f"; {done} Succeeded count toward the minimum" if done and pending else "")
-        + (
-            f" ({gang.gone_succeeded} deleted since, counted by their Job's status)"
-            if done and pending and gang.gone_succeeded
-            else ""
-        )
+        + (" (as its Job's status counts them)" if done and pending and gang.job_progress else "")
     ]
     if gang.origin:
         lines.append(gang.origin)

@@ -18,10 +18,9 @@ from typing import Any, TypeVar
 from scheduler.core.filtering import selector_matches
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.gangs import Gang, Owner, PodGroup, SubGroup
-from scheduler.model.owners import Grouping, OwnerKey, child_job, gang_name
+from scheduler.model.gangs import Gang, JobProgress, Owner, PodGroup, SubGroup
+from scheduler.model.owners import Grouping, OwnerKey, OwnerKind, child_job, gang_name
 from scheduler.model.pods import (
-    SUCCEEDED,
     GangClaim,
     GangKey,
     GangOptions,
@@ -30,7 +29,6 @@ from scheduler.model.pods import (
     NetworkTopology,
     Pod,
     SubGroupPolicy,
-    declared_job,
     gang_key_of,
 )
 from scheduler.model.snapshot import PriorityClass, Snapshot
@@ -76,22 +74,22 @@ def _queue(pods: Iterable[Pod], podgroup: PodGroup | None = None) -> str:
     return _agreed(p.queue or None for p in pods) or ""
 
 
-def _gone_succeeded(pods: Iterable[Pod], owners: Mapping[OwnerKey, Owner]) -> int:
-    """Members of a declared gang that Succeeded and were deleted since, as their Jobs count
-    them: each Job's status.succeeded less its pods the snapshot still shows Succeeded. A
-    Job makes no pod again for a completion, so without these a gang whose finished members
-    went with their node could never reach its minimum again (chaos seed 6067)."""
-    here: Counter[OwnerKey] = Counter()
-    for pod in pods:
-        job = declared_job(pod)
-        if job is not None:
-            here[job] += pod.phase == SUCCEEDED
-    gone = 0
-    for job, succeeded in here.items():
-        owner = owners.get(job)
-        if owner is not None:
-            gone += max(owner.succeeded - succeeded, 0)
-    return gone
+def _job_progress(members: tuple[Pod, ...], owners: Mapping[OwnerKey, Owner]) -> JobProgress | None:
+    """The progress of the one Job every member belongs to, by its status; None when the
+    members are not all one Job's, or that Job is not seen, or a Job of the same name is
+    seen but not this one (its uid differs: a JobSet restart makes its Jobs anew under the
+    same names, and the old one's count must not fill the new one's places)."""
+    job = uid = None
+    for pod in members:
+        if not pod.job or (job is not None and (pod.job, pod.job_uid) != (job, uid)):
+            return None
+        job, uid = pod.job, pod.job_uid
+    if job is None:
+        return None
+    owner = owners.get(OwnerKey(members[0].ref.namespace, OwnerKind.JOB, job))
+    if owner is None or (uid and owner.uid and owner.uid != uid):
+        return None
+    return owner.progress
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,8 +209,10 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
             subgroups=subgroups,
             subgroup_minimums=minimums,
             network_topology=_stated(claims, podgroup, "network_topology"),
-            gone_succeeded=_gone_succeeded(pods, snapshot.owners),
         )
+    for key, gang in gangs.items():
+        if gang.members[0].job and (progress := _job_progress(gang.members, snapshot.owners)):
+            gangs[key] = replace(gang, job_progress=progress)
     return Resolution(
         gangs=_with_consent(gangs),
         missing_podgroups=frozenset(missing),

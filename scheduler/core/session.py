@@ -784,8 +784,9 @@ class Session:
             else None
         )
         tree = (self.snapshot.topology, gang.sakkara) if gang.topology_placed else ()
-        # What its owner says (a gang from an owner: an owner that shrank may help it).
-        sized = (gang.min_member, gang.total, gang.min_resources, len(gang.group))
+        # What its owner says (a gang from an owner: an owner that shrank may help it), and
+        # its members that completed (a Job's count of them may rise after its pods went).
+        sized = (gang.min_member, gang.total, gang.min_resources, len(gang.group), gang.completed)
         # Its queue and the queues above it (#22): a capability raised may let it in.
         book = self.book
         queues = (

@@ -146,10 +146,10 @@ class Gang:
     # Kept inside one unit of a tier (#23): a Volcano PodGroup's spec.networkTopology, or
     # gang-scheduler.io/network-topology on the pods, their PodGroup or their owner.
     network_topology: NetworkTopology | None = None
-    # Members that Succeeded and were deleted since (their node went, say), as the Jobs that
-    # made them count them: a gang declared for a Job's pods (PodGroup, annotations) that a
-    # pod of the cache can no longer show.
-    gone_succeeded: int = 0
+    # For a gang of one Job's pods (declared for them, or made by the Job or its JobSet):
+    # that Job's own count of its progress; None for any other gang, or while the Job is
+    # not seen (then the members that Succeeded are counted as pods).
+    job_progress: JobProgress | None = None
 
     @property
     def topology_placed(self) -> bool:
@@ -164,8 +164,18 @@ class Gang:
         They fill only the places of the gang's ``total`` that no live member takes: pods made
         anew for all of a gang that ran before are a whole new gang, and an owner that
         already shrank the gang by its completions (a Job near its end) is not counted
-        twice. Those deleted since count too where their Job says so (``gone_succeeded``)."""
-        done = sum(1 for p in self.members if p.phase == SUCCEEDED) + self.gone_succeeded
+        twice.
+
+        For a gang of one Job's pods the Job's status says it better (``job_progress``): the
+        pods that Succeeded, those deleted since too (their node went: chaos seed 6067), fill
+        the places of the total beyond the completions the Job has left, pods it has not
+        made yet included. Counted by the pods alone, a new round of a Job whose pods come
+        one by one (the Job controller's slow start) would see its first pod beside the last
+        round's Succeeded ones and bind it alone."""
+        if self.job_progress is not None:
+            progress = self.job_progress
+            return min(progress.succeeded, max(self.total - progress.left, 0))
+        done = sum(1 for p in self.members if p.phase == SUCCEEDED)
         if not done:
             return 0
         live = sum(1 for p in self.members if p.alive)
@@ -176,6 +186,17 @@ class Gang:
         """How many pending members must be placed together: the minimum, less the members
         that completed. 0 when enough completed: the rest are placed one by one."""
         return max(self.min_member - self.completed, 0)
+
+
+@dataclass(frozen=True, slots=True)
+class JobProgress:
+    """A Job's progress as its status counts it: ``succeeded``, its pods that Succeeded
+    (those deleted since included: the Job controller counts each before its tracking
+    finalizer comes off), and ``left``, the completions not yet succeeded nor failed for good
+    (an index past backoffLimitPerIndex)."""
+
+    succeeded: int
+    left: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -210,9 +231,8 @@ class Owner:
     min_resources: Resources | None = None
     shape: str = ""
     errors: tuple[str, ...] = ()
-    # A Job's status.succeeded: its pods that Succeeded, those deleted since included (the
-    # Job controller counts each before its tracking finalizer comes off).
-    succeeded: int = 0
+    # A Job's progress by its status (None for other owners, and a Job without completions).
+    progress: JobProgress | None = None
 
     def size(self, part: str) -> int | None:
         """How many members the gang of ``part`` needs; None for a part it does not make."""

@@ -285,9 +285,10 @@ class Pod:
     nominated_node: str = ""
     # The queue it names (#22), by our label or Volcano's annotation; "" when it names none.
     queue: str = ""
-    # The batch/v1 Job that controls it, by name ("" for none): a gang declared for a Job's
-    # pods counts those that Succeeded and were deleted by the Job's status.succeeded.
+    # The batch/v1 Job that controls it, by name and uid ("" for none): a gang of one Job's
+    # pods counts its completions by the Job's status (``Gang.completed``).
     job: str = ""
+    job_uid: str = ""
 
     @property
     def prefers(self) -> bool:
@@ -328,13 +329,9 @@ class Pod:
 SINGLE_PREFIX = "pod/"
 
 
-def declared_job(pod: Pod) -> OwnerKey | None:
-    """The Job whose status.succeeded counts members of the gang ``pod`` declares: its
-    controlling Job, when the pod names a gang of its own (a gang its owner makes counts
-    completions by the owner's parts instead)."""
-    if not pod.job or pod.gang is None or pod.gang.source is GangSource.OWNER:
-        return None
-    return OwnerKey(pod.ref.namespace, OwnerKind.JOB, pod.job)
+def job_of(pod: Pod) -> OwnerKey | None:
+    """The batch/v1 Job that controls ``pod``, if any."""
+    return OwnerKey(pod.ref.namespace, OwnerKind.JOB, pod.job) if pod.job else None
 
 
 def gang_key_of(pod: Pod) -> GangKey:

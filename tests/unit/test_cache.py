@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.owners import owner_from_dict
+from scheduler.model.gangs import JobProgress
 from scheduler.model.owners import OwnerKey, OwnerKind
 from scheduler.model.pods import GangKey
 from scheduler.model.snapshot import GangState
@@ -248,9 +249,9 @@ def test_a_stale_gang_with_nothing_pending_is_in_the_pass_that_is_due_to_evict_i
 
 
 def test_a_jobs_succeeded_count_is_work_for_the_gang_its_pods_declare() -> None:
-    """A gang declared for a Job's pods counts the Job's status.succeeded (members that
-    Succeeded and were deleted): the Job is in the snapshot, and its count changing wakes a
-    pass for the gang; a Job none of our pods belong to is no pass's business."""
+    """A gang of a Job's pods counts its completions by the Job's status: the Job is in the
+    snapshot, and its count changing wakes a pass for the gang; a Job none of our pods
+    belong to is no pass's business."""
     waiting = replace(pod("train-b", gang="train", min_available=2), job="train")
     cache = cache_with(waiting)
     cache.upsert_owner(job("train", succeeded=0))
@@ -261,7 +262,8 @@ def test_a_jobs_succeeded_count_is_work_for_the_gang_its_pods_declare() -> None:
     assert not cache.dirty
     cache.upsert_owner(job("train", succeeded=1))
     assert cache.dirty
-    assert cache.snapshot().owners[OwnerKey("default", OwnerKind.JOB, "train")].succeeded == 1
+    progress = cache.snapshot().owners[OwnerKey("default", OwnerKind.JOB, "train")].progress
+    assert progress == JobProgress(succeeded=1, left=1)
     cache.remove_pod(waiting.ref.uid)
     assert not cache.snapshot().owners
 
@@ -275,3 +277,17 @@ def job(name: str, *, succeeded: int):
             "status": {"succeeded": succeeded},
         },
     )
+
+
+def test_a_gang_of_two_jobs_pods_lets_go_of_both_jobs_when_it_goes() -> None:
+    """Review: the owners of a gang were let go by its last member's alone, so a gang whose
+    members came from two Jobs kept the other Job in every snapshot after it went."""
+    a = replace(pod("a-0", gang="train", min_available=2), job="a")
+    b = replace(pod("b-0", gang="train", min_available=2), job="b")
+    cache = cache_with(a, b)
+    cache.upsert_owner(job("a", succeeded=0))
+    cache.upsert_owner(job("b", succeeded=0))
+    assert sorted(key.name for key in cache.snapshot().owners) == ["a", "b"]
+    cache.remove_pod(a.ref.uid)
+    cache.remove_pod(b.ref.uid)
+    assert not cache.snapshot().owners

@@ -20,7 +20,7 @@ from scheduler.core.gangs import resolve
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.gangs import Owner
+from scheduler.model.gangs import JobProgress, Owner
 from scheduler.model.owners import OwnerKind
 from scheduler.model.pods import GangKey, GangSource, Pod
 from scheduler.model.snapshot import PriorityClass, Snapshot
@@ -257,11 +257,13 @@ def test_a_jobs_pods_that_succeeded_are_not_counted_twice_toward_its_last_round(
     assert len(bound(cluster([*done, *rest], [job], nodes=1, cpu="3"))) == 3
 
 
-def job_with(name: str, *, parallelism: int, completions: int, succeeded: int) -> Owner:
+def job_with(
+    name: str, *, parallelism: int, completions: int, succeeded: int, uid: str = ""
+) -> Owner:
     return owner(
         OwnerKind.JOB,
         {
-            "metadata": {"name": name, "namespace": "ml", "uid": f"uid-{name}"},
+            "metadata": {"name": name, "namespace": "ml", "uid": uid or f"uid-{name}"},
             "spec": {"parallelism": parallelism, "completions": completions},
             "status": {"succeeded": succeeded},
         },
@@ -278,6 +280,10 @@ def declared_job_pods(job: str, names_: list[str], *, min_available: int, **kw: 
     ]
 
 
+def succeeded(pods: list[Pod]) -> list[Pod]:
+    return [replace(p, node_name="n0", phase="Succeeded") for p in pods]
+
+
 def test_a_declared_gangs_member_that_succeeded_and_went_with_its_node_still_counts() -> None:
     """Chaos seed 6067: a Job's gang of 2 (its pods' annotations); one pod Succeeded and
     was deleted with its node; the Job counts it in status.succeeded and makes one pod for
@@ -285,45 +291,77 @@ def test_a_declared_gangs_member_that_succeeded_and_went_with_its_node_still_cou
     would wait forever for a second member no controller will make."""
     job = job_with("train", parallelism=2, completions=2, succeeded=1)
     last = declared_job_pods("train", ["train-b"], min_available=2)
-    assert last[0].job == "train"
+    assert (last[0].job, last[0].job_uid) == ("train", "uid-train")
     gang = resolve(cluster(last, [job]), CONFIG).gangs[GangKey("ml", "train")]
-    assert (gang.gone_succeeded, gang.completed, gang.need) == (1, 1, 1)
+    assert (gang.job_progress, gang.completed, gang.need) == (JobProgress(1, 1), 1, 1)
     assert bound(cluster(last, [job])) == {"train-b"}
     assert bound(cluster(last, [])) == set()  # the Job not seen (yet): nothing to count
     assert explain(cluster(last, [job]), GangKey("ml", "train"), now=T0, config=CONFIG)[0] == (
         "gang ml/train: min 2 of 2, Strict, timeout 600s; 1 members, 0 bound, 1 pending; "
-        "1 Succeeded count toward the minimum (1 deleted since, counted by their Job's status)"
+        "1 Succeeded count toward the minimum (as its Job's status counts them)"
     )
 
 
-def test_a_declared_jobs_succeeded_pods_still_there_are_not_counted_twice() -> None:
-    """The Job's status.succeeded counts the pods the snapshot shows Succeeded too: only
-    those beyond them were deleted."""
+def test_a_declared_jobs_succeeded_pods_still_there_count_once() -> None:
     job = job_with("train", parallelism=3, completions=3, succeeded=1)
-    done = [
-        replace(p, phase="Succeeded")
-        for p in declared_job_pods("train", ["train-a"], min_available=3, node_name="n0")
-    ]
+    done = succeeded(declared_job_pods("train", ["train-a"], min_available=3))
     rest = declared_job_pods("train", ["train-b", "train-c"], min_available=3)
     gang = resolve(cluster([*done, *rest], [job]), CONFIG).gangs[GangKey("ml", "train")]
-    assert (gang.gone_succeeded, gang.completed, gang.need) == (0, 1, 2)
+    assert (gang.completed, gang.need) == (1, 2)
 
 
 def test_a_jobs_next_round_after_its_succeeded_pods_went_is_all_or_nothing() -> None:
     """8 completions 4 at a time: the first round's 4 Succeeded and were deleted, the Job
-    made 4 new pods. The Job's count fills only the places no live member takes, so the
-    new round is a whole gang of 4 again: room for 3 binds nothing."""
+    made 4 new pods. The Job's count fills only the places beyond the completions it has
+    left, so the new round is a whole gang of 4 again: room for 3 binds nothing."""
     job = job_with("train", parallelism=4, completions=8, succeeded=4)
     pods = declared_job_pods("train", [f"train-{i}" for i in range(4, 8)], min_available=4)
     gang = resolve(cluster(pods, [job]), CONFIG).gangs[GangKey("ml", "train")]
-    assert (gang.gone_succeeded, gang.completed, gang.need) == (4, 0, 4)
+    assert (gang.completed, gang.need) == (0, 4)
     assert bound(cluster(pods, [job], nodes=1, cpu="3")) == set()
     assert len(bound(cluster(pods, [job], nodes=1, cpu="4"))) == 4
 
 
+def test_the_first_pod_of_a_jobs_next_round_does_not_bind_alone_beside_the_last_rounds() -> None:
+    """Review of the Succeeded rule: 4 completions 2 at a time, a gang of 2; the first round's
+    2 Succeeded and are still there. The Job controller makes the next round's pods one
+    after the other (its slow start): a pass that sees the first alone, counting the pods,
+    took the 2 Succeeded for the places the missing pod would take and bound it alone. The
+    Job's count says 2 completions are left: the round is a whole gang of 2."""
+    job = job_with("train", parallelism=2, completions=4, succeeded=2)
+    done = succeeded(declared_job_pods("train", ["train-0", "train-1"], min_available=2))
+    first, second = declared_job_pods("train", ["train-2", "train-3"], min_available=2)
+    assert bound(cluster([*done, first], [job])) == set()
+    snap = cluster([*done, first, second], [job])
+    assert bound(snap) == {"train-2", "train-3"}
+    assert [g.all_or_nothing for g in schedule(snap, now=T0).bindings] == [True]
+    # A gang the Job makes itself (Indexed, no gang declared) likewise.
+    indexed = owner(
+        OwnerKind.JOB,
+        {
+            "metadata": {"name": "train", "namespace": "ml", "uid": "uid-train"},
+            "spec": {"parallelism": 2, "completions": 4, "completionMode": "Indexed"},
+            "status": {"succeeded": 2},
+        },
+    )
+    done = succeeded(job_pods("train", 2))
+    first = job_pods("train", 4)[2]
+    assert bound(cluster([*done, first], [indexed])) == set()
+
+
+def test_a_jobs_count_is_not_taken_from_an_older_job_of_the_same_name() -> None:
+    """A JobSet restart makes its Jobs anew under the same names, and the pods' watch may
+    run ahead of the Jobs': the old Job's count (2 succeeded) is not the new one's."""
+    old = job_with("train", parallelism=2, completions=2, succeeded=1, uid="uid-old")
+    last = declared_job_pods("train", ["train-b"], min_available=2)
+    gang = resolve(cluster(last, [old]), CONFIG).gangs[GangKey("ml", "train")]
+    assert (gang.job_progress, gang.need) == (None, 2)
+    assert bound(cluster(last, [old])) == set()
+
+
 def test_a_pod_whose_controller_is_not_a_batch_job_names_no_job() -> None:
-    (other,) = [operator_pod("w-0", controller=("example.com/v1", "Job", "train"), labels={})]
-    assert other.job == ""
+    other = operator_pod("w-0", controller=("example.com/v1", "Job", "train"), labels={})
+    assert (other.job, other.job_uid) == ("", "")
 
 
 def test_a_nonindexed_job_places_each_pod_alone_unless_its_pods_ask_for_a_gang() -> None:
