@@ -40,7 +40,12 @@ FIGURES = (
     ("peak RSS MiB (backlog)", "backlog_mixed_gangs", "peak_rss_mib"),
     ("longest event-loop stretch ms (backlog)", "backlog_mixed_gangs",
      "longest_event_loop_stretch_ms"),
+    ("its loop-thread CPU ms (backlog)", "backlog_mixed_gangs",
+     "longest_event_loop_stretch_cpu_ms"),
+    ("p50 gang latency ms", "latency_mixed_gangs", "gang_latency_p50_ms"),
     ("p99 gang latency ms", "latency_mixed_gangs", "gang_latency_p99_ms"),
+    ("seconds to create the pods (latency)", "latency_mixed_gangs", "creation_seconds"),
+    ("drain after creation s (latency)", "latency_mixed_gangs", "drain_after_creation_seconds"),
     ("passes (latency)", "latency_mixed_gangs", "passes"),
 )  # fmt: skip
 
