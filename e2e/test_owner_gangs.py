@@ -141,6 +141,42 @@ def test_a_nonindexed_job_binds_its_pods_as_they_fit_unless_it_asks_for_a_gang(
     scheduler.assert_alive()
 
 
+def _completing_job(
+    cluster: Cluster, scheduler: PrivateSchedulers, name: str, pods: int
+) -> tuple[str, set[str]]:
+    """An Indexed Job of ``pods`` pods with a Koordinator gang of them all on its template,
+    for ``scheduler``; KWOK runs each bound pod to Succeeded in 1 s. Its node and pods."""
+    (node,) = cluster.nodes(1, cpu="8")
+    job = indexed_job(cluster, name, pods, cpu="1")
+    template = job["spec"]["template"]
+    template["spec"]["schedulerName"] = scheduler.name
+    template["metadata"]["annotations"] = {
+        "pod-complete.stage.kwok.x-k8s.io/delay": "1s",
+        **koord(name, pods),
+    }
+    cluster.apply(job)
+    made = wait_for(lambda: len(job_pods(cluster, name)) == pods and job_pods(cluster, name),
+                    timeout=BIND_TIMEOUT, what=f"the Job's {pods} pods")  # fmt: skip
+    return node, made
+
+
+def _job_status(cluster: Cluster, name: str) -> dict:
+    return cluster.access.rest.read("jobs.batch", name, namespace=cluster.namespace).get(
+        "status", {}
+    )
+
+
+def _wait_complete(cluster: Cluster, name: str) -> None:
+    wait_for(
+        lambda: any(
+            c["type"] == "Complete" and c["status"] == "True"
+            for c in _job_status(cluster, name).get("conditions", [])
+        ),
+        timeout=BIND_TIMEOUT,
+        what="the Job to complete",
+    )
+
+
 def test_a_job_gang_cut_short_whose_bound_pods_succeeded_is_completed_by_the_next_leader(
     cluster: Cluster, private_scheduler: PrivateSchedulers
 ) -> None:
@@ -152,17 +188,7 @@ def test_a_job_gang_cut_short_whose_bound_pods_succeeded_is_completed_by_the_nex
     size follows the Job's status, completions not yet succeeded.)"""
     from e2e.objects import bind  # noqa: PLC0415
 
-    (node,) = cluster.nodes(1, cpu="8")
-    job = indexed_job(cluster, "cut", 4, cpu="1")
-    template = job["spec"]["template"]
-    template["spec"]["schedulerName"] = private_scheduler.name
-    template["metadata"]["annotations"] = {
-        "pod-complete.stage.kwok.x-k8s.io/delay": "1s",
-        **koord("cut", 4),
-    }
-    cluster.apply(job)
-    pods = wait_for(lambda: len(job_pods(cluster, "cut")) == 4 and job_pods(cluster, "cut"),
-                    timeout=BIND_TIMEOUT, what="the Job's 4 pods")  # fmt: skip
+    node, pods = _completing_job(cluster, private_scheduler, "cut", 4)
     early = sorted(pods)[:2]
     for name in early:  # what the killed leader bound
         bind(cluster.access.api(), namespace=cluster.namespace, pod=name, node=node)
@@ -175,14 +201,7 @@ def test_a_job_gang_cut_short_whose_bound_pods_succeeded_is_completed_by_the_nex
              what="the 2 bound pods to run and succeed (KWOK)")  # fmt: skip
     private_scheduler.start()
     wait_bound(cluster, pods - set(early))
-
-    def complete() -> bool:
-        status = rest.read("jobs.batch", "cut", namespace=cluster.namespace).get("status", {})
-        return any(
-            c["type"] == "Complete" and c["status"] == "True" for c in status.get("conditions", [])
-        )
-
-    wait_for(complete, timeout=BIND_TIMEOUT, what="the Job to complete")
+    _wait_complete(cluster, "cut")
     assert len(job_pods(cluster, "cut")) == 4, "the Job made no pod again"
 
 
@@ -196,25 +215,11 @@ def test_a_job_gang_whose_succeeded_pod_was_deleted_counts_it_by_the_jobs_status
     the deleted one by the Job's status, binds the other, and the Job completes."""
     from e2e.objects import bind  # noqa: PLC0415
 
-    (node,) = cluster.nodes(1, cpu="8")
-    job = indexed_job(cluster, "went", 2, cpu="1")
-    template = job["spec"]["template"]
-    template["spec"]["schedulerName"] = private_scheduler.name
-    template["metadata"]["annotations"] = {
-        "pod-complete.stage.kwok.x-k8s.io/delay": "1s",
-        **koord("went", 2),
-    }
-    cluster.apply(job)
-    pods = wait_for(lambda: len(job_pods(cluster, "went")) == 2 and job_pods(cluster, "went"),
-                    timeout=BIND_TIMEOUT, what="the Job's 2 pods")  # fmt: skip
+    node, pods = _completing_job(cluster, private_scheduler, "went", 2)
     first, second = sorted(pods)
     bind(cluster.access.api(), namespace=cluster.namespace, pod=first, node=node)
     rest = cluster.access.rest
-
-    def job_status() -> dict:
-        return rest.read("jobs.batch", "went", namespace=cluster.namespace).get("status", {})
-
-    wait_for(lambda: job_status().get("succeeded") == 1, timeout=BIND_TIMEOUT,
+    wait_for(lambda: _job_status(cluster, "went").get("succeeded") == 1, timeout=BIND_TIMEOUT,
              what="the bound pod to succeed and the Job to count it")  # fmt: skip
     rest.remove("pods", first, namespace=cluster.namespace, gracePeriodSeconds="0")
 
@@ -227,12 +232,5 @@ def test_a_job_gang_whose_succeeded_pod_was_deleted_counts_it_by_the_jobs_status
     wait_for(gone, timeout=BIND_TIMEOUT, what=f"{first} to be gone from the API server")
     private_scheduler.start()
     wait_bound(cluster, {second})
-
-    def complete() -> bool:
-        return any(
-            c["type"] == "Complete" and c["status"] == "True"
-            for c in job_status().get("conditions", [])
-        )
-
-    wait_for(complete, timeout=BIND_TIMEOUT, what="the Job to complete")
+    _wait_complete(cluster, "went")
     assert job_pods(cluster, "went") == {second}, "the Job made no pod again"
