@@ -92,6 +92,18 @@ def _job_progress(members: tuple[Pod, ...], owners: Mapping[OwnerKey, Owner]) ->
     return owner.progress
 
 
+def _with_job_progress(
+    gangs: dict[GangKey, Gang], owners: Mapping[OwnerKey, Owner]
+) -> dict[GangKey, Gang]:
+    """Each gang of one Job's pods with that Job's progress (``Gang.completed``); a pod
+    alone (no gang) needs no count of completions."""
+    for key, gang in gangs.items():
+        first = gang.members[0]
+        if first.job and first.gang and (progress := _job_progress(gang.members, owners)):
+            gangs[key] = replace(gang, job_progress=progress)
+    return gangs
+
+
 @dataclass(frozen=True, slots=True)
 class Resolution:
     gangs: Mapping[GangKey, Gang]
@@ -210,11 +222,8 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
             subgroup_minimums=minimums,
             network_topology=_stated(claims, podgroup, "network_topology"),
         )
-    for key, gang in gangs.items():
-        if gang.members[0].job and (progress := _job_progress(gang.members, snapshot.owners)):
-            gangs[key] = replace(gang, job_progress=progress)
     return Resolution(
-        gangs=_with_consent(gangs),
+        gangs=_with_consent(_with_job_progress(gangs, snapshot.owners)),
         missing_podgroups=frozenset(missing),
         missing_groups=frozenset(missing_groups),
         missing_owners=frozenset(missing_owners),
