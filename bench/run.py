@@ -1567,7 +1567,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 def results_name(args: argparse.Namespace) -> str:
     """``gang-scheduling`` at the tier's own size; another size gets a file of its own
     (``gang-scheduling-100-nodes``), and so does a run of some workloads only
-    (``gang-scheduling-xl-5000-nodes-latency-mixed-gangs``), so a quick or partial run never
+    (``gang-scheduling-xl-5000-nodes-latency-mixed-gangs``), or at another creation rate than
+    the default (``...-at-100-pods-per-second``), so a quick or partial run never
     overwrites the tier's figures. The cost curve runs its backlog and latency steps so, each
     on a control plane of its own: the latency step then does not wait for the backlog's
     pods to be deleted (over 13 minutes at 5,000 nodes on this machine)."""
@@ -1576,6 +1577,8 @@ def results_name(args: argparse.Namespace) -> str:
         name += f"-{args.nodes}-nodes"
     if args.workload:
         name += "".join(f"-{w.replace('_', '-')}" for w in sorted(set(args.workload)))
+    if args.latency_rate != parser().get_default("latency_rate"):
+        name += f"-at-{args.latency_rate:g}-pods-per-second"
     return name + ("-skew" if args.skew else "")
 
 

@@ -45,3 +45,11 @@ def test_a_run_of_some_workloads_writes_a_file_of_its_own() -> None:
     assert results_name(args) == "gang-scheduling-xl-5000-nodes-latency-mixed-gangs"
     args = parse(["--workload", "backlog_single_pods", "--workload", "backlog_gangs_of_8"])
     assert results_name(args) == "gang-scheduling-backlog-gangs-of-8-backlog-single-pods"
+
+
+def test_a_latency_step_at_another_rate_writes_a_file_of_its_own() -> None:
+    args = parse(["--scale-xl", "--nodes", "5000", "--workload", "latency_mixed_gangs",
+                  "--latency-rate", "100"])  # fmt: skip
+    assert results_name(args) == (
+        "gang-scheduling-xl-5000-nodes-latency-mixed-gangs-at-100-pods-per-second"
+    )
