@@ -55,24 +55,22 @@ def read_grouping(annotations: Mapping[str, str], errors: list[str]) -> Grouping
     return found
 
 
-def _controller(refs: object) -> tuple[str, str, str] | None:
-    """The controller reference as (kind, API group, name), or None."""
+def _controller(refs: object) -> tuple[str, str, str, str] | None:
+    """The controller reference as (kind, API group, name, uid), or None."""
     for ref in objs(refs):
         if ref.get("controller") is True:
             group = text(ref.get("apiVersion")).rpartition("/")[0]
-            return text(ref.get("kind")), group, text(ref.get("name"))
+            return text(ref.get("kind")), group, text(ref.get("name")), text(ref.get("uid"))
     return None
 
 
 def controlling_job(refs: object) -> tuple[str, str]:
-    """The name and uid of the batch/v1 Job that controls an object, from its
-    ownerReferences (("", "") for none)."""
-    for ref in objs(refs):
-        if ref.get("controller") is True:
-            if ref.get("kind") == "Job" and text(ref.get("apiVersion")).startswith("batch/"):
-                return text(ref.get("name")), text(ref.get("uid"))
-            break
-    return "", ""
+    """The name and uid of the batch Job that controls an object, from its ownerReferences
+    (("", "") for none)."""
+    controller = _controller(refs)
+    if controller is None or controller[:2] != ("Job", "batch"):
+        return "", ""
+    return controller[2], controller[3]
 
 
 def read_owner_claim(
@@ -88,8 +86,7 @@ def read_owner_claim(
     grouping = read_grouping(annotations, errors)
     if grouping is Grouping.NONE:
         return None
-    controller = _controller(refs) or ("", "", "")
-    kind, group, name = controller
+    kind, group, name, _ = _controller(refs) or ("", "", "", "")
     part = ""
     if (
         labels.get(names.SPARK_LAUNCHED) == "true"
@@ -230,7 +227,8 @@ def _job_progress(status: Mapping[str, Any], spec: Mapping[str, Any]) -> JobProg
     completions = whole(spec.get("completions"))
     if completions is None:
         return None
-    succeeded = max(whole(status.get("succeeded")) or 0, 0)
+    # A status beyond the spec (written by hand, say) counts no more than the completions.
+    succeeded = min(max(whole(status.get("succeeded")) or 0, 0), max(completions, 0))
     failed = _index_count(text(status.get("failedIndexes")))
     return JobProgress(succeeded=succeeded, left=max(completions - succeeded - failed, 0))
 

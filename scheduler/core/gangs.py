@@ -74,7 +74,9 @@ def _queue(pods: Iterable[Pod], podgroup: PodGroup | None = None) -> str:
     return _agreed(p.queue or None for p in pods) or ""
 
 
-def _job_progress(members: tuple[Pod, ...], owners: Mapping[OwnerKey, Owner]) -> JobProgress | None:
+def _progress_of_one_job(
+    members: tuple[Pod, ...], owners: Mapping[OwnerKey, Owner]
+) -> JobProgress | None:
     """The progress of the one Job every member belongs to, by its status; None when the
     members are not all one Job's, or that Job is not seen, or a Job of the same name is
     seen but not this one (its uid differs: a JobSet restart makes its Jobs anew under the
@@ -99,7 +101,7 @@ def _with_job_progress(
     alone (no gang) needs no count of completions."""
     for key, gang in gangs.items():
         first = gang.members[0]
-        if first.job and first.gang and (progress := _job_progress(gang.members, owners)):
+        if first.job and first.gang and (progress := _progress_of_one_job(gang.members, owners)):
             gangs[key] = replace(gang, job_progress=progress)
     return gangs
 

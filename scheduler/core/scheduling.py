@@ -18,7 +18,9 @@ killed, the 4 finished before a new leader came) would wait forever for members 
 never exist. They fill only the places of the gang's total that no live member takes, so
 pods made anew for the whole of a gang that ran are a whole new gang, and a Job's gang that
 its status already shrank is not counted twice; a gang whose completed members reach its
-minimum (and that nothing blocks) is satisfied.
+minimum (and that nothing blocks) is satisfied. A gang of one Job's pods counts them by the
+Job's status instead (succeeded, and the completions left: ``Gang.completed``), which sees
+those deleted since and the pods of a round not made yet.
 """
 
 from __future__ import annotations

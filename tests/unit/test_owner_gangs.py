@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from scheduler.codecs.objects import pod_from_dict
-from scheduler.codecs.owners import owner_from_dict
+from scheduler.codecs.owners import controlling_job, owner_from_dict
 from scheduler.core.explaining import explain
 from scheduler.core.gangs import resolve
 from scheduler.core.scheduling import schedule
@@ -359,9 +359,30 @@ def test_a_jobs_count_is_not_taken_from_an_older_job_of_the_same_name() -> None:
     assert bound(cluster(last, [old])) == set()
 
 
+def test_a_jobs_hostile_status_reads_as_progress_within_its_completions() -> None:
+    """A status written by hand (or garbled) never counts more than the Job's completions,
+    nor a negative left; what does not read counts nothing."""
+
+    def progress(status: dict) -> JobProgress | None:
+        body = {"metadata": {"name": "train", "namespace": "ml"}, "spec": {"completions": 4}}
+        return owner(OwnerKind.JOB, {**body, "status": status}).progress
+
+    assert progress({"succeeded": 10**12}) == JobProgress(succeeded=4, left=0)
+    assert progress({"succeeded": -3}) == JobProgress(succeeded=0, left=4)
+    assert progress({"succeeded": "lots", "failedIndexes": "x-9,3-1"}) == JobProgress(0, 3)
+    assert progress({"succeeded": 1, "failedIndexes": "0-99999999999"}) == JobProgress(1, 0)
+    no_completions = {"metadata": {"name": "q", "namespace": "ml"}, "spec": {"parallelism": 3}}
+    assert owner(OwnerKind.JOB, no_completions).progress is None
+
+
 def test_a_pod_whose_controller_is_not_a_batch_job_names_no_job() -> None:
     other = operator_pod("w-0", controller=("example.com/v1", "Job", "train"), labels={})
     assert (other.job, other.job_uid) == ("", "")
+    # Hostile references read as none, never raise.
+    for refs in ("nope", [None, 7], [{"controller": True, "kind": "Job", "apiVersion": 5}]):
+        assert controlling_job(refs) == ("", "")
+    garbled = [{"controller": True, "kind": "Job", "apiVersion": "batch/v1", "name": ["x"]}]
+    assert controlling_job(garbled) == ("", "")
 
 
 def test_a_nonindexed_job_places_each_pod_alone_unless_its_pods_ask_for_a_gang() -> None:
