@@ -242,9 +242,11 @@ class GangMachine(RuleBasedStateMachine):
     def _completed(self, gang: str) -> int:
         """Members that Succeeded and count toward the gang's minimum (seed 5035): in the
         places of the gang no live member takes."""
-        members = [p for p in self.pods.values() if p.gang == gang]
-        done = sum(1 for p in members if p.phase == "Succeeded")
-        live = sum(1 for p in members if p.phase not in TERMINAL_PHASES)
+        return self._counted(gang, [p.phase for p in self.pods.values() if p.gang == gang])
+
+    def _counted(self, gang: str, phases: list[str]) -> int:
+        done = phases.count("Succeeded")
+        live = sum(1 for phase in phases if phase not in TERMINAL_PHASES)
         return min(done, max(self.gangs[gang].size - live, 0))
 
     def _cache_alive_bound(self, gang: str) -> int:
@@ -262,11 +264,12 @@ class GangMachine(RuleBasedStateMachine):
 
     def _cache_completed(self, gang: str) -> int:
         """Members that count as Succeeded in the cache's view, the same way as
-        ``_completed``: a watch that lags may still show one the API server deleted."""
-        members = [p for p in self.view.values() if p.gang is not None and p.gang.key.name == gang]
-        done = sum(1 for p in members if p.phase == "Succeeded")
-        live = sum(1 for p in members if p.alive)
-        return min(done, max(self.gangs[gang].size - live, 0))
+        ``_completed`` (the simulation deletes at once: no pod is ever being deleted): a
+        watch that lags may still show one the API server deleted."""
+        phases = [
+            p.phase for p in self.view.values() if p.gang is not None and p.gang.key.name == gang
+        ]
+        return self._counted(gang, phases)
 
     def _lowering(self, uid: str) -> None:
         """The simulation is about to take a member away from its gang's bound ones."""
