@@ -142,12 +142,14 @@ def test_a_nonindexed_job_binds_its_pods_as_they_fit_unless_it_asks_for_a_gang(
 
 
 def _completing_job(
-    cluster: Cluster, scheduler: PrivateSchedulers, name: str, pods: int
+    cluster: Cluster, scheduler: PrivateSchedulers, name: str, pods: int, *, completions: int = 0
 ) -> tuple[str, set[str]]:
-    """An Indexed Job of ``pods`` pods with a Koordinator gang of them all on its template,
-    for ``scheduler``; KWOK runs each bound pod to Succeeded in 1 s. Its node and pods."""
+    """An Indexed Job of ``pods`` pods at once (``completions`` in all, ``pods`` if not
+    said) with a Koordinator gang of ``pods`` on its template, for ``scheduler``; KWOK runs
+    each bound pod to Succeeded in 1 s. Its node and its first pods."""
     (node,) = cluster.nodes(1, cpu="8")
     job = indexed_job(cluster, name, pods, cpu="1")
+    job["spec"]["completions"] = completions or pods
     template = job["spec"]["template"]
     template["spec"]["schedulerName"] = scheduler.name
     template["metadata"]["annotations"] = {
@@ -234,3 +236,20 @@ def test_a_job_gang_whose_succeeded_pod_was_deleted_counts_it_by_the_jobs_status
     wait_bound(cluster, {second})
     _wait_complete(cluster, "went")
     assert job_pods(cluster, "went") == {second}, "the Job made no pod again"
+
+
+def test_a_job_gang_runs_round_after_round_as_the_job_controller_makes_them(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    """The Job rule against the real Job controller: 6 completions 2 at a time, a gang of 2
+    on the template. Each round's pods come as the controller makes them, beside the last
+    round's Succeeded ones; the Job's status (succeeded, and the completions left) makes
+    each round a whole gang of 2, and the Job completes with no pod made twice. This shows
+    the rule reads the real controller's counts so that every round binds; the race it
+    closes (a round's first pod seen alone) is too short to stage here and is shown by
+    test_the_first_pod_of_a_jobs_next_round_does_not_bind_alone_beside_the_last_rounds."""
+    private_scheduler.start()
+    _completing_job(cluster, private_scheduler, "rounds", 2, completions=6)
+    _wait_complete(cluster, "rounds")
+    assert _job_status(cluster, "rounds").get("succeeded") == 6
+    assert len(job_pods(cluster, "rounds")) == 6, "a pod was made again"
