@@ -498,6 +498,23 @@ def _verdict(contender: Contender, invariants: Invariants, figures: dict, *, at:
                      + "; ".join(broken[:5]) + more, figures)  # fmt: skip
 
 
+async def _ran_out_of_time(
+    error: TimeoutError,
+    *,
+    watch: BindWatch,
+    invariants: Invariants,
+    contender: Contender,
+    started: float,
+    scheduler: subprocess.Popen[bytes],
+    pods: int,
+) -> Unfinished:
+    """A scheduler that ran out of time: how far it got, once its invariants are checked (a
+    gang it left partly bound is Broken, raised here, not merely unfinished)."""
+    figures = partial(watch.bound_at, pods, started, scheduler)
+    _verdict(contender, invariants, figures, at=await _gangs_settled(watch, invariants))
+    return Unfinished(str(error), figures)
+
+
 async def _gangs_settled(watch: BindWatch, invariants: Invariants) -> float:
     """Before the scheduler is stopped: wait (at most the partial limit) for gangs it is
     binding right now to be whole, so that stopping it does not cut one in half and blame it
@@ -685,8 +702,10 @@ async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: G
         try:
             await watch.wait_for(gangs.pods, timeout=setting.timeout)
         except TimeoutError as error:
-            figures = partial(watch.bound_at, gangs.pods, started, scheduler)
-            raise Unfinished(str(error), figures) from error
+            raise await _ran_out_of_time(
+                error, watch=watch, invariants=invariants, contender=contender, started=started,
+                scheduler=scheduler, pods=gangs.pods,
+            ) from error  # fmt: skip
         usage(scheduler)  # still running
         first, last = watch.span()
         quiet, used = await _to_quiescence(setting, meter, watched_last_bind=last)
@@ -730,6 +749,7 @@ async def latency(
     namespace = await fresh(setting, f"{name}-{contender.key}")
     log_path = _scheduler_log(setting, contender)
     offset = log_size(log_path)
+    started = time.monotonic()
     scheduler = contender.start(log_path)
     meter = Meter(scheduler, setting.audit_log, contender.metrics_port).start()
     invariants = _invariants(setting, gangs)
@@ -747,7 +767,13 @@ async def latency(
             rate=rate,
         )
         creation_complete = time.monotonic()
-        await watch.wait_for(gangs.pods, timeout=setting.timeout)
+        try:
+            await watch.wait_for(gangs.pods, timeout=setting.timeout)
+        except TimeoutError as error:
+            raise await _ran_out_of_time(
+                error, watch=watch, invariants=invariants, contender=contender, started=started,
+                scheduler=scheduler, pods=gangs.pods,
+            ) from error  # fmt: skip
         usage(scheduler)  # still running
         last = max(watch.bound_at.values())
         quiet, used = await _to_quiescence(setting, meter, watched_last_bind=last)

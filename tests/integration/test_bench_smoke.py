@@ -46,7 +46,18 @@ def test_every_scheduler_of_the_bench_ends_every_gang_whole() -> None:
     for workload, runs in one["workloads"].items():
         for scheduler, result in runs.items():
             if "error" in result:
-                broken.append(f"{workload}, {scheduler}: {result['error']}")
+                # A peer's slowness is a figure of the bench, not a failure of ours: tuned
+                # Coscheduling can leave a gang in kube-scheduler's unschedulable queue
+                # until its 5-minute flush (one waited 317 s in a latency run, 7201c9f), past
+                # this smoke's 30 s. It must still have bound something (it runs), and a
+                # gang it left partly bound fails the run anyway (the bench's own check).
+                slow_peer = (
+                    scheduler != "gang_scheduler"
+                    and result["error"].startswith("TimeoutError")
+                    and result.get("pods_bound", 0) > 0
+                )
+                if not slow_peer:
+                    broken.append(f"{workload}, {scheduler}: {result['error']}")
             elif workload.startswith("contention"):
                 # Whole or not at all, for everyone; and we must fill the room (a peer that
                 # keeps holding nodes for gangs that cannot complete is a figure of the

@@ -10,14 +10,19 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 from aiohttp import web
 
+from bench.invariants import Invariants
 from bench.metering import Meter
 from bench.run import (
     BindWatch,
+    Broken,
     Setting,
+    Unfinished,
+    _ran_out_of_time,
     _unfinished,
     clear_namespace,
     fresh,
@@ -26,6 +31,7 @@ from bench.run import (
     settled,
     watched_ceiling,
 )
+from bench.schedulers import Contender
 from tests.unit.test_api_failures import server
 
 
@@ -373,3 +379,37 @@ def test_a_workloads_namespace_is_cleared_before_the_next_one_is_made(tmp_path: 
     assert left == []
     deleted = calls.index("DELETE /api/v1/namespaces/gangs-ours-0/pods")
     assert deleted < calls.index("POST /api/v1/namespaces")
+
+
+def test_a_scheduler_out_of_time_is_unfinished_unless_it_left_a_gang_partly_bound() -> None:
+    """A timeout reports how far the scheduler got; a gang it left partly bound is Broken
+    (the bench smoke lets a slow peer off, never a broken one)."""
+    contender = Contender(
+        key="peer", label="Peer", scheduler_name="peer", version="0", argv=(), gang_api="ours"
+    )
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+
+    async def scenario(bound: list[str]) -> Exception:
+        invariants = Invariants(
+            allocatable={"n0": {"cpu": 8000}},
+            gangs={"g0": ["g0-0", "g0-1"], "g1": ["g1-0", "g1-1"]},
+            minimum={"g0": 2, "g1": 2},
+            partial_limit=0.1,
+        )
+        watch = BindWatch(api=None, namespace="ns", invariants=invariants)  # type: ignore[arg-type]
+        for pod in bound:
+            watch.bound_at[pod] = time.monotonic()
+            invariants.bound(pod, node="n0", requests={"cpu": 1000}, at=watch.bound_at[pod])
+        try:
+            return await _ran_out_of_time(
+                TimeoutError("waiting for 4 binds"), watch=watch, invariants=invariants,
+                contender=contender, started=0.0, scheduler=process, pods=4,
+            )  # fmt: skip
+        except Broken as broken:
+            return broken
+
+    slow = asyncio.run(scenario(["g0-0", "g0-1"]))
+    assert isinstance(slow, Unfinished)
+    assert (slow.figures["pods_bound"], slow.figures["pods"]) == (2, 4)
+    assert isinstance(asyncio.run(scenario(["g0-0", "g0-1", "g1-0"])), Broken)
