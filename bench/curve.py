@@ -8,9 +8,9 @@ run at three sizes with the same shape (gangs of 1 to 256, six pods a node):
 
 (``make bench-curve`` runs each size's backlog and latency steps apart, ``--workload
 backlog_mixed_gangs`` and ``--workload latency_mixed_gangs``, each on a fresh control plane)
-reads ``bench/results/gang-scheduling-xl{-1000-nodes,-5000-nodes,}.json``, and beside each
-the files of a step run alone (``...-backlog-mixed-gangs.json``, ``...-latency-mixed-gangs.json``,
-whose figures come first), and writes
+reads ``bench/results/gang-scheduling-xl{-1000-nodes,-5000-nodes,}-only-gang-scheduler.json``,
+and beside each the files of a step run alone (``...-backlog-mixed-gangs-only-gang-scheduler.json``,
+``...-latency-mixed-gangs-only-gang-scheduler.json``, whose figures come first), and writes
 ``bench/results/cost-curve.md``: per size, pods/s, p99 gang latency, passes, peak RSS and
 the longest event-loop stretch, and each one's growth against the size before it (the nodes
 grow 5x, then 2x: a figure growing as fast as the nodes is linear in them).
@@ -59,7 +59,8 @@ def figure(results: dict, workload: str, key: str) -> float | None:
 def table(runs: list[tuple[int, dict]]) -> str:
     header = ["figure"]
     for i, (nodes, results) in enumerate(runs):
-        header.append(f"{nodes:,} nodes ({results.get('pods', '?')} pods)")
+        pods = results.get("pods")
+        header.append(f"{nodes:,} nodes ({pods:,.0f} pods)" if pods else f"{nodes:,} nodes")
         if i:
             header.append(f"x from {runs[i - 1][0]:,}")
     lines = [
@@ -107,7 +108,7 @@ def main() -> int:
     runs = []
     for name, nodes in SIZES:
         paths = [
-            RESULTS / f"{name}{step}.json"
+            RESULTS / f"{name}{step}-only-gang-scheduler.json"
             for step in ("-backlog-mixed-gangs", "-latency-mixed-gangs", "")
         ]
         parts = [json.loads(path.read_text()) for path in paths if path.exists()]

@@ -1451,6 +1451,9 @@ async def main_async(
         local_cluster.down(directory)
 
 
+SCHEDULERS = ["gang_scheduler", "kube_scheduler", "coscheduling", "coscheduling_tuned"]
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
     p.add_argument("--nodes", type=int, help="KWOK nodes (default: 1000; 5000 with --scale)")
@@ -1533,7 +1536,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--only",
         action="append",
-        choices=["gang_scheduler", "kube_scheduler", "coscheduling", "coscheduling_tuned"],
+        choices=SCHEDULERS,
         help="run only these schedulers (repeatable)",
     )
     p.add_argument(
@@ -1594,10 +1597,13 @@ def results_name(args: argparse.Namespace) -> str:
     """``gang-scheduling`` at the tier's own size; another size gets a file of its own
     (``gang-scheduling-100-nodes``), and so does a run of some workloads only
     (``gang-scheduling-xl-5000-nodes-latency-mixed-gangs``), or at another creation rate than
-    the default (``...-at-100-pods-per-second``), so a quick or partial run never
-    overwrites the tier's figures. The cost curve runs its backlog and latency steps so, each
-    on a control plane of its own: the latency step then does not wait for the backlog's
-    pods to be deleted (over 13 minutes at 5,000 nodes on this machine)."""
+    the default (``...-at-100-pods-per-second``), or of some schedulers only
+    (``...-only-coscheduling-gang-scheduler``), so a quick or partial run never overwrites
+    the tier's figures. The cost curve runs its backlog and latency steps so, each on a
+    control plane of its own: the latency step then does not wait for the backlog's pods to
+    be deleted (over 13 minutes at 5,000 nodes on this machine). So does the bigger tier's
+    run of each peer (``bench.beside`` puts them in one table). The skew check's file is
+    its own whichever schedulers it runs."""
     name, nodes, _, _ = _tier(args)
     if args.nodes != nodes:
         name += f"-{args.nodes}-nodes"
@@ -1605,7 +1611,11 @@ def results_name(args: argparse.Namespace) -> str:
         name += "".join(f"-{w.replace('_', '-')}" for w in sorted(set(args.workload)))
     if args.latency_rate != parser().get_default("latency_rate"):
         name += f"-at-{args.latency_rate:g}-pods-per-second"
-    return name + ("-skew" if args.skew else "")
+    if args.skew:
+        return name + "-skew"
+    if args.only and set(args.only) != set(SCHEDULERS):
+        name += "-only" + "".join(f"-{s.replace('_', '-')}" for s in sorted(set(args.only)))
+    return name
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -53,3 +53,16 @@ def test_a_latency_step_at_another_rate_writes_a_file_of_its_own() -> None:
     assert results_name(args) == (
         "gang-scheduling-xl-5000-nodes-latency-mixed-gangs-at-100-pods-per-second"
     )
+
+
+def test_a_run_of_some_schedulers_writes_a_file_named_for_them() -> None:
+    args = parse(["--only", "gang_scheduler", "--only", "coscheduling"])
+    assert results_name(args) == "gang-scheduling-only-coscheduling-gang-scheduler"
+    args = parse(["--scale-xl", "--workload", "backlog_mixed_gangs", "--only", "kube_scheduler"])
+    assert results_name(args) == "gang-scheduling-xl-backlog-mixed-gangs-only-kube-scheduler"
+
+
+def test_a_run_naming_every_scheduler_is_the_tiers_own() -> None:
+    every = [a for s in ("gang_scheduler", "kube_scheduler", "coscheduling",
+                         "coscheduling_tuned") for a in ("--only", s)]  # fmt: skip
+    assert results_name(parse(every)) == "gang-scheduling"

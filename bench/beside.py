@@ -1,0 +1,96 @@
+"""Runs of one tier made apart, one scheduler each, put in one table.
+
+At 10,000 nodes a scheduler's 60,000 pods take longer to delete than a fresh control plane
+takes to start (over 13 minutes for 30,000 at 5,000 nodes on this machine), so the bigger
+tier runs each scheduler alone, one after another, each on a control plane of its own:
+
+    python -m bench.run --scale-xl --workload backlog_mixed_gangs --only gang_scheduler --rounds 1
+    python -m bench.run --scale-xl --workload backlog_mixed_gangs --only kube_scheduler --rounds 1
+    ...
+    python -m bench.beside gang-scheduling-xl-backlog-mixed-gangs
+
+reads every ``bench/results/NAME-only-*.json`` and writes ``NAME.{json,md}``, the file a run
+of all of them together would have written, with a first paragraph saying they ran apart:
+its ratios compare runs on different control planes of the same machine, one after another,
+not schedulers interleaved in one run.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+from pathlib import Path
+
+from bench.run import RESULTS, SCHEDULERS, markdown, write_results
+
+# What must agree for runs to share a table: the same work on the same kind of cluster.
+SAME = ("nodes", "largest_gang", "machine", "control_plane", "client", "concurrency")
+
+
+def merged(parts: list[dict]) -> dict:
+    """One results dict from runs of different schedulers: ours first, then the peers in
+    the bench's order. Runs that differ in any of ``SAME`` cannot share a table."""
+    if not parts:
+        raise ValueError("no runs to put together")
+    for key in SAME:
+        values = {json.dumps(part.get(key), sort_keys=True) for part in parts}
+        if len(values) > 1:
+            raise ValueError(f"the runs differ in {key}: {', '.join(sorted(values))}")
+    order = {name: i for i, name in enumerate(SCHEDULERS)}
+
+    def first(part: dict) -> int:
+        return min((order.get(name, len(order)) for name in part["schedulers"]), default=0)
+
+    parts = sorted(parts, key=first)
+    results = copy.deepcopy({k: v for k, v in parts[0].items() if k != "rounds"})
+    results["schedulers"] = {}
+    results["rounds"] = []
+    for part in parts:
+        for name, scheduler in part["schedulers"].items():
+            if name in results["schedulers"]:
+                raise ValueError(f"{name} ran in more than one of the runs")
+            results["schedulers"][name] = scheduler
+        for i, one in enumerate(part["rounds"]):
+            while len(results["rounds"]) <= i:
+                results["rounds"].append({"order": [], "workloads": {}})
+            into = results["rounds"][i]
+            into["order"] += one.get("order", [])
+            for workload, runs in one.get("workloads", {}).items():
+                into["workloads"].setdefault(workload, {}).update(copy.deepcopy(runs))
+    return results
+
+
+def preface(names: list[str]) -> str:
+    return (
+        "<!-- Put together by `python -m bench.beside` from runs made apart, one scheduler "
+        "each, one after another, each on a control plane of its own: "
+        + ", ".join(f"`{n}`" for n in names)
+        + ". A ratio here compares runs on different control planes of the same machine, "
+        "not schedulers interleaved in one run. -->\n\n"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m bench.beside NAME (reads bench/results/NAME-only-*.json)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    name = args[0]
+    paths = sorted(Path(RESULTS).glob(f"{name}-only-*.json"))
+    if not paths:
+        print(f"no bench/results/{name}-only-*.json: run each scheduler with --only first "
+              "(see python -m bench.beside's docstring)", file=sys.stderr)  # fmt: skip
+        return 1
+    try:
+        results = merged([json.loads(path.read_text()) for path in paths])
+    except ValueError as error:
+        print(f"cannot put these runs together: {error}", file=sys.stderr)
+        return 1
+    write_results(name, results, preface([p.name for p in paths]) + markdown(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""``bench.beside``: the bigger tier's runs, one scheduler each on a control plane of its own,
+put in the one table a run of all of them would have written."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.beside import merged
+from bench.run import markdown
+
+
+def _run(scheduler: str, figures: dict, *, nodes: int = 10000) -> dict:
+    return {
+        "machine": "2 cores", "control_plane": "v1.36.3", "nodes": nodes, "concurrency": 32,
+        "client": {"qps": 5000, "burst": 5000}, "largest_gang": 256,
+        "contention_timeout_seconds": 120, "audit": True, "quiet_seconds": 5.0,
+        "quiet_cap_seconds": 30.0,
+        "schedulers": {scheduler: {"label": scheduler.replace("_", "-"), "version": "v1"}},
+        "rounds": [
+            {"order": [scheduler], "workloads": {"backlog_mixed_gangs": {scheduler: figures}}},
+        ],
+    }  # fmt: skip
+
+
+OURS = {"pods": 60000, "pods_per_second": 211.4, "start_to_first_bind_seconds": 13.0}
+PEER_OUT_OF_TIME = {"error": "TimeoutError: only 0 pods bound in 600s", "pods": 60000,
+                    "pods_bound": 0}  # fmt: skip
+
+
+def test_runs_apart_share_one_round_with_ours_first() -> None:
+    results = merged([_run("kube_scheduler", PEER_OUT_OF_TIME), _run("gang_scheduler", OURS)])
+    assert list(results["schedulers"]) == ["gang_scheduler", "kube_scheduler"]
+    assert results["rounds"][0]["order"] == ["gang_scheduler", "kube_scheduler"]
+    runs = results["rounds"][0]["workloads"]["backlog_mixed_gangs"]
+    assert runs == {"gang_scheduler": OURS, "kube_scheduler": PEER_OUT_OF_TIME}
+
+
+def test_the_table_shows_a_peer_that_ran_out_of_time_beside_ours() -> None:
+    table = markdown(
+        merged([_run("gang_scheduler", OURS), _run("kube_scheduler", PEER_OUT_OF_TIME)])
+    )
+    assert "| gang-scheduler | 211.4 |" in table
+    assert (
+        "| kube-scheduler | failed (TimeoutError: only 0 pods bound in 600s; 0 of 60000 pods bound)"
+        in table
+    )
+
+
+def test_runs_at_different_sizes_cannot_share_a_table() -> None:
+    with pytest.raises(ValueError, match="differ in nodes"):
+        merged([_run("gang_scheduler", OURS), _run("kube_scheduler", OURS, nodes=5000)])
+
+
+def test_one_scheduler_run_twice_cannot_share_a_table() -> None:
+    with pytest.raises(ValueError, match="gang_scheduler ran in more than one"):
+        merged([_run("gang_scheduler", OURS), _run("gang_scheduler", OURS)])
