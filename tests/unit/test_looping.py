@@ -203,3 +203,26 @@ def test_a_stretch_says_how_much_of_it_the_loop_spent_on_its_own_cpu() -> None:
     assert computing["longest_loop_cpu_milliseconds"] >= 120
     assert waiting["longest_milliseconds"] >= 250
     assert waiting["longest_loop_cpu_milliseconds"] < 40
+
+
+def test_a_slow_collection_is_logged_with_the_cpu_its_thread_spent_in_it() -> None:
+    """A collection past 50 ms is logged with its wall time and its thread's CPU: when the
+    two differ, the process was waiting for a core, and no change to the heap would help."""
+    from structlog.testing import capture_logs  # noqa: PLC0415
+
+    async def scenario() -> list[dict]:
+        with capture_logs() as logs:
+            task = asyncio.create_task(measure_lag(Metrics.create(), interval=0.01))
+            await asyncio.sleep(0)
+            heap = [[] for _ in range(1_500_000)]  # a full collection walks each list
+            gc.collect()
+            del heap
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        return [e for e in logs if e["event"] == "garbage collected"]
+
+    logged = asyncio.run(scenario())
+    assert logged, "a full collection of 1.5 million lists took under 50 ms"
+    slowest = max(logged, key=lambda e: e["milliseconds"])
+    assert slowest["generation"] == 2
+    assert 0 < slowest["cpu_milliseconds"] <= slowest["milliseconds"] + 5
