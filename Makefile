@@ -92,9 +92,11 @@ bench-curve: setup binaries
 
 # The bigger tier's backlog beside the peers: each scheduler alone on a control plane of its
 # own (deleting 60,000 pods takes longer than starting one), put in one table by bench.beside.
-# A peer that runs out of time is a result (the table says how far it got); ours is not.
+# A peer that runs out of time is a result (the table says how far it got); ours is not. The
+# old runs' files go first: a peer whose run died is then missing, not shown from an old run.
 XL_SCHEDULERS = gang_scheduler kube_scheduler coscheduling_tuned coscheduling
 bench-xl: setup binaries
+	rm -f bench/results/gang-scheduling-xl-backlog-mixed-gangs-only-*
 	for s in $(XL_SCHEDULERS); do \
 	  $(PY) -m bench.run --scale-xl --only $$s --rounds 1 --no-ceiling \
 	    --workload backlog_mixed_gangs || [ $$s != gang_scheduler ] || exit 1; done

@@ -4,15 +4,20 @@ At 10,000 nodes a scheduler's 60,000 pods take longer to delete than a fresh con
 takes to start (over 13 minutes for 30,000 at 5,000 nodes on this machine), so the bigger
 tier runs each scheduler alone, one after another, each on a control plane of its own:
 
-    python -m bench.run --scale-xl --workload backlog_mixed_gangs --only gang_scheduler --rounds 1
-    python -m bench.run --scale-xl --workload backlog_mixed_gangs --only kube_scheduler --rounds 1
+    python -m bench.run --scale-xl --workload backlog_mixed_gangs --rounds 1 --no-ceiling \
+        --only gang_scheduler
+    python -m bench.run ... --only kube_scheduler
     ...
     python -m bench.beside gang-scheduling-xl-backlog-mixed-gangs
 
-reads every ``bench/results/NAME-only-*.json`` and writes ``NAME.{json,md}``, the file a run
-of all of them together would have written, with a first paragraph saying they ran apart:
-its ratios compare runs on different control planes of the same machine, one after another,
-not schedulers interleaved in one run.
+(``make bench-xl``) reads every ``bench/results/NAME-only-*.json`` and writes
+``NAME.{json,md}``, the file a run of all of them together would have written, with a first
+paragraph saying they ran apart: its ratios compare runs on different control planes of the
+same machine, one after another, not schedulers interleaved in one run. It puts together
+whatever files are there: ``make bench-xl`` deletes the old ones first, so that a peer whose
+run died before writing is missing from the table rather than shown from an older run (the
+cost curve's run of ours, ``make bench-curve``, writes the same file as ours here). A bind
+ceiling is not carried over: each run had a control plane of its own.
 """
 
 from __future__ import annotations
@@ -22,10 +27,13 @@ import json
 import sys
 from pathlib import Path
 
-from bench.run import RESULTS, SCHEDULERS, markdown, write_results
+from bench.run import RESULTS, SCHEDULERS, markdown
 
 # What must agree for runs to share a table: the same work on the same kind of cluster.
-SAME = ("nodes", "largest_gang", "machine", "control_plane", "client", "concurrency")
+SAME = (
+    "nodes", "largest_gang", "machine", "control_plane", "client", "concurrency", "audit",
+    "contention_timeout_seconds", "quiet_seconds", "quiet_cap_seconds",
+)  # fmt: skip
 
 
 def merged(parts: list[dict]) -> dict:
@@ -71,24 +79,27 @@ def preface(names: list[str]) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, results: Path = RESULTS) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m bench.beside NAME (reads bench/results/NAME-only-*.json)",
               file=sys.stderr)  # fmt: skip
         return 2
     name = args[0]
-    paths = sorted(Path(RESULTS).glob(f"{name}-only-*.json"))
+    paths = sorted(results.glob(f"{name}-only-*.json"))
     if not paths:
         print(f"no bench/results/{name}-only-*.json: run each scheduler with --only first "
               "(see python -m bench.beside's docstring)", file=sys.stderr)  # fmt: skip
         return 1
     try:
-        results = merged([json.loads(path.read_text()) for path in paths])
+        merged_results = merged([json.loads(path.read_text()) for path in paths])
     except ValueError as error:
         print(f"cannot put these runs together: {error}", file=sys.stderr)
         return 1
-    write_results(name, results, preface([p.name for p in paths]) + markdown(results))
+    table = preface([p.name for p in paths]) + markdown(merged_results)
+    (results / f"{name}.json").write_text(json.dumps(merged_results, indent=2) + "\n")
+    (results / f"{name}.md").write_text(table)
+    print(table)
     return 0
 
 

@@ -65,7 +65,7 @@ from pathlib import Path
 from bench import audit
 from bench.invariants import PARTIAL_LIMIT_SECONDS, Invariants, allocatable_of, requests_of
 from bench.metering import Meter, Quiet, cpu_seconds, peak_rss_mib
-from bench.schedulers import ClientLimits, Contender, contenders, skewed_control_plane
+from bench.schedulers import BUILDERS, ClientLimits, Contender, contenders, skewed_control_plane
 from e2e import cluster as local_cluster
 from e2e.nodes import GPU, api_client, create_nodes, layout, node_manifest, wait_ready
 from scheduler.shell.api import ApiClient, ApiError, load_credentials
@@ -1451,7 +1451,7 @@ async def main_async(
         local_cluster.down(directory)
 
 
-SCHEDULERS = ["gang_scheduler", "kube_scheduler", "coscheduling", "coscheduling_tuned"]
+SCHEDULERS = list(BUILDERS)
 
 
 def parser() -> argparse.ArgumentParser:

@@ -3,9 +3,12 @@ put in the one table a run of all of them would have written."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from bench.beside import merged
+from bench.beside import main, merged
 from bench.run import markdown
 
 
@@ -54,3 +57,30 @@ def test_runs_at_different_sizes_cannot_share_a_table() -> None:
 def test_one_scheduler_run_twice_cannot_share_a_table() -> None:
     with pytest.raises(ValueError, match="gang_scheduler ran in more than one"):
         merged([_run("gang_scheduler", OURS), _run("gang_scheduler", OURS)])
+
+
+def test_main_puts_together_the_runs_of_that_name_only(tmp_path: Path) -> None:
+    name = "gang-scheduling-xl-backlog-mixed-gangs"
+    (tmp_path / f"{name}-only-gang-scheduler.json").write_text(
+        json.dumps(_run("gang_scheduler", OURS))
+    )
+    (tmp_path / f"{name}-only-kube-scheduler.json").write_text(
+        json.dumps(_run("kube_scheduler", PEER_OUT_OF_TIME))
+    )
+    # another step's run of a peer, which must stay out of this table
+    (tmp_path / "gang-scheduling-xl-latency-mixed-gangs-only-coscheduling.json").write_text(
+        json.dumps(_run("coscheduling", OURS))
+    )
+    assert main([name], results=tmp_path) == 0
+    written = json.loads((tmp_path / f"{name}.json").read_text())
+    assert list(written["schedulers"]) == ["gang_scheduler", "kube_scheduler"]
+    table = (tmp_path / f"{name}.md").read_text()
+    assert table.startswith("<!-- Put together by `python -m bench.beside` from runs made apart")
+    assert f"`{name}-only-kube-scheduler.json`" in table
+
+
+def test_main_says_what_to_run_when_there_is_nothing_to_put_together(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["gang-scheduling-xl-backlog-mixed-gangs"], results=tmp_path) == 1
+    assert "run each scheduler with --only first" in capsys.readouterr().err
