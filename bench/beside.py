@@ -91,8 +91,22 @@ def main(argv: list[str] | None = None, *, results: Path = RESULTS) -> int:
         print(f"no bench/results/{name}-only-*.json: run each scheduler with --only first "
               "(see python -m bench.beside's docstring)", file=sys.stderr)  # fmt: skip
         return 1
+    parts = []
+    for path in paths:
+        try:
+            part = json.loads(path.read_text())
+        except (OSError, ValueError) as error:
+            print(f"cannot read {path.name}: {error}; run that scheduler again", file=sys.stderr)
+            return 1
+        if not isinstance(part, dict) or not all(
+            isinstance(part.get(k), (dict, list)) for k in ("schedulers", "rounds")
+        ):
+            print(f"{path.name} is not a bench.run result (no schedulers and rounds); run that "
+                  "scheduler again", file=sys.stderr)  # fmt: skip
+            return 1
+        parts.append(part)
     try:
-        merged_results = merged([json.loads(path.read_text()) for path in paths])
+        merged_results = merged(parts)
     except ValueError as error:
         print(f"cannot put these runs together: {error}", file=sys.stderr)
         return 1

@@ -24,14 +24,10 @@ import statistics
 import sys
 from pathlib import Path
 
-from bench.run import figures_of
+from bench.run import figures_of, parse, results_name
 
 RESULTS = Path(__file__).resolve().parent / "results"
-SIZES = (
-    ("gang-scheduling-xl-1000-nodes", 1000),
-    ("gang-scheduling-xl-5000-nodes", 5000),
-    ("gang-scheduling-xl", 10000),
-)
+SIZES = (1000, 5000, 10000)
 FIGURES = (
     ("pods/s from start", "backlog_mixed_gangs", "pods_per_second"),
     ("start to first bind s", "backlog_mixed_gangs", "start_to_first_bind_seconds"),
@@ -104,12 +100,21 @@ def merged(parts: list[dict]) -> dict:
     return {"rounds": rounds}
 
 
+def results_path(nodes: int, workload: str | None) -> Path:
+    """Where ``bench.run`` wrote our run of the bigger tier at ``nodes``, of one step or both."""
+    argv = ["--scale-xl", "--nodes", str(nodes), "--only", "gang_scheduler"]
+    return (
+        RESULTS
+        / f"{results_name(parse(argv + (['--workload', workload] if workload else [])))}.json"
+    )
+
+
 def main() -> int:
     runs = []
-    for name, nodes in SIZES:
+    for nodes in SIZES:
         paths = [
-            RESULTS / f"{name}{step}-only-gang-scheduler.json"
-            for step in ("-backlog-mixed-gangs", "-latency-mixed-gangs", "")
+            results_path(nodes, step)
+            for step in ("backlog_mixed_gangs", "latency_mixed_gangs", None)
         ]
         parts = [json.loads(path.read_text()) for path in paths if path.exists()]
         if not parts:

@@ -498,21 +498,25 @@ def _verdict(contender: Contender, invariants: Invariants, figures: dict, *, at:
                      + "; ".join(broken[:5]) + more, figures)  # fmt: skip
 
 
-async def _ran_out_of_time(
-    error: TimeoutError,
-    *,
+async def _all_bound(
     watch: BindWatch,
+    *,
     invariants: Invariants,
     contender: Contender,
     started: float,
     scheduler: subprocess.Popen[bytes],
     pods: int,
-) -> Unfinished:
-    """A scheduler that ran out of time: how far it got, once its invariants are checked (a
-    gang it left partly bound is Broken, raised here, not merely unfinished)."""
-    figures = partial(watch.bound_at, pods, started, scheduler)
-    _verdict(contender, invariants, figures, at=await _gangs_settled(watch, invariants))
-    return Unfinished(str(error), figures)
+    timeout: float,
+) -> None:
+    """Until every pod is bound; a scheduler that runs out of time raises Unfinished with how
+    far it got, once its invariants are checked (a gang it left partly bound is Broken,
+    raised here, not merely unfinished)."""
+    try:
+        await watch.wait_for(pods, timeout=timeout)
+    except TimeoutError as error:
+        figures = partial(watch.bound_at, pods, started, scheduler)
+        _verdict(contender, invariants, figures, at=await _gangs_settled(watch, invariants))
+        raise Unfinished(str(error), figures) from error
 
 
 async def _gangs_settled(watch: BindWatch, invariants: Invariants) -> float:
@@ -699,13 +703,10 @@ async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: G
     meter = Meter(scheduler, setting.audit_log, contender.metrics_port, started=started).start()
     quiet: Quiet | None = None
     try:
-        try:
-            await watch.wait_for(gangs.pods, timeout=setting.timeout)
-        except TimeoutError as error:
-            raise await _ran_out_of_time(
-                error, watch=watch, invariants=invariants, contender=contender, started=started,
-                scheduler=scheduler, pods=gangs.pods,
-            ) from error  # fmt: skip
+        await _all_bound(
+            watch, invariants=invariants, contender=contender, started=started,
+            scheduler=scheduler, pods=gangs.pods, timeout=setting.timeout,
+        )  # fmt: skip
         usage(scheduler)  # still running
         first, last = watch.span()
         quiet, used = await _to_quiescence(setting, meter, watched_last_bind=last)
@@ -767,13 +768,10 @@ async def latency(
             rate=rate,
         )
         creation_complete = time.monotonic()
-        try:
-            await watch.wait_for(gangs.pods, timeout=setting.timeout)
-        except TimeoutError as error:
-            raise await _ran_out_of_time(
-                error, watch=watch, invariants=invariants, contender=contender, started=started,
-                scheduler=scheduler, pods=gangs.pods,
-            ) from error  # fmt: skip
+        await _all_bound(
+            watch, invariants=invariants, contender=contender, started=started,
+            scheduler=scheduler, pods=gangs.pods, timeout=setting.timeout,
+        )  # fmt: skip
         usage(scheduler)  # still running
         last = max(watch.bound_at.values())
         quiet, used = await _to_quiescence(setting, meter, watched_last_bind=last)

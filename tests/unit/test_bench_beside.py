@@ -84,3 +84,17 @@ def test_main_says_what_to_run_when_there_is_nothing_to_put_together(
 ) -> None:
     assert main(["gang-scheduling-xl-backlog-mixed-gangs"], results=tmp_path) == 1
     assert "run each scheduler with --only first" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text", ["{not json", "[1, 2]", '{"schedulers": "x", "rounds": []}'])
+def test_main_names_a_file_that_is_not_a_run_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    name = "gang-scheduling-xl-backlog-mixed-gangs"
+    (tmp_path / f"{name}-only-gang-scheduler.json").write_text(
+        json.dumps(_run("gang_scheduler", OURS))
+    )
+    (tmp_path / f"{name}-only-kube-scheduler.json").write_text(text)
+    assert main([name], results=tmp_path) == 1
+    assert f"{name}-only-kube-scheduler.json" in capsys.readouterr().err
+    assert not (tmp_path / f"{name}.md").exists()

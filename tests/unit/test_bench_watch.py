@@ -22,7 +22,7 @@ from bench.run import (
     Broken,
     Setting,
     Unfinished,
-    _ran_out_of_time,
+    _all_bound,
     _unfinished,
     clear_namespace,
     fresh,
@@ -402,12 +402,13 @@ def test_a_scheduler_out_of_time_is_unfinished_unless_it_left_a_gang_partly_boun
             watch.bound_at[pod] = time.monotonic()
             invariants.bound(pod, node="n0", requests={"cpu": 1000}, at=watch.bound_at[pod])
         try:
-            return await _ran_out_of_time(
-                TimeoutError("waiting for 4 binds"), watch=watch, invariants=invariants,
-                contender=contender, started=0.0, scheduler=process, pods=4,
+            await _all_bound(
+                watch, invariants=invariants, contender=contender, started=0.0,
+                scheduler=process, pods=4, timeout=0.01,
             )  # fmt: skip
-        except Broken as broken:
-            return broken
+        except (Unfinished, Broken) as ended:
+            return ended
+        raise AssertionError("4 pods were never bound, yet the wait ended without an error")
 
     slow = asyncio.run(scenario(["g0-0", "g0-1"]))
     assert isinstance(slow, Unfinished)
