@@ -47,7 +47,7 @@ from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.objects import node_from_dict, pod_from_dict, podgroup_from_dict
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
-from scheduler.model.decisions import GangBinding, Result
+from scheduler.model.decisions import GangBinding, Result, Verdict
 from scheduler.model.gangs import PodGroup
 from scheduler.model.nodes import Node
 from scheduler.model.pods import GangKey, Pod, PodRef
@@ -382,20 +382,21 @@ def run(*, nodes: int, bound: int, waiting: int, arriving: int, passes: int) -> 
             if key in bound_at:
                 raise BenchError(f"gang {key} bound twice (passes {bound_at[key][0]} and {n})")
             bound_at[key] = (n, members)
+        tried = sum(len(a.gangs) for a in result.attempts)
+        failed = sum(len(a.gangs) for a in result.attempts if a.verdict is Verdict.UNSCHEDULABLE)
         per_pass.append(
             {
                 "pass": n,
                 "ms": round(seconds * 1000, 2),
                 "snapshot_ms": round(snapshot_seconds * 1000, 2),
-                "gangs_tried": len(result.attempts),
-                "unschedulable": sum(1 for _, how in result.attempts if how == "unschedulable"),
+                "gangs_tried": tried,
+                "unschedulable": failed,
                 "gangs_bound": len(gangs),
                 "arrived": len(arrivals.get(n, ())),
             }
         )
         print(
-            f"pass {n:4d}: {seconds * 1000:9.1f} ms, {len(result.attempts):5d} gangs tried, "
-            f"{len(gangs):3d} bound",
+            f"pass {n:4d}: {seconds * 1000:9.1f} ms, {tried:5d} gangs tried, {len(gangs):3d} bound",
             file=sys.stderr,
         )
         now += STEP

@@ -137,6 +137,15 @@ def build_parser(prog: str = "gang-scheduler") -> argparse.ArgumentParser:
         "(default: %(default)s)",
     )
     run.add_argument(
+        "--actions",
+        type=_actions,
+        default=defaults.actions,
+        metavar="NAME,...",
+        help="the actions of a scheduling pass, in order (known: allocate, preempt, "
+        "reclaim); leave one out to turn it off, e.g. allocate,preempt for no reclaim "
+        f"(default: {','.join(defaults.actions)})",
+    )
+    run.add_argument(
         "--bind-concurrency",
         type=int,
         default=32,
@@ -288,6 +297,18 @@ def _scheduler_name(text: str) -> str:
     return name
 
 
+def _actions(text: str) -> tuple[str, ...]:
+    """--actions: names of registered actions, comma-separated, each once."""
+    from scheduler.core.actions import UnknownActions, actions_named  # noqa: PLC0415
+
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    try:
+        actions_named(names)
+    except UnknownActions as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return names
+
+
 def _seconds(text: str) -> float:
     """A number of seconds, 0 or more (a negative grace would evict at once)."""
     try:
@@ -327,12 +348,14 @@ async def _run(args: argparse.Namespace) -> None:
         fair_share_half_life_seconds=args.fair_share_half_life,
         topology_labels=args.topology_from_labels,
         scoring=args.scoring,
+        actions=args.actions,
     )
     structlog.get_logger().info(
         "starting",
         version=__version__,
         scheduler_name=config.scheduler_name,
         aliases=list(config.aliases),
+        actions=list(config.actions),
     )
     await run_operator(
         credentials=load_credentials(args.kubeconfig),

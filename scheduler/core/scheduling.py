@@ -1,7 +1,8 @@
 """One scheduling pass: a snapshot and the time in, decisions out. No I/O, no clock.
 
-``schedule`` opens a Session over the snapshot, runs the actions in order (allocate,
-preempt, reclaim), and closes the session into a Result. The pass works on GangGroups in queue
+``schedule`` opens a Session over the snapshot, runs the configured actions in order
+(``Config.actions``: allocate, preempt, reclaim by default; ``scheduler.core.framework``),
+and closes the session into a Result. The pass works on GangGroups in queue
 order; each GangGroup's turn is a Statement that is committed whole or discarded whole,
 and the whole GangGroup is one commit point for the shell.
 
@@ -28,9 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from scheduler.core.actions.allocate import allocate
-from scheduler.core.actions.preempt import preempt
-from scheduler.core.actions.reclaim import reclaim
+from scheduler.core.actions import actions_named
+from scheduler.core.framework import run_actions
 from scheduler.core.session import REASON_UNSCHEDULABLE, Session, topology_of
 from scheduler.model.config import Config
 from scheduler.model.decisions import GroupBinding, Result
@@ -39,9 +39,6 @@ from scheduler.model.snapshot import GangState, Snapshot
 __all__ = ["DEFAULT_CONFIG", "after_failed_bind", "schedule", "topology_of"]
 
 DEFAULT_CONFIG = Config()
-
-# The actions of a pass, in order. Each walks the session's queue with Statements.
-ACTIONS = (allocate, preempt, reclaim)
 
 
 def schedule(
@@ -58,9 +55,9 @@ def schedule(
     binding while the rest of the pass is decided: a backlog's first pass decides hundreds of
     gangs, and the first of them waited for the last. Nothing told is taken back later in the
     pass. Passes with ResourceClaims tell nothing: their claim writes are known at the end."""
+    actions = actions_named(config.actions)
     session = Session(snapshot, now=now, config=config, committed=committed)
-    for action in ACTIONS:
-        action(session)
+    run_actions(session, actions)
     return session.result()
 
 

@@ -14,6 +14,7 @@ import contextlib
 import heapq
 import json
 import math
+import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -33,6 +34,8 @@ from scheduler.model.config import Config
 from scheduler.model.decisions import (
     NORMAL,
     WARNING,
+    ActionError,
+    Attempt,
     Binding,
     ClaimWrite,
     Event,
@@ -45,6 +48,7 @@ from scheduler.model.decisions import (
     PodPatch,
     Result,
     StatusUpdate,
+    Verdict,
 )
 from scheduler.model.devices import Allocation, ResourceClaim
 from scheduler.model.gangs import Gang, PodGroup, PodGroupStatus, queue_of_pod
@@ -171,7 +175,11 @@ class Session:
         self._counted = 0  # bindings counted against their queues (#22)
         # Pods counted in their queue's book as nominated (not to be counted when they bind).
         self.counted_refs: set[PodRef] = set()
-        self.attempts: list[tuple[GangKey, str]] = []
+        # What came of each GangGroup's turns, action by action (``attempted``), and the
+        # turns that raised.
+        self.attempts: list[Attempt] = []
+        self.errors: list[ActionError] = []
+        self.action = ""  # the action running now (``framework.run_actions``)
         self.wake_at: float | None = None
         # Member shapes of Strict gangs that failed in this pass: within a pass capacity only
         # shrinks (a discarded Statement puts back exactly what it took), so a gang of the
@@ -1166,6 +1174,17 @@ class Session:
 
     # -- turns --------------------------------------------------------------------------------
 
+    def attempted(
+        self, gangs: Iterable[Gang], verdict: Verdict, status: Status | None = None
+    ) -> None:
+        """Record what came of a GangGroup's turn in the running action."""
+        keys = tuple(g.key for g in gangs)
+        self.attempts.append(Attempt(self.action, keys, verdict, status or Status.success()))
+
+    def failed_in(self, verdict: Verdict = Verdict.UNSCHEDULABLE) -> set[GangKey]:
+        """The gangs a turn of this pass left with ``verdict``."""
+        return {key for a in self.attempts if a.verdict is verdict for key in a.gangs}
+
     @contextlib.contextmanager
     def turn(self, unit: tuple[GangKey, ...], gangs: list[Gang]) -> Iterator[Statement]:
         """One GangGroup's turn, on a Statement of its own. Should it raise (a bug of ours, or
@@ -1182,6 +1201,7 @@ class Session:
             len(self.patches),
             len(self.conditions),
             len(self.evictions),  # a stale gang's, decided in its turn (#23)
+            len(self.nominations),
         )
         statement = self.statement()
         try:
@@ -1194,12 +1214,23 @@ class Session:
             del self.patches[marks[3] :]
             del self.conditions[marks[4] :]
             del self.evictions[marks[5] :]
+            del self.nominations[marks[6] :]
             for outcome, state, condition, bindings, relaxed, below_min in saved:
                 outcome.state, outcome.condition = state, condition
                 outcome.bindings, outcome.relaxed, outcome.below_min = bindings, relaxed, below_min
+            what = f"{type(error).__name__}: {error}"
+            self.errors.append(
+                ActionError(
+                    self.action,
+                    tuple(unit),
+                    what,
+                    "".join(traceback.format_exception(error, limit=-8)),
+                )
+            )
+            doing = f" ({self.action})" if self.action else ""
             message = (
-                f"internal error while scheduling {', '.join(map(str, unit))}: "
-                f"{type(error).__name__}: {error}; it is skipped (other gangs go on) and "
+                f"internal error while scheduling{doing} {', '.join(map(str, unit))}: "
+                f"{what}; it is skipped (other gangs go on) and "
                 "tried again after a backoff; please report this with the scheduler's log"
             )
             for gang in gangs:
@@ -1326,7 +1357,8 @@ class Session:
             memory=memory,
             wake_at=self.wake_at,
             queue_usage=self.queue_usage,
-            attempts=tuple(self.attempts),
+            attempts=tuple(a for a in self.attempts if a.verdict.tried),
+            errors=tuple(self.errors),
             topology_notes=self.topology_notes,
             topology=self.topology if any_tiered else None,
         )

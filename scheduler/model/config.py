@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# The actions of a pass, in order, by name (``scheduler.core.actions.REGISTRY``).
+DEFAULT_ACTIONS = ("allocate", "preempt", "reclaim")
+
 
 @dataclass(frozen=True, slots=True)
 class Config:
@@ -37,6 +40,8 @@ class Config:
     topology_labels: tuple[tuple[str, str], ...] = ()
     # Among the nodes that fit: "pack" (most allocated first) or "spread" (least allocated).
     scoring: str = "pack"
+    # The actions each pass runs, in this order (--actions).
+    actions: tuple[str, ...] = DEFAULT_ACTIONS
 
     @property
     def scheduler_names(self) -> frozenset[str]:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 
 from scheduler.model.devices import Allocation
 from scheduler.model.gangs import PodGroupStatus
 from scheduler.model.pods import GangKey, PodGroupApi, PodRef
 from scheduler.model.queues import QueueUsage
 from scheduler.model.snapshot import GangState
+from scheduler.model.status import Status
 from scheduler.model.topology import Topology
 
 NORMAL = "Normal"
@@ -158,6 +160,44 @@ class StatusUpdate:
     api: PodGroupApi = PodGroupApi.OURS  # the kind of PodGroup: where and how it is written
 
 
+class Verdict(Enum):
+    """What came of a GangGroup's turn in an action, as the actions after it read it."""
+
+    SCHEDULED = "scheduled"  # placed whole: its binds are one commit point
+    UNSCHEDULABLE = "unschedulable"  # tried, and it did not fit: preemption may act for it
+    BACKING_OFF = "backing-off"  # not tried: the backoff of its last failed attempt runs
+    PARKED = "parked"  # not tried: nothing changed since its last failure that could help it
+    NOT_READY = "not-ready"  # not tried: invalid, or something it names or needs is missing
+    AWAITING_VICTIMS = "awaiting-victims"  # not tried: the pods it preempted are leaving
+    TIMED_OUT = "timed-out"  # not tried, ever again: it was not placed in time
+
+    @property
+    def tried(self) -> bool:
+        """Whether a placement was attempted (what the attempts metric counts)."""
+        return self in (Verdict.SCHEDULED, Verdict.UNSCHEDULABLE)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One GangGroup's turn in one action: which gangs, what came of it, and why."""
+
+    action: str
+    gangs: tuple[GangKey, ...]
+    verdict: Verdict
+    status: Status = field(default_factory=Status.success)
+
+
+@dataclass(frozen=True, slots=True)
+class ActionError:
+    """An action raised in a GangGroup's turn: that turn was undone, the pass went on. The
+    shell logs it (with ``detail``, the traceback) and counts it."""
+
+    action: str
+    gangs: tuple[GangKey, ...]
+    error: str  # the exception, as "TypeError: ..."
+    detail: str = ""
+
+
 @dataclass(frozen=True, slots=True)
 class Result:
     bindings: tuple[GroupBinding, ...] = ()
@@ -171,8 +211,10 @@ class Result:
     # The earliest time a backoff or timeout falls due; the loop wakes then if nothing else
     # woke it first.
     wake_at: float | None = None
-    # Every gang tried in this pass and how it went: "scheduled" or "unschedulable".
-    attempts: tuple[tuple[GangKey, str], ...] = ()
+    # Every GangGroup tried in this pass and how it went (``Verdict.tried``).
+    attempts: tuple[Attempt, ...] = ()
+    # Turns that raised: each undone alone, the rest of the pass kept.
+    errors: tuple[ActionError, ...] = ()
     # Said once per change by the shell's log: cluster nodes the topology does not name.
     topology_notes: tuple[str, ...] = ()
     # With --fair-share-half-life (#22): the queues' recent usage, for the next pass.

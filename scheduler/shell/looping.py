@@ -220,8 +220,17 @@ class SchedulingLoop:
     def _observe(self, result: Result, seconds: float) -> None:
         metrics = self._metrics
         metrics.pass_seconds.observe(seconds)
-        for _, outcome in result.attempts:
-            metrics.attempts.labels(result=outcome).inc()
+        for attempt in result.attempts:
+            metrics.attempts.labels(result=attempt.verdict.value).inc(len(attempt.gangs))
+        for error in result.errors:
+            metrics.action_errors.labels(action=error.action or "none").inc()
+            log.error(
+                "an action failed on a GangGroup; its turn was undone and the pass went on",
+                action=error.action,
+                gangs=[str(key) for key in error.gangs],
+                error=error.error,
+                traceback=error.detail,
+            )
         metrics.pending_gangs.set(
             sum(1 for s in result.memory.values() if not (s.satisfied or s.timed_out))
         )

@@ -34,6 +34,7 @@ class Metrics:
     loop_lag_max_seconds: Gauge
     gc_pause_seconds: Histogram
     background_errors: Counter
+    action_errors: Counter
     preemption_victims: Counter
     reclaim_victims: Counter
     stale_gang_victims: Counter
@@ -133,6 +134,13 @@ class Metrics:
                 "Unexpected errors caught in a background worker (binder, patcher, event "
                 "recorder, lease keeper, watch), which kept running; by worker.",
                 ["worker"],
+                registry=registry,
+            ),
+            action_errors=Counter(
+                "gang_scheduler_action_errors_total",
+                "Turns of an action that raised (a bug, or input nobody foresaw): that "
+                "GangGroup's turn was undone and the pass went on; by action.",
+                ["action"],
                 registry=registry,
             ),
             preemption_victims=Counter(

@@ -141,3 +141,26 @@ def test_explain_and_top_say_in_one_line_when_they_cannot_read_the_cluster(
         err = capsys.readouterr().err
         assert err.startswith("error: could not read the cluster: "), err
         assert "Traceback" not in err
+
+
+def test_actions_default_to_allocate_preempt_reclaim_and_take_a_comma_separated_order() -> None:
+    assert build_parser().parse_args(["run"]).actions == ("allocate", "preempt", "reclaim")
+    given = build_parser().parse_args(["run", "--actions", "allocate, preempt"])
+    assert given.actions == ("allocate", "preempt")
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("allocate,preemt", "unknown action(s) 'preemt'; the actions are: allocate, preempt"),
+        ("allocate,allocate", "action(s) named twice: allocate"),
+        ("", "no action named; the actions are: allocate"),
+    ],
+)
+def test_an_unknown_or_repeated_action_is_refused_at_start_with_the_known_ones(
+    capsys: pytest.CaptureFixture[str], given: str, said: str
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        build_parser().parse_args(["run", "--actions", given])
+    assert exit_.value.code == 2
+    assert said in capsys.readouterr().err

@@ -189,7 +189,7 @@ def test_every_flag_the_chart_passes_is_one_gang_scheduler_run_accepts(helm: Hel
             "scheduling.defaultTimeout=120", "scheduling.maxBackoff=3",
             "scheduling.starvationAfter=900", "scheduling.staleGangAfter=120",
             "scheduling.fairShareHalfLife=1800",
-            "scheduling.scoring=spread",
+            "scheduling.scoring=spread", "scheduling.actions={allocate,preempt}",
             "scheduling.bindConcurrency=16", "scheduling.kubeApiQps=50",
             "scheduling.kubeApiBurst=100", "topology.namespace=topologies",
             "topology.fromLabels[0].level=rack", "topology.fromLabels[0].label=example.com/rack",
@@ -211,6 +211,7 @@ def test_every_flag_the_chart_passes_is_one_gang_scheduler_run_accepts(helm: Hel
     assert parsed["stale_gang_after"] == 120
     assert parsed["fair_share_half_life"] == 1800
     assert parsed["scoring"] == "spread"
+    assert parsed["actions"] == ("allocate", "preempt")
     assert parsed["bind_concurrency"] == 16
     assert (parsed["kube_api_qps"], parsed["kube_api_burst"]) == (50, 100)
     assert parsed["topology_namespace"] == "topologies"
@@ -227,7 +228,7 @@ def test_a_flag_left_null_is_left_to_the_schedulers_own_default(helm: Helm) -> N
     parsed = settings(scheduler_args(helm.template("batch", "scheduling")))
     defaults = settings(["run"])
     for flag in ("default_timeout", "max_backoff", "starvation_after", "stale_gang_after",
-                 "fair_share_half_life", "scoring", "bind_concurrency", "kube_api_qps",
+                 "fair_share_half_life", "scoring", "actions", "bind_concurrency", "kube_api_qps",
                  "kube_api_burst", "lease_duration", "unreachable_limit",
                  "topology_from_labels", "verbose"):  # fmt: skip
         assert parsed[flag] == defaults[flag], flag

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
+import structlog
 from aiohttp import web
 
 from scheduler.cache.cluster import ClusterCache
@@ -238,3 +239,52 @@ def test_a_slow_collection_is_logged_with_the_cpu_its_thread_spent_in_it() -> No
     assert working["cpu_milliseconds"] >= 120
     assert waiting["milliseconds"] >= 120
     assert waiting["cpu_milliseconds"] < 40
+
+
+def test_a_turn_that_raised_is_logged_with_its_action_and_gang_and_counted() -> None:
+    """The core undid the turn and went on; the shell says so once, with the traceback, and
+    counts it by action (what the GangSchedulerActionErrors alert watches)."""
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    cache.upsert_node(node("n0"))
+    cache.upsert_pod(replace(pod("broken"), requests=None))  # no codec makes this: a bug
+    cache.upsert_pod(pod("fine"))
+
+    async def scenario() -> tuple[Metrics, list[dict]]:
+        async with server(_accept) as api:
+            recorder = EventRecorder(api, component=SCHEDULER)
+            metrics = Metrics.create()
+
+            async def nothing() -> None:
+                return None
+
+            loop = SchedulingLoop(
+                cache=cache,
+                config=Config(),
+                binder=Binder(api, cache, recorder, config=Config(), metrics=metrics),
+                patcher=Patcher(api),
+                recorder=recorder,
+                wake=asyncio.Event(),
+                sync=nothing,
+                metrics=metrics,
+            )
+            with structlog.testing.capture_logs() as logs:
+                await loop.run_pass()
+            await loop.drain()
+            return metrics, logs
+
+    metrics, logs = asyncio.run(scenario())
+    errors = metrics.registry.get_sample_value(
+        "gang_scheduler_action_errors_total", {"action": "allocate"}
+    )
+    assert errors == 1
+    (said,) = [line for line in logs if line.get("action") == "allocate"]
+    assert said["log_level"] == "error"
+    assert said["gangs"] == ["default/pod/broken"]
+    assert "AttributeError" in said["error"]
+    assert "Traceback" in said["traceback"]
+    assert (
+        metrics.registry.get_sample_value(
+            "gang_scheduler_gang_attempts_total", {"result": "scheduled"}
+        )
+        == 1
+    )

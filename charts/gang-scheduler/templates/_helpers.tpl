@@ -88,6 +88,9 @@ one file; the names and namespaces around the rules are the chart's own. */}}
 {{- with .scoring }}
 - {{ printf "--scoring=%s" . | quote }}
 {{- end }}
+{{- with .actions }}
+- {{ printf "--actions=%s" (join "," .) | quote }}
+{{- end }}
 {{- with .bindConcurrency }}
 - --bind-concurrency={{ . | int64 }}
 {{- end }}

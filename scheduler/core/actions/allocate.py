@@ -37,13 +37,22 @@ from scheduler.core.session import (
 )
 from scheduler.core.statement import Statement
 from scheduler.model import names
-from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch
+from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch, Verdict
 from scheduler.model.devices import Allocation, ResourceClaim
 from scheduler.model.gangs import Gang, SubGroup
 from scheduler.model.pods import SUCCEEDED, GangKey, Mode, Pod, PodRef
 from scheduler.model.resources import Resources
 from scheduler.model.status import Status
 from scheduler.model.topology import Constraints, LevelConstraint, Topology
+
+
+class Allocate:
+    """Each GangGroup in queue order, whole or not at all."""
+
+    name = "allocate"
+
+    def run(self, session: Session) -> None:
+        allocate(session)
 
 
 def allocate(session: Session) -> None:
@@ -87,20 +96,26 @@ def _turn(
     if expired:  # a timed-out gang stays so, and takes its GangGroup with it
         for gang in waiting:
             _time_out(session, gang, because=expired[0])
+        session.attempted(waiting, Verdict.TIMED_OUT)
         return
     for gang in waiting:
         if gang.mode is Mode.NON_STRICT and not session.outcomes[gang.key].state.nominated:
             keep_holds(session, statement, gang)
-    if session.why_not_ready(unit, waiting) is not None:
+    if (why := session.why_not_ready(unit, waiting)) is not None:
+        session.attempted(waiting, Verdict.NOT_READY, Status.wait(why))
         return
     if any(session.awaiting_victims(g) for g in waiting):
-        return  # a preemptor whose victims are still leaving: their going is what it waits for
+        # A preemptor whose victims are still leaving: their going is what it waits for.
+        session.attempted(waiting, Verdict.AWAITING_VICTIMS)
+        return
     retry_at = max(session.outcomes[g.key].state.retry_at for g in waiting)
     if session.now < retry_at:
         session.wake(retry_at)
+        session.attempted(waiting, Verdict.BACKING_OFF)
         _hold_for_head(session, statement, waiting)  # a head holds its room between tries too
         return
     if not session.worth_trying(waiting):
+        session.attempted(waiting, Verdict.PARKED)
         _hold_for_head(session, statement, waiting)
         return  # parked: nothing changed that could help it
     _attempt(session, statement, waiting, room)
@@ -351,13 +366,14 @@ def _attempt(
         if not status.ok:
             short[gang.key] = status
     if short:
-        session.attempts.extend((g.key, "unschedulable") for g in gangs)
+        first = next(g for g in gangs if g.key in short)
+        session.attempted(gangs, Verdict.UNSCHEDULABLE, short[first.key])
         _unit_failed(session, statement, gangs, placed, short)
         _hold_for_head(session, statement, gangs)
         for gang in gangs:
             session.park(gang)
         return
-    session.attempts.extend((g.key, "scheduled") for g in gangs)
+    session.attempted(gangs, Verdict.SCHEDULED)
     for gang in gangs:
         session.unpark(gang)
     committed: list[GangBinding] = []

@@ -34,7 +34,7 @@ from scheduler.core.placing import DeviceConflict, Ledger
 from scheduler.core.session import Session, pending
 from scheduler.core.statement import Statement
 from scheduler.model.budgets import DisruptionBudget
-from scheduler.model.decisions import Eviction, Nomination
+from scheduler.model.decisions import Eviction, Nomination, Verdict
 from scheduler.model.gangs import Gang, PodGroup
 from scheduler.model.pods import SINGLE_PREFIX, Pod, gang_key_of
 
@@ -58,8 +58,17 @@ class Victims:
         return (self.priority, len(self.pods), -self.newest, sorted(p.ref for p, _ in self.pods))
 
 
+class Preempt:
+    """A GangGroup that did not fit evicts pods of lower priority to make room."""
+
+    name = "preempt"
+
+    def run(self, session: Session) -> None:
+        preempt(session)
+
+
 def preempt(session: Session) -> None:
-    failed = {key for key, how in session.attempts if how == "unschedulable"}
+    failed = session.failed_in(Verdict.UNSCHEDULABLE)
     if not failed:
         return
     pool = _Pool(session)
@@ -71,7 +80,8 @@ def preempt(session: Session) -> None:
             continue  # its victims are still leaving: no more evictions for it
         if any(not p.preempts for g in gangs for p in pending(g)):
             continue
-        _preempt_for(session, gangs, pool)
+        with session.turn(unit, gangs) as statement:
+            _preempt_for(session, gangs, pool, statement)
 
 
 class _Pool:
@@ -317,7 +327,7 @@ def _fits(session: Session, base: Ledger, gangs: list[Gang], chosen: list[Victim
     return [(op.pod, op.node) for op in statement.operations if op.pod is not None]
 
 
-def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool) -> None:
+def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool, statement: Statement) -> None:
     priority = _priority(session, gangs)
     book = session.book
     units = pool.below(priority, book.name_of(gangs[0].queue) if book is not None else "")
@@ -372,7 +382,7 @@ def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool) -> None:
     broke = _breaks_budgets(session.snapshot.budgets, evicted, gone=gone)
     for pod, node in own:
         session.ledger.unplace(pod, node)
-    _commit(session, gangs, chosen, placements, broke_budgets=broke)
+    _commit(session, statement, gangs, chosen, placements, broke_budgets=broke)
     pool.taken.update((p.ref.uid, p) for victims in chosen for p, _ in victims.pods)
     pool.hopeless.clear()  # room changed: what found no victims may now
     pool.reset()
@@ -431,6 +441,7 @@ def _breaks_budgets(
 
 def _commit(
     session: Session,
+    statement: Statement,
     gangs: list[Gang],
     chosen: list[Victims],
     placements: list,
@@ -443,12 +454,10 @@ def _commit(
     for victims in chosen:
         for pod, node in victims.pods:
             evicted.setdefault(pod.ref.uid, (pod, node))
-    statement = Statement(session.ledger)
     for pod, node in evicted.values():
         statement.evict(pod, node)
     for pod, node in placements:
         statement.hold(pod, node)
-    statement.commit()
     names_ = ", ".join(str(g.key) for g in gangs)
     by_gang = {g.key: g for g in gangs}
     nominated: dict = defaultdict(dict)

@@ -33,16 +33,27 @@ from scheduler.core.actions.preempt import (
 )
 from scheduler.core.queues import QueueBook
 from scheduler.core.session import Session, pending
+from scheduler.core.statement import Statement
+from scheduler.model.decisions import Verdict
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import Pod
 from scheduler.model.resources import Resources
+
+
+class Reclaim:
+    """A GangGroup of a queue below its fair share takes room back from queues above theirs."""
+
+    name = "reclaim"
+
+    def run(self, session: Session) -> None:
+        reclaim(session)
 
 
 def reclaim(session: Session) -> None:
     book = session.book
     if book is None:
         return
-    failed = {key for key, how in session.attempts if how == "unschedulable"}
+    failed = session.failed_in(Verdict.UNSCHEDULABLE)
     if not failed:
         return
     taken: dict[str, Pod] = {}  # evicted in this pass, by uid
@@ -58,30 +69,44 @@ def reclaim(session: Session) -> None:
         queue = book.name_of(gangs[0].queue)
         if any(book.name_of(g.queue) != queue for g in gangs):
             continue
-        need = _minimum(session, gangs)
-        room = session.queue_room()
-        if not book.below_fair(queue, need) or (
-            room is not None and room.refuse(queue, need, guarantees=False)
-        ):
-            continue
-        chosen, placements = _choose(
-            session, book, queue, gangs, taken=taken, weighed=book.dominant(need)
-        )
-        if placements is None:
-            continue
-        evicted = list({p.ref.uid: p for v in chosen for p, _ in v.pods}.values())
-        broke = _breaks_budgets(session.snapshot.budgets, evicted, gone=list(taken.values()))
-        names = ", ".join(str(g.key) for g in gangs)
-        _commit(
-            session,
-            gangs,
-            chosen,
-            placements,
-            broke_budgets=broke,
-            why=f"Reclaimed by gang {names} of queue {queue}, below its fair share,",
-        )
-        for pod in evicted:
-            taken[pod.ref.uid] = pod
+        with session.turn(unit, gangs) as statement:
+            _reclaim_for(session, statement, book, queue, gangs, taken=taken)
+
+
+def _reclaim_for(
+    session: Session,
+    statement: Statement,
+    book: QueueBook,
+    queue: str,
+    gangs: list[Gang],
+    *,
+    taken: dict[str, Pod],
+) -> None:
+    need = _minimum(session, gangs)
+    room = session.queue_room()
+    if not book.below_fair(queue, need) or (
+        room is not None and room.refuse(queue, need, guarantees=False)
+    ):
+        return
+    chosen, placements = _choose(
+        session, book, queue, gangs, taken=taken, weighed=book.dominant(need)
+    )
+    if placements is None:
+        return
+    evicted = list({p.ref.uid: p for v in chosen for p, _ in v.pods}.values())
+    broke = _breaks_budgets(session.snapshot.budgets, evicted, gone=list(taken.values()))
+    names = ", ".join(str(g.key) for g in gangs)
+    _commit(
+        session,
+        statement,
+        gangs,
+        chosen,
+        placements,
+        broke_budgets=broke,
+        why=f"Reclaimed by gang {names} of queue {queue}, below its fair share,",
+    )
+    for pod in evicted:
+        taken[pod.ref.uid] = pod
 
 
 def _minimum(session: Session, gangs: list[Gang]) -> Resources:
