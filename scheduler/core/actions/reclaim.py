@@ -22,17 +22,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from scheduler.core.actions.preempt import (
-    MAX_TRIES,
-    Victims,
-    _breaks_budgets,
-    _commit,
-    _fits,
-    candidates,
-    reprieve,
-)
 from scheduler.core.queues import QueueBook
 from scheduler.core.session import Session, pending
+from scheduler.core.solvers.victims import (
+    MAX_TRIES,
+    Victims,
+    breaks_budgets,
+    candidates,
+    evict_and_nominate,
+    fits,
+    reprieve,
+)
 from scheduler.core.statement import Statement
 from scheduler.model.decisions import Verdict
 from scheduler.model.gangs import Gang
@@ -94,9 +94,9 @@ def _reclaim_for(
     if placements is None:
         return
     evicted = list({p.ref.uid: p for v in chosen for p, _ in v.pods}.values())
-    broke = _breaks_budgets(session.snapshot.budgets, evicted, gone=list(taken.values()))
+    broke = breaks_budgets(session.snapshot.budgets, evicted, gone=list(taken.values()))
     names = ", ".join(str(g.key) for g in gangs)
-    _commit(
+    evict_and_nominate(
         session,
         statement,
         gangs,
@@ -172,7 +172,7 @@ def _choose(
         chosen.append(victims)
         gone.update(p.ref.uid for p, _ in victims.pods)
         tries += 1
-        placements = _fits(session, base, gangs, chosen)
+        placements = fits(session, base, gangs, chosen)
         if placements is not None:
             break
     if placements is None:
