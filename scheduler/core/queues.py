@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
+from scheduler.core.statement import Kind, Operation
 from scheduler.model.queues import (
     CLOSED,
     DEFAULT_QUEUE,
@@ -503,8 +504,9 @@ def _water_fill(
 class QueueRoom:
     """The room a GangGroup's turn may take in each queue: what the capabilities along its
     path leave, and the free room other queues' guarantees do not keep. One per turn (after
-    gang members and the group's attempt share it), dropped with the turn's Statement when it
-    fails, counted in the book once committed. A trial of victims gives theirs back
+    gang members and the group's attempt share it), a listener of the turn's Statement: what
+    it allocates counts here, what it undoes is given back; counted in the book once
+    committed. A trial of victims gives theirs back
     (``give``): a gang may preempt its own queue's gangs to get under its capability."""
 
     def __init__(self, book: QueueBook, *, free: Callable[[], Mapping[str, int]]) -> None:
@@ -593,13 +595,32 @@ class QueueRoom:
             if placed:
                 self._placed[resource] = self._placed.get(resource, 0) + amount
 
-    def untake(self, queue: str, requests: Mapping[str, int]) -> None:
-        """Undo a ``take`` of what was placed (a subgroup that fell short, undone on the
-        ledger too)."""
+    def untake(self, queue: str, requests: Mapping[str, int], *, placed: bool = True) -> None:
+        """Undo a ``take`` (what it placed, undone on the ledger too)."""
         taken = self._taken.setdefault(self.book.name_of(queue), {})
         for resource, amount in requests.items():
             taken[resource] = taken.get(resource, 0) - amount
-            self._placed[resource] = self._placed.get(resource, 0) - amount
+            if placed:
+                self._placed[resource] = self._placed.get(resource, 0) - amount
+
+    # As a listener of the turn's Statement: what it allocates in a queue, and the room a
+    # gang holds from before that it counts, are taken; what it undoes is given back.
+
+    def done(self, op: Operation) -> None:
+        if op.queue is None:
+            return
+        if op.kind is Kind.ALLOCATE:
+            self.take(op.queue, op.pod.requests)  # type: ignore[union-attr]
+        elif op.kind is Kind.COUNT:
+            self.take(op.queue, op.amounts or {}, placed=False)
+
+    def undone(self, op: Operation) -> None:
+        if op.queue is None:
+            return
+        if op.kind is Kind.ALLOCATE:
+            self.untake(op.queue, op.pod.requests)  # type: ignore[union-attr]
+        elif op.kind is Kind.COUNT:
+            self.untake(op.queue, op.amounts or {}, placed=False)
 
     def give(self, queue: str, requests: Mapping[str, int]) -> None:
         """Count ``requests`` as leaving ``queue`` (a trial's victims): under its capability

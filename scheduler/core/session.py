@@ -27,7 +27,7 @@ from scheduler.core.gangs import gang_groups, priority_of, queue_key, resolve, t
 from scheduler.core.neighbouring import Neighbours
 from scheduler.core.placing import Ledger, NodeFinder, Signature
 from scheduler.core.queues import QueueBook, QueueRoom, decayed_usage
-from scheduler.core.statement import Statement
+from scheduler.core.statement import Kind, Operation, Statement
 from scheduler.core.statuses import NOT_TRIED, PENDING_PHASE, SCHEDULING_PHASE, desired_status
 from scheduler.model import names
 from scheduler.model.config import Config
@@ -86,14 +86,52 @@ NOMINATION_SECONDS = 120.0
 
 @dataclass(slots=True)
 class Outcome:
-    """What the session decided about one gang, before it becomes events and status."""
+    """What the session decided about one gang, before it becomes events and status. Each
+    change made while a turn is open goes on that turn's Statement, so undoing the turn puts
+    the old value back."""
 
     state: GangState
     condition: tuple[str, str, str] = NOT_TRIED
     bindings: list[Binding] = field(default_factory=list)
     relaxed: tuple[str, ...] = ()  # soft topology constraints the placement could not meet
-    # Set while a satisfied gang has fewer than minMember members left (seed 003).
+    # Set while a satisfied gang has fewer than minMember members left.
     below_min: str | None = None
+    session: Session | None = field(default=None, repr=False, compare=False)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        session = getattr(self, "session", None)
+        turn = session.open if session is not None else None
+        if turn is not None:
+            old = getattr(self, name)
+            turn.changed(undo=lambda: object.__setattr__(self, name, old))
+        object.__setattr__(self, name, value)
+
+    def bind(self, *bindings: Binding) -> None:
+        """Add members placed for the gang in this turn."""
+        self.bindings = [*self.bindings, *bindings]
+
+
+class _Cursors:
+    """The node finder's cursors at each mark of a turn's Statement, as its listener: when
+    what followed a mark is undone, the ledger is as it was then, and so must the cursors
+    be (they move past nodes without room, assuming room only shrinks)."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._at: dict[int, dict] = {}
+
+    def marked(self, mark: int) -> None:
+        finder = self._session.__dict__.get("finder")
+        self._at[mark] = finder.mark() if finder is not None else {}
+
+    def undone_to(self, mark: int) -> None:
+        finder = self._session.__dict__.get("finder")
+        if finder is None:
+            return
+        kept = [at for at in self._at if at <= mark]
+        finder.restore(self._at[max(kept)] if kept else {})
+        for at in [at for at in self._at if at > mark]:
+            del self._at[at]
 
 
 _NO_STATUS = PodGroupStatus()
@@ -172,7 +210,6 @@ class Session:
         # gives a gang's own holds back before it looks for victims again.
         self.nominated_holds: dict[GangKey, dict[PodRef, str]] = {}
         self.bindings: list[GroupBinding] = []
-        self._counted = 0  # bindings counted against their queues (#22)
         # Pods counted in their queue's book as nominated (not to be counted when they bind).
         self.counted_refs: set[PodRef] = set()
         # What came of each GangGroup's turns, action by action (``attempted``), and the
@@ -180,6 +217,7 @@ class Session:
         self.attempts: list[Attempt] = []
         self.errors: list[ActionError] = []
         self.action = ""  # the action running now (``framework.run_actions``)
+        self.open: Statement | None = None  # the Statement of the turn open now
         self.wake_at: float | None = None
         # Member shapes of Strict gangs that failed in this pass: within a pass capacity only
         # shrinks (a discarded Statement puts back exactly what it took), so a gang of the
@@ -193,7 +231,9 @@ class Session:
         self._changed: dict[int, list[str]] = {}  # generation -> nodes changed since
         for key, gang in self.gangs.items():
             state = self._incarnation(gang, snapshot.memory.get(key))
-            self.outcomes[key] = Outcome(state=state, condition=state.condition or NOT_TRIED)
+            self.outcomes[key] = Outcome(
+                state=state, condition=state.condition or NOT_TRIED, session=self
+            )
         self._hold_reservations()
         # Told each GangGroup's binds as its turn commits them (``schedule``'s ``committed``),
         # unless claims are in play: their writes are worked out when the session closes.
@@ -356,19 +396,6 @@ class Session:
         self.topology_notes = tree.notes()
         return Arranger(tree, self.finder)
 
-    def statement(self) -> Statement:
-        """A Statement over the pass's ledger; discarding it puts the node finder's cursors
-        back where they stood when it began (the ledger is then as it was too)."""
-        built = self.__dict__.get("finder")
-        mark = built.mark() if built is not None else {}
-
-        def restore() -> None:
-            finder = self.__dict__.get("finder")
-            if finder is not None:
-                finder.restore(mark)
-
-        return Statement(self.ledger, on_discard=restore)
-
     def _checked(self, gang: Gang) -> Gang:
         """A topology-placed gang whose constraints do not fit the topology is invalid."""
         if gang.constraints is None:
@@ -508,7 +535,7 @@ class Session:
                     "preemption; the room held for it is released"
                 )
                 self.say(gang, reason="PreemptionExpired", message=message, pods=pending(gang))
-                self.nominations.extend(Nomination(ref, "") for ref in state.nominated)
+                self.add(self.nominations, *(Nomination(ref, "") for ref in state.nominated))
                 outcome.state = replace(
                     state, nominated={}, victims=frozenset(), nominated_at=None, reservations={}
                 )
@@ -557,9 +584,10 @@ class Session:
         bound: the scheduler died between its binds), whose remaining members had room when
         it was decided, so that they get it back before anyone else takes it.
 
-        With queues (#22), the next group comes from the queue furthest below its fair share
-        (``QueueBook.order``), in that order inside the queue; what each turn commits counts
-        against its queue before the next group is chosen."""
+        With queues, the next group comes from the queue furthest below its fair share
+        (``QueueBook.order``) as the shares stand when it is asked for, in that order inside
+        the queue: what each turn commits counts against its queue as it commits, so the
+        next group is chosen after it."""
         classes = self.snapshot.priority_classes
         queue_of: dict[tuple[GangKey, ...], str] = {}
         cut: set[tuple[GangKey, ...]] = set()
@@ -581,7 +609,6 @@ class Session:
         for unit in ordered:
             if unit in cut:
                 yield unit  # cut short: first, whatever its queue
-                self._count_turn()
                 continue
             by_queue.setdefault(book.name_of(queue_of[unit]), []).append(unit)
         for units in by_queue.values():
@@ -592,25 +619,8 @@ class Session:
             _, name = heapq.heappop(heap)
             units = by_queue[name]
             yield units.pop()
-            self._count_turn()
             if units:
                 heapq.heappush(heap, (book.order(name), name))
-
-    def _count_turn(self) -> None:
-        """Count what the turns since the last call committed against their queues."""
-        book = self.book
-        if book is None:
-            return
-        for group in self.bindings[self._counted :]:
-            for placed in group.gangs:
-                gang = self.gangs.get(placed.gang)
-                if gang is None:
-                    continue
-                requests = {p.ref: p.requests for p in gang.members}
-                for binding in placed.bindings:
-                    if binding.pod not in self.counted_refs:  # nominated: in the book already
-                        book.take(gang.queue, requests.get(binding.pod, {}))
-        self._counted = len(self.bindings)
 
     def count_nominated(self, gang: Gang, refs: Iterable[PodRef]) -> None:
         """A preemption or a reclaim nominated these members of ``gang``: count them in its
@@ -622,8 +632,90 @@ class Session:
         members = {p.ref: p for p in gang.members}
         for ref in refs:
             if ref in members and ref not in self.counted_refs:
-                self.counted_refs.add(ref)
-                book.take(gang.queue, members[ref].requests)
+                self._count_in(book, gang.queue, members[ref].requests, ref=ref)
+
+    def _count_in(
+        self, book: QueueBook, queue: str, amounts: Resources, *, ref: PodRef | None = None
+    ) -> None:
+        """Count ``amounts`` against ``queue`` in the book (``ref``: a nominated member, not
+        to be counted again when it binds); undone with the open turn."""
+        book.take(queue, amounts)
+        if ref is not None:
+            self.counted_refs.add(ref)
+        turn = self.open
+        if turn is not None:
+
+            def undo() -> None:
+                book.take(queue, {r: -a for r, a in amounts.items()})
+                if ref is not None:
+                    self.counted_refs.discard(ref)
+
+            turn.changed(undo=undo)
+
+    def leave(self, queue: str, amounts: Resources) -> None:
+        """Count what an eviction of this turn frees in ``queue`` as leaving."""
+        book = self.book
+        if book is None:
+            return
+        book.leave(queue, amounts)
+        if self.open is not None:
+            self.open.changed(undo=lambda: book.leave(queue, {r: -a for r, a in amounts.items()}))
+
+    def add(self, into: list, *items: object) -> None:
+        """Append decisions to one of the session's lists (``bindings``, ``events``,
+        ``patches``, ``conditions``, ``evictions``, ``nominations``, ``attempts``), on the
+        open turn's Statement: undoing the turn takes them back."""
+        if not items:
+            return
+        start = len(into)
+        into.extend(items)
+        turn = self.open
+        if turn is not None:
+
+            def undo() -> None:
+                del into[start:]
+
+            turn.decide((into, items), undo=undo)
+
+    def set(self, name: str, value: object) -> None:
+        """Change a field of the session on the open turn's Statement."""
+        old = getattr(self, name)
+        setattr(self, name, value)
+        if self.open is not None:
+            self.open.changed(undo=lambda: setattr(self, name, old))
+
+    # -- as a listener of each turn's Statement ---------------------------------------------
+
+    def done(self, op: Operation) -> None:
+        if op.kind is Kind.EVICT:
+            # Room came back: a shape that failed earlier in the pass may fit now.
+            self.failed_shapes.clear()
+
+    def committed(self, ops: tuple[Operation, ...]) -> None:
+        """The bindings a commit keeps count against their queues (the next group is
+        chosen with them counted) and are final: the shell may start binding them."""
+        groups = [
+            group
+            for op in ops
+            if op.kind is Kind.DECIDE and op.what[0] is self.bindings  # type: ignore[index]
+            for group in op.what[1]  # type: ignore[index]
+        ]
+        if not groups:
+            return
+        book = self.book
+        if book is not None:
+            for group in groups:
+                for placed in group.gangs:
+                    gang = self.gangs.get(placed.gang)
+                    if gang is None:
+                        continue
+                    requests = {p.ref: p.requests for p in gang.members}
+                    for binding in placed.bindings:
+                        if binding.pod not in self.counted_refs:  # nominated: counted already
+                            book.take(gang.queue, requests.get(binding.pod, {}))
+        if self._committed is not None:
+            for group in groups:
+                self._committed(group)
 
     def cut_short(self, gang: Gang) -> bool:
         """Satisfied, yet with fewer than min_member members bound and alive, and some
@@ -1014,9 +1106,10 @@ class Session:
             return
         outcome.state = replace(outcome.state, last_message=message)
         kind = WARNING if warning else NORMAL
+        said: list[Event] = []
         if gang.podgroup is not None:
             pg = gang.podgroup
-            self.events.append(
+            said.append(
                 Event(
                     ObjectRef("PodGroup", pg.key.namespace, pg.key.name, pg.uid, pg.api.value),
                     kind,
@@ -1026,7 +1119,8 @@ class Session:
             )
         for pod in pods:
             ref = ObjectRef("Pod", pod.ref.namespace, pod.ref.name, pod.ref.uid)
-            self.events.append(Event(ref, kind, reason, message))
+            said.append(Event(ref, kind, reason, message))
+        self.add(self.events, *said)
 
     def _say_on_queue(self, gang: Gang, reason: str) -> None:
         """A queue that cannot be used is told so on the Queue itself too (once per gang it
@@ -1038,7 +1132,9 @@ class Session:
         _, message, at = problem
         queue = book.queues[at]
         ref = ObjectRef("Queue", "", at, queue.uid, QUEUE_API)
-        self.events.append(Event(ref, WARNING, reason, f"{message} (holds back gang {gang.key})"))
+        self.add(
+            self.events, Event(ref, WARNING, reason, f"{message} (holds back gang {gang.key})")
+        )
 
     def failed_attempt(
         self, gang: Gang, message: str, *, pods: Iterable[Pod], reason: str = REASON_UNSCHEDULABLE
@@ -1063,7 +1159,7 @@ class Session:
             if had is not None and had[:3] == ("False", reason, message):
                 continue
             since = had[3] if had is not None and had[0] == "False" and had[3] else now
-            self.conditions.append(PodCondition(pod.ref, "False", reason, message, since))
+            self.add(self.conditions, PodCondition(pod.ref, "False", reason, message, since))
 
     def _persist_first_attempt(self, gang: Gang) -> None:
         """A gang that waits keeps its clock across restarts: our PodGroups in their status,
@@ -1075,7 +1171,9 @@ class Session:
         if ours or first is None or state.satisfied:
             return  # a satisfied gang's members are placed one by one: no clock of theirs
         mark = {names.FIRST_ATTEMPT: format_time(first)}
-        self.patches.extend(PodPatch(p.ref, mark) for p in pending(gang) if p.first_attempt is None)
+        self.add(
+            self.patches, *(PodPatch(p.ref, mark) for p in pending(gang) if p.first_attempt is None)
+        )
 
     def check_min_member(self, gang: Gang, *, members: int, waiting: int) -> None:
         """Seed 003: a running gang whose running, succeeded and pending members together
@@ -1099,7 +1197,32 @@ class Session:
         else:
             alive = next(p for p in gang.members if p.bound and p.alive)
             ref = ObjectRef("Pod", alive.ref.namespace, alive.ref.name, alive.ref.uid)
-        self.events.append(Event(ref, WARNING, "Unschedulable", outcome.below_min))
+        self.add(self.events, Event(ref, WARNING, "Unschedulable", outcome.below_min))
+
+    def _stale_grace(self, gang: Gang, *, running: int, placing: int) -> float | None:
+        """The gang's grace period if it is stale now (running with fewer running, placed
+        and succeeded members than its minimum, and a grace is set); else None."""
+        grace = gang.stale_seconds
+        if grace is None:
+            grace = self.config.stale_gang_seconds
+        succeeded = sum(1 for p in gang.members if p.phase == SUCCEEDED)
+        if (
+            grace is not None
+            and math.isfinite(grace)
+            and running > 0
+            and running + placing + succeeded < gang.min_member
+        ):
+            return grace
+        return None
+
+    def stale_due(self, gang: Gang, *, running: int, placing: int) -> bool:
+        """Whether ``check_stale`` would evict the gang now, with ``placing`` members placed
+        for it in this pass (nothing changed)."""
+        grace = self._stale_grace(gang, running=running, placing=placing)
+        if grace is None:
+            return False
+        since = self.outcomes[gang.key].state.stale_since
+        return self.now >= (since if since is not None else self.now) + grace
 
     def check_stale(self, gang: Gang, *, running: int, placing: int = 0) -> bool:
         """#23, KAI's stale-gang eviction: a gang that runs with fewer running (and
@@ -1109,19 +1232,10 @@ class Session:
         --stale-gang-after or the gang's gang-scheduler.io/stale-after says a duration.
         ``placing``: members this pass placed for it (they count as running). True when it
         evicts: nothing of the gang is bound in this pass."""
-        grace = gang.stale_seconds
-        if grace is None:
-            grace = self.config.stale_gang_seconds
+        grace = self._stale_grace(gang, running=running, placing=placing)
         outcome = self.outcomes[gang.key]
         state = outcome.state
-        succeeded = sum(1 for p in gang.members if p.phase == SUCCEEDED)
-        stale = (
-            grace is not None
-            and math.isfinite(grace)
-            and running > 0
-            and running + placing + succeeded < gang.min_member
-        )
-        if not stale:
+        if grace is None:
             if state.stale_since is not None:
                 outcome.state = replace(
                     state,
@@ -1131,7 +1245,6 @@ class Session:
                     stale_evicted_at=None,
                 )
             return False
-        assert grace is not None
         since = state.stale_since if state.stale_since is not None else self.now
         due = since + grace
         if state.stale_since is None or state.stale_due != due:
@@ -1165,9 +1278,12 @@ class Session:
             "member(s) are evicted so that its room goes to gangs that can run; its controller "
             "may create them again, and the gang then starts whole"
         )
-        self.evictions.extend(
-            Eviction(p.ref, p.node_name, message, priority=p.priority or 0, stale=True)
-            for p in members
+        self.add(
+            self.evictions,
+            *(
+                Eviction(p.ref, p.node_name, message, priority=p.priority or 0, stale=True)
+                for p in members
+            ),
         )
         self.say(gang, reason="StaleGang", message=message, pods=members)
         return True
@@ -1179,7 +1295,7 @@ class Session:
     ) -> None:
         """Record what came of a GangGroup's turn in the running action."""
         keys = tuple(g.key for g in gangs)
-        self.attempts.append(Attempt(self.action, keys, verdict, status or Status.success()))
+        self.add(self.attempts, Attempt(self.action, keys, verdict, status or Status.success()))
 
     def failed_in(self, verdict: Verdict = Verdict.UNSCHEDULABLE) -> set[GangKey]:
         """The gangs a turn of this pass left with ``verdict``."""
@@ -1187,37 +1303,20 @@ class Session:
 
     @contextlib.contextmanager
     def turn(self, unit: tuple[GangKey, ...], gangs: list[Gang]) -> Iterator[Statement]:
-        """One GangGroup's turn, on a Statement of its own. Should it raise (a bug of ours, or
-        input nobody foresaw), the Statement is discarded and its decisions are taken back
-        whole; the other gangs go on: one bad gang must not stall the cluster."""
-        saved = [
-            (o, o.state, o.condition, o.bindings[:], o.relaxed, o.below_min)
-            for o in (self.outcomes[g.key] for g in gangs)
-        ]
-        marks = (
-            len(self.bindings),
-            len(self.attempts),
-            len(self.events),
-            len(self.patches),
-            len(self.conditions),
-            len(self.evictions),  # a stale gang's, decided in its turn (#23)
-            len(self.nominations),
-        )
+        """One GangGroup's turn in the running action, on a Statement of its own: the one
+        record of what the turn changes (the ledger, the queues' room, the node finder's
+        cursors, decisions, the gangs' outcomes). It is committed when the turn returns.
+        Should it raise (a bug of ours, or input nobody foresaw), the Statement is discarded,
+        which takes back what the turn had not committed, the error is recorded, and the
+        other gangs go on: one bad gang must not stall the cluster."""
         statement = self.statement()
+        statement.subscribe(self)
+        outer, self.open = self.open, statement
         try:
             yield statement
         except Exception as error:  # isolation is the point: any error, one GangGroup
             statement.discard()
-            del self.bindings[marks[0] :]
-            del self.attempts[marks[1] :]
-            del self.events[marks[2] :]
-            del self.patches[marks[3] :]
-            del self.conditions[marks[4] :]
-            del self.evictions[marks[5] :]
-            del self.nominations[marks[6] :]
-            for outcome, state, condition, bindings, relaxed, below_min in saved:
-                outcome.state, outcome.condition = state, condition
-                outcome.bindings, outcome.relaxed, outcome.below_min = bindings, relaxed, below_min
+            self.open = outer
             what = f"{type(error).__name__}: {error}"
             self.errors.append(
                 ActionError(
@@ -1240,9 +1339,15 @@ class Session:
                 )
         else:
             statement.commit()
-            if self._committed is not None:  # final: the turn can no longer take them back
-                for group in self.bindings[marks[0] :]:
-                    self._committed(group)
+        finally:
+            self.open = outer
+
+    def statement(self, ledger: Ledger | None = None) -> Statement:
+        """A Statement over ``ledger`` (a what-if's scratch; the pass's by default) whose
+        undos put the node finder's cursors back where they stood at the mark undone to."""
+        statement = Statement(ledger if ledger is not None else self.ledger)
+        statement.subscribe(_Cursors(self))
+        return statement
 
     # -- closing ------------------------------------------------------------------------------
 
@@ -1251,7 +1356,7 @@ class Session:
         for gang in group.gangs:
             ref = gang.bindings[0].pod
             pod = ObjectRef("Pod", ref.namespace, ref.name, ref.uid)
-            self.events.append(Event(pod, WARNING, "FailedScheduling", message))
+            self.add(self.events, Event(pod, WARNING, "FailedScheduling", message))
 
     @cached_property
     def claims_in_play(self) -> bool:

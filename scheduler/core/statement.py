@@ -1,15 +1,23 @@
-"""A Statement: the operations one GangGroup's turn makes on the pass's ledger, kept as a
-log so that they can be committed together or undone together (Volcano's ``Statement``).
+"""A Statement: the one record of what a turn changed, so that it can be kept whole or
+undone whole (Volcano's ``Statement``, whose events plugins subscribe to).
 
-A turn allocates its members (and, for a NonStrict gang that falls short, keeps them as
-holds; preemption will evict). If the group cannot be placed whole, ``discard`` undoes every
-operation in reverse, and the capacity is exactly as before the turn; ``commit`` keeps them
-and hands back the log. Nothing leaves the pass unless committed.
+Every change a turn makes is an operation on it: a member allocated to a node, room held
+there (a NonStrict hold, a preemptor's nominated room, a starving gang's), a victim evicted,
+a shared claim allocated, room counted in a queue, a decision made (a binding, an event, a
+patch, ...), a gang's outcome changed. ``undo_to(mark)`` undoes what came after a mark, last
+first; ``discard`` undoes it all; ``commit`` keeps it and starts a new record.
+
+What depends on these changes follows them as a listener rather than being marked and
+rewound by hand: the ledger is changed by the Statement itself, the queues' room of the turn
+counts what is allocated in them, the node finder's cursors go back to where they stood at a
+mark when what followed it is undone, and the session streams the bindings a commit keeps.
+A listener is any object with some of ``done(op)``, ``undone(op)``, ``marked(mark)``,
+``undone_to(mark)`` and ``committed(ops)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 
@@ -20,74 +28,151 @@ from scheduler.model.pods import Pod
 
 class Kind(Enum):
     ALLOCATE = "allocate"  # the pod is to be bound to the node
-    HOLD = "hold"  # a NonStrict reservation: the node's room is kept, nothing is bound
+    HOLD = "hold"  # the node's room is kept for the pod, nothing is bound
     EVICT = "evict"  # the pod is to leave the node, its room freed
+    RELEASE = "release"  # room held for the pod before the turn is given back
     CLAIM = "claim"  # a claim shared by members is allocated before they are placed
+    COUNT = "count"  # room the gang holds from before counted in its queue for this turn
+    DECIDE = "decide"  # a decision made (``undo`` takes it back)
+    SET = "set"  # a gang's outcome changed (``undo`` puts the old value back)
 
 
 @dataclass(frozen=True, slots=True)
 class Operation:
     kind: Kind
-    pod: Pod | None
-    node: str
+    pod: Pod | None = None
+    node: str = ""
     claim: tuple[str, str] | None = None
+    # The queue an allocation or a count is in (None: counted in none; "" is the default).
+    queue: str | None = None
+    amounts: Mapping[str, int] | None = None  # COUNT: how much
+    # DECIDE and SET: how to take it back; ``what`` says which decision (for listeners).
+    undo: Callable[[], None] | None = None
+    what: object = None
 
 
 class Statement:
-    """The operation log of one turn over ``ledger``. ``on_discard`` runs after an undo (the
-    node finder's cursors assume capacity only shrinks, so they must be rewound)."""
+    """The operation log of one turn over ``ledger``."""
 
-    def __init__(self, ledger: Ledger, *, on_discard: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, ledger: Ledger) -> None:
         self.ledger = ledger
-        self._on_discard = on_discard
         self._operations: list[Operation] = []
+        self._done: list[Callable[[Operation], None]] = []
+        self._undone: list[Callable[[Operation], None]] = []
+        self._marked: list[Callable[[int], None]] = []
+        self._undone_to: list[Callable[[int], None]] = []
+        self._committed: list[Callable[[tuple[Operation, ...]], None]] = []
 
-    def allocate(self, pod: Pod, node: str) -> None:
+    def subscribe(self, listener: object) -> None:
+        """Tell ``listener`` of every operation from now on (and of the mark it starts at)."""
+        for name, into in (
+            ("done", self._done),
+            ("undone", self._undone),
+            ("marked", self._marked),
+            ("undone_to", self._undone_to),
+            ("committed", self._committed),
+        ):
+            method = getattr(listener, name, None)
+            if method is not None:
+                into.append(method)
+        marked = getattr(listener, "marked", None)
+        if marked is not None:
+            marked(len(self._operations))
+
+    def _log(self, op: Operation) -> None:
+        self._operations.append(op)
+        for done in self._done:
+            done(op)
+
+    # -- what a turn does -----------------------------------------------------------------
+
+    def allocate(self, pod: Pod, node: str, *, queue: str | None = None) -> None:
+        """Place ``pod`` on ``node``, to be bound; ``queue``: the queue it counts in."""
         self.ledger.place(pod, node)
-        self._operations.append(Operation(Kind.ALLOCATE, pod, node))
+        self._log(Operation(Kind.ALLOCATE, pod, node, queue=queue))
 
     def hold(self, pod: Pod, node: str) -> None:
+        """Keep ``node``'s room for ``pod`` without binding it."""
         self.ledger.place(pod, node, strict=False)
-        self._operations.append(Operation(Kind.HOLD, pod, node))
+        self._log(Operation(Kind.HOLD, pod, node))
 
     def claim(self, key: tuple[str, str], allocation: Allocation) -> None:
         """Allocate a claim the gang's members share before any of them is placed."""
         self.ledger.preallocate(key, allocation)
-        self._operations.append(Operation(Kind.CLAIM, None, "", key))
+        self._log(Operation(Kind.CLAIM, claim=key))
 
     def evict(self, pod: Pod, node: str) -> None:
         self.ledger.give(node, pod.requests)
-        self._operations.append(Operation(Kind.EVICT, pod, node))
+        self._log(Operation(Kind.EVICT, pod, node))
+
+    def release(self, pod: Pod, node: str) -> None:
+        """Give back room this pass held for ``pod`` on ``node`` before the turn (a
+        preemptor's nominated room, its to use again)."""
+        self.ledger.unplace(pod, node)
+        self._log(Operation(Kind.RELEASE, pod, node))
+
+    def count(self, queue: str, amounts: Mapping[str, int]) -> None:
+        """Count room the gang holds on the ledger already (from an earlier pass) in its
+        queue for this turn."""
+        self._log(Operation(Kind.COUNT, queue=queue, amounts=amounts))
+
+    def decide(self, what: object, *, undo: Callable[[], None]) -> None:
+        """A decision was made (``what``); ``undo`` takes it back."""
+        self._log(Operation(Kind.DECIDE, undo=undo, what=what))
+
+    def changed(self, *, undo: Callable[[], None]) -> None:
+        """Some state of the turn changed; ``undo`` puts it back."""
+        self._log(Operation(Kind.SET, undo=undo))
+
+    # -- keeping it or not ----------------------------------------------------------------
 
     @property
     def operations(self) -> tuple[Operation, ...]:
         return tuple(self._operations)
 
-    def discard(self) -> None:
-        """Undo every operation, last first."""
-        self.undo_to(0)
-
     def mark(self) -> int:
         """Where the log is now: ``undo_to`` it undoes what came after (a subgroup that
         fell short, inside a gang's attempt)."""
-        return len(self._operations)
+        mark = len(self._operations)
+        for marked in self._marked:
+            marked(mark)
+        return mark
 
     def undo_to(self, mark: int) -> None:
         """Undo the operations after ``mark``, last first."""
         undone = self._operations[mark:]
-        for op in reversed(undone):
-            if op.kind is Kind.CLAIM:
-                self.ledger.unallocate(op.claim)
-            elif op.kind is Kind.EVICT:
-                self.ledger.take(op.node, op.pod.requests)
-            else:
-                self.ledger.unplace(op.pod, op.node)
+        if not undone:
+            return
         del self._operations[mark:]
-        if undone:
-            self._on_discard()
+        ledger = self.ledger
+        for op in reversed(undone):
+            kind = op.kind
+            if kind is Kind.ALLOCATE or kind is Kind.HOLD:
+                ledger.unplace(op.pod, op.node)
+            elif kind is Kind.EVICT:
+                ledger.take(op.node, op.pod.requests)  # type: ignore[union-attr]
+            elif kind is Kind.RELEASE:
+                ledger.place(op.pod, op.node, strict=False)  # type: ignore[arg-type]
+            elif kind is Kind.CLAIM:
+                ledger.unallocate(op.claim)  # type: ignore[arg-type]
+            elif op.undo is not None:
+                op.undo()
+            for listener in self._undone:
+                listener(op)
+        for listener in self._undone_to:
+            listener(mark)
+
+    def discard(self) -> None:
+        """Undo every operation, last first."""
+        self.undo_to(0)
 
     def commit(self) -> tuple[Operation, ...]:
-        """Keep every operation; the log is handed back and the statement is empty again."""
+        """Keep every operation; the log is handed back (and told to the listeners) and the
+        statement is empty again, at a new first mark."""
         done = tuple(self._operations)
         self._operations.clear()
+        for committed in self._committed:
+            committed(done)
+        for marked in self._marked:
+            marked(0)
         return done

@@ -6,9 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.cache.cluster import ClusterCache
-from scheduler.core.placing import Ledger
 from scheduler.core.scheduling import schedule
-from scheduler.core.statement import Kind, Statement
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
 from tests.unit.builders import SCHEDULER, T0, gang_pods, node, pod, snapshot
@@ -83,33 +81,6 @@ def test_many_gangs_of_one_shape_fail_in_one_pass_each_naming_its_own_member() -
     assert len(failed) == 200
     assert "g17-3: 0/3 nodes are available: 3 Insufficient cpu." in failed["g17-0"]
     assert "g0-3: 0/3 nodes are available" in failed["g0-0"]
-
-
-def test_statement_discard_undoes_every_operation_and_commit_keeps_them() -> None:
-    n0 = node("n0", cpu="4")
-    ledger = Ledger.of({"n0": n0}, [])
-    a, b = pod("a", cpu="1"), pod("b", cpu="2")
-    statement = Statement(ledger)
-    statement.allocate(a, "n0")
-    statement.hold(b, "n0")
-    assert ledger.free("n0")["cpu"] == 1000
-    statement.discard()
-    assert ledger.free("n0")["cpu"] == 4000
-    statement.allocate(a, "n0")
-    assert [op.kind for op in statement.commit()] == [Kind.ALLOCATE]
-    statement.discard()  # nothing left to undo
-    assert ledger.free("n0")["cpu"] == 3000
-
-
-def test_statement_evict_frees_room_and_discard_takes_it_back() -> None:
-    ledger = Ledger.of({"n0": node("n0", cpu="4")}, [])
-    victim = pod("v", cpu="3", node_name="n0", phase="Running")
-    ledger.take("n0", victim.requests)
-    statement = Statement(ledger)
-    statement.evict(victim, "n0")
-    assert ledger.free("n0")["cpu"] == 4000
-    statement.discard()
-    assert ledger.free("n0")["cpu"] == 1000
 
 
 def test_events_say_the_failure_once_while_parked() -> None:

@@ -26,7 +26,6 @@ from scheduler.core.session import (
     pending,
 )
 from scheduler.core.solvers.gangs import place_gang
-from scheduler.core.solvers.members import undo
 from scheduler.core.solvers.running import place_pending_members
 from scheduler.core.statement import Statement
 from scheduler.model import names
@@ -81,7 +80,11 @@ def _turn(
         for g in present
         if not session.outcomes[g.key].state.satisfied and (pending(g) or gated(g))
     ]
-    room = session.queue_room()  # one for the whole turn: what one part takes, the next sees
+    # One room for the whole turn (what one part takes, the next sees), following what the
+    # turn's Statement allocates and undoes.
+    room = session.queue_room()
+    if room is not None:
+        statement.subscribe(room)
     for gang in present:
         if session.outcomes[gang.key].state.satisfied:
             _place_after_gang(session, statement, gang, room)
@@ -94,6 +97,9 @@ def _turn(
             _time_out(session, gang, because=expired[0])
         session.attempted(waiting, Verdict.TIMED_OUT)
         return
+    # A Strict group that falls short undoes all it did from here, the holds it took again
+    # included.
+    since = statement.mark()
     for gang in waiting:
         if gang.mode is Mode.NON_STRICT and not session.outcomes[gang.key].state.nominated:
             keep_holds(session, statement, gang)
@@ -114,7 +120,7 @@ def _turn(
         session.attempted(waiting, Verdict.PARKED)
         _hold_for_head(session, statement, waiting)
         return  # parked: nothing changed that could help it
-    _attempt(session, statement, waiting, room)
+    _attempt(session, statement, waiting, room, since=since)
 
 
 def _bound_of(gang: Gang, count: int) -> str:
@@ -133,21 +139,21 @@ def _place_after_gang(
     todo = session.ordered(pending(gang))
     session.check_min_member(gang, members=members, waiting=len(todo))
     groups: list[GroupBinding] = []
+    placed = 0
     if todo and statement is not None:
-        mark, cursors = statement.mark(), session.finder.mark()
+        mark = statement.mark()
         groups = place_pending_members(session, statement, gang, room, todo)
-    # Stale is judged with what this pass placed (KAI's stale-gang eviction runs after
-    # allocate: review of #23, a replacement that fits when the grace ends makes the gang
-    # whole rather than see it evicted). A gang still short is evicted, and what was placed
-    # for it now is taken back: nothing binds beside an eviction.
-    placed = sum(len(b.bindings) for g in groups for b in g.gangs)
+        # Stale is judged with what this pass placed (KAI's stale-gang eviction runs after
+        # allocate: a replacement that fits when the grace ends makes the gang whole rather
+        # than see it evicted). A gang still short is evicted, and what was placed for it
+        # now is taken back: nothing binds beside an eviction.
+        placed = sum(len(b.bindings) for g in groups for b in g.gangs)
+        if placed and session.stale_due(gang, running=members, placing=placed):
+            statement.undo_to(mark)
+            groups, placed = [], 0
     if session.check_stale(gang, running=members, placing=placed):
-        if placed and statement is not None:
-            done = [b for g in groups for gb in g.gangs for b in gb.bindings]
-            undo(session, statement, gang, room, mark=mark, cursors=cursors, placed=done, todo=todo)
-            outcome.bindings = []
         return
-    session.bindings.extend(groups)
+    session.add(session.bindings, *groups)
 
 
 def keep_holds(session: Session, statement: Statement, gang: Gang) -> None:
@@ -202,22 +208,26 @@ def _time_out(session: Session, gang: Gang, *, because: Gang) -> None:
     # Pods created after the timeout (a Job replacing them) are not marked: they will be
     # a new incarnation once the marked ones have gone.
     todo = [p for p in todo if of_timeout(p, outcome.state)]
-    session.patches.extend(
-        PodPatch(p.ref, {names.KOORD_TIMEOUT: "true"}) for p in todo if not p.timed_out
+    session.add(
+        session.patches,
+        *(PodPatch(p.ref, {names.KOORD_TIMEOUT: "true"}) for p in todo if not p.timed_out),
     )
     session.say(gang, reason="GangTimeout", message=message, pods=todo)
 
 
 def _attempt(
-    session: Session, statement: Statement, gangs: list[Gang], room: QueueRoom | None
+    session: Session,
+    statement: Statement,
+    gangs: list[Gang],
+    room: QueueRoom | None,
+    *,
+    since: int,
 ) -> None:
-    """Try the whole GangGroup on the statement; commit it whole or not at all."""
+    """Try the whole GangGroup on the statement; commit it whole or not at all (back to
+    ``since``)."""
     placed: dict[GangKey, list[Binding]] = {}
     short: dict[GangKey, Status] = {}  # why a gang fell short of min_member
     for gang in gangs:
-        outcome = session.outcomes[gang.key]
-        if outcome.state.first_attempt is None:
-            outcome.state = replace(outcome.state, first_attempt=session.now)
         shape = session.shape(gang) if len(gangs) == 1 else None
         names_now = [p.ref.name for p in session.ordered(pending(gang))] if shape else []
         known = session.failed_shapes.get(shape) if shape is not None else None
@@ -232,12 +242,13 @@ def _attempt(
             short[gang.key] = status
     if short:
         first = next(g for g in gangs if g.key in short)
+        _unit_failed(session, statement, gangs, placed, short, since=since)
         session.attempted(gangs, Verdict.UNSCHEDULABLE, short[first.key])
-        _unit_failed(session, statement, gangs, placed, short)
         _hold_for_head(session, statement, gangs)
         for gang in gangs:
             session.park(gang)
         return
+    _start_clocks(session, gangs)
     session.attempted(gangs, Verdict.SCHEDULED)
     for gang in gangs:
         session.unpark(gang)
@@ -246,10 +257,13 @@ def _attempt(
         # The gang's clock ends with this commit: a first-attempt mark left on a member whose
         # bind then fails would outlive the incarnation and, after a restart, time the next
         # one out early (found by test_stateful). Marks go with the binds.
-        session.patches.extend(
-            PodPatch(p.ref, {names.FIRST_ATTEMPT: None})
-            for p in pending(gang)
-            if p.first_attempt is not None
+        session.add(
+            session.patches,
+            *(
+                PodPatch(p.ref, {names.FIRST_ATTEMPT: None})
+                for p in pending(gang)
+                if p.first_attempt is not None
+            ),
         )
         outcome = session.outcomes[gang.key]
         retries = outcome.state.attempts + 1
@@ -289,7 +303,7 @@ def _attempt(
                 warning=False,
             )
     if committed:
-        session.bindings.append(GroupBinding(tuple(committed), all_or_nothing=True))
+        session.add(session.bindings, GroupBinding(tuple(committed), all_or_nothing=True))
 
 
 def _hold_for_head(session: Session, statement: Statement, gangs: list[Gang]) -> None:
@@ -310,7 +324,7 @@ def _hold_for_head(session: Session, statement: Statement, gangs: list[Gang]) ->
     targets = {gang.key: _head_target(session, gang) for gang in gangs}
     if not all(targets.values()):
         return  # it would not fit even on empty nodes: nothing to wait for
-    session.head_held = True
+    session.set("head_held", True)
     for gang in gangs:
         target = targets[gang.key]
         for pod in pending(gang):
@@ -363,12 +377,22 @@ def _renamed(known: tuple[Status, list[str]], names: list[str]) -> Status:
     return status
 
 
+def _start_clocks(session: Session, gangs: list[Gang]) -> None:
+    """A gang's timeout counts from its first attempt."""
+    for gang in gangs:
+        outcome = session.outcomes[gang.key]
+        if outcome.state.first_attempt is None:
+            outcome.state = replace(outcome.state, first_attempt=session.now)
+
+
 def _unit_failed(
     session: Session,
     statement: Statement,
     gangs: list[Gang],
     placed: Mapping[GangKey, list[Binding]],
     short: Mapping[GangKey, Status],
+    *,
+    since: int,
 ) -> None:
     first_short = next(g for g in gangs if g.key in short)
     why = (
@@ -379,6 +403,7 @@ def _unit_failed(
     if all(g.mode is Mode.NON_STRICT for g in gangs):
         # NonStrict: keep what was placed as reservations, in memory, never bound. The
         # statement's allocations stay taken for the rest of this pass.
+        _start_clocks(session, gangs)
         for gang in gangs:
             outcome = session.outcomes[gang.key]
             held = dict(outcome.state.reservations)
@@ -393,7 +418,8 @@ def _unit_failed(
                 gang, message, pods=[p for p in pending(gang) if p.ref not in held]
             )
         return
-    statement.discard()  # its capacity is free again
+    statement.undo_to(since)  # its capacity is free again
+    _start_clocks(session, gangs)
     group = ", ".join(str(g.key) for g in gangs)
     for gang in gangs:
         outcome = session.outcomes[gang.key]

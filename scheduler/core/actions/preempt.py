@@ -170,7 +170,7 @@ def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool, statement: St
     evicted = list({p.ref.uid: p for v in chosen for p, _ in v.pods}.values())
     broke = breaks_budgets(session.snapshot.budgets, evicted, gone=gone)
     for pod, node in own:
-        session.ledger.unplace(pod, node)
+        statement.release(pod, node)
     evict_and_nominate(session, statement, gangs, chosen, placements, broke_budgets=broke)
     pool.taken.update((p.ref.uid, p) for victims in chosen for p, _ in victims.pods)
     pool.hopeless.clear()  # room changed: what found no victims may now

@@ -13,7 +13,7 @@ from scheduler.core.session import (
     Session,
     pending,
 )
-from scheduler.core.solvers.members import arranged, place_members, undo
+from scheduler.core.solvers.members import arranged, place_members
 from scheduler.core.solvers.subgroups import place_subgroups
 from scheduler.core.solvers.tiers import place_within_tier
 from scheduler.core.statement import Statement
@@ -36,6 +36,8 @@ def place_group(
     statement then holds what was placed: the caller drops it)."""
     if room is None:
         room = session.queue_room(statement.ledger)
+        if room is not None:
+            statement.subscribe(room)
     for gang in gangs:
         _, status = place_gang(session, statement, gang, room)
         if not status.ok:
@@ -69,7 +71,7 @@ def place_gang(
         refused = room.refuse(gang.queue, minimum, held=holding) if holding or need > 0 else ""
         if refused:
             return [], Status.unschedulable(refused)
-        room.take(gang.queue, holding, placed=False)
+        statement.count(gang.queue, holding)
     return place_within_tier(
         session, statement, gang, room, held=held,
         place=lambda: _place_pending(session, statement, gang, room, members, need=need, held=held),
@@ -100,12 +102,12 @@ def _place_pending(
     got: list[Binding] = []
     status = Status.unschedulable("no allocation of its shared claim holds the gang")
     for allocation in _alternatives(session, statement, shared, members):
-        mark, cursors = statement.mark(), session.finder.mark()
+        mark = statement.mark()
         statement.claim(shared.key, allocation)
         got, status = place_members(session, statement, gang, members, need=need, room=room)
         if status.ok:
             return got, status
-        undo(session, statement, gang, room, mark=mark, cursors=cursors, placed=got, todo=members)
+        statement.undo_to(mark)
     return [], status
 
 

@@ -1,6 +1,7 @@
 """Placing members, the pieces every solver is built of: each where it fits (packing
-order, every filter, the queue's room), the topology solver's arrangement checked against
-the other pods, and undoing a part that fell short."""
+order, every filter, the queue's room), or the topology solver's arrangement checked against
+the other pods. Each allocation goes on the Statement with the gang's queue, where the turn's
+queue room counts it; a part that falls short is undone with ``statement.undo_to``."""
 
 from __future__ import annotations
 
@@ -19,28 +20,6 @@ from scheduler.model.pods import Mode, Pod
 from scheduler.model.resources import Resources
 from scheduler.model.status import Status
 from scheduler.model.topology import Constraints
-
-
-def undo(
-    session: Session,
-    statement: Statement,
-    gang: Gang,
-    room: QueueRoom | None,
-    *,
-    mark: int,
-    cursors: dict,
-    placed: list[Binding],
-    todo: list[Pod],
-) -> None:
-    """Undo a subgroup that fell short: its placements on the statement, the queue's room
-    they took, and the node finder's cursors (a trial's statement has no restore of its own:
-    the next subgroup of the same shape would find no node, review of #23)."""
-    statement.undo_to(mark)
-    session.finder.restore(cursors)
-    if room is not None:
-        requests = {p.ref: p.requests for p in todo}
-        for binding in placed:
-            room.untake(gang.queue, requests[binding.pod])
 
 
 def place_members(
@@ -68,9 +47,7 @@ def place_members(
                     detail = finder.explain(pod, statement.ledger).message
                     first_miss = Status.unschedulable(f"{pod.ref.name}: {detail}")
             continue
-        statement.allocate(pod, node)
-        if room is not None:
-            room.take(gang.queue, pod.requests)
+        statement.allocate(pod, node, queue=gang.queue)
         got.append(Binding(pod.ref, node))
     if len(got) >= need:
         return got, Status.success()
@@ -102,9 +79,7 @@ def place_each(
                     refused or f"{pod.ref.name}: {finder.explain(pod, statement.ledger).message}"
                 )
             continue
-        statement.allocate(pod, node)
-        if room is not None:
-            room.take(gang.queue, pod.requests)
+        statement.allocate(pod, node, queue=gang.queue)
         got.append(Binding(pod.ref, node))
     return got, first_miss
 
@@ -146,10 +121,8 @@ def arranged(
         if status.ok and room is not None and (refused := room.refuse(gang.queue, wanted)):
             status = Status.unschedulable(refused)
         if status.ok:
-            if room is not None:
-                room.take(gang.queue, wanted)
             for pod, node in arrangement.placements:
-                statement.allocate(pod, node)
+                statement.allocate(pod, node, queue=gang.queue)
             placed = [Binding(p.ref, node) for p, node in arrangement.placements]
             return placed, status, tuple(arrangement.relaxed)
     return [], status, ()

@@ -81,10 +81,8 @@ def _one_by_one(
             why = problem or finder.explain(pod, statement.ledger).message + inside
             failures.append(f"{pod.ref.name}: {why}")
             continue
-        statement.allocate(pod, node)
-        if room is not None:
-            room.take(gang.queue, pod.requests)
-        outcome.bindings.append(Binding(pod.ref, node))
+        statement.allocate(pod, node, queue=gang.queue)
+        outcome.bind(Binding(pod.ref, node))
     return failures
 
 
@@ -114,7 +112,7 @@ def place_after_subgroups(
             more, anywhere = place_subgroups(session, statement, gang, room, left, need=0)
             got += more
             status = anywhere if more or status.ok else status  # why inside its unit, else
-    outcome.bindings.extend(got)
+    outcome.bind(*got)
     # A subgroup that starts now is one commit point (its first bind gates the rest: a
     # rejected one never leaves it partly running); the rest go one by one.
     started = {p.ref for p in gang.members if p.bound}

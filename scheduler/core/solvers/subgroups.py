@@ -13,7 +13,7 @@ from scheduler.core.queues import QueueRoom
 from scheduler.core.session import (
     Session,
 )
-from scheduler.core.solvers.members import arranged, find_among, place_each, undo
+from scheduler.core.solvers.members import arranged, find_among, place_each
 from scheduler.core.solvers.tiers import everywhere, unit_name
 from scheduler.core.statement import Statement
 from scheduler.model.decisions import (
@@ -166,14 +166,13 @@ def _place_subgroup(
             session, statement, gang, room, subgroup=subgroup, todo=todo
         )
         return (placed, "") if status.ok else ([], status.message)
-    cursors = session.finder.mark()
     mark = statement.mark()
     # At its size: the members that fit, skipping one that does not (second review of #23:
     # the first `short` alone were tried, and one that fits nowhere sank the subgroup).
     placed, miss = place_each(session, statement, gang, room, todo, limit=None if extras else short)
     if len(placed) >= short:
         return kept + placed, ""
-    undo(session, statement, gang, room, mark=mark, cursors=cursors, placed=placed, todo=todo)
+    statement.undo_to(mark)
     return [], miss
 
 
@@ -236,7 +235,6 @@ def _heal_subgroup(
     unit = units.pop() if len(units) == 1 else None
     domain = unit_name(unit) if unit is not None else ""
     where = session.domains(level)[unit] if unit is not None else frozenset(topology.paths)
-    cursors = session.finder.mark()
     mark = statement.mark()
     got: list[Binding] = []
     first_miss = ""
@@ -248,13 +246,11 @@ def _heal_subgroup(
                 first_miss or refused or f"{pod.ref.name}: no node of {level} {domain} has room"
             )
             continue
-        statement.allocate(pod, node)
-        if room is not None:
-            room.take(gang.queue, pod.requests)
+        statement.allocate(pod, node, queue=gang.queue)
         got.append(Binding(pod.ref, node))
     if len(got) >= short:
         return got, Status.success()
-    undo(session, statement, gang, room, mark=mark, cursors=cursors, placed=got, todo=todo)
+    statement.undo_to(mark)
     if subgroup.topology.mode == "soft":
         return _arrange_subgroup(session, statement, gang, room, subgroup=subgroup, todo=todo)
     return [], Status.unschedulable(

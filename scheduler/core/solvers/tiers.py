@@ -73,12 +73,7 @@ def place_within_tier(
             got, status = place()
         if status.ok:
             return got, status
-        statement.undo_to(mark)
-        if room is not None:
-            requests = {p.ref: p.requests for p in gang.members}
-            for binding in got:
-                if binding.pod not in held:
-                    room.untake(gang.queue, requests[binding.pod])
+        statement.undo_to(mark)  # the queue's room and the finder's cursors with it
         first_miss = first_miss or f"in {unit_level} {unit}: {status.message}"
     if spec.mode == "soft":
         return place()

@@ -25,7 +25,7 @@ from scheduler.core.session import (
     pending,
 )
 from scheduler.core.solvers.gangs import place_group
-from scheduler.core.statement import Statement
+from scheduler.core.statement import Kind, Statement
 from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.decisions import (
     Eviction,
@@ -229,13 +229,14 @@ def _evicted(ledger: Ledger, chosen: Iterable[Victims]) -> Ledger:
 def fits(session: Session, base: Ledger, gangs: list[Gang], chosen: list[Victims]) -> list | None:
     """The group's placements with the ``chosen`` victims gone from ``base`` (their room
     given back, on the nodes and in their queues) if it fits whole, else None. The finder's
-    cursors assume room only shrinks: after evictions they start over."""
+    cursors assume room only shrinks: after evictions they start over (a what-if's Statement
+    puts them back at its marks, as a turn's does)."""
     session.finder.restore({})
-    session.failed_shapes.clear()
     ledger = _evicted(base, chosen)
-    statement = Statement(ledger)
+    statement = session.statement(ledger)
     room = session.queue_room(ledger)
     if room is not None:
+        statement.subscribe(room)
         names = session.config.scheduler_names
         seen: set[str] = set()
         for victims in chosen:
@@ -249,7 +250,7 @@ def fits(session: Session, base: Ledger, gangs: list[Gang], chosen: list[Victims
         return None
     if placed is None:
         return None
-    return [(op.pod, op.node) for op in statement.operations if op.pod is not None]
+    return [(op.pod, op.node) for op in statement.operations if op.kind is Kind.ALLOCATE]
 
 
 def reprieve(
@@ -318,26 +319,25 @@ def evict_and_nominate(
     nominated: dict = defaultdict(dict)
     for pod, node in placements:
         nominated[gang_key_of(pod)][pod.ref] = node
-        session.nominations.append(Nomination(pod.ref, node))
+        session.add(session.nominations, Nomination(pod.ref, node))
     for key, refs in nominated.items():
         if key in by_gang:
             session.count_nominated(by_gang[key], refs)
-    book = session.book
-    if book is not None:  # the victims leave their queues' shares (#22)
-        ours = session.config.scheduler_names
-        for pod, _ in evicted.values():
-            if pod.scheduler_name in ours:
-                book.leave(session.queue_of(pod), pod.requests)
+    ours = session.config.scheduler_names
+    for pod, _ in evicted.values():  # the victims leave their queues' shares
+        if pod.scheduler_name in ours:
+            session.leave(session.queue_of(pod), pod.requests)
     by_whom = why or f"Preempted by gang {names_} (priority {group_priority(session, gangs)})"
     for pod, node in evicted.values():
-        session.evictions.append(
+        session.add(
+            session.evictions,
             Eviction(
                 pod.ref,
                 node,
                 f"{by_whom} on node {node}",
                 priority=priority_of(pod, session.snapshot.priority_classes),
                 reclaimed_from=session.queue_of(pod) if why else "",
-            )
+            ),
         )
     victims = frozenset(evicted)
     for key, gang in by_gang.items():
