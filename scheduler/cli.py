@@ -141,9 +141,10 @@ def build_parser(prog: str = "gang-scheduler") -> argparse.ArgumentParser:
         type=_actions,
         default=defaults.actions,
         metavar="NAME,...",
-        help="the actions of a scheduling pass, in order (known: allocate, preempt, "
-        "reclaim); leave one out to turn it off, e.g. allocate,preempt for no reclaim "
-        f"(default: {','.join(defaults.actions)})",
+        help="the actions of a scheduling pass, in order; leave one out to turn it off, "
+        "e.g. without reclaim (hold-head holds room for a gang that waited past "
+        "--starvation-after, evict-stale evicts gangs running below their minimum; both "
+        f"act in allocate's turns) (default: {','.join(defaults.actions)})",
     )
     run.add_argument(
         "--bind-concurrency",

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import heapq
 import json
-import math
 import traceback
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -68,9 +67,6 @@ from scheduler.model.snapshot import GangState, Snapshot
 from scheduler.model.status import Status
 from scheduler.model.times import format_time, parse_time
 from scheduler.model.topology import Topology
-
-# A stale gang's members evicted and still seen alive this long after are evicted again.
-STALE_RETRY_SECONDS = 60.0
 
 # Condition reasons, as `kubectl describe pg` shows them.
 REASON_SCHEDULED = "Scheduled"
@@ -135,6 +131,11 @@ class _Cursors:
 
 
 _NO_STATUS = PodGroupStatus()
+
+
+# Told what came of each turn, in the turn (``Session.watch``): the session, the record, the
+# open Statement (None outside a turn) and the mark where the turn's work for it began.
+Watcher = Callable[["Session", Attempt, "Statement | None", int], None]
 
 
 def _same(now: object, then: object) -> bool:
@@ -204,7 +205,6 @@ class Session:
         self.patches: list[PodPatch] = []
         self.conditions: list[PodCondition] = []
         self.evictions: list[Eviction] = []
-        self.head_held = False  # a starving gang's room was held in this pass
         self.nominations: list[Nomination] = []
         # The room held in this pass for preemptors' nominated members, by gang: preemption
         # gives a gang's own holds back before it looks for victims again.
@@ -218,6 +218,7 @@ class Session:
         self.errors: list[ActionError] = []
         self.action = ""  # the action running now (``framework.run_actions``)
         self.open: Statement | None = None  # the Statement of the turn open now
+        self._watchers: list[Watcher] = []
         self.wake_at: float | None = None
         # Member shapes of Strict gangs that failed in this pass: within a pass capacity only
         # shrinks (a discarded Statement puts back exactly what it took), so a gang of the
@@ -1199,103 +1200,28 @@ class Session:
             ref = ObjectRef("Pod", alive.ref.namespace, alive.ref.name, alive.ref.uid)
         self.add(self.events, Event(ref, WARNING, "Unschedulable", outcome.below_min))
 
-    def _stale_grace(self, gang: Gang, *, running: int, placing: int) -> float | None:
-        """The gang's grace period if it is stale now (running with fewer running, placed
-        and succeeded members than its minimum, and a grace is set); else None."""
-        grace = gang.stale_seconds
-        if grace is None:
-            grace = self.config.stale_gang_seconds
-        succeeded = sum(1 for p in gang.members if p.phase == SUCCEEDED)
-        if (
-            grace is not None
-            and math.isfinite(grace)
-            and running > 0
-            and running + placing + succeeded < gang.min_member
-        ):
-            return grace
-        return None
-
-    def stale_due(self, gang: Gang, *, running: int, placing: int) -> bool:
-        """Whether ``check_stale`` would evict the gang now, with ``placing`` members placed
-        for it in this pass (nothing changed)."""
-        grace = self._stale_grace(gang, running=running, placing=placing)
-        if grace is None:
-            return False
-        since = self.outcomes[gang.key].state.stale_since
-        return self.now >= (since if since is not None else self.now) + grace
-
-    def check_stale(self, gang: Gang, *, running: int, placing: int = 0) -> bool:
-        """#23, KAI's stale-gang eviction: a gang that runs with fewer running (and
-        succeeded) members than its minimum for longer than its grace period cannot work as
-        a gang and holds room that gangs able to run could use: its running members are
-        evicted (its controller may make them again, and the gang starts whole). Off unless
-        --stale-gang-after or the gang's gang-scheduler.io/stale-after says a duration.
-        ``placing``: members this pass placed for it (they count as running). True when it
-        evicts: nothing of the gang is bound in this pass."""
-        grace = self._stale_grace(gang, running=running, placing=placing)
-        outcome = self.outcomes[gang.key]
-        state = outcome.state
-        if grace is None:
-            if state.stale_since is not None:
-                outcome.state = replace(
-                    state,
-                    stale_since=None,
-                    stale_due=None,
-                    stale_evicted=frozenset(),
-                    stale_evicted_at=None,
-                )
-            return False
-        since = state.stale_since if state.stale_since is not None else self.now
-        due = since + grace
-        if state.stale_since is None or state.stale_due != due:
-            outcome.state = state = replace(state, stale_since=since, stale_due=due)
-        if self.now < due:
-            self.wake(due)
-            return False
-        # Members evicted and still seen alive are not evicted again (review of #23: every
-        # pass until the delete was seen evicted them again, and counted them twice); once
-        # STALE_RETRY_SECONDS have passed since, whatever still runs is (and so on).
-        last = state.stale_evicted_at
-        retry = last is not None and self.now >= last + STALE_RETRY_SECONDS
-        members = [
-            p
-            for p in gang.members
-            if p.bound and p.alive and (retry or p.ref.uid not in state.stale_evicted)
-        ]
-        if not members:
-            assert last is not None  # the first time every running member is evicted
-            self.wake(last + STALE_RETRY_SECONDS)
-            return True
-        outcome.state = replace(
-            state,
-            stale_evicted=state.stale_evicted | {p.ref.uid for p in members},
-            stale_evicted_at=self.now,
-        )
-        self.wake(self.now + STALE_RETRY_SECONDS)
-        message = (
-            f"gang {gang.key} has run with {running} of its minimum {gang.min_member} members "
-            f"for {self.now - since:.0f}s (stale after {grace:g}s): its {len(members)} running "
-            "member(s) are evicted so that its room goes to gangs that can run; its controller "
-            "may create them again, and the gang then starts whole"
-        )
-        self.add(
-            self.evictions,
-            *(
-                Eviction(p.ref, p.node_name, message, priority=p.priority or 0, stale=True)
-                for p in members
-            ),
-        )
-        self.say(gang, reason="StaleGang", message=message, pods=members)
-        return True
-
     # -- turns --------------------------------------------------------------------------------
 
+    def watch(self, watcher: Watcher) -> None:
+        """Tell ``watcher`` what came of every turn from now on (``attempted``)."""
+        self._watchers.append(watcher)
+
     def attempted(
-        self, gangs: Iterable[Gang], verdict: Verdict, status: Status | None = None
+        self,
+        gangs: Iterable[Gang],
+        verdict: Verdict,
+        status: Status | None = None,
+        *,
+        since: int = 0,
     ) -> None:
-        """Record what came of a GangGroup's turn in the running action."""
+        """Record what came of a GangGroup's turn in the running action. The watchers hear
+        of it first, in the turn (``since``: the mark of the open Statement where this work
+        began, which a watcher may undo to)."""
         keys = tuple(g.key for g in gangs)
-        self.add(self.attempts, Attempt(self.action, keys, verdict, status or Status.success()))
+        attempt = Attempt(self.action, keys, verdict, status or Status.success())
+        for watcher in self._watchers:
+            watcher(self, attempt, self.open, since)
+        self.add(self.attempts, attempt)
 
     def failed_in(self, verdict: Verdict = Verdict.UNSCHEDULABLE) -> set[GangKey]:
         """The gangs a turn of this pass left with ``verdict``."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The actions of a pass, in order, by name (``scheduler.core.actions.REGISTRY``).
-DEFAULT_ACTIONS = ("allocate", "preempt", "reclaim")
+DEFAULT_ACTIONS = ("allocate", "hold-head", "evict-stale", "preempt", "reclaim")
 
 
 @dataclass(frozen=True, slots=True)

@@ -170,6 +170,7 @@ class Verdict(Enum):
     NOT_READY = "not-ready"  # not tried: invalid, or something it names or needs is missing
     AWAITING_VICTIMS = "awaiting-victims"  # not tried: the pods it preempted are leaving
     TIMED_OUT = "timed-out"  # not tried, ever again: it was not placed in time
+    RUNNING = "running"  # satisfied already: its pending members placed one by one
 
     @property
     def tried(self) -> bool:

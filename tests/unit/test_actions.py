@@ -18,16 +18,23 @@ from scheduler.model.decisions import Eviction, Verdict
 from scheduler.model.pods import GangKey
 from tests.unit.builders import T0, gang_pods, node, snapshot
 from tests.unit.test_allocation import bind_map
-from tests.unit.test_preemption import evicted, two_full_nodes
+from tests.unit.test_preemption import evicted, starving_cluster, two_full_nodes
+from tests.unit.test_stale_gangs import passes, stale_gang
 
 
 def test_every_registered_action_is_known_by_its_own_name_and_the_default_order_is_known() -> None:
     assert all(action.name == name for name, action in REGISTRY.items())
-    assert [a.name for a in actions_named(DEFAULT_ACTIONS)] == ["allocate", "preempt", "reclaim"]
+    assert [a.name for a in actions_named(DEFAULT_ACTIONS)] == [
+        "allocate", "hold-head", "evict-stale", "preempt", "reclaim"
+    ]  # fmt: skip
+    assert set(DEFAULT_ACTIONS) == set(REGISTRY), "every action runs unless configured out"
 
 
 def test_an_unknown_action_is_refused_with_the_names_of_the_known_ones() -> None:
-    with pytest.raises(UnknownActions, match=r"unknown action.*'backfil'.*allocate, preempt"):
+    with pytest.raises(
+        UnknownActions,
+        match=r"unknown action.*'backfil'.*allocate, hold-head, evict-stale, preempt",
+    ):
         actions_named(["allocate", "backfil"])
 
 
@@ -119,3 +126,30 @@ def test_a_pass_whose_preempt_turn_raises_keeps_what_allocate_bound() -> None:
     result = schedule(snapshot(nodes, [*fits, *high]), now=T0)
     assert bind_map(result) == {"fits-0": "n0"}
     assert [e.action for e in result.errors] == ["allocate"]
+
+
+def without(*names: str, config: Config | None = None) -> Config:
+    """``config`` (the default one) with the actions ``names`` left out."""
+    config = config or Config()
+    return replace(config, actions=tuple(a for a in config.actions if a not in names))
+
+
+def test_without_hold_head_a_starving_gang_holds_nothing_and_a_small_gang_takes_the_room() -> None:
+    _, _, snap = starving_cluster(waited=400)
+    late = gang_pods("late", 2, gang="late", min_available=2, cpu="1", created=T0)
+    shot = replace(snap, pods=(*snap.pods, *late))
+    held = schedule(shot, now=T0)
+    assert [e for e in held.events if e.reason == "StarvationHold"]
+    assert bind_map(held) == {}
+    free = schedule(shot, now=T0, config=without("hold-head"))
+    assert not [e for e in free.events if e.reason == "StarvationHold"]
+    assert sorted(bind_map(free)) == ["late-0", "late-1"]
+
+
+def test_without_evict_stale_a_gang_below_its_minimum_past_its_grace_runs_on() -> None:
+    stale = stale_gang(third="")
+    config = Config(stale_gang_seconds=60.0)
+    evicting = passes(stale, config=config, times=[T0, T0 + 60])
+    assert [e.pod.name for e in evicting[-1].evictions] == ["g-0", "g-1"]
+    kept = passes(stale, config=without("evict-stale", config=config), times=[T0, T0 + 60])
+    assert [r.evictions for r in kept] == [(), ()]

@@ -143,8 +143,10 @@ def test_explain_and_top_say_in_one_line_when_they_cannot_read_the_cluster(
         assert "Traceback" not in err
 
 
-def test_actions_default_to_allocate_preempt_reclaim_and_take_a_comma_separated_order() -> None:
-    assert build_parser().parse_args(["run"]).actions == ("allocate", "preempt", "reclaim")
+def test_actions_default_to_every_action_and_take_a_comma_separated_order() -> None:
+    assert build_parser().parse_args(["run"]).actions == (
+        "allocate", "hold-head", "evict-stale", "preempt", "reclaim"
+    )  # fmt: skip
     given = build_parser().parse_args(["run", "--actions", "allocate, preempt"])
     assert given.actions == ("allocate", "preempt")
 
@@ -152,7 +154,7 @@ def test_actions_default_to_allocate_preempt_reclaim_and_take_a_comma_separated_
 @pytest.mark.parametrize(
     ("given", "said"),
     [
-        ("allocate,preemt", "unknown action(s) 'preemt'; the actions are: allocate, preempt"),
+        ("allocate,preemt", "unknown action(s) 'preemt'; the actions are: allocate, hold-head"),
         ("allocate,allocate", "action(s) named twice: allocate"),
         ("", "no action named; the actions are: allocate"),
     ],

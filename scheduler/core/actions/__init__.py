@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from scheduler.core.actions.allocate import Allocate
+from scheduler.core.actions.evict_stale import EvictStale
+from scheduler.core.actions.hold_head import HoldHead
 from scheduler.core.actions.preempt import Preempt
 from scheduler.core.actions.reclaim import Reclaim
 from scheduler.core.framework import Action
@@ -21,6 +23,8 @@ REGISTRY: Mapping[str, Action] = MappingProxyType(
         action.name: action
         for action in (
             Allocate(),
+            HoldHead(),
+            EvictStale(),
             Preempt(),
             Reclaim(),
         )

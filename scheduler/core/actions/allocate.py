@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from scheduler.core.placing import Ledger, NodeFinder
 from scheduler.core.queues import QueueRoom
 from scheduler.core.session import (
     REASON_SCHEDULED,
@@ -114,11 +113,9 @@ def _turn(
     if session.now < retry_at:
         session.wake(retry_at)
         session.attempted(waiting, Verdict.BACKING_OFF)
-        _hold_for_head(session, statement, waiting)  # a head holds its room between tries too
         return
     if not session.worth_trying(waiting):
         session.attempted(waiting, Verdict.PARKED)
-        _hold_for_head(session, statement, waiting)
         return  # parked: nothing changed that could help it
     _attempt(session, statement, waiting, room, since=since)
 
@@ -138,22 +135,12 @@ def _place_after_gang(
     outcome.condition = ("True", REASON_SCHEDULED, _bound_of(gang, members))
     todo = session.ordered(pending(gang))
     session.check_min_member(gang, members=members, waiting=len(todo))
-    groups: list[GroupBinding] = []
-    placed = 0
+    since = statement.mark() if statement is not None else 0
     if todo and statement is not None:
-        mark = statement.mark()
         groups = place_pending_members(session, statement, gang, room, todo)
-        # Stale is judged with what this pass placed (KAI's stale-gang eviction runs after
-        # allocate: a replacement that fits when the grace ends makes the gang whole rather
-        # than see it evicted). A gang still short is evicted, and what was placed for it
-        # now is taken back: nothing binds beside an eviction.
-        placed = sum(len(b.bindings) for g in groups for b in g.gangs)
-        if placed and session.stale_due(gang, running=members, placing=placed):
-            statement.undo_to(mark)
-            groups, placed = [], 0
-    if session.check_stale(gang, running=members, placing=placed):
-        return
-    session.add(session.bindings, *groups)
+        session.add(session.bindings, *groups)
+    # Watchers may take back what was placed for it (a stale gang is evicted instead).
+    session.attempted([gang], Verdict.RUNNING, since=since)
 
 
 def keep_holds(session: Session, statement: Statement, gang: Gang) -> None:
@@ -244,7 +231,6 @@ def _attempt(
         first = next(g for g in gangs if g.key in short)
         _unit_failed(session, statement, gangs, placed, short, since=since)
         session.attempted(gangs, Verdict.UNSCHEDULABLE, short[first.key])
-        _hold_for_head(session, statement, gangs)
         for gang in gangs:
             session.park(gang)
         return
@@ -304,66 +290,6 @@ def _attempt(
             )
     if committed:
         session.add(session.bindings, GroupBinding(tuple(committed), all_or_nothing=True))
-
-
-def _hold_for_head(session: Session, statement: Statement, gangs: list[Gang]) -> None:
-    """Starvation-free backfill (issue #12): a Strict GangGroup that has waited past
-    ``--starvation-after`` is the head. The nodes it will go to are chosen once (emptiest
-    first, as if they were empty: the room frees there first) and kept; at its turn, after
-    it failed, the room its members need there is held, negative where it is still taken,
-    so that no gang behind it in the queue places on what the head needs. What the head
-    does not need on a node stays free for others (backfill), and gangs ahead of it in the
-    queue have had their turn already. One head per pass."""
-    if session.head_held or any(g.mode is not Mode.STRICT for g in gangs):
-        return
-    for gang in gangs:
-        first = session.outcomes[gang.key].state.first_attempt
-        if first is None or session.now - first < session.starvation_after(gang):
-            session.wake(first + session.starvation_after(gang) if first is not None else 0)
-            return
-    targets = {gang.key: _head_target(session, gang) for gang in gangs}
-    if not all(targets.values()):
-        return  # it would not fit even on empty nodes: nothing to wait for
-    session.set("head_held", True)
-    for gang in gangs:
-        target = targets[gang.key]
-        for pod in pending(gang):
-            if pod.ref in target:
-                statement.hold(pod, target[pod.ref])
-        outcome = session.outcomes[gang.key]
-        outcome.state = replace(outcome.state, head_target=target)
-        nodes = sorted(set(target.values()))
-        session.say(
-            gang,
-            reason="StarvationHold",
-            message=(
-                f"gang {gang.key} has waited over {session.starvation_after(gang):g}s: the "
-                f"room it needs is held for it on {', '.join(nodes[:5])}"
-                f"{', ...' if len(nodes) > 5 else ''} as it frees; other gangs use the rest"
-            ),
-            pods=pending(gang),
-            warning=False,
-        )
-
-
-def _head_target(session: Session, gang: Gang) -> dict:
-    """Where the head's pending members go: the remembered target while it still names a
-    node for each, else a placement on the nodes as if empty, emptiest now first."""
-    todo = session.ordered(pending(gang))
-    nodes = session.snapshot.nodes
-    known = session.outcomes[gang.key].state.head_target
-    if todo and all(known.get(p.ref) in nodes for p in todo):
-        return {p.ref: known[p.ref] for p in todo}
-    empty = Ledger.over(nodes, {})
-    finder = NodeFinder(nodes, empty, infos=session.infos, scoring="spread")
-    target = {}
-    for pod in todo:
-        node = finder.find(replace(pod, scoring="spread"), empty)
-        if node is None:
-            return {}
-        empty.place(pod, node)
-        target[pod.ref] = node
-    return target
 
 
 def _renamed(known: tuple[Status, list[str]], names: list[str]) -> Status:
