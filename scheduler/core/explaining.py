@@ -269,7 +269,7 @@ def _queue_lines(snapshot: Snapshot, gang: Gang, *, now: float, config: Config) 
     """The gang's queue (#22) and the tree of queues: what each holds against its fair
     share, and what holds its gangs back."""
     assert snapshot.queues is not None
-    book = Session(snapshot, now=now, config=config).queue_book(snapshot.queues)
+    book = Session(snapshot, now=now, config=config).queues.book_of(snapshot.queues)
     name = book.name_of(gang.queue)
 
     def amounts(values: dict) -> str:

@@ -1,7 +1,7 @@
 """The action framework: what an action is, and how a pass runs the configured ones.
 
 An action is a name and a ``run`` on the session. It walks the session's queue
-(``session.units()``) and does its work on each GangGroup inside ``session.turn``: the
+(``session.order.units()``) and does its work on each GangGroup inside ``session.turn``: the
 turn's Statement is committed when the work returns and discarded when it raises, so an
 action that fails on one GangGroup takes back that turn alone (recorded as an
 ``ActionError``) and the pass goes on. Actions tell each other what came of a turn as typed

@@ -462,7 +462,7 @@ def _priority(podgroup: PodGroup | None, classes: Mapping[str, PriorityClass]) -
 def _with_consent(gangs: Mapping[GangKey, Gang]) -> dict[GangKey, Gang]:
     """Gangs whose GangGroup is not mutual leave it: a gang that names another which names a
     different group (or none) is invalid, alone, and says which gang did not name it back.
-    A named gang without pods yet is waited for (see Session.why_not_ready), not refused."""
+    A named gang without pods yet is waited for (see Readiness.why_not_ready), not refused."""
     agreed: dict[GangKey, Gang] = {}
     # The gangs of an owner share one group tuple: judged once per tuple, not per gang (a
     # JobSet of R replicas would cost R^3 comparisons of R-long tuples).

@@ -199,7 +199,7 @@ class Ledger:
         self._pending.clear()  # what is free changes: every plan worked out is stale
         if isinstance(plan, str):
             if not strict:
-                return  # a hold: room kept; bound only with a plan (``Session.result``)
+                return  # a hold: room kept; bound only with a plan (``closing.close``)
             # Every path admits a pod before it places it. Should one not, the pod must not
             # be bound without its devices: the turn's Statement is discarded whole.
             raise DeviceConflict(f"{pod.ref} was placed on {node}, but {plan}")

@@ -78,7 +78,7 @@ class Evicting:
     turns: list[str] = field(default_factory=list)
 
     def run(self, session: Session) -> None:
-        for unit in session.units():
+        for unit in session.order.units():
             gangs = [session.gangs[key] for key in unit if key in session.gangs]
             if not any(pending(g) for g in gangs):
                 continue

@@ -135,13 +135,13 @@ class NominatingThenRaising:
     name: str = "nominating"
 
     def run(self, session: Session) -> None:
-        for unit in session.units():
+        for unit in session.order.units():
             gangs = [session.gangs[key] for key in unit if key in session.gangs]
             if unit[0].name != "a":
                 continue
             with session.turn(unit, gangs) as statement:
                 gang = gangs[0]
-                session.count_nominated(gang, [p.ref for p in gang.members])
+                session.queues.count_nominated(gang, [p.ref for p in gang.members])
                 statement.hold(gang.members[0], "n0")
                 raise RuntimeError("after the count")
 

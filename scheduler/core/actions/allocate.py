@@ -28,13 +28,7 @@ from scheduler.core.solvers.gangs import place_gang
 from scheduler.core.solvers.running import place_pending_members
 from scheduler.core.statement import Statement
 from scheduler.model import names
-from scheduler.model.decisions import (
-    Binding,
-    GangBinding,
-    GroupBinding,
-    PodPatch,
-    Verdict,
-)
+from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch, Verdict
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import GangKey, Mode
 from scheduler.model.status import Status
@@ -50,7 +44,7 @@ class Allocate:
 
 
 def allocate(session: Session) -> None:
-    for unit in session.units():
+    for unit in session.order.units():
         present = [session.gangs[k] for k in unit if k in session.gangs]
         if len(present) == 1 and _settled(session, present[0]):
             _place_after_gang(session, None, present[0])  # nothing to place: no turn needed
@@ -71,7 +65,10 @@ def _turn(
     # its remaining members one by one; the others are tried whole, together.
     # While binds of an unsatisfied gang of the group are in flight, its fate is the
     # binder's: placing anything of the group now could outlive a rejected first bind.
-    if any(session.in_flight(g) and not session.outcomes[g.key].state.satisfied for g in present):
+    if any(
+        session.readiness.in_flight(g) and not session.outcomes[g.key].state.satisfied
+        for g in present
+    ):
         return
     # A gang with nobody pending (every member finished) has nothing to place.
     waiting = [
@@ -81,7 +78,7 @@ def _turn(
     ]
     # One room for the whole turn (what one part takes, the next sees), following what the
     # turn's Statement allocates and undoes.
-    room = session.queue_room()
+    room = session.queues.room()
     if room is not None:
         statement.subscribe(room)
     for gang in present:
@@ -90,7 +87,7 @@ def _turn(
     statement.commit()  # bound one by one whatever the others do: never undone below
     if not waiting:
         return
-    expired = [g for g in waiting if session.timed_out(g)]
+    expired = [g for g in waiting if session.readiness.timed_out(g)]
     if expired:  # a timed-out gang stays so, and takes its GangGroup with it
         for gang in waiting:
             _time_out(session, gang, because=expired[0])
@@ -102,10 +99,10 @@ def _turn(
     for gang in waiting:
         if gang.mode is Mode.NON_STRICT and not session.outcomes[gang.key].state.nominated:
             keep_holds(session, statement, gang)
-    if (why := session.why_not_ready(unit, waiting)) is not None:
+    if (why := session.readiness.why_not_ready(unit, waiting)) is not None:
         session.attempted(waiting, Verdict.NOT_READY, Status.wait(why))
         return
-    if any(session.awaiting_victims(g) for g in waiting):
+    if any(session.readiness.awaiting_victims(g) for g in waiting):
         # A preemptor whose victims are still leaving: their going is what it waits for.
         session.attempted(waiting, Verdict.AWAITING_VICTIMS)
         return
@@ -114,7 +111,7 @@ def _turn(
         session.wake(retry_at)
         session.attempted(waiting, Verdict.BACKING_OFF)
         return
-    if not session.worth_trying(waiting):
+    if not session.parking.worth_trying(waiting):
         session.attempted(waiting, Verdict.PARKED)
         return  # parked: nothing changed that could help it
     _attempt(session, statement, waiting, room, since=since)
@@ -133,8 +130,8 @@ def _place_after_gang(
     outcome = session.outcomes[gang.key]
     members = sum(1 for p in gang.members if p.bound and p.alive)
     outcome.condition = ("True", REASON_SCHEDULED, _bound_of(gang, members))
-    todo = session.ordered(pending(gang))
-    session.check_min_member(gang, members=members, waiting=len(todo))
+    todo = session.order.ordered(pending(gang))
+    session.reporting.check_min_member(gang, members=members, waiting=len(todo))
     since = statement.mark() if statement is not None else 0
     if todo and statement is not None:
         groups = place_pending_members(session, statement, gang, room, todo)
@@ -164,7 +161,7 @@ def keep_holds(session: Session, statement: Statement, gang: Gang) -> None:
         kept[ref] = node
     lost = [ref for ref in held if ref not in kept and ref in waiting]
     if lost:
-        session.say(
+        session.reporting.say(
             gang,
             reason="HoldReleased",
             message=(
@@ -199,7 +196,7 @@ def _time_out(session: Session, gang: Gang, *, because: Gang) -> None:
         session.patches,
         *(PodPatch(p.ref, {names.KOORD_TIMEOUT: "true"}) for p in todo if not p.timed_out),
     )
-    session.say(gang, reason="GangTimeout", message=message, pods=todo)
+    session.reporting.say(gang, reason="GangTimeout", message=message, pods=todo)
 
 
 def _attempt(
@@ -215,16 +212,16 @@ def _attempt(
     placed: dict[GangKey, list[Binding]] = {}
     short: dict[GangKey, Status] = {}  # why a gang fell short of min_member
     for gang in gangs:
-        shape = session.shape(gang) if len(gangs) == 1 else None
-        names_now = [p.ref.name for p in session.ordered(pending(gang))] if shape else []
-        known = session.failed_shapes.get(shape) if shape is not None else None
+        shape = session.parking.shape(gang) if len(gangs) == 1 else None
+        names_now = [p.ref.name for p in session.order.ordered(pending(gang))] if shape else []
+        known = session.parking.failed_shapes.get(shape) if shape is not None else None
         if known is not None:  # the same shapes already failed in this pass: so does this
             status = _renamed(known, names_now)
             placed[gang.key] = []
         else:
             placed[gang.key], status = place_gang(session, statement, gang, room)
             if not status.ok and shape is not None:
-                session.failed_shapes[shape] = (status, names_now)
+                session.parking.failed_shapes[shape] = (status, names_now)
         if not status.ok:
             short[gang.key] = status
     if short:
@@ -232,12 +229,12 @@ def _attempt(
         _unit_failed(session, statement, gangs, placed, short, since=since)
         session.attempted(gangs, Verdict.UNSCHEDULABLE, short[first.key])
         for gang in gangs:
-            session.park(gang)
+            session.parking.park(gang)
         return
     _start_clocks(session, gangs)
     session.attempted(gangs, Verdict.SCHEDULED)
     for gang in gangs:
-        session.unpark(gang)
+        session.parking.unpark(gang)
     committed: list[GangBinding] = []
     for gang in gangs:
         # The gang's clock ends with this commit: a first-attempt mark left on a member whose
@@ -275,12 +272,14 @@ def _attempt(
         count = len(outcome.bindings)
         outcome.condition = ("True", REASON_SCHEDULED, _bound_of(gang, count))
         placement = (
-            session.placement(gang, outcome.bindings, retries) if gang.topology_placed else None
+            session.reporting.placement(gang, outcome.bindings, retries)
+            if gang.topology_placed
+            else None
         )
         if outcome.bindings:
             committed.append(GangBinding(gang.key, tuple(outcome.bindings), placement=placement))
         if outcome.relaxed:
-            session.say(
+            session.reporting.say(
                 gang,
                 reason="TopologyRelaxed",
                 message=f"gang {gang.key} placed with soft constraints not met: "
@@ -340,7 +339,7 @@ def _unit_failed(
                 f"and waits for the rest; {why}"
             )
             outcome.condition = ("False", REASON_UNSCHEDULABLE, message)
-            session.failed_attempt(
+            session.reporting.failed_attempt(
                 gang, message, pods=[p for p in pending(gang) if p.ref not in held]
             )
         return
@@ -353,4 +352,4 @@ def _unit_failed(
         message = f"{subject} does not fit, nothing was bound; {why}"
         outcome.state = replace(outcome.state, reservations={})
         outcome.condition = ("False", REASON_UNSCHEDULABLE, message)
-        session.failed_attempt(gang, message, pods=pending(gang))
+        session.reporting.failed_attempt(gang, message, pods=pending(gang))

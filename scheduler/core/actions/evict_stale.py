@@ -143,5 +143,5 @@ def check_stale(session: Session, gang: Gang, *, running: int, placing: int = 0)
             for p in members
         ),
     )
-    session.say(gang, reason="StaleGang", message=message, pods=members)
+    session.reporting.say(gang, reason="StaleGang", message=message, pods=members)
     return True

@@ -65,8 +65,10 @@ def _hold_for_head(session: Session, statement: Statement, gangs: list[Gang]) ->
         return False
     for gang in gangs:
         first = session.outcomes[gang.key].state.first_attempt
-        if first is None or session.now - first < session.starvation_after(gang):
-            session.wake(first + session.starvation_after(gang) if first is not None else 0)
+        if first is None or session.now - first < session.readiness.starvation_after(gang):
+            session.wake(
+                first + session.readiness.starvation_after(gang) if first is not None else 0
+            )
             return False
     targets = {gang.key: _head_target(session, gang) for gang in gangs}
     if not all(targets.values()):
@@ -79,11 +81,12 @@ def _hold_for_head(session: Session, statement: Statement, gangs: list[Gang]) ->
         outcome = session.outcomes[gang.key]
         outcome.state = replace(outcome.state, head_target=target)
         nodes = sorted(set(target.values()))
-        session.say(
+        waited = session.readiness.starvation_after(gang)
+        session.reporting.say(
             gang,
             reason="StarvationHold",
             message=(
-                f"gang {gang.key} has waited over {session.starvation_after(gang):g}s: the "
+                f"gang {gang.key} has waited over {waited:g}s: the "
                 f"room it needs is held for it on {', '.join(nodes[:5])}"
                 f"{', ...' if len(nodes) > 5 else ''} as it frees; other gangs use the rest"
             ),
@@ -96,7 +99,7 @@ def _hold_for_head(session: Session, statement: Statement, gangs: list[Gang]) ->
 def _head_target(session: Session, gang: Gang) -> dict:
     """Where the head's pending members go: the remembered target while it still names a
     node for each, else a placement on the nodes as if empty, emptiest now first."""
-    todo = session.ordered(pending(gang))
+    todo = session.order.ordered(pending(gang))
     nodes = session.snapshot.nodes
     known = session.outcomes[gang.key].state.head_target
     if todo and all(known.get(p.ref) in nodes for p in todo):

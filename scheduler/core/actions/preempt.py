@@ -13,7 +13,7 @@ reprieve). PodDisruptionBudgets are kept where possible, as kube-scheduler keeps
 eviction, together with those before them, would take a budget below zero come after every
 unit that breaks none, and are the first to be given back.
 If the group fits, the victims are evicted and the group's members nominated to
-their nodes: the room is held for them as it frees (``Session._hold_nominations``), and the
+their nodes: the room is held for them as it frees (``incarnations.hold_nominations``), and the
 group evicts nothing more while its victims are leaving. If it does not fit even with every
 candidate gone, nothing is evicted and it says so.
 
@@ -23,10 +23,7 @@ A group with a member whose ``preemptionPolicy`` is ``Never`` does not preempt.
 from __future__ import annotations
 
 from scheduler.core.gangs import priority_of
-from scheduler.core.session import (
-    Session,
-    pending,
-)
+from scheduler.core.session import Session, pending
 from scheduler.core.solvers.victims import (
     Victims,
     breaks_budgets,
@@ -37,9 +34,7 @@ from scheduler.core.solvers.victims import (
     reprieve,
 )
 from scheduler.core.statement import Statement
-from scheduler.model.decisions import (
-    Verdict,
-)
+from scheduler.model.decisions import Verdict
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import Pod
 
@@ -58,11 +53,11 @@ def preempt(session: Session) -> None:
     if not failed:
         return
     pool = _Pool(session)
-    for unit in session.units():
+    for unit in session.order.units():
         gangs = [session.gangs[k] for k in unit if k in session.gangs]
         if not gangs or not all(g.key in failed for g in gangs):
             continue
-        if any(session.victims_present(session.outcomes[g.key].state) for g in gangs):
+        if any(session.readiness.victims_present(session.outcomes[g.key].state) for g in gangs):
             continue  # its victims are still leaving: no more evictions for it
         if any(not p.preempts for g in gangs for p in pending(g)):
             continue
@@ -102,13 +97,13 @@ class _Pool:
         if units is None:
             session = self._session
             admit = None
-            if session.book is not None:
+            if session.queues.book is not None:
                 # With queues, preemption stays inside the preemptor's queue (as Volcano's
                 # and KAI's do): taking from another queue is reclaim's, by shares.
                 names = session.config.scheduler_names
 
                 def admit(pod: Pod) -> bool:
-                    return pod.scheduler_name not in names or session.queue_of(pod) == queue
+                    return pod.scheduler_name not in names or session.queues.of(pod) == queue
 
             units = self._units[(priority, queue)] = candidates(
                 session, below=priority, taken=self.taken, admit=admit
@@ -118,7 +113,7 @@ class _Pool:
 
 def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool, statement: Statement) -> None:
     priority = group_priority(session, gangs)
-    book = session.book
+    book = session.queues.book
     units = pool.below(priority, book.name_of(gangs[0].queue) if book is not None else "")
     if not units:
         return
@@ -130,7 +125,7 @@ def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool, statement: St
         tuple(
             (session.finder.signature(p), p.requests, p.neighbourly)
             for g in gangs
-            for p in session.ordered(pending(g))
+            for p in session.order.ordered(pending(g))
         ),
         # What each gang asks of them: a gang that needs fewer may find victims where one
         # that needs more did not (review of #23).

@@ -50,19 +50,19 @@ class Reclaim:
 
 
 def reclaim(session: Session) -> None:
-    book = session.book
+    book = session.queues.book
     if book is None:
         return
     failed = session.failed_in(Verdict.UNSCHEDULABLE)
     if not failed:
         return
     taken: dict[str, Pod] = {}  # evicted in this pass, by uid
-    for unit in session.units():
+    for unit in session.order.units():
         gangs = [session.gangs[k] for k in unit if k in session.gangs]
         if not gangs or not all(g.key in failed for g in gangs):
             continue
         states = [session.outcomes[g.key].state for g in gangs]
-        if any(s.nominated or session.victims_present(s) for s in states):
+        if any(s.nominated or session.readiness.victims_present(s) for s in states):
             continue  # preempted for already (in this pass, or its victims still leave)
         if any(not p.preempts for g in gangs for p in pending(g)):
             continue
@@ -83,7 +83,7 @@ def _reclaim_for(
     taken: dict[str, Pod],
 ) -> None:
     need = _minimum(session, gangs)
-    room = session.queue_room()
+    room = session.queues.room()
     if not book.below_fair(queue, need) or (
         room is not None and room.refuse(queue, need, guarantees=False)
     ):
@@ -111,7 +111,9 @@ def _reclaim_for(
 
 def _minimum(session: Session, gangs: list[Gang]) -> Resources:
     """What the group needs at the least: the first pending members each gang needs."""
-    return Resources.total(p.requests for g in gangs for p in session.ordered(pending(g))[: g.need])
+    return Resources.total(
+        p.requests for g in gangs for p in session.order.ordered(pending(g))[: g.need]
+    )
 
 
 def _choose(
@@ -128,7 +130,7 @@ def _choose(
     names = session.config.scheduler_names
 
     def admit(pod: Pod) -> bool:
-        theirs = session.queue_of(pod)
+        theirs = session.queues.of(pod)
         return pod.scheduler_name in names and not book.related(theirs, queue)
 
     # Only victims reclaim may take, each on its own (a queue at its share gives nothing:
@@ -142,14 +144,14 @@ def _choose(
             v
             for v in candidates(session, below=None, taken=taken, admit=admit)
             if book.may_lose(
-                session.queue_of(v.pods[0][0]),
+                session.queues.of(v.pods[0][0]),
                 Resources.total(p.requests for p, _ in v.pods),
                 to=queue,
                 weighed=weighed,
             )
         ],
         weighed=weighed,
-        members=[p for g in gangs for p in session.ordered(pending(g))[: g.need]],
+        members=[p for g in gangs for p in session.order.ordered(pending(g))[: g.need]],
     )
     base = session.ledger.scratch()
     chosen: list[Victims] = []
@@ -160,7 +162,7 @@ def _choose(
     for victims in units:
         if tries >= MAX_TRIES:
             break
-        theirs = session.queue_of(victims.pods[0][0])
+        theirs = session.queues.of(victims.pods[0][0])
         # A gang's member above its minimum is a unit, and so is the whole gang: what one
         # chosen before frees is not lost twice (review of session 34: a gang refused as a
         # victim for its member counted twice).

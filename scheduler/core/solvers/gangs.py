@@ -9,17 +9,12 @@ from collections.abc import Mapping
 
 from scheduler.core.arranging import master_of, tree_order
 from scheduler.core.queues import QueueRoom
-from scheduler.core.session import (
-    Session,
-    pending,
-)
+from scheduler.core.session import Session, pending
 from scheduler.core.solvers.members import arranged, place_members
 from scheduler.core.solvers.subgroups import place_subgroups
 from scheduler.core.solvers.tiers import place_within_tier
 from scheduler.core.statement import Statement
-from scheduler.model.decisions import (
-    Binding,
-)
+from scheduler.model.decisions import Binding
 from scheduler.model.devices import Allocation, ResourceClaim
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import Pod, PodRef
@@ -35,7 +30,7 @@ def place_group(
     ``room`` (else the queues' room on the statement's ledger); None if one falls short (the
     statement then holds what was placed: the caller drops it)."""
     if room is None:
-        room = session.queue_room(statement.ledger)
+        room = session.queues.room(statement.ledger)
         if room is not None:
             statement.subscribe(room)
     for gang in gangs:
@@ -50,7 +45,7 @@ def place_gang(
 ) -> tuple[list[Binding], Status]:
     """Place as many pending members as fit (min_member at least, or it falls short), within
     the room its queue's limits leave (``room``, #22)."""
-    status = session.enough_in_total(gang)
+    status = session.readiness.enough_in_total(gang)
     if not status.ok:
         return [], status
     if gang.topology_placed:
@@ -60,12 +55,14 @@ def place_gang(
         )  # fmt: skip
     held = session.outcomes[gang.key].state.reservations
     need = gang.need - len(held)
-    members = [p for p in session.ordered(pending(gang)) if p.ref not in held]
+    members = [p for p in session.order.ordered(pending(gang)) if p.ref not in held]
     if room is not None:
         # What it holds (NonStrict holds; a preemptor's nominated room is in the book
         # already) and its minimum must fit in its queue: else it is said of the gang.
         holding = Resources.total(
-            p.requests for p in gang.members if p.ref in held and p.ref not in session.counted_refs
+            p.requests
+            for p in gang.members
+            if p.ref in held and p.ref not in session.queues.counted_refs
         )
         minimum = Resources.total(p.requests for p in members[: max(need, 0)])
         refused = room.refuse(gang.queue, minimum, held=holding) if holding or need > 0 else ""

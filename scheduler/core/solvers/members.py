@@ -8,13 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from scheduler.core.queues import QueueRoom
-from scheduler.core.session import (
-    Session,
-)
+from scheduler.core.session import Session
 from scheduler.core.statement import Statement
-from scheduler.model.decisions import (
-    Binding,
-)
+from scheduler.model.decisions import Binding
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import Mode, Pod
 from scheduler.model.resources import Resources

@@ -4,17 +4,11 @@ its own (a new subgroup whole), inside the unit of its tier where the rest of it
 from __future__ import annotations
 
 from scheduler.core.queues import QueueRoom
-from scheduler.core.session import (
-    Session,
-)
+from scheduler.core.session import Session
 from scheduler.core.solvers.subgroups import place_subgroups
 from scheduler.core.solvers.tiers import Fence, fence_of_running
 from scheduler.core.statement import Statement
-from scheduler.model.decisions import (
-    Binding,
-    GangBinding,
-    GroupBinding,
-)
+from scheduler.model.decisions import Binding, GangBinding, GroupBinding
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import Pod
 from scheduler.model.status import Status
@@ -32,7 +26,7 @@ def place_pending_members(
         return []
     fence = fence_of_running(session, gang)
     if isinstance(fence, Status):  # its tier names no level: nothing goes, and it says so
-        session.failed_attempt(gang, fence.message, pods=todo)
+        session.reporting.failed_attempt(gang, fence.message, pods=todo)
         return []
     if gang.subgroup_minimums:
         return place_after_subgroups(session, statement, gang, room, todo, fence=fence)
@@ -48,10 +42,12 @@ def place_pending_members(
     if failures:
         placed = {b.pod for b in outcome.bindings}
         unplaced = [p for p in todo if p.ref not in placed]
-        session.failed_attempt(gang, "; ".join(failures), pods=unplaced)
+        session.reporting.failed_attempt(gang, "; ".join(failures), pods=unplaced)
     if not outcome.bindings:
         return []
-    placement = session.refill_ranks(gang, outcome.bindings) if gang.topology_placed else None
+    placement = (
+        session.reporting.refill_ranks(gang, outcome.bindings) if gang.topology_placed else None
+    )
     binding = GangBinding(gang.key, tuple(outcome.bindings), placement=placement)
     return [GroupBinding((binding,), all_or_nothing=False)]
 
@@ -73,7 +69,7 @@ def _one_by_one(
     finder = session.finder
     inside = f" (kept to {where}, where the gang runs)" if where else ""
     for pod in todo:
-        problem = session.volume_problem(pod)
+        problem = session.readiness.volume_problem(pod)
         if not problem and room is not None:
             problem = room.refuse(gang.queue, pod.requests)
         node = None if problem else finder.find(pod, statement.ledger)
@@ -100,7 +96,7 @@ def place_after_subgroups(
     subgroup lost come back together; plain members one by one. Each bound as it is placed:
     the gang runs already."""
     outcome = session.outcomes[gang.key]
-    usable = [p for p in todo if not session.volume_problem(p)]
+    usable = [p for p in todo if not session.readiness.volume_problem(p)]
     if fence is None:
         got, status = place_subgroups(session, statement, gang, room, usable, need=0)
     else:  # inside the unit of the gang's tier where it runs (#23); soft: anywhere after
@@ -143,5 +139,5 @@ def place_after_subgroups(
             if not status.ok
             else (f"{len(unplaced)} member(s) wait: a subgroup is placed whole or not at all")
         )
-        session.failed_attempt(gang, why, pods=unplaced)
+        session.reporting.failed_attempt(gang, why, pods=unplaced)
     return groups

@@ -10,15 +10,11 @@ from types import MappingProxyType
 from scheduler.core.arranging import tree_order
 from scheduler.core.gangs import tier_level
 from scheduler.core.queues import QueueRoom
-from scheduler.core.session import (
-    Session,
-)
+from scheduler.core.session import Session
 from scheduler.core.solvers.members import arranged, find_among, place_each
 from scheduler.core.solvers.tiers import everywhere, unit_name
 from scheduler.core.statement import Statement
-from scheduler.model.decisions import (
-    Binding,
-)
+from scheduler.model.decisions import Binding
 from scheduler.model.gangs import Gang, SubGroup
 from scheduler.model.pods import SUCCEEDED, Pod, PodRef
 from scheduler.model.status import Status
@@ -55,7 +51,7 @@ def place_subgroups(
 
     def attempt(subgroup: SubGroup, *, extras: bool) -> None:
         placed_refs = {b.pod for b in got}
-        todo = session.ordered(
+        todo = session.order.ordered(
             [
                 pending_by_ref[r]
                 for r in subgroup.members
@@ -93,7 +89,7 @@ def place_subgroups(
     # Held plain members (a preemptor's) are placed already: they count and are bound
     # (second review of #23: a launcher beside two workers waited out its nomination).
     got += [Binding(r, n) for r, n in sorted(held.items()) if r not in in_subgroups]
-    loose = [p for p in session.ordered(members) if p.ref not in in_subgroups]
+    loose = [p for p in session.order.ordered(members) if p.ref not in in_subgroups]
     placed, loose_miss = place_each(session, statement, gang, room, loose)
     got += placed
     for subgroup in gang.subgroups:  # the elastic part
@@ -102,7 +98,7 @@ def place_subgroups(
             rest = [pending_by_ref[r] for r in subgroup.members if r in pending_by_ref]
             rest = [p for p in rest if p.ref not in placed_refs]
             if rest and not tiered_subgroup(session, subgroup):
-                got += place_each(session, statement, gang, room, session.ordered(rest))[0]
+                got += place_each(session, statement, gang, room, session.order.ordered(rest))[0]
         elif subgroup.name not in tried:  # one that fell short above would again
             attempt(subgroup, extras=True)
     short = _short_of(gang, whole, misses)

@@ -193,7 +193,7 @@ def _units(
     levels = topology.levels
     top = levels.index(level)
     anchors = _anchors(session, gang, held)
-    todo = session.ordered([p for p in pending(gang) if p.ref not in held])
+    todo = session.order.ordered([p for p in pending(gang) if p.ref not in held])
     need = max(gang.need - len(anchors), 0)
     wanted = Resources.total(p.requests for p in todo[:need])
     for at in range(max(len(levels) - 2, top), top - 1, -1):

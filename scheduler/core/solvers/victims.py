@@ -20,17 +20,11 @@ from types import MappingProxyType
 from scheduler.core.filtering import selector_matches
 from scheduler.core.gangs import priority_of, subgroups_of
 from scheduler.core.placing import DeviceConflict, Ledger
-from scheduler.core.session import (
-    Session,
-    pending,
-)
+from scheduler.core.session import Session, pending
 from scheduler.core.solvers.gangs import place_group
 from scheduler.core.statement import Kind, Statement
 from scheduler.model.budgets import DisruptionBudget
-from scheduler.model.decisions import (
-    Eviction,
-    Nomination,
-)
+from scheduler.model.decisions import Eviction, Nomination
 from scheduler.model.gangs import Gang, PodGroup
 from scheduler.model.pods import SINGLE_PREFIX, Pod, gang_key_of
 
@@ -234,7 +228,7 @@ def fits(session: Session, base: Ledger, gangs: list[Gang], chosen: list[Victims
     session.finder.restore({})
     ledger = _evicted(base, chosen)
     statement = session.statement(ledger)
-    room = session.queue_room(ledger)
+    room = session.queues.room(ledger)
     if room is not None:
         statement.subscribe(room)
         names = session.config.scheduler_names
@@ -243,7 +237,7 @@ def fits(session: Session, base: Ledger, gangs: list[Gang], chosen: list[Victims
             for pod, _ in victims.pods:
                 if pod.scheduler_name in names and pod.ref.uid not in seen:
                     seen.add(pod.ref.uid)
-                    room.give(session.queue_of(pod), pod.requests)
+                    room.give(session.queues.of(pod), pod.requests)
     try:
         placed = place_group(session, statement, gangs, room)
     except DeviceConflict:  # a what-if: a placement its devices would not allow is no plan
@@ -322,11 +316,11 @@ def evict_and_nominate(
         session.add(session.nominations, Nomination(pod.ref, node))
     for key, refs in nominated.items():
         if key in by_gang:
-            session.count_nominated(by_gang[key], refs)
+            session.queues.count_nominated(by_gang[key], refs)
     ours = session.config.scheduler_names
     for pod, _ in evicted.values():  # the victims leave their queues' shares
         if pod.scheduler_name in ours:
-            session.leave(session.queue_of(pod), pod.requests)
+            session.queues.leave(session.queues.of(pod), pod.requests)
     by_whom = why or f"Preempted by gang {names_} (priority {group_priority(session, gangs)})"
     for pod, node in evicted.values():
         session.add(
@@ -336,12 +330,12 @@ def evict_and_nominate(
                 node,
                 f"{by_whom} on node {node}",
                 priority=priority_of(pod, session.snapshot.priority_classes),
-                reclaimed_from=session.queue_of(pod) if why else "",
+                reclaimed_from=session.queues.of(pod) if why else "",
             ),
         )
     victims = frozenset(evicted)
     for key, gang in by_gang.items():
-        session.unpark(gang)  # its victims leaving is the change it waits for
+        session.parking.unpark(gang)  # its victims leaving is the change it waits for
         outcome = session.outcomes[key]
         outcome.state = replace(
             outcome.state,
@@ -363,4 +357,6 @@ def evict_and_nominate(
             message += "; no choice of victims kept every PodDisruptionBudget"
         reason = "Reclaiming" if why else "Preempting"
         outcome.condition = ("False", reason, message)
-        session.say(gang, reason=reason, message=message, pods=pending(gang), warning=False)
+        session.reporting.say(
+            gang, reason=reason, message=message, pods=pending(gang), warning=False
+        )

@@ -1,0 +1,145 @@
+"""Closing a session into a Result: the gangs' memory and PodGroup statuses, and the
+ResourceClaim writes each GroupBinding's binds need."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from scheduler.core.fragmentation import tier_needs, tiered
+from scheduler.core.statuses import desired_status
+from scheduler.model.decisions import (
+    WARNING,
+    ClaimWrite,
+    Event,
+    GroupBinding,
+    ObjectRef,
+    Result,
+    StatusUpdate,
+)
+from scheduler.model.devices import Allocation, ResourceClaim
+from scheduler.model.pods import GangKey, PodGroupApi, PodRef
+from scheduler.model.snapshot import GangState
+
+if TYPE_CHECKING:
+    from scheduler.core.session.passing import Session
+
+
+def _held_back(session: Session, group: GroupBinding, why: str) -> None:
+    message = f"internal error: {why}; nothing of the group is bound in this pass"
+    for gang in group.gangs:
+        ref = gang.bindings[0].pod
+        pod = ObjectRef("Pod", ref.namespace, ref.name, ref.uid)
+        session.add(session.events, Event(pod, WARNING, "FailedScheduling", message))
+
+
+def claims_in_play(session: Session) -> bool:
+    """Any claim in the snapshot, or any pod with one: a walk over every member, made
+    once a pass (the early binds and the claim writes both ask)."""
+    return bool(session.devices.claims) or any(
+        p.resource_claims for g in session.gangs.values() for p in g.members
+    )
+
+
+def _claimed(session: Session, groups: list[GroupBinding]) -> tuple[GroupBinding, ...]:
+    """Each group with what its binds write to ResourceClaims first. A pod with claims
+    and no plan for them (a path that placed it without its devices: a bug) is never
+    bound: its whole group is held back, and says so."""
+    if not session.claims_in_play:
+        return tuple(groups)
+    pods = {p.ref: p for g in session.gangs.values() for p in g.members}
+    done: list[GroupBinding] = []
+    for group in groups:
+        made: dict[tuple[str, str], Allocation] = {}
+        claims: dict[tuple[str, str], ResourceClaim] = {}
+        reserve: dict[tuple[str, str], list[PodRef]] = {}
+        broken = ""
+        for binding in group.bindings:
+            pod = pods.get(binding.pod)
+            if pod is None or not pod.resource_claims:
+                continue
+            plan = session.ledger.plan_of(binding.pod, binding.node)
+            if plan is None:
+                broken = f"{binding.pod} has no devices planned on {binding.node}"
+                break
+            made.update((claim.key, allocation) for claim, allocation in plan.allocate)
+            for claim in plan.reserve:
+                claims[claim.key] = claim
+                reserve.setdefault(claim.key, []).append(binding.pod)
+        if broken:
+            _held_back(session, group, broken)
+            continue
+        writes = tuple(
+            ClaimWrite(
+                namespace=key[0],
+                name=key[1],
+                uid=claim.uid,
+                resource_version=claim.resource_version,
+                # What the pods rely on: made by this group's plan, or earlier in the pass
+                # (a held member's), or before it (a write still in flight included: the
+                # writer allocates it if the claim does not show it yet).
+                allocation=made.get(key) or claim.allocation or session.ledger.allocated(key),
+                pods=tuple(reserve[key]),
+            )
+            for key, claim in claims.items()
+        )
+        done.append(replace(group, claims=writes) if writes else group)
+    return tuple(done)
+
+
+def close(session: Session) -> Result:
+    statuses: list[StatusUpdate] = []
+    # Gangs the snapshot left out (settled, or parked) keep what was remembered of them;
+    # a parked one must still be looked at when its flush or timeout falls due, a stale
+    # one when its grace ends (#23).
+    memory: dict[GangKey, GangState] = dict(session.snapshot.memory)
+    for key, state in memory.items():
+        if state.stale_due is not None:
+            # Whether or not the pass got to it (a turn may end early: review of #23).
+            session.wake(state.stale_due)
+        if key in session.gangs:
+            continue
+        if state.parked_at is not None:
+            session.wake(state.due_at)
+    # The tree only where a gang states a tier: a flat one sorts every node.
+    any_tiered = False
+    for key, gang in session.gangs.items():
+        outcome = session.outcomes[key]
+        states_tier = tiered(gang)
+        any_tiered = any_tiered or states_tier
+        needs = tier_needs(gang, session.topology) if states_tier and not outcome.bindings else ()
+        memory[key] = replace(outcome.state, condition=outcome.condition, tier_needs=needs)
+        if gang.podgroup is None:
+            continue
+        status = desired_status(
+            gang,
+            binding_now={b.pod for b in outcome.bindings},
+            first_attempt=outcome.state.first_attempt,
+            timed_out=outcome.state.timed_out,
+            condition=outcome.condition,
+            below_min=outcome.below_min if outcome.state.satisfied else None,
+            satisfied=outcome.state.satisfied,
+            now=session.now,
+            queue_held=gang.podgroup.api is PodGroupApi.VOLCANO
+            and not outcome.bindings
+            and session.queues.holds_back(gang),
+        )
+        if status != gang.podgroup.status:
+            statuses.append(StatusUpdate(key, status, gang.podgroup.api))
+    return Result(
+        bindings=_claimed(session, session.bindings),
+        pod_patches=tuple(session.patches),
+        pod_conditions=tuple(session.conditions),
+        # One eviction a pod: a stale gang's member may be a preemption's victim too.
+        evictions=tuple({e.pod: e for e in reversed(session.evictions)}.values())[::-1],
+        nominations=tuple(session.nominations),
+        status_updates=tuple(statuses),
+        events=tuple(session.events),
+        memory=memory,
+        wake_at=session.wake_at,
+        queue_usage=session.queues.usage,
+        attempts=tuple(a for a in session.attempts if a.verdict.tried),
+        errors=tuple(session.errors),
+        topology_notes=session.topology_notes,
+        topology=session.topology if any_tiered else None,
+    )

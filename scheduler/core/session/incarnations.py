@@ -1,0 +1,166 @@
+"""Each gang's memory, restored as a session opens: which incarnation it is, what it
+remembered (after a restart, read back from the API server), and the room held for it from
+before (NonStrict holds, a preemptor's nominations)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from scheduler.core.session.outcomes import NOMINATION_SECONDS, of_timeout, pending
+from scheduler.core.statuses import PENDING_PHASE, SCHEDULING_PHASE
+from scheduler.model.decisions import Nomination
+from scheduler.model.gangs import Gang
+from scheduler.model.pods import Mode, PodGroupApi, PodRef
+from scheduler.model.snapshot import GangState
+from scheduler.model.times import parse_time
+
+if TYPE_CHECKING:
+    from scheduler.core.session.passing import Session
+
+
+def incarnation(session: Session, gang: Gang, remembered: GangState | None) -> GangState:
+    """The state of the gang's current incarnation: what the last pass remembered, if it
+    was about these very objects and that incarnation still goes on; else a fresh one."""
+    uids = frozenset(p.ref.uid for p in gang.members)
+    podgroup_uid = gang.podgroup.uid if gang.podgroup else ""
+    # Satisfied only by a bind the API server confirmed: an assumed one may yet be
+    # rejected, and with it the whole group (see in_flight).
+    flying = session.snapshot.in_flight
+    # Or enough of its members completed (Succeeded): the rest join them one by one,
+    # unless something stops the gang from being tried at all (review: an invalid gang, a
+    # PodGroup or owner that does not exist must say so, not bind).
+    live = any(p.bound and p.alive and p.ref.uid not in flying for p in gang.members) or (
+        gang.need == 0 and bool(pending(gang)) and session.readiness.blocker(gang) is None
+    )
+    todo = pending(gang)
+    state = remembered
+    if state is not None and (
+        state.podgroup_uid != podgroup_uid or (state.members and not state.members & uids)
+    ):
+        state = None  # a PodGroup or pods created anew under the same name
+    if state is None:
+        state = recovered_state(session, gang)
+    elif state.satisfied and not live and not session.readiness.in_flight(gang):
+        # Every bound member finished or went: the next members are a new incarnation.
+        # Until they come the gang keeps what it last said (Finished, say).
+        state = GangState(condition=None if todo else state.condition)
+    elif state.timed_out and todo and not any(of_timeout(p, state) for p in todo):
+        state = GangState()  # every pod the timeout marked has gone: the new ones start anew
+    reservations = {} if live else state.reservations
+    below_min_said = state.below_min_said and live
+    if (
+        state.podgroup_uid == podgroup_uid
+        and state.members == uids
+        and state.satisfied == live
+        and state.reservations == reservations
+        and state.below_min_said == below_min_said
+    ):
+        return state  # the common case of a settled gang: nothing to rebuild
+    # A gang satisfied until now (binds in flight kept its memory above) has no clock of
+    # its own: if it needs one again, it starts afresh, not from the incarnation before
+    # (found by test_stateful: an after-gang bind in flight failed once the last bound
+    # member had gone, and the gang timed out on the old incarnation's clock).
+    first_attempt = None if state.satisfied and not live else state.first_attempt
+    return replace(
+        state,
+        podgroup_uid=podgroup_uid,
+        members=uids,
+        satisfied=live,
+        reservations=reservations,
+        below_min_said=below_min_said,
+        first_attempt=first_attempt,
+    )
+
+
+def recovered_state(session: Session, gang: Gang) -> GangState:
+    """After a restart (or the first sight of a gang): the first attempt is read back from
+    the PodGroup's status while it says the gang is still being scheduled, else from the
+    members' first-attempt annotation, but only when every pending member carries it (a
+    member without it belongs to a later incarnation: an old mark must not time it out;
+    a clock started late is the lesser harm). A preemptor's nomination comes back from
+    its members' ``status.nominatedNodeName``, so the room its victims freed is still held
+    for it after a restart or a failover (kube-scheduler reads them back too), with a
+    fresh ``NOMINATION_SECONDS``."""
+    nominated = {p.ref: p.nominated_node for p in pending(gang) if p.nominated_node}
+    since = session.now if nominated else None
+    # Its victims are not known any more: the pods being deleted where it was nominated
+    # are what it waits for.
+    infos = session.infos if nominated else {}
+    victims = frozenset(
+        p.ref.uid
+        for node in set(nominated.values())
+        if node in infos
+        for p in infos[node].pods
+        if p.deleting
+    )
+    if gang.podgroup is not None and gang.podgroup.api is PodGroupApi.OURS:
+        status = gang.podgroup.status
+        waiting = status.phase in ("", PENDING_PHASE, SCHEDULING_PHASE)
+        start = parse_time(status.schedule_start_time) if waiting else None
+        return GangState(
+            first_attempt=start, nominated=nominated, nominated_at=since, victims=victims
+        )
+    marks = [p.first_attempt for p in pending(gang)]
+    known = [m for m in marks if m is not None]
+    first = min(known) if known and len(known) == len(marks) else None
+    return GangState(first_attempt=first, nominated=nominated, nominated_at=since, victims=victims)
+
+
+def hold_reservations(session: Session) -> None:
+    """Drop the NonStrict holds that are stale (their pod or node gone). They are not
+    taken from the ledger here: each gang takes its holds again at its own turn, in
+    queue order, so a gang ahead of it (higher priority, or older) may have their room
+    first (``allocate.keep_holds``). Preemptors' nominations are held before any turn."""
+    for key, outcome in session.outcomes.items():
+        held = outcome.state.reservations
+        if not held or outcome.state.nominated:
+            continue
+        nodes = session.snapshot.nodes
+        gang = session.gangs.get(key)
+        # A gang no longer NonStrict (its mode changed, or a subGroupPolicy made it
+        # Strict) keeps no holds: they are taken again only by keep_holds, and a hold
+        # not taken again must never be bound (review of #23: over-committed nodes).
+        strict = gang is None or gang.mode is not Mode.NON_STRICT
+        kept = {} if strict else {ref: node for ref, node in held.items() if node in nodes}
+        if kept != held:
+            outcome.state = replace(outcome.state, reservations=kept)
+    hold_nominations(session)
+
+
+def hold_nominations(session: Session) -> None:
+    """A preemptor's room, as its victims leave: each nominated member whose node has
+    room again holds it (as a reservation: taken before any other gang's turn, so no
+    gang of lower priority takes what was freed for it; never bound until the whole gang
+    fits). A nomination lapses after ``NOMINATION_SECONDS`` without a bind."""
+    for key, outcome in session.outcomes.items():
+        state = outcome.state
+        if not state.nominated:
+            continue
+        gang = session.gangs[key]
+        since = state.nominated_at if state.nominated_at is not None else session.now
+        if session.readiness.timed_out(gang) or session.now - since >= NOMINATION_SECONDS:
+            message = (
+                f"gang {key} did not bind within {NOMINATION_SECONDS:g}s of its "
+                "preemption; the room held for it is released"
+            )
+            session.reporting.say(
+                gang, reason="PreemptionExpired", message=message, pods=pending(gang)
+            )
+            session.add(session.nominations, *(Nomination(ref, "") for ref in state.nominated))
+            outcome.state = replace(
+                state, nominated={}, victims=frozenset(), nominated_at=None, reservations={}
+            )
+            continue
+        session.wake(since + NOMINATION_SECONDS)  # to let it go then, if nothing else wakes it
+        waiting = {p.ref: p for p in pending(gang)}
+        held: dict[PodRef, str] = {}
+        for ref, node in sorted(state.nominated.items()):
+            pod = waiting.get(ref)
+            if pod is None or node not in session.snapshot.nodes:
+                continue
+            if session.ledger.admits(pod, node):
+                session.ledger.place(pod, node)
+                held[ref] = node
+        session.nominated_holds[key] = held
+        outcome.state = replace(state, reservations=held)

@@ -1,0 +1,73 @@
+"""What a pass decides about each gang (``Outcome``), the members it works on, and the
+words its conditions use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from scheduler.core.statuses import NOT_TRIED
+from scheduler.model.decisions import Binding
+from scheduler.model.gangs import Gang
+from scheduler.model.pods import Pod
+from scheduler.model.snapshot import GangState
+
+if TYPE_CHECKING:
+    from scheduler.core.session.passing import Session
+
+# Condition reasons, as `kubectl describe pg` shows them.
+REASON_SCHEDULED = "Scheduled"
+REASON_UNSCHEDULABLE = "Unschedulable"
+REASON_WAITING = "Waiting"
+REASON_TIMEOUT = "Timeout"
+REASON_INVALID = "InvalidSpec"
+REASON_SCHEDULER_ERROR = "SchedulerError"  # kube-scheduler's PodScheduled reason for a bug
+REASON_GATED = "SchedulingGated"  # the reason the API server gives a gated pod's PodScheduled
+# A preemption that has not led to a bind within this long releases the room held for it.
+NOMINATION_SECONDS = 120.0
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What the session decided about one gang, before it becomes events and status. Each
+    change made while a turn is open goes on that turn's Statement, so undoing the turn puts
+    the old value back."""
+
+    state: GangState
+    condition: tuple[str, str, str] = NOT_TRIED
+    bindings: list[Binding] = field(default_factory=list)
+    relaxed: tuple[str, ...] = ()  # soft topology constraints the placement could not meet
+    # Set while a satisfied gang has fewer than minMember members left.
+    below_min: str | None = None
+    session: Session | None = field(default=None, repr=False, compare=False)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        session = getattr(self, "session", None)
+        turn = session.open if session is not None else None
+        if turn is not None:
+            old = getattr(self, name)
+            turn.changed(undo=lambda: object.__setattr__(self, name, old))
+        object.__setattr__(self, name, value)
+
+    def bind(self, *bindings: Binding) -> None:
+        """Add members placed for the gang in this turn."""
+        self.bindings = [*self.bindings, *bindings]
+
+
+def of_timeout(pod: Pod, state: GangState) -> bool:
+    """Whether a pending pod belongs to the incarnation that timed out: it carries the mark,
+    or it existed when the gang timed out."""
+    at = state.timed_out_at
+    return pod.timed_out or (at is not None and pod.created <= at)
+
+
+def pending(gang: Gang) -> list[Pod]:
+    """The members still to be placed: unbound, alive and not gated. A gated pod is not
+    placed until its spec.schedulingGates are gone (kube-scheduler's PreEnqueue): until
+    then it counts as a member that does not exist yet."""
+    return [p for p in gang.members if not p.bound and p.alive and not p.gates]
+
+
+def gated(gang: Gang) -> list[Pod]:
+    """The members that would be pending but for their spec.schedulingGates."""
+    return [p for p in gang.members if not p.bound and p.alive and p.gates]

@@ -1,0 +1,182 @@
+"""The queue's unschedulable set: a gang that failed for want of room is parked, and tried
+again only when a change could help it (kube-scheduler's queueing hints)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from scheduler.core.placing import Signature
+from scheduler.core.session.outcomes import pending
+from scheduler.model.gangs import Gang, PodGroup, PodGroupStatus
+from scheduler.model.pods import Mode, Pod
+from scheduler.model.resources import Resources
+from scheduler.model.status import Status
+
+if TYPE_CHECKING:
+    from scheduler.core.session.passing import Session
+
+
+_NO_STATUS = PodGroupStatus()
+
+
+def _same(now: object, then: object) -> bool:
+    """Whether an object a gang was tried with is unchanged, for the queue. Our own
+    first-attempt mark on a pod is no change that could help it."""
+    if now is then:
+        return True
+    if isinstance(now, Pod) and isinstance(then, Pod):
+        # Nor the PodScheduled condition we wrote after the failure.
+        return now == replace(
+            then, first_attempt=now.first_attempt, scheduled_condition=now.scheduled_condition
+        )
+    return now == then
+
+
+class Parking:
+    """Who is worth trying again, and failures remembered within the pass."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        # Member shapes of Strict gangs that failed in this pass: within a pass capacity only
+        # shrinks (a discarded Statement puts back exactly what it took), so a gang of the
+        # same shapes fails too, without another scan. An eviction clears it.
+        self.failed_shapes: dict[tuple, tuple[Status, list[str]]] = {}
+        self._helps: dict[tuple, list[str]] = {}  # (generation, requests) -> roomy changed nodes
+        self._changed: dict[int, list[str]] = {}  # generation -> nodes changed since
+
+    def tried_with(self, gang: Gang) -> tuple[object, ...]:
+        """What an attempt of ``gang`` depended on, besides the nodes: its members (the very
+        objects: the cache replaces a pod when it changes), its PodGroup's spec (not its
+        status, which we write ourselves, nor its generation: a CRD without a status
+        subresource, as Volcano's, counts our status writes as new generations), and for a
+        topology-placed gang the tree; and its size and group, which an owner states."""
+        spec: PodGroup | None = (
+            replace(gang.podgroup, status=_NO_STATUS, generation=0)
+            if gang.podgroup is not None
+            else None
+        )
+        tree = (self.session.snapshot.topology, gang.sakkara) if gang.topology_placed else ()
+        # What its owner says (a gang from an owner: an owner that shrank may help it), and
+        # its members that completed (a Job's count of them may rise after its pods went).
+        sized = (gang.min_member, gang.total, gang.min_resources, len(gang.group), gang.completed)
+        # Its queue and the queues above it (#22): a capability raised may let it in.
+        book = self.session.queues.book
+        queues = (
+            tuple(book.queues.get(q) for q in book.ancestors(book.name_of(gang.queue)))
+            if book is not None
+            else ()
+        )
+        return (*gang.members, spec, tree, sized, queues)
+
+    def park(self, gang: Gang) -> None:
+        """The gang failed for want of room: into the unschedulable set until a change could
+        help it (only where the snapshot says which nodes changed, i.e. from the cache)."""
+        if self.session.snapshot.node_infos is None:
+            return
+        outcome = self.session.outcomes[gang.key]
+        if outcome.state.head_target:
+            return  # a head gang holds its room every pass: it must stay in the snapshot
+        flush = self.session.now + self.session.config.unschedulable_flush_seconds
+        first = outcome.state.first_attempt
+        deadline = first + gang.timeout_seconds if first is not None else flush
+        # A Strict gang is looked at again when it becomes the head gang, too (a starvation
+        # bound shorter than the flush interval would otherwise be met only at the flush).
+        head = first + self.session.readiness.starvation_after(gang) if first is not None else flush
+        if gang.mode is not Mode.STRICT or head <= self.session.now:
+            head = flush
+        outcome.state = replace(
+            outcome.state,
+            parked_at=self.session.snapshot.generation,
+            parked_since=self.session.now,
+            tried_with=self.tried_with(gang),
+            parked_shapes=frozenset(p.requests for p in pending(gang)),
+            parked_queues=self.session.queues.standing(gang),
+            due_at=min(flush, deadline, head),
+        )
+        self.session.wake(min(flush, head))
+
+    def unpark(self, gang: Gang) -> None:
+        outcome = self.session.outcomes[gang.key]
+        if outcome.state.parked_at is not None:
+            outcome.state = replace(
+                outcome.state,
+                parked_at=None,
+                tried_with=(),
+                parked_shapes=frozenset(),
+                parked_queues=(),
+            )
+
+    def worth_trying(self, gangs: list[Gang]) -> bool:
+        """kube-scheduler's queueing hints, for a GangGroup: try it again only if one of its
+        gangs was never parked, its own objects changed, the flush interval passed, or a node
+        changed since it failed such that one of its pending members now fits there."""
+        flush = self.session.config.unschedulable_flush_seconds
+        for gang in gangs:
+            state = self.session.outcomes[gang.key].state
+            if state.parked_at is None or self.session.now >= state.parked_since + flush:
+                return True
+            if state.nominated and not self.session.readiness.victims_present(state):
+                return True  # the room it preempted for is free (and held for it) now
+            if self.session.queues.freed(state.parked_queues):
+                return True  # its queue's limits may let it in now (chaos seed 30092)
+            now_with = self.tried_with(gang)
+            if len(now_with) != len(state.tried_with) or any(
+                not _same(a, b) for a, b in zip(now_with, state.tried_with, strict=True)
+            ):
+                return True
+            # Unchanged: remember the objects as they are now, so the next look is by identity.
+            self.session.outcomes[gang.key].state = replace(state, tried_with=now_with)
+            if self._a_change_fits(gang, since=state.parked_at):
+                return True
+        for gang in gangs:
+            self.session.wake(self.session.outcomes[gang.key].state.parked_since + flush)
+        return False
+
+    def _a_change_fits(self, gang: Gang, *, since: int) -> bool:
+        changed = self._changed.get(since)
+        if changed is None:
+            infos = self.session.infos
+            changed = self._changed[since] = [
+                name
+                for name in self.session.snapshot.nodes
+                if (info := infos.get(name)) is None or info.generation > since
+            ]
+        if not changed:
+            return False
+        shapes: dict[Resources, Pod] = {}
+        for pod in pending(gang):
+            shapes.setdefault(pod.requests, pod)
+        for requests, pod in shapes.items():
+            # First by room alone (cheap, shared by every gang of the shape), then by the
+            # static filters of the pod, only where some changed node has the room.
+            roomy = self._helps.get((since, requests))
+            if roomy is None:
+                roomy = self._helps[(since, requests)] = [
+                    name for name in changed if self.session.ledger.fits(name, requests)
+                ]
+            if roomy and any(name in self.session.finder.static_fit(pod) for name in roomy):
+                return True
+        return False
+
+    def shape(self, gang: Gang) -> tuple | None:
+        """The key under which a Strict gang's failure is remembered for this pass."""
+        if (
+            gang.mode is not Mode.STRICT
+            or gang.topology_placed
+            or gang.min_resources
+            or gang.subgroup_minimums  # its members' labels say how it is placed
+        ):
+            return None
+        todo = self.session.order.ordered(pending(gang))
+        if any(p.claims or p.resource_claims for p in todo) or not all(
+            self.session.finder.inert(p, self.session.ledger) for p in todo
+        ):
+            # The other pods matter, or its claims (each its own): a gang of the same shapes
+            # may fare otherwise.
+            return None
+        members = tuple((Signature.of(p), p.requests) for p in todo)
+        # With queues, a gang of another queue may fare otherwise (its limits are its own);
+        # one kept inside a unit of a tier (#23) fares otherwise than one that is not.
+        queue = gang.queue if self.session.queues.book is not None else ""
+        return (members, gang.need, queue, gang.network_topology)

@@ -1,0 +1,346 @@
+"""A Session: one pass over an immutable snapshot, and the state its actions share.
+
+Opening a session resolves the gangs, restores each gang incarnation's memory
+(``incarnations``), builds the ledger of free capacity and takes back the room held from
+before. Actions (``core/actions/``) then walk the GangGroups in queue order, each turn on a
+Statement of its own (``turn``), and share what the session's parts know, each a job of its
+own: ``order`` (which GangGroup next), ``queues`` (the queues' book and room),
+``readiness`` (whether a gang may be tried), ``parking`` (whether it is worth trying again)
+and ``reporting`` (what is said). Closing the session (``closing``) turns what was decided
+into a ``Result``. Nothing here does I/O or reads a clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import traceback
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import replace
+from functools import cached_property
+
+from scheduler.core.arranging import Arranger, Tree
+from scheduler.core.claiming import DeviceWorld, no_selectors
+from scheduler.core.filtering import volume_terms
+from scheduler.core.gangs import resolve, topology_of
+from scheduler.core.neighbouring import Neighbours
+from scheduler.core.placing import Ledger, NodeFinder
+from scheduler.core.session import closing, incarnations
+from scheduler.core.session.ordering import Order
+from scheduler.core.session.outcomes import (
+    REASON_SCHEDULER_ERROR,
+    REASON_UNSCHEDULABLE,
+    Outcome,
+    pending,
+)
+from scheduler.core.session.parking import Parking
+from scheduler.core.session.queues import Queues
+from scheduler.core.session.readiness import Readiness
+from scheduler.core.session.reporting import Reporting
+from scheduler.core.statement import Kind, Operation, Statement
+from scheduler.core.statuses import NOT_TRIED
+from scheduler.model.config import Config
+from scheduler.model.decisions import (
+    ActionError,
+    Attempt,
+    Event,
+    Eviction,
+    GroupBinding,
+    Nomination,
+    PodCondition,
+    PodPatch,
+    Result,
+    Verdict,
+)
+from scheduler.model.gangs import Gang
+from scheduler.model.pods import GangKey, PodRef
+from scheduler.model.snapshot import Snapshot
+from scheduler.model.status import Status
+from scheduler.model.topology import Topology
+
+# Told what came of each turn, in the turn (``Session.watch``): the session, the record, the
+# open Statement (None outside a turn) and the mark where the turn's work for it began.
+Watcher = Callable[["Session", Attempt, "Statement | None", int], None]
+
+
+class _Cursors:
+    """The node finder's cursors at each mark of a turn's Statement, as its listener: when
+    what followed a mark is undone, the ledger is as it was then, and so must the cursors
+    be (they move past nodes without room, assuming room only shrinks)."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._at: dict[int, dict] = {}
+
+    def marked(self, mark: int) -> None:
+        finder = self._session.__dict__.get("finder")
+        self._at[mark] = finder.mark() if finder is not None else {}
+
+    def undone_to(self, mark: int) -> None:
+        finder = self._session.__dict__.get("finder")
+        if finder is None:
+            return
+        kept = [at for at in self._at if at <= mark]
+        finder.restore(self._at[max(kept)] if kept else {})
+        for at in [at for at in self._at if at > mark]:
+            del self._at[at]
+
+
+class Session:
+    """The bookkeeping of one pass; it never outlives the call to ``schedule``."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        *,
+        now: float,
+        config: Config,
+        committed: Callable[[GroupBinding], None] | None = None,
+    ) -> None:
+        self.snapshot = snapshot
+        self.now = now
+        self.config = config
+        resolution = resolve(snapshot, config)
+        self.gangs = {key: self._checked(gang) for key, gang in resolution.gangs.items()}
+        self.missing_podgroups = resolution.missing_podgroups
+        self.missing_groups = resolution.missing_groups
+        self.missing_owners = resolution.missing_owners
+        self.topology_notes: tuple[str, ...] = ()
+        self.infos = snapshot.infos()  # worked out from the pods, when the cache gave none
+        self.devices = self._device_world()
+        self.ledger = Ledger.over(snapshot.nodes, self.infos, devices=self.devices)
+        self.order = Order(self)
+        self.queues = Queues(self)
+        self.readiness = Readiness(self)
+        self.parking = Parking(self)
+        self.reporting = Reporting(self)
+        # What the pass decided, each list appended to by ``add`` (undone with a turn).
+        self.outcomes: dict[GangKey, Outcome] = {}
+        self.events: list[Event] = []
+        self.patches: list[PodPatch] = []
+        self.conditions: list[PodCondition] = []
+        self.evictions: list[Eviction] = []
+        self.nominations: list[Nomination] = []
+        self.bindings: list[GroupBinding] = []
+        # The room held in this pass for preemptors' nominated members, by gang: preemption
+        # gives a gang's own holds back before it looks for victims again.
+        self.nominated_holds: dict[GangKey, dict[PodRef, str]] = {}
+        # What came of each GangGroup's turns, action by action (``attempted``), and the
+        # turns that raised.
+        self.attempts: list[Attempt] = []
+        self.errors: list[ActionError] = []
+        self.action = ""  # the action running now (``framework.run_actions``)
+        self.open: Statement | None = None  # the Statement of the turn open now
+        self._watchers: list[Watcher] = []
+        self.wake_at: float | None = None
+        self._domains: dict[str, Mapping[tuple[str, ...], frozenset[str]]] = {}
+        for key, gang in self.gangs.items():
+            state = incarnations.incarnation(self, gang, snapshot.memory.get(key))
+            self.outcomes[key] = Outcome(
+                state=state, condition=state.condition or NOT_TRIED, session=self
+            )
+        incarnations.hold_reservations(self)
+        # A walk over every member, made once a pass (the early binds and the claim writes
+        # both ask).
+        self.claims_in_play = closing.claims_in_play(self)
+        # Told each GangGroup's binds as its turn commits them (``schedule``'s ``committed``),
+        # unless claims are in play: their writes are worked out when the session closes.
+        self._committed = committed if committed and not self.claims_in_play else None
+
+    @cached_property
+    def finder(self) -> NodeFinder:
+        snapshot = self.snapshot
+        neighbours = Neighbours(
+            snapshot.nodes, self.infos, namespace_labels=snapshot.namespace_labels
+        )
+        return NodeFinder(
+            snapshot.nodes,
+            self.ledger,
+            infos=self.infos,
+            neighbours=neighbours,
+            volumes=lambda pod: volume_terms(pod, claims=snapshot.claims, volumes=snapshot.volumes),
+            scoring=self.config.scoring,
+        )
+
+    def _device_world(self) -> DeviceWorld:
+        snapshot = self.snapshot
+        return DeviceWorld(
+            slices=snapshot.resource_slices,
+            classes=snapshot.device_classes,
+            claims=snapshot.resource_claims,
+            evaluate=snapshot.selectors or no_selectors,
+        )
+
+    @cached_property
+    def topology(self) -> Topology:
+        """Only passes with a topology-placed gang build it (a flat tree sorts every node)."""
+        return topology_of(self.snapshot, self.config)
+
+    def domains(self, level: str) -> Mapping[tuple[str, ...], frozenset[str]]:
+        """The units of ``level`` and their nodes, built once a pass (#23: a gang's
+        networkTopology keeps it inside one of them). A unit is its path from the top:
+        racks of the same name in two zones are two units (review of #23)."""
+        found = self._domains.get(level)
+        if found is None:
+            topology = self.topology
+            end = topology.levels.index(level) + 1
+            units: dict[tuple[str, ...], set[str]] = {}
+            for name, path in topology.paths.items():
+                units.setdefault(tuple(path[:end]), set()).add(name)
+            found = self._domains[level] = {u: frozenset(n) for u, n in units.items()}
+        return found
+
+    def unit_of(self, node: str, level: str) -> tuple[str, ...]:
+        """The unit of ``level`` a node of the topology is in, as ``domains`` keys it."""
+        topology = self.topology
+        return tuple(topology.paths[node][: topology.levels.index(level) + 1])
+
+    @cached_property
+    def arranger(self) -> Arranger:
+        """Built on first use: passes without topology-placed gangs never pay for it."""
+        tree = Tree.of(self.topology, self.snapshot.nodes)
+        self.topology_notes = tree.notes()
+        return Arranger(tree, self.finder)
+
+    def _checked(self, gang: Gang) -> Gang:
+        """A topology-placed gang whose constraints do not fit the topology is invalid."""
+        if gang.constraints is None:
+            return gang
+        problems = gang.constraints.problems(levels=self.topology.levels, size=gang.total)
+        return replace(gang, errors=(*gang.errors, *problems)) if problems else gang
+
+    def add(self, into: list, *items: object) -> None:
+        """Append decisions to one of the session's lists (``bindings``, ``events``,
+        ``patches``, ``conditions``, ``evictions``, ``nominations``, ``attempts``), on the
+        open turn's Statement: undoing the turn takes them back."""
+        if not items:
+            return
+        start = len(into)
+        into.extend(items)
+        turn = self.open
+        if turn is not None:
+
+            def undo() -> None:
+                del into[start:]
+
+            turn.decide((into, items), undo=undo)
+
+    def set(self, name: str, value: object) -> None:
+        """Change a field of the session on the open turn's Statement."""
+        old = getattr(self, name)
+        setattr(self, name, value)
+        if self.open is not None:
+            self.open.changed(undo=lambda: setattr(self, name, old))
+
+    def done(self, op: Operation) -> None:
+        if op.kind is Kind.EVICT:
+            # Room came back: a shape that failed earlier in the pass may fit now.
+            self.parking.failed_shapes.clear()
+
+    def committed(self, ops: tuple[Operation, ...]) -> None:
+        """The bindings a commit keeps count against their queues (the next group is
+        chosen with them counted) and are final: the shell may start binding them."""
+        groups = [
+            group
+            for op in ops
+            if op.kind is Kind.DECIDE and op.what[0] is self.bindings  # type: ignore[index]
+            for group in op.what[1]  # type: ignore[index]
+        ]
+        if not groups:
+            return
+        book = self.queues.book
+        if book is not None:
+            for group in groups:
+                for placed in group.gangs:
+                    gang = self.gangs.get(placed.gang)
+                    if gang is None:
+                        continue
+                    requests = {p.ref: p.requests for p in gang.members}
+                    for binding in placed.bindings:
+                        if (
+                            binding.pod not in self.queues.counted_refs
+                        ):  # nominated: counted already
+                            book.take(gang.queue, requests.get(binding.pod, {}))
+        if self._committed is not None:
+            for group in groups:
+                self._committed(group)
+
+    def wake(self, at: float) -> None:
+        if at > self.now and (self.wake_at is None or at < self.wake_at):
+            self.wake_at = at
+
+    def watch(self, watcher: Watcher) -> None:
+        """Tell ``watcher`` what came of every turn from now on (``attempted``)."""
+        self._watchers.append(watcher)
+
+    def attempted(
+        self,
+        gangs: Iterable[Gang],
+        verdict: Verdict,
+        status: Status | None = None,
+        *,
+        since: int = 0,
+    ) -> None:
+        """Record what came of a GangGroup's turn in the running action. The watchers hear
+        of it first, in the turn (``since``: the mark of the open Statement where this work
+        began, which a watcher may undo to)."""
+        keys = tuple(g.key for g in gangs)
+        attempt = Attempt(self.action, keys, verdict, status or Status.success())
+        for watcher in self._watchers:
+            watcher(self, attempt, self.open, since)
+        self.add(self.attempts, attempt)
+
+    def failed_in(self, verdict: Verdict = Verdict.UNSCHEDULABLE) -> set[GangKey]:
+        """The gangs a turn of this pass left with ``verdict``."""
+        return {key for a in self.attempts if a.verdict is verdict for key in a.gangs}
+
+    @contextlib.contextmanager
+    def turn(self, unit: tuple[GangKey, ...], gangs: list[Gang]) -> Iterator[Statement]:
+        """One GangGroup's turn in the running action, on a Statement of its own: the one
+        record of what the turn changes (the ledger, the queues' room, the node finder's
+        cursors, decisions, the gangs' outcomes). It is committed when the turn returns.
+        Should it raise (a bug of ours, or input nobody foresaw), the Statement is discarded,
+        which takes back what the turn had not committed, the error is recorded, and the
+        other gangs go on: one bad gang must not stall the cluster."""
+        statement = self.statement()
+        statement.subscribe(self)
+        outer, self.open = self.open, statement
+        try:
+            yield statement
+        except Exception as error:  # isolation is the point: any error, one GangGroup
+            statement.discard()
+            self.open = outer
+            what = f"{type(error).__name__}: {error}"
+            self.errors.append(
+                ActionError(
+                    self.action,
+                    tuple(unit),
+                    what,
+                    "".join(traceback.format_exception(error, limit=-8)),
+                )
+            )
+            doing = f" ({self.action})" if self.action else ""
+            message = (
+                f"internal error while scheduling{doing} {', '.join(map(str, unit))}: "
+                f"{what}; it is skipped (other gangs go on) and "
+                "tried again after a backoff; please report this with the scheduler's log"
+            )
+            for gang in gangs:
+                self.outcomes[gang.key].condition = ("False", REASON_UNSCHEDULABLE, message)
+                self.reporting.failed_attempt(
+                    gang, message, pods=pending(gang), reason=REASON_SCHEDULER_ERROR
+                )
+        else:
+            statement.commit()
+        finally:
+            self.open = outer
+
+    def statement(self, ledger: Ledger | None = None) -> Statement:
+        """A Statement over ``ledger`` (a what-if's scratch; the pass's by default) whose
+        undos put the node finder's cursors back where they stood at the mark undone to."""
+        statement = Statement(ledger if ledger is not None else self.ledger)
+        statement.subscribe(_Cursors(self))
+        return statement
+
+    def result(self) -> Result:
+        """What the pass decided, as data for the shell."""
+        return closing.close(self)
