@@ -875,22 +875,21 @@ class ClusterCache:
         self._parked_by_queue = {}
         self._due_at = {}
         self._stale_due = {
-            key: state.stale_due
-            for key, state in self._memory.items()
-            if state.stale_due is not None
+            key: state.stale.due for key, state in self._memory.items() if state.stale is not None
         }
         for key, state in self._memory.items():
-            if state.parked_at is None or state.reservations:
+            parked = state.parked
+            if parked is None or state.reservations:
                 continue  # a NonStrict holder must be in every pass: its holds are taken there
-            self._due_at[key] = state.due_at
-            for shape in state.parked_shapes:
+            self._due_at[key] = parked.due_at
+            for shape in parked.shapes:
                 self._parked_by_shape.setdefault(shape, set()).add(key)
-            for queue, _ in state.parked_queues:
+            for queue, _ in parked.queues:
                 self._parked_by_queue.setdefault(queue, set()).add(key)
         # A woken gang stays woken until a pass tried it (it may still be backing off).
         for key, parked_at in list(self._woken.items()):
             state = self._memory.get(key)
-            if state is None or state.parked_at != parked_at:
+            if state is None or state.parked is None or state.parked.generation != parked_at:
                 del self._woken[key]
 
     def _wake_parked(self, changed: list[NodeInfo]) -> None:
@@ -906,8 +905,8 @@ class ClusterCache:
                 if all(free.get(r, 0) >= a for r, a in shape.items()):
                     for key in keys:
                         state = self._memory.get(key)
-                        if state is not None:
-                            self._woken.setdefault(key, state.parked_at)
+                        if state is not None and state.parked is not None:
+                            self._woken.setdefault(key, state.parked.generation)
 
     def _wake_queued(self) -> None:
         """Room freed in a queue wakes the gangs parked under it or under a queue above it
@@ -922,8 +921,8 @@ class ClusterCache:
                 seen.add(at)
                 for key in self._parked_by_queue.get(at, ()):
                     state = self._memory.get(key)
-                    if state is not None:
-                        self._woken.setdefault(key, state.parked_at)
+                    if state is not None and state.parked is not None:
+                        self._woken.setdefault(key, state.parked.generation)
                 known = self._queues.get(at)
                 at = known.parent if known is not None and known.parent else None
 

@@ -191,10 +191,11 @@ def _memory_lines(state: GangState | None, *, now: float) -> list[str]:
     lines = []
     if state is not None and state.timed_out:
         lines.append("timed out: it is not tried again until its pods are created anew")
-    if state is not None and state.stale_since is not None and state.stale_due is not None:
+    stale = state.stale if state is not None else None
+    if stale is not None:
         lines.append(
-            f"stale: it has run below its minimum for {now - state.stale_since:.0f}s; its "
-            f"running members are evicted in {max(state.stale_due - now, 0):.0f}s unless it "
+            f"stale: it has run below its minimum for {now - stale.since:.0f}s; its "
+            f"running members are evicted in {max(stale.due - now, 0):.0f}s unless it "
             "is whole again by then (--stale-gang-after, gang-scheduler.io/stale-after)"
         )
     return lines

@@ -27,6 +27,39 @@ class PriorityClass:
 
 
 @dataclass(frozen=True, slots=True)
+class Parked:
+    """The queue's own memory of a gang that failed for want of room (kube-scheduler's
+    unschedulable set): tried again only once a node changed since ``generation`` in a way
+    that could take one of its members, its own objects changed (``tried_with``: the very
+    objects it was tried with), or the flush interval passed."""
+
+    generation: int  # the snapshot's generation when it was parked
+    since: float
+    tried_with: tuple[object, ...] = ()
+    # For the cache, which leaves parked gangs out of a snapshot: the requests of the
+    # pending members (a node that changed and now has room for one of them wakes the gang),
+    # and the time by which it must be looked at anyway (its flush, or its timeout).
+    shapes: frozenset[Resources] = frozenset()
+    due_at: float = 0.0
+    # With queues: what its queue and each queue above it held when it was parked, nearest
+    # first. Room freed in one of them (a pod of the queue gone, on whatever node, a node
+    # already deleted included) may let it in where no node change would say so.
+    queues: tuple[tuple[str, Resources], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Staleness:
+    """Stale-gang eviction's memory of a gang running below its minimum."""
+
+    since: float  # since when it has run with fewer members than its minimum
+    due: float  # when the rest is to be evicted: the cache puts it in the pass due then
+    # The members evicted for it (uids) and when: not evicted again while they are still
+    # seen alive (the DisruptionTarget patch comes before the delete), unless that lasts.
+    evicted: frozenset[str] = frozenset()
+    evicted_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class GangState:
     """What the scheduler remembers of one gang incarnation between passes.
 
@@ -45,22 +78,8 @@ class GangState:
     timed_out_at: float | None = None
     # A member of this incarnation is bound and alive (derived each pass, kept for metrics).
     satisfied: bool = False
-    # The queue (kube-scheduler's unschedulable set): set when an attempt failed for want of
-    # room, to the snapshot's generation then; the gang is tried again only once a node
-    # changed since in a way that could take one of its members, its own objects changed
-    # (``tried_with``: the very objects it was tried with), or the flush interval passed.
-    parked_at: int | None = None
-    parked_since: float = 0.0
-    tried_with: tuple[object, ...] = ()
-    # For the cache, which leaves parked gangs out of a snapshot: the requests of the pending
-    # members (a node that changed and now has room for one of them wakes the gang), and the
-    # time by which it must be looked at anyway (its flush, or its timeout).
-    parked_shapes: frozenset[Resources] = frozenset()
-    due_at: float = 0.0
-    # With queues (#22): what its queue and each queue above it held when it was parked,
-    # nearest first. Room freed in one of them (a pod of the queue gone, on whatever node,
-    # a node already deleted included) may let it in where no node change would say so.
-    parked_queues: tuple[tuple[str, Resources], ...] = ()
+    # Set when an attempt failed for want of room (the session's parking).
+    parked: Parked | None = None
     # NonStrict only: members placed in earlier passes, held (never bound) until the gang fits.
     reservations: Mapping[PodRef, str] = field(default_factory=dict)
     # The last thing said about the gang, so the same Event is not repeated every pass.
@@ -72,14 +91,8 @@ class GangState:
     members: frozenset[str] = frozenset()
     # Whether the "fewer than minMember members left" warning was said for this incarnation.
     below_min_said: bool = False
-    # Since when it has run with fewer running members than its minimum (#23), and when the
-    # rest is to be evicted for it: the cache puts it in the pass that is due then.
-    stale_since: float | None = None
-    stale_due: float | None = None
-    # The members evicted for it (uids) and when: not evicted again while they are still
-    # seen alive (the DisruptionTarget patch comes before the delete), unless that lasts.
-    stale_evicted: frozenset[str] = frozenset()
-    stale_evicted_at: float | None = None
+    # Set while it runs below its minimum and a grace applies (the evict-stale action).
+    stale: Staleness | None = None
     # Gang preemption: where its members are to go once the pods it evicted (``victims``,
     # uids) have left, and since when; the room is held for it meanwhile, and it evicts
     # nothing more until they are gone or the nomination lapses.

@@ -9,7 +9,7 @@ from scheduler.codecs.owners import owner_from_dict
 from scheduler.model.gangs import JobProgress
 from scheduler.model.owners import OwnerKey, OwnerKind
 from scheduler.model.pods import GangKey
-from scheduler.model.snapshot import GangState
+from scheduler.model.snapshot import GangState, Staleness
 from tests.unit.builders import SCHEDULER, node, pod, podgroup
 
 
@@ -242,7 +242,7 @@ def test_a_stale_gang_with_nothing_pending_is_in_the_pass_that_is_due_to_evict_i
     ]
     cache = cache_with(*running)
     cache.snapshot(now=100.0)  # a pass starts: it finds the gang stale
-    stale = GangState(satisfied=True, stale_since=100.0, stale_due=160.0)
+    stale = GangState(satisfied=True, stale=Staleness(since=100.0, due=160.0))
     cache.remember({GangKey("default", "g"): stale})
     assert cache.snapshot(now=130.0).pods == ()
     assert sorted(p.ref.name for p in cache.snapshot(now=160.0).pods) == ["g-0", "g-1"]

@@ -199,9 +199,9 @@ def test_a_retried_gang_goes_to_a_unit_that_fits_now_among_the_first_16() -> Non
 
 def test_a_stale_gang_evicted_again_after_the_retry_is_not_evicted_in_every_pass_after() -> None:
     """g-0, g-1 run, the third member is gone. Evicted at T0+60; still seen alive at T0+121
-    (a delete that did not land): evicted again, stale_due set to T0+121. At T0+122 they
+    (a delete that did not land): evicted again, stale.due set to T0+121. At T0+122 they
     should wait for the next retry (T0+181); check_stale recomputes due = since + grace,
-    finds stale_due != due, resets it to T0+60, and now >= due + 60 again: it evicts them
+    finds stale.due != due, resets it to T0+60, and now >= due + 60 again: it evicts them
     in this pass, and in every pass after, as before the fix."""
     stale = Config(stale_gang_seconds=60.0)
     nodes = [node(f"n{i}", cpu="1") for i in range(3)]

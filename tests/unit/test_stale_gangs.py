@@ -12,6 +12,7 @@ from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.pods import GangKey
+from scheduler.model.snapshot import GangState, Staleness
 from tests.unit.builders import T0, gang_pods, node, pod, snapshot
 from tests.unit.test_allocation import bind_map, events
 
@@ -53,8 +54,8 @@ def test_a_gang_below_its_minimum_past_the_grace_has_its_running_members_evicted
     first, early, due = passes(gang(2, running=2), config=STALE_60, times=[T0, T0 + 30, T0 + 60])
     assert first.evictions == early.evictions == ()
     assert first.wake_at == T0 + 60
-    assert first.memory[KEY].stale_since == T0
-    assert first.memory[KEY].stale_due == T0 + 60
+    assert first.memory[KEY].stale.since == T0
+    assert first.memory[KEY].stale.due == T0 + 60
     assert evicted(due) == ["g-0", "g-1"]
     assert all(e.stale for e in due.evictions)
     (message,) = set(events(due, "StaleGang"))
@@ -64,7 +65,7 @@ def test_a_gang_below_its_minimum_past_the_grace_has_its_running_members_evicted
 def test_members_that_finished_count_so_a_job_near_its_end_is_not_stale() -> None:
     (result,) = passes(gang(3, running=2, succeeded=1), config=STALE_60, times=[T0 + 600])
     assert result.evictions == ()
-    assert result.memory[KEY].stale_since is None
+    assert result.memory[KEY].stale is None
 
 
 def test_a_gang_whose_lost_member_is_back_is_no_longer_stale() -> None:
@@ -73,7 +74,7 @@ def test_a_gang_whose_lost_member_is_back_is_no_longer_stale() -> None:
     whole = gang(3, running=3)
     later = schedule(snapshot(NODES, whole, memory=stale.memory), now=T0 + 90, config=STALE_60)
     assert later.evictions == ()
-    assert later.memory[KEY].stale_since is None
+    assert later.memory[KEY].stale is None
 
 
 def test_a_gang_that_waits_for_its_replacement_is_still_stale() -> None:
@@ -89,7 +90,7 @@ def test_a_gang_that_waits_for_its_replacement_is_still_stale() -> None:
 def test_off_by_default_and_the_gang_may_say_otherwise() -> None:
     (off,) = passes(gang(2, running=2), config=Config(), times=[T0 + 3600])
     assert off.evictions == ()
-    assert off.memory[KEY].stale_since is None
+    assert off.memory[KEY].stale is None
     asks = {names.STALE_AFTER: "30s"}
     _, due = passes(gang(2, running=2, annotations=asks), config=Config(), times=[T0, T0 + 30])
     assert evicted(due) == ["g-0", "g-1"]
@@ -194,7 +195,7 @@ def test_a_stale_gang_whose_replacement_fits_at_its_due_pass_is_made_whole_not_e
     blocker = pod("blocker", node_name="n2", phase="Running", cpu="1")
     first = schedule(snapshot(nodes, [*stale_gang(), blocker]), now=T0, config=STALE_60)
     assert bind_map(first) == {}
-    assert first.memory[KEY].stale_due == T0 + 60
+    assert first.memory[KEY].stale.due == T0 + 60
     done = replace(blocker, phase="Succeeded")
     due = schedule(
         snapshot(nodes, [*stale_gang(), done], memory=first.memory), now=T0 + 60, config=STALE_60
@@ -223,19 +224,20 @@ def test_a_stale_gang_is_evicted_once_not_again_in_each_pass_until_its_pods_are_
 def test_a_stale_gang_in_a_group_with_binds_in_flight_still_asks_for_its_due_pass() -> None:
     """GangGroup {a, b}: a runs 2 of its 3 (stale since T0, due T0+60); b's bind is in
     flight. The turn returns before a reaches check_stale, and Session.result re-arms
-    stale_due only for gangs the snapshot left out: this pass asks for no wake at T0+60.
+    stale.due only for gangs the snapshot left out: this pass asks for no wake at T0+60.
     (Harmless only if some later pass happens to run.)"""
-    from scheduler.model.snapshot import GangState  # noqa: PLC0415
 
     groups = ["default/a", "default/b"]
     a = gang_pods("a", 2, gang="a", min_available=3, groups=groups, created=T0)
     a = [replace(p, node_name=f"n{i}", phase="Running") for i, p in enumerate(a)]
     (b,) = gang_pods("b", 1, gang="b", min_available=1, groups=groups, created=T0)
     b = replace(b, node_name="n2")
-    memory = {GangKey("default", "a"): GangState(satisfied=True, stale_since=T0, stale_due=T0 + 60)}
+    memory = {
+        GangKey("default", "a"): GangState(satisfied=True, stale=Staleness(since=T0, due=T0 + 60))
+    }
     nodes = [node(f"n{i}") for i in range(3)]
     snap = replace(snapshot(nodes, [*a, b], memory=memory), in_flight=frozenset({b.ref.uid}))
     result = schedule(snap, now=T0 + 10, config=STALE_60)
-    assert result.memory[GangKey("default", "a")].stale_due == T0 + 60
+    assert result.memory[GangKey("default", "a")].stale.due == T0 + 60
     assert result.wake_at is not None
     assert result.wake_at <= T0 + 60, result.wake_at

@@ -21,6 +21,7 @@ from scheduler.core.statement import Statement
 from scheduler.model.decisions import Attempt, Eviction, Verdict
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import SUCCEEDED
+from scheduler.model.snapshot import Staleness
 
 # A stale gang's members evicted and still seen alive this long after are evicted again.
 STALE_RETRY_SECONDS = 60.0
@@ -78,8 +79,8 @@ def stale_due(session: Session, gang: Gang, *, running: int, placing: int) -> bo
     grace = _stale_grace(session, gang, running=running, placing=placing)
     if grace is None:
         return False
-    since = session.outcomes[gang.key].state.stale_since
-    return session.now >= (since if since is not None else session.now) + grace
+    stale = session.outcomes[gang.key].state.stale
+    return session.now >= (stale.since if stale is not None else session.now) + grace
 
 
 def check_stale(session: Session, gang: Gang, *, running: int, placing: int = 0) -> bool:
@@ -94,31 +95,28 @@ def check_stale(session: Session, gang: Gang, *, running: int, placing: int = 0)
     outcome = session.outcomes[gang.key]
     state = outcome.state
     if grace is None:
-        if state.stale_since is not None:
-            outcome.state = replace(
-                state,
-                stale_since=None,
-                stale_due=None,
-                stale_evicted=frozenset(),
-                stale_evicted_at=None,
-            )
+        if state.stale is not None:
+            outcome.state = replace(state, stale=None)
         return False
-    since = state.stale_since if state.stale_since is not None else session.now
+    stale = state.stale
+    since = stale.since if stale is not None else session.now
     due = since + grace
-    if state.stale_since is None or state.stale_due != due:
-        outcome.state = state = replace(state, stale_since=since, stale_due=due)
+    if stale is None:
+        stale = Staleness(since=since, due=due)
+        outcome.state = state = replace(state, stale=stale)
+    elif stale.due != due:
+        stale = replace(stale, due=due)
+        outcome.state = state = replace(state, stale=stale)
     if session.now < due:
         session.wake(due)
         return False
     # Members evicted and still seen alive are not evicted again (every pass until the
     # delete was seen would evict them again, and count them twice); once
     # STALE_RETRY_SECONDS have passed since, whatever still runs is (and so on).
-    last = state.stale_evicted_at
+    last = stale.evicted_at
     retry = last is not None and session.now >= last + STALE_RETRY_SECONDS
     members = [
-        p
-        for p in gang.members
-        if p.bound and p.alive and (retry or p.ref.uid not in state.stale_evicted)
+        p for p in gang.members if p.bound and p.alive and (retry or p.ref.uid not in stale.evicted)
     ]
     if not members:
         assert last is not None  # the first time every running member is evicted
@@ -126,8 +124,9 @@ def check_stale(session: Session, gang: Gang, *, running: int, placing: int = 0)
         return True
     outcome.state = replace(
         state,
-        stale_evicted=state.stale_evicted | {p.ref.uid for p in members},
-        stale_evicted_at=session.now,
+        stale=replace(
+            stale, evicted=stale.evicted | {p.ref.uid for p in members}, evicted_at=session.now
+        ),
     )
     session.wake(session.now + STALE_RETRY_SECONDS)
     message = (

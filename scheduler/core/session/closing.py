@@ -94,13 +94,13 @@ def close(session: Session) -> Result:
     # one when its grace ends (#23).
     memory: dict[GangKey, GangState] = dict(session.snapshot.memory)
     for key, state in memory.items():
-        if state.stale_due is not None:
+        if state.stale is not None:
             # Whether or not the pass got to it (a turn may end early: review of #23).
-            session.wake(state.stale_due)
+            session.wake(state.stale.due)
         if key in session.gangs:
             continue
-        if state.parked_at is not None:
-            session.wake(state.due_at)
+        if state.parked is not None:
+            session.wake(state.parked.due_at)
     # The tree only where a gang states a tier: a flat one sorts every node.
     any_tiered = False
     for key, gang in session.gangs.items():

@@ -11,6 +11,7 @@ from scheduler.core.session.outcomes import pending
 from scheduler.model.gangs import Gang, PodGroup, PodGroupStatus
 from scheduler.model.pods import Mode, Pod
 from scheduler.model.resources import Resources
+from scheduler.model.snapshot import Parked
 from scheduler.model.status import Status
 
 if TYPE_CHECKING:
@@ -87,25 +88,21 @@ class Parking:
             head = flush
         outcome.state = replace(
             outcome.state,
-            parked_at=self.session.snapshot.generation,
-            parked_since=self.session.now,
-            tried_with=self.tried_with(gang),
-            parked_shapes=frozenset(p.requests for p in pending(gang)),
-            parked_queues=self.session.queues.standing(gang),
-            due_at=min(flush, deadline, head),
+            parked=Parked(
+                generation=self.session.snapshot.generation,
+                since=self.session.now,
+                tried_with=self.tried_with(gang),
+                shapes=frozenset(p.requests for p in pending(gang)),
+                queues=self.session.queues.standing(gang),
+                due_at=min(flush, deadline, head),
+            ),
         )
         self.session.wake(min(flush, head))
 
     def unpark(self, gang: Gang) -> None:
         outcome = self.session.outcomes[gang.key]
-        if outcome.state.parked_at is not None:
-            outcome.state = replace(
-                outcome.state,
-                parked_at=None,
-                tried_with=(),
-                parked_shapes=frozenset(),
-                parked_queues=(),
-            )
+        if outcome.state.parked is not None:
+            outcome.state = replace(outcome.state, parked=None)
 
     def worth_trying(self, gangs: list[Gang]) -> bool:
         """kube-scheduler's queueing hints, for a GangGroup: try it again only if one of its
@@ -114,23 +111,28 @@ class Parking:
         flush = self.session.config.unschedulable_flush_seconds
         for gang in gangs:
             state = self.session.outcomes[gang.key].state
-            if state.parked_at is None or self.session.now >= state.parked_since + flush:
+            parked = state.parked
+            if parked is None or self.session.now >= parked.since + flush:
                 return True
             if state.nominated and not self.session.readiness.victims_present(state):
                 return True  # the room it preempted for is free (and held for it) now
-            if self.session.queues.freed(state.parked_queues):
+            if self.session.queues.freed(parked.queues):
                 return True  # its queue's limits may let it in now (chaos seed 30092)
             now_with = self.tried_with(gang)
-            if len(now_with) != len(state.tried_with) or any(
-                not _same(a, b) for a, b in zip(now_with, state.tried_with, strict=True)
+            if len(now_with) != len(parked.tried_with) or any(
+                not _same(a, b) for a, b in zip(now_with, parked.tried_with, strict=True)
             ):
                 return True
             # Unchanged: remember the objects as they are now, so the next look is by identity.
-            self.session.outcomes[gang.key].state = replace(state, tried_with=now_with)
-            if self._a_change_fits(gang, since=state.parked_at):
+            self.session.outcomes[gang.key].state = replace(
+                state, parked=replace(parked, tried_with=now_with)
+            )
+            if self._a_change_fits(gang, since=parked.generation):
                 return True
         for gang in gangs:
-            self.session.wake(self.session.outcomes[gang.key].state.parked_since + flush)
+            parked = self.session.outcomes[gang.key].state.parked
+            if parked is not None:
+                self.session.wake(parked.since + flush)
         return False
 
     def _a_change_fits(self, gang: Gang, *, since: int) -> bool:
