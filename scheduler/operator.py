@@ -35,12 +35,13 @@ from scheduler.shell.clocks import SteadyClock
 from scheduler.shell.configmaps import apply_configmap
 from scheduler.shell.electing import LeaderElector, Leadership
 from scheduler.shell.health import Health, Unhealthy, keep_watch
+from scheduler.shell.kinds import INFORMED
 from scheduler.shell.looping import SchedulingLoop, measure_fragmentation, measure_lag
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
 from scheduler.shell.queueing import QueueKeeper
 from scheduler.shell.recording import EventRecorder
-from scheduler.shell.syncing import KINDS, wait_until_synced
+from scheduler.shell.syncing import wait_until_synced
 from scheduler.shell.watching import Informer, Informers, LabelWatch
 
 if TYPE_CHECKING:
@@ -354,7 +355,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
                 poke=wake.set,
                 errored=metrics.background_errors.labels(worker="watch").inc,
             )
-            for kind in KINDS
+            for kind in INFORMED
         ]
     )
 

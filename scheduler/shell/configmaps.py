@@ -12,6 +12,7 @@ from typing import Any
 
 import structlog
 
+from scheduler.cache import kinds
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.shapes import obj, text, texts
 from scheduler.codecs.topology import group_from_configmap, topology_from_configmap
@@ -35,15 +36,15 @@ def apply_configmap(
         return
     key = f"{namespace}/{name}"
     if names.SAKKARA_GROUP in labels and not deleted:
-        cache.upsert_group(key, group_from_configmap(body))
+        cache.upsert(kinds.GROUPS, group_from_configmap(body), key=key)
     else:
-        cache.remove_group(key)
+        cache.remove(kinds.GROUPS, key)
     if names.SAKKARA_TOPOLOGY not in labels:
-        cache.remove_topology(key)
+        cache.remove(kinds.TOPOLOGIES, key)
         return
-    cache.seen("topologies", key)
+    cache.seen(kinds.TOPOLOGIES.name, key)
     if deleted or namespace != topology_namespace:
-        cache.remove_topology(key)
+        cache.remove(kinds.TOPOLOGIES, key)
         if not deleted:
             log.warning(
                 "topology ConfigMap outside --topology-namespace is ignored",
@@ -56,4 +57,4 @@ def apply_configmap(
         log.error("topology ConfigMap cannot be used", configmap=key, problem=problem)
     for warning in topology.warnings if topology else ():
         log.warning("topology ConfigMap", configmap=key, warning=warning)
-    cache.upsert_topology(key, topology, tuple(f"{key}: {e}" for e in errors))
+    cache.upsert(kinds.TOPOLOGIES, (topology, tuple(f"{key}: {e}" for e in errors)), key=key)

@@ -5,27 +5,12 @@ from __future__ import annotations
 
 import time
 
-from scheduler.cache.cluster import QUEUES, ClusterCache
-from scheduler.codecs.cel import Selectors
-from scheduler.codecs.objects import (
-    node_from_dict,
-    pod_from_dict,
-    podgroup_of,
-    priority_class_from_dict,
-)
 from scheduler.core.explaining import explain, explain_cluster, top_lines, waiting_gangs
 from scheduler.model.config import Config
-from scheduler.model.pods import GangKey, PodGroupApi
+from scheduler.model.pods import GangKey
 from scheduler.model.snapshot import Snapshot
-from scheduler.shell.api import ApiClient, Credentials
-from scheduler.shell.configmaps import apply_configmap
-from scheduler.shell.syncing import (
-    DEVICE_KINDS,
-    OWNER_KINDS,
-    UPSERTS,
-    list_objects,
-    list_versioned,
-)
+from scheduler.shell.api import Credentials
+from scheduler.shell.snapshotting import fold, take
 
 
 async def explain_gang(
@@ -61,38 +46,6 @@ async def cluster_snapshot(
     credentials: Credentials, *, config: Config, topology_namespace: str
 ) -> Snapshot:
     """The cluster as the scheduler's cache would hold it, from a fresh LIST of every kind
-    it watches (no informers: one look)."""
-    api = ApiClient(credentials, connections=4)
-    try:
-        cache = ClusterCache(
-            scheduler_name=config.scheduler_name,
-            aliases=config.aliases,
-            selectors=Selectors().evaluate,
-        )
-        for body in await list_objects(api, "nodes"):
-            cache.upsert_node(node_from_dict(body))
-        for body in await list_objects(api, "pods"):
-            cache.upsert_pod(pod_from_dict(body))
-        for kind in PodGroupApi:
-            for body in await list_objects(api, kind.kind):
-                cache.upsert_podgroup(podgroup_of(kind, body))
-        for kind in OWNER_KINDS:  # the owners that make gangs of pods that declare none
-            bodies, version = await list_versioned(api, kind)
-            cache.serve(kind, version is not None)
-            for body in bodies:
-                UPSERTS[kind](cache, body)
-        bodies, version = await list_versioned(api, QUEUES)  # Volcano's Queues (#22)
-        cache.serve(QUEUES, version is not None)
-        for body in bodies:
-            UPSERTS[QUEUES](cache, body)
-        for kind in DEVICE_KINDS:  # dynamic resource allocation (#24)
-            for body in await list_objects(api, kind):
-                UPSERTS[kind](cache, body)
-        for body in await list_objects(api, "priorityclasses"):
-            cache.upsert_priority_class(priority_class_from_dict(body))
-        for kind in ("topologies", "groups"):
-            for body in await list_objects(api, kind):
-                apply_configmap(cache, body, topology_namespace=topology_namespace)
-    finally:
-        await api.close()
-    return cache.snapshot(whole=True)
+    it watches (no informers: one look), folded as ``gang-scheduler snapshot`` folds it."""
+    document = await take(credentials, topology_namespace=topology_namespace)
+    return fold(document, config=config).snapshot(whole=True)

@@ -18,24 +18,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from scheduler.cache.cluster import QUEUES, ClusterCache
+from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.cel import Selectors
 from scheduler.model.config import Config
 from scheduler.shell.api import ApiClient, Credentials
 from scheduler.shell.configmaps import apply_configmap
-from scheduler.shell.syncing import (
-    KINDS,
-    OPTIONAL_KINDS,
-    OWNER_KINDS,
-    UPSERTS,
-    list_versioned,
-)
+from scheduler.shell.kinds import WATCHED
+from scheduler.shell.syncing import list_versioned
 
 API_VERSION = "gang-scheduler.io/v1alpha1"
 KIND = "ClusterSnapshot"
-CONFIGMAP_KINDS = ("topologies", "groups")
 # Every kind the cache is fed, in the order a pass would want them folded (nodes first).
-SNAPSHOT_KINDS = ("nodes", *(k for k in KINDS if k != "nodes"), *CONFIGMAP_KINDS)
+SNAPSHOT_KINDS = tuple(WATCHED)
 _DROPPED_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
 
 
@@ -60,7 +54,7 @@ async def take(
     try:
         for kind in SNAPSHOT_KINDS:
             bodies, version = await list_versioned(api, kind)
-            if version is None and kind in OPTIONAL_KINDS:
+            if version is None and WATCHED[kind].optional:
                 unserved.append(kind)
             lists[kind] = [_trim(body) for body in bodies]
     finally:
@@ -116,12 +110,13 @@ def fold(
     unserved = set(document.get("unserved", ()))
     lists: Mapping[str, list[dict[str, Any]]] = document.get("lists", {})
     for kind in SNAPSHOT_KINDS:
-        if kind in CONFIGMAP_KINDS:
+        watched = WATCHED[kind]
+        if not watched.informed:  # seed 004's ConfigMaps
             for body in lists.get(kind, ()):
                 apply_configmap(cache, body, topology_namespace=namespace)
             continue
-        if kind == QUEUES or kind in OWNER_KINDS:  # served or not, as explain finds them
+        if watched.served:  # served or not, as the LIST found them
             cache.serve(kind, kind not in unserved and kind in lists)
         for body in lists.get(kind, ()):
-            UPSERTS[kind](cache, body)
+            watched.fold(cache, body)
     return cache

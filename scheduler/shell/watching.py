@@ -29,19 +29,15 @@ from urllib.parse import quote
 import structlog
 
 from scheduler.cache.cluster import ClusterCache
+from scheduler.model.owners import OwnerKind
 from scheduler.model.pods import PodGroupApi
 from scheduler.shell.api import ApiClient, ApiError
-from scheduler.shell.syncing import (
-    LISTS,
-    OWNER_KINDS,
-    UPSERTS,
-    Folding,
-    key_of,
-    list_pages,
-    remove,
-)
+from scheduler.shell.kinds import WATCHED
+from scheduler.shell.syncing import Folding, list_pages
 
 log = structlog.get_logger()
+
+OWNER_KINDS = frozenset(kind.kind for kind in OwnerKind)
 
 # Listed objects folded into the cache between two looks at the event loop: about 7 ms of
 # pods (their codec is ~35 us each).
@@ -107,7 +103,7 @@ class Informer:
         self._grace_seconds = grace_seconds
         self._absent_seconds = absent_seconds
         self._relist_after = relist_after
-        self._upsert = UPSERTS[kind]
+        self._watched = WATCHED[kind]
         self._version: str | None = None  # where the watch takes up; None: LIST first
         self._failures = 0  # in a row, with no watch event between them (a LIST is none)
         self._served = True
@@ -262,12 +258,13 @@ class Informer:
             self._watching = None
 
     async def _watch(self) -> None:
-        query = "&" if "?" in LISTS[self.kind] else "?"
+        path = self._watched.path
+        query = "&" if "?" in path else "?"
         query += (
             f"watch=1&allowWatchBookmarks=true&resourceVersion={self._version}"
             f"&timeoutSeconds={self._timeout_seconds}"
         )
-        async for event in self._api.stream(LISTS[self.kind] + query):
+        async for event in self._api.stream(path + query):
             kind = event.get("type")
             obj = event.get("object") or {}
             if kind == "ERROR":  # a Status: 410 Gone, or the watch broke on the server
@@ -288,9 +285,9 @@ class Informer:
         """A malformed object must never end the watch: it is logged and ignored."""
         try:
             if kind == "DELETED":
-                remove(self._cache, self.kind, key_of(self.kind, obj))
+                self._watched.drop(self._cache, self._watched.key_of(obj))
             else:
-                self._upsert(self._cache, obj)
+                self._watched.fold(self._cache, obj)
         except Exception:
             log.exception("could not read object; it is ignored", kind=self.kind)
 

@@ -93,6 +93,7 @@ from scheduler.model.queues import Queue
 from scheduler.model.snapshot import PriorityClass
 from scheduler.model.topology import Constraints, SakkaraGroup, Topology
 from scheduler.shell.configmaps import apply_configmap
+from scheduler.shell.kinds import WATCHED
 from tests.unit.builders import SCHEDULER, T0
 
 # -- profiles -------------------------------------------------------------------------------
@@ -1335,7 +1336,7 @@ def _load(cluster: Cluster) -> ClusterCache:
     for body in cluster.nodes:
         cache.upsert_node(node_from_dict(body))
     for body in cluster.priority_classes:
-        cache.upsert_priority_class(priority_class_from_dict(body))
+        WATCHED["priorityclasses"].fold(cache, body)
     kinds = {api.value: api for api in PodGroupApi}
     for body in cluster.podgroups:
         version = body.get("apiVersion") if isinstance(body, dict) else None
