@@ -65,7 +65,14 @@ from pathlib import Path
 from bench import audit
 from bench.invariants import PARTIAL_LIMIT_SECONDS, Invariants, allocatable_of, requests_of
 from bench.metering import Meter, Quiet, cpu_seconds, peak_rss_mib
-from bench.schedulers import BUILDERS, ClientLimits, Contender, contenders, skewed_control_plane
+from bench.schedulers import (
+    ASKED_FOR,
+    BUILDERS,
+    ClientLimits,
+    Contender,
+    contenders,
+    skewed_control_plane,
+)
 from e2e import cluster as local_cluster
 from e2e.nodes import GPU, api_client, create_nodes, layout, node_manifest, wait_ready
 from scheduler.shell.api import ApiClient, ApiError, load_credentials
@@ -1450,6 +1457,8 @@ async def main_async(
 
 
 SCHEDULERS = list(BUILDERS)
+# What a run without --only runs (an earlier checkout of ours only when asked for).
+DEFAULT_SCHEDULERS = [key for key in SCHEDULERS if key not in ASKED_FOR]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -1611,7 +1620,7 @@ def results_name(args: argparse.Namespace) -> str:
         name += f"-at-{args.latency_rate:g}-pods-per-second"
     if args.skew:
         return name + "-skew"
-    if args.only and set(args.only) != set(SCHEDULERS):
+    if args.only and set(args.only) != set(DEFAULT_SCHEDULERS):
         name += "-only" + "".join(f"-{s.replace('_', '-')}" for s in sorted(set(args.only)))
     return name
 

@@ -21,6 +21,7 @@ clientConnection, our ``--kube-api-qps``/``--kube-api-burst``).
 from __future__ import annotations
 
 import compileall
+import os
 import re
 import subprocess
 import sys
@@ -83,6 +84,8 @@ class Contender:
     min_resources: bool = False
     # Where it serves Prometheus metrics the bench reads (ours: passes, Events dropped).
     metrics_port: int | None = None
+    # Where it runs from (an earlier checkout of ours, for an A/B run); None: here.
+    cwd: Path | None = None
 
     def podgroup(
         self, *, namespace: str, name: str, size: int, requests: dict[str, str] | None = None
@@ -128,9 +131,17 @@ class Contender:
         }
 
     def start(self, log: Path) -> subprocess.Popen[bytes]:
+        env = None
+        if self.cwd is not None:  # its own package first, whatever this interpreter has
+            env = {**os.environ, "PYTHONPATH": str(self.cwd)}
         with log.open("ab") as out:
             return subprocess.Popen(
-                list(self.argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+                list(self.argv),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.cwd,
+                env=env,
             )
 
     def describe(self) -> dict:
@@ -225,13 +236,44 @@ def compile_bytecode(checkout: Path = REPO) -> None:
 
 
 def _ours(*, kubeconfig: Path, workdir: Path, limits: ClientLimits, build: bool) -> Contender:
-    compile_bytecode()
+    return _ours_from(REPO, kubeconfig=kubeconfig, limits=limits)
+
+
+# An earlier checkout of ours, run beside this one for an A/B run (``--only
+# gang_scheduler_base``): the same interpreter and dependencies, its own package.
+BASE_CHECKOUT = "GANG_SCHEDULER_BASE"
+
+
+def _ours_base(*, kubeconfig: Path, workdir: Path, limits: ClientLimits, build: bool) -> Contender:
+    base = os.environ.get(BASE_CHECKOUT, "")
+    if not base or not (Path(base) / "scheduler" / "__init__.py").is_file():
+        raise PeerMissing(
+            f"set {BASE_CHECKOUT} to a checkout of gang-scheduler (git worktree add DIR COMMIT) "
+            "to run its scheduler beside this one"
+        )
+    return _ours_from(Path(base).resolve(), kubeconfig=kubeconfig, limits=limits)
+
+
+def _commit_of(checkout: Path) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return done.stdout.strip() or "unknown"
+
+
+def _ours_from(checkout: Path, *, kubeconfig: Path, limits: ClientLimits) -> Contender:
+    compile_bytecode(checkout)
     metrics_port = local_cluster.free_port()
+    here = checkout == REPO
     return Contender(
-        key="gang_scheduler",
-        label="gang-scheduler",
+        key="gang_scheduler" if here else "gang_scheduler_base",
+        label="gang-scheduler" if here else f"gang-scheduler at {_commit_of(checkout)}",
+        cwd=None if here else checkout,
         scheduler_name="gang-scheduler",
-        version=__version__,
+        version=__version__ if here else _commit_of(checkout),
         argv=(
             sys.executable,
             "-m",
@@ -355,6 +397,7 @@ def _coscheduling_tuned(
 
 BUILDERS = {
     "gang_scheduler": _ours,
+    "gang_scheduler_base": _ours_base,
     "kube_scheduler": _kube_scheduler,
     "coscheduling": _coscheduling,
     "coscheduling_tuned": _coscheduling_tuned,
@@ -377,8 +420,12 @@ def contenders(
     return [
         make(kubeconfig=kubeconfig, workdir=workdir, limits=limits, build=build)
         for key, make in BUILDERS.items()
-        if only is None or key in only
+        if (key in only if only is not None else key not in ASKED_FOR)
     ]
+
+
+# Schedulers a run has only when named (``--only``).
+ASKED_FOR = frozenset({"gang_scheduler_base"})
 
 
 def _version_of_control_plane() -> str:

@@ -139,12 +139,15 @@ class Session:
                 state=state, condition=state.condition or NOT_TRIED, session=self
             )
         incarnations.hold_reservations(self)
-        # A walk over every member, made once a pass (the early binds and the claim writes
-        # both ask).
-        self.claims_in_play = closing.claims_in_play(self)
         # Told each GangGroup's binds as its turn commits them (``schedule``'s ``committed``),
         # unless claims are in play: their writes are worked out when the session closes.
         self._committed = committed if committed and not self.claims_in_play else None
+
+    @cached_property
+    def claims_in_play(self) -> bool:
+        """Any claim in the snapshot, or any pod with one: a walk over every member, made
+        once a pass and only when asked (the early binds and the claim writes ask)."""
+        return closing.claims_in_play(self)
 
     @cached_property
     def finder(self) -> NodeFinder:
