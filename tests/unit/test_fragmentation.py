@@ -60,6 +60,19 @@ def test_a_node_over_committed_counts_no_negative_room() -> None:
     assert found.placeable == 0
 
 
+def test_room_a_waiting_member_can_use_is_not_stranded() -> None:
+    """Waiting members whose shapes do not compare (one asks more CPU, the other more
+    memory): room the second fits in is not stranded, though the first, the smallest by
+    GPUs, then CPU, then memory, does not fit it ("room nothing that waits can use")."""
+    free = {"n1": Resources({"cpu": 4000, "memory": 8 * 2**30, "pods": 100})}
+    waiting = [
+        Resources({"cpu": 1000, "memory": 100 * 2**30, "pods": 1}),  # the "smallest"
+        Resources({"cpu": 2000, "memory": 2**30, "pods": 1}),  # fits n1
+    ]
+    found = measure(free, allocatable=free, waiting=waiting)
+    assert found.stranded["cpu"] == 0
+
+
 def test_explain_cluster_reads_the_snapshot_as_the_gauges_do() -> None:
     """Two 4-GPU nodes, 3 GPUs used on n0: a gang of 2-GPU members waits; n0's one free GPU
     is stranded, n1 takes two members and is a whole GPU node. Another scheduler's pending

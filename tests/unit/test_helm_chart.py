@@ -236,6 +236,16 @@ def test_a_flag_left_null_is_left_to_the_schedulers_own_default(helm: Helm) -> N
     assert parsed["leader_elect_namespace"] == parsed["topology_namespace"] == "scheduling"
 
 
+def test_chart_integers_from_a_values_file_render_as_integers(helm: Helm, tmp_path: Path) -> None:
+    """Helm reads a values file's numbers as float64, whose {{ . }} of 1000000 would be
+    "1e+06", which --kube-api-burst (type=int) refuses at start: the chart renders the
+    integer as an integer."""
+    values = tmp_path / "v.yaml"
+    values.write_text("scheduling:\n  kubeApiBurst: 1000000\n")
+    out = helm.run("template", "gs", str(CHART), "-n", "x", "-f", str(values)).stdout
+    assert "--kube-api-burst=1000000" in out
+
+
 def test_without_leader_election_one_replica_runs_and_more_are_refused(helm: Helm) -> None:
     alone = helm.template("batch", "scheduling", "leaderElection.enabled=false", "replicas=1")
     assert settings(scheduler_args(alone))["leader_elect"] is False

@@ -15,7 +15,7 @@ from scheduler.codecs.objects import volcano_podgroup_from_dict
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.pods import NetworkTopology
+from scheduler.model.pods import GangKey, NetworkTopology
 from scheduler.model.snapshot import Snapshot
 from scheduler.model.topology import Topology
 from tests.unit.builders import T0, gang_pods, node, pod, snapshot, tree_topology
@@ -447,3 +447,69 @@ def test_a_hopeless_hard_gang_tries_a_bounded_window_of_units_each_attempt() -> 
     assert bind_map(result) == {}
     (message,) = set(events(result, "FailedScheduling"))
     assert "16 tried of 250, the next ones at its next attempt" in message
+
+
+# -- the units an attempt tries: the lowest tier and the fullest first -----------------------
+
+
+def test_a_retried_gang_tries_its_lowest_tier_first_when_all_units_fit_the_window() -> None:
+    """ZONES (zone-a: rack-0 n0 n1, rack-1 n2 n3; zone-b: rack-2 n4 n5, rack-3 n6 n7),
+    n3, n5 and n7 taken. A hard zone-tier gang of 2 one-GPU pods fits rack-0 whole. Its
+    units: [rack-0, zone-b, zone-a] (3, well inside MAX_UNITS). It lands in rack-0 at its
+    first attempt, and again after one failed attempt (attempts=1): while all its units fit
+    the window every attempt tries them all, the lowest tier first, rather than starting at
+    zone-b and splitting the gang over rack-2 and rack-3 although one rack holds it."""
+    nodes = [node(f"n{i}", gpu=1) for i in range(8)]
+    taken = running(gang_pods("other", 3, gpu=1, created=T0), ["n3", "n5", "n7"])
+    pods = [*members("dp", 2), *taken]
+    pg = group("dp", min_member=2, tier=2)
+    fresh = on(ZONES, nodes, pods, pg, now=T0)
+    assert sorted(bind_map(fresh).values()) == ["n0", "n1"]
+    # The same gang, having failed once (no zone had two free GPUs then): attempts=1.
+    full = running(gang_pods("full", 3, gpu=1, created=T0), ["n1", "n2", "n6"])
+    failed = on(ZONES, nodes, [*pods, *full], pg, now=T0)
+    assert bind_map(failed) == {}
+    key = GangKey("default", "dp")
+    assert failed.memory[key].attempts == 1
+    later = failed.memory[key].retry_at
+    snap = replace(snapshot(nodes, pods, podgroups=[pg], memory=failed.memory), topology=ZONES)
+    retried = schedule(snap, now=later)
+    assert sorted(bind_map(retried).values()) == ["n0", "n1"], bind_map(retried)
+
+
+def test_a_retried_gang_goes_to_a_unit_that_fits_now_among_the_first_16() -> None:
+    """40 racks of two 8-CPU nodes; a hard rack-tier gang of two 5-CPU pods. In every rack
+    one node has 7 CPUs free and the other 4: the summed room (11) passes, placement fails.
+    The gang fails its first attempt (attempts=1). Then a pod on rack-00 finishes: its
+    nodes have 5 and 5.5 free, the gang fits there, and rack-00 is the fullest unit (first
+    in the list). Every attempt tries the fullest units (the first half of MAX_UNITS) and
+    only the rest in turns, so the second attempt tries rack-00 and the gang lands there,
+    rather than failing again ("16 tried of 40"), backing off, and reaching rack-00 only
+    after a full turn of the list."""
+    racks = 40
+    nodes = [node(f"n{i}", cpu="8") for i in range(2 * racks)]
+    paths = {f"n{i}": (f"rack-{i // 2:02d}", f"n{i}") for i in range(2 * racks)}
+    topo = Topology(name="t", levels=("rack", "node"), paths=paths)
+
+    def fillers(first: str) -> list[Any]:
+        out = []
+        for r in range(racks):
+            a, b = ("3", "2500m") if (r == 0 and first == "fits") else ("1", "4")
+            out.append(pod(f"fa-{r}", cpu=a, node_name=f"n{2 * r}", phase="Running"))
+            out.append(pod(f"fb-{r}", cpu=b, node_name=f"n{2 * r + 1}", phase="Running"))
+        return out
+
+    pg = group("dp", min_member=2, tier=1)
+    dp = members("dp", 2, gpu=0, cpu="5")
+    failed = schedule(
+        replace(snapshot(nodes, [*dp, *fillers("no")], podgroups=[pg]), topology=topo), now=T0
+    )
+    assert bind_map(failed) == {}
+    key = GangKey("default", "dp")
+    assert failed.memory[key].attempts == 1
+    later = failed.memory[key].retry_at
+    snap = snapshot(nodes, [*dp, *fillers("fits")], podgroups=[pg], memory=failed.memory)
+    retried = schedule(replace(snap, topology=topo), now=later)
+    assert sorted(bind_map(retried).values()) == ["n0", "n1"], [
+        e.message for e in retried.events if e.reason == "FailedScheduling"
+    ]

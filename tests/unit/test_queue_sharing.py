@@ -977,6 +977,48 @@ def test_a_queue_that_had_the_cluster_lately_yields_to_one_that_had_nothing() ->
     assert result.queue_usage.average["team-a"][GPU] == pytest.approx(2.0)  # held through
 
 
+def test_a_trace_of_past_usage_of_a_resource_nobody_wants_now_does_not_put_a_queue_last() -> None:
+    """n0: 8 CPUs, 1 GPU. team-b holds 4 CPUs; team-a holds nothing. Each waits with a
+    gang of one 4-CPU pod: room for one. team-a used one GPU briefly about 100 minutes ago
+    (its recent GPU average has decayed to 1/1024 of a GPU). Nobody wants a GPU now, so
+    every fair share of GPUs is 0 (capped by demand): that trace does not make team-a's
+    standing (0 + 1/1024) / 2 / 0 = inf and put it behind team-b, which holds half the
+    cluster. By CPUs (held now and lately) team-a is far below its share, and it goes
+    first, as DRF alone puts it."""
+    a = pod("a-0", cpu="4", gang="a", min_available=1, labels=in_queue("team-a"), created=T0)
+    b = pod("b-0", cpu="4", gang="b", min_available=1, labels=in_queue("team-b"), created=T0)
+    held = pod("b-run", cpu="4", node_name="n0", phase="Running", labels=in_queue("team-b"))
+    snap = with_queues(
+        snapshot([node("n0", cpu="8", gpu=1)], [a, b, held]), queue("team-a"), queue("team-b")
+    )
+    assert bind_map(schedule(snap, now=T0)) == {"a-0": "n0"}  # DRF
+    lately = QueueUsage(T0 - 60, {"team-a": {GPU: 1.0 / 1024}, "team-b": {"cpu": 4000.0}})
+    config = Config(fair_share_half_life_seconds=600.0)
+    result = schedule(replace(snap, queue_usage=lately), now=T0, config=config)
+    assert bind_map(result) == {"a-0": "n0"}, bind_map(result)
+
+
+def test_the_gap_since_the_last_update_is_counted_at_what_was_held_then_not_now() -> None:
+    """Passes run only when something changed, so usage is updated rarely while the cluster
+    is quiet, and the pass that comes is the one a change brings. Four one-GPU nodes:
+    team-a held three GPUs from the last update (30 min ago, three half-lives) until its job
+    finished just now; team-b has held one all along and holds it now. Each waits with a
+    gang of 2 GPUs, room for one (3 free). The architecture says the last pass's holdings
+    stand for the gap ("the last pass's holdings being all the core knows"): team-a's
+    average stays near 3 GPUs (standing 0.75 against b's 0.5), and team-b goes first.
+    Counted at what is held now (team-a: 0), team-a's past would shrink to 3/8 of a GPU
+    (standing 0.09) and it would go first, as if the half hour of three GPUs had not been."""
+    a = gang_pods("a", 2, gang="a", min_available=2, gpu=1, labels=in_queue("team-a"), created=T0)
+    b = gang_pods("b", 2, gang="b", min_available=2, gpu=1, labels=in_queue("team-b"), created=T0)
+    held = pod("b-run", gpu=1, node_name="n0", phase="Running", labels=in_queue("team-b"))
+    snap = with_queues(snapshot(gpu_nodes(4), [*a, *b, held]), queue("team-a"), queue("team-b"))
+    then = {"team-a": {GPU: 3.0}, "team-b": {GPU: 1.0}}
+    lately = QueueUsage(T0 - 1800, then, held=then)
+    config = Config(fair_share_half_life_seconds=600.0)
+    result = schedule(replace(snap, queue_usage=lately), now=T0, config=config)
+    assert set(bind_map(result)) == {"b-0", "b-1"}, bind_map(result)
+
+
 def test_recent_usage_halves_every_half_life_toward_what_was_held() -> None:
     """Through the gap what was held at the last update counts (passes run when something
     changed: what is held now has mostly just begun), and what is held now is kept for the

@@ -1,13 +1,16 @@
 """gang-scheduler snapshot / simulate / trace (#26 part 4), without an API server: the trace
 generator's determinism and shape, a report from a tiny snapshot and trace (its sections,
-its PNGs, the same twice), --compare of pack and spread, and anonymising that keeps the
-core's decisions."""
+its PNGs, the same twice), --compare of pack and spread, anonymising that keeps the core's
+decisions and hides what it must, and the traces, snapshots and arguments each refuses."""
 
 from __future__ import annotations
 
+import calendar
 import json
 import math
+import signal
 import statistics
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,11 +21,12 @@ from scheduler.cli import main
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
+from scheduler.shell import snapshotting
 from scheduler.shell.snapshotting import API_VERSION, KIND, fold
 from scheduler.sim import traces
 from scheduler.sim.anonymising import anonymise
-from scheduler.sim.reporting import summary
-from scheduler.sim.simulating import Setup, simulate
+from scheduler.sim.reporting import quantile, summary
+from scheduler.sim.simulating import Setup, _start_time, simulate
 from scheduler.sim.traces import Job, Shape, generate
 
 GPU = "nvidia.com/gpu"
@@ -37,6 +41,10 @@ def node(name: str, *, rack: str, gpus: int = 8) -> dict[str, Any]:
         "status": {
             "allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110", GPU: str(gpus)},
             "conditions": [{"type": "Ready", "status": "True"}],
+            "addresses": [
+                {"type": "InternalIP", "address": "10.20.30.40"},
+                {"type": "Hostname", "address": name},
+            ],
         },
     }
 
@@ -95,6 +103,35 @@ def test_a_bad_trace_says_where(tmp_path: Path) -> None:
     path = tmp_path / "t.jsonl"
     path.write_text('{"at": 0, "name": "a", "members": 1, "gpu": 1}\n{"at": 1, "name": "b"}\n')
     with pytest.raises(ValueError, match=r"t.jsonl:2: members is required"):
+        traces.read(path)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"at": 0, "name": "a", "members": 1, "gpu": 1, "duration": NaN}',
+        '{"at": 0, "name": "a", "members": 1, "gpu": 1, "duration": Infinity}',
+        '{"at": NaN, "name": "a", "members": 1, "gpu": 1}',
+        '{"at": Infinity, "name": "a", "members": 1, "gpu": 1}',
+    ],
+)
+def test_a_trace_with_a_non_finite_time_is_refused(tmp_path: Path, line: str) -> None:
+    """NaN passes `duration <= 0` and `at < 0`: a gang that never ended (NaN <= t is False)
+    or never arrived would keep simulate without --until looping for ever. The line that
+    says it is refused, by its number."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(ValueError, match=r"t\.jsonl:1"):
+        traces.read(path)
+
+
+@pytest.mark.parametrize("line", ["3", "null", "[1, 2]", "true"])
+def test_a_trace_line_that_is_not_an_object_is_a_value_error(tmp_path: Path, line: str) -> None:
+    """The CLI catches ValueError only: a line that is JSON but not an object is a
+    ValueError naming the line, not a TypeError traceback (set(3), set(None))."""
+    path = tmp_path / "t.jsonl"
+    path.write_text(line + "\n")
+    with pytest.raises(ValueError, match=r"t\.jsonl:1"):
         traces.read(path)
 
 
@@ -196,12 +233,127 @@ def test_queue_overrides_and_topology_off_are_applied(tmp_path: Path) -> None:
         load_setup(tmp_path / "bad.yaml")
 
 
+class _Hang(Exception):
+    pass
+
+
+@pytest.fixture
+def deadline():
+    """A simulation that does not end in 10 s raises _Hang, rather than hanging the run."""
+
+    def fire(*_: object) -> None:
+        raise _Hang("the simulation did not end")
+
+    old = signal.signal(signal.SIGALRM, fire)
+    signal.alarm(10)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def test_simulate_rejects_a_step_of_zero(deadline: None) -> None:
+    """--step 0 (or negative) is refused: t would never advance while a gang waits (a
+    hang), and with nothing waiting _next_time would divide by it (ZeroDivisionError)."""
+    jobs = [Job(at=0, name="a", members=1, gpu=8, duration=100)]
+    with pytest.raises(ValueError, match="--step must be a positive number"):
+        simulate(document(nodes=1), jobs, step=0)
+
+
+def test_a_nan_duration_is_refused_rather_than_never_ending(deadline: None) -> None:
+    jobs = [Job(at=0, name="a", members=1, gpu=1, duration=float("nan"))]
+    with pytest.raises(ValueError, match="finite"):
+        simulate(document(nodes=1), jobs, step=5)  # run for ever, the deadline would raise
+
+
+def test_a_trace_job_named_like_a_retry_does_not_collide(deadline: None) -> None:
+    """An evicted job "a" comes back as gang "a-r1": a trace job named "a-r1" stays a gang
+    of its own, its members, job_of and pod uids not overwritten by the retry's."""
+    jobs = [
+        Job(at=0, name="a", members=1, gpu=8, duration=1000, priority=0),
+        Job(at=10, name="b", members=1, gpu=8, duration=100, priority=1000),
+        Job(at=20, name="a-r1", members=1, gpu=8, duration=50, priority=0),
+    ]
+    run = simulate(document(nodes=1), jobs, step=5)
+    started = [w[0] for w in run.waits]
+    assert run.preempted[-1] >= 1, "the setup must preempt a for this test to say anything"
+    # Every job of the trace finishes once ("a" after its retry): none is lost.
+    assert run.finished == 3, (run.finished, run.waits)
+    assert started.count("a") == 2
+    assert "a-r1" in started
+
+
+def test_the_start_time_is_utc_whatever_the_time_zone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The snapshot's takenAt is read as UTC, not by time.mktime(...) - time.timezone, an
+    hour off in summer time (DST): the same snapshot plays the same in every zone."""
+    monkeypatch.setenv("TZ", "Europe/London")
+    time.tzset()
+    try:
+        doc = {"metadata": {"takenAt": "2026-07-01T00:00:00Z"}}
+        assert _start_time(doc) == calendar.timegm((2026, 7, 1, 0, 0, 0))
+    finally:
+        monkeypatch.delenv("TZ")
+        time.tzset()
+
+
+def test_the_nearest_rank_median_of_two_is_the_lower() -> None:
+    """Nearest rank: the ceil(q*n)-th value; int(q*n) would be one past it whenever q*n is
+    whole (p50 of [1, 100] would be 100, p99 of 100 values the maximum)."""
+    assert quantile([1, 100], 0.5) == 1
+    assert quantile(list(range(1, 101)), 0.99) == 99
+
+
 def test_the_trace_command_writes_a_trace(tmp_path: Path) -> None:
     out = tmp_path / "t.csv"
     assert main(["trace", "-o", str(out), "--seed", "4", "--hours", "3", "--queues", "x=1"]) == 0
     jobs = traces.read(out)
     assert jobs == generate(seed=4, shape=Shape(hours=3, queues=(("x", 1.0),)))
     assert {job.queue for job in jobs} == {"x"}
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--hours", "-1"], "hours must be a positive number"),
+        (["--jobs-per-hour", "nan"], "jobs per hour must be a positive number"),
+        (["--duration-median", "0"], "duration median must be a positive number"),
+        (["--diurnal-amplitude", "5"], "diurnal amplitude must be from 0 to 1"),
+        (["--queues", "a=x"], "--queues takes NAME=SHARE"),
+    ],
+)
+def test_a_hostile_trace_shape_is_an_error_that_names_it(
+    tmp_path: Path, args: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["trace", "-o", str(tmp_path / "t.jsonl"), *args]) == 2
+    assert said in capsys.readouterr().err
+
+
+# -- snapshots ----------------------------------------------------------------------------
+
+
+def test_a_snapshot_that_is_neither_json_nor_yaml_is_a_value_error(tmp_path: Path) -> None:
+    path = tmp_path / "s.json"
+    path.write_text('{"kind": "ClusterSnapshot", : [\n')
+    with pytest.raises(ValueError, match="neither JSON nor YAML"):
+        snapshotting.read(path)
+
+
+def test_a_snapshot_without_a_cluster_to_read_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No kubeconfig, and an API server that refuses the connection (nothing listens)."""
+    out = str(tmp_path / "s.json")
+    assert main(["snapshot", "-o", out, "--kubeconfig", str(tmp_path / "absent")]) == 2
+    assert "could not read the cluster" in capsys.readouterr().err
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    assert main(["snapshot", "-o", out, "--kubeconfig", str(config)]) == 2
+    assert "could not read the cluster" in capsys.readouterr().err
+    assert not Path(out).exists()
 
 
 # -- anonymising --------------------------------------------------------------------------
@@ -328,3 +480,57 @@ def test_anonymised_snapshots_simulate_the_same() -> None:
     plain, renamed = simulate(doc, jobs), simulate(hidden, jobs)
     assert summary(plain) == summary(renamed)
     assert math.isclose(sum(plain.gpu_util), sum(renamed.gpu_util))
+
+
+def volcano_queue(name: str, parent: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"weight": 1}
+    if parent:
+        spec["parent"] = parent
+    return {
+        "apiVersion": "scheduling.volcano.sh/v1beta1",
+        "kind": "Queue",
+        "metadata": {"name": name, "uid": f"uid-{name}"},
+        "spec": spec,
+    }
+
+
+def test_volcano_root_queue_keeps_its_name() -> None:
+    """Volcano's root queue ("root", core.queues.ROOT) means something to the core: it is
+    not renamed like other queues, and its children still name it as their parent."""
+    out, _ = anonymise(
+        document(nodes=1, queues=[volcano_queue("root"), volcano_queue("team-a", parent="root")])
+    )
+    queue_names = {q["metadata"]["name"] for q in out["lists"]["queues"]}
+    assert "root" in queue_names
+    assert all(q["spec"].get("parent") in (None, "root") for q in out["lists"]["queues"])
+
+
+def pending_pod(name: str, namespace: str) -> dict[str, Any]:
+    """A pending pod with what says whose it is and where: a service account, IPs."""
+    return {
+        "metadata": {"name": name, "namespace": namespace, "uid": f"u-{namespace}-{name}"},
+        "spec": {
+            "schedulerName": "gang-scheduler",
+            "serviceAccountName": "alice-payroll-sa",
+            "containers": [{"name": "main"}],
+        },
+        "status": {"phase": "Pending", "podIP": "10.1.2.3", "hostIP": "10.20.30.40"},
+    }
+
+
+def test_tokens_keep_the_order_against_the_names_kept() -> None:
+    """ "alpha" < "default" < "zeta", and "default" is kept: the tokens of the others keep
+    their order against it (tokens s1, s2 would sort after "default"), so ties broken by
+    namespace fall the same way once anonymised."""
+    pods = [pending_pod("p", "alpha"), pending_pod("p", "default"), pending_pod("p", "zeta")]
+    out, _ = anonymise(document(nodes=1, pods=pods))
+    original = ["alpha", "default", "zeta"]
+    renamed = [p["metadata"]["namespace"] for p in out["lists"]["pods"]]
+    assert sorted(renamed) == renamed, (original, renamed)
+
+
+def test_anonymised_snapshot_leaks_no_service_account_or_ip() -> None:
+    out, _ = anonymise(document(nodes=1, pods=[pending_pod("p", "payroll")]))
+    text = json.dumps(out)
+    assert "alice-payroll-sa" not in text
+    assert "10.20.30.40" not in text

@@ -221,6 +221,23 @@ def test_a_stale_gang_is_evicted_once_not_again_in_each_pass_until_its_pods_are_
     assert sorted(e.pod.name for e in later.evictions) == ["g-0", "g-1"]
 
 
+def test_a_stale_gang_evicted_again_after_the_retry_is_not_evicted_in_every_pass_after() -> None:
+    """g-0, g-1 run, the third member is gone. Evicted at T0+60; still seen alive at T0+121
+    (a delete that did not land): evicted again, the 60 s retry having passed. At T0+122
+    they wait for the next retry (T0+181), counted from that eviction: they are evicted
+    neither in this pass nor in each pass after it."""
+    nodes = [node(f"n{i}", cpu="1") for i in range(3)]
+    pods = gang(2, running=2, cpu="1")
+    memory: dict = {}
+    evictions = []
+    for now in (T0, T0 + 60, T0 + 121, T0 + 122):
+        result = schedule(snapshot(nodes, pods, memory=memory), now=now, config=STALE_60)
+        memory = dict(result.memory)
+        evictions.append(evicted(result))
+    assert evictions[:3] == [[], ["g-0", "g-1"], ["g-0", "g-1"]]
+    assert evictions[3] == [], evictions
+
+
 def test_a_stale_gang_in_a_group_with_binds_in_flight_still_asks_for_its_due_pass() -> None:
     """GangGroup {a, b}: a runs 2 of its 3 (stale since T0, due T0+60); b's bind is in
     flight. The turn returns before a reaches check_stale, and Session.result re-arms

@@ -3,18 +3,28 @@ labels as topology, and what is decided for write-back."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import Counter
 from dataclasses import replace
+from typing import Any
 
+from aiohttp import web
+
+from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.objects import pod_from_dict
 from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.decisions import Result
+from scheduler.model.decisions import Binding, GangBinding, GroupBinding, Placement, Result
 from scheduler.model.pods import GangKey
 from scheduler.model.topology import Topology
+from scheduler.shell.binding import Binder
+from scheduler.shell.metrics import Metrics
+from scheduler.shell.recording import EventRecorder
 from tests.unit.builders import T0, group, node, pod, podgroup, snapshot, tree_topology
+from tests.unit.servers import server
 
 SEED_TREE = {
     "rack-0": {"node-0": {}, "node-1": {}, "node-2": {}},
@@ -327,25 +337,40 @@ def test_a_bad_constraint_annotation_is_said_once_naming_the_annotation() -> Non
 # -- healing (#23): a lost member made again goes back where its gang runs, with its rank ----
 
 
+def _member(i: int, *, hard: bool = False, **kw: Any) -> Any:
+    """Member w-<i> of gang w (3 needed), a whole 8-CPU node each, packed by rack."""
+    pack = json.dumps({"rack": {"type": "pack", "isHard": hard}})
+    notes = {names.TOPOLOGY_CONSTRAINTS: pack}
+    return pod(f"w-{i}", gang="w", min_available=3, annotations=notes, cpu="8", **kw)
+
+
+def _ranks(result: Result) -> dict[str, int]:
+    """The ranks the pass hands out for write-back, by member."""
+    out = {}
+    for g in result.bindings:
+        for gb in g.gangs:
+            if gb.placement is not None:
+                out.update({ref.name: rank for ref, rank in gb.placement.ranks})
+    return out
+
+
 def _healing(*, hard: bool, rack_0_room: bool) -> Result:
     """A gang of 3 whole-node members packed in rack-0 (w-0 rank 0 on node-0, w-2 rank 2
     on node-1); w-1 (rank 1) was lost and made again. node-3 (rack-1) runs a pod (its
     memory): the fullest node with room, packing alone would take it. node-2 (rack-0) is
     free unless ``rack_0_room`` is False."""
-    pack = json.dumps({"rack": {"type": "pack", "isHard": hard}})
-    notes = {names.TOPOLOGY_CONSTRAINTS: pack}
-
-    def member(i: int, **kw: object) -> object:
-        return pod(f"w-{i}", gang="w", min_available=3, annotations=notes, cpu="8", **kw)  # type: ignore[arg-type]
-
     running = [
-        member(0, node_name="node-0", phase="Running", labels={names.SAKKARA_RANK: "0"}),
-        member(2, node_name="node-1", phase="Running", labels={names.SAKKARA_RANK: "2"}),
+        _member(
+            0, hard=hard, node_name="node-0", phase="Running", labels={names.SAKKARA_RANK: "0"}
+        ),
+        _member(
+            2, hard=hard, node_name="node-1", phase="Running", labels={names.SAKKARA_RANK: "2"}
+        ),
     ]
     others = [pod("half", cpu="0", node_name="node-3", phase="Running")]
     if not rack_0_room:
         others.append(pod("filler", cpu="8", node_name="node-2", phase="Running"))
-    pods = [*running, member(1), *others]
+    pods = [*running, _member(1, hard=hard), *others]
     return schedule(snapshot(six_nodes(), pods, topology=SEED), now=T0)
 
 
@@ -366,3 +391,77 @@ def test_a_hard_packed_gang_waits_for_room_in_its_rack_a_soft_one_goes_elsewhere
     message = next(e.message for e in hard.events if e.reason == "FailedScheduling")
     assert "kept to rack rack-0, where the gang runs" in message
     assert bind_map(_healing(hard=False, rack_0_room=False)) == {"w-1": "node-3"}
+
+
+def test_a_member_healed_in_an_earlier_pass_keeps_its_rank_from_the_next_replacement() -> None:
+    """Gang of 4 packed in rack-0 with ranks 0..3; w-1 and w-3 were lost. Pass 1 places
+    the replacement w-1 (rank 1). Pass 2: w-1 is bound (the cache's assumption, or the API
+    server's) but its rank label is not there yet (it is written after the bind, if at
+    all), and w-3's replacement comes. The unlabelled w-1 holds the rank it was given, so
+    w-3 gets rank 3: no two pods of the gang carry rank 1, and no rank is left vacant."""
+    base = [
+        _member(0, node_name="node-0", phase="Running", labels={names.SAKKARA_RANK: "0"}),
+        _member(2, node_name="node-1", phase="Running", labels={names.SAKKARA_RANK: "2"}),
+    ]
+    first = schedule(snapshot(six_nodes(), [*base, _member(1)], topology=SEED), now=T0)
+    assert _ranks(first) == {"w-1": 1}
+    healed = _member(1, node_name=bind_map(first)["w-1"], phase="Running")  # no label yet
+    second = schedule(
+        snapshot(six_nodes(), [*base, healed, _member(3)], topology=SEED, memory=first.memory),
+        now=T0 + 1,
+    )
+    assert "w-3" in bind_map(second)
+    assert _ranks(second) == {"w-3": 3}, _ranks(second)
+
+
+def test_a_finished_members_rank_is_not_given_to_a_replacement() -> None:
+    """Gang of 4 with ranks 0..3: w-1 (rank 1) finished (Succeeded), w-3 (rank 3) was lost
+    and made again. The finished member keeps its rank (its pod and label are still
+    there), so the replacement gets rank 3 back, not rank 1."""
+    pods = [
+        _member(0, node_name="node-0", phase="Running", labels={names.SAKKARA_RANK: "0"}),
+        _member(1, node_name="node-1", phase="Succeeded", labels={names.SAKKARA_RANK: "1"}),
+        _member(2, node_name="node-2", phase="Running", labels={names.SAKKARA_RANK: "2"}),
+        _member(3),
+    ]
+    result = schedule(snapshot(six_nodes(), pods, topology=SEED), now=T0)
+    assert "w-3" in bind_map(result)
+    assert _ranks(result) == {"w-3": 3}, _ranks(result)
+
+
+def test_the_rank_labels_of_a_healed_member_are_written_back() -> None:
+    """A healed member's refilled rank comes to the shell in a GroupBinding with
+    all_or_nothing=False: the Binder still hands its Placement to on_bound (the write-back
+    of rank labels), as it does for all-or-nothing groups, so the member gets its label."""
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+    healed = pod_from_dict(
+        {
+            "metadata": {"name": "w-1", "namespace": "ns", "uid": "u1"},
+            "spec": {"schedulerName": "gang-scheduler"},
+        }
+    )
+    cache.upsert_pod(healed)
+    placement = Placement(ranks=((healed.ref, 1),), tree="", retries=1, begin=T0)
+    group_ = GroupBinding(
+        (GangBinding(GangKey("ns", "w"), (Binding(healed.ref, "n0"),), placement=placement),),
+        all_or_nothing=False,
+    )
+    written: list[GangBinding] = []
+
+    async def on_bound(gang_binding: GangBinding, seconds: float) -> None:
+        written.append(gang_binding)
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return web.json_response({}, status=201)
+
+    async def run() -> None:
+        async with server(handler) as api:
+            binder = Binder(
+                api, cache, EventRecorder(api, component="test"),
+                config=Config(), metrics=Metrics.create(), on_bound=on_bound,
+            )  # fmt: skip
+            binder.assume(group_)
+            await binder.apply(group_)
+
+    asyncio.run(run())
+    assert [b.placement for b in written] == [placement]
