@@ -210,7 +210,7 @@ def build_parser(prog: str = "gang-scheduler") -> argparse.ArgumentParser:
     )
     _topology_flags(run)
     run.add_argument("--verbose", "-v", action="store_true", help="log every pass")
-    add_sim_commands(commands)  # snapshot, simulate, trace (#26)
+    add_sim_commands(commands)  # snapshot, simulate, trace
     return parser
 
 

@@ -2,11 +2,11 @@
 
 kopf runs the operator's frame: credentials, the liveness probe, start-up and clean-up,
 signals. The cluster comes into the cache through our own informers
-(``shell.watching.Informer``, one per kind) and seed 004's ConfigMaps through a
-label-selected watch; nothing here decides anything. kopf watched the kinds until the
-speed work of #13: its per-event machinery was a third of the process at 1,000 nodes, it
-resolved the kinds it watches only once (a scheduler started while the API server
-restarted could miss some for good), and it never said when a LIST was complete.
+(``shell.watching.Informer``, one per kind) and Sakkara's ConfigMaps through a
+label-selected watch; nothing here decides anything. kopf does not watch the kinds: its
+per-event machinery would be a third of the process at 1,000 nodes, it resolves the kinds it
+watches only once (a scheduler started while the API server restarted could miss some for
+good), and it never says when a LIST is complete.
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ def _configmap_watches(
     metrics: Metrics,
     topology_namespace: str,
 ) -> list[asyncio.Task[None]]:
-    """Seed 004's ConfigMaps by label selector, filtered by the API server (not through
+    """Sakkara's ConfigMaps by label selector, filtered by the API server (not through
     kopf, which would watch every ConfigMap in the cluster)."""
 
     def on_configmap(kind: str, body: dict) -> None:

@@ -184,7 +184,7 @@ class ClusterCache:
         # Capacity freed (a pod finished or went away) helps only if something waits.
         freed = old is not None and old.holds_resources and (new is None or not new.holds_resources)
         if freed and old.bound and old.scheduler_name in self._names:
-            self._free_queue(old)  # before any return below (review of #23)
+            self._free_queue(old)  # before any return below
         counts = False
         for pod in (old, new):
             if pod is None or pod.scheduler_name not in self._names:
@@ -208,10 +208,10 @@ class ClusterCache:
 
     def _free_queue(self, pod: Pod) -> None:
         """A bound pod of ours stopped holding its room: its queue (and those above it)
-        hold less, whatever node it was on, one already deleted included (chaos seed
-        30092: a queue's room freed by pods of a deleted node, its parked gangs woken only
-        by the flush, 60 s on). Recorded even while nothing is parked: the pass in flight may
-        be parking a gang on the room this pod held."""
+        hold less, whatever node it was on, one already deleted included (else a queue's room
+        freed by the pods of a deleted node would wake its parked gangs only at the flush,
+        60 s on). Recorded even while nothing is parked: the pass in flight may be parking a
+        gang on the room this pod held."""
         if not self._queues_served or not self._queues:
             return
         key = pod.gang.key if pod.gang is not None else None
@@ -439,7 +439,7 @@ class ClusterCache:
         return list(self.gangs.ours.values()), self._podgroups_by_gang()
 
     def room(self) -> tuple[dict[str, Resources], dict[str, Resources], list[Resources]]:
-        """For the fragmentation gauges (#26): the free and the allocatable room of the
+        """For the fragmentation gauges: the free and the allocatable room of the
         ready, schedulable nodes as of the last pass, and what each of our waiting pods
         asks for."""
         free, allocatable = self.nodes.room()

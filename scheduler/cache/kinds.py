@@ -61,7 +61,7 @@ DEVICE_CLASSES = Kind("deviceclasses", _named)
 DISRUPTION_BUDGETS = Kind(
     "poddisruptionbudgets", _in_namespace, change=Change.WORK, removal=Change.WORK
 )
-# Seed 004's ConfigMaps, by "namespace/name", watched by a watch of their own: a topology
+# Sakkara's ConfigMaps, by "namespace/name", watched by a watch of their own: a topology
 # is kept as (topology, errors), a Sakkara group as itself.
 TOPOLOGIES = Kind("topologies", relisted=False)
 GROUPS = Kind("groups", relisted=False)

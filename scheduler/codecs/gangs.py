@@ -159,7 +159,7 @@ def stated_options(
 
 
 def _network_topology(annotations: Mapping[str, str], errors: list[str]) -> NetworkTopology | None:
-    """gang-scheduler.io/network-topology: a networkTopology as JSON (#23), such as
+    """gang-scheduler.io/network-topology: a networkTopology as JSON, such as
     ``{"mode": "hard", "highestTierAllowed": 1}``."""
     raw = annotations.get(names.NETWORK_TOPOLOGY)
     if raw is None:
@@ -178,7 +178,7 @@ def _network_topology(annotations: Mapping[str, str], errors: list[str]) -> Netw
 def _subgroup_policy(
     annotations: Mapping[str, str], errors: list[str]
 ) -> tuple[SubGroupPolicy, ...] | None:
-    """gang-scheduler.io/subgroup-policy: Volcano's ``spec.subGroupPolicy`` as JSON (#23)."""
+    """gang-scheduler.io/subgroup-policy: Volcano's ``spec.subGroupPolicy`` as JSON."""
     raw = annotations.get(names.SUBGROUP_POLICY)
     if raw is None:
         return None
@@ -223,9 +223,9 @@ def read_claim(
     API server's own field, so it wins), else Koordinator's annotation, else the
     scheduler-plugins label, else the legacy label or annotation, else Sakkara's group label,
     else Volcano's (and kube-batch's) annotation. Koordinator's settings override a
-    PodGroup's (seed 000). Labels and annotations that are not strings are not read; a
-    ``schedulingGroup`` without a usable ``podGroupName`` (only input that bypassed the API
-    server has one) is a claim with an error that says so.
+    PodGroup's, as its proposal says. Labels and annotations that are not strings are not
+    read; a ``schedulingGroup`` without a usable ``podGroupName`` (only input that bypassed
+    the API server has one) is a claim with an error that says so.
     """
     return claim_of(
         texts(labels), texts(annotations), namespace=namespace, scheduling_group=scheduling_group

@@ -262,7 +262,7 @@ def _pod_scheduled(status: Obj) -> tuple[str, str, str, str] | None:
 
 
 def queue_named(labels: Mapping[str, str], annotations: Mapping[str, str]) -> str:
-    """The queue an object names (#22): Volcano's annotation, KubeRay's and Volcano's job
+    """The queue an object names: Volcano's annotation, KubeRay's and Volcano's job
     label, or ours; "" when it names none (the default queue)."""
     return (
         annotations.get(names.VOLCANO_QUEUE_NAME)
@@ -529,7 +529,7 @@ def workload_podgroup_from_dict(raw: object) -> PodGroup:
 def volcano_podgroup_from_dict(raw: object) -> PodGroup:
     """Volcano's PodGroup (``scheduling.volcano.sh/v1beta1``): ``spec.minMember`` (1 when
     absent or 0), ``minResources``, ``priorityClassName`` (the gang's priority), ``queue`` (its
-    Queue, #22; else the annotation or label, as on other PodGroups). ``minTaskMember`` is
+    Queue; else the annotation or label, as on other PodGroups). ``minTaskMember`` is
     Volcano's own and not read."""
     body = obj(raw)
     meta, spec = obj(body.get("metadata")), obj(body.get("spec"))

@@ -1,4 +1,4 @@
-"""Volcano's ``spec.subGroupPolicy`` (#23), read field by field: every field the API server
+"""Volcano's ``spec.subGroupPolicy``, read field by field: every field the API server
 does not check, or checks less than we need, is checked here, and a bad one is an error that
 names it (the gang then waits with an InvalidGangSpec Event: never a guess).
 

@@ -1,4 +1,4 @@
-"""The topology ConfigMap (seed 004's format) and the constraint JSON, read with errors that
+"""The topology ConfigMap (Sakkara's format) and the constraint JSON, read with errors that
 say which key is wrong and what is expected. Nothing here raises on bad input: ConfigMap data
 and annotations are whatever a user wrote, JSON nested deeper than the interpreter's stack
 and numbers of more than 4,300 digits included."""
@@ -115,7 +115,7 @@ def _count(
 
 
 def read_constraints(raw: object) -> Constraints:
-    """The constraint JSON of seed 004: level name -> {type, partitions, min, max, factor,
+    """Sakkara's constraint JSON: level name -> {type, partitions, min, max, factor,
     isHard}. Level names are checked against the topology later, where it is known."""
     example = '{"rack": {"type": "pack"}, "node": {"type": "spread", "min": 2, "max": 4}}'
     if raw is not None and not isinstance(raw, str):
@@ -178,7 +178,7 @@ def read_constraints(raw: object) -> Constraints:
 
 
 def group_from_configmap(configmap: object) -> SakkaraGroup:
-    """A group ConfigMap of seed 004: ``name``, ``size``, ``priority``, ``constraints``.
+    """A Sakkara group ConfigMap: ``name``, ``size``, ``priority``, ``constraints``.
 
     Data entries that are not strings count as missing, like a ``topology_from_configmap``'s.
     """

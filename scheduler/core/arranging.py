@@ -1,4 +1,4 @@
-"""Placing a whole gang on a tree topology under per-level constraints (Sakkara, seed 004).
+"""Placing a whole gang on a tree topology under per-level constraints (Sakkara).
 
 Best-first over the tree, top down: at each level the gang's share is split among the
 units below the current one, by that level's constraint (pack, spread, partitions, a range
@@ -967,7 +967,7 @@ def ranks(placements: Sequence[tuple[PodRef, str]], topology: Topology) -> list[
 
 def placement_tree(placements: Sequence[tuple[PodRef, str]], topology: Topology) -> dict[str, Any]:
     """{"root": {unit: {... {node: [pod names]}}}} in tree order: valid JSON, unlike the
-    seed's sketch."""
+    sketch in Sakkara's proposal."""
     root: dict[str, Any] = {}
     for ref, node in sorted(
         placements,

@@ -187,7 +187,7 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
 
 def _memory_lines(state: GangState | None, *, now: float) -> list[str]:
     """What the scheduler remembers of the gang that a person should know: a timeout, a
-    stale gang's eviction to come (#23)."""
+    stale gang's eviction to come."""
     lines = []
     if state is not None and state.timed_out:
         lines.append("timed out: it is not tried again until its pods are created anew")
@@ -202,7 +202,7 @@ def _memory_lines(state: GangState | None, *, now: float) -> list[str]:
 
 
 def _subgroup_lines(gang: Gang) -> list[str]:
-    """Per subgroup policy (#23): how many whole subgroups the gang needs, how many have all
+    """Per subgroup policy: how many whole subgroups the gang needs, how many have all
     their members, how many run whole; then each subgroup in a line."""
     lines = []
     spec = gang.network_topology
@@ -267,7 +267,7 @@ def _preemption_lines(
 
 
 def _queue_lines(snapshot: Snapshot, gang: Gang, *, now: float, config: Config) -> list[str]:
-    """The gang's queue (#22) and the tree of queues: what each holds against its fair
+    """The gang's queue and the tree of queues: what each holds against its fair
     share, and what holds its gangs back."""
     assert snapshot.queues is not None
     book = Session(snapshot, now=now, config=config).queues.book_of(snapshot.queues)
@@ -305,7 +305,7 @@ def _queue_lines(snapshot: Snapshot, gang: Gang, *, now: float, config: Config) 
 
 
 def explain_cluster(snapshot: Snapshot, *, config: Config) -> list[str]:
-    """``explain --cluster`` (#26): how fragmented the free room is, as the gauges say it,
+    """``explain --cluster``: how fragmented the free room is, as the gauges say it,
     on the snapshot (the ready, schedulable nodes; our pods that wait)."""
     infos = snapshot.infos()
     names = config.scheduler_names

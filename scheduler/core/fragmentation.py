@@ -1,4 +1,4 @@
-"""How fragmented the free room is (#26): what is free but of no use to what waits.
+"""How fragmented the free room is: what is free but of no use to what waits.
 
 Users ask for it (KAI #1311, #1373; Volcano #3948): GPUs show free on the dashboard while a
 gang waits, because no single node has room for one of its members. Three figures, from the
@@ -153,7 +153,7 @@ def measure(
     for room in free.values():
         placeable += min((max(room.get(r, 0), 0) // a for r, a in asked), default=0)
         # Shapes that do not compare (more CPU, less memory): room one of them fits is not
-        # stranded although the "smallest" does not fit it (review of #26).
+        # stranded although the "smallest" does not fit it.
         if not any(_fits(room, shape) for shape in shapes):
             for resource in MEASURED:
                 stranded[resource] += max(room.get(resource, 0), 0)

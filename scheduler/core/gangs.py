@@ -1,11 +1,11 @@
 """From pods and PodGroups to gangs, GangGroups and the order they are tried in.
 
 A pod's gang settings may come from its PodGroup and from annotations on the pods; where
-both say something the annotations win (seed 000). A pod of ours that names no gang is a
-gang of one. Gangs that all name the same ``groups`` form a GangGroup: nothing in it is
-bound until every gang in it can be. Consent is mutual: a gang that names another which does
-not name it back is invalid and waits alone, so no namespace can tie a gang of another to
-its own (block it, time it out, mark it) by naming it.
+both say something the annotations win, as in Koordinator's proposal. A pod of ours that
+names no gang is a gang of one. Gangs that all name the same ``groups`` form a GangGroup:
+nothing in it is bound until every gang in it can be. Consent is mutual: a gang that names
+another which does not name it back is invalid and waits alone, so no namespace can tie a
+gang of another to its own (block it, time it out, mark it) by naming it.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def _stated(
     claims: list[GangClaim], podgroup: PodGroup | None, field: str, podgroup_field: str = ""
 ) -> Any:
     """What the members' annotations agree on, else what the PodGroup says (annotations
-    override a PodGroup, seed 000)."""
+    override a PodGroup, as in Koordinator's proposal)."""
     value = _agreed(getattr(c, field) for c in claims)
     if value is None and podgroup is not None:
         value = getattr(podgroup, podgroup_field or field)
@@ -68,7 +68,7 @@ def _stated(
 
 
 def _queue(pods: Iterable[Pod], podgroup: PodGroup | None = None) -> str:
-    """The queue a gang is in (#22): its PodGroup's, else what its members name."""
+    """The queue a gang is in: its PodGroup's, else what its members name."""
     if podgroup is not None and podgroup.queue:
         return podgroup.queue
     return _agreed(p.queue or None for p in pods) or ""
@@ -244,7 +244,7 @@ def topology_of(snapshot: Snapshot, config: Config) -> Topology:
 
 
 def tier_level(topology: Topology, spec: NetworkTopology, *, where: str) -> tuple[str, str]:
-    """The level of ``topology`` a networkTopology names (#23): tier k is the k-th level
+    """The level of ``topology`` a networkTopology names: tier k is the k-th level
     above the nodes (Volcano's tiers: 1 the lowest), tier 0 one node; a tier name is a
     level's name. ("", why) when it names none (a soft one above the top: the top)."""
     levels = topology.levels  # top to bottom, the nodes last
@@ -269,7 +269,7 @@ def tier_level(topology: Topology, spec: NetworkTopology, *, where: str) -> tupl
 
 
 def subgroups_of(policies: Iterable[SubGroupPolicy], pods: Iterable[Pod]) -> tuple[SubGroup, ...]:
-    """The subgroups of a gang (#23), as Volcano forms them: a pod joins the first policy
+    """The subgroups of a gang, as Volcano forms them: a pod joins the first policy
     whose selector it matches (every pod, without one) and whose match label keys it carries,
     each with a value; the pods of a policy with the same values are one subgroup. A policy
     without match label keys takes no pod (Volcano's getOrCreateSubJob lets it fall through
@@ -498,7 +498,7 @@ def _with_consent(gangs: Mapping[GangKey, Gang]) -> dict[GangKey, Gang]:
 
 
 def _sakkara_gang(key: GangKey, pods: list[Pod], snapshot: Snapshot, config: Config) -> Gang:
-    """A Sakkara group: its ConfigMap says the size, priority and constraints (seed 004)."""
+    """A Sakkara group: its ConfigMap says the size, priority and constraints."""
     group = snapshot.groups.get(key)
     errors = [e for p in pods if p.gang for e in p.gang.errors]
     size = group.size if group else len(pods)
@@ -542,7 +542,7 @@ def gang_groups(gangs: Mapping[GangKey, Gang]) -> list[tuple[GangKey, ...]]:
 
 
 def queue_key(gang: Gang, classes: Mapping[str, PriorityClass]) -> tuple:
-    """Seed 000's queue order: higher priority first, then the older gang, then by name."""
+    """Koordinator's queue order: higher priority first, then the older gang, then by name."""
     pending = [p for p in gang.members if not p.bound] or list(gang.members)
     priority = (
         gang.priority

@@ -337,7 +337,7 @@ class NodeFinder:
         self._static_sets: dict[Signature, frozenset[str]] = {}
         self._cursors: dict[tuple[Signature, Resources, str], int] = {}
         # The nodes a gang is kept inside while it is placed (``fenced``): one domain of its
-        # networkTopology's tier (#23); what was found for each signature inside it.
+        # networkTopology's tier; what was found for each signature inside it.
         self._fence: frozenset[str] | None = None
         self._fenced: dict[tuple[Signature, str], list[str]] = {}
 
@@ -484,8 +484,8 @@ class NodeFinder:
     def _emptiest(self, pod: Pod, candidates: list[str], ledger: Ledger) -> str | None:
         """Spread (kube-scheduler's LeastAllocated): the node with room that is emptiest
         now, what this pass placed counted; ties in the snapshot's spread order. The static
-        order alone put every member placed in one pass on the same node (found by the
-        simulator: four single-GPU gangs on one of four empty nodes). O(nodes) a pod."""
+        order alone would put every member placed in one pass on the same node (four
+        single-GPU gangs on one of four empty nodes). O(nodes) a pod."""
         return min(
             candidates,
             key=lambda name: fullness(self._nodes[name], ledger.free(name), pod),

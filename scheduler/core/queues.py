@@ -1,4 +1,4 @@
-"""Queues in a pass (#22): the tree checked (what is wrong with each queue, in words that say
+"""Queues in a pass: the tree checked (what is wrong with each queue, in words that say
 what to do; a queue with a problem takes no new gangs and its gangs say why, the rest of the
 tree goes on), each queue's fair share and dominant share (the fair order), and the room its
 capability, and other queues' guarantees, leave a gang. Pure: from queues and what they hold
@@ -79,7 +79,7 @@ def _amount(name: str, value: float) -> str:
 
 
 class QueueBook:
-    """The queues of one pass (#22): what each holds, its fair share, and the room its
+    """The queues of one pass: what each holds, its fair share, and the room its
     limits leave a gang. Built from the snapshot at the start of a pass; ``take`` counts what
     the pass commits, so the next gang's turn sees it.
 
@@ -261,8 +261,8 @@ class QueueBook:
             elif held.get(resource, 0) > 0:
                 most = math.inf  # holds what it has no share of, as share() says
             # A past use of a resource it has no share of now (nobody wants it: shares are
-            # capped by demand) says nothing of today (second review of #22: a trace of it
-            # put the queue last for good).
+            # capped by demand) says nothing of today (a trace of it would put the queue last
+            # for good).
         return most
 
     def order(self, queue: str) -> tuple:
@@ -428,7 +428,7 @@ def decayed_usage(
     ``half_life`` seconds since, and for the rest what each queue held at the last update
     (held, as far as the core knows, through the gap: passes run when something changed,
     so what is held now has mostly just begun); what is held now is kept for the next
-    (second review of #22: the gap was counted at what was held after it)."""
+    (so that the next gap counts at what was held in it, not at what is held after it)."""
     now_held = {q: {r: float(a) for r, a in amounts.items()} for q, amounts in held.items()}
     if before is None:
         return QueueUsage(now, now_held, now_held)

@@ -16,7 +16,7 @@ from scheduler.model.times import format_time
 
 SCHEDULED = "Scheduled"
 # Present once a gang was satisfied: False while its running, succeeded and pending members
-# together are fewer than minMember (seed 003), True again when they are not.
+# together are fewer than minMember (the Coscheduling KEP), True again when they are not.
 MIN_MEMBER_AVAILABLE = "MinMemberAvailable"
 
 PENDING_PHASE = "Pending"

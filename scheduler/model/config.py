@@ -29,9 +29,9 @@ class Config:
     starvation_seconds: float = 300.0
     # A running gang with fewer running (and succeeded) members than its minimum for this
     # long has the rest evicted, so its room goes to gangs that can run (KAI's stale-gang
-    # eviction, #23); None: never, unless a gang asks (gang-scheduler.io/stale-after).
+    # eviction); None: never, unless a gang asks (gang-scheduler.io/stale-after).
     stale_gang_seconds: float | None = None
-    # Time-based fair share (#22, as KAI's): with a half-life, a queue's recent usage (an
+    # Time-based fair share (as KAI's): with a half-life, a queue's recent usage (an
     # average decaying by half every so many seconds) counts beside what it holds now when
     # the next gang is chosen; None: what it holds now alone.
     fair_share_half_life_seconds: float | None = None
@@ -50,7 +50,7 @@ class Config:
 
     def backoff(self, attempts: int) -> float:
         """The wait after the ``attempts``-th failed attempt (1-based). The doubling stops at
-        2**63: a gang that failed a thousand times (hours of waiting) made the float overflow
-        and the pass raise (found by the simulator)."""
+        2**63: a gang that failed a thousand times (hours of waiting) would make the float
+        overflow and the pass raise."""
         doublings = min(max(attempts - 1, 0), 63)
         return min(self.initial_backoff_seconds * 2**doublings, self.max_backoff_seconds)

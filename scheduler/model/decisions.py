@@ -45,8 +45,8 @@ class Binding:
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """What is written back once a topology-placed gang is bound (seed 004): rank labels on
-    the pods, the placement tree on the PodGroup or the Sakkara group ConfigMap."""
+    """What is written back once a topology-placed gang is bound, as Sakkara does: rank
+    labels on the pods, the placement tree on the PodGroup or the Sakkara group ConfigMap."""
 
     ranks: tuple[tuple[PodRef, int], ...]
     tree: str  # JSON: {"root": {unit: {... {node: [pod names]}}}}
@@ -96,7 +96,7 @@ class GroupBinding:
 
     gangs: tuple[GangBinding, ...]
     all_or_nothing: bool = True
-    claims: tuple[ClaimWrite, ...] = ()  # dynamic resource allocation (#24)
+    claims: tuple[ClaimWrite, ...] = ()  # dynamic resource allocation
 
     @property
     def bindings(self) -> tuple[Binding, ...]:
@@ -137,10 +137,10 @@ class Eviction:
     node: str
     message: str
     priority: int = 0  # the victim's
-    # Reclaim's (#22): the victim's queue, which gives room back to a queue below its share;
+    # Reclaim's: the victim's queue, which gives room back to a queue below its share;
     # "" for preemption by priority.
     reclaimed_from: str = ""
-    # A member of a stale gang (#23): evicted because its gang runs below its minimum, not
+    # A member of a stale gang: evicted because its gang runs below its minimum, not
     # for a preemptor (its Event and its DisruptionTarget condition say StaleGang).
     stale: bool = False
 
@@ -218,8 +218,8 @@ class Result:
     errors: tuple[ActionError, ...] = ()
     # Said once per change by the shell's log: cluster nodes the topology does not name.
     topology_notes: tuple[str, ...] = ()
-    # With --fair-share-half-life (#22): the queues' recent usage, for the next pass.
+    # With --fair-share-half-life: the queues' recent usage, for the next pass.
     queue_usage: QueueUsage | None = None
-    # The tree the pass placed on, for the stranded-by-topology gauge (#26); None when no
+    # The tree the pass placed on, for the stranded-by-topology gauge; None when no
     # gang of the pass states a tier (the tree is then not built).
     topology: Topology | None = None

@@ -55,7 +55,7 @@ class PodGroupStatus:
 
 @dataclass(frozen=True, slots=True)
 class SubGroup:
-    """One subgroup of a gang (#23): the members one policy's labels put together, placed
+    """One subgroup of a gang: the members one policy's labels put together, placed
     whole (``size`` of them at least) or not at all. ``name`` is Volcano's subjob name: the
     policy's, then the label values; ``index`` orders subgroups of a policy (the first value
     as a number, as Volcano's MatchIndex; 0 when it is none)."""
@@ -95,11 +95,11 @@ class PodGroup:
     # that admission resolves it to: the gang's priority, over its pods'.
     priority_class: str = ""
     priority: int | None = None
-    # The queue it names (#22): Volcano's spec.queue, else our label or Volcano's annotation.
+    # The queue it names: Volcano's spec.queue, else our label or Volcano's annotation.
     queue: str = ""
-    # Volcano's spec.subGroupPolicy (#23): gangs inside the gang.
+    # Volcano's spec.subGroupPolicy: gangs inside the gang.
     subgroup_policy: tuple[SubGroupPolicy, ...] = ()
-    # Volcano's spec.networkTopology (#23): the whole gang inside one domain of a tier.
+    # Volcano's spec.networkTopology: the whole gang inside one domain of a tier.
     network_topology: NetworkTopology | None = None
 
 
@@ -128,7 +128,7 @@ class Gang:
     errors: tuple[str, ...] = ()
     # Placed by the topology solver when set (Sakkara groups always: pack by default).
     constraints: Constraints | None = None
-    # How long it may run below its minimum before the rest is evicted (#23); None:
+    # How long it may run below its minimum before the rest is evicted; None:
     # --stale-gang-after; inf: never.
     stale_seconds: float | None = None
     # How long it may wait before it is the head gang; None: --starvation-after.
@@ -137,13 +137,13 @@ class Gang:
     priority: int | None = None  # a Sakkara group's own priority, over its pods'
     # How the gang was formed, when its owner formed it ("gang from JobSet ml/llama: …").
     origin: str = ""
-    # The queue it is in (#22): what its PodGroup or its members name; "" for the default.
+    # The queue it is in: what its PodGroup or its members name; "" for the default.
     queue: str = ""
-    # Gangs inside the gang (#23): each placed whole or not at all, and per policy the number
+    # Gangs inside the gang: each placed whole or not at all, and per policy the number
     # of them the gang needs (its minSubGroups).
     subgroups: tuple[SubGroup, ...] = ()
     subgroup_minimums: tuple[tuple[str, int], ...] = ()
-    # Kept inside one unit of a tier (#23): a Volcano PodGroup's spec.networkTopology, or
+    # Kept inside one unit of a tier: a Volcano PodGroup's spec.networkTopology, or
     # gang-scheduler.io/network-topology on the pods, their PodGroup or their owner.
     network_topology: NetworkTopology | None = None
     # For a gang of one Job's pods (declared for them, or made by the Job or its JobSet):
@@ -160,14 +160,14 @@ class Gang:
         """Members that ran to completion (Succeeded) and count toward the minimum (as
         Volcano's ReadyTaskNum does, by its source): a Job's member that finished did its
         part and the Job makes no other in its place, so a gang cut short whose bound members
-        finished before the rest could bind would otherwise wait forever (chaos seed 5035).
+        finished before the rest could bind would otherwise wait forever.
         They fill only the places of the gang's ``total`` that no live member takes: pods made
         anew for all of a gang that ran before are a whole new gang, and an owner that
         already shrank the gang by its completions (a Job near its end) is not counted
         twice.
 
         For a gang of one Job's pods the Job's status says it better (``job_progress``): the
-        pods that Succeeded, those deleted since too (their node went: chaos seed 6067), fill
+        pods that Succeeded, those deleted since too (their node gone, say), fill
         the places of the total beyond the completions the Job has left, pods it has not
         made yet included. Counted by the pods alone, a new round of a Job whose pods come
         one by one (the Job controller's slow start) would see its first pod beside the last
@@ -241,7 +241,7 @@ class Owner:
 
 
 def queue_of_pod(pod: Pod, podgroups: Mapping[GangKey, PodGroup]) -> str:
-    """The queue a pod counts against (#22): its gang's PodGroup's, else its own; "" for the
+    """The queue a pod counts against: its gang's PodGroup's, else its own; "" for the
     default queue."""
     if pod.gang is not None:
         podgroup = podgroups.get(pod.gang.key)

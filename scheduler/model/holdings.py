@@ -1,9 +1,9 @@
-"""What the queues' pods hold (#22), node by node and summed.
+"""What the queues' pods hold, node by node and summed.
 
 A pass's queue book starts from what every queue's bound pods hold, what of it is leaving
 (pods being deleted) and the room the queues share (the ready, schedulable nodes' allocatable
 less what other schedulers' pods hold there). Walking every bound pod for it each pass cost
-122 ms at 5,000 nodes and 50,000 pods (session 34); the cache keeps each node's part and the
+122 ms at 5,000 nodes and 50,000 pods; the cache keeps each node's part and the
 sums instead, and changes them only for the nodes that changed (``ClusterCache``), with the
 same ``NodeHoldings.on`` as the walk a snapshot built by hand gets (``holdings``).
 """
@@ -25,7 +25,7 @@ class NodeHoldings:
     """One node's part: what our pods there hold by queue, what of it is leaving, and the
     room it gives the queues (its allocatable less other schedulers' pods; none unless
     ready and schedulable). Our pods on a node that is not (or no longer) there still hold
-    their queue's room until they are gone (chaos seed 30084)."""
+    their queue's room until they are gone."""
 
     held: Mapping[str, Resources] = field(default_factory=dict)
     leaving: Mapping[str, Resources] = field(default_factory=dict)
@@ -107,8 +107,8 @@ def census(pods: Iterable[Pod], podgroups: Mapping[GangKey, PodGroup]) -> QueueC
     """What every pod of ours counts for its queue: the room bound ones hold, and the gangs
     running (a member bound) and waiting (a member pending), by queue ("" for the default).
     A walk over every pod, for the Queues' status every few seconds, never in a pass: in
-    plain sums (a ``Resources`` made per pod took 0.2 s at 60,000 pods, and the walk, on
-    the event loop, held it 0.5-1 s at 10,000 nodes: session 35), in a worker thread."""
+    plain sums (a ``Resources`` made per pod takes 0.2 s at 60,000 pods, and the walk, on
+    the event loop, would hold it 0.5-1 s at 10,000 nodes), in a worker thread."""
     held: dict[str, dict[str, int]] = {}
     running: dict[str, set[GangKey]] = {}
     pending: dict[str, set[GangKey]] = {}

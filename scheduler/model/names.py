@@ -12,7 +12,7 @@ LEGACY_POD_GROUP_LABEL = "pod-group.scheduling.sigs.k8s.io"
 LEGACY_NAME = "pod-group.scheduling.sigs.k8s.io/name"
 LEGACY_MIN_AVAILABLE = "pod-group.scheduling.sigs.k8s.io/min-available"
 
-# Koordinator's annotation API (seed 000).
+# Koordinator's annotation API, as its GangScheduling proposal gives it.
 KOORD_PREFIX = "gang.scheduling.koordinator.sh/"
 KOORD_NAME = KOORD_PREFIX + "name"
 KOORD_MIN_AVAILABLE = KOORD_PREFIX + "min-available"
@@ -23,7 +23,7 @@ KOORD_GROUPS = KOORD_PREFIX + "groups"
 KOORD_TIMEOUT = KOORD_PREFIX + "timeout"  # written: "true" once the gang timed out
 
 OUR_PREFIX = "gang-scheduler.io/"
-# Constraint JSON (seed 004's form) on a PodGroup, or on the pods of an annotation-only gang.
+# Constraint JSON (Sakkara's form) on a PodGroup, or on the pods of an annotation-only gang.
 TOPOLOGY_CONSTRAINTS = OUR_PREFIX + "topology-constraints"
 # Written on a PodGroup placed by the topology solver: the placement tree as JSON.
 PLACEMENT = OUR_PREFIX + "placement"
@@ -37,7 +37,7 @@ SCORINGS = ("pack", "spread")
 # On a PodGroup or the pods of a gang: how long it may wait before it becomes the head gang,
 # whose room is held as it frees (a duration, like waiting-time); --starvation-after otherwise.
 STARVATION_AFTER = OUR_PREFIX + "starvation-after"
-# On a PodGroup, the pods of a gang or their owner (#23): how long a running gang may have
+# On a PodGroup, the pods of a gang or their owner: how long a running gang may have
 # fewer running members than its minimum before the rest are evicted (a duration, or
 # "never"); --stale-gang-after otherwise (off by default).
 STALE_AFTER = OUR_PREFIX + "stale-after"
@@ -64,7 +64,7 @@ SPARK_APP_NAME = "sparkoperator.k8s.io/app-name"
 SPARK_LAUNCHED = "sparkoperator.k8s.io/launched-by-spark-operator"
 SPARK_ROLE = "spark-role"
 
-# Sakkara (seed 004): the topology and group ConfigMaps, the pods' group, what is written back.
+# Sakkara: the topology and group ConfigMaps, the pods' group, what is written back.
 SAKKARA_TOPOLOGY = "sakkara.topology"
 SAKKARA_GROUP = "sakkara.group"
 SAKKARA_GROUP_NAME = "sakkara.group.name"
@@ -75,17 +75,17 @@ SAKKARA_RETRIES = "sakkara.member.retries"
 # Volcano's (and kube-batch's before it) pod annotation: the pod's Volcano PodGroup, by name.
 VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
 
-# Queues (#22). The queue of a gang: Volcano's PodGroup spec.queue; else the annotation Volcano
+# Queues. The queue of a gang: Volcano's PodGroup spec.queue; else the annotation Volcano
 # reads on pods and PodGroups; else KubeRay's and Volcano's job label; else our label, on a
 # PodGroup of any kind or on the pods. Without any, the gang is in the queue "default".
 VOLCANO_QUEUE_NAME = "scheduling.volcano.sh/queue-name"
 VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"
 QUEUE = OUR_PREFIX + "queue"
 
-# Subgroups inside a gang (#23) for our PodGroups, upstream ones and Koordinator-annotated pods:
+# Subgroups inside a gang for our PodGroups, upstream ones and Koordinator-annotated pods:
 # Volcano's spec.subGroupPolicy, as JSON, in an annotation.
 SUBGROUP_POLICY = OUR_PREFIX + "subgroup-policy"
-# Volcano's networkTopology as JSON, for gangs of any kind (#23): a JobSet's replicas, a
+# Volcano's networkTopology as JSON, for gangs of any kind: a JobSet's replicas, a
 # LeaderWorkerSet's groups, a Koordinator gang, each kept inside one unit of a tier.
 NETWORK_TOPOLOGY = OUR_PREFIX + "network-topology"
 

@@ -180,7 +180,7 @@ class GangSource(Enum):
 
 @dataclass(frozen=True, slots=True)
 class NetworkTopology:
-    """Volcano's ``networkTopology`` (#23): ``hard`` keeps the pods inside one domain of
+    """Volcano's ``networkTopology``: ``hard`` keeps the pods inside one domain of
     tier ``highest_tier`` (1 the lowest above the nodes) or of the tier named
     ``highest_tier_name``; ``soft`` prefers it and places anyway."""
 
@@ -191,7 +191,7 @@ class NetworkTopology:
 
 @dataclass(frozen=True, slots=True)
 class SubGroupPolicy:
-    """One entry of Volcano's ``spec.subGroupPolicy`` (#23). The gang's pods that
+    """One entry of Volcano's ``spec.subGroupPolicy``. The gang's pods that
     ``selector`` matches (every pod when None) and that carry every label of
     ``match_label_keys`` form subgroups, one per distinct tuple of those labels' values; each
     subgroup is placed whole (``size`` members at least) or not at all, and the gang needs
@@ -219,9 +219,9 @@ class GangOptions:
     groups: tuple[GangKey, ...] | None = None
     # gang-scheduler.io/topology-constraints, when stated.
     constraints: Constraints | None = None
-    # gang-scheduler.io/subgroup-policy (#23), when stated: Volcano's subGroupPolicy as JSON.
+    # gang-scheduler.io/subgroup-policy, when stated: Volcano's subGroupPolicy as JSON.
     subgroup_policy: tuple[SubGroupPolicy, ...] | None = None
-    # gang-scheduler.io/network-topology (#23), when stated: a networkTopology as JSON.
+    # gang-scheduler.io/network-topology, when stated: a networkTopology as JSON.
     network_topology: NetworkTopology | None = None
     # Errors in the gang annotations, each naming the annotation and what is allowed.
     errors: tuple[str, ...] = ()
@@ -283,7 +283,7 @@ class Pod:
     preempts: bool = True  # spec.preemptionPolicy is not Never
     # status.nominatedNodeName: where a preemption made room for it (read back on restart).
     nominated_node: str = ""
-    # The queue it names (#22), by our label or Volcano's annotation; "" when it names none.
+    # The queue it names, by our label or Volcano's annotation; "" when it names none.
     queue: str = ""
     # The batch/v1 Job that controls it, by name and uid ("" for none): a gang of one Job's
     # pods counts its completions by the Job's status (``Gang.completed``).

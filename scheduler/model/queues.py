@@ -1,4 +1,4 @@
-"""Queues shared by teams (#22), as Volcano's Queue (``scheduling.volcano.sh/v1beta1``, the
+"""Queues shared by teams, as Volcano's Queue (``scheduling.volcano.sh/v1beta1``, the
 API users already have): a tree of queues, each with a hard ceiling (``capability``), room
 kept for it (``guarantee``), the share reclaim restores (``deserved``) and a weight for what
 is beyond the deserved shares.
@@ -22,14 +22,14 @@ CLOSED = "Closed"
 
 @dataclass(frozen=True, slots=True)
 class QueueUsage:
-    """Time-based fair share (#22): what each queue's own pods held on average lately, per
+    """Time-based fair share: what each queue's own pods held on average lately, per
     resource, as of ``at``: an exponentially decaying average with the half-life of
     --fair-share-half-life, kept by the scheduler between passes (not across restarts)."""
 
     at: float
     average: Mapping[str, Mapping[str, float]]
     # What each queue held at ``at``: held, as far as the core knows, until the next update
-    # (second review of #22: the gap was counted at what was held after it).
+    # (the gap counts at what was held in it, not at what is held after it).
     held: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
 

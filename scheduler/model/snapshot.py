@@ -102,7 +102,7 @@ class GangState:
     # A head gang (waited past --starvation-after): where each member is to go, the room
     # held for it there as it frees.
     head_target: Mapping[PodRef, str] = field(default_factory=dict)
-    # For the stranded-by-topology gauge (#26): while it waits with nothing bound, the GPUs
+    # For the stranded-by-topology gauge: while it waits with nothing bound, the GPUs
     # (level, GPUs) its hard networkTopology (and each subgroup's) needs inside one unit.
     tier_needs: tuple[tuple[str, int], ...] = ()
 
@@ -141,7 +141,7 @@ class Snapshot:
     # never seen, so its pods are placed as they come rather than wait for it.
     owners: Mapping[OwnerKey, Owner] = field(default_factory=dict)
     owner_kinds: frozenset[OwnerKind] = frozenset(OwnerKind)
-    # Volcano's Queues by name (#22); None where the API server does not serve them: then
+    # Volcano's Queues by name; None where the API server does not serve them: then
     # there are no queues, and every gang competes on priority and age alone.
     queues: Mapping[str, Queue] | None = None
     # With queues: what the pending pods of ours ask for, by the queue they name ("" for the
@@ -153,7 +153,7 @@ class Snapshot:
     # None: walked from the node infos.
     queue_holdings: QueueHoldings | None = None
 
-    # Dynamic resource allocation (#24): the ResourceSlices drivers publish, DeviceClasses
+    # Dynamic resource allocation: the ResourceSlices drivers publish, DeviceClasses
     # by name, ResourceClaims by (namespace, name) (allocations written by binds in flight
     # included), and how CEL selectors are evaluated: a callable (expression, driver,
     # device) -> bool kept by the cache, so compiled selectors outlive a pass; None: the

@@ -1,4 +1,4 @@
-"""The cluster as a tree (Sakkara, seed 004), and placement constraints per level.
+"""The cluster as a tree (Sakkara), and placement constraints per level.
 
 Levels are named top to bottom and end with the node level, e.g. ("zone", "rack", "node").
 Every node has a path: the unit it belongs to at each level, the node itself last. Without a
@@ -111,7 +111,7 @@ def topology_from_labels(
 
 @dataclass(frozen=True, slots=True)
 class SakkaraGroup:
-    """A group ConfigMap of seed 004 (label ``sakkara.group``): the gang of the pods labelled
+    """A Sakkara group ConfigMap (label ``sakkara.group``): the gang of the pods labelled
     ``sakkara.group.name`` with its ``name``, in the ConfigMap's namespace."""
 
     namespace: str

@@ -222,7 +222,7 @@ class Binder:
         # True while this replica may bind (it holds the leader Lease, or runs alone).
         self._fence = fence
         self.in_flight = 0
-        # Dynamic resource allocation (#24): claims written before a group's first bind.
+        # Dynamic resource allocation: claims written before a group's first bind.
         self._claims = ClaimWriter(api, cache, fence=fence, on_conflict=metrics.claim_conflicts.inc)
 
     def assume(self, group: GroupBinding) -> None:
@@ -315,8 +315,7 @@ class Binder:
                 bindings = rest
             # Past the first bind the gang is (being) satisfied: a member that fails for a
             # reason that may pass keeps its room and tries again, or the gang could end half
-            # bound with its room taken by others (make chaos, seed 7017: an API server
-            # restart).
+            # bound with its room taken by others (when the API server restarts, say).
             results = await asyncio.gather(
                 *(self._member(b, tab=tab, urgent=group.all_or_nothing) for b in bindings)
             )
@@ -357,8 +356,8 @@ class Binder:
                 await self._on_bound(gang_binding, seconds)
 
     async def _write_ranks(self, group: GroupBinding, bound: set[Binding], seconds: float) -> None:
-        """Members placed one by one (a healed one, #23) get their rank labels, those that
-        landed (second review of #23: they were dropped)."""
+        """Members placed one by one (a healed one) get their rank labels too, those that
+        landed, as the members of a gang placed whole do."""
         if self._on_bound is None:
             return
         for gang_binding in group.gangs:
@@ -461,9 +460,9 @@ class Binder:
         """Whether the pod is bound to the node after all. Asked until the API server
         answers, for up to ``patience_seconds``: a bind that landed but is taken for failed
         frees its room in the cache while the pod holds it, and the next pass fills it
-        (make chaos seed 42005, I2: an API server restart cut the answer to a bind that had
-        landed; the pod's node then took a gang beside it). Only past that is no answer a
-        no (the room is the pass's again; the watch shows the truth when it comes back)."""
+        (an API server restart can cut the answer to a bind that landed; the pod's node would
+        then take a gang beside it). Only past that is no answer a no (the room is the pass's
+        again; the watch shows the truth when it comes back)."""
         ref = binding.pod
         deadline = time.monotonic() + self._patience
         attempt = 0

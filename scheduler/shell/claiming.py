@@ -154,7 +154,7 @@ class ClaimWriter:
                     continue  # changed since: read it again
                 if error.unsure:
                     # No answer: it may have landed. Counted as written, so that taking it
-                    # back reads the claim and removes what is there (review of #24).
+                    # back reads the claim and removes what is there.
                     written.finalized = written.finalized or allocation is not None
                     written.allocated = allocation is not None
                     written.pods = list(write.pods)

@@ -1,4 +1,4 @@
-"""Seed 004's ConfigMaps into the cache: the topology (label ``sakkara.topology``, in the
+"""Sakkara's ConfigMaps into the cache: the topology (label ``sakkara.topology``, in the
 topology namespace only) and Sakkara groups (label ``sakkara.group``, anywhere).
 
 Used by the label-selected watches (``shell.watching``: an object whose label is removed

@@ -22,7 +22,7 @@ async def explain_gang(
     cluster: bool = False,
 ) -> list[str]:
     """What ``explain`` says of a gang (``key``), and with ``cluster`` of the cluster's free
-    room (#26), computed on a fresh LIST of everything."""
+    room, computed on a fresh LIST of everything."""
     snapshot = await cluster_snapshot(
         credentials, config=config, topology_namespace=topology_namespace
     )
@@ -33,7 +33,7 @@ async def explain_gang(
 async def top(
     credentials: Credentials, *, config: Config, topology_namespace: str = "gang-scheduler-system"
 ) -> list[str]:
-    """``kubectl gang top`` (#26): every gang with members waiting, with its queue, how long
+    """``kubectl gang top``: every gang with members waiting, with its queue, how long
     it has waited and why, the longest waiting first."""
     snapshot = await cluster_snapshot(
         credentials, config=config, topology_namespace=topology_namespace

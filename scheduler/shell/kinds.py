@@ -54,7 +54,7 @@ class Watched:
     optional: bool = False
     # A 403 lists it empty too: not ours to read, and then placed as if it did not exist.
     restricted: bool = False
-    # Kept by our informers; the ConfigMaps of seed 004 have a watch of their own.
+    # Kept by our informers; Sakkara's ConfigMaps have a watch of their own.
     informed: bool = True
     # A kind the API server may or may not serve, which the cache must be told
     # (``ClusterCache.serve``): owners and Queues.
@@ -208,7 +208,7 @@ _ALL = (
     ),
     # The owners that make gangs of pods that declare none (gangs from owners).
     *(_owners(kind) for kind in OwnerKind),
-    # Seed 004's ConfigMaps, by label: a topology-placed gang must not be placed on a tree
+    # Sakkara's ConfigMaps, by label: a topology-placed gang must not be placed on a tree
     # that has not arrived yet.
     Watched(
         "topologies",

@@ -302,7 +302,7 @@ class SchedulingLoop:
 async def measure_fragmentation(
     cache: ClusterCache, metrics: Metrics, *, interval: float = 5.0
 ) -> None:
-    """The fragmentation gauges (#26), from the cache's room as of the last pass, every
+    """The fragmentation gauges, from the cache's room as of the last pass, every
     ``interval`` seconds: O(nodes), off the passes."""
     shown: set[str] = set()  # the levels the stranded-by-topology gauge has
     while True:

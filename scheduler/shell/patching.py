@@ -201,7 +201,7 @@ class Patcher:
                 log.warning("pod condition not written", pod=str(update.pod), error=str(error))
 
     async def evict(self, eviction: Eviction) -> None:
-        """Gang preemption's victim, or a stale gang's member (#23): the
+        """Gang preemption's victim, or a stale gang's member: the
         ``DisruptionTarget`` condition first (so its controller and the kubelet know why it
         goes, as kube-scheduler marks its victims), then a graceful delete, only of this
         very pod (uid precondition)."""
@@ -252,7 +252,7 @@ class Patcher:
                 log.warning("nomination not written", pod=str(ref), error=str(error))
 
     async def placement(self, gang_binding: GangBinding, pass_seconds: float) -> None:
-        """Seed 004's write-back: rank labels on every pod, the placement on the PodGroup
+        """Sakkara's write-back: rank labels on every pod, the placement on the PodGroup
         (annotation) or the group ConfigMap (status, placement, rank, timings)."""
         placement = gang_binding.placement
         if placement is None:
@@ -318,5 +318,5 @@ class Patcher:
 
 
 def _timestamp(seconds: float) -> str:
-    """RFC 3339 with microseconds, as seed 004 shows its timings."""
+    """RFC 3339 with microseconds, as Sakkara shows its timings."""
     return datetime.fromtimestamp(seconds, UTC).isoformat()

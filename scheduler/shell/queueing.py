@@ -1,4 +1,4 @@
-"""Queues kept (#22): the ``default`` queue made where the Queue API is served and it is
+"""Queues kept: the ``default`` queue made where the Queue API is served and it is
 missing (Volcano's controller makes it too), and each Queue's status written back (what its
 gangs hold, how many wait and run, its state) only where it changed, so that ``kubectl get
 queues`` shows it. Only the leader writes. The figures come from the cache, counted every

@@ -58,7 +58,7 @@ class EventRecorder:
         # filled and 12,000 of 30,000 Events were dropped (make bench-curve, 5,000 nodes).
         # Posted beside the binds they still come slower than the binds make them (the API
         # server is shared with the binds and the kubelets' status writes): 6,645 of 30,000
-        # were dropped with a backlog of 10,000 (session 35). The backlog holds five times
+        # were dropped with a backlog of 10,000. The backlog holds five times
         # the high water (about 0.5 KB an Event: 25 MB full), so a burst that size lands late
         # rather than not at all; what waits past the high water does not wait for binds.
         self._busy = busy

@@ -1,4 +1,4 @@
-"""``gang-scheduler snapshot`` (#26): the cluster as the core sees it, to a file and back.
+"""``gang-scheduler snapshot``: the cluster as the core sees it, to a file and back.
 
 The file holds the Kubernetes objects themselves, as LISTed, by the name the cache knows
 their kind by (``pods``, ``nodes``, ``podgroups``, ``queues``, ``topologies``, ...), so that
@@ -111,7 +111,7 @@ def fold(
     lists: Mapping[str, list[dict[str, Any]]] = document.get("lists", {})
     for kind in SNAPSHOT_KINDS:
         watched = WATCHED[kind]
-        if not watched.informed:  # seed 004's ConfigMaps
+        if not watched.informed:  # Sakkara's ConfigMaps
             for body in lists.get(kind, ()):
                 apply_configmap(cache, body, topology_namespace=namespace)
             continue

@@ -126,10 +126,10 @@ async def wait_until_synced(
     """Wait until the watches delivered every object a LIST shows. Raises TimeoutError if
     a kind has objects but not one of them came through in ``stall_seconds`` while the
     API server answers: its watch never started, so the process must be restarted,
-    sooner than the caller's overall limit (kopf, which watched the kinds until #13,
-    resolved them once and could miss some for good). The kinds in ``listed`` are
-    watched by our own informers, whose first LIST is the cache's: their event says when
-    it is folded in, and they are not listed a second time here."""
+    sooner than the caller's overall limit (a watcher that resolves its kinds once, as kopf
+    does, could miss some for good). The kinds in ``listed`` are watched by our own
+    informers, whose first LIST is the cache's: their event says when it is folded in, and
+    they are not listed a second time here."""
     listed = listed or {}
     started = time.monotonic()
     expected = await list_keys(api, skip=listed)

@@ -1,13 +1,13 @@
 """Our own LIST-then-WATCH loops: an informer per watched kind, and a label-selected watch
-for the few ConfigMaps of seed 004.
+for Sakkara's few ConfigMaps.
 
 ``Informer`` keeps one kind in the cache as client-go's reflector does: one LIST (paged),
 then a WATCH from its resourceVersion, resumed from the last version seen when the stream
 ends or breaks, and a new LIST only when that cannot work (410 Gone, another 4xx, failures
-again and again). kopf did this for us until #13, but spent more per event than the rest of
+again and again). kopf could do this for us, but spends more per event than the rest of
 the scheduler: a third of the process's time at 1,000 nodes (its per-object handler
 machinery and bookkeeping for features we do not use), and about 0.4 ms per listed object
-before the first pass; and it resolved its kinds once, so a scheduler started while the API
+before the first pass; and it resolves its kinds once, so a scheduler started while the API
 server restarted could miss a kind for good. kopf runs the operator's frame.
 
 ``LabelWatch``: the API server filters by label (kopf would watch every ConfigMap in the

@@ -1,1 +1,1 @@
-"""The simulator (#26): snapshots, traces and replays of them through the pure core."""
+"""The simulator: snapshots, traces and replays of them through the pure core."""

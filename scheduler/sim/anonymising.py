@@ -131,10 +131,10 @@ class Renamer:
             self._seen.add(value)
 
     def freeze(self) -> None:
-        """Tokens in the originals' order, also against the names kept (review of #26:
-        "alpha" < "default" < "zeta" became s1, default, s3, and ties broken by name fell
-        the other way): a token starts with the kept name just below its original ("s"
-        below them all), so it sorts between the same kept names."""
+        """Tokens in the originals' order, also against the names kept (else "alpha" <
+        "default" < "zeta" would become s1, default, s3, and ties broken by name would fall
+        the other way): a token starts with the kept name just below its original ("s" below
+        them all), so it sorts between the same kept names."""
         ordered = sorted(self._seen)
         kept = sorted(self._keep)
         width = len(str(len(ordered)))
@@ -251,7 +251,7 @@ def _scrub(body: dict[str, Any]) -> None:
     meta.pop("managedFields", None)
     meta.pop("generateName", None)
     status = body.get("status")
-    if isinstance(status, dict):  # addresses say where and whose (review of #26)
+    if isinstance(status, dict):  # addresses say where and whose
         for key in ("podIP", "podIPs", "hostIP", "hostIPs", "addresses", "nodeInfo"):
             status.pop(key, None)
     spec = body.get("spec")

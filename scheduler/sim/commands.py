@@ -1,4 +1,4 @@
-"""The simulator's subcommands: ``snapshot``, ``simulate`` and ``trace`` (#26).
+"""The simulator's subcommands: ``snapshot``, ``simulate`` and ``trace``.
 
 Their flags are declared here and their modules imported only when one runs, so that
 ``gang-scheduler version`` and ``run`` load nothing of them (nor matplotlib).

@@ -10,7 +10,7 @@ and submitted again from the start; a gang that times out is dropped. The snapsh
 never end (their remaining run time is unknown); an evicted one is gone.
 
 Measured as each pass leaves the cluster (its binds, evictions and timeouts applied: what
-holds until the next pass, #26 part 5): GPU and CPU utilisation, fragmentation
+holds until the next pass): GPU and CPU utilisation, fragmentation
 (``core.fragmentation.measure``), each queue's share of the GPUs against its ideal (the
 water-filled fair share of what the queues want then, as ``bench/fairness.py`` computes
 it); and each gang's wait from its arrival (its pods' creation; after an eviction, the
@@ -157,7 +157,7 @@ def prepare(document: Mapping[str, Any], jobs: Sequence[Job], setup: Setup) -> d
 
 def retry_name(name: str, attempt: int, *, taken: set[str]) -> str:
     """The gang a job submits again after its ``attempt``-th incarnation was evicted: none of
-    the trace's names (review: "a-r1" could be a job) nor an earlier retry's, added to
+    the trace's names ("a-r1" could be a job) nor an earlier retry's, added to
     ``taken``. ``bench/simcheck.py`` names the real run's retries by it too."""
     gang = f"{name}-r{attempt}"
     while gang in taken:
@@ -172,7 +172,7 @@ def _stamp(epoch: float) -> str:
 
 def _start_time(document: Mapping[str, Any]) -> float:
     taken = document.get("metadata", {}).get("takenAt")
-    try:  # UTC whatever the machine's time zone (review: an hour off in summer time)
+    try:  # UTC whatever the machine's time zone (else an hour off in summer time)
         return float(calendar.timegm(time.strptime(taken, "%Y-%m-%dT%H:%M:%SZ")))
     except (TypeError, ValueError):
         return 0.0
@@ -328,9 +328,9 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
             changed_at = t
         # Without --until, the play ends once no job is left to arrive or run and what still
         # waits has been tried since the last change: it would then wait for ever (nothing
-        # of the trace is left to free room). Not at once when the last job ends (#26 part
-        # 5): a gang in its backoff then had not yet tried the room that end freed, and a
-        # play ended there left it waiting in an empty cluster. Within the longest backoff
+        # of the trace is left to free room). Not at once when the last job ends: a gang
+        # in its backoff then has not yet tried the room that end freed, and a play ended
+        # there would leave it waiting in an empty cluster. Within the longest backoff
         # every waiting gang has tried it (a node changed since it was parked: it is tried).
         if (
             until is None

@@ -239,7 +239,7 @@ def _attempt(
     for gang in gangs:
         # The gang's clock ends with this commit: a first-attempt mark left on a member whose
         # bind then fails would outlive the incarnation and, after a restart, time the next
-        # one out early (found by test_stateful). Marks go with the binds.
+        # one out early. Marks go with the binds.
         session.add(
             session.patches,
             *(
@@ -251,8 +251,8 @@ def _attempt(
         outcome = session.outcomes[gang.key]
         retries = outcome.state.attempts + 1
         # A gang of subgroups binds only the holds of subgroups that are whole: the placer
-        # returned those among its bindings (review of #23: a held member of a subgroup that
-        # fell short was bound alone).
+        # returned those among its bindings (a held member of a subgroup that fell short must
+        # not be bound alone).
         held = [
             Binding(ref, node)
             for ref, node in sorted(outcome.state.reservations.items())

@@ -128,7 +128,7 @@ def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool, statement: St
             for p in session.order.ordered(pending(g))
         ),
         # What each gang asks of them: a gang that needs fewer may find victims where one
-        # that needs more did not (review of #23).
+        # that needs more did not.
         tuple(
             (
                 g.need,

@@ -1,4 +1,4 @@
-"""Reclaim (#22): a gang of a queue below its fair share that did not fit takes room back
+"""Reclaim: a gang of a queue below its fair share that did not fit takes room back
 from queues above theirs.
 
 After allocate and preempt, in the fair order, each GangGroup that failed for want of room
@@ -164,8 +164,8 @@ def _choose(
             break
         theirs = session.queues.of(victims.pods[0][0])
         # A gang's member above its minimum is a unit, and so is the whole gang: what one
-        # chosen before frees is not lost twice (review of session 34: a gang refused as a
-        # victim for its member counted twice).
+        # chosen before frees is not lost twice (else a gang could be refused as a victim for
+        # its member counted twice).
         freed = Resources.total(p.requests for p, _ in victims.pods if p.ref.uid not in gone)
         if not book.may_lose(theirs, freed, to=queue, weighed=weighed, lost=lost):
             continue  # it would take that queue (or a parent) below its share: not a victim
@@ -211,7 +211,7 @@ def _freeing_first(
     on), preemption's order of the victims (youngest first); then the other nodes that
     could take a member, in that order.
 
-    Fairness bench (#22), 128 nodes, with victims taken youngest first (on the nodes that
+    Fairness bench, 128 nodes, with victims taken youngest first (on the nodes that
     could be freed the most): the flood's one- and two-GPU pods scattered over nodes were
     taken first, its surplus was gone before the two whole nodes one of its gangs held,
     and a queue below its share went 6 passes unserved (a reclaim-worthy gang waited 22);

@@ -91,11 +91,11 @@ def close(session: Session) -> Result:
     statuses: list[StatusUpdate] = []
     # Gangs the snapshot left out (settled, or parked) keep what was remembered of them;
     # a parked one must still be looked at when its flush or timeout falls due, a stale
-    # one when its grace ends (#23).
+    # one when its grace ends.
     memory: dict[GangKey, GangState] = dict(session.snapshot.memory)
     for key, state in memory.items():
         if state.stale is not None:
-            # Whether or not the pass got to it (a turn may end early: review of #23).
+            # Whether or not the pass got to it (a turn may end early).
             session.wake(state.stale.due)
         if key in session.gangs:
             continue

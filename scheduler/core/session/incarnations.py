@@ -28,7 +28,7 @@ def incarnation(session: Session, gang: Gang, remembered: GangState | None) -> G
     # rejected, and with it the whole group (see in_flight).
     flying = session.snapshot.in_flight
     # Or enough of its members completed (Succeeded): the rest join them one by one,
-    # unless something stops the gang from being tried at all (review: an invalid gang, a
+    # unless something stops the gang from being tried at all (an invalid gang, a
     # PodGroup or owner that does not exist must say so, not bind).
     live = any(p.bound and p.alive and p.ref.uid not in flying for p in gang.members) or (
         gang.need == 0 and bool(pending(gang)) and session.readiness.blocker(gang) is None
@@ -59,8 +59,8 @@ def incarnation(session: Session, gang: Gang, remembered: GangState | None) -> G
         return state  # the common case of a settled gang: nothing to rebuild
     # A gang satisfied until now (binds in flight kept its memory above) has no clock of
     # its own: if it needs one again, it starts afresh, not from the incarnation before
-    # (found by test_stateful: an after-gang bind in flight failed once the last bound
-    # member had gone, and the gang timed out on the old incarnation's clock).
+    # (else an after-gang bind in flight that fails once the last bound member has gone
+    # would time the gang out on the old incarnation's clock).
     first_attempt = None if state.satisfied and not live else state.first_attempt
     return replace(
         state,
@@ -120,7 +120,7 @@ def hold_reservations(session: Session) -> None:
         gang = session.gangs.get(key)
         # A gang no longer NonStrict (its mode changed, or a subGroupPolicy made it
         # Strict) keeps no holds: they are taken again only by keep_holds, and a hold
-        # not taken again must never be bound (review of #23: over-committed nodes).
+        # not taken again must never be bound (it would over-commit its node).
         strict = gang is None or gang.mode is not Mode.NON_STRICT
         kept = {} if strict else {ref: node for ref, node in held.items() if node in nodes}
         if kept != held:

@@ -23,7 +23,7 @@ class Order:
         self.session = session
 
     def units(self) -> Iterator[tuple[GangKey, ...]]:
-        """The GangGroups in queue order: priority, then age, then name (seed 000); but
+        """The GangGroups in queue order: priority, then age, then name (Koordinator's); but
         first any group with a gang cut short (satisfied with fewer than min_member members
         bound: the scheduler died between its binds), whose remaining members had room when
         it was decided, so that they get it back before anyone else takes it.

@@ -61,7 +61,7 @@ class Parking:
         # What its owner says (a gang from an owner: an owner that shrank may help it), and
         # its members that completed (a Job's count of them may rise after its pods went).
         sized = (gang.min_member, gang.total, gang.min_resources, len(gang.group), gang.completed)
-        # Its queue and the queues above it (#22): a capability raised may let it in.
+        # Its queue and the queues above it: a capability raised may let it in.
         book = self.session.queues.book
         queues = (
             tuple(book.queues.get(q) for q in book.ancestors(book.name_of(gang.queue)))
@@ -117,7 +117,7 @@ class Parking:
             if state.nominated and not self.session.readiness.victims_present(state):
                 return True  # the room it preempted for is free (and held for it) now
             if self.session.queues.freed(parked.queues):
-                return True  # its queue's limits may let it in now (chaos seed 30092)
+                return True  # its queue's limits may let it in now
             now_with = self.tried_with(gang)
             if len(now_with) != len(parked.tried_with) or any(
                 not _same(a, b) for a, b in zip(now_with, parked.tried_with, strict=True)
@@ -179,6 +179,6 @@ class Parking:
             return None
         members = tuple((Signature.of(p), p.requests) for p in todo)
         # With queues, a gang of another queue may fare otherwise (its limits are its own);
-        # one kept inside a unit of a tier (#23) fares otherwise than one that is not.
+        # one kept inside a unit of a tier fares otherwise than one that is not.
         queue = gang.queue if self.session.queues.book is not None else ""
         return (members, gang.need, queue, gang.network_topology)

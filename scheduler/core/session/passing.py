@@ -179,9 +179,9 @@ class Session:
         return topology_of(self.snapshot, self.config)
 
     def domains(self, level: str) -> Mapping[tuple[str, ...], frozenset[str]]:
-        """The units of ``level`` and their nodes, built once a pass (#23: a gang's
+        """The units of ``level`` and their nodes, built once a pass (a gang's
         networkTopology keeps it inside one of them). A unit is its path from the top:
-        racks of the same name in two zones are two units (review of #23)."""
+        racks of the same name in two zones are two units."""
         found = self._domains.get(level)
         if found is None:
             topology = self.topology

@@ -119,9 +119,9 @@ class Reporting:
         )
 
     def check_min_member(self, gang: Gang, *, members: int, waiting: int) -> None:
-        """Seed 003: a running gang whose running, succeeded and pending members together
-        are fewer than minMember cannot work as a gang any more; say so once, so its
-        controller (or a person) can restart it whole."""
+        """As the Coscheduling KEP has it: a running gang whose running, succeeded and
+        pending members together are fewer than minMember cannot work as a gang any more;
+        say so once, so its controller (or a person) can restart it whole."""
         succeeded = sum(1 for p in gang.members if p.phase == SUCCEEDED)
         if members + succeeded + waiting >= gang.min_member:
             return
@@ -158,7 +158,7 @@ class Reporting:
         )
 
     def refill_ranks(self, gang: Gang, bindings: list[Binding]) -> Placement | None:
-        """#23, healing: members of a running topology-placed gang placed now (a lost one
+        """Healing: members of a running topology-placed gang placed now (a lost one
         made again) take the ranks its running members do not hold, the lowest first, in
         rank order (nearest the master first), so a replaced member gets its old rank back.
         Only the rank labels are written (the placement tree stays the gang's first). None
@@ -171,14 +171,14 @@ class Reporting:
                 continue
             rank = pod.labels.get(names.SAKKARA_RANK, "")
             if (pod.alive or pod.phase == SUCCEEDED) and rank.isdecimal():
-                taken.add(int(rank))  # a finished member keeps its rank (second review)
+                taken.add(int(rank))  # a finished member keeps its rank
             elif pod.alive:
                 unlabelled += 1
         if not taken:
             return None
         # A member healed in an earlier pass whose label is not seen yet holds the rank it
-        # was given, the lowest vacant in rank order then and now (second review of #23:
-        # the next replacement got it again).
+        # was given, the lowest vacant in rank order then and now (else the next
+        # replacement would get it again).
         vacant = (r for r in range(len(taken) + unlabelled + len(bindings)) if r not in taken)
         for _ in range(unlabelled):
             next(vacant)

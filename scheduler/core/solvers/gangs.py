@@ -44,7 +44,7 @@ def place_gang(
     session: Session, statement: Statement, gang: Gang, room: QueueRoom | None
 ) -> tuple[list[Binding], Status]:
     """Place as many pending members as fit (min_member at least, or it falls short), within
-    the room its queue's limits leave (``room``, #22)."""
+    the room its queue's limits leave (``room``)."""
     status = session.readiness.enough_in_total(gang)
     if not status.ok:
         return [], status
@@ -142,7 +142,7 @@ def _alternatives(
     """The distinct allocations ``claim`` could get, by the nodes the first member sharing
     it may go on and has room on (packing order), one per set of nodes they reach. Nodes
     without room for it are passed over: the fullest come first, and sixteen full ones
-    must not hide the empty node behind them (review of #24)."""
+    must not hide the empty node behind them."""
     first = next(p for p in members if any(e.claim == claim.name for e in p.resource_claims))
     world, ledger = session.devices, statement.ledger
     found: dict[object, Allocation] = {}

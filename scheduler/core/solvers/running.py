@@ -18,7 +18,7 @@ def place_pending_members(
     session: Session, statement: Statement, gang: Gang, room: QueueRoom | None, todo: list[Pod]
 ) -> list[GroupBinding]:
     """A running gang's pending members (after gang): where they fit, each its own commit
-    point, inside the unit where the gang runs when it has a tier (#23). The groups to bind;
+    point, inside the unit where the gang runs when it has a tier. The groups to bind;
     why the others did not fit is said."""
     outcome = session.outcomes[gang.key]
     if session.now < outcome.state.retry_at:
@@ -32,7 +32,7 @@ def place_pending_members(
         return place_after_subgroups(session, statement, gang, room, todo, fence=fence)
     if fence is None:
         failures = _one_by_one(session, statement, gang, room, todo)
-    else:  # inside the unit where the rest of it runs (#23); a soft one anywhere after that
+    else:  # inside the unit where the rest of it runs; a soft one anywhere after that
         with session.finder.fenced(fence.nodes):
             failures = _one_by_one(session, statement, gang, room, todo, where=fence.where)
         placed = {b.pod for b in outcome.bindings}
@@ -91,7 +91,7 @@ def place_after_subgroups(
     *,
     fence: Fence | None,
 ) -> list[GroupBinding]:
-    """A running gang of subgroups (#23): a subgroup not started yet goes whole or waits,
+    """A running gang of subgroups: a subgroup not started yet goes whole or waits,
     one whole subgroup at a time as room appears (the elastic part); the members a running
     subgroup lost come back together; plain members one by one. Each bound as it is placed:
     the gang runs already."""
@@ -99,7 +99,7 @@ def place_after_subgroups(
     usable = [p for p in todo if not session.readiness.volume_problem(p)]
     if fence is None:
         got, status = place_subgroups(session, statement, gang, room, usable, need=0)
-    else:  # inside the unit of the gang's tier where it runs (#23); soft: anywhere after
+    else:  # inside the unit of the gang's tier where it runs; soft: anywhere after
         with session.finder.fenced(fence.nodes):
             got, status = place_subgroups(session, statement, gang, room, usable, need=0)
         if not fence.hard and len(got) < len(usable):

@@ -31,7 +31,7 @@ def place_subgroups(
     need: int,
     held: Mapping[PodRef, str] = MappingProxyType({}),
 ) -> tuple[list[Binding], Status]:
-    """A gang of subgroups (#23), as Volcano orders its subjobs: first each policy's
+    """A gang of subgroups, as Volcano orders its subjobs: first each policy's
     minSubGroups, each subgroup exactly its size (whole, or undone on the statement), then
     the plain members, then the elastic part (the members of placed subgroups beyond their
     size, and further whole subgroups). It holds if every policy has its minimum whole and
@@ -87,7 +87,7 @@ def place_subgroups(
         return got, short  # a gang not running yet that misses a minimum goes no further
     in_subgroups = {r for g in gang.subgroups for r in g.members}
     # Held plain members (a preemptor's) are placed already: they count and are bound
-    # (second review of #23: a launcher beside two workers waited out its nomination).
+    # (else a launcher beside two workers would wait out its nomination).
     got += [Binding(r, n) for r, n in sorted(held.items()) if r not in in_subgroups]
     loose = [p for p in session.order.ordered(members) if p.ref not in in_subgroups]
     placed, loose_miss = place_each(session, statement, gang, room, loose)
@@ -163,8 +163,8 @@ def _place_subgroup(
         )
         return (placed, "") if status.ok else ([], status.message)
     mark = statement.mark()
-    # At its size: the members that fit, skipping one that does not (second review of #23:
-    # the first `short` alone were tried, and one that fits nowhere sank the subgroup).
+    # At its size: the members that fit, skipping one that does not (were the first
+    # `short` alone tried, one that fits nowhere would sink the subgroup).
     placed, miss = place_each(session, statement, gang, room, todo, limit=None if extras else short)
     if len(placed) >= short:
         return kept + placed, ""
@@ -181,7 +181,7 @@ def _arrange_subgroup(
     subgroup: SubGroup,
     todo: list[Pod],
 ) -> tuple[list[Binding], Status]:
-    """A subgroup with a ``networkTopology`` (#23): by the topology solver, all of it in one
+    """A subgroup with a ``networkTopology``: by the topology solver, all of it in one
     domain of its tier (``hard``; ``soft`` prefers one and places anyway), every pending
     member else the first ``size`` of them; nothing placed unless it all fits."""
     level, problem = subgroup_level(session.topology, subgroup)
@@ -214,7 +214,7 @@ def _heal_subgroup(
     nodes: list[str],
     short: int,
 ) -> tuple[list[Binding], Status]:
-    """Members of a running subgroup with a ``networkTopology`` (#23): those it lost (a
+    """Members of a running subgroup with a ``networkTopology``: those it lost (a
     node gone, a pod deleted, made again by its controller) go back into the domain of its
     tier where the rest of it runs, all of the missing ones or none (its size again); its
     extras one by one there. Where that domain has no room: a ``hard`` subgroup waits (the
@@ -257,7 +257,7 @@ def _heal_subgroup(
 
 def tiered_subgroup(session: Session, subgroup: SubGroup) -> bool:
     """Whether a subgroup's networkTopology keeps it inside a unit (a soft one above every
-    level asks for nothing: review of #23)."""
+    level asks for nothing)."""
     spec = subgroup.topology
     return spec is not None and not everywhere(session.topology, spec)
 

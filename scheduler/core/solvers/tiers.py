@@ -1,4 +1,4 @@
-"""A gang kept inside one domain of a tier: Volcano's PodGroup ``spec.networkTopology`` (#23).
+"""A gang kept inside one domain of a tier: Volcano's PodGroup ``spec.networkTopology``.
 
 ``highestTierAllowed: k`` says how high in the network the gang may spread: all of it inside
 one unit of the k-th level above the nodes (or of the level ``highestTierName`` names). As
@@ -56,8 +56,8 @@ def place_within_tier(
     """``place()`` (the gang's ordinary placement) inside one unit of the gang's tier, unit
     by unit until one holds it; what a unit that fell short placed is undone. ``held``:
     members already on nodes (a preemptor's nominated room), placed by the caller. At most
-    MAX_UNITS units an attempt, the next ones at the next attempt (review of #23: a gang
-    that fits no rack of 250 tried all 250, a full placement each, every pass)."""
+    MAX_UNITS units an attempt, the next ones at the next attempt (a gang that fits no rack
+    of 250 would try all 250, a full placement each, every pass)."""
     spec = network_topology(gang)
     if spec is None or everywhere(session.topology, spec):
         return place()
@@ -91,8 +91,8 @@ def place_within_tier(
 def _window(units: list[Unit], *, attempts: int) -> list[Unit]:
     """The units an attempt tries, in their order (lowest level, fullest first): all when
     they are few; else the first half of MAX_UNITS always (the best now) and the rest in
-    turns, the next ones at each attempt (second review of #23: a rotation of all of them
-    skipped the fullest unit that fitted, and put zones before racks)."""
+    turns, the next ones at each attempt (a rotation of all of them would skip the fullest
+    unit that fits, and put zones before racks)."""
     if len(units) <= MAX_UNITS:
         return units
     head, rest = units[: MAX_UNITS // 2], units[MAX_UNITS // 2 :]
@@ -104,8 +104,8 @@ def _window(units: list[Unit], *, attempts: int) -> list[Unit]:
 
 def everywhere(topology: Topology, spec: NetworkTopology) -> bool:
     """A soft tier above every level of the topology (none described: the nodes alone) asks
-    for nothing: the whole cluster is one unit (review of #23: a soft tier on a flat
-    cluster made every node a unit and packed the gang onto one)."""
+    for nothing: the whole cluster is one unit (else a soft tier on a flat cluster would
+    make every node a unit and pack the gang onto one)."""
     if spec.mode != "soft" or spec.highest_tier_name:
         return False
     tier = spec.highest_tier if spec.highest_tier is not None else 1
@@ -150,7 +150,7 @@ def fence_of_running(session: Session, gang: Gang) -> Fence | Status | None:
 
 
 def _fence_of_placed(session: Session, gang: Gang) -> Fence | None:
-    """#23, healing: a lost member of a topology-placed gang, made again, goes back into the
+    """Healing: a lost member of a topology-placed gang, made again, goes back into the
     smallest unit (lowest level first) that holds every running member, where the solver
     put the gang; it waits for room there when one of the gang's constraints is hard, and
     goes anywhere after trying there when all are soft. None when nothing of it runs inside

@@ -166,7 +166,7 @@ def _podgroup_of(session: Session, pod: Pod) -> PodGroup | None:
 def _extra_subgroups(
     podgroup: PodGroup, members: list[tuple[Pod, str]], priority: int, *, minimum: int
 ) -> list[Victims]:
-    """A running gang of subgroups (#23) gives up whole subgroups beyond each policy's
+    """A running gang of subgroups gives up whole subgroups beyond each policy's
     minSubGroups, never a member of one alone, and never below its minMember: which ones is
     chosen here (a subgroup already short of its size, then the highest index, as a
     scale-down takes them); when, by preemption's order among all units."""
