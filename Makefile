@@ -9,7 +9,7 @@ KUBECTL = KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k podgroup -x"`.
 PYTEST_ARGS ?=
 
-.PHONY: help setup binaries lint format test test-unit fuzz bench bench-curve bench-xl simcheck chaos oracle clients cluster-up cluster-down demo e2e-kind clean
+.PHONY: help setup binaries lint format test test-unit fuzz bench bench-curve bench-xl simcheck chaos soak oracle clients cluster-up cluster-down demo e2e-kind clean
 
 help:
 	@echo "make demo          start the local control plane with fake GPU nodes, and say how to use it"
@@ -23,6 +23,7 @@ help:
 	@echo "make bench-xl      the bigger tier's backlog, us beside each peer, each on its own control plane (long)"
 	@echo "make simcheck      the simulator against the real scheduler, the same trace on KWOK nodes"
 	@echo "make chaos         random faults against the scheduler, invariants checked (CHAOS_RUNS=200)"
+	@echo "make soak          two hours of churn at 1,000 nodes, footprint sampled (SOAK_ARGS)"
 	@echo "make clients       every job framework's real operator (KubeRay, JobSet, ...) with the scheduler"
 	@echo "make oracle        kube-scheduler and the core asked the same questions (ORACLE_CASES=500)"
 	@echo "make e2e-kind      the e2e suite on a kind cluster, scheduler deployed (needs Docker)"
@@ -121,6 +122,15 @@ CHAOS_SEED ?= 1
 CHAOS_ARGS ?=
 chaos: setup binaries
 	$(PY) -m bench.chaos --runs $(CHAOS_RUNS) --seed $(CHAOS_SEED) $(CHAOS_ARGS)
+
+# Hours of steady churn (bench/soak.py): gangs arriving, finishing, preempted, nodes going
+# and coming, on a control plane of its own (.cluster-soak/); RSS, the event loop's longest
+# stretch and the pass time sampled; figures to bench/results/soak.{json,md}. Exits non-zero
+# if an invariant broke. make test runs 90 s of it (e2e/test_soak.py).
+# SOAK_ARGS="--nodes 100 --minutes 10 --name soak-small" for a small one.
+SOAK_ARGS ?=
+soak: setup binaries
+	$(PY) -m bench.soak $(SOAK_ARGS)
 
 # kube-scheduler as the oracle (e2e/oracle.py): ORACLE_CASES random "may this pod go on that
 # node?" cases asked of kube-scheduler and of the core, on a control plane of its own

@@ -57,6 +57,13 @@ class Invariants:
     def __post_init__(self) -> None:
         self._gang_of = {pod: gang for gang, pods in self.gangs.items() for pod in pods}
 
+    def add_gang(self, gang: str, members: list[str], *, minimum: int) -> None:
+        """A gang created after the check began (a soak's arrivals)."""
+        self.gangs[gang] = members
+        self.minimum[gang] = minimum
+        for pod in members:
+            self._gang_of[pod] = gang
+
     def bound(self, pod: str, *, node: str, requests: dict[str, int], at: float) -> None:
         """``pod`` seen on ``node`` at ``at`` (seconds); a pod seen bound again is ignored."""
         if pod in self._node_of:

@@ -117,6 +117,8 @@ class BindWatch:
             self.bound_at[name] = now = time.monotonic()
             if self.invariants is not None:
                 self.invariants.bound(name, node=node, requests=requests_of(pod), at=now)
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            self._forget(pod)  # a finished pod holds no room, as every scheduler counts it
 
     def _forget(self, pod: dict) -> None:
         name = pod.get("metadata", {}).get("name")

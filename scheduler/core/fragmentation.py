@@ -1,6 +1,6 @@
 """How fragmented the free room is: what is free but of no use to what waits.
 
-Users ask for it (KAI #1311, #1373; Volcano #3948): GPUs show free on the dashboard while a
+Users of KAI and Volcano ask for it: GPUs show free on the dashboard while a
 gang waits, because no single node has room for one of its members. Three figures, from the
 free room of the ready, schedulable nodes and the requests of our pods that wait:
 

@@ -152,12 +152,12 @@ class Metrics:
             stale_gang_victims=Counter(
                 "gang_scheduler_stale_gang_victims_total",
                 "Pods evicted because their gang ran below its minimum for longer than its "
-                "grace period (#23, --stale-gang-after).",
+                "grace period (--stale-gang-after).",
                 registry=registry,
             ),
             reclaim_victims=Counter(
                 "gang_scheduler_reclaim_victims_total",
-                "Pods evicted so that a queue below its fair share gets room back (#22), by "
+                "Pods evicted so that a queue below its fair share gets room back, by "
                 "the victim's queue.",
                 ["queue"],
                 registry=registry,
@@ -175,26 +175,26 @@ class Metrics:
             ),
             stranded=Gauge(
                 "gang_scheduler_stranded",
-                "Fragmentation (#26): free room, per resource, on the nodes that cannot take "
+                "Fragmentation: free room, per resource, on the nodes that cannot take "
                 "any waiting member (0 while nothing waits).",
                 ["resource"],
                 registry=registry,
             ),
             placeable_members=Gauge(
                 "gang_scheduler_placeable_members",
-                "Fragmentation (#26): how many members of the smallest waiting shape the "
+                "Fragmentation: how many members of the smallest waiting shape the "
                 "nodes could take now, node by node (0 while nothing waits).",
                 registry=registry,
             ),
             whole_gpu_nodes=Gauge(
                 "gang_scheduler_whole_gpu_nodes",
-                "Fragmentation (#26): nodes whose GPUs are all free: the largest gang of "
+                "Fragmentation: nodes whose GPUs are all free: the largest gang of "
                 "whole-node GPU members that could start now, in nodes.",
                 registry=registry,
             ),
             stranded_by_topology=Gauge(
                 "gang_scheduler_stranded_by_topology",
-                "Fragmentation (#26): free GPUs in the units of a level (racks, blocks) "
+                "Fragmentation: free GPUs in the units of a level (racks, blocks) "
                 "holding fewer than the smallest waiting gang held to one unit of that level "
                 "(a hard networkTopology) needs; only levels such a gang waits on.",
                 ["level"],
