@@ -126,7 +126,7 @@ chaos: setup binaries
 # Hours of steady churn (bench/soak.py): gangs arriving, finishing, preempted, nodes going
 # and coming, on a control plane of its own (.cluster-soak/); RSS, the event loop's longest
 # stretch and the pass time sampled; figures to bench/results/soak.{json,md}. Exits non-zero
-# if an invariant broke. make test runs 90 s of it (e2e/test_soak.py).
+# if an invariant broke. make test runs a minute of it (e2e/test_soak.py).
 # SOAK_ARGS="--nodes 100 --minutes 10 --name soak-small" for a small one.
 SOAK_ARGS ?=
 soak: setup binaries
