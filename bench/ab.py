@@ -26,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.schedulers import BASE_CHECKOUT
+from bench.schedulers import BASE_CHECKOUT, commit_of
 
 HERE = Path(__file__).resolve().parent.parent
 RESULTS = HERE / "bench" / "results"
@@ -36,16 +36,6 @@ FIGURES = (
     ("later passes p99, ms", "later_passes_p99_ms"),
     ("later passes max, ms", "later_passes_max_ms"),
 )
-
-
-def _commit(checkout: Path) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    return done.stdout.strip()
 
 
 def _pass_once(checkout: Path, args: list[str]) -> dict:
@@ -153,8 +143,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     pass_args = args.pass_args.split()
     report: dict = {
-        "base": _commit(base),
-        "this": _commit(HERE),
+        "base": commit_of(base),
+        "this": commit_of(HERE),
         "pass_args": pass_args,
         "passes": passes(base, rounds=args.rounds, args=pass_args),
     }

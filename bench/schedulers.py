@@ -254,7 +254,7 @@ def _ours_base(*, kubeconfig: Path, workdir: Path, limits: ClientLimits, build: 
     return _ours_from(Path(base).resolve(), kubeconfig=kubeconfig, limits=limits)
 
 
-def _commit_of(checkout: Path) -> str:
+def commit_of(checkout: Path) -> str:
     done = subprocess.run(
         ["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
         capture_output=True,
@@ -270,10 +270,10 @@ def _ours_from(checkout: Path, *, kubeconfig: Path, limits: ClientLimits) -> Con
     here = checkout == REPO
     return Contender(
         key="gang_scheduler" if here else "gang_scheduler_base",
-        label="gang-scheduler" if here else f"gang-scheduler at {_commit_of(checkout)}",
+        label="gang-scheduler" if here else f"gang-scheduler at {commit_of(checkout)}",
         cwd=None if here else checkout,
         scheduler_name="gang-scheduler",
-        version=__version__ if here else _commit_of(checkout),
+        version=__version__ if here else commit_of(checkout),
         argv=(
             sys.executable,
             "-m",

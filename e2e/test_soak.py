@@ -1,5 +1,6 @@
-"""The soak's short form (``make soak`` runs two hours at 1,000 nodes): a minute of churn on a control plane of its own (gangs arriving, finishing, preempted, nodes going
-and coming), every invariant kept, the scheduler alive and sampled throughout."""
+"""The soak's short form (``make soak`` runs two hours at 1,000 nodes): a minute of churn on
+a control plane of its own (gangs arriving, finishing, preempted, nodes going and coming),
+every invariant kept, the scheduler alive and sampled throughout."""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import structlog
 from aiohttp import web
@@ -47,6 +48,28 @@ async def _until(done: Callable[[], bool], *, timeout: float) -> float:
     return time.perf_counter() - started
 
 
+def _loop(
+    api: Any, cache: ClusterCache, metrics: Metrics, *, wake: asyncio.Event, **options: float
+) -> SchedulingLoop:
+    """The loop with the real binder, patcher and recorder, against ``api``."""
+    recorder = EventRecorder(api, component=SCHEDULER)
+
+    async def nothing() -> None:
+        return None
+
+    return SchedulingLoop(
+        cache=cache,
+        config=Config(),
+        binder=Binder(api, cache, recorder, config=Config(), metrics=metrics),
+        patcher=Patcher(api),
+        recorder=recorder,
+        wake=wake,
+        sync=nothing,
+        metrics=metrics,
+        **options,
+    )
+
+
 def test_a_recount_waits_for_its_second_and_a_pending_pod_does_not() -> None:
     """A bound PodGroup member that starts running (a recount: nobody of its gang waits)
     gets its pass no sooner than ``recount_seconds`` after the last pass, with nothing else
@@ -60,23 +83,7 @@ def test_a_recount_waits_for_its_second_and_a_pending_pod_does_not() -> None:
     async def scenario() -> tuple[float, bool, float]:
         async with server(_accept) as api:
             wake = asyncio.Event()
-            recorder = EventRecorder(api, component=SCHEDULER)
-            metrics = Metrics.create()
-
-            async def nothing() -> None:
-                return None
-
-            loop = SchedulingLoop(
-                cache=cache,
-                config=Config(),
-                binder=Binder(api, cache, recorder, config=Config(), metrics=metrics),
-                patcher=Patcher(api),
-                recorder=recorder,
-                wake=wake,
-                sync=nothing,
-                metrics=metrics,
-                recount_seconds=2.0,
-            )
+            loop = _loop(api, cache, Metrics.create(), wake=wake, recount_seconds=2.0)
             task = asyncio.create_task(loop.run())
             try:
                 await asyncio.wait_for(loop.first_pass.wait(), 10)
@@ -253,22 +260,8 @@ def test_a_turn_that_raised_is_logged_with_its_action_and_gang_and_counted() -> 
 
     async def scenario() -> tuple[Metrics, list[dict]]:
         async with server(_accept) as api:
-            recorder = EventRecorder(api, component=SCHEDULER)
             metrics = Metrics.create()
-
-            async def nothing() -> None:
-                return None
-
-            loop = SchedulingLoop(
-                cache=cache,
-                config=Config(),
-                binder=Binder(api, cache, recorder, config=Config(), metrics=metrics),
-                patcher=Patcher(api),
-                recorder=recorder,
-                wake=asyncio.Event(),
-                sync=nothing,
-                metrics=metrics,
-            )
+            loop = _loop(api, cache, metrics, wake=asyncio.Event())
             with structlog.testing.capture_logs() as logs:
                 await loop.run_pass()
             await loop.drain()
