@@ -81,6 +81,15 @@ an API server or etcd restart) and checks:
   holds back (reported as no room), counting what the rival bound there too (the scheduler
   does: those pods are its own, and hold the queue's room).
 
+- **I10, preemption and reclaim take victims as they promise.** Half the runs add 1 or 2
+  gangs at a high PriorityClass of the run's own with the last wave, asking what the rest
+  leaves of the cpu and a third to two thirds of what it asks: they fit only by preempting.
+  Violation: a victim gang (its members marked ``DisruptionTarget``, reason
+  ``PreemptionByScheduler``) left with some but fewer than its minimum members running once
+  a pass's victims are marked (``EVICTION_SETTLE``), with I1's excuses, Jobs' gangs aside
+  (their pods come again); and, in runs without queues (where nothing reclaims), a victim of
+  the high priority.
+
 Also reported (not violations): scheduler exits (a leader that lost its Lease exits by
 design), incomplete gangs, errors of the harness itself. Results of ``make chaos`` go to
 ``bench/results/chaos.{json,md}``.
@@ -186,6 +195,8 @@ class GangSpec:
     # Subgroups (#23): replicas of this many pods (0: none), the gang needing ``min`` pods,
     # that is min // subgroup whole replicas.
     subgroup: int = 0
+    # A preemptor: its pods at the run's high PriorityClass (every other pod has none).
+    high: bool = False
 
 
 @dataclass(frozen=True)
@@ -214,6 +225,9 @@ class Plan:
     # Devices (#24): the workload nodes publish NODE_GPUS GPUs each as a ResourceSlice, and
     # some gangs claim them from ResourceClaimTemplates.
     devices: bool = False
+    # Preemption: gangs at the run's high PriorityClass come with the last wave, asking more
+    # than the room the others leave (``_plan_preemption``).
+    preemption: bool = False
 
     @property
     def pods(self) -> int:
@@ -371,8 +385,9 @@ def make_plan(seed: int, *, small: bool = False) -> Plan:
         max_deletes=max_deletes,
         lease=lease,
     )
-    gangs, queues = _plan_queues(seed, gangs)
-    gangs, devices = _plan_devices(seed, gangs, surviving=surviving)
+    gangs, queues, devices = _plan_features(
+        seed, gangs, small=small, surviving=surviving, last_wave=wave_count - 1
+    )
     return Plan(
         seed=seed,
         small=small,
@@ -381,11 +396,49 @@ def make_plan(seed: int, *, small: bool = False) -> Plan:
         nodes=nodes,
         max_node_deletes=max_deletes,
         waves=waves,
-        gangs=tuple(_plan_subgroups(seed, gangs)),
+        gangs=tuple(gangs),
         faults=faults,
         queues=queues,
         devices=devices,
+        preemption=any(g.high for g in gangs),
     )
+
+
+def _plan_features(
+    seed: int, gangs: list[GangSpec], *, small: bool, surviving: int, last_wave: int
+) -> tuple[list[GangSpec], tuple[tuple[str, int], ...], bool]:
+    """Queues, devices, subgroups and preemptors, each in half the runs, each from a random
+    generator of its own: the gangs, the queues and whether the nodes have devices."""
+    gangs, queues = _plan_queues(seed, gangs)
+    gangs, devices = _plan_devices(seed, gangs, surviving=surviving)
+    gangs = _plan_subgroups(seed, gangs)
+    asked = sum(g.size * g.cpu_m for g in gangs)
+    gangs += _plan_preemption(
+        seed, small=small, free=surviving * NODE_CPU_M - asked, asked=asked, wave=last_wave
+    )
+    return gangs, queues, devices
+
+
+def _plan_preemption(seed: int, *, small: bool, free: int, asked: int, wave: int) -> list[GangSpec]:
+    """Half the runs add 1 or 2 gangs at the run's high PriorityClass with the last wave, in
+    the default queue, asking what the rest of the workload leaves of the surviving nodes'
+    cpu (``free``) and 30% to 70% of what it asks (``asked``) besides: once the rest is
+    bound, they fit only by preempting. From a random generator of its own: a seed's
+    workload and faults are the same with preemption as without, but for these gangs."""
+    rng = random.Random(seed * 7919 + 12)
+    if rng.random() < 0.5:
+        return []
+    budget = free + asked * rng.uniform(0.3, 0.7)
+    count = rng.choice([1, 2])
+    out = []
+    for i in range(count):
+        cpu_m = rng.choice([3000, NODE_CPU_M // 2])  # a member in half a node at most
+        size = max(2, min(round(budget / count / cpu_m), 6 if small else 32))
+        kind = rng.choice(["podgroup", "koord"])
+        out.append(
+            GangSpec(f"hi{i}", kind, size, size, cpu_m=cpu_m, memory_mi=256, wave=wave, high=True)
+        )
+    return out
 
 
 def _plan_devices(
@@ -583,6 +636,8 @@ def wave_objects(plan: Plan, wave: int, namespace: str, scheduler: str) -> list[
         spec = pod_spec(scheduler, selector, gang.cpu_m, gang.memory_mi)
         if gang.gpus:
             spec = with_gpus(spec, gang.gpus)
+        if gang.high:
+            spec = {**spec, "priorityClassName": high_priority_class(namespace)}
         pod_group = gang.kind == "podgroup" or gang.job_gang == "podgroup"
         labels, annotations = gang_metadata(gang, namespace, pod_group=pod_group)
         queued = {names.QUEUE: queue_name(namespace, gang.queue)} if gang.queue else {}
@@ -650,6 +705,14 @@ def wave_objects(plan: Plan, wave: int, namespace: str, scheduler: str) -> list[
                 )
             )
     return out + later
+
+
+HIGH_PRIORITY = 1000
+
+
+def high_priority_class(namespace: str) -> str:
+    """The run's PriorityClass for its preemptors (cluster-wide: named after the run)."""
+    return f"{namespace}-high"
 
 
 def queue_name(namespace: str, short: str) -> str:
@@ -764,6 +827,7 @@ class PodState:
     queue: str = ""  # the queue its label names
     gpus: int = 0  # claimed from the run's gpu-N templates
     replica: str = ""  # the subgroup it is in (#23): its replica label
+    priority: int = 0  # spec.priority, as admission set it
     node: str = ""
     phase: str = "Pending"
     deleting: bool = False
@@ -775,6 +839,9 @@ class PodState:
     bound_t: float | None = None
     ended_t: float | None = None
     gone_t: float | None = None  # when the API server said it was deleted
+    # When it was seen marked for eviction by the scheduler (DisruptionTarget, reason
+    # PreemptionByScheduler: a preemption's or a reclaim's victim).
+    evicted_t: float | None = None
 
     @property
     def alive(self) -> bool:
@@ -1007,9 +1074,15 @@ class Observer:
                 queue=(meta.get("labels") or {}).get(names.QUEUE, ""),
                 gpus=_gpus(spec),
                 replica=(meta.get("labels") or {}).get(REPLICA_LABEL, ""),
+                priority=int(spec.get("priority") or 0),
                 created_t=t,
             )
             self.pods[uid] = pod
+        if pod.evicted_t is None and any(
+            c.get("type") == "DisruptionTarget" and c.get("reason") == "PreemptionByScheduler"
+            for c in status.get("conditions") or []
+        ):
+            pod.evicted_t = t
         if pod.claimed_t is None and _claims_made(spec, status):
             pod.claimed_t = t
         self._update(
@@ -1477,6 +1550,9 @@ class RunResult:
     # Gangs still waiting at the check for the ResourceClaim controller to make their
     # members' claims from templates: its lag, excused from I4 and reported.
     claims_not_made: list[str] = field(default_factory=list)
+    evicted: int = 0  # pods a preemption or a reclaim evicted
+    # What the plan had: queues, devices, subgroups, preemption.
+    features: list[str] = field(default_factory=list)
     logs: str = ""
     scheduler_source: str = ""  # a hash of scheduler/ as the run started it
 
@@ -1501,6 +1577,16 @@ class Run:
             len({g.name for g in plan.gangs}),
             logs=str(self.logs),
         )
+        self.result.features = [
+            name
+            for name, present in (
+                ("queues", bool(plan.queues)),
+                ("devices", plan.devices),
+                ("subgroups", any(g.subgroup for g in plan.gangs)),
+                ("preemption", plan.preemption),
+            )
+            if present
+        ]
         self.workload_nodes = [f"{namespace}-n{i}" for i in range(plan.nodes)]
         self.specs = {g.name: g for g in plan.gangs}
         self.capabilities = {
@@ -1580,9 +1666,7 @@ class Run:
             time.sleep(0.5)
         allocatable = {n: (NODE_CPU_M, NODE_MEMORY_MI, NODE_PODS) for n in self.workload_nodes}
         allocatable[self.canary_node] = (8000, 32 * 1024, NODE_PODS)
-        for queue in queue_objects(self.plan, self.namespace):
-            if not self.api.create("/apis/scheduling.volcano.sh/v1beta1/queues", queue):
-                raise RuntimeError(f"queue {queue['metadata']['name']} could not be created")
+        self._create_cluster_wide()
         self._create_devices()
         self.observer = Observer(
             self.api,
@@ -1619,6 +1703,24 @@ class Run:
         self.t0 = time.monotonic()  # the plan's clock starts now
         self.observer.t0 = self.t0
         self.say("schedulers up; the plan's clock starts")
+
+    def _create_cluster_wide(self) -> None:
+        """The run's Queues and its preemptors' PriorityClass, labelled for clean-up."""
+        for queue in queue_objects(self.plan, self.namespace):
+            if not self.api.create("/apis/scheduling.volcano.sh/v1beta1/queues", queue):
+                raise RuntimeError(f"queue {queue['metadata']['name']} could not be created")
+        if self.plan.preemption:
+            high = {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "kind": "PriorityClass",
+                "metadata": {
+                    "name": high_priority_class(self.namespace),
+                    "labels": {RUN_LABEL: self.namespace},
+                },
+                "value": HIGH_PRIORITY,
+            }
+            if not self.api.create("/apis/scheduling.k8s.io/v1/priorityclasses", high):
+                raise RuntimeError("the run's PriorityClass could not be created")
 
     def _create_devices(self) -> None:
         for path, obj in device_objects(self.plan, self.namespace, self.workload_nodes):
@@ -1665,6 +1767,13 @@ class Run:
             self.api.retrying(
                 "DELETE",
                 "/apis/scheduling.volcano.sh/v1beta1/queues",
+                within=15,
+                params={"labelSelector": f"{RUN_LABEL}={ns}"},
+            )
+        with contextlib.suppress(Exception):
+            self.api.retrying(
+                "DELETE",
+                "/apis/scheduling.k8s.io/v1/priorityclasses",
                 within=15,
                 params={"labelSelector": f"{RUN_LABEL}={ns}"},
             )
@@ -1942,6 +2051,20 @@ class Run:
             seen = list(self.observer.violations)
         violations: list[Violation] = seen
         violations += partial_incarnations(self.books, pods, events)
+        violations += victims_below_minimum(self.books, pods)
+        if self.plan.preemption and not self.plan.queues:
+            # Without queues nothing reclaims: every eviction is a preemptor's, and only the
+            # preemptors have the high priority.
+            violations += [
+                Violation(
+                    "I10",
+                    f"pod {p.name} of priority {p.priority} preempted: no gang has a higher one",
+                    {"pod": p.name, "gang": p.gang},
+                )
+                for p in pods.values()
+                if p.evicted_t is not None and p.priority >= HIGH_PRIORITY
+            ]
+        self.result.evicted = sum(1 for p in pods.values() if p.evicted_t is not None)
         expected, incomplete, no_room = expectations(self.books, pods)
         # A gang whose pending members wait for the ResourceClaim controller to make their
         # claims cannot be bound by anyone: the controller's lag, reported by name (seed
@@ -2455,6 +2578,56 @@ def partial_incarnations(
     return violations
 
 
+# Evictions of one gang closer than this are one preemption's (its victims are marked and
+# deleted by concurrent requests); its members are counted this long after the last.
+EVICTION_SETTLE = 2.0
+
+
+def victims_below_minimum(books: Books, pods: dict[str, PodState]) -> list[Violation]:
+    """I10: a preemption or a reclaim never leaves a victim gang running below its minimum:
+    once the victims a pass chose are marked, what remains of the gang bound and alive is
+    none or at least its minimum. Excused as I1 excuses: a member the rival bound or the
+    chaos deleted, a member on a deleted node; a Job's gang (its pods come again)."""
+    found: list[Violation] = []
+    by_gang: dict[str, list[PodState]] = defaultdict(list)
+    for pod in pods.values():
+        if pod.scheduler == books.scheduler:
+            by_gang[pod.gang].append(pod)
+    for gang, members in sorted(by_gang.items()):
+        spec = books.specs.get(gang)
+        times = sorted(p.evicted_t for p in members if p.evicted_t is not None)
+        if spec is None or spec.kind == "job" or not times:
+            continue
+        excused = any(
+            p.uid in books.chaos_deleted or p.name in books.rival_bound
+            or p.node in books.deleted_nodes
+            for p in members
+        )  # fmt: skip
+        if excused:
+            continue
+        ends = [t for i, t in enumerate(times) if i + 1 == len(times) or times[i + 1] - t > 2.0]
+        for end in ends:
+            after = end + EVICTION_SETTLE
+            left = [
+                p
+                for p in members
+                if p.bound_t is not None
+                and p.bound_t <= after
+                and (p.ended_t is None or p.ended_t > after)
+                and (p.evicted_t is None or p.evicted_t > after)
+            ]
+            if 0 < len(left) < spec.min:
+                found.append(
+                    Violation(
+                        "I10",
+                        f"gang {gang} left with {len(left)} of its minimum {spec.min} running "
+                        f"after victims of it were evicted (t={end:.2f})",
+                        {"gang": gang, "left": sorted(p.name for p in left)},
+                    )
+                )
+    return found
+
+
 def _gang_bound(pods: dict[str, PodState], gang: str) -> bool:
     return sum(1 for p in pods.values() if p.gang == gang and p.node) >= 2
 
@@ -2521,6 +2694,8 @@ def summarize(results: list[RunResult], *, base_seed: int, small: bool, wall: fl
         "modes": dict(Counter(r.mode for r in results)),
         "pods": sum(r.pods for r in results),
         "device_runs": sum(1 for r in results if r.claims_allocated),
+        "runs_with": dict(sorted(Counter(f for r in results for f in r.features).items())),
+        "evicted": sum(r.evicted for r in results),
         "claims_allocated": sum(r.claims_allocated for r in results),
         "claims_not_made": {r.seed: r.claims_not_made for r in results if r.claims_not_made},
         "claims_controller_lag": {
@@ -2566,6 +2741,8 @@ def markdown(summary: dict) -> str:
         f"ResourceClaim controller for pods done or gone: {summary.get('claims_controller_lag')}; "
         "gangs whose claims it had not made by the check, excused from I4: "
         f"{summary.get('claims_not_made', {})})",
+        f"- runs with queues, devices, subgroups, preemptors: {summary.get('runs_with', {})}; "
+        f"pods evicted by a preemption or a reclaim: {summary.get('evicted', 0)}",
         f"- faults: {summary['faults']}: "
         + ", ".join(f"{k} {v}" for k, v in summary["faults_by_kind"].items()),
         f"- violations: {len(summary['violations'])} "

@@ -10,7 +10,16 @@ from collections import Counter
 import pytest
 
 from bench import chaos
-from bench.chaos import Books, GangSpec, Observer, expectations, make_plan, partial_incarnations
+from bench.chaos import (
+    Books,
+    GangSpec,
+    Observer,
+    expectations,
+    make_plan,
+    partial_incarnations,
+    victims_below_minimum,
+    wave_objects,
+)
 from scheduler.model import names
 
 NS = "chaos-t"
@@ -20,6 +29,7 @@ NODE = "n0"
 def pod(
     name: str, *, gang: str | None = None, node: str = "", phase: str = "Pending",
     cpu: str = "1", job: bool = False, deleting: bool = False, replica: str = "",
+    evicted: bool = False, priority: int = 0,
 ) -> dict:  # fmt: skip
     annotations = {names.KOORD_NAME: gang, names.KOORD_MIN_AVAILABLE: "1"} if gang else {}
     meta: dict = {"name": name, "namespace": NS, "uid": f"uid-{name}", "annotations": annotations}
@@ -35,7 +45,14 @@ def pod(
     }
     if node:
         spec["nodeName"] = node
-    return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+    if priority:
+        spec["priority"] = priority
+    status: dict = {"phase": phase}
+    if evicted:
+        status["conditions"] = [
+            {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+        ]
+    return {"metadata": meta, "spec": spec, "status": status}
 
 
 def observer() -> Observer:
@@ -52,7 +69,7 @@ def test_a_plan_is_its_seed_and_fits_by_construction() -> None:
         plan = make_plan(seed)
         assert plan == make_plan(seed)
         surviving = plan.nodes - plan.max_node_deletes
-        cpu = sum(g.size * g.cpu_m for g in plan.gangs)
+        cpu = sum(g.size * g.cpu_m for g in plan.gangs if not g.high)  # preemptors aside
         assert cpu <= surviving * chaos.NODE_CPU_M * chaos.FIT_SHARE
         assert all(1 <= g.size <= 32 and 1 <= g.min <= g.size for g in plan.gangs)
         for gang in plan.gangs:
@@ -523,3 +540,55 @@ def test_a_gang_waiting_for_its_claims_or_a_peers_is_not_the_schedulers_to_bind(
     assert sorted(expected) == ["a", "b", "c"]
     # b-0's claim is not made: b waits for the controller, and a for b (one GangGroup).
     assert sorted(chaos.made_ready(expected, ledger)) == ["c"]
+
+
+def test_half_the_plans_have_preemptors_asking_more_than_the_rest_leaves() -> None:
+    plans = [make_plan(seed) for seed in range(30)]
+    with_preemptors = [p for p in plans if p.preemption]
+    assert 7 <= len(with_preemptors) <= 23
+    for plan in with_preemptors:
+        surviving = (plan.nodes - plan.max_node_deletes) * chaos.NODE_CPU_M
+        high = [g for g in plan.gangs if g.high]
+        asked = sum(g.size * g.cpu_m for g in high)
+        rest = sum(g.size * g.cpu_m for g in plan.gangs if not g.high)
+        assert asked < surviving, "they fit once the rest has made room"
+        # More than the cluster with the rest bound (but for rounding to whole pods).
+        assert asked + rest > surviving - 8 * chaos.NODE_CPU_M // 2
+        assert all(g.wave == len(plan.waves) - 1 and g.queue == "" for g in high)
+        without = [g for g in plan.gangs if not g.high]
+        assert without == [g for g in make_plan(plan.seed).gangs if not g.high]
+    plan = with_preemptors[0]
+    objects = [obj for wave in range(len(plan.waves))
+               for _, obj in wave_objects(plan, wave, NS, NS) if obj["kind"] == "Pod"]  # fmt: skip
+    classes = {o["metadata"]["name"].split("-")[0]: o["spec"].get("priorityClassName")
+               for o in objects}  # fmt: skip
+    assert classes["hi0"] == f"{NS}-high"
+    assert {c for name, c in classes.items() if not name.startswith("hi")} == {None}
+
+
+def test_a_victim_gang_left_below_its_minimum_is_a_violation_unless_the_chaos_caused_it() -> None:
+    gang = GangSpec("g", "koord", 4, 2)
+    bound = [(float(i), pod(f"g-{i}", gang="g", node=NODE)) for i in range(4)]
+    # Preemption took the two members above the minimum: 2 left, as promised.
+    extras = history(*bound, (10.0, pod("g-3", gang="g", node=NODE, evicted=True)),
+                     (10.1, pod("g-2", gang="g", node=NODE, evicted=True)))  # fmt: skip
+    assert victims_below_minimum(books(gang), extras.pods) == []
+    # Three taken: 1 of the minimum 2 left running.
+    below = history(*bound, *((10.0, pod(f"g-{i}", gang="g", node=NODE, evicted=True))
+                              for i in (1, 2, 3)))  # fmt: skip
+    assert [v.invariant for v in victims_below_minimum(books(gang), below.pods)] == ["I10"]
+    # The whole gang, one pass: nothing left.
+    whole = history(*bound, *((10.0, pod(f"g-{i}", gang="g", node=NODE, evicted=True))
+                              for i in range(4)))  # fmt: skip
+    assert victims_below_minimum(books(gang), whole.pods) == []
+    # A member the chaos deleted excuses it.
+    excused = books(gang)
+    excused.chaos_deleted["uid-g-0"] = (9.0, True)
+    assert victims_below_minimum(excused, below.pods) == []
+
+
+def test_a_victim_of_the_high_priority_is_read_from_the_pods_priority() -> None:
+    high = {"gang": "hi0", "node": NODE, "priority": 1000}
+    seen = history((1.0, pod("hi0-0", **high)), (2.0, pod("hi0-0", **high, evicted=True)))
+    state = seen.pods["uid-hi0-0"]
+    assert (state.priority, state.evicted_t) == (1000, 2.0)
