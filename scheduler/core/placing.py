@@ -282,6 +282,15 @@ class Ledger:
 
 
 @dataclass(frozen=True, slots=True)
+class Cursors:
+    """A mark of the node finder's cursors, in the fence they belong to."""
+
+    context: int
+    moves: int  # the finder's count of changes when it was taken
+    cursors: Mapping[tuple, int]
+
+
+@dataclass(frozen=True, slots=True)
 class Signature:
     """What the static filters look at: pods that share it fit the same nodes."""
 
@@ -339,6 +348,14 @@ class NodeFinder:
         # The nodes a gang is kept inside while it is placed (``fenced``): one domain of its
         # networkTopology's tier; what was found for each signature inside it.
         self._fence: frozenset[str] | None = None
+        # Which cursors are in use: 0 outside any fence, else the fence's serial number
+        # (a mark taken in one is no use in another: they index different lists).
+        self._context = 0
+        self._serial = 0
+        self._moves = 0  # advanced whenever the cursors change: two marks alike are one
+        # Whether a mark holds the cursors dict in use: it is copied before its next change
+        # (copy on write: a mark costs nothing while the cursors do not move).
+        self._shared = False
         self._fenced: dict[tuple[Signature, str], list[str]] = {}
 
     @contextmanager
@@ -348,12 +365,19 @@ class NodeFinder:
         a cursor only ever passes nodes without room, so an earlier one is never wrong."""
         if self._fence is not None:
             raise RuntimeError("the node finder is fenced already")
-        saved, self._cursors = self._cursors, {}
+        saved, self._cursors = (self._cursors, self._shared), {}
+        self._shared = False
         self._fence, self._fenced = nodes.intersection(self._nodes), {}
+        self._serial += 1
+        self._context = self._serial
+        self._moves += 1
         try:
             yield
         finally:
-            self._fence, self._fenced, self._cursors = None, {}, saved
+            self._fence, self._fenced = None, {}
+            self._cursors, self._shared = saved
+            self._context = 0
+            self._moves += 1
 
     def _candidates(self, signature: Signature, pod: Pod) -> tuple[list[str], dict[str, int]]:
         cached = self._static.get(signature)
@@ -429,7 +453,8 @@ class NodeFinder:
         check = self.check(pod, ledger)
         if pod.prefers or strategy == "spread":
             # Every node that takes it now, scored: preferences weighed, or the emptiest.
-            candidates, self._cursors[cursor_key] = self._all_that_fit(
+            cursors = self._writable()
+            candidates, cursors[cursor_key] = self._all_that_fit(
                 pod, fit, ledger, check, start=start
             )
             if pod.prefers:
@@ -440,9 +465,9 @@ class NodeFinder:
                 if ledger.fits(fit[i], requests) and (
                     devices is None or not ledger.device_reason(pod, fit[i])
                 ):
-                    self._cursors[cursor_key] = i
+                    self._writable()[cursor_key] = i
                     return fit[i]
-            self._cursors[cursor_key] = len(fit)
+            self._writable()[cursor_key] = len(fit)
             return None
         # The cursor moves only past nodes without room (room only shrinks in a pass); a
         # node turned away by the other pods, or without the devices this pod's claims ask
@@ -459,7 +484,7 @@ class NodeFinder:
             ):
                 found = fit[i]
                 break
-        self._cursors[cursor_key] = roomy if roomy is not None else len(fit)
+        self._writable()[cursor_key] = roomy if roomy is not None else len(fit)
         return found
 
     def _all_that_fit(
@@ -507,14 +532,39 @@ class NodeFinder:
             strategy=pod.scoring or self._scoring,
         )
 
-    def mark(self) -> dict:
-        """Where the cursors stand; ``restore`` puts them back there. A Statement discarded
-        leaves the ledger exactly as when it began, so its cursors are right again: a gang
-        that fails costs one scan of the nodes, not a scan from the start for each next one."""
-        return dict(self._cursors)
+    def mark(self) -> Cursors:
+        """Where the cursors stand; ``restore`` puts them back there. A Statement undone to
+        a mark leaves the ledger exactly as it was then, so its cursors are right again: a
+        gang that fails costs one scan of the nodes, not a scan from the start for each
+        next one."""
+        self._shared = True
+        return Cursors(self._context, self._moves, self._cursors)
 
-    def restore(self, mark: dict) -> None:
-        self._cursors = dict(mark)
+    def restore(self, mark: Cursors | None = None) -> None:
+        """Put the cursors back to ``mark``, or to the start (None, or a mark of another
+        fence, whose cursors index other lists: starting over is never wrong)."""
+        same = mark is not None and mark.context == self._context
+        self._cursors = mark.cursors if same else {}  # type: ignore[union-attr,assignment]
+        self._shared = same
+        self._moves += 1
+
+    def _writable(self) -> dict[tuple[Signature, Resources, str], int]:
+        """The cursors, to be changed now: copied first if a mark holds them."""
+        if self._shared:
+            self._cursors = dict(self._cursors)
+            self._shared = False
+        self._moves += 1
+        return self._cursors
+
+    @property
+    def context(self) -> int:
+        """The fence the cursors in use belong to (0: none)."""
+        return self._context
+
+    @property
+    def moves(self) -> int:
+        """How often the cursors changed: a mark taken since is the same as one before."""
+        return self._moves
 
     def explain(self, pod: Pod, ledger: Ledger) -> Status:
         """Why no node fits ``pod`` now, counted per reason as kube-scheduler does."""

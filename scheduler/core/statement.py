@@ -18,8 +18,8 @@ A listener is any object with some of ``done(op)``, ``undone(op)``, ``marked(mar
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from enum import Enum
+from typing import Any, NamedTuple
 
 from scheduler.core.placing import Ledger
 from scheduler.model.devices import Allocation
@@ -33,12 +33,14 @@ class Kind(Enum):
     RELEASE = "release"  # room held for the pod before the turn is given back
     CLAIM = "claim"  # a claim shared by members is allocated before they are placed
     COUNT = "count"  # room the gang holds from before counted in its queue for this turn
-    DECIDE = "decide"  # a decision made (``undo`` takes it back)
-    SET = "set"  # a gang's outcome changed (``undo`` puts the old value back)
+    DECIDE = "decide"  # decisions appended to one of the session's lists
+    SET = "set"  # a field of an object (a gang's outcome) changed
+    CHANGE = "change"  # some other state changed, with how to put it back
 
 
-@dataclass(frozen=True, slots=True)
-class Operation:
+class Operation(NamedTuple):
+    """One change of a turn (a tuple: a turn makes thousands, and they are short-lived)."""
+
     kind: Kind
     pod: Pod | None = None
     node: str = ""
@@ -46,15 +48,23 @@ class Operation:
     # The queue an allocation or a count is in (None: counted in none; "" is the default).
     queue: str | None = None
     amounts: Mapping[str, int] | None = None  # COUNT: how much
-    # DECIDE and SET: how to take it back; ``what`` says which decision (for listeners).
-    undo: Callable[[], None] | None = None
-    what: object = None
+    # DECIDE: (the list, where the decisions start in it, the decisions); SET: (the object,
+    # the field, its old value); a change of another kind: its undo, a callable.
+    what: Any = None
+
+
+# What a listener may have, in the order of the Statement's lists; per listener class, the
+# hooks it has (a turn subscribes two listeners, and a pass opens thousands of turns).
+_HOOK_NAMES = ("done", "undone", "marked", "undone_to", "committed")
+_HOOKS: dict[type, tuple[str, ...]] = {}
 
 
 class Statement:
     """The operation log of one turn over ``ledger``."""
 
-    def __init__(self, ledger: Ledger) -> None:
+    __slots__ = ("_committed", "_done", "_marked", "_operations", "_undone", "_undone_to", "ledger")
+
+    def __init__(self, ledger: Ledger, *listeners: object) -> None:
         self.ledger = ledger
         self._operations: list[Operation] = []
         self._done: list[Callable[[Operation], None]] = []
@@ -62,22 +72,20 @@ class Statement:
         self._marked: list[Callable[[int], None]] = []
         self._undone_to: list[Callable[[int], None]] = []
         self._committed: list[Callable[[tuple[Operation, ...]], None]] = []
+        for listener in listeners:
+            self.subscribe(listener)
 
     def subscribe(self, listener: object) -> None:
         """Tell ``listener`` of every operation from now on (and of the mark it starts at)."""
-        for name, into in (
-            ("done", self._done),
-            ("undone", self._undone),
-            ("marked", self._marked),
-            ("undone_to", self._undone_to),
-            ("committed", self._committed),
-        ):
-            method = getattr(listener, name, None)
-            if method is not None:
-                into.append(method)
-        marked = getattr(listener, "marked", None)
-        if marked is not None:
-            marked(len(self._operations))
+        hooks = _HOOKS.get(type(listener))
+        if hooks is None:
+            hooks = _HOOKS[type(listener)] = tuple(
+                name for name in _HOOK_NAMES if hasattr(listener, name)
+            )
+        for name in hooks:
+            getattr(self, f"_{name}").append(getattr(listener, name))
+        if "marked" in hooks:
+            listener.marked(len(self._operations))  # type: ignore[attr-defined]
 
     def _log(self, op: Operation) -> None:
         self._operations.append(op)
@@ -116,13 +124,17 @@ class Statement:
         queue for this turn."""
         self._log(Operation(Kind.COUNT, queue=queue, amounts=amounts))
 
-    def decide(self, what: object, *, undo: Callable[[], None]) -> None:
-        """A decision was made (``what``); ``undo`` takes it back."""
-        self._log(Operation(Kind.DECIDE, undo=undo, what=what))
+    def decide(self, into: list, start: int, items: tuple) -> None:
+        """Decisions ``items`` were appended to ``into`` at ``start``; undoing deletes them."""
+        self._log(Operation(Kind.DECIDE, what=(into, start, items)))
+
+    def field(self, obj: object, name: str, old: object) -> None:
+        """``obj.name`` was changed from ``old``; undoing puts it back."""
+        self._log(Operation(Kind.SET, what=(obj, name, old)))
 
     def changed(self, *, undo: Callable[[], None]) -> None:
-        """Some state of the turn changed; ``undo`` puts it back."""
-        self._log(Operation(Kind.SET, undo=undo))
+        """Some other state of the turn changed; ``undo`` puts it back."""
+        self._log(Operation(Kind.CHANGE, what=undo))
 
     # -- keeping it or not ----------------------------------------------------------------
 
@@ -155,8 +167,14 @@ class Statement:
                 ledger.place(op.pod, op.node, strict=False)  # type: ignore[arg-type]
             elif kind is Kind.CLAIM:
                 ledger.unallocate(op.claim)  # type: ignore[arg-type]
-            elif op.undo is not None:
-                op.undo()
+            elif kind is Kind.SET:
+                obj, name, old = op.what
+                object.__setattr__(obj, name, old)
+            elif kind is Kind.DECIDE:
+                into, start, _ = op.what
+                del into[start:]
+            elif kind is Kind.CHANGE:
+                op.what()
             for listener in self._undone:
                 listener(op)
         for listener in self._undone_to:
@@ -168,7 +186,9 @@ class Statement:
 
     def commit(self) -> tuple[Operation, ...]:
         """Keep every operation; the log is handed back (and told to the listeners) and the
-        statement is empty again, at a new first mark."""
+        statement is empty again, at a new first mark (nothing to tell if it was empty)."""
+        if not self._operations:
+            return ()
         done = tuple(self._operations)
         self._operations.clear()
         for committed in self._committed:

@@ -47,5 +47,5 @@ async def cluster_snapshot(
 ) -> Snapshot:
     """The cluster as the scheduler's cache would hold it, from a fresh LIST of every kind
     it watches (no informers: one look), folded as ``gang-scheduler snapshot`` folds it."""
-    document = await take(credentials, topology_namespace=topology_namespace)
+    document = await take(credentials, topology_namespace=topology_namespace, readable_only=True)
     return fold(document, config=config).snapshot(whole=True)

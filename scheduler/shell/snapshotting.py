@@ -45,15 +45,20 @@ def _trim(body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def take(
-    credentials: Credentials, *, topology_namespace: str = "gang-scheduler-system"
+    credentials: Credentials,
+    *,
+    topology_namespace: str = "gang-scheduler-system",
+    readable_only: bool = False,
 ) -> dict[str, Any]:
-    """Every object the scheduler reads, LISTed now, as one document."""
+    """Every object the scheduler reads, LISTed now, as one document. ``readable_only``: a
+    kind the credentials may not list (403) is taken as empty (``explain`` for a user with
+    less RBAC than the scheduler's) rather than an error."""
     api = ApiClient(credentials, connections=4)
     lists: dict[str, list[dict[str, Any]]] = {}
     unserved: list[str] = []
     try:
         for kind in SNAPSHOT_KINDS:
-            bodies, version = await list_versioned(api, kind)
+            bodies, version = await list_versioned(api, kind, readable_only=readable_only)
             if version is None and WATCHED[kind].optional:
                 unserved.append(kind)
             lists[kind] = [_trim(body) for body in bodies]

@@ -39,16 +39,19 @@ async def list_objects(
 
 
 async def list_versioned(
-    api: ApiClient, kind: str, *, metadata_only: bool = False
+    api: ApiClient, kind: str, *, metadata_only: bool = False, readable_only: bool = False
 ) -> tuple[list[dict[str, Any]], str | None]:
     """``list_objects`` and the resourceVersion of the LIST, where a watch takes up; None
-    for a PodGroup kind the API server does not serve (then no objects either)."""
+    for a PodGroup kind the API server does not serve (then no objects either).
+    ``readable_only``: a kind we may not read (403) lists nothing too."""
     items: list[dict[str, Any]] = []
 
     async def keep(page: list[dict[str, Any]]) -> None:
         items.extend(page)
 
-    version = await list_pages(api, kind, each=keep, metadata_only=metadata_only)
+    version = await list_pages(
+        api, kind, each=keep, metadata_only=metadata_only, readable_only=readable_only
+    )
     return items, version
 
 
@@ -62,6 +65,7 @@ async def list_pages(
     *,
     each: Callable[[list[dict[str, Any]]], Awaitable[None]],
     metadata_only: bool = False,
+    readable_only: bool = False,
 ) -> str | None:
     """Every page of a LIST of ``kind`` handed to ``each`` in turn; returns the LIST's
     resourceVersion, or None (and no pages) for a PodGroup kind the API server does not
@@ -86,7 +90,7 @@ async def list_pages(
             except ApiError as error:
                 if error.status == 404 and watched.optional:
                     return None
-                if error.status == 403 and watched.restricted:
+                if error.status == 403 and (watched.restricted or readable_only):
                     return None  # not ours to read: placed as if it did not exist
                 raise
             meta = page.get("metadata") or {}

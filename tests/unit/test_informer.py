@@ -588,3 +588,26 @@ def test_queues_refused_or_not_served_mean_no_queues_until_the_crd_is_there() ->
         return seen
 
     assert asyncio.run(scenario()) == [None, None, ["team-a"]]
+
+
+def test_a_kind_explain_may_not_read_lists_nothing_where_the_scheduler_would_stop() -> None:
+    """``explain`` runs with the user's credentials, which may read less than the
+    scheduler's: a 403 on PersistentVolumeClaims is an empty list for it (``readable_only``),
+    while the scheduler, whose RBAC grants them, stops on it."""
+    from scheduler.shell.api import ApiError  # noqa: PLC0415
+    from scheduler.shell.syncing import list_versioned  # noqa: PLC0415
+
+    async def forbidden(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"kind": "Status", "code": 403, "reason": "Forbidden"}, status=403)
+
+    async def scenario(readable_only: bool) -> object:
+        async with server(forbidden) as api:
+            try:
+                return await list_versioned(
+                    api, "persistentvolumeclaims", readable_only=readable_only
+                )
+            except ApiError as error:
+                return error.status
+
+    assert asyncio.run(scenario(True)) == ([], None)
+    assert asyncio.run(scenario(False)) == 403

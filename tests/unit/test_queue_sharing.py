@@ -727,6 +727,12 @@ def test_after_gang_members_and_the_groups_attempt_share_one_capability() -> Non
     fresh = gang_pods("u", 2, gpu=1, gang="u", min_available=2, groups=group, labels=in_queue("a"))
     snap = with_queues(snapshot(gpu_nodes(8), satisfied + fresh), queue("a", capability={GPU: "3"}))
     assert sorted(bind_map(schedule(snap, now=T0))) == ["s-1", "s-2"]
+    # With room for all of them under the capability, all of them: the after-gang members
+    # count once in the turn, not once in the turn's room and again in the queue's book.
+    roomy = with_queues(
+        snapshot(gpu_nodes(8), satisfied + fresh), queue("a", capability={GPU: "5"})
+    )
+    assert sorted(bind_map(schedule(roomy, now=T0))) == ["s-1", "s-2", "u-0", "u-1"]
 
 
 def test_a_gang_may_preempt_its_own_queues_gang_to_get_under_its_capability() -> None:

@@ -74,7 +74,7 @@ def test_a_listener_hears_each_operation_each_undo_last_first_and_each_commit() 
     statement.allocate(pod("a"), "n0")
     mark = statement.mark()
     statement.hold(pod("b"), "n0")
-    statement.decide("a decision", undo=lambda: None)
+    statement.decide([], 0, ("a decision",))
     statement.undo_to(mark)
     statement.allocate(pod("c"), "n0")
     statement.commit()
@@ -95,17 +95,23 @@ def test_a_listener_hears_each_operation_each_undo_last_first_and_each_commit() 
 
 
 def test_undoing_a_decision_or_a_change_calls_its_undo_and_the_ledger_is_as_before() -> None:
+    @dataclass
+    class Held:
+        attempts: int = 0
+
     ledger = Ledger.of({"n0": node("n0", cpu="4")}, [])
     decisions: list[str] = []
-    state = {"attempts": 0}
+    held, other = Held(), {"flag": False}
     statement = Statement(ledger)
     statement.allocate(pod("a", cpu="3"), "n0")
     decisions.append("bind a")
-    statement.decide("bind a", undo=decisions.pop)
-    state["attempts"] = 1
-    statement.changed(undo=lambda: state.update(attempts=0))
+    statement.decide(decisions, 0, ("bind a",))
+    held.attempts = 1
+    statement.field(held, "attempts", 0)
+    other["flag"] = True
+    statement.changed(undo=lambda: other.update(flag=False))
     statement.discard()
-    assert (decisions, state) == ([], {"attempts": 0})
+    assert (decisions, held.attempts, other) == ([], 0, {"flag": False})
     assert ledger.free("n0")["cpu"] == 4000
 
 

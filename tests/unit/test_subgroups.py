@@ -761,3 +761,33 @@ def test_a_subgroup_is_bound_whole_or_not_at_all_and_the_minimum_whole(
     for name, where in placed.items():
         room[where] -= _gpus_of(by_name[name])
     assert all(free >= 0 for free in room.values()), room
+
+
+def test_a_gang_tried_rack_by_rack_leaves_the_node_finder_right_for_the_gangs_after_it() -> None:
+    """g's two replicas of one pod (3 GPUs, then 1) must go in one rack. In rack-0 (2+2
+    GPUs) the first finds no node and the second fits; the gang falls short there, and
+    rack-2 takes it whole. Undoing rack-0's try must put the node finder's cursors back as
+    they stood outside the rack, not as the try left them inside it: h's 3-GPU pod, of the
+    same shape, then still finds n6, the fullest node and the one with room left."""
+    nodes = [node("n0", gpu=2), node("n1", gpu=2), node("n2"), node("n3"),
+             node("n4", gpu=4), node("n5"), node("n6", gpu=4)]  # fmt: skip
+    taken = _running(gang_pods("other", 1, gpu=1, created=T0 - 500), ["n6"])
+    g = [
+        replace(p, ref=replace(p.ref, name=f"g-{r}-0"))
+        for r, gpu in enumerate((3, 1))
+        for p in gang_pods("g", 1, gpu=gpu, annotations={names.VOLCANO_GROUP_NAME: "g"},
+                           labels={PARTITION: str(r)}, created=T0 - 10)
+    ]  # fmt: skip
+    group = volcano_podgroup_from_dict({
+        "metadata": {"name": "g", "namespace": "default", "uid": "uid-g"},
+        "spec": {
+            "minMember": 2,
+            "networkTopology": {"mode": "hard", "highestTierAllowed": 1},
+            "subGroupPolicy": [{"name": "replica", "subGroupSize": 1, "minSubGroups": 2,
+                                "matchLabelKeys": [PARTITION]}],
+        },
+    })  # fmt: skip
+    h = gang_pods("h", 1, gang="h", min_available=1, gpu=3, created=T0)
+    snap = replace(snapshot(nodes, [*g, *h, *taken], podgroups=[group]), topology=RACKS)
+    placed = bind_map(schedule(snap, now=T0))
+    assert placed == {"g-0-0": "n4", "g-1-0": "n4", "h-0": "n6"}

@@ -46,11 +46,11 @@ class Allocate:
 def allocate(session: Session) -> None:
     for unit in session.order.units():
         present = [session.gangs[k] for k in unit if k in session.gangs]
-        if len(present) == 1 and _settled(session, present[0]):
-            _place_after_gang(session, None, present[0])  # nothing to place: no turn needed
-            continue
         with session.turn(unit, present) as statement:
-            _turn(session, statement, unit, present)
+            if len(present) == 1 and _settled(session, present[0]):
+                _place_after_gang(session, None, present[0])  # nothing to place
+            else:
+                _turn(session, statement, unit, present)
 
 
 def _settled(session: Session, gang: Gang) -> bool:

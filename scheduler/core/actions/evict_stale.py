@@ -33,15 +33,20 @@ class EvictStale:
     name = "evict-stale"
 
     def open(self, session: Session) -> None:
-        session.watch(_attempted)
+        """Watch allocate's running gangs, where a grace applies to some gang (or one
+        remembers being stale): off by default, it costs a pass nothing then."""
+        stale = session.config.stale_gang_seconds is not None or any(
+            gang.stale_seconds is not None or session.outcomes[key].state.stale is not None
+            for key, gang in session.gangs.items()
+        )
+        if stale:
+            session.watch(_attempted, verdicts=(Verdict.RUNNING,))
 
     def run(self, session: Session) -> None:
         """Nothing of its own: it acts in allocate's turns."""
 
 
 def _attempted(session: Session, attempt: Attempt, statement: Statement | None, since: int) -> None:
-    if attempt.verdict is not Verdict.RUNNING:
-        return
     for key in attempt.gangs:
         gang = session.gangs[key]
         running = sum(1 for p in gang.members if p.bound and p.alive)

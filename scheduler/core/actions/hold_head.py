@@ -7,7 +7,7 @@ no gang behind it in the queue places on what the head needs. What the head does
 a node stays free for others (backfill), and gangs ahead of it in the queue have had their
 turn already. One head per pass.
 
-It acts in the turns of the actions before it whose GangGroup was not placed
+It acts in the turns of the other actions whose GangGroup was not placed
 (``Verdict.UNSCHEDULABLE``, ``BACKING_OFF``, ``PARKED``).
 """
 
@@ -33,7 +33,10 @@ class HoldHead:
     def open(self, session: Session) -> None:
         held = _Held()
         session.watch(
-            lambda session, attempt, statement, since: _attempted(session, attempt, statement, held)
+            lambda session, attempt, statement, since: _attempted(
+                session, attempt, statement, held
+            ),
+            verdicts=NOT_PLACED,
         )
 
     def run(self, session: Session) -> None:
@@ -50,7 +53,7 @@ class _Held:
 def _attempted(
     session: Session, attempt: Attempt, statement: Statement | None, held: _Held
 ) -> None:
-    if attempt.verdict not in NOT_PLACED or statement is None or held.done:
+    if statement is None or held.done:
         return
     gangs = [session.gangs[key] for key in attempt.gangs]
     if _hold_for_head(session, statement, gangs):

@@ -61,8 +61,13 @@ def preempt(session: Session) -> None:
             continue  # its victims are still leaving: no more evictions for it
         if any(not p.preempts for g in gangs for p in pending(g)):
             continue
+        priority = group_priority(session, gangs)
+        book = session.queues.book
+        units = pool.below(priority, book.name_of(gangs[0].queue) if book is not None else "")
+        if not units:
+            continue  # nothing of lower priority to evict: the common case, and no turn
         with session.turn(unit, gangs) as statement:
-            _preempt_for(session, gangs, pool, statement)
+            _preempt_for(session, gangs, pool, statement, priority=priority, units=units)
 
 
 class _Pool:
@@ -111,12 +116,15 @@ class _Pool:
         return units
 
 
-def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool, statement: Statement) -> None:
-    priority = group_priority(session, gangs)
-    book = session.queues.book
-    units = pool.below(priority, book.name_of(gangs[0].queue) if book is not None else "")
-    if not units:
-        return
+def _preempt_for(
+    session: Session,
+    gangs: list[Gang],
+    pool: _Pool,
+    statement: Statement,
+    *,
+    priority: int,
+    units: list[Victims],
+) -> None:
     # The same shapes at the same priority found no victims earlier in this pass: nor now
     # (no eviction happened since, or the memo was cleared).
     shape = (
@@ -156,7 +164,7 @@ def _preempt_for(session: Session, gangs: list[Gang], pool: _Pool, statement: St
         # gang may preempt at all (kube-scheduler's rule).
         chosen, placements = greedy(session, base, sorted(units, key=Victims.order), gangs)
     if placements is None:
-        session.finder.restore({})
+        session.finder.restore()
         if not own:
             pool.hopeless.add(shape)
         return

@@ -178,7 +178,7 @@ def _choose(
         if placements is not None:
             break
     if placements is None:
-        session.finder.restore({})
+        session.finder.restore()
         return chosen, None
     return reprieve(session, base, chosen, placements, gangs)
 

@@ -3,7 +3,6 @@ words its conditions use."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from scheduler.core.statuses import NOT_TRIED
@@ -27,26 +26,40 @@ REASON_GATED = "SchedulingGated"  # the reason the API server gives a gated pod'
 NOMINATION_SECONDS = 120.0
 
 
-@dataclass(slots=True)
 class Outcome:
     """What the session decided about one gang, before it becomes events and status. Each
     change made while a turn is open goes on that turn's Statement, so undoing the turn puts
     the old value back."""
 
+    __slots__ = ("below_min", "bindings", "condition", "relaxed", "session", "state")
+
     state: GangState
-    condition: tuple[str, str, str] = NOT_TRIED
-    bindings: list[Binding] = field(default_factory=list)
-    relaxed: tuple[str, ...] = ()  # soft topology constraints the placement could not meet
-    # Set while a satisfied gang has fewer than minMember members left.
-    below_min: str | None = None
-    session: Session | None = field(default=None, repr=False, compare=False)
+    condition: tuple[str, str, str]
+    bindings: list[Binding]
+    relaxed: tuple[str, ...]  # soft topology constraints the placement could not meet
+    below_min: str | None  # set while a satisfied gang has fewer than minMember members left
+    session: Session | None
+
+    def __init__(
+        self,
+        state: GangState,
+        condition: tuple[str, str, str] = NOT_TRIED,
+        *,
+        session: Session | None = None,
+    ) -> None:
+        init = object.__setattr__  # not a change of a turn
+        init(self, "session", session)
+        init(self, "state", state)
+        init(self, "condition", condition)
+        init(self, "bindings", [])
+        init(self, "relaxed", ())
+        init(self, "below_min", None)
 
     def __setattr__(self, name: str, value: object) -> None:
-        session = getattr(self, "session", None)
+        session = self.session
         turn = session.open if session is not None else None
         if turn is not None:
-            old = getattr(self, name)
-            turn.changed(undo=lambda: object.__setattr__(self, name, old))
+            turn.field(self, name, getattr(self, name))
         object.__setattr__(self, name, value)
 
     def bind(self, *bindings: Binding) -> None:

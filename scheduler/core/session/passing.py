@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import replace
 from functools import cached_property
 
@@ -23,7 +23,7 @@ from scheduler.core.claiming import DeviceWorld, no_selectors
 from scheduler.core.filtering import volume_terms
 from scheduler.core.gangs import resolve, topology_of
 from scheduler.core.neighbouring import Neighbours
-from scheduler.core.placing import Ledger, NodeFinder
+from scheduler.core.placing import Cursors, Ledger, NodeFinder
 from scheduler.core.session import closing, incarnations
 from scheduler.core.session.ordering import Order
 from scheduler.core.session.outcomes import (
@@ -65,24 +65,35 @@ Watcher = Callable[["Session", Attempt, "Statement | None", int], None]
 class _Cursors:
     """The node finder's cursors at each mark of a turn's Statement, as its listener: when
     what followed a mark is undone, the ledger is as it was then, and so must the cursors
-    be (they move past nodes without room, assuming room only shrinks)."""
+    be (they move past nodes without room, assuming room only shrinks). Marks at one
+    position are kept in order, each with the fence it was taken in: an undo restores the
+    last taken in the fence in use, else starts the cursors over."""
 
     def __init__(self, session: Session) -> None:
         self._session = session
-        self._at: dict[int, dict] = {}
+        self._at: dict[int, list[Cursors]] = {}
 
     def marked(self, mark: int) -> None:
         finder = self._session.__dict__.get("finder")
-        self._at[mark] = finder.mark() if finder is not None else {}
+        if finder is None:
+            return
+        here = self._at.get(mark)
+        if here and here[-1].moves == finder.moves and here[-1].context == finder.context:
+            return  # the cursors have not moved since the last mark here
+        self._at.setdefault(mark, []).append(finder.mark())
+
+    def committed(self, ops: tuple[Operation, ...]) -> None:
+        self._at.clear()  # a new record begins, at a new first mark
 
     def undone_to(self, mark: int) -> None:
+        for later in [at for at in self._at if at > mark]:
+            del self._at[later]
         finder = self._session.__dict__.get("finder")
         if finder is None:
             return
-        kept = [at for at in self._at if at <= mark]
-        finder.restore(self._at[max(kept)] if kept else {})
-        for at in [at for at in self._at if at > mark]:
-            del self._at[at]
+        context = finder.context
+        kept = (m for at in sorted(self._at, reverse=True) for m in reversed(self._at[at]))
+        finder.restore(next((m for m in kept if m.context == context), None))
 
 
 class Session:
@@ -130,7 +141,8 @@ class Session:
         self.errors: list[ActionError] = []
         self.action = ""  # the action running now (``framework.run_actions``)
         self.open: Statement | None = None  # the Statement of the turn open now
-        self._watchers: list[Watcher] = []
+        self._watchers: list[tuple[Watcher, frozenset[Verdict]]] = []
+        self._uncounted: list[GroupBinding] = []  # committed in the open turn
         self.wake_at: float | None = None
         self._domains: dict[str, Mapping[tuple[str, ...], frozenset[str]]] = {}
         for key, gang in self.gangs.items():
@@ -221,18 +233,7 @@ class Session:
         into.extend(items)
         turn = self.open
         if turn is not None:
-
-            def undo() -> None:
-                del into[start:]
-
-            turn.decide((into, items), undo=undo)
-
-    def set(self, name: str, value: object) -> None:
-        """Change a field of the session on the open turn's Statement."""
-        old = getattr(self, name)
-        setattr(self, name, value)
-        if self.open is not None:
-            self.open.changed(undo=lambda: setattr(self, name, old))
+            turn.decide(into, start, items)
 
     def done(self, op: Operation) -> None:
         if op.kind is Kind.EVICT:
@@ -240,40 +241,48 @@ class Session:
             self.parking.failed_shapes.clear()
 
     def committed(self, ops: tuple[Operation, ...]) -> None:
-        """The bindings a commit keeps count against their queues (the next group is
-        chosen with them counted) and are final: the shell may start binding them."""
+        """The bindings a commit keeps are final: the shell may start binding them. They
+        count against their queues once the turn is over (the turn's own room counts them
+        until then, and the next group is chosen with them counted)."""
         groups = [
             group
             for op in ops
-            if op.kind is Kind.DECIDE and op.what[0] is self.bindings  # type: ignore[index]
-            for group in op.what[1]  # type: ignore[index]
+            if op.kind is Kind.DECIDE and op.what[0] is self.bindings
+            for group in op.what[2]
         ]
         if not groups:
             return
-        book = self.queues.book
-        if book is not None:
-            for group in groups:
-                for placed in group.gangs:
-                    gang = self.gangs.get(placed.gang)
-                    if gang is None:
-                        continue
-                    requests = {p.ref: p.requests for p in gang.members}
-                    for binding in placed.bindings:
-                        if (
-                            binding.pod not in self.queues.counted_refs
-                        ):  # nominated: counted already
-                            book.take(gang.queue, requests.get(binding.pod, {}))
+        self._uncounted.extend(groups)
         if self._committed is not None:
             for group in groups:
                 self._committed(group)
+
+    def _count_committed(self) -> None:
+        """Count the bindings the turn kept against their queues (nominated members were
+        counted when nominated)."""
+        groups, self._uncounted = self._uncounted, []
+        book = self.queues.book if groups else None
+        if book is None:
+            return
+        counted = self.queues.counted_refs
+        for group in groups:
+            for placed in group.gangs:
+                gang = self.gangs.get(placed.gang)
+                if gang is None:
+                    continue
+                requests = {p.ref: p.requests for p in gang.members}
+                for binding in placed.bindings:
+                    if binding.pod not in counted:
+                        book.take(gang.queue, requests.get(binding.pod, {}))
 
     def wake(self, at: float) -> None:
         if at > self.now and (self.wake_at is None or at < self.wake_at):
             self.wake_at = at
 
-    def watch(self, watcher: Watcher) -> None:
-        """Tell ``watcher`` what came of every turn from now on (``attempted``)."""
-        self._watchers.append(watcher)
+    def watch(self, watcher: Watcher, *, verdicts: Collection[Verdict]) -> None:
+        """Tell ``watcher`` what came of every turn with one of ``verdicts`` from now on
+        (``attempted``)."""
+        self._watchers.append((watcher, frozenset(verdicts)))
 
     def attempted(
         self,
@@ -286,11 +295,15 @@ class Session:
         """Record what came of a GangGroup's turn in the running action. The watchers hear
         of it first, in the turn (``since``: the mark of the open Statement where this work
         began, which a watcher may undo to)."""
+        watchers = [watcher for watcher, verdicts in self._watchers if verdict in verdicts]
+        if verdict is Verdict.RUNNING and not watchers:
+            return  # a running gang's turn is no attempt: only a watcher may want it
         keys = tuple(g.key for g in gangs)
         attempt = Attempt(self.action, keys, verdict, status or Status.success())
-        for watcher in self._watchers:
+        for watcher in watchers:
             watcher(self, attempt, self.open, since)
-        self.add(self.attempts, attempt)
+        if verdict is not Verdict.RUNNING:
+            self.add(self.attempts, attempt)
 
     def failed_in(self, verdict: Verdict = Verdict.UNSCHEDULABLE) -> set[GangKey]:
         """The gangs a turn of this pass left with ``verdict``."""
@@ -336,6 +349,7 @@ class Session:
             statement.commit()
         finally:
             self.open = outer
+            self._count_committed()  # what it committed, before an error too, is final
 
     def statement(self, ledger: Ledger | None = None) -> Statement:
         """A Statement over ``ledger`` (a what-if's scratch; the pass's by default) whose

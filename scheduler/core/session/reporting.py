@@ -94,14 +94,14 @@ class Reporting:
         attempt, unless the pod says so already. The time of the transition is kept while
         the status stays False (a gated pod's SchedulingGated becoming Unschedulable)."""
         now = format_time(self.session.now)
+        written = []
         for pod in pods:
             had = pod.scheduled_condition
             if had is not None and had[:3] == ("False", reason, message):
                 continue
             since = had[3] if had is not None and had[0] == "False" and had[3] else now
-            self.session.add(
-                self.session.conditions, PodCondition(pod.ref, "False", reason, message, since)
-            )
+            written.append(PodCondition(pod.ref, "False", reason, message, since))
+        self.session.add(self.session.conditions, *written)
 
     def persist_first_attempt(self, gang: Gang) -> None:
         """A gang that waits keeps its clock across restarts: our PodGroups in their status,

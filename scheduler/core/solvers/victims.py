@@ -225,7 +225,7 @@ def fits(session: Session, base: Ledger, gangs: list[Gang], chosen: list[Victims
     given back, on the nodes and in their queues) if it fits whole, else None. The finder's
     cursors assume room only shrinks: after evictions they start over (a what-if's Statement
     puts them back at its marks, as a turn's does)."""
-    session.finder.restore({})
+    session.finder.restore()
     ledger = _evicted(base, chosen)
     statement = session.statement(ledger)
     room = session.queues.room(ledger)
@@ -258,7 +258,7 @@ def reprieve(
         without = fits(session, base, gangs, rest)
         if without is not None:
             chosen, placements = rest, without
-    session.finder.restore({})
+    session.finder.restore()
     return chosen, placements
 
 
