@@ -46,11 +46,17 @@ class Allocate:
 def allocate(session: Session) -> None:
     for unit in session.order.units():
         present = [session.gangs[k] for k in unit if k in session.gangs]
+        if len(present) == 1 and _settled(session, present[0]):
+            # Most gangs of a busy cluster: nothing to place, so nothing to undo and no
+            # Statement to open (a turn each was a tenth of a later pass at 5,000 nodes);
+            # isolated all the same.
+            try:
+                _place_after_gang(session, None, present[0])
+            except Exception as error:
+                session.failed(unit, present, error)
+            continue
         with session.turn(unit, present) as statement:
-            if len(present) == 1 and _settled(session, present[0]):
-                _place_after_gang(session, None, present[0])  # nothing to place
-            else:
-                _turn(session, statement, unit, present)
+            _turn(session, statement, unit, present)
 
 
 def _settled(session: Session, gang: Gang) -> bool:

@@ -325,31 +325,36 @@ class Session:
         except Exception as error:  # isolation is the point: any error, one GangGroup
             statement.discard()
             self.open = outer
-            what = f"{type(error).__name__}: {error}"
-            self.errors.append(
-                ActionError(
-                    self.action,
-                    tuple(unit),
-                    what,
-                    "".join(traceback.format_exception(error, limit=-8)),
-                )
-            )
-            doing = f" ({self.action})" if self.action else ""
-            message = (
-                f"internal error while scheduling{doing} {', '.join(map(str, unit))}: "
-                f"{what}; it is skipped (other gangs go on) and "
-                "tried again after a backoff; please report this with the scheduler's log"
-            )
-            for gang in gangs:
-                self.outcomes[gang.key].condition = ("False", REASON_UNSCHEDULABLE, message)
-                self.reporting.failed_attempt(
-                    gang, message, pods=pending(gang), reason=REASON_SCHEDULER_ERROR
-                )
+            self.failed(unit, gangs, error)
         else:
             statement.commit()
         finally:
             self.open = outer
             self._count_committed()  # what it committed, before an error too, is final
+
+    def failed(self, unit: tuple[GangKey, ...], gangs: list[Gang], error: Exception) -> None:
+        """What a turn that raised leaves: the error recorded (the action, the gangs, the
+        trace), and the gangs told, to be tried again after a backoff."""
+        what = f"{type(error).__name__}: {error}"
+        self.errors.append(
+            ActionError(
+                self.action,
+                tuple(unit),
+                what,
+                "".join(traceback.format_exception(error, limit=-8)),
+            )
+        )
+        doing = f" ({self.action})" if self.action else ""
+        message = (
+            f"internal error while scheduling{doing} {', '.join(map(str, unit))}: "
+            f"{what}; it is skipped (other gangs go on) and "
+            "tried again after a backoff; please report this with the scheduler's log"
+        )
+        for gang in gangs:
+            self.outcomes[gang.key].condition = ("False", REASON_UNSCHEDULABLE, message)
+            self.reporting.failed_attempt(
+                gang, message, pods=pending(gang), reason=REASON_SCHEDULER_ERROR
+            )
 
     def statement(self, ledger: Ledger | None = None) -> Statement:
         """A Statement over ``ledger`` (a what-if's scratch; the pass's by default) whose
