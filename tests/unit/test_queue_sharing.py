@@ -1041,3 +1041,31 @@ def test_recent_usage_halves_every_half_life_toward_what_was_held() -> None:
     # Long after, with nothing held at the last update, the past is gone.
     idle = QueueUsage(0.0, {"a": {"cpu": 1000.0}}, held={})
     assert decayed_usage(idle, {}, now=100_000.0, half_life=100.0).average == {}
+
+
+def test_a_gang_reclaim_may_serve_is_tried_again_at_its_backoff_not_parked_till_the_flush() -> None:
+    """Fairness bench through the simulator: a gang of a queue below its fair share failed
+    while nothing could be reclaimed for it; when the other queue's standing moved (here,
+    it became reclaimable), nothing the gang was tried with changed, and parked it waited
+    for the flush (the queue below its share went 7 passes unserved)."""
+    from scheduler.cache.cluster import QUEUES, ClusterCache  # noqa: PLC0415
+
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+    cache.serve(QUEUES, True)
+    cache.upsert_queue(queue("a"))
+    cache.upsert_queue(queue("b", reclaimable=False))
+    for n in gpu_nodes(2):
+        cache.upsert_node(n)
+    for i in range(2):
+        for p in running_gang(f"b{i}", 1, queue_name="b", nodes=[f"n{i}"], age=i):
+            cache.upsert_pod(p)
+    for p in gang_pods("a", 1, gang="a", min_available=1, gpu=1, labels=in_queue("a")):
+        cache.upsert_pod(p)
+    first = schedule(cache.snapshot(now=T0), now=T0)
+    assert evicted(first) == []  # b may not be reclaimed from
+    (state,) = (s for k, s in first.memory.items() if k.name == "a")
+    assert state.parked is None
+    cache.remember(dict(first.memory))
+    cache.upsert_queue(queue("b"))  # now it may: b holds 2, its fair share is 1
+    later = state.retry_at + 0.1
+    assert evicted(schedule(cache.snapshot(now=later), now=later)) == ["b1-0"]

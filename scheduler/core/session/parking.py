@@ -78,6 +78,8 @@ class Parking:
         outcome = self.session.outcomes[gang.key]
         if outcome.state.head_target:
             return  # a head gang holds its room every pass: it must stay in the snapshot
+        if self._reclaim_may_help(gang):
+            return
         flush = self.session.now + self.session.config.unschedulable_flush_seconds
         first = outcome.state.first_attempt
         deadline = first + gang.timeout_seconds if first is not None else flush
@@ -98,6 +100,27 @@ class Parking:
             ),
         )
         self.session.wake(min(flush, head))
+
+    def _reclaim_may_help(self, gang: Gang) -> bool:
+        """A gang that reclaim may serve is not parked: one whose queue lets its minimum in
+        and stays within its fair share with it, while another queue holds room. Reclaim
+        may help it as soon as the queues' standing moves (one growing past its share, the
+        demand shifting), which no change to its own objects or to a node shows; it is
+        tried again at its backoff instead. Reclaim asks every pending member to preempt."""
+        book = self.session.queues.book
+        todo = self.session.order.ordered(pending(gang))
+        if book is None or not todo or not all(p.preempts for p in todo):
+            return False
+        own = book.name_of(gang.queue)
+        need = Resources.total(p.requests for p in todo[: gang.need])
+        if not book.below_fair(own, need) or self.session.queues.holds_back(gang):
+            return False
+        above = set(book.ancestors(own))
+        return any(
+            any(amount > 0 for amount in book.held.get(name, {}).values())
+            for name in book.queues
+            if name not in above and own not in book.ancestors(name)
+        )
 
     def unpark(self, gang: Gang) -> None:
         outcome = self.session.outcomes[gang.key]
