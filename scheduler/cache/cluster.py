@@ -230,7 +230,8 @@ class ClusterCache:
         ours = pod is not None and pod.scheduler_name in self._names
         was = self.gangs.ours.get(uid)
         if was is not None and (not ours or gang_key_of(was) != gang_key_of(pod)):
-            self.gangs.leave(uid, was)
+            for node in self.gangs.leave(uid, was):
+                self.nodes.touch(node)
         if ours:
             self.gangs.join(uid, pod)
         else:
@@ -586,7 +587,7 @@ class ClusterCache:
 
     def remember(self, memory: dict[GangKey, GangState]) -> None:
         """Keep what the last pass decided about each gang (``GangQueue.remember``); the
-        nodes where NonStrict holds were let go count as changed."""
+        nodes where holds were let go count as changed."""
         for node in self.gangs.remember(memory):
             self.nodes.touch(node)
 

@@ -22,7 +22,7 @@ from dataclasses import replace
 
 from scheduler.model.nodes import NodeInfo
 from scheduler.model.owners import OwnerKey, owners_of
-from scheduler.model.pods import GangKey, Pod, gang_key_of, job_of
+from scheduler.model.pods import GangKey, Pod, PodRef, gang_key_of, job_of
 from scheduler.model.resources import Resources
 from scheduler.model.snapshot import GangState
 
@@ -136,13 +136,18 @@ class GangQueue:
             self.owned.setdefault(owner, set()).add(key)
             self._owners_of_gang.setdefault(key, set()).add(owner)
 
-    def leave(self, uid: str, pod: Pod) -> None:
-        """Our pod ``uid`` (``pod`` as it was) left its gang."""
+    def leave(self, uid: str, pod: Pod) -> set[str]:
+        """Our pod ``uid`` (``pod`` as it was) left its gang. Returns the nodes where the
+        gang held room, if that was its last member: the room is free now (``remember``)."""
         key = gang_key_of(pod)
         members = self.members.get(key)
+        released: set[str] = set()
         if members is not None and members.pop(uid, None) is not None and not members:
             del self.members[key]
-            self.memory.pop(key, None)  # the gang is gone: so is what was remembered of it
+            # The gang is gone: so is what was remembered of it, and the room it held.
+            forgotten = self.memory.pop(key, None)
+            if forgotten is not None:
+                released = {node for _, node in _holds((forgotten,))}
             # Every owner any member named (members of two Jobs; a member whose Job changed).
             for owner in self._owners_of_gang.pop(key, ()):
                 gangs = self.owned.get(owner)
@@ -151,6 +156,7 @@ class GangQueue:
                     if not gangs:
                         del self.owned[owner]
         self.touched.add(key)
+        return released
 
     def not_ours(self, uid: str) -> None:
         self.ours.pop(uid, None)
@@ -165,10 +171,11 @@ class GangQueue:
     def remember(self, memory: dict[GangKey, GangState]) -> set[str]:
         """Keep what the last pass decided about each gang, for the next pass. A gang whose
         memory the shell updated while the pass ran (a rejected bind) keeps that update; a
-        gang without pods any more is forgotten. Returns the nodes where NonStrict holds the
-        pass let go free room, as surely as a finished pod: they count as changed."""
-        held = {(ref, node) for s in self.memory.values() for ref, node in s.reservations.items()}
-        still = {(ref, node) for s in memory.values() for ref, node in s.reservations.items()}
+        gang without pods any more is forgotten. Returns the nodes where holds the pass let
+        go (NonStrict reservations, a preemptor's nominated room, a head gang's room) free
+        room, as surely as a finished pod: they count as changed, so that gangs parked for
+        want of that room are woken by its release, which no node event announces."""
+        held, still = _holds(self.memory.values()), _holds(memory.values())
         kept = {key: self.memory[key] for key in self._updated if key in self.memory}
         self.memory = {key: state for key, state in memory.items() if key in self.members}
         self.memory.update(kept)
@@ -286,6 +293,15 @@ class GangQueue:
             if not (state.satisfied or state.timed_out)  # a timed-out gang is not tried
             for need in state.tier_needs
         ]
+
+
+def _holds(states: Iterable[GangState]) -> set[tuple[PodRef, str]]:
+    return {
+        (ref, node)
+        for s in states
+        for where in (s.reservations, s.nominated, s.head_target)
+        for ref, node in where.items()
+    }
 
 
 def _owners_of_pod(pod: Pod) -> tuple[OwnerKey, ...]:

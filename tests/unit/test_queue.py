@@ -111,3 +111,21 @@ def test_holds_a_timed_out_nonstrict_gang_lets_go_wake_a_parked_gang() -> None:
     assert not bind_map(loop.run(T0 + 1))  # b does not fit beside the holds: parked
     assert events(loop.run(T0 + 21), "GangTimeout")  # a lets go of its holds
     assert bind_map(loop.run(T0 + 25)) == {"b": "n0"}  # long before the 60 s flush
+
+
+def test_the_room_a_head_gang_held_wakes_a_parked_gang_when_the_head_goes() -> None:
+    """Fairness bench through the simulator: room held for a gang (a starving head's, a
+    preemptor's nominated room) and let go changes no node, and a gang parked for want of
+    it waited for the 60 s flush."""
+    head = gang_pods("h", 2, gang="h", min_available=2, cpu="4")
+    theirs = pod("theirs", scheduler="x", node_name="n1", phase="Running", cpu="4")
+    loop = Loop(*head, theirs, nodes=[node("n0", cpu="4"), node("n1", cpu="4")])
+    loop.run(T0)  # h does not fit
+    starving = loop.run(T0 + 301)  # past the starvation bound: it holds n0 as it waits
+    assert any(s.head_target for s in starving.memory.values())
+    loop.cache.upsert_pod(pod("small", cpu="2"))
+    assert not bind_map(loop.run(T0 + 302))  # n0 is held for h: small is parked
+    assert not [a for a in loop.run(T0 + 306).attempts if a.gangs[0].name == "small"]
+    for member in head:
+        loop.cache.remove_pod(member.ref.uid)  # h is deleted: nothing of it was bound
+    assert bind_map(loop.run(T0 + 307)) == {"small": "n0"}  # long before the 60 s flush
