@@ -154,17 +154,17 @@ fuzz: setup
 		-p no:cacheprovider --hypothesis-show-statistics --timeout=0 $(PYTEST_ARGS)
 
 cluster-up: setup
-	$(PY) -m e2e.cluster up --dir $(CLUSTER_DIR)
+	$(PY) -m testbed.cluster up --dir $(CLUSTER_DIR)
 
 cluster-down: setup
-	$(PY) -m e2e.cluster down --dir $(CLUSTER_DIR)
+	$(PY) -m testbed.cluster down --dir $(CLUSTER_DIR)
 
 demo: cluster-up
-	$(PY) -m e2e.nodes --kubeconfig $(CLUSTER_DIR)/kubeconfig --racks 2 --nodes-per-rack 4 \
+	$(PY) -m testbed.nodes --kubeconfig $(CLUSTER_DIR)/kubeconfig --racks 2 --nodes-per-rack 4 \
 		--cpu 32 --memory 128Gi --gpu 8 --topology gang-scheduler-system/cluster-topology
 	@$(KUBECTL) wait node -l gang-scheduler.io/fake-node=true --for=condition=Ready \
 		--timeout=60s >/dev/null
-	-@$(PY) -m e2e.cluster scheduler --dir $(CLUSTER_DIR)
+	-@$(PY) -m testbed.cluster scheduler --dir $(CLUSTER_DIR)
 	$(KUBECTL) apply -f manifests/examples/
 	@$(KUBECTL) wait configmap group-a --for=jsonpath='{.data.status}'=Bound --timeout=60s \
 		>/dev/null 2>&1 || true

@@ -26,10 +26,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from bench.report import RESULTS, table, write
 from bench.schedulers import BASE_CHECKOUT, commit_of
 
 HERE = Path(__file__).resolve().parent.parent
-RESULTS = HERE / "bench" / "results"
 FIGURES = (
     ("first pass, ms", "first_pass_ms"),
     ("later passes p50, ms", "later_passes_p50_ms"),
@@ -106,14 +106,14 @@ def markdown(report: dict) -> str:
         f"## The pure pass (`python -m bench.pass {' '.join(report['pass_args'])}`, "
         f"{len(runs['this'])} rounds)",
         "",
-        f"| figure | {report['base']} | {report['this']} | this / base (medians) |",
-        "| --- | --- | --- | --- |",
     ]
+    rows = []
     for title, key in FIGURES:
         base = [r[key] for r in runs["base"]]
         this = [r[key] for r in runs["this"]]
         ratio = statistics.median(this) / statistics.median(base) if statistics.median(base) else 0
-        lines.append(f"| {title} | {_spread(base)} | {_spread(this)} | {ratio:.2f} |")
+        rows.append([title, _spread(base), _spread(this), f"{ratio:.2f}"])
+    lines += table(["figure", report["base"], report["this"], "this / base (medians)"], rows)
     lines.append("")
     if report.get("backlog"):
         lines += [
@@ -151,10 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_backlog:
         report["backlog"] = backlog(base, rounds=args.rounds, nodes=1000)
         report["backlog_rounds"] = args.rounds
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{args.name}.json").write_text(json.dumps(report, indent=2) + "\n")
-    (RESULTS / f"{args.name}.md").write_text(markdown(report))
-    print(markdown(report))
+    write(args.name, report, markdown(report), quiet=False)
     return 0
 
 

@@ -2,10 +2,11 @@
 by verb and resource, and when its last write of a workload landed.
 
 The API server's metrics count requests but not who made them; its audit log (level
-Metadata, written by the bench's control plane: ``e2e.cluster.up(audit_policy=POLICY)``) names each
-request's user agent. Every client of the bench's control plane but the scheduler under test
-is known (the bench itself, KWOK, kube-controller-manager, the API server's own loopback),
-and only one scheduler runs at a time: what is left is that scheduler's.
+Metadata, written by the bench's control plane:
+``testbed.cluster.up(audit_policy=POLICY)``) names each request's user agent. Every client
+of the bench's control plane but the scheduler under test is known (the bench itself, KWOK,
+kube-controller-manager, the API server's own loopback), and only one scheduler runs at a
+time: what is left is that scheduler's.
 """
 
 from __future__ import annotations

@@ -33,14 +33,14 @@ import traceback
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.run import stop, write_results
-from e2e import cluster as local_cluster
-from e2e.nodes import api_client, create_nodes, layout, node_manifest, wait_ready
+from bench.report import table, write
+from bench.schedulers import stop
 from scheduler.model import names
 from scheduler.shell.api import ApiClient, ApiError, load_credentials
+from testbed import cluster as local_cluster
+from testbed.nodes import api_client, create_nodes, layout, node_manifest, wait_ready
 
 REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "bench" / "results"
 BENCH_DIR = REPO / ".cluster-backfill"
 COMPLETE_AFTER = "pod-complete.stage.kwok.x-k8s.io/delay"
 FINISHED = ("Succeeded", "Failed")
@@ -363,17 +363,22 @@ def markdown(results: dict) -> str:
         "high-priority gang of 2 alike needs the room of one of them. Latency: its last pod "
         "created to its last pod bound (eviction, the victims leaving, the bind).",
         "",
-        "| rounds | p50 | max | pods evicted per round |",
-        "| --- | --- | --- | --- |",
-        f"| {p['rounds']} | {p['latency_p50_seconds']} s | {p['latency_max_seconds']} s "
-        f"| {', '.join(map(str, p['evicted_per_round']))} |",
+        *table(
+            ["rounds", "p50", "max", "pods evicted per round"],
+            [
+                [
+                    p["rounds"],
+                    f"{p['latency_p50_seconds']} s",
+                    f"{p['latency_max_seconds']} s",
+                    ", ".join(map(str, p["evicted_per_round"])),
+                ]
+            ],
+        ),
         "",
         "## Starvation: a big gang in a stream of small ones",
         "",
-        "| --starvation-after | big gang wait | utilisation before the head | while it waits | "
-        "over the wait | small gangs created | bound | half bound |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    rows = []
     for s in results["starvation"]:
         wait = (
             f"{s['big_gang_wait_seconds']} s"
@@ -381,12 +386,21 @@ def markdown(results: dict) -> str:
             else f"not whole after {s['window_seconds']:g} s"
         )
         after = f"{s['starvation_after_seconds']:g} s" if s["starvation_after_seconds"] else "off"
-        lines.append(
-            f"| {after} | {wait} | {s['utilisation_before_head']} | "
-            f"{s['utilisation_while_head_waits'] or '-'} | {s['utilisation_over_wait']} | "
-            f"{s['small_gangs_created']} | {s['small_gangs_bound_in_all']} | "
-            f"{len(s['small_gangs_half_bound'])} |"
+        rows.append(
+            [
+                after,
+                wait,
+                s["utilisation_before_head"],
+                s["utilisation_while_head_waits"] or "-",
+                s["utilisation_over_wait"],
+                s["small_gangs_created"],
+                s["small_gangs_bound_in_all"],
+                len(s["small_gangs_half_bound"]),
+            ]
         )
+    header = ["--starvation-after", "big gang wait", "utilisation before the head"]
+    header += ["while it waits", "over the wait", "small gangs created", "bound", "half bound"]
+    lines += table(header, rows)
     s = results["starvation"][0]
     lines += [
         "",
@@ -483,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         print(f"bench failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
-    write_results("backfill", results, markdown(results))
+    write("backfill", results, markdown(results), quiet=False)
     return 0
 
 

@@ -27,7 +27,8 @@ import json
 import sys
 from pathlib import Path
 
-from bench.run import RESULTS, SCHEDULERS, markdown
+from bench.report import RESULTS, write
+from bench.run import SCHEDULERS, markdown
 
 # What must agree for runs to share a table: the same work on the same kind of cluster.
 SAME = (
@@ -110,10 +111,8 @@ def main(argv: list[str] | None = None, *, results: Path = RESULTS) -> int:
     except ValueError as error:
         print(f"cannot put these runs together: {error}", file=sys.stderr)
         return 1
-    table = preface([p.name for p in paths]) + markdown(merged_results)
-    (results / f"{name}.json").write_text(json.dumps(merged_results, indent=2) + "\n")
-    (results / f"{name}.md").write_text(table)
-    print(table)
+    text = preface([p.name for p in paths]) + markdown(merged_results)
+    write(name, merged_results, text, into=results, quiet=False)
     return 0
 
 

@@ -98,6 +98,7 @@ design), incomplete gangs, errors of the harness itself. Results of ``make chaos
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import hashlib
 import json
@@ -119,13 +120,15 @@ from typing import Any
 import pykube
 import requests
 
-from e2e import cluster as local_cluster
-from e2e.nodes import GPU_DRIVER, FakeNode, gpu_slice, node_manifest
-from e2e.rest import is_ready
+from bench.report import RESULTS, table, write
+from bench.watching import Following
 from scheduler.model import names
+from scheduler.shell.api import ApiClient, ApiError, load_credentials
+from testbed import cluster as local_cluster
+from testbed.nodes import GPU_DRIVER, FakeNode, gpu_slice, node_manifest
+from testbed.rest import is_ready
 
 REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "bench" / "results"
 CHAOS_DIR = REPO / ".cluster-chaos"
 
 NODE_CPU_M = 8000
@@ -150,6 +153,7 @@ JOB_POD_SECONDS = "5s"
 EXCUSE_BEFORE = 5.0
 EXCUSE_AFTER = 2.0
 HTTP_TIMEOUT = 5.0
+USER_AGENT = "gang-scheduler-chaos"
 SINGLE = "pod/"
 
 FAULTS_SINGLE = {
@@ -762,6 +766,7 @@ class Api:
     """pykube's session (client certificates from the kubeconfig), a timeout on every call."""
 
     def __init__(self, kubeconfig: Path) -> None:
+        self.kubeconfig = kubeconfig
         self.client = pykube.HTTPClient(
             pykube.KubeConfig.from_file(str(kubeconfig)), timeout=HTTP_TIMEOUT
         )
@@ -944,12 +949,11 @@ class Observer:
         self.over: set[str] = set()
         self.last_bind = 0.0
         self.relists = 0
-        self.watch_errors = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="chaos observer", daemon=True)
         self._ready = threading.Event()
-        self._rv: str | None = None
-        self._response: requests.Response | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task | None = None
 
     def now(self) -> float:
         return round(time.monotonic() - self.t0, 3)
@@ -961,46 +965,45 @@ class Observer:
 
     def stop(self) -> None:
         self._stop.set()
-        response = self._response
-        if response is not None:  # a quiet watch would hold the thread for its read timeout
-            with contextlib.suppress(Exception):
-                response.close()
+        loop, task = self._loop, self._task
+        if loop is not None and task is not None:
+            with contextlib.suppress(RuntimeError):  # its loop closed already
+                loop.call_soon_threadsafe(task.cancel)
         self._thread.join(timeout=10)
 
-    # the stream
+    # the stream (``watching``), on an event loop of this thread's own
 
     def _run(self) -> None:
-        failures = 0
-        while not self._stop.is_set():
-            try:
-                if self._rv is None:
-                    self._rv = self._list()
-                    self._ready.set()
-                self._watch()
-                failures = 0
-            except _Gone:
-                self._rv = None
-            except (requests.RequestException, ValueError, OSError):
-                # A read timeout on a quiet watch, or the API server going away: watch again
-                # from the last event seen; list again if that keeps failing.
-                self.watch_errors += 1
-                failures += 1
-                if failures > 3:
-                    self._rv = None
-                self._stop.wait(0.3)
-            except Exception:  # never let the thread die silently
-                if self._stop.is_set():
-                    return
-                self.watch_errors += 1
-                traceback.print_exc()
-                self._rv = None
-                self._stop.wait(0.5)
+        asyncio.run(self._follow())
 
-    def _list(self) -> str:
-        response = self.api.request("GET", f"/api/v1/namespaces/{self.namespace}/pods")
-        response.raise_for_status()
-        body = response.json()
-        items = body.get("items") or []
+    async def _follow(self) -> None:
+        self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+        if self._stop.is_set():
+            return
+        api = ApiClient(load_credentials(str(self.api.kubeconfig)), user_agent=USER_AGENT)
+        try:
+            while not self._stop.is_set():
+                following = Following(
+                    api,
+                    f"/api/v1/namespaces/{self.namespace}/pods",
+                    listed=self._listed,
+                    changed=self._changed,
+                    # The API server is restarted under it: a short watch sees that soon.
+                    timeout_seconds=30,
+                )
+                try:
+                    await following.run()
+                except ApiError:  # the first list failed: the API server is away
+                    await asyncio.sleep(0.3)
+                except Exception:  # a bug of the checker's: say so, and never die silently
+                    traceback.print_exc()
+                    await asyncio.sleep(0.5)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            await api.close()
+
+    def _listed(self, items: list[dict]) -> None:
         with self.lock:
             self.relists += 1
             t = self.now()
@@ -1010,46 +1013,19 @@ class Observer:
                     self._update(pod, t, gone=True)
             for item in sorted(items, key=lambda i: not _frees(i)):
                 self._apply(item, t)
-        return body["metadata"]["resourceVersion"]
+        self._ready.set()
 
-    def _watch(self) -> None:
-        """Follow the watch from ``self._rv``, advancing it with every event, so that a
-        watch cut short resumes where it stopped, never replaying older states."""
-        params = {"watch": "1", "resourceVersion": self._rv, "allowWatchBookmarks": "true",
-                  "timeoutSeconds": "30"}  # fmt: skip
-        with self.api.client.session.get(
-            f"{self.api.base}/api/v1/namespaces/{self.namespace}/pods",
-            params=params,
-            stream=True,
-            timeout=(3, 8),
-        ) as response:
-            self._response = response
-            if response.status_code == 410:
-                raise _Gone
-            response.raise_for_status()
-            for line in response.iter_lines():
-                if self._stop.is_set():
-                    return
-                if not line:
-                    continue
-                event = json.loads(line)
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    if obj.get("code") == 410:
-                        raise _Gone
-                    raise ValueError(f"watch error: {obj}")
-                if kind != "BOOKMARK":
-                    with self.lock:
-                        t = self.now()
-                        if kind == "DELETED":
-                            pod = self.pods.get(obj["metadata"]["uid"])
-                            if pod is None:
-                                self._apply(obj, t)
-                                pod = self.pods[obj["metadata"]["uid"]]
-                            self._update(pod, t, gone=True)
-                        else:
-                            self._apply(obj, t)
-                self._rv = (obj.get("metadata") or {}).get("resourceVersion") or self._rv
+    def _changed(self, kind: str, obj: dict) -> None:
+        with self.lock:
+            t = self.now()
+            if kind == "DELETED":
+                pod = self.pods.get(obj["metadata"]["uid"])
+                if pod is None:
+                    self._apply(obj, t)
+                    pod = self.pods[obj["metadata"]["uid"]]
+                self._update(pod, t, gone=True)
+            else:
+                self._apply(obj, t)
 
     # the state
 
@@ -1181,10 +1157,6 @@ class Observer:
     def copy(self) -> dict[str, PodState]:
         with self.lock:
             return {uid: PodState(**asdict(p)) for uid, p in self.pods.items()}
-
-
-class _Gone(Exception):
-    """The watch's resourceVersion is too old: list again."""
 
 
 def _frees(item: dict) -> bool:
@@ -2770,12 +2742,15 @@ def markdown(summary: dict) -> str:
         lines += [
             "## Violations",
             "",
-            "| seed | invariant | what | reproduce |",
-            "| --- | --- | --- | --- |",
+            *table(
+                ["seed", "invariant", "what", "reproduce"],
+                (
+                    [v["seed"], v["invariant"], v["what"], f"`{v['reproduce']}`"]
+                    for v in summary["violations"]
+                ),
+            ),
+            "",
         ]
-        for v in summary["violations"]:
-            lines.append(f"| {v['seed']} | {v['invariant']} | {v['what']} | `{v['reproduce']}` |")
-        lines.append("")
     if summary["errors"]:
         lines += ["## Harness errors", ""]
         lines += [f"- seed {e['seed']}: {e['error']}" for e in summary["errors"]]
@@ -2855,12 +2830,10 @@ def main(argv: list[str] | None = None) -> int:
     def report(result: RunResult) -> None:
         results.append(result)
         print(summary_line(result), flush=True)
-        write(
-            args.out,
-            summarize(
-                results, base_seed=args.seed, small=args.small, wall=time.monotonic() - started
-            ),
+        so_far = summarize(
+            results, base_seed=args.seed, small=args.small, wall=time.monotonic() - started
         )
+        write("chaos", so_far, markdown(so_far), into=args.out)
 
     try:
         run_many(
@@ -2876,15 +2849,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(
         results, base_seed=args.seed, small=args.small, wall=time.monotonic() - started
     )
-    write(args.out, summary)
-    print(markdown(summary))
+    write("chaos", summary, markdown(summary), into=args.out, quiet=False)
     return 1 if summary["violations"] or summary["errors"] else 0
-
-
-def write(out: Path, summary: dict) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "chaos.json").write_text(json.dumps(summary, indent=1, default=str) + "\n")
-    (out / "chaos.md").write_text(markdown(summary))
 
 
 if __name__ == "__main__":

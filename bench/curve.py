@@ -24,9 +24,9 @@ import statistics
 import sys
 from pathlib import Path
 
+from bench import report
 from bench.run import figures_of, parse, results_name
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SIZES = (1000, 5000, 10000)
 FIGURES = (
     ("pods/s from start", "backlog_mixed_gangs", "pods_per_second"),
@@ -67,9 +67,8 @@ def table(runs: list[tuple[int, dict]]) -> str:
         + ", then ".join(f"{b / a:g}x" for (a, _), (b, _) in itertools.pairwise(runs))
         + ").",
         "",
-        "| " + " | ".join(header) + " |",
-        "|" + " --- |" * len(header),
     ]
+    rows = []
     for title, workload, key in FIGURES:
         cells = [title]
         previous = None
@@ -79,7 +78,8 @@ def table(runs: list[tuple[int, dict]]) -> str:
             if i:
                 cells.append(f"{value / previous:.2f}" if value and previous else "-")
             previous = value
-        lines.append("| " + " | ".join(cells) + " |")
+        rows.append(cells)
+    lines += report.table(header, rows)
     return "\n".join(lines) + "\n"
 
 
@@ -104,7 +104,7 @@ def results_path(nodes: int, workload: str | None) -> Path:
     """Where ``bench.run`` wrote our run of the bigger tier at ``nodes``, of one step or both."""
     argv = ["--scale-xl", "--nodes", str(nodes), "--only", "gang_scheduler"]
     return (
-        RESULTS
+        report.RESULTS
         / f"{results_name(parse(argv + (['--workload', workload] if workload else [])))}.json"
     )
 
@@ -127,7 +127,7 @@ def main() -> int:
     if not runs:
         return 1
     text = table(runs)
-    (RESULTS / "cost-curve.md").write_text(text)
+    (report.RESULTS / "cost-curve.md").write_text(text)
     print(text)
     return 0
 

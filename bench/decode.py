@@ -24,14 +24,13 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 
+from bench.report import table, write
 from scheduler.codecs.objects import pod_from_dict, pod_gang, pod_requests
 from scheduler.codecs.selectors import tolerations
 from scheduler.codecs.shapes import texts
 from scheduler.model import names
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SCHEDULER = "gang-scheduler"
 
 
@@ -193,11 +192,14 @@ def markdown(results: dict) -> str:
         f"pods of each shape (Python {results['python']}); see `bench/decode.py` for the "
         "pods. Figures of one run compare; absolute ones move with the machine.",
         "",
-        "| pods | " + " | ".join(parts) + " |",
-        "| --- |" + " --- |" * len(parts),
+        *table(
+            ["pods", *parts],
+            (
+                [shape, *(f"{row[p]:.1f}" for p in parts)]
+                for shape, row in results["figures_us_per_pod"].items()
+            ),
+        ),
     ]
-    for shape, row in results["figures_us_per_pod"].items():
-        lines.append(f"| {shape} | " + " | ".join(f"{row[p]:.1f}" for p in parts) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -210,12 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
     results = run(pods=args.pods, repeat=args.repeat)
-    table = markdown(results)
-    print(table)
+    text = markdown(results)
+    print(text)
     if not args.no_write:
-        RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "decode.json").write_text(json.dumps(results, indent=2) + "\n")
-        (RESULTS / "decode.md").write_text(table)
+        write("decode", results, text)
     return 0
 
 

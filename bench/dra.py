@@ -25,7 +25,6 @@ both variants bind the same gangs whole and the DRA one never gives a device twi
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -34,6 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from bench import report
 from scheduler.codecs.cel import Selectors
 from scheduler.codecs.devices import (
     device_class_from_dict,
@@ -46,8 +46,6 @@ from scheduler.model import names
 from scheduler.model.decisions import Result
 from scheduler.model.snapshot import Snapshot
 from scheduler.model.times import format_time
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 DRIVER = "gpu.nvidia.com"
 SCHEDULER = "gang-scheduler"
@@ -291,17 +289,22 @@ def _ms(figures: dict[str, float]) -> str:
 def markdown(r: dict[str, Any]) -> str:
     ok = "met" if r["ratio"] <= r["target_ratio"] else "MISSED"
     ext, dra = r["extended_s"], r["dra_s"]
-    return (
-        "# A pass with GPUs as DRA devices vs as an extended resource (bench/dra.py)\n\n"
-        f"{r['nodes']} nodes of 8 GPUs, {r['bound']} bound pods holding a GPU each, "
-        f"{r['gangs']} gangs ({r['members']} members, 2 GPUs each, a CEL selector and a "
-        f"matchAttribute constraint as DRA) that fit, then one of {r['unfit']} that does not. "
-        f"One pass each, {r['rounds']} rounds interleaved; median (min-max).\n\n"
-        "| GPUs as | pass |\n|---|---|\n"
-        f"| extended resource | {_ms(ext)} |\n"
-        f"| DRA devices | {_ms(dra)} |\n\n"
-        f"DRA / extended resource: **{r['ratio']:.2f}x** "
-        f"(target at most {r['target_ratio']:.0f}x: {ok}).\n"
+    rows = [["extended resource", _ms(ext)], ["DRA devices", _ms(dra)]]
+    return "\n".join(
+        [
+            "# A pass with GPUs as DRA devices vs as an extended resource (bench/dra.py)",
+            "",
+            f"{r['nodes']} nodes of 8 GPUs, {r['bound']} bound pods holding a GPU each, "
+            f"{r['gangs']} gangs ({r['members']} members, 2 GPUs each, a CEL selector and a "
+            f"matchAttribute constraint as DRA) that fit, then one of {r['unfit']} that does "
+            f"not. One pass each, {r['rounds']} rounds interleaved; median (min-max).",
+            "",
+            *report.table(["GPUs as", "pass"], rows),
+            "",
+            f"DRA / extended resource: **{r['ratio']:.2f}x** "
+            f"(target at most {r['target_ratio']:.0f}x: {ok}).",
+            "",
+        ]
     )
 
 
@@ -317,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         help="members of the gang that cannot fit (default: nodes+1)",
     )
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--out", default=str(RESULTS))
+    parser.add_argument("--out", default=str(report.RESULTS))
     args = parser.parse_args(argv)
     unfit = args.unfit or args.nodes + 1
     try:
@@ -327,11 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as error:
         print(f"bench failed: {error}", file=sys.stderr)
         return 1
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "dra.json").write_text(json.dumps(result, indent=2) + "\n")
-    (out / "dra.md").write_text(markdown(result))
-    print(markdown(result))
+    report.write("dra", result, markdown(result), into=Path(args.out), quiet=False)
     return 0
 
 

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import http.client
 import os
+import re
 import subprocess
 import time
 import urllib.request
@@ -174,3 +175,32 @@ class Meter:
         return audit.by_verb_and_resource(
             self.requests, since=self.started + self._wall, until=until + self._wall
         )
+
+
+def usage(process: subprocess.Popen[bytes]) -> dict:
+    """What the scheduler used so far; read before it is stopped."""
+    if process.poll() is not None:
+        raise RuntimeError(f"the scheduler exited with {process.returncode} during the workload")
+    return {
+        "cpu_seconds": round(cpu_seconds(process.pid), 2),
+        "peak_rss_mib": round(peak_rss_mib(process.pid), 1),
+    }
+
+
+def log_size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
+def longest_loop_lag_ms(path: Path, since: int) -> dict:
+    """The longest stretch gang-scheduler's event loop was held, as it logs on stopping
+    (``event loop lag ... longest_milliseconds``), in the part of its log after ``since``;
+    nothing for the peers, whose logs say no such thing."""
+    with path.open("rb") as f:
+        f.seek(since)
+        text = f.read().decode(errors="replace")
+    found = re.findall(r"longest_milliseconds\W+([0-9.]+)", text)
+    cpu = re.findall(r"longest_loop_cpu_milliseconds\W+([0-9.]+)", text)
+    stretch = {"longest_event_loop_stretch_ms": float(found[-1])} if found else {}
+    if stretch and cpu:  # the loop thread's own CPU in it: the rest waited for GIL or CPU
+        stretch["longest_event_loop_stretch_cpu_ms"] = float(cpu[-1])
+    return stretch

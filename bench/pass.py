@@ -32,7 +32,6 @@ gang is bound, and no node is over-committed: the bench cannot silently measure 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import platform
@@ -41,8 +40,8 @@ import sys
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
+from bench.report import table, write
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.objects import node_from_dict, pod_from_dict, podgroup_from_dict
 from scheduler.core.scheduling import schedule
@@ -54,7 +53,6 @@ from scheduler.model.pods import GangKey, Pod, PodRef
 from scheduler.model.snapshot import Snapshot
 from scheduler.model.times import format_time
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SCHEDULER = "gang-scheduler"
 NAMESPACE = "bench"
 T0 = 1_800_000_000.0
@@ -461,15 +459,28 @@ def markdown(r: dict) -> str:
             f"{m['nproc']} cores, Python {m['python']}, load {m['load_average_before']} before, "
             f"{m['load_average_after']} after)",
             "",
-            "| | ms | gangs tried |",
-            "| --- | --- | --- |",
-            f"| first pass | {r['first_pass_ms']} | {r['first_pass_gangs_tried']} |",
-            f"| later passes, p50 | {r['later_passes_p50_ms']} | "
-            f"{r['later_passes_gangs_tried_median']} (median) |",
-            f"| later passes, p99 | {r['later_passes_p99_ms']} | |",
-            f"| later passes, max | {r['later_passes_max_ms']} | "
-            f"{r['later_passes_gangs_tried_max']} (max) |",
-            f"| snapshot from the cache, p99 (on the event loop) | {r['snapshot_p99_ms']} | |",
+            *table(
+                ["", "ms", "gangs tried"],
+                [
+                    ["first pass", r["first_pass_ms"], r["first_pass_gangs_tried"]],
+                    [
+                        "later passes, p50",
+                        r["later_passes_p50_ms"],
+                        f"{r['later_passes_gangs_tried_median']} (median)",
+                    ],
+                    ["later passes, p99", r["later_passes_p99_ms"], ""],
+                    [
+                        "later passes, max",
+                        r["later_passes_max_ms"],
+                        f"{r['later_passes_gangs_tried_max']} (max)",
+                    ],
+                    [
+                        "snapshot from the cache, p99 (on the event loop)",
+                        r["snapshot_p99_ms"],
+                        "",
+                    ],
+                ],
+            ),
             "",
             f"{r['passes']} passes, {STEP} s apart; {r['gangs_bound']} of {w['arriving_gangs']} "
             f"arriving gangs bound whole ({r['members_bound']} pods), at most "
@@ -519,10 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as error:
         print(f"bench failed: {error}", file=sys.stderr)
         return 1
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "pass.json").write_text(json.dumps(results, indent=2) + "\n")
-    (RESULTS / "pass.md").write_text(markdown(results))
-    print(markdown(results))
+    write("pass", results, markdown(results), quiet=False)
     return 0
 
 

@@ -29,12 +29,12 @@ import time
 import urllib.request
 from pathlib import Path
 
+from bench.apiserver import api_counts, bind_round_robin, gather_limited, settled
 from bench.metering import cpu_seconds
-from bench.run import api_counts, bind_round_robin, gather_limited, settled
 from bench.schedulers import compile_bytecode
-from e2e import cluster as local_cluster
-from e2e.nodes import api_client, create_nodes, layout, node_manifest, wait_ready
 from scheduler.shell.api import ApiClient, ApiError, load_credentials
+from testbed import cluster as local_cluster
+from testbed.nodes import api_client, create_nodes, layout, node_manifest, wait_ready
 
 REPO = Path(__file__).resolve().parent.parent
 DIRECTORY = REPO / ".cluster-podgroups"

@@ -49,10 +49,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import random
-import re
 import statistics
 import subprocess
 import sys
@@ -63,8 +61,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import audit
-from bench.invariants import PARTIAL_LIMIT_SECONDS, Invariants, allocatable_of, requests_of
-from bench.metering import Meter, Quiet, cpu_seconds, peak_rss_mib
+from bench.apiserver import (
+    bind_round_robin,
+    clear_namespace,
+    create_pods,
+    fresh_namespace,
+    gather_limited,
+)
+from bench.invariants import PARTIAL_LIMIT_SECONDS, Invariants, allocatable_of
+from bench.metering import Meter, Quiet, log_size, longest_loop_lag_ms, usage
+from bench.report import log, table, write
 from bench.schedulers import (
     ASKED_FOR,
     BUILDERS,
@@ -72,169 +78,18 @@ from bench.schedulers import (
     Contender,
     contenders,
     skewed_control_plane,
+    stop,
 )
-from e2e import cluster as local_cluster
-from e2e.nodes import GPU, api_client, create_nodes, layout, node_manifest, wait_ready
+from bench.watching import BindWatch
 from scheduler.shell.api import ApiClient, ApiError, load_credentials
+from testbed import cluster as local_cluster
+from testbed.nodes import GPU, api_client, create_nodes, layout, node_manifest, wait_ready
 
 REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "bench" / "results"
 BENCH_DIR = REPO / ".cluster-bench"
 GPUS_PER_NODE = 8
 CPU_REQUEST = {"cpu": "1"}
 WHOLE_NODE = {"cpu": "1", GPU: str(GPUS_PER_NODE)}
-
-
-def log(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-@dataclass
-class BindWatch:
-    """Records, from a list and then a watch of the namespace's pods, when each pod was
-    first seen bound. The API server may end a watch at any time (its timeout, a restart):
-    the watch is then resumed from the last resourceVersion seen, and on 410 Gone the
-    namespace is listed again; each is logged. Without that, a watch that ended silently
-    left the bench waiting out its whole timeout for binds it could no longer see."""
-
-    api: ApiClient
-    namespace: str
-    # Checked with every pod seen bound or deleted (partial gangs, overcommitted nodes).
-    invariants: Invariants | None = None
-    bound_at: dict[str, float] = field(default_factory=dict)
-    resumed: int = 0
-    relisted: int = 0
-    task: asyncio.Task | None = None
-    # Set once the first LIST is in: a backlog starts the scheduler only then, so that the
-    # bench's own LIST of thousands of pods does not share the API server and the cores with
-    # the scheduler's start (it had tripled our time from process start to first log line).
-    listed: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def _record(self, pod: dict) -> None:
-        name = pod.get("metadata", {}).get("name")
-        node = pod.get("spec", {}).get("nodeName")
-        if name and node and name not in self.bound_at:
-            self.bound_at[name] = now = time.monotonic()
-            if self.invariants is not None:
-                self.invariants.bound(name, node=node, requests=requests_of(pod), at=now)
-        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
-            self._forget(pod)  # a finished pod holds no room, as every scheduler counts it
-
-    def _forget(self, pod: dict) -> None:
-        name = pod.get("metadata", {}).get("name")
-        if name and self.invariants is not None:
-            self.invariants.deleted(name)
-
-    async def _list(self) -> str:
-        listed = await self.api.request(
-            "GET", f"/api/v1/namespaces/{self.namespace}/pods", retries=5
-        )
-        for pod in listed.get("items", []):
-            self._record(pod)
-        return listed["metadata"]["resourceVersion"]
-
-    async def _run(self) -> None:
-        version = await self._list()
-        self.listed.set()
-        while True:
-            path = (
-                f"/api/v1/namespaces/{self.namespace}/pods?watch=1&allowWatchBookmarks=true"
-                f"&resourceVersion={version}"
-            )
-            try:
-                async for event in self.api.stream(path):
-                    obj = event.get("object", {})
-                    if event.get("type") == "ERROR":
-                        raise ApiError(int(obj.get("code") or 0), "watch", str(obj.get("message")))
-                    version = obj.get("metadata", {}).get("resourceVersion") or version
-                    if event.get("type") in {"ADDED", "MODIFIED"}:
-                        self._record(obj)
-                    elif event.get("type") == "DELETED":
-                        self._forget(obj)
-                self.resumed += 1
-                log(f"watch of {self.namespace} ended by the server; resuming from {version}")
-            except ApiError as error:
-                if error.status == 410:
-                    self.relisted += 1
-                    log(f"watch of {self.namespace}: 410 Gone at {version}; listing again")
-                    version = await self._list()
-                else:
-                    self.resumed += 1
-                    log(f"watch of {self.namespace} failed ({error}); resuming from {version}")
-                    await asyncio.sleep(0.5)
-
-    def start(self) -> BindWatch:
-        self.task = asyncio.get_running_loop().create_task(self._run())
-        return self
-
-    async def until_listed(self, *, timeout: float) -> BindWatch:
-        """Wait for the first LIST (a failed one raises its error)."""
-        assert self.task is not None, "start() first"
-        listed = asyncio.ensure_future(self.listed.wait())
-        try:
-            await asyncio.wait({listed, self.task}, timeout=timeout, return_when="FIRST_COMPLETED")
-        finally:
-            listed.cancel()
-        if self.task.done():
-            self.task.result()  # raises what ended it
-        if not self.listed.is_set():
-            raise TimeoutError(f"the pods of {self.namespace} not listed in {timeout:g}s")
-        return self
-
-    async def wait_until(self, done: Callable[[], bool], *, timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not done():
-            if self.task is not None and self.task.done():
-                self.task.result()  # the watch died: say why, rather than time out
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{what}: only {len(self.bound_at)} pods bound in {timeout}s")
-            await asyncio.sleep(0.05)
-
-    async def wait_for(self, count: int, *, timeout: float) -> None:
-        await self.wait_until(
-            lambda: len(self.bound_at) >= count, timeout=timeout, what=f"waiting for {count} binds"
-        )
-
-    def span(self) -> tuple[float, float]:
-        """When the first and the last bind were seen."""
-        return min(self.bound_at.values()), max(self.bound_at.values())
-
-    async def stop(self) -> None:
-        if self.task:
-            self.task.cancel()
-            await asyncio.gather(self.task, return_exceptions=True)
-
-
-async def gather_limited(limit: int, coroutines: list) -> list:
-    slots = asyncio.Semaphore(limit)
-
-    async def one(coroutine):
-        async with slots:
-            return await coroutine
-
-    return await asyncio.gather(*(one(c) for c in coroutines))
-
-
-async def create_pods(
-    api: ApiClient,
-    namespace: str,
-    manifests: list[dict],
-    *,
-    concurrency: int,
-    rate: float | None = None,
-) -> dict[str, float]:
-    """Create pods (at most ``rate`` a second); returns when each creation was acknowledged."""
-    created: dict[str, float] = {}
-    start = time.monotonic()
-
-    async def create(i: int, manifest: dict) -> None:
-        if rate:
-            await asyncio.sleep(max(start + i / rate - time.monotonic(), 0))
-        await api.post(f"/api/v1/namespaces/{namespace}/pods", manifest, retries=3)
-        created[manifest["metadata"]["name"]] = time.monotonic()
-
-    await gather_limited(concurrency, [create(i, m) for i, m in enumerate(manifests)])
-    return created
 
 
 @dataclass(frozen=True)
@@ -297,128 +152,6 @@ async def submit(
     if shuffle is not None:
         shuffle.shuffle(manifests)
     return await create_pods(api, namespace, manifests, concurrency=concurrency, rate=rate)
-
-
-_namespaces = iter(range(1_000_000))
-
-
-async def fresh_namespace(api: ApiClient, name: str) -> str:
-    name = f"{name}-{next(_namespaces)}".replace("_", "-")
-    await api.post("/api/v1/namespaces", {"metadata": {"name": name}})
-    return name
-
-
-async def clear_namespace(api: ApiClient, namespace: str, *, timeout: float = 300) -> None:
-    """Delete every pod (KWOK removes the bound ones) and PodGroup, and wait until the pods
-    are gone. A DELETE of thousands of pods can outlast the client's 30 s timeout (the API
-    server then stops where it was): it is sent again every few seconds until none is left.
-    ``timeout`` bounds a wait in which no pod goes, not the whole clearing: 60,000 pods at
-    10,000 nodes took more than 300 s to go (session 35), and the figures measured before
-    were lost with the error."""
-    for path in (
-        f"/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups",
-        f"/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups",
-    ):
-        with contextlib.suppress(ApiError):
-            await api.request("DELETE", path)
-    deadline = time.monotonic() + timeout
-    sent = 0.0
-    fewest: int | None = None
-    while True:
-        if time.monotonic() - sent > 5:
-            with contextlib.suppress(ApiError):
-                await api.request("DELETE", f"/api/v1/namespaces/{namespace}/pods")
-            sent = time.monotonic()
-        page = await api.request("GET", f"/api/v1/namespaces/{namespace}/pods?limit=1")
-        more = (page.get("metadata") or {}).get("remainingItemCount") or 0
-        left = len(page["items"]) + int(more)
-        if not left:
-            await settled(api)
-            return
-        if fewest is None or left < fewest:  # some went: the wait starts again
-            fewest, deadline = left, time.monotonic() + timeout
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{left} pods in {namespace} not gone; none went for {timeout}s")
-        await asyncio.sleep(0.5)
-
-
-_SAMPLE = re.compile(r"^(apiserver_request_total|apiserver_watch_events_total)\{(.*)\} (\S+)$")
-
-
-async def api_counts(api: ApiClient) -> dict[str, float]:
-    """The API server's own counters: requests by verb and resource, watch events sent by
-    kind. Their change over a run says what each pod cost the API server. (The text is not
-    JSON: the client hands it back as the message of a payload it could not decode.)"""
-    text = (await api.request("GET", "/metrics")).get("message", "")
-    counts: dict[str, float] = {}
-    for line in text.splitlines():
-        if not (match := _SAMPLE.match(line)):
-            continue
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', match[2]))
-        if match[1] == "apiserver_watch_events_total":
-            key = f"watch-event {labels.get('resource') or labels.get('kind')}"
-        else:
-            sub = labels.get("subresource")
-            key = f"{labels.get('verb')} {labels.get('resource')}{'/' + sub if sub else ''}"
-        counts[key] = counts.get(key, 0.0) + float(match[3])
-    return counts
-
-
-async def settled(api: ApiClient, *, timeout: float = 60.0) -> None:
-    """Until the API server has had no DELETE of a pod for half a second: KWOK removes a
-    cleared namespace's pods for seconds after the namespace lists none, and would do it on
-    the cores of the next run (a third of a DELETE per pod, seen after the ceiling's 5,000
-    in bench.podgroups). Best effort: an API server that will not show its metrics (403,
-    away) is not waited for, and the run goes on."""
-    deadline = time.monotonic() + timeout
-    try:
-        last = (await api_counts(api)).get("DELETE pods", 0.0)
-        while time.monotonic() < deadline:
-            await asyncio.sleep(0.5)
-            now = (await api_counts(api)).get("DELETE pods", 0.0)
-            if now == last:
-                return
-            last = now
-    except ApiError as error:
-        log(f"not waiting for the API server to settle: {error}")
-
-
-def log_size(path: Path) -> int:
-    return path.stat().st_size if path.exists() else 0
-
-
-def longest_loop_lag_ms(path: Path, since: int) -> dict:
-    """The longest stretch gang-scheduler's event loop was held, as it logs on stopping
-    (``event loop lag ... longest_milliseconds``), in the part of its log after ``since``;
-    nothing for the peers, whose logs say no such thing."""
-    with path.open("rb") as f:
-        f.seek(since)
-        text = f.read().decode(errors="replace")
-    found = re.findall(r"longest_milliseconds\W+([0-9.]+)", text)
-    cpu = re.findall(r"longest_loop_cpu_milliseconds\W+([0-9.]+)", text)
-    stretch = {"longest_event_loop_stretch_ms": float(found[-1])} if found else {}
-    if stretch and cpu:  # the loop thread's own CPU in it: the rest waited for GIL or CPU
-        stretch["longest_event_loop_stretch_cpu_ms"] = float(cpu[-1])
-    return stretch
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=20)
-
-
-def usage(process: subprocess.Popen[bytes]) -> dict:
-    """What the scheduler used so far; read before it is stopped."""
-    if process.poll() is not None:
-        raise RuntimeError(f"the scheduler exited with {process.returncode} during the workload")
-    return {
-        "cpu_seconds": round(cpu_seconds(process.pid), 2),
-        "peak_rss_mib": round(peak_rss_mib(process.pid), 1),
-    }
 
 
 class Unfinished(TimeoutError):
@@ -601,36 +334,6 @@ def _scheduler_log(setting: Setting, contender: Contender) -> Path:
 
 def _rounded(seconds: float) -> float:
     return round(seconds, 3)
-
-
-async def bind_round_robin(
-    api: ApiClient, namespace: str, *, nodes: list[str], pods: int, concurrency: int
-) -> float:
-    """The bind ceiling's client: pods p-0 ... p-N bound round robin over ``nodes`` by
-    plain binding POSTs, ``concurrency`` in flight; the seconds it took."""
-
-    async def bind(i: int) -> None:
-        body = {
-            "apiVersion": "v1",
-            "kind": "Binding",
-            "metadata": {"name": f"p-{i}", "namespace": namespace},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": nodes[i % len(nodes)]},
-        }
-        await api.post(f"/api/v1/namespaces/{namespace}/pods/p-{i}/binding", body)
-
-    started = time.monotonic()
-    await gather_limited(concurrency, [bind(i) for i in range(pods)])
-    return time.monotonic() - started
-
-
-def write_results(name: str, results: dict, table: str, *, quiet: bool = False) -> None:
-    """``bench/results/NAME.json`` and ``NAME.md``, and the table on stdout (unless
-    ``quiet``: a round's results written as the run goes on)."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{name}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (RESULTS / f"{name}.md").write_text(table)
-    if not quiet:
-        print(table)
 
 
 async def bind_ceiling(setting: Setting, *, pods: int, watched: bool = False) -> dict:
@@ -1129,16 +832,16 @@ def _table(
     labels = results["schedulers"]
     header = ["scheduler", *(c for c, _ in columns), *(c for c, _, _ in ceiling)]
     header += [f"x {labels[k]['label']}" for k in peers]
-    rows = ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
+    rows = []
     for key in peers:
         if failed := _failure(results, workload, key):
-            rows.append(f"| {labels[key]['label']} | {failed} |")
+            rows.append([labels[key]["label"], failed])  # no figures: its error is its row
             continue
         cells = [labels[key]["label"], *(_cell(results, workload, key, k) for _, k in columns)]
         cells += [_ceiling_ratios(results, workload, key, k, c) for _, k, c in ceiling]
         cells += [_versus(results, workload, key, o, key=figure, higher=higher) for o in peers]
-        rows.append("| " + " | ".join(cells) + " |")
-    return rows
+        rows.append(cells)
+    return table(header, rows)
 
 
 def _requests_table(results: dict, workload: str) -> list[str]:
@@ -1167,12 +870,10 @@ def _requests_table(results: dict, workload: str) -> list[str]:
     if not kinds:
         return []
     labels = results["schedulers"]
-    rows = ["| request | " + " | ".join(labels[k]["label"] for k in peers) + " |",
-            "|" + " --- |" * (len(peers) + 1)]  # fmt: skip
-    for kind in kinds:
-        cells = [_spread(counts.get((k, kind), [])) for k in peers]
-        rows.append(f"| {kind} | " + " | ".join(cells) + " |")
-    return rows
+    return table(
+        ["request", *(labels[k]["label"] for k in peers)],
+        ([kind, *(_spread(counts.get((k, kind), [])) for k in peers)] for kind in kinds),
+    )
 
 
 def _unfinished(result: dict) -> str:
@@ -1214,10 +915,18 @@ def markdown(results: dict) -> str:
             'claimed only where the two ranges do not overlap: otherwise it says "ranges '
             'overlap", and the two are not told apart by this run.',
         ]
-    lines += ["", "| scheduler | version | settings |", "| --- | --- | --- |"]
-    for peer in results["schedulers"].values():
-        settings = ", ".join(f"{k}: {v}" for k, v in peer.items() if k not in {"label", "version"})
-        lines.append(f"| {peer['label']} | {peer['version']} | {settings} |")
+    lines.append("")
+    lines += table(
+        ["scheduler", "version", "settings"],
+        (
+            [
+                peer["label"],
+                peer["version"],
+                ", ".join(f"{k}: {v}" for k, v in peer.items() if k not in {"label", "version"}),
+            ]
+            for peer in results["schedulers"].values()
+        ),
+    )
     ceilings = [one["bind_ceiling"]["pods_per_second"] for one in rounds if "bind_ceiling" in one]
     if ceilings:
         c = rounds[0]["bind_ceiling"]
@@ -1632,13 +1341,13 @@ def main(argv: list[str] | None = None) -> int:
     name = results_name(args)
     try:
         results = asyncio.run(
-            main_async(args, progress=lambda r: write_results(name, r, markdown(r), quiet=True))
+            main_async(args, progress=lambda r: write(name, r, markdown(r), quiet=True))
         )
     except (local_cluster.ClusterError, ApiError, TimeoutError) as error:
         traceback.print_exc()
         print(f"bench failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
-    write_results(name, results, markdown(results))
+    write(name, results, markdown(results), quiet=False)
     failed = [
         f"round {n}: {w}/{k}"
         for n, one in enumerate(results["rounds"], start=1)

@@ -30,11 +30,11 @@ from pathlib import Path
 
 import yaml
 
-from e2e import cluster as local_cluster
 from scheduler import __version__
 from scheduler.codecs.quantities import quantity
 from scheduler.model import names
 from scheduler.model.resources import CPU
+from testbed import cluster as local_cluster
 
 REPO = Path(__file__).resolve().parent.parent
 COSCHEDULING_BUILD = REPO / "bench" / "peers" / "coscheduling" / "build.sh"
@@ -433,3 +433,12 @@ def _version_of_control_plane() -> str:
     go_mod = (REPO / "e2e" / "controlplane" / "go.mod").read_text()
     found = re.search(r"^\s*k8s\.io/kubernetes (v\S+)", go_mod, re.MULTILINE)
     return f"kube-scheduler {found.group(1) if found else '(version unknown)'}"
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=20)

@@ -55,9 +55,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bench.run import stop
-from e2e import cluster as local_cluster
-from e2e.nodes import FakeNode, api_client, create_nodes, node_manifest, wait_ready
+from bench.report import RESULTS, table, write
+from bench.schedulers import stop
+from bench.watching import Following, one_by_one
 from scheduler.model.config import Config
 from scheduler.shell import snapshotting
 from scheduler.shell.api import ApiClient, ApiError, load_credentials
@@ -65,9 +65,10 @@ from scheduler.sim import traces
 from scheduler.sim.simulating import BUCKETS, SIM_CONFIG, Run, Setup, retry_name, simulate
 from scheduler.sim.simulating import size_bucket as bucket_of
 from scheduler.sim.traces import SIZE_WEIGHTS, Job, Shape
+from testbed import cluster as local_cluster
+from testbed.nodes import FakeNode, api_client, create_nodes, node_manifest, wait_ready
 
 REPO = Path(__file__).resolve().parent.parent
-RESULTS = REPO / "bench" / "results"
 BENCH_DIR = REPO / ".cluster-simcheck"
 REAL_RUNS = ("real", "real again", "real, arrivals jittered")
 COMPLETE_AFTER = "pod-complete.stage.kwok.x-k8s.io/delay"
@@ -630,7 +631,7 @@ class RealRun:
     attempts: dict[str, int] = field(default_factory=dict)
     tasks: set[asyncio.Task] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
-    watch_resumed: int = 0
+    following: Following | None = None
 
     def now(self) -> float:
         return time.monotonic() - self.start
@@ -663,37 +664,15 @@ class RealRun:
             inc.evicted = True
             self.spawn(self.resubmit(inc))
 
-    async def follow(self) -> None:
-        """List, then watch the namespace's pods; a watch the server ends is resumed, one
-        too old (410) listed again."""
-        path = f"/api/v1/namespaces/{self.namespace}/pods"
-        listed = await self.api.request("GET", path, retries=5)
-        for pod in listed.get("items", []):
-            self.seen(pod)
-        version = listed["metadata"]["resourceVersion"]
-        while True:
-            try:
-                async for event in self.api.stream(
-                    f"{path}?watch=1&allowWatchBookmarks=true&resourceVersion={version}"
-                ):
-                    obj = event.get("object", {})
-                    if event.get("type") == "ERROR":
-                        raise ApiError(int(obj.get("code") or 0), "watch", str(obj.get("message")))
-                    version = obj.get("metadata", {}).get("resourceVersion") or version
-                    if event.get("type") in ("ADDED", "MODIFIED"):
-                        self.seen(obj)
-                    elif event.get("type") == "DELETED":
-                        self.seen(obj, deleted=True)
-                self.watch_resumed += 1
-            except ApiError as error:
-                self.watch_resumed += 1
-                if error.status == 410:
-                    listed = await self.api.request("GET", path, retries=5)
-                    for pod in listed.get("items", []):
-                        self.seen(pod)
-                    version = listed["metadata"]["resourceVersion"]
-                else:
-                    await asyncio.sleep(0.5)
+    def follow(self) -> Following:
+        """The namespace's pods, listed then watched (``watching``)."""
+        self.following = Following(
+            self.api,
+            f"/api/v1/namespaces/{self.namespace}/pods",
+            listed=one_by_one(self.seen),
+            changed=lambda kind, pod: self.seen(pod, deleted=kind == "DELETED"),
+        )
+        return self.following
 
     # the driver
 
@@ -736,7 +715,7 @@ class RealRun:
         # The trace's 0 on a whole second, as the simulator's clock starts at takenAt: the
         # pods' creation times (whole seconds, which order gangs) fall alike.
         self.start_epoch = math.ceil(time.time()) + 1.0
-        following = asyncio.get_running_loop().create_task(self.follow())
+        following = asyncio.get_running_loop().create_task(self.follow().run())
         try:
             await asyncio.sleep(self.start_epoch - time.time())
             self.start = time.monotonic()
@@ -806,7 +785,9 @@ class RealRun:
                 "hold beyond the duration p90 (s)": quantile(excess, 0.9),
                 "hold beyond the duration mean (s)": statistics.fmean(excess) if excess else 0,
                 "driver lag max (s)": max(lags, default=0.0),
-                "watch resumed": self.watch_resumed,
+                "watch resumed": (
+                    self.following.resumed + self.following.relisted if self.following else 0
+                ),
             },
         )
 
@@ -1086,13 +1067,11 @@ def markdown(results: Mapping[str, Any]) -> str:
         "",
         "## Summary",
         "",
-        "| | real | simulated (mean) | least-most | simulated - real | one play - real | "
-        + " | ".join(f"{a['source']} - real" for a in again)
-        + " |",
-        "|---|---|---|---|---|---|" + "---|" * len(again),
     ]
-    for label, path in SUMMARY:
-        cells = [
+    header = ["", "real", "simulated (mean)", "least-most", "simulated - real"]
+    header += ["one play - real", *(f"{a['source']} - real" for a in again)]
+    rows = [
+        [
             label,
             _f(_at(fig["reference"], path)),
             _f(_at(fig["other"], path)),
@@ -1101,20 +1080,33 @@ def markdown(results: Mapping[str, Any]) -> str:
             f"{_at(single['figures']['difference'], path):+.2f}",
             *(f"{_at(a['comparison']['figures']['difference'], path):+.2f}" for a in again),
         ]
-        lines.append("| " + " | ".join(cells) + " |")
+        for label, path in SUMMARY
+    ]
     curve = "utilisation curves, mean abs. difference of 10 s means"
-    lines.append(
-        f"| {curve} | | | | {main['utilisation curve difference']:.3f} | "
-        f"{single['utilisation curve difference']:.3f} | "
-        + " | ".join(f"{a['comparison']['utilisation curve difference']:.3f}" for a in again)
-        + " |"
+    rows.append(
+        [
+            curve,
+            "",
+            "",
+            "",
+            f"{main['utilisation curve difference']:.3f}",
+            f"{single['utilisation curve difference']:.3f}",
+            *(f"{a['comparison']['utilisation curve difference']:.3f}" for a in again),
+        ]
     )
     nearest = "utilisation curve difference, nearest play"
-    empty = " |" * (1 + len(again))
-    lines.append(
-        f"| {curve}, to the nearest play (over the arrivals) | | | | {main[nearest]:.3f} "
-        f"({main['utilisation curve difference over the arrivals, nearest play']:.3f}) |{empty}"
+    rows.append(
+        [
+            f"{curve}, to the nearest play (over the arrivals)",
+            "",
+            "",
+            "",
+            f"{main[nearest]:.3f} "
+            f"({main['utilisation curve difference over the arrivals, nearest play']:.3f})",
+            *[""] * (1 + len(again)),
+        ]
     )
+    lines += table(header, rows)
 
     def verdict(found: Sequence[str]) -> str:
         return "within it" if not found else "outside it: " + "; ".join(found)
@@ -1134,32 +1126,36 @@ def markdown(results: Mapping[str, Any]) -> str:
         "",
         "## Waits by gang size (GPUs in all)",
         "",
-        "| size | gangs | real p50 | sim p50 | real p90 | sim p90 | real mean | sim mean "
-        "(least-most) |",
-        "|---|---|---|---|---|---|---|---|",
     ]
+    rows = []
     for size in BUCKETS:
         ref = fig["reference"]["waits by size"][size]
         if not ref["gangs"]:
             continue
         sim = fig["other"]["waits by size"][size]
         low, high = fig["least"]["waits by size"][size], fig["most"]["waits by size"][size]
-        lines.append(
-            f"| {size} | {ref['gangs']} | {_f(ref['p50'])} | {_f(sim['p50'])} | "
-            f"{_f(ref['p90'])} | {_f(sim['p90'])} | {_f(ref['mean'])} | {_f(sim['mean'])} "
-            f"({_f(low['mean'])}-{_f(high['mean'])}) |"
+        rows.append(
+            [
+                size,
+                ref["gangs"],
+                _f(ref["p50"]),
+                _f(sim["p50"]),
+                _f(ref["p90"]),
+                _f(sim["p90"]),
+                _f(ref["mean"]),
+                f"{_f(sim['mean'])} ({_f(low['mean'])}-{_f(high['mean'])})",
+            ]
         )
-    lines += [
-        "",
-        "## What the real run adds",
-        "",
-        "| | " + " | ".join(r["source"] for r in results["real"]) + " |",
-        "|---|" + "---|" * len(results["real"]),
-    ]
-    for key in results["real"][0]["notes"]:
-        lines.append(
-            f"| {key} | " + " | ".join(_cell(r["notes"].get(key)) for r in results["real"]) + " |"
-        )
+    header = ["size", "gangs", "real p50", "sim p50", "real p90", "sim p90", "real mean"]
+    lines += table([*header, "sim mean (least-most)"], rows)
+    lines += ["", "## What the real run adds", ""]
+    lines += table(
+        ["", *(r["source"] for r in results["real"])],
+        (
+            [key, *(_cell(r["notes"].get(key)) for r in results["real"])]
+            for key in results["real"][0]["notes"]
+        ),
+    )
     lines += [
         "",
         "A pod holds its GPUs from its bind until KWOK ends it: KWOK counts the delay from when "
@@ -1168,19 +1164,25 @@ def markdown(results: Mapping[str, Any]) -> str:
         "",
         "## The simulator's step (one play each)",
         "",
-        "| step (s) | wait p50 | wait p90 | wait mean | utilisation over the arrivals | "
-        "curves apart | makespan | breaches |",
-        "|---|---|---|---|---|---|---|---|",
     ]
+    header = ["step (s)", "wait p50", "wait p90", "wait mean", "utilisation over the arrivals"]
     tolerance = Tolerance(**results["tolerance"])
+    rows = []
     for step, c in results["sweep"].items():
         other = c["figures"]["other"]
-        lines.append(
-            f"| {step} | {_f(other['waits']['p50'])} | {_f(other['waits']['p90'])} | "
-            f"{_f(other['waits']['mean'])} | {_f(other['utilisation over the arrivals'], 3)} | "
-            f"{_f(c['utilisation curve difference'], 3)} | {_f(other['makespan'], 1)} | "
-            f"{len(breaches(c, tolerance))} |"
+        rows.append(
+            [
+                step,
+                _f(other["waits"]["p50"]),
+                _f(other["waits"]["p90"]),
+                _f(other["waits"]["mean"]),
+                _f(other["utilisation over the arrivals"], 3),
+                _f(c["utilisation curve difference"], 3),
+                _f(other["makespan"], 1),
+                len(breaches(c, tolerance)),
+            ]
         )
+    lines += table([*header, "curves apart", "makespan", "breaches"], rows)
     ref = fig["reference"]
     lines += [
         "",
@@ -1193,18 +1195,22 @@ def markdown(results: Mapping[str, Any]) -> str:
         "The same comparison with the simulator deliberately wrong (one play): what the "
         "tolerance catches.",
         "",
-        f"| broken | wait mean | wait mean of {BIG} | utilisation over the arrivals | makespan "
-        "| breaches |",
-        "|---|---|---|---|---|---|",
     ]
+    header = ["broken", "wait mean", f"wait mean of {BIG}", "utilisation over the arrivals"]
+    rows = []
     for name, found in results["broken"].items():
         other = found["comparison"]["figures"]["other"]
-        lines.append(
-            f"| {name} | {_f(other['waits']['mean'])} | "
-            f"{_f(other['waits by size'][BIG]['mean'])} | "
-            f"{_f(other['utilisation over the arrivals'], 3)} | {_f(other['makespan'], 1)} | "
-            f"{'; '.join(found['breaches']) or 'none'} |"
+        rows.append(
+            [
+                name,
+                _f(other["waits"]["mean"]),
+                _f(other["waits by size"][BIG]["mean"]),
+                _f(other["utilisation over the arrivals"], 3),
+                _f(other["makespan"], 1),
+                "; ".join(found["breaches"]) or "none",
+            ]
         )
+    lines += table([*header, "makespan", "breaches"], rows)
     lines.append("")
     return "\n".join(lines)
 
@@ -1264,10 +1270,7 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
             print(f"simcheck failed: {type(error).__name__}: {error}", file=sys.stderr)
             return 1
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "simcheck.json").write_text(json.dumps(results, indent=2, default=str) + "\n")
-    (RESULTS / "simcheck.md").write_text(markdown(results))
-    print(markdown(results))
+    write("simcheck", results, markdown(results), quiet=False)
     return 0
 
 

@@ -44,11 +44,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.invariants import Invariants, allocatable_of
 from bench.metering import cpu_seconds
-from bench.run import BindWatch, stop, write_results
-from e2e import cluster as local_cluster
-from e2e.nodes import FakeNode, api_client, create_nodes, node_manifest, wait_ready
+from bench.report import table, write
+from bench.schedulers import stop
+from bench.watching import BindWatch
 from scheduler.model import names
 from scheduler.shell.api import ApiClient, ApiError, load_credentials
+from testbed import cluster as local_cluster
+from testbed.nodes import FakeNode, api_client, create_nodes, node_manifest, wait_ready
 
 REPO = Path(__file__).resolve().parent.parent
 SOAK_DIR = REPO / ".cluster-soak"
@@ -376,9 +378,7 @@ def markdown(results: dict, name: str) -> str:
         f"priority (preempting); a node replaced every {churn['node_every']:g} s; finished, "
         f"timed-out and given-up ({churn['give_up']:g} s) gangs deleted.",
         "",
-        "| | " + " | ".join(results["tally"]) + " |",
-        "| --- |" + " --- |" * len(results["tally"]),
-        "| count | " + " | ".join(str(v) for v in results["tally"].values()) + " |",
+        *table(["", *results["tally"]], [["count", *results["tally"].values()]]),
         "",
         f"Invariants (no gang partly bound past 5 s, no node given more than it has): "
         f"{_broken(results['broken'])}; the longest a gang was partly bound: "
@@ -386,32 +386,40 @@ def markdown(results: dict, name: str) -> str:
         "",
         "## Flat or not: medians of the first and last quarters",
         "",
-        "| figure | first quarter | last quarter |",
-        "| --- | --- | --- |",
     ]
-    for title, key in (
+    flat = (
         ("RSS, MiB", "rss_mib"),
         ("longest event-loop stretch in a sample, s", "loop_stretch_max_s"),
         ("pass mean, ms", "pass_mean_ms"),
         ("pass p99, s (bucket bound)", "pass_p99_s"),
         ("pending gangs", "pending_gangs"),
-    ):
-        lines.append(f"| {title} | {_quarter(samples, key, 0)} | {_quarter(samples, key, 3)} |")
-    lines += [
-        "",
-        "## Over time",
-        "",
-        "| minute | RSS MiB | CPU s | loop stretch max s | passes | pass mean ms | pass p99 s "
-        "| pending gangs | pods bound | evicted |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
+    )
+    lines += table(
+        ["figure", "first quarter", "last quarter"],
+        ([title, _quarter(samples, key, 0), _quarter(samples, key, 3)] for title, key in flat),
+    )
+    lines += ["", "## Over time", ""]
+    header = ["minute", "RSS MiB", "CPU s", "loop stretch max s", "passes", "pass mean ms"]
+    header += ["pass p99 s", "pending gangs", "pods bound", "evicted"]
     step = max(len(samples) // 40, 1)
-    for s in samples[::step]:
-        lines.append(
-            f"| {s['minute']} | {s['rss_mib']} | {s['cpu_seconds']} | {s['loop_stretch_max_s']} "
-            f"| {s['passes']} | {s['pass_mean_ms']} | {s['pass_p99_s']} | {s['pending_gangs']:g} "
-            f"| {s['pods_bound']} | {s['evicted']} |"
-        )
+    lines += table(
+        header,
+        (
+            [
+                s["minute"],
+                s["rss_mib"],
+                s["cpu_seconds"],
+                s["loop_stretch_max_s"],
+                s["passes"],
+                s["pass_mean_ms"],
+                s["pass_p99_s"],
+                f"{s['pending_gangs']:g}",
+                s["pods_bound"],
+                s["evicted"],
+            ]
+            for s in samples[::step]
+        ),
+    )
     if results["broken"]:
         lines += ["", "## Broken", "", *(f"- {b}" for b in results["broken"][:50])]
     lines.append("")
@@ -453,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
     except (local_cluster.ClusterError, ApiError, TimeoutError, RuntimeError) as error:
         print(f"soak failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
-    write_results(args.name, results, markdown(results, args.name))
+    write(args.name, results, markdown(results, args.name), quiet=False)
     return 1 if results["broken"] else 0
 
 

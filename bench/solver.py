@@ -16,8 +16,8 @@ import os
 import statistics
 import sys
 import time
-from pathlib import Path
 
+from bench.report import table, write
 from scheduler.codecs.objects import node_from_dict, pod_from_dict, podgroup_from_dict
 from scheduler.codecs.topology import group_from_configmap, topology_from_configmap
 from scheduler.core.scheduling import schedule
@@ -25,7 +25,6 @@ from scheduler.model import names
 from scheduler.model.pods import GangKey
 from scheduler.model.snapshot import Snapshot
 
-RESULTS = Path(__file__).resolve().parent / "results"
 LEVELS = ("zone", "row", "rack", "node")
 SHAPE = (2, 5, 10, 20)  # 2,000 nodes
 MEMBERS = 256
@@ -161,13 +160,23 @@ def markdown(r: dict) -> str:
             f"# Topology solver ({r['nodes']} nodes, levels {' > '.join(r['levels'])}, "
             f"{r['machine']}, median of {r['runs']})",
             "",
-            "| pass | members placed | ms | ratio |",
-            "| --- | --- | --- | --- |",
-            f"| gang of {r['members']}, no constraints (node finder) | "
-            f"{r['plain_members_bound']} | {r['plain_pass_ms']} | 1.00 |",
-            f"| gang of {r['members']}, constraints on all 4 levels (solver) | "
-            f"{r['topology_members_bound']} | {r['topology_pass_ms']} | "
-            f"{r['ratio_topology_to_plain']:.2f} |",
+            *table(
+                ["pass", "members placed", "ms", "ratio"],
+                [
+                    [
+                        f"gang of {r['members']}, no constraints (node finder)",
+                        r["plain_members_bound"],
+                        r["plain_pass_ms"],
+                        "1.00",
+                    ],
+                    [
+                        f"gang of {r['members']}, constraints on all 4 levels (solver)",
+                        r["topology_members_bound"],
+                        r["topology_pass_ms"],
+                        f"{r['ratio_topology_to_plain']:.2f}",
+                    ],
+                ],
+            ),
             "",
             f"Constraints: `{json.dumps(r['constraints'])}`; a third of the nodes half busy.",
             "",
@@ -177,10 +186,7 @@ def markdown(r: dict) -> str:
 
 def main() -> int:
     results = run()
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / "topology-solver.json").write_text(json.dumps(results, indent=2) + "\n")
-    (RESULTS / "topology-solver.md").write_text(markdown(results))
-    print(markdown(results))
+    write("topology-solver", results, markdown(results), quiet=False)
     ok = results["topology_members_bound"] == results["members"]
     if not ok:
         print("the solver did not place the whole gang", file=sys.stderr)

@@ -1,5 +1,3 @@
-"""The local control plane and the end-to-end scenarios that run against it.
-
-``e2e.cluster`` starts a real etcd, kube-apiserver and KWOK from binaries built by
-``e2e/controlplane/build.sh``; ``e2e.nodes`` creates fake nodes and topology ConfigMaps.
+"""The end-to-end scenarios, run against a real control plane (``testbed``): the local one
+in CI, or whatever cluster ``KUBECONFIG`` names.
 """

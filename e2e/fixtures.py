@@ -28,8 +28,8 @@ from typing import Any
 import pykube
 import pytest
 
-from e2e import cluster as local_cluster
-from e2e.rest import Rest
+from testbed import cluster as local_cluster
+from testbed.rest import Rest
 
 TEST_CLUSTER_DIR = local_cluster.REPO / ".cluster-test"
 
@@ -63,7 +63,7 @@ class ClusterAccess:
         return pykube.HTTPClient(pykube.KubeConfig.from_file(str(self.kubeconfig)))
 
     # The requests every test makes (its namespace and nodes, their clean-up, the polls of
-    # where its pods went) go over one HTTP client (e2e/rest.py), not a kubectl each.
+    # where its pods went) go over one HTTP client (testbed/rest.py), not a kubectl each.
 
     @functools.cached_property
     def rest(self) -> Rest:
@@ -322,7 +322,7 @@ class Cluster:
     ) -> list[str]:
         """Create ``count`` KWOK nodes that only this test's pods select, and wait until Ready
         (``extended``: more allocatable resources, by name)."""
-        from e2e.nodes import FakeNode, create_nodes, node_manifest  # noqa: PLC0415
+        from testbed.nodes import FakeNode, create_nodes, node_manifest  # noqa: PLC0415
 
         # Numbered past the highest there is: a test may have deleted one (a count would
         # name the next after an existing node, and overwrite it).

@@ -32,9 +32,6 @@ from typing import Any
 import pykube
 import yaml
 
-from e2e import cluster as local_cluster
-from e2e.nodes import FakeNode, node_manifest
-from e2e.rest import Rest
 from scheduler.codecs.cel import Selectors
 from scheduler.codecs.devices import (
     device_class_from_dict,
@@ -49,6 +46,9 @@ from scheduler.model.decisions import Result
 from scheduler.model.nodes import Node
 from scheduler.model.pods import Pod
 from scheduler.model.snapshot import Snapshot
+from testbed import cluster as local_cluster
+from testbed.nodes import FakeNode, node_manifest
+from testbed.rest import Rest
 
 HOST = "kubernetes.io/hostname"
 ORACLE_DIR = local_cluster.REPO / ".cluster-oracle"

@@ -16,7 +16,7 @@ import os
 import pytest
 
 from bench import chaos
-from e2e import cluster as local_cluster
+from testbed import cluster as local_cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane, pytest.mark.timeout(420)]
 

@@ -23,9 +23,9 @@ import pytest
 import yaml
 
 from e2e import operators
-from e2e.cluster import free_port
 from e2e.fixtures import TEST_LABEL, Cluster, ClusterAccess, PrivateSchedulers, Queues, wait_for
-from e2e.pki import write_webhook_pki
+from testbed.cluster import free_port
+from testbed.pki import write_webhook_pki
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
 

@@ -10,9 +10,9 @@ import json
 import pytest
 
 from e2e.fixtures import TEST_LABEL, Cluster, SchedulerProcess, wait_for
-from e2e.nodes import DOMAIN_DRIVER, GPU_DRIVER, device_class, domain_slice, gpu_slice
 from e2e.test_gang_scheduling import BIND_TIMEOUT, stays_unbound, wait_bound
 from scheduler.model import names
+from testbed.nodes import DOMAIN_DRIVER, GPU_DRIVER, device_class, domain_slice, gpu_slice
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
 

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from e2e import cluster as local_cluster
 from e2e.fixtures import (
     Cluster,
     ClusterAccess,
@@ -30,6 +29,7 @@ from e2e.fixtures import (
 from e2e.test_gang_scheduling import koord as _koord
 from e2e.test_gang_scheduling import podgroup
 from scheduler.model import names
+from testbed import cluster as local_cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from e2e import cluster as local_cluster
 from e2e.fixtures import Cluster, ClusterAccess, SchedulerProcess, wait_for
 from e2e.helm import (
     CHART,
@@ -26,6 +25,7 @@ from e2e.helm import (
     token_kubeconfig,
 )
 from scheduler.model import names
+from testbed import cluster as local_cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
 

@@ -7,10 +7,10 @@ outside the work tree. Each cluster lives in one folder (``.cluster/`` for ``mak
 ``bin/kubectl``, ``logs/`` and ``state.json``, which records exactly which processes were
 started so that ``down`` stops those and nothing else.
 
-    python -m e2e.cluster up [--dir .cluster]
-    python -m e2e.cluster status [--dir .cluster]
-    python -m e2e.cluster down [--dir .cluster]
-    python -m e2e.cluster scheduler [--dir .cluster]   # gang-scheduler run, stopped by down
+    python -m testbed.cluster up [--dir .cluster]
+    python -m testbed.cluster status [--dir .cluster]
+    python -m testbed.cluster down [--dir .cluster]
+    python -m testbed.cluster scheduler [--dir .cluster]   # gang-scheduler run, stopped by down
 """
 
 from __future__ import annotations
@@ -34,13 +34,13 @@ from pathlib import Path
 
 import yaml
 
-from e2e.pki import Pki, write_pki
+from testbed.pki import Pki, write_pki
 
 REPO = Path(__file__).resolve().parent.parent
 BUILD_SCRIPT = REPO / "e2e" / "controlplane" / "build.sh"
 CRDS = REPO / "crds"
 DEFAULT_DIR = REPO / ".cluster"
-# KWOK manages only nodes carrying this annotation; e2e.nodes puts it on every fake node.
+# KWOK manages only nodes carrying this annotation; testbed.nodes puts it on every fake node.
 KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
 # Stages of our own beside KWOK's fast ones: pods that complete after a delay they name.
 KWOK_EXTRA_STAGES = Path(__file__).resolve().parent / "kwok-complete-after.yaml"
@@ -58,7 +58,7 @@ class AlreadyRunning(ClusterError):
         super().__init__(
             f"a control plane is already running from {plane.directory} ({plane.server}); "
             f"use it (KUBECONFIG={plane.kubeconfig}) or stop it first with "
-            f"`python -m e2e.cluster down --dir {plane.directory}` (make cluster-down)"
+            f"`python -m testbed.cluster down --dir {plane.directory}` (make cluster-down)"
         )
         self.plane = plane
 
@@ -686,7 +686,7 @@ def _print_usage(plane: ControlPlane) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m e2e.cluster", description=__doc__.split("\n")[0]
+        prog="python -m testbed.cluster", description=__doc__.split("\n")[0]
     )
     parser.add_argument("command", choices=["up", "down", "status", "scheduler"])
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help="the cluster's folder")

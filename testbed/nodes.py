@@ -5,7 +5,7 @@ bound to it to Running; there is no kubelet and no container. Each node is label
 place in the tree, and the matching topology ConfigMap (the format of Sakkara, seed 004) can
 be written beside it, so a scheduler can read the topology from either.
 
-    python -m e2e.nodes --racks 4 --nodes-per-rack 8 --cpu 32 --memory 128Gi --gpu 8 \\
+    python -m testbed.nodes --racks 4 --nodes-per-rack 8 --cpu 32 --memory 128Gi --gpu 8 \\
         --topology gang-scheduler-system/cluster-topology
 """
 
@@ -24,8 +24,8 @@ from pathlib import Path
 import pykube
 import requests
 
-from e2e.cluster import DEFAULT_DIR, KWOK_NODE_ANNOTATION
-from e2e.rest import is_ready
+from testbed.cluster import DEFAULT_DIR, KWOK_NODE_ANNOTATION
+from testbed.rest import is_ready
 
 # The label that says which level unit a node sits in, per level name.
 LEVEL_LABELS = {
@@ -281,7 +281,7 @@ def delete_fake_nodes(api: pykube.HTTPClient) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m e2e.nodes", description="Create KWOK fake nodes laid out in racks."
+        prog="python -m testbed.nodes", description="Create KWOK fake nodes laid out in racks."
     )
     parser.add_argument("--racks", type=int, default=2)
     parser.add_argument("--nodes-per-rack", type=int, default=4)

@@ -59,7 +59,7 @@ def promtool_binary() -> Path:
 
 
 def kubectl_binary() -> Path:
-    """kubectl: KUBE_BIN_DIR's when it has one (as e2e.cluster picks it), else the control
+    """kubectl: KUBE_BIN_DIR's when it has one (as testbed.cluster picks it), else the control
     plane's build, found without building it."""
     override = os.environ.get("KUBE_BIN_DIR")
     if override and (Path(override) / "kubectl").is_file():

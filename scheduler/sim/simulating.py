@@ -4,9 +4,9 @@ No API server: the cluster of a snapshot file (``shell.snapshotting``) is folded
 ``ClusterCache`` as the informers would fill it, and a pass runs every ``step`` seconds of
 virtual time exactly as the scheduler's loop runs it (``cache.snapshot(now=...)``, the core's
 ``schedule``, its memory and queue usage fed back). What the API server and the job's
-controller would do is done at once, as ``bench/fairness.py`` does: a binding starts the
-gang's pods, which end ``duration`` seconds later; an evicted gang of the trace is deleted
-and submitted again from the start; a gang that times out is dropped. The snapshot's own pods
+controller would do is done at once: a binding starts the gang's pods, which end
+``duration`` seconds later; an evicted gang of the trace is deleted and submitted again from
+the start; a gang that times out is dropped. The snapshot's own pods
 never end (their remaining run time is unknown); an evicted one is gone.
 
 Measured as each pass leaves the cluster (its binds, evictions and timeouts applied: what
@@ -24,7 +24,7 @@ import calendar
 import copy
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from scheduler.core.fragmentation import measure
 from scheduler.core.queues import QueueBook
 from scheduler.core.scheduling import schedule
 from scheduler.model.config import Config
+from scheduler.model.decisions import Result
 from scheduler.model.gangs import queue_of_pod
 from scheduler.model.pods import Pod
 from scheduler.model.queues import DEFAULT_QUEUE, QUEUE_API
@@ -127,6 +128,21 @@ class Run:
     wall_seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class Played:
+    """One pass, for a caller that measures more than ``Run`` holds (``observe``): taken
+    once the pass's binds are applied and before its evictions are, as its victims still
+    hold their room (they take a moment to go, and what they free is the next pass's)."""
+
+    t: float  # seconds from the start
+    result: Result
+    # By uid: the snapshot's and the trace's, binds applied. The play's own, which it goes
+    # on changing: read it in the call.
+    pods: Mapping[str, Pod]
+    job_of: Mapping[str, Job]  # gang name -> the job it is an incarnation of
+    seconds: float  # wall-clock seconds the core took: said, never part of ``Run``
+
+
 def prepare(document: Mapping[str, Any], jobs: Sequence[Job], setup: Setup) -> dict[str, Any]:
     """The snapshot as this setup plays it: topology left out when off, the trace's queues
     created when missing (weight 1), the setup's queue overrides applied."""
@@ -186,13 +202,15 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
     step: float = 5.0,
     until: float | None = None,
     reaction: float = 0.0,
+    observe: Callable[[Played], None] | None = None,
 ) -> Run:
     """Play ``jobs`` on the snapshot ``document``; ``until``: stop then (seconds from the
     start), else once every job of the trace has arrived and none runs. ``reaction``: how
     long after a job arrives or a pod ends the scheduler can act on it (its watch, its
     pass): a pass sees them from then on, and a pod's room is held until then. 0: at once,
     even by a pass at the very instant; the real scheduler on a local control plane takes
-    some 0.03 s (``bench/simcheck.py``), which matters only at steps of that order."""
+    some 0.03 s (``bench/simcheck.py``), which matters only at steps of that order.
+    ``observe``: called with each pass (``Played``)."""
     if not (math.isfinite(step) and step > 0):
         raise ValueError(f"--step must be a positive number of seconds, got {step!r}")
     if not (math.isfinite(reaction) and reaction >= 0):
@@ -275,7 +293,9 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
         arrived = next_arrival > arrivals_before
         snap = cache.snapshot(now=now)
         moved.clear()
+        started = time.perf_counter()
         result = schedule(snap, now=now, config=config)
+        took = time.perf_counter() - started
         run.passes += 1
         cache.remember(dict(result.memory))
         cache.queue_usage = result.queue_usage
@@ -297,6 +317,8 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
                         (job.name, job.queue or DEFAULT_QUEUE, size_bucket(job.gpus),
                          t - submitted[gang])
                     )  # fmt: skip
+        if observe is not None:
+            observe(Played(t=t, result=result, pods=pods, job_of=job_of, seconds=took))
         evicted_gangs: set[str] = set()
         for eviction in result.evictions:
             pod = pods.get(eviction.pod.uid)

@@ -12,7 +12,7 @@ import pytest
 
 from bench.run import main_async, parse
 from bench.schedulers import PeerMissing
-from e2e.cluster import REPO
+from testbed.cluster import REPO
 
 pytestmark = pytest.mark.local_control_plane
 

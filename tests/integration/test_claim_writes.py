@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from e2e.fixtures import TEST_LABEL, Cluster
-from e2e.nodes import GPU_DRIVER, device_class, gpu_slice
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.devices import resource_claim_from_dict
 from scheduler.codecs.objects import pod_from_dict
@@ -25,6 +24,7 @@ from scheduler.shell.binding import Binder
 from scheduler.shell.claiming import release_leftover_claims
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.recording import EventRecorder
+from testbed.nodes import GPU_DRIVER, device_class, gpu_slice
 
 pytestmark = pytest.mark.cluster
 GANG = GangKey("ns", "g")

@@ -32,7 +32,7 @@ def _make_nodes(control_plane: ClusterAccess, prefix: str, *extra: str) -> list[
     """Create fake nodes through the tool's own command line, as a user would."""
     result = subprocess.run(
         [
-            sys.executable, "-m", "e2e.nodes", "--kubeconfig", str(control_plane.kubeconfig),
+            sys.executable, "-m", "testbed.nodes", "--kubeconfig", str(control_plane.kubeconfig),
             "--racks", "1", "--nodes-per-rack", "2", "--cpu", "8", "--memory", "16Gi",
             "--gpu", "4", "--prefix", prefix, *extra,
         ],

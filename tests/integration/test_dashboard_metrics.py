@@ -19,10 +19,10 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from e2e import cluster as local_cluster
 from e2e.fixtures import Cluster, PrivateSchedulers, SchedulerProcess, wait_for
 from e2e.monitoring import all_queries
 from scheduler.model import names
+from testbed import cluster as local_cluster
 
 pytestmark = pytest.mark.cluster
 LEASE_SECONDS = 4

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from e2e.cluster import free_port
 from e2e.fixtures import Cluster, PrivateSchedulers, SchedulerProcess, healthz, wait_for
 from scheduler.model import names
+from testbed.cluster import free_port
 
 pytestmark = pytest.mark.cluster
 LEASE_SECONDS = 4

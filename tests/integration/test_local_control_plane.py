@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from e2e import cluster
 from e2e.fixtures import ClusterAccess
+from testbed import cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from e2e import cluster as local_cluster
 from e2e.fixtures import TEST_LABEL, Cluster, ClusterAccess, SchedulerProcess, wait_for
-from e2e.nodes import device_class, gpu_slice
 from scheduler.model import names
+from testbed import cluster as local_cluster
+from testbed.nodes import device_class, gpu_slice
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
 

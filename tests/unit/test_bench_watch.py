@@ -1,6 +1,7 @@
-"""bench/run.py's bind watch outlives the API server ending its stream: it resumes from the
-last resourceVersion, and lists again on 410 Gone (as an HTTP answer or as an ERROR event),
-so a bench run never waits out its timeout for binds it could no longer see."""
+"""The bench's watch (bench/watching.py, under run.py's bind watch) outlives the API server
+ending its stream: it resumes from the last resourceVersion, and lists again on 410 Gone (as
+an HTTP answer or as an ERROR event) or after failures in a row, so a bench run never waits
+out its timeout for binds it could no longer see."""
 
 from __future__ import annotations
 
@@ -15,23 +16,22 @@ from pathlib import Path
 
 from aiohttp import web
 
+from bench.apiserver import clear_namespace, settled
 from bench.invariants import Invariants
 from bench.metering import Meter
 from bench.run import (
-    BindWatch,
     Broken,
     Setting,
     Unfinished,
     _all_bound,
     _unfinished,
-    clear_namespace,
     fresh,
     markdown,
     partial,
-    settled,
     watched_ceiling,
 )
 from bench.schedulers import Contender
+from bench.watching import FAILURES_BEFORE_LIST, BindWatch, Following
 from tests.unit.test_api_failures import server
 
 
@@ -83,6 +83,51 @@ def test_the_watch_resumes_after_the_stream_ends_and_lists_again_on_gone() -> No
     assert seen[:7] == ["list", "watch@1", "watch@3", "list", "watch@5", "list", "watch@7"]
     assert watch.relisted == 2
     assert watch.resumed >= 1
+
+
+def test_a_watch_failing_time_after_time_is_given_up_for_a_list_handed_over_whole() -> None:
+    """The API server away: after a few failed watches in a row the collection is listed
+    again (its resourceVersion may be compacted by then), and the follower gets that list
+    whole, to reconcile what went away unseen."""
+    lists = iter([
+        {"metadata": {"resourceVersion": "1"}, "items": [pod("a", 1)]},
+        {"metadata": {"resourceVersion": "9"}, "items": [pod("b", 8)]},
+    ])  # fmt: skip
+    watches: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.query.get("watch") != "1":
+            return web.json_response(next(lists))
+        watches.append(request.query["resourceVersion"])
+        if request.query["resourceVersion"] == "1":
+            return web.json_response({"code": 500, "reason": "InternalError"}, status=500)
+        await asyncio.sleep(0.5)
+        return web.StreamResponse()
+
+    got: list[list[str]] = []
+
+    async def scenario() -> Following:
+        async with server(handler) as api:
+            following = Following(
+                api,
+                "/api/v1/namespaces/bench/pods",
+                listed=lambda items: got.append([i["metadata"]["name"] for i in items]),
+                changed=lambda kind, obj: None,
+            )
+            task = asyncio.get_running_loop().create_task(following.run())
+            try:
+                while len(got) < 2 and not task.done():
+                    await asyncio.sleep(0.05)
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            return following
+
+    following = asyncio.run(asyncio.wait_for(scenario(), 20))
+    assert got == [["a"], ["b"]]
+    assert watches[: FAILURES_BEFORE_LIST + 1] == ["1"] * (FAILURES_BEFORE_LIST + 1)
+    assert following.relisted == 1
+    assert following.version == "9"
 
 
 def test_a_backlog_waits_for_the_first_list_and_hears_of_its_failure() -> None:

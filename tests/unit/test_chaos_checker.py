@@ -110,6 +110,19 @@ def test_a_pod_whose_node_changes_is_bound_twice() -> None:
     assert [v.invariant for v in seen.violations] == ["I3"]
 
 
+def test_a_pod_missing_from_a_list_again_went_away_unseen_and_frees_its_room() -> None:
+    """After a watch gap (410, the API server away), the observer is handed the whole list:
+    a pod not in it was deleted while nobody watched, and its room is free again."""
+    seen = observer()
+    seen._listed([pod("a", node=NODE, cpu="3")])
+    seen._changed("ADDED", pod("b", cpu="3"))
+    seen._listed([pod("b", node=NODE, cpu="3")])  # a went; b bound, both unseen
+    assert seen.pods["uid-a"].gone
+    assert seen.pods["uid-b"].node == NODE
+    assert seen.violations == []
+    assert seen.relists == 2
+
+
 def history(*steps: tuple[float, dict]) -> Observer:
     seen = observer()
     for t, obj in steps:

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from e2e.nodes import GPU, LEVEL_LABELS, layout, node_manifest, topology_configmap
+from testbed.nodes import GPU, LEVEL_LABELS, layout, node_manifest, topology_configmap
 
 
 def test_nodes_are_numbered_rack_by_rack_like_the_seed_example() -> None:
