@@ -1069,3 +1069,31 @@ def test_a_gang_reclaim_may_serve_is_tried_again_at_its_backoff_not_parked_till_
     cache.upsert_queue(queue("b"))  # now it may: b holds 2, its fair share is 1
     later = state.retry_at + 0.1
     assert evicted(schedule(cache.snapshot(now=later), now=later)) == ["b1-0"]
+
+
+def test_a_gang_kept_out_by_a_guarantee_is_tried_again_at_its_backoff_once_it_is_met() -> None:
+    """Fairness bench through the simulator (time-based, 32 nodes): a gang kept out only by
+    room kept for another queue's guarantee was parked; that queue filling its guarantee on
+    a node with no room left changed nothing that fits the gang, which waited for the flush
+    while GPUs stood idle."""
+    from scheduler.cache.cluster import QUEUES, ClusterCache  # noqa: PLC0415
+
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+    cache.serve(QUEUES, True)
+    cache.upsert_queue(queue("a"))
+    cache.upsert_queue(queue("b", guarantee={"resource": {GPU: "1"}}))
+    for n in gpu_nodes(2):
+        cache.upsert_node(n)
+    theirs = pod("theirs", gpu=1, node_name="n1", phase="Running", scheduler="other")
+    cache.upsert_pod(theirs)
+    for p in gang_pods("a", 1, gang="a", min_available=1, gpu=1, labels=in_queue("a")):
+        cache.upsert_pod(p)
+    first = schedule(cache.snapshot(now=T0), now=T0)
+    assert bind_map(first) == {}  # n0's GPU is kept for b, below its guarantee
+    (state,) = (s for k, s in first.memory.items() if k.name == "a")
+    assert state.parked is None
+    cache.remember(dict(first.memory))
+    cache.remove_pod(theirs.ref.uid)
+    cache.upsert_pod(running("b-0", queue_name="b", node_name="n1"))  # b meets its guarantee
+    later = state.retry_at + 0.1
+    assert bind_map(schedule(cache.snapshot(now=later), now=later)) == {"a-0": "n0"}

@@ -78,7 +78,7 @@ class Parking:
         outcome = self.session.outcomes[gang.key]
         if outcome.state.head_target:
             return  # a head gang holds its room every pass: it must stay in the snapshot
-        if self._reclaim_may_help(gang):
+        if self._reclaim_may_help(gang) or self._kept_by_guarantees(gang):
             return
         flush = self.session.now + self.session.config.unschedulable_flush_seconds
         first = outcome.state.first_attempt
@@ -120,6 +120,26 @@ class Parking:
             any(amount > 0 for amount in book.held.get(name, {}).values())
             for name in book.queues
             if name not in above and own not in book.ancestors(name)
+        )
+
+    def _kept_by_guarantees(self, gang: Gang) -> bool:
+        """A gang held back by other queues' guarantees alone is not parked: the free room
+        would take its minimum, the room kept for queues below their guarantee would not
+        let it. Those queues filling up, or the free room growing where no member fits
+        alone, is no change to it, its objects or a node that fits it; it is tried again at
+        its backoff instead."""
+        book = self.session.queues.book
+        if book is None:
+            return False
+        kept = book.kept_for_others(book.name_of(gang.queue))
+        if not kept:
+            return False
+        todo = self.session.order.ordered(pending(gang))
+        need = Resources.total(p.requests for p in todo[: gang.need])
+        free = self.session.queues.free_total()
+        return any(
+            0 < need.get(resource, 0) <= free.get(resource, 0) < need.get(resource, 0) + reserved
+            for resource, (reserved, _) in kept.items()
         )
 
     def unpark(self, gang: Gang) -> None:
