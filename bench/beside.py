@@ -22,13 +22,15 @@ ceiling is not carried over: each run had a control plane of its own.
 
 from __future__ import annotations
 
-import copy
 import json
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from bench.report import RESULTS, write
 from bench.run import SCHEDULERS, markdown
+from bench.runs import Results, Round
 
 # What must agree for runs to share a table: the same work on the same kind of cluster.
 SAME = (
@@ -37,37 +39,38 @@ SAME = (
 )  # fmt: skip
 
 
-def merged(parts: list[dict]) -> dict:
-    """One results dict from runs of different schedulers: ours first, then the peers in
+def merged(parts: list[Results]) -> Results:
+    """One run's results from runs of different schedulers: ours first, then the peers in
     the bench's order. Runs that differ in any of ``SAME`` cannot share a table."""
     if not parts:
         raise ValueError("no runs to put together")
     for key in SAME:
-        values = {json.dumps(part.get(key), sort_keys=True) for part in parts}
+        values = {json.dumps(part.setting(key), sort_keys=True) for part in parts}
         if len(values) > 1:
             raise ValueError(f"the runs differ in {key}: {', '.join(sorted(values))}")
     order = {name: i for i, name in enumerate(SCHEDULERS)}
 
-    def first(part: dict) -> int:
-        return min((order.get(name, len(order)) for name in part["schedulers"]), default=0)
+    def first(part: Results) -> int:
+        return min((order.get(name, len(order)) for name in part.schedulers), default=0)
 
     parts = sorted(parts, key=first)
-    results = copy.deepcopy({k: v for k, v in parts[0].items() if k != "rounds"})
-    results["schedulers"] = {}
-    results["rounds"] = []
+    schedulers: dict[str, Mapping[str, Any]] = {}
+    rounds: list[Round] = []
     for part in parts:
-        for name, scheduler in part["schedulers"].items():
-            if name in results["schedulers"]:
+        for name, scheduler in part.schedulers.items():
+            if name in schedulers:
                 raise ValueError(f"{name} ran in more than one of the runs")
-            results["schedulers"][name] = scheduler
-        for i, one in enumerate(part["rounds"]):
-            while len(results["rounds"]) <= i:
-                results["rounds"].append({"order": [], "workloads": {}})
-            into = results["rounds"][i]
-            into["order"] += one.get("order", [])
-            for workload, runs in one.get("workloads", {}).items():
-                into["workloads"].setdefault(workload, {}).update(copy.deepcopy(runs))
-    return results
+            schedulers[name] = scheduler
+        for i, one in enumerate(part.rounds):
+            while len(rounds) <= i:
+                rounds.append(Round())
+            into = rounds[i]
+            workloads = {w: dict(runs) for w, runs in into.workloads.items()}
+            for workload, runs in one.workloads.items():
+                workloads.setdefault(workload, {}).update(runs)
+            # no bind ceiling is carried over: each run had a control plane of its own
+            rounds[i] = Round(order=into.order + one.order, workloads=workloads)
+    return Results(dict(parts[0].settings), schedulers=schedulers, rounds=tuple(rounds))
 
 
 def preface(names: list[str]) -> str:
@@ -105,14 +108,14 @@ def main(argv: list[str] | None = None, *, results: Path = RESULTS) -> int:
             print(f"{path.name} is not a bench.run result (no schedulers and rounds); run that "
                   "scheduler again", file=sys.stderr)  # fmt: skip
             return 1
-        parts.append(part)
+        parts.append(Results.from_json(part))
     try:
         merged_results = merged(parts)
     except ValueError as error:
         print(f"cannot put these runs together: {error}", file=sys.stderr)
         return 1
     text = preface([p.name for p in paths]) + markdown(merged_results)
-    write(name, merged_results, text, into=results, quiet=False)
+    write(name, merged_results.to_json(), text, into=results, quiet=False)
     return 0
 
 

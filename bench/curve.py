@@ -19,13 +19,13 @@ grow 5x, then 2x: a figure growing as fast as the nodes is linear in them).
 from __future__ import annotations
 
 import itertools
-import json
 import statistics
 import sys
 from pathlib import Path
 
 from bench import report
-from bench.run import figures_of, parse, results_name
+from bench.run import parse, results_name
+from bench.runs import Results, Round
 
 SIZES = (1000, 5000, 10000)
 FIGURES = (
@@ -46,16 +46,16 @@ FIGURES = (
 )  # fmt: skip
 
 
-def figure(results: dict, workload: str, key: str) -> float | None:
+def figure(results: Results, workload: str, key: str) -> float | None:
     """Ours, the median over the run's rounds (None if it failed or did not run)."""
-    values = figures_of(results, workload, "gang_scheduler", key)
+    values = results.figures(workload, "gang_scheduler", key)
     return statistics.median(values) if values else None
 
 
-def table(runs: list[tuple[int, dict]]) -> str:
+def table(runs: list[tuple[int, Results]]) -> str:
     header = ["figure"]
     for i, (nodes, results) in enumerate(runs):
-        pods = results.get("pods")
+        pods = figure(results, "backlog_mixed_gangs", "pods")
         header.append(f"{nodes:,} nodes ({pods:,.0f} pods)" if pods else f"{nodes:,} nodes")
         if i:
             header.append(f"x from {runs[i - 1][0]:,}")
@@ -83,21 +83,21 @@ def table(runs: list[tuple[int, dict]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def merged(parts: list[dict]) -> dict:
+def merged(parts: list[Results]) -> Results:
     """One size's results from the files of its steps: each workload from the first file
     that ran it (a step run alone comes before a run of both)."""
-    rounds: list[dict] = []
+    rounds: list[dict[str, dict]] = []
     for workload in ("backlog_mixed_gangs", "latency_mixed_gangs"):
         for part in parts:
-            ran = [one.get("workloads", {}).get(workload) for one in part.get("rounds") or [part]]
+            ran = [one.workloads.get(workload) for one in part.rounds]
             if any(ran):
                 for i, runs in enumerate(ran):
                     while len(rounds) <= i:
-                        rounds.append({"workloads": {}})
+                        rounds.append({})
                     if runs:
-                        rounds[i]["workloads"][workload] = runs
+                        rounds[i][workload] = runs
                 break
-    return {"rounds": rounds}
+    return Results({}, schedulers={}, rounds=tuple(Round(workloads=w) for w in rounds))
 
 
 def results_path(nodes: int, workload: str | None) -> Path:
@@ -116,14 +116,12 @@ def main() -> int:
             results_path(nodes, step)
             for step in ("backlog_mixed_gangs", "latency_mixed_gangs", None)
         ]
-        parts = [json.loads(path.read_text()) for path in paths if path.exists()]
+        parts = [Results.read(path) for path in paths if path.exists()]
         if not parts:
             print(f"no {paths[-1].name}: run the bigger tier at {nodes} nodes first (see "
                   "python -m bench.curve's docstring)", file=sys.stderr)  # fmt: skip
             continue
-        results = merged(parts)
-        results["pods"] = figure(results, "backlog_mixed_gangs", "pods")
-        runs.append((nodes, results))
+        runs.append((nodes, merged(parts)))
     if not runs:
         return 1
     text = table(runs)

@@ -71,6 +71,7 @@ from bench.apiserver import (
 from bench.invariants import PARTIAL_LIMIT_SECONDS, Invariants, allocatable_of
 from bench.metering import Meter, Quiet, log_size, longest_loop_lag_ms, usage
 from bench.report import log, table, write
+from bench.runs import Results, Round, Run
 from bench.schedulers import (
     ASKED_FOR,
     BUILDERS,
@@ -700,84 +701,51 @@ def _spread(values: list[float]) -> str:
     return f"{statistics.median(values):g} ({min(values):g} to {max(values):g})"
 
 
-def _rounds(results: dict) -> list[dict]:
-    """The rounds of a run (a run without rounds is its own one round)."""
-    return results.get("rounds") or [results]
-
-
-def _run_of(one: dict, workload: str, scheduler: str) -> dict:
-    """``scheduler``'s result of ``workload`` in round ``one`` ({} if it did not run)."""
-    return one.get("workloads", {}).get(workload, {}).get(scheduler, {})
-
-
-def _ran(results: dict, workload: str) -> list[str]:
-    """The schedulers that ran ``workload`` in some round, in the run's order."""
-    return [
-        k
-        for k in results["schedulers"]
-        if any(k in one.get("workloads", {}).get(workload, {}) for one in _rounds(results))
-    ]
-
-
-def figures_of(results: dict, workload: str, scheduler: str, key: str) -> list[float]:
-    """``key`` of ``scheduler`` in every round it finished ``workload`` and reported it."""
-    values = []
-    for one in _rounds(results):
-        result = _run_of(one, workload, scheduler)
-        if "error" not in result and isinstance(result.get(key), int | float):
-            values.append(float(result[key]))
-    return values
-
-
-def _ceiling_ratios(results: dict, workload: str, scheduler: str, key: str, ceiling: str) -> str:
+def _ceiling_ratios(results: Results, workload: str, scheduler: str, key: str, ceiling: str) -> str:
     """``key`` over the round's own ceiling (``pods_per_second`` of ``ceiling``), per round."""
     ratios = []
-    for one in _rounds(results):
-        result = _run_of(one, workload, scheduler)
-        bound = one.get(ceiling, {}).get(
-            "pods_per_second_first_to_last_bind"
-            if ceiling == "bind_ceiling_watched"
-            else "pods_per_second"
-        )
-        if "error" not in result and result.get(key) and bound:
-            ratios.append(round(result[key] / bound, 2))
+    figure = (
+        "pods_per_second_first_to_last_bind"
+        if ceiling == "bind_ceiling_watched"
+        else "pods_per_second"
+    )
+    for one in results.rounds:
+        run = one.run(workload, scheduler)
+        bound = one.ceiling(ceiling, figure)
+        value = run.number(key) if run is not None else None
+        if value and bound:
+            ratios.append(round(value / bound, 2))
     return _spread(ratios)
 
 
-def _versus(results: dict, workload: str, mine: str, theirs: str, *, key: str, higher: bool) -> str:
+def _versus(
+    results: Results, workload: str, mine: str, theirs: str, *, key: str, higher: bool
+) -> str:
     """How many times better ``mine`` is than ``theirs`` on ``key``, round by round (the
     same round's runs compared); with several rounds the median with min and max, and
     claimed only when the two schedulers' ranges of ``key`` do not overlap."""
     ratios = []
-    for one in _rounds(results):
-        runs = one.get("workloads", {}).get(workload, {})
-        a, b = runs.get(mine, {}), runs.get(theirs, {})
-        if "error" in a or "error" in b or not a.get(key) or not b.get(key):
+    for one in results.rounds:
+        a, b = one.run(workload, mine), one.run(workload, theirs)
+        x = a.number(key) if a is not None else None
+        y = b.number(key) if b is not None else None
+        if not x or not y:
             continue
-        ratios.append(round(a[key] / b[key] if higher else b[key] / a[key], 2))
+        ratios.append(round(x / y if higher else y / x, 2))
     if not ratios:
         return "-"
     if key in ENDS_AT_LAST_WRITE and (
-        _loud(results, workload, mine) or _loud(results, workload, theirs)
+        results.loud(workload, mine) or results.loud(workload, theirs)
     ):
         return _spread(ratios) + ", not quiet in every round"
-    if mine == theirs or len(_rounds(results)) == 1:
+    if mine == theirs or len(results.rounds) == 1:
         return _spread(ratios)
     if len(ratios) == 1:
         return _spread(ratios) + ", 1 round"
-    ours = figures_of(results, workload, mine, key)
-    other = figures_of(results, workload, theirs, key)
+    ours = results.figures(workload, mine, key)
+    other = results.figures(workload, theirs, key)
     apart = min(ours) > max(other) or max(ours) < min(other)
     return _spread(ratios) + ("" if apart else ", ranges overlap")
-
-
-def _failure(results: dict, workload: str, scheduler: str) -> str | None:
-    for number, one in enumerate(_rounds(results), start=1):
-        result = _run_of(one, workload, scheduler)
-        if "error" in result:
-            where = f"round {number}: " if len(_rounds(results)) > 1 else ""
-            return f"failed ({where}{_unfinished(result)})"
-    return None
 
 
 # Figures that end at the scheduler's last write: a round where it never went quiet has none
@@ -790,32 +758,23 @@ ENDS_AT_LAST_WRITE = frozenset({
 })  # fmt: skip
 
 
-def _loud(results: dict, workload: str, scheduler: str) -> int:
-    """In how many rounds ``scheduler`` was still writing at the cap after its last bind."""
-    return sum(
-        1 for one in _rounds(results) if _run_of(one, workload, scheduler).get("quiet") is False
-    )
-
-
-def _cell(results: dict, workload: str, scheduler: str, key: str) -> str:
-    values = figures_of(results, workload, scheduler, key)
-    if key in ENDS_AT_LAST_WRITE and (loud := _loud(results, workload, scheduler)):
-        cap = results.get("quiet_cap_seconds", 0)
+def _cell(results: Results, workload: str, scheduler: str, key: str) -> str:
+    values = results.figures(workload, scheduler, key)
+    if key in ENDS_AT_LAST_WRITE and (loud := results.loud(workload, scheduler)):
+        cap = results.setting("quiet_cap_seconds", 0)
         note = f"still writing {cap:g} s after its last bind"
         return note if not values else f"{_spread(values)}; {note} in {loud} rounds"
     if key == "seconds_to_kth_whole_gang":
-        missed = sum(
-            1 for one in _rounds(results) if _run_of(one, workload, scheduler).get(key, 0) is None
-        )
+        missed = sum(1 for r in results.runs(workload, scheduler) if r.figures.get(key, 0) is None)
         if missed:
-            limit = results.get("contention_timeout_seconds")
+            limit = results.setting("contention_timeout_seconds")
             note = f"not in {limit:g} s" if limit else "not reached"
             return note if not values else f"{_spread(values)}; {note} in {missed} rounds"
     return _spread(values)
 
 
 def _table(
-    results: dict,
+    results: Results,
     workload: str,
     *,
     columns: list[tuple[str, str]],
@@ -826,75 +785,57 @@ def _table(
     """One row per scheduler; ``figure`` compared as ratios to every scheduler (each ratio
     says how many times better the row is: higher pods/s, or lower latency); ``ceiling``:
     (title, figure, which ceiling) columns of a figure over the round's bind ceiling."""
-    peers = _ran(results, workload)
+    peers = results.ran(workload)
     if not peers:
         return []
-    labels = results["schedulers"]
     header = ["scheduler", *(c for c, _ in columns), *(c for c, _, _ in ceiling)]
-    header += [f"x {labels[k]['label']}" for k in peers]
+    header += [f"x {results.label(k)}" for k in peers]
     rows = []
     for key in peers:
-        if failed := _failure(results, workload, key):
-            rows.append([labels[key]["label"], failed])  # no figures: its error is its row
+        if failed := results.failure(workload, key):
+            rows.append([results.label(key), failed])  # no figures: its error is its row
             continue
-        cells = [labels[key]["label"], *(_cell(results, workload, key, k) for _, k in columns)]
+        cells = [results.label(key), *(_cell(results, workload, key, k) for _, k in columns)]
         cells += [_ceiling_ratios(results, workload, key, k, c) for _, k, c in ceiling]
         cells += [_versus(results, workload, key, o, key=figure, higher=higher) for o in peers]
         rows.append(cells)
     return table(header, rows)
 
 
-def _requests_table(results: dict, workload: str) -> list[str]:
+def _requests_table(results: Results, workload: str) -> list[str]:
     """The API requests each scheduler made in the window, by verb and resource (the
     API server's audit log), median over rounds."""
-    peers = _ran(results, workload)
+    peers = results.ran(workload)
     kinds: dict[str, None] = {}
     counts: dict[tuple[str, str], list[float]] = {}
-    usable = {  # the rounds each scheduler finished, and in which it counted its requests
-        key: [
-            r
-            for one in _rounds(results)
-            if "error" not in (r := _run_of(one, workload, key)) and "api_requests" in r
-        ]
+    usable = {  # each scheduler's requests in the rounds it finished and counted them
+        key: [made for r in results.runs(workload, key) if (made := r.requests) is not None]
         for key in peers
     }
     for runs in usable.values():
-        for result in runs:
-            for kind in result["api_requests"]["by_verb_and_resource"]:
+        for made in runs:
+            for kind in made:
                 kinds.setdefault(kind, None)
     for key, runs in usable.items():
-        for result in runs:
-            made = result["api_requests"]["by_verb_and_resource"]
+        for made in runs:
             for kind in kinds:  # none in a round is 0 in that round
                 counts.setdefault((key, kind), []).append(made.get(kind, 0))
     if not kinds:
         return []
-    labels = results["schedulers"]
     return table(
-        ["request", *(labels[k]["label"] for k in peers)],
+        ["request", *(results.label(k) for k in peers)],
         ([kind, *(_spread(counts.get((k, kind), [])) for k in peers)] for kind in kinds),
     )
 
 
-def _unfinished(result: dict) -> str:
-    """A failed run's cell: its error, and how far it got if that is known."""
-    got = []
-    if "pods_bound" in result:
-        got.append(f"{result['pods_bound']} of {result['pods']} pods bound")
-    if "start_to_first_bind_seconds" in result:
-        got.append(f"first bind after {result['start_to_first_bind_seconds']} s")
-    if "cpu_seconds" in result:
-        got.append(f"{result['cpu_seconds']} CPU s, peak RSS {result['peak_rss_mib']} MiB")
-    return "; ".join([result["error"], *got])
-
-
-def markdown(results: dict) -> str:
-    rounds = _rounds(results)
-    limits = results["client"]
+def markdown(results: Results) -> str:
+    rounds = results.rounds
+    settings = results.settings
+    limits = settings["client"]
     many = len(rounds) > 1
     lines = [
-        f"# Gang scheduling bench ({results['nodes']} KWOK nodes, {results['machine']}, "
-        f"control plane {results.get('control_plane', '?')})",
+        f"# Gang scheduling bench ({settings['nodes']} KWOK nodes, {settings['machine']}, "
+        f"control plane {settings.get('control_plane', '?')})",
         "",
         "Every scheduler started fresh for every workload, its API client held to "
         f"QPS {limits['qps']:g} and burst {limits['burst']} (ours: --kube-api-qps, "
@@ -902,10 +843,7 @@ def markdown(results: dict) -> str:
         "better the row is than the column: pods/s over pods/s, or latency over latency.",
     ]
     if many:
-        orders = "; ".join(
-            " → ".join(results["schedulers"][k]["label"] for k in one.get("order", []))
-            for one in rounds
-        )
+        orders = "; ".join(" → ".join(results.label(k) for k in one.order) for one in rounds)
         lines += [
             "",
             f"**{len(rounds)} rounds**, the schedulers in a rotating order ({orders}), the "
@@ -924,18 +862,22 @@ def markdown(results: dict) -> str:
                 peer["version"],
                 ", ".join(f"{k}: {v}" for k, v in peer.items() if k not in {"label", "version"}),
             ]
-            for peer in results["schedulers"].values()
+            for peer in results.schedulers.values()
         ),
     )
-    ceilings = [one["bind_ceiling"]["pods_per_second"] for one in rounds if "bind_ceiling" in one]
+    ceilings = [one.ceilings["bind_ceiling"] for one in rounds if "bind_ceiling" in one.ceilings]
     if ceilings:
-        c = rounds[0]["bind_ceiling"]
+        rates = _spread([c["pods_per_second"] for c in ceilings])
         lines += [
             "",
             f"Bind ceiling (a trivial client POSTing bindings at concurrency "
-            f"{results['concurrency']}): {c['pods']} pods at {_spread(ceilings)} pods/s.",
+            f"{settings['concurrency']}): {ceilings[0]['pods']} pods at {rates} pods/s.",
         ]
-    watched = [one["bind_ceiling_watched"] for one in rounds if "bind_ceiling_watched" in one]
+    watched = [
+        one.ceilings["bind_ceiling_watched"]
+        for one in rounds
+        if "bind_ceiling_watched" in one.ceilings
+    ]
     if watched:
         lines.append(
             "The same with the bench's bind watch running, as every scheduler is timed "
@@ -944,14 +886,14 @@ def markdown(results: dict) -> str:
             f"{_spread([w['pods_per_second_first_to_last_bind'] for w in watched])} pods/s "
             "first to last bind as the watch saw them."
         )
-    if results.get("audit"):
+    if settings.get("audit"):
         lines += [
             "",
             "The window of each run closes twice: at the **last bind**, and at the "
             "scheduler's **last write** of the workload (Events, PodGroup status, pod "
             "conditions: its last create, update, patch or delete in the API server's audit "
-            f"log, taken as the last once it wrote nothing for {results['quiet_seconds']:g} s; "
-            f'"not quiet" if it still wrote {results["quiet_cap_seconds"]:g} s after its last '
+            f"log, taken as the last once it wrote nothing for {settings['quiet_seconds']:g} s; "
+            f'"not quiet" if it still wrote {settings["quiet_cap_seconds"]:g} s after its last '
             "bind). The last Event is the end every scheduler shares: each posts one per pod "
             "bound. The last write may be later: gang-scheduler keeps PodGroup status (phase, "
             "running members) as KWOK reports pods running, which Coscheduling leaves to "
@@ -1029,7 +971,7 @@ def markdown(results: dict) -> str:
     backlogs = [
         ("backlog_gangs_of_8", "Backlog, gangs of 8 (PodGroups)"),
         ("backlog_single_pods", "Backlog, single pods"),
-        ("backlog_mixed_gangs", f"Backlog, gangs of 1 to {results.get('largest_gang', 64)}"),
+        ("backlog_mixed_gangs", f"Backlog, gangs of 1 to {settings.get('largest_gang', 64)}"),
     ]
     for key, title in backlogs:
         rows = _table(results, key, columns=to_bind, figure="pods_per_second", higher=True,
@@ -1052,7 +994,7 @@ def markdown(results: dict) -> str:
     others = [
         ("latency_gangs_of_8", "Latency, gangs of 8 at a steady creation rate", lat,
          "gang_latency_p99_ms", False),
-        ("latency_mixed_gangs", f"Latency, gangs of 1 to {results.get('largest_gang', 64)} at "
+        ("latency_mixed_gangs", f"Latency, gangs of 1 to {settings.get('largest_gang', 64)} at "
          "a steady creation rate", lat, "gang_latency_p99_ms", False),
         ("contention_in_order", "Contention, gang after gang", fight,
          "seconds_to_kth_whole_gang", False),
@@ -1063,7 +1005,7 @@ def markdown(results: dict) -> str:
         rows = _table(results, key, columns=columns, figure=figure, higher=higher)
         if rows:
             lines += ["", f"## {title}", "", *rows]
-    if any(k.startswith("contention") for one in rounds for k in one.get("workloads", {})):
+    if any(k.startswith("contention") for one in rounds for k in one.workloads):
         lines += [
             "",
             "Contention: every pod asks for a whole node's GPUs, so the cluster has room for "
@@ -1082,8 +1024,8 @@ async def main_async(
     args: argparse.Namespace,
     *,
     directory: Path = BENCH_DIR,
-    progress: Callable[[dict], None] | None = None,
-) -> dict:
+    progress: Callable[[Results], None] | None = None,
+) -> Results:
     # --skew: an API server and controller-manager of Coscheduling's own release, without
     # the Workload API (v1.36) they do not have.
     plane = local_cluster.up(
@@ -1127,7 +1069,7 @@ async def main_async(
         )
         try:
             served = await api.request("GET", "/version")
-            results: dict = {
+            settings = {
                 "machine": f"{os.cpu_count()} cores",
                 "control_plane": served.get("gitVersion", "?"),
                 "nodes": len(setting.nodes),
@@ -1138,26 +1080,32 @@ async def main_async(
                 "quiet_seconds": args.quiet,
                 "quiet_cap_seconds": args.quiet_cap,
                 "largest_gang": args.largest_gang,
-                "schedulers": {p.key: p.describe() for p in peers},
-                "rounds": [],
             }
+            results = Results(settings, schedulers={p.key: p.describe() for p in peers})
             run = scale_workloads if args.scale else workloads
             for number in range(args.rounds):
                 turn = number % len(peers)
                 order = peers[turn:] + peers[:turn]
-                one: dict = {"order": [p.key for p in order]}
+                ceilings = {}
                 log(f"round {number + 1} of {args.rounds}: {', '.join(p.label for p in order)}")
                 if not (args.smoke or args.no_ceiling):
                     log("bind ceiling")
                     try:
-                        one["bind_ceiling"] = await bind_ceiling(setting, pods=args.pods)
+                        ceilings["bind_ceiling"] = await bind_ceiling(setting, pods=args.pods)
                     except (TimeoutError, ApiError) as error:
                         log(f"no bind ceiling this round: {type(error).__name__}: {error}")
                     log("bind ceiling, watched")
                     if (watched := await watched_ceiling(setting, pods=args.pods)) is not None:
-                        one["bind_ceiling_watched"] = watched
-                one["workloads"] = await run(setting, order, args)
-                results["rounds"].append(one)
+                        ceilings["bind_ceiling_watched"] = watched
+                runs = await run(setting, order, args)
+                one = Round(
+                    order=tuple(p.key for p in order),
+                    ceilings=ceilings,
+                    workloads={
+                        w: {k: Run(figures) for k, figures in by.items()} for w, by in runs.items()
+                    },
+                )
+                results = results.with_round(one)
                 if progress is not None:
                     progress(results)  # a later round's failure loses none of this one
         finally:
@@ -1341,19 +1289,19 @@ def main(argv: list[str] | None = None) -> int:
     name = results_name(args)
     try:
         results = asyncio.run(
-            main_async(args, progress=lambda r: write(name, r, markdown(r), quiet=True))
+            main_async(args, progress=lambda r: write(name, r.to_json(), markdown(r), quiet=True))
         )
     except (local_cluster.ClusterError, ApiError, TimeoutError) as error:
         traceback.print_exc()
         print(f"bench failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
-    write(name, results, markdown(results), quiet=False)
+    write(name, results.to_json(), markdown(results), quiet=False)
     failed = [
         f"round {n}: {w}/{k}"
-        for n, one in enumerate(results["rounds"], start=1)
-        for w, runs in one["workloads"].items()
+        for n, one in enumerate(results.rounds, start=1)
+        for w, runs in one.workloads.items()
         for k, r in runs.items()
-        if "error" in r
+        if r.failed
     ]
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)

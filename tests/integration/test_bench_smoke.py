@@ -38,13 +38,14 @@ def test_every_scheduler_of_the_bench_ends_every_gang_whole() -> None:
         results = asyncio.run(main_async(args, directory=SMOKE_DIR))
     except PeerMissing as missing:
         pytest.fail(str(missing), pytrace=False)
-    assert set(results["schedulers"]) == {
+    assert set(results.schedulers) == {
         "gang_scheduler", "kube_scheduler", "coscheduling", "coscheduling_tuned"
     }  # fmt: skip
-    (one,) = results["rounds"]
+    (one,) = results.rounds
     broken = []
-    for workload, runs in one["workloads"].items():
-        for scheduler, result in runs.items():
+    for workload, runs in one.workloads.items():
+        for scheduler, run in runs.items():
+            result = run.figures
             if "error" in result:
                 # A peer's slowness is a figure of the bench, not a failure of ours: tuned
                 # Coscheduling can leave a gang in kube-scheduler's unschedulable queue

@@ -10,10 +10,11 @@ import pytest
 
 from bench.beside import main, merged
 from bench.run import markdown
+from bench.runs import Results, Run
 
 
-def _run(scheduler: str, figures: dict, *, nodes: int = 10000) -> dict:
-    return {
+def _run(scheduler: str, figures: dict, *, nodes: int = 10000) -> Results:
+    return Results.from_json({
         "machine": "2 cores", "control_plane": "v1.36.3", "nodes": nodes, "concurrency": 32,
         "client": {"qps": 5000, "burst": 5000}, "largest_gang": 256,
         "contention_timeout_seconds": 120, "audit": True, "quiet_seconds": 5.0,
@@ -22,7 +23,11 @@ def _run(scheduler: str, figures: dict, *, nodes: int = 10000) -> dict:
         "rounds": [
             {"order": [scheduler], "workloads": {"backlog_mixed_gangs": {scheduler: figures}}},
         ],
-    }  # fmt: skip
+    })  # fmt: skip
+
+
+def _json(scheduler: str, figures: dict) -> dict:
+    return _run(scheduler, figures).to_json()
 
 
 OURS = {"pods": 60000, "pods_per_second": 211.4, "start_to_first_bind_seconds": 13.0}
@@ -32,10 +37,10 @@ PEER_OUT_OF_TIME = {"error": "TimeoutError: only 0 pods bound in 600s", "pods": 
 
 def test_runs_apart_share_one_round_with_ours_first() -> None:
     results = merged([_run("kube_scheduler", PEER_OUT_OF_TIME), _run("gang_scheduler", OURS)])
-    assert list(results["schedulers"]) == ["gang_scheduler", "kube_scheduler"]
-    assert results["rounds"][0]["order"] == ["gang_scheduler", "kube_scheduler"]
-    runs = results["rounds"][0]["workloads"]["backlog_mixed_gangs"]
-    assert runs == {"gang_scheduler": OURS, "kube_scheduler": PEER_OUT_OF_TIME}
+    assert list(results.schedulers) == ["gang_scheduler", "kube_scheduler"]
+    assert results.rounds[0].order == ("gang_scheduler", "kube_scheduler")
+    runs = results.rounds[0].workloads["backlog_mixed_gangs"]
+    assert runs == {"gang_scheduler": Run(OURS), "kube_scheduler": Run(PEER_OUT_OF_TIME)}
 
 
 def test_the_table_shows_a_peer_that_ran_out_of_time_beside_ours() -> None:
@@ -62,14 +67,14 @@ def test_one_scheduler_run_twice_cannot_share_a_table() -> None:
 def test_main_puts_together_the_runs_of_that_name_only(tmp_path: Path) -> None:
     name = "gang-scheduling-xl-backlog-mixed-gangs"
     (tmp_path / f"{name}-only-gang-scheduler.json").write_text(
-        json.dumps(_run("gang_scheduler", OURS))
+        json.dumps(_json("gang_scheduler", OURS))
     )
     (tmp_path / f"{name}-only-kube-scheduler.json").write_text(
-        json.dumps(_run("kube_scheduler", PEER_OUT_OF_TIME))
+        json.dumps(_json("kube_scheduler", PEER_OUT_OF_TIME))
     )
     # another step's run of a peer, which must stay out of this table
     (tmp_path / "gang-scheduling-xl-latency-mixed-gangs-only-coscheduling.json").write_text(
-        json.dumps(_run("coscheduling", OURS))
+        json.dumps(_json("coscheduling", OURS))
     )
     assert main([name], results=tmp_path) == 0
     written = json.loads((tmp_path / f"{name}.json").read_text())
@@ -92,7 +97,7 @@ def test_main_names_a_file_that_is_not_a_run_and_writes_nothing(
 ) -> None:
     name = "gang-scheduling-xl-backlog-mixed-gangs"
     (tmp_path / f"{name}-only-gang-scheduler.json").write_text(
-        json.dumps(_run("gang_scheduler", OURS))
+        json.dumps(_json("gang_scheduler", OURS))
     )
     (tmp_path / f"{name}-only-kube-scheduler.json").write_text(text)
     assert main([name], results=tmp_path) == 1

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from bench.curve import figure, merged, table
+from bench.runs import Results
+
+typed = Results.from_json
 
 
 def run(pods_per_second: list[float], passes: float) -> dict:
@@ -25,12 +28,13 @@ def test_a_figure_is_the_median_of_our_rounds_and_a_failed_round_is_left_out() -
     results["rounds"].append(
         {"workloads": {"backlog_mixed_gangs": {"gang_scheduler": {"error": "Broken: ..."}}}}
     )
+    results = Results.from_json(results)
     assert figure(results, "backlog_mixed_gangs", "pods_per_second") == 400
     assert figure(results, "latency_mixed_gangs", "gang_latency_p99_ms") is None
 
 
 def test_the_table_gives_each_size_and_its_growth_over_the_size_before() -> None:
-    text = table([(1000, run([400], passes=10)), (5000, run([300], passes=25))])
+    text = table([(1000, typed(run([400], passes=10))), (5000, typed(run([300], passes=25)))])
     assert "the nodes grow 5x" in text
     row = next(line for line in text.splitlines() if line.startswith("| passes (backlog)"))
     assert row == "| passes (backlog) | 10 | 25 | 2.50 |"
@@ -54,6 +58,7 @@ def test_a_step_run_alone_fills_its_rows_and_comes_before_a_run_of_both() -> Non
             }
         ]
     }
+    alone, both = typed(alone), typed(both)
     results = merged([alone, both])
     assert figure(results, "latency_mixed_gangs", "gang_latency_p99_ms") == 250
     assert figure(results, "backlog_mixed_gangs", "pods_per_second") == 300

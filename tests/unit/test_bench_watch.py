@@ -24,12 +24,12 @@ from bench.run import (
     Setting,
     Unfinished,
     _all_bound,
-    _unfinished,
     fresh,
     markdown,
     partial,
     watched_ceiling,
 )
+from bench.runs import Results, Run
 from bench.schedulers import Contender
 from bench.watching import FAILURES_BEFORE_LIST, BindWatch, Following
 from tests.unit.test_api_failures import server
@@ -182,7 +182,7 @@ def test_a_scheduler_that_runs_out_of_time_leaves_how_far_it_got_in_the_results(
     assert figures["start_to_first_bind_seconds"] == 0.5
     assert figures["cpu_seconds"] >= 0
     assert figures["peak_rss_mib"] > 0
-    cell = _unfinished({"error": "TimeoutError: waiting for 8 binds", **figures})
+    cell = Run({"error": "TimeoutError: waiting for 8 binds", **figures}).got()
     assert cell.startswith("TimeoutError: waiting for 8 binds; 2 of 8 pods bound; ")
     assert "first bind after 0.5 s" in cell
     assert "CPU s, peak RSS" in cell
@@ -193,7 +193,7 @@ def test_a_scheduler_that_exited_and_bound_nothing_says_only_that() -> None:
     process.wait()
     figures = partial({}, 8, 10.0, process)
     assert figures == {"pods_bound": 0, "pods": 8}
-    assert _unfinished({"error": "TimeoutError: x", **figures}) == (
+    assert Run({"error": "TimeoutError: x", **figures}).got() == (
         "TimeoutError: x; 0 of 8 pods bound"
     )
 
@@ -251,7 +251,7 @@ def test_the_table_gives_first_to_last_bind_against_the_plain_and_the_watched_ce
             }
         },
     }
-    table = markdown(results)
+    table = markdown(Results.from_json(results))
     assert "800 pods/s by its POSTs, 900 pods/s first to last bind" in table
     row = next(line for line in table.splitlines() if line.startswith("| gang-scheduler | 500"))
     assert "| 0.5 | 0.72 | 0.8 |" in row  # 500 / 1000, 720 / 1000, then 720 / 900
@@ -279,7 +279,7 @@ def test_rounds_give_medians_with_ranges_and_claim_a_ratio_only_when_ranges_are_
             round_of(900, 500, 250, order=["gang", "cos"]),
         ],
     }
-    table = markdown(results)
+    table = markdown(Results.from_json(results))
     assert "**3 rounds**" in table
     assert "gang-scheduler → Coscheduling; Coscheduling → gang-scheduler" in table
     assert "at 900 (800 to 1000) pods/s" in table
@@ -290,7 +290,7 @@ def test_rounds_give_medians_with_ranges_and_claim_a_ratio_only_when_ranges_are_
     assert "| 0.56 (0.5 to 0.6) |" in ours
     assert ours.endswith("| 1 (1 to 1) | 2 (1.14 to 2) |")
     results["rounds"][1]["workloads"]["backlog_gangs_of_8"]["cos"]["pods_per_second"] = 450
-    table = markdown(results)
+    table = markdown(Results.from_json(results))
     ours = next(line for line in table.splitlines() if line.startswith("| gang-scheduler | 500"))
     assert ours.endswith("| 2 (0.89 to 2), ranges overlap |")
 
@@ -303,7 +303,9 @@ def test_a_round_that_failed_is_said_in_the_row() -> None:
             {"workloads": {"backlog_gangs_of_8": {"gang": {"error": "Broken: gang g3 ..."}}}},
         ],
     }
-    assert "| gang-scheduler | failed (round 2: Broken: gang g3 ...) |" in markdown(results)
+    assert "| gang-scheduler | failed (round 2: Broken: gang g3 ...) |" in markdown(
+        Results.from_json(results)
+    )
 
 
 def test_a_watched_ceiling_whose_watch_is_refused_is_left_out_not_the_run(tmp_path: Path) -> None:
