@@ -186,7 +186,13 @@ class Neighbours:
     def anti_holders(self) -> list[tuple[Pod, str]]:
         """The snapshot's pods with required anti-affinity, and their nodes."""
         if self._anti is None:
-            self._anti = [(p, n) for p, n in self._existing() if p.pod_anti_affinity]
+            nodes = self._nodes
+            self._anti = [
+                (p, name)
+                for name, info in self._infos.items()
+                if info.anti_affinity and name in nodes
+                for p in info.anti_affinity
+            ]
         return self._anti
 
     def inert(self, pod: Pod, *, placed_anti_affinity: bool) -> bool:

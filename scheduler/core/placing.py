@@ -338,9 +338,11 @@ class NodeFinder:
             return sum(used) / len(used) if used else 0.0
 
         # Fullest first (packing), as of the snapshot when node infos are given.
-        self._order = sorted(nodes, key=lambda n: (-round(fullness(n), 6), n))
-        # Emptiest first, for pods that ask to be spread (least allocated).
-        self._spread_order = sorted(nodes, key=lambda n: (round(fullness(n), 6), n))
+        self._fullness = {name: round(fullness(name), 6) for name in nodes}
+        self._order = sorted(nodes, key=lambda n: (-self._fullness[n], n))
+        # Emptiest first, for pods that ask to be spread (least allocated): sorted when a
+        # pod first asks, as most passes have none.
+        self._spread_order: list[str] | None = None
         self._spread_fit: dict[Signature, list[str]] = {}
         self._static: dict[Signature, tuple[list[str], dict[str, int]]] = {}
         self._static_sets: dict[Signature, frozenset[str]] = {}
@@ -425,6 +427,8 @@ class NodeFinder:
             spread = self._spread_fit.get(signature)
             if spread is None:
                 allowed = set(fit)
+                if self._spread_order is None:
+                    self._spread_order = sorted(self._nodes, key=lambda n: (self._fullness[n], n))
                 spread = [n for n in self._spread_order if n in allowed]
                 self._spread_fit[signature] = spread
             fit = spread

@@ -51,6 +51,9 @@ class NodeInfo:
     fullness: float = 0.0
     # Allocatable minus requested (negative where over-committed), likewise worked out once.
     free: Resources = field(default_factory=Resources)
+    # Its pods with required anti-affinity (kube-scheduler's PodsWithRequiredAntiAffinity):
+    # rare, and every pass asks for them, so a pass walks nodes, not every pod, to find them.
+    anti_affinity: tuple[Pod, ...] = ()
 
     @classmethod
     def of(
@@ -77,6 +80,7 @@ class NodeInfo:
             generation=generation,
             fullness=fullness(allocatable, requested),
             free=allocatable - requested,
+            anti_affinity=tuple(p for p in pods if p.pod_anti_affinity),
         )
 
 
