@@ -456,13 +456,13 @@ class Queues:
     def name(self, short: str) -> str:
         return f"{self.cluster.namespace}-{short}"
 
-    def make(self, short: str, **spec: object) -> str:
+    def make(self, short: str, *, annotations: dict[str, str] | None = None, **spec: object) -> str:
         name = self.name(short)
         self.cluster.apply(
             {
                 "apiVersion": "scheduling.volcano.sh/v1beta1",
                 "kind": "Queue",
-                "metadata": {"name": name},
+                "metadata": {"name": name, "annotations": annotations or {}},
                 "spec": spec,
             }
         )

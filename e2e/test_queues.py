@@ -1,6 +1,7 @@
 """Queues shared by teams (#22) on the real API server: Volcano's Queue CRD as shipped in
 ``crds/``, a capability that holds a gang back while room is free, a Closed queue, a parent's
-limit over its child, an unknown queue, and the status ``kubectl get queues`` shows."""
+limit over its child, an unknown queue, a queue only some namespaces may use, and the status
+``kubectl get queues`` shows."""
 
 from __future__ import annotations
 
@@ -164,4 +165,27 @@ def test_a_guarantee_is_kept_free_for_its_queue(
     wait_bound(cluster, small)
     mine = cluster.gang("mine", 2, annotations=in_queue(kept, "mine", 2), requests=gpu)
     wait_bound(cluster, mine)
+    scheduler.assert_alive()
+
+
+def test_a_queue_admits_only_the_namespaces_its_selector_matches(
+    cluster: Cluster, scheduler: SchedulerProcess, queues: Queues
+) -> None:
+    label = "queues.e2e.gang-scheduler.io/team"
+    team = queues.make("team", annotations={names.QUEUE_NAMESPACE_SELECTOR: f"{label}=a"})
+    cluster.nodes(2, cpu="8")
+    outside = cluster.gang("outside", 2, annotations=in_queue(team, "outside", 2))
+    wait_for(
+        lambda: any(
+            f"queue '{team}' admits gangs only from namespaces matching '{label}=a'" in m
+            and f"namespace '{cluster.namespace}'" in m
+            for m in cluster.events("NamespaceNotAllowed")
+        ),
+        timeout=BIND_TIMEOUT,
+        what="a NamespaceNotAllowed event naming the queue and its selector",
+    )
+    stays_unbound(cluster, outside, seconds=2)
+    # The namespace labelled for the queue: its waiting gang goes, no pod touched.
+    cluster.access.kubectl("label", "namespace", cluster.namespace, f"{label}=a")
+    wait_bound(cluster, outside)
     scheduler.assert_alive()

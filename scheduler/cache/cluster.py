@@ -480,12 +480,17 @@ class ClusterCache:
         return dict(self._queues) if self._queues_served else None
 
     def upsert_namespace(self, name: str, labels: Mapping[str, str]) -> None:
-        """A namespace's labels, for namespaceSelectors of pod (anti-)affinity terms. A new
-        namespace has no pods yet, so only a change of an existing one's labels can help."""
+        """A namespace's labels, for namespaceSelectors of pod (anti-)affinity terms and of
+        queues. A new namespace has no pods yet, so only a change of an existing one's labels
+        can help, or a new one's, whose pods may have come first, where a queue admits only
+        some namespaces."""
         self.deliveries.seen("namespaces", name)
         known = self._namespaces.get(name)
         self._namespaces[name] = dict(labels)
-        if known is not None and known != labels:
+        selective = known is None and any(
+            q.namespace_selector is not None for q in self._queues.values()
+        )
+        if (known is not None and known != labels) or selective:
             self.gangs.everything = True
             self._changed()
 

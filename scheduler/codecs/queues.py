@@ -8,7 +8,9 @@ installed beside us), so weights, quantities and states are checked here.
 from __future__ import annotations
 
 from scheduler.codecs.objects import resource_errors, resource_list
+from scheduler.codecs.selectors import parse_selector
 from scheduler.codecs.shapes import obj, text, whole
+from scheduler.model import names
 from scheduler.model.queues import CLOSED, OPEN, Queue, QueueStatus
 from scheduler.model.resources import Resources, format_amount
 
@@ -47,6 +49,11 @@ def queue_from_dict(raw: object) -> Queue:
     if state not in _STATES:
         errors.append(f"status.state must be Open, Closed, Closing or Unknown, got {state!r}")
     guarantee = obj(spec.get("guarantee")).get("resource")
+    selector, written = None, obj(meta.get("annotations")).get(names.QUEUE_NAMESPACE_SELECTOR)
+    if written is not None:
+        selector, error = parse_selector(text(written))
+        if error:
+            errors.append(f"annotation {names.QUEUE_NAMESPACE_SELECTOR}: {error}")
     return Queue(
         name=text(meta.get("name")),
         uid=text(meta.get("uid")),
@@ -59,6 +66,8 @@ def queue_from_dict(raw: object) -> Queue:
         priority=priority or 0,
         state=_STATES.get(state, OPEN),
         errors=tuple(errors),
+        namespace_selector=selector,
+        namespace_selector_text=text(written),
     )
 
 

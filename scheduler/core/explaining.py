@@ -284,7 +284,7 @@ def _queue_lines(snapshot: Snapshot, gang: Gang, *, now: float, config: Config) 
             else ""
         )
     ]
-    problem = book.problem(gang.queue)
+    problem = book.problem(gang.queue, namespace=gang.key.namespace)
     if problem is not None:
         lines.append(f"queue problem: {problem[1]}")
     lines.append("queues (what each holds / its fair share; the dominant share):")

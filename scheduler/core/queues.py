@@ -9,7 +9,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 
+from scheduler.core.filtering import selector_matches
 from scheduler.core.statement import Kind, Operation
+from scheduler.model import names
 from scheduler.model.queues import (
     CLOSED,
     DEFAULT_QUEUE,
@@ -99,8 +101,11 @@ class QueueBook:
         waiting: Mapping[str, Mapping[str, int]] | None = None,
         leaving: Mapping[str, Mapping[str, int]] | None = None,
         past: Mapping[str, Mapping[str, float]] | None = None,
+        namespaces: Mapping[str, Mapping[str, str]] | None = None,
     ) -> None:
         known = dict(queues)
+        # Namespaces' labels, for the queues that admit only some namespaces.
+        self.namespaces = namespaces or {}
         if DEFAULT_QUEUE not in known:
             known[DEFAULT_QUEUE] = Queue(name=DEFAULT_QUEUE)  # as if it had no spec
         self.queues = known
@@ -350,9 +355,9 @@ class QueueBook:
 
     # -- what holds a gang --------------------------------------------------------------------
 
-    def problem(self, queue: str) -> tuple[str, str, str] | None:
-        """Why a gang in ``queue`` may not start, as (event reason, message, the queue at
-        fault when it is one that exists), or None."""
+    def problem(self, queue: str, *, namespace: str | None = None) -> tuple[str, str, str] | None:
+        """Why a gang in ``queue`` (from ``namespace``, if given) may not start, as (event
+        reason, message, the queue at fault when it is one that exists), or None."""
         name = self.name_of(queue)
         known = self.queues.get(name)
         if known is None:
@@ -378,6 +383,29 @@ class QueueBook:
                     "set its status.state to Open, or name another queue",
                     at,
                 )
+        if namespace is not None:
+            return self._admits(name, namespace)
+        return None
+
+    def _admits(self, name: str, namespace: str) -> tuple[str, str, str] | None:
+        """A queue and each of its ancestors admit only the namespaces their selectors match."""
+        labels = self.namespaces.get(namespace, {})
+        for at in self.ancestors(name):
+            known = self.queues[at]
+            if known.namespace_selector is None or selector_matches(
+                known.namespace_selector, labels
+            ):
+                continue
+            whose = "" if at == name else f", an ancestor of queue {name!r},"
+            shown = ",".join(f"{k}={v}" for k, v in sorted(labels.items())) or "none"
+            return (
+                "NamespaceNotAllowed",
+                f"queue {at!r}{whose} admits gangs only from namespaces matching "
+                f"{known.namespace_selector_text!r} ({names.QUEUE_NAMESPACE_SELECTOR}); "
+                f"namespace {namespace!r} (labels: {shown}) does not match: label the "
+                "namespace, or name a queue it may use",
+                at,
+            )
         return None
 
     def limits(self, queue: str) -> list[tuple[str, str, float]]:

@@ -81,6 +81,8 @@ VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
 VOLCANO_QUEUE_NAME = "scheduling.volcano.sh/queue-name"
 VOLCANO_QUEUE_LABEL = "volcano.sh/queue-name"
 QUEUE = OUR_PREFIX + "queue"
+# On a Queue: the namespaces whose gangs may use it, as a label selector in kubectl's syntax.
+QUEUE_NAMESPACE_SELECTOR = OUR_PREFIX + "namespace-selector"
 
 # Subgroups inside a gang for our PodGroups, upstream ones and Koordinator-annotated pods:
 # Volcano's spec.subGroupPolicy, as JSON, in an annotation.

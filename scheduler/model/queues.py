@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from scheduler.model.pods import LabelSelector
 from scheduler.model.resources import Resources
 
 QUEUE_API = "scheduling.volcano.sh/v1beta1"
@@ -50,6 +51,10 @@ class Queue:
     priority: int = 0
     state: str = OPEN
     errors: tuple[str, ...] = ()
+    # The namespaces whose gangs may use it (and its subtree), and the selector as written,
+    # for messages. None: open to every namespace, as a Volcano queue is.
+    namespace_selector: LabelSelector | None = None
+    namespace_selector_text: str = ""
 
     @property
     def open(self) -> bool:

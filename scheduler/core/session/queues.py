@@ -90,7 +90,13 @@ class Queues:
             )
             past = self.usage.average
         return QueueBook(
-            queues, usage=usage, total=total, waiting=wanted, leaving=leaving, past=past
+            queues,
+            usage=usage,
+            total=total,
+            waiting=wanted,
+            leaving=leaving,
+            past=past,
+            namespaces=self.session.snapshot.namespace_labels,
         )
 
     def of(self, pod: Pod) -> str:
@@ -104,7 +110,7 @@ class Queues:
         book = self.book
         if book is None:
             return False
-        if book.problem(gang.queue) is not None:
+        if book.problem(gang.queue, namespace=gang.key.namespace) is not None:
             return True
         room = self.room()
         minimum = Resources.total(

@@ -64,7 +64,9 @@ class Readiness:
                 f"gang {gang.key} is not scheduled: " + "; ".join(gang.errors),
             )
         book = self.session.queues.book
-        problem = book.problem(gang.queue) if book is not None else None
+        problem = (
+            book.problem(gang.queue, namespace=gang.key.namespace) if book is not None else None
+        )
         if problem is not None:
             event, message, _ = problem
             return (REASON_WAITING, event, f"gang {gang.key} waits: {message}")

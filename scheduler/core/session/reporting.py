@@ -65,7 +65,9 @@ class Reporting:
         """A queue that cannot be used is told so on the Queue itself too (once per gang it
         holds back, with the gang's own Event): whoever owns the queue sees what to fix."""
         book = self.session.queues.book
-        problem = book.problem(gang.queue) if book is not None else None
+        problem = (
+            book.problem(gang.queue, namespace=gang.key.namespace) if book is not None else None
+        )
         if book is None or problem is None or reason != "InvalidQueue":
             return
         _, message, at = problem
