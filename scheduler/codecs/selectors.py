@@ -153,7 +153,7 @@ def _requirement(tokens: list[str], i: int) -> tuple[Requirement, int]:
     negated = tokens[i] == "!"
     i += negated
     key = tokens[i] if i < len(tokens) else ""
-    if not key or key in _OPERATORS or key in "=!,()<>":
+    if not key or key in _OPERATORS or key in _PUNCTUATION or key in (",", ")"):
         raise _Malformed(f"a key is missing at {' '.join(tokens[: i + 1])!r}")
     if error := _key_error(key):
         raise _Malformed(error)
@@ -171,7 +171,7 @@ def _requirement(tokens: list[str], i: int) -> tuple[Requirement, int]:
     if operator not in ("=", "==", "!=", "<", ">"):
         raise _Malformed(f"{operator!r} after key {key!r} is no operator")
     value = tokens[i + 1] if i + 1 < len(tokens) else ""
-    if value in ("=", "==", "!=", "!", "(", ")", "<", ">"):
+    if value in _PUNCTUATION or value == ")":
         raise _Malformed(f"'{key}{operator}' is followed by {value!r}, not a value")
     value = "" if value == "," else value
     after = i + 2 if value else i + 1
