@@ -223,3 +223,7 @@ class Result:
     # The tree the pass placed on, for the stranded-by-topology gauge; None when no
     # gang of the pass states a tier (the tree is then not built).
     topology: Topology | None = None
+    # Gangs with members still to place, neither satisfied nor timed out, after this
+    # pass (the parked ones the snapshot left out included): a gang whose pods all
+    # finished has none to place, however long its pods stay.
+    pending_gangs: int = 0

@@ -231,9 +231,7 @@ class SchedulingLoop:
                 error=error.error,
                 traceback=error.detail,
             )
-        metrics.pending_gangs.set(
-            sum(1 for s in result.memory.values() if not (s.satisfied or s.timed_out))
-        )
+        metrics.pending_gangs.set(result.pending_gangs)
         # After the pass's bindings were assumed: what is still waiting (parked gangs too,
         # which the snapshot left out).
         metrics.queue_depth.set(self._cache.waiting)

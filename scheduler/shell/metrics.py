@@ -57,7 +57,7 @@ class Metrics:
             registry=registry,
             pending_gangs=Gauge(
                 "gang_scheduler_pending_gangs",
-                "Gangs with members waiting to be placed (not yet satisfied, not timed out).",
+                "Gangs with members still to place: not satisfied, not timed out, not finished.",
                 registry=registry,
             ),
             queue_depth=Gauge(

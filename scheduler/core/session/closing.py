@@ -7,6 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from scheduler.core.fragmentation import tier_needs, tiered
+from scheduler.core.session.outcomes import pending
 from scheduler.core.statuses import desired_status
 from scheduler.model.decisions import (
     WARNING,
@@ -101,6 +102,13 @@ def close(session: Session) -> Result:
             continue
         if state.parked is not None:
             session.wake(state.parked.due_at)
+    waiting = sum(
+        1
+        for key, state in memory.items()
+        if key not in session.gangs
+        and state.parked is not None
+        and not (state.satisfied or state.timed_out)
+    )
     # The tree only where a gang states a tier: a flat one sorts every node.
     any_tiered = False
     for key, gang in session.gangs.items():
@@ -109,6 +117,8 @@ def close(session: Session) -> Result:
         any_tiered = any_tiered or states_tier
         needs = tier_needs(gang, session.topology) if states_tier and not outcome.bindings else ()
         memory[key] = replace(outcome.state, condition=outcome.condition, tier_needs=needs)
+        if not (outcome.state.satisfied or outcome.state.timed_out) and pending(gang):
+            waiting += 1
         if gang.podgroup is None:
             continue
         status = desired_status(
@@ -142,4 +152,5 @@ def close(session: Session) -> Result:
         errors=tuple(session.errors),
         topology_notes=session.topology_notes,
         topology=session.topology if any_tiered else None,
+        pending_gangs=waiting,
     )
