@@ -110,6 +110,10 @@ class Invariants:
         for name, amount in requests.items():
             self._used[node][name] -= amount
 
+    def whole(self, gang: str) -> bool:
+        """Whether ``gang`` has had its minimum bound together."""
+        return gang in self._whole
+
     def partly_bound(self) -> list[str]:
         """The gangs with some but not all of their minimum bound now."""
         return [g for g in self._first if g not in self._whole]

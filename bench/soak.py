@@ -6,9 +6,14 @@ The churn, from one seed:
 * gangs arrive at a steady rate (Koordinator annotations: sizes 1 to 32, 1 to 8 cpu a
   member), each running for a while once bound (KWOK completes its pods after a delay, the
   annotation ``pod-complete.stage.kwok.x-k8s.io/delay``); sized to keep the cluster about
-  ``--load`` full, so gangs queue;
-* a share of them at a higher priority, which preempt whole gangs of the lower one when the
-  cluster is full;
+  ``--load`` full, so gangs queue. An arrival is held back while ``--backlog`` gangs wait
+  already, as an admission queue in front of a real cluster (Kueue) would: the backlog stays
+  level, so what the scheduler holds in memory and does in a pass stays the same from the
+  first hour to the last, and a growth in either is the scheduler's, not the workload's;
+* a share of them at a higher priority; and every ``--preempt-every`` seconds a *preemptor*,
+  a gang at the higher priority of ``nodes / 20`` members asking half a node each: with the
+  cluster full it fits only by preempting whole gangs of the lower priority (small gangs at
+  the higher priority find room as it frees, ahead of the backlog, and rarely need to);
 * now and then a node goes (its pods with it, as the pod garbage collector would) and a new
   one comes;
 * a janitor deletes what finished, what timed out and gangs waiting past ``--give-up``, so the
@@ -32,6 +37,7 @@ import asyncio
 import contextlib
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -59,6 +65,7 @@ COMPLETE_AFTER = "pod-complete.stage.kwok.x-k8s.io/delay"
 SIZES = (1, 2, 2, 4, 4, 8, 8, 8, 16, 32)
 CPUS = (1, 1, 2, 2, 4, 8)
 NODE_CPU = 32
+PREEMPTOR_CPU = NODE_CPU // 2
 PRIORITIES = {"soak-low": 100, "soak-high": 1000}
 
 
@@ -76,6 +83,16 @@ class Churn:
     give_up: float = 900.0  # a gang still waiting this long is deleted
     sample: float = 30.0
     timeout: float = 600.0  # --default-timeout of the scheduler
+    backlog: int = 0  # arrivals held back while this many gangs wait; 0: nodes / 20
+    preempt_every: float = 120.0  # seconds between preemptors
+
+    @property
+    def most_waiting(self) -> int:
+        return self.backlog or max(self.nodes // 20, 4)
+
+    @property
+    def preemptor_size(self) -> int:
+        return max(self.nodes // 20, 2)
 
     @property
     def gangs_per_second(self) -> float:
@@ -94,7 +111,15 @@ class Tally:
     deleted_timed_out: int = 0
     deleted_given_up: int = 0
     create_errors: int = 0
+    held_back: int = 0  # arrivals not made: the backlog was full
+    preemptors: int = 0
     created_at: dict[str, float] = field(default_factory=dict)
+    # Gangs created and not yet seen whole, nor deleted while they waited.
+    waiting: set[str] = field(default_factory=set)
+
+    def still_waiting(self, invariants: Invariants) -> int:
+        self.waiting = {g for g in self.waiting if not invariants.whole(g)}
+        return len(self.waiting)
 
 
 def _pod(name: str, *, gang: str, size: int, cpu: int, lifetime: float, priority: str) -> dict:
@@ -119,36 +144,77 @@ def _pod(name: str, *, gang: str, size: int, cpu: int, lifetime: float, priority
     }
 
 
+async def _create_gang(
+    api: ApiClient,
+    tally: Tally,
+    invariants: Invariants,
+    *,
+    gang: str,
+    size: int,
+    cpu: int,
+    lifetime: float,
+    priority: str,
+) -> None:
+    members = [f"{gang}-{i}" for i in range(size)]
+    invariants.add_gang(gang, members, minimum=size)
+    tally.created_at[gang] = time.monotonic()
+    tally.waiting.add(gang)
+    results = await asyncio.gather(
+        *(
+            api.post(
+                f"/api/v1/namespaces/{NAMESPACE}/pods",
+                _pod(m, gang=gang, size=size, cpu=cpu, lifetime=lifetime, priority=priority),
+                retries=3,
+            )
+            for m in members
+        ),
+        return_exceptions=True,
+    )
+    tally.create_errors += sum(1 for r in results if isinstance(r, BaseException))
+    tally.gangs_created += 1
+    tally.pods_created += size
+
+
 async def arrive(
     api: ApiClient, churn: Churn, tally: Tally, invariants: Invariants, *, until: float
 ) -> None:
-    """Gangs at a steady rate (exponential gaps from the seed) until ``until``."""
+    """Gangs at a steady rate (exponential gaps from the seed) until ``until``; an arrival
+    while ``churn.most_waiting`` gangs wait is held back (not made, counted)."""
     pick = random.Random(churn.seed)
     rate = churn.gangs_per_second
     number = 0
     while (now := time.monotonic()) < until:
         await asyncio.sleep(min(pick.expovariate(rate), max(until - now, 0)))
         number += 1
+        # Drawn whether or not it is made, so that a seed's gangs are the same gangs.
         gang, size, cpu = f"g{number}", pick.choice(SIZES), pick.choice(CPUS)
         lifetime = max(pick.expovariate(1 / churn.lifetime), 5.0)
         priority = "soak-high" if pick.random() < churn.high_share else "soak-low"
-        members = [f"{gang}-{i}" for i in range(size)]
-        invariants.add_gang(gang, members, minimum=size)
-        tally.created_at[gang] = time.monotonic()
-        results = await asyncio.gather(
-            *(
-                api.post(
-                    f"/api/v1/namespaces/{NAMESPACE}/pods",
-                    _pod(m, gang=gang, size=size, cpu=cpu, lifetime=lifetime, priority=priority),
-                    retries=3,
-                )
-                for m in members
-            ),
-            return_exceptions=True,
-        )
-        tally.create_errors += sum(1 for r in results if isinstance(r, BaseException))
-        tally.gangs_created += 1
-        tally.pods_created += size
+        if tally.still_waiting(invariants) >= churn.most_waiting:
+            tally.held_back += 1
+            continue
+        await _create_gang(
+            api, tally, invariants,
+            gang=gang, size=size, cpu=cpu, lifetime=lifetime, priority=priority,
+        )  # fmt: skip
+
+
+async def preemptors(
+    api: ApiClient, churn: Churn, tally: Tally, invariants: Invariants, *, until: float
+) -> None:
+    """Every ``churn.preempt_every`` seconds a gang at the higher priority that asks more
+    than a full cluster frees in a moment, so that it preempts; never held back."""
+    pick = random.Random(churn.seed + 2)
+    number = 0
+    while time.monotonic() + churn.preempt_every < until:
+        await asyncio.sleep(churn.preempt_every)
+        number += 1
+        await _create_gang(
+            api, tally, invariants,
+            gang=f"p{number}", size=churn.preemptor_size, cpu=PREEMPTOR_CPU,
+            lifetime=max(pick.expovariate(1 / churn.lifetime), 5.0), priority="soak-high",
+        )  # fmt: skip
+        tally.preemptors += 1
 
 
 async def replace_nodes(
@@ -192,6 +258,8 @@ async def janitor(api: ApiClient, churn: Churn, tally: Tally, *, until: float) -
         doomed: list[tuple[str, str]] = []
         for pod in pods:
             meta, status = pod["metadata"], pod.get("status") or {}
+            if meta.get("deletionTimestamp"):
+                continue  # deleted already, and going
             gang = (meta.get("annotations") or {}).get(names.KOORD_NAME, "")
             if status.get("phase") in ("Succeeded", "Failed"):
                 doomed.append((meta["name"], "finished"))
@@ -202,6 +270,8 @@ async def janitor(api: ApiClient, churn: Churn, tally: Tally, *, until: float) -
             ):
                 doomed.append((meta["name"], "given_up"))
         for name, why in doomed:
+            if why != "finished":
+                tally.waiting.discard(name.rsplit("-", 1)[0])
             with contextlib.suppress(ApiError):
                 await api.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/{name}")
                 setattr(tally, f"deleted_{why}", getattr(tally, f"deleted_{why}") + 1)
@@ -293,6 +363,7 @@ async def sample(
                     + _one(after, "gang_scheduler_stale_gang_victims_total")
                 ),
                 "gangs_created": tally.gangs_created,
+                "held_back": tally.held_back,
                 "broken": len(watch.invariants.broken) if watch.invariants else 0,
             }
         )
@@ -336,6 +407,7 @@ async def soak(api: ApiClient, kubeconfig: Path, churn: Churn, *, log: Path) -> 
             asyncio.create_task(arrive(api, churn, tally, invariants, until=until)),
             asyncio.create_task(replace_nodes(api, churn, tally, invariants, until=until)),
             asyncio.create_task(janitor(api, churn, tally, until=until)),
+            asyncio.create_task(preemptors(api, churn, tally, invariants, until=until)),
         ]
         samples = await sample(process, port, churn, tally, watch, started=started, until=until)
         await asyncio.gather(*tasks)
@@ -345,7 +417,12 @@ async def soak(api: ApiClient, kubeconfig: Path, churn: Churn, *, log: Path) -> 
         stop(process)
         await watch.stop()
     return {
-        "churn": churn.__dict__ | {"gangs_per_second": round(churn.gangs_per_second, 3)},
+        "churn": churn.__dict__
+        | {
+            "gangs_per_second": round(churn.gangs_per_second, 3),
+            "most_waiting": churn.most_waiting,
+            "preemptor_size": churn.preemptor_size,
+        },
         "machine": f"{os.cpu_count()} cores",
         "tally": {k: v for k, v in tally.__dict__.items() if isinstance(v, int)},
         "longest_partial_seconds": invariants.longest_partial_seconds(now=time.monotonic()),
@@ -362,6 +439,10 @@ def _quarter(samples: list[dict], key: str, part: int) -> float | None:
     return statistics.median(values[part * size : (part + 1) * size])
 
 
+def _ratio(last: float | None, first: float | None) -> str:
+    return f"{last / first:.2f}" if last is not None and first else "-"
+
+
 def _broken(broken: list[str]) -> str:
     return f"{len(broken)} broken (below)" if broken else "none broken"
 
@@ -375,8 +456,11 @@ def markdown(results: dict, name: str) -> str:
         f"Gangs of 1 to 32 pods (1 to 8 cpu each) arriving at {churn['gangs_per_second']} a "
         f"second to keep {churn['load']:.0%} of the cpu busy, each running about "
         f"{churn['lifetime']:g} s once bound, {churn['high_share']:.0%} of them at a higher "
-        f"priority (preempting); a node replaced every {churn['node_every']:g} s; finished, "
-        f"timed-out and given-up ({churn['give_up']:g} s) gangs deleted.",
+        f"priority; an arrival held back while {churn['most_waiting']} gangs wait; every "
+        f"{churn['preempt_every']:g} s a preemptor ({churn['preemptor_size']} pods of "
+        f"{PREEMPTOR_CPU} cpu at the higher priority); a node replaced every "
+        f"{churn['node_every']:g} s; finished, timed-out and given-up ({churn['give_up']:g} s) "
+        "gangs deleted.",
         "",
         *table(["", *results["tally"]], [["count", *results["tally"].values()]]),
         "",
@@ -395,12 +479,16 @@ def markdown(results: dict, name: str) -> str:
         ("pending gangs", "pending_gangs"),
     )
     lines += table(
-        ["figure", "first quarter", "last quarter"],
-        ([title, _quarter(samples, key, 0), _quarter(samples, key, 3)] for title, key in flat),
+        ["figure", "first quarter", "last quarter", "last / first"],
+        (
+            [title, first, last, _ratio(last, first)]
+            for title, key in flat
+            for first, last in [(_quarter(samples, key, 0), _quarter(samples, key, 3))]
+        ),
     )
     lines += ["", "## Over time", ""]
     header = ["minute", "RSS MiB", "CPU s", "loop stretch max s", "passes", "pass mean ms"]
-    header += ["pass p99 s", "pending gangs", "pods bound", "evicted"]
+    header += ["pass p99 s", "pending gangs", "pods bound", "evicted", "held back"]
     step = max(len(samples) // 40, 1)
     lines += table(
         header,
@@ -416,6 +504,7 @@ def markdown(results: dict, name: str) -> str:
                 f"{s['pending_gangs']:g}",
                 s["pods_bound"],
                 s["evicted"],
+                s.get("held_back", "-"),
             ]
             for s in samples[::step]
         ),
@@ -456,11 +545,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name", default="soak", help="bench/results/NAME.{json,md}")
     args = parser.parse_args(argv)
     churn = Churn(nodes=args.nodes, minutes=args.minutes, seed=args.seed, sample=args.sample)
+    # A SIGTERM (a CI job's timeout, a kill) unwinds as Ctrl-C does, through the finally
+    # blocks that stop the scheduler and the control plane; by default it would leave both.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     try:
         results = asyncio.run(main_async(churn))
     except (local_cluster.ClusterError, ApiError, TimeoutError, RuntimeError) as error:
         print(f"soak failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("soak stopped before its end: no results written", file=sys.stderr)
+        return 130
     write(args.name, results, markdown(results, args.name), quiet=False)
     return 1 if results["broken"] else 0
 
