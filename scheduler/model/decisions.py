@@ -129,6 +129,21 @@ class PodCondition:
 
 
 @dataclass(frozen=True, slots=True)
+class VictimChoice:
+    """A GangGroup's victims, and the fewest any choice could have made room with as far
+    as the search knows (equal to ``victims`` once proven the fewest)."""
+
+    action: str  # preempt, reclaim
+    gangs: tuple[GangKey, ...]
+    victims: int
+    fewest_possible: int
+
+    @property
+    def above_fewest(self) -> int:
+        return self.victims - self.fewest_possible
+
+
+@dataclass(frozen=True, slots=True)
 class Eviction:
     """A pod to delete so that a gang of higher priority fits (gang preemption): marked
     with a ``DisruptionTarget`` condition first, and told in a ``Preempted`` Event."""
@@ -216,6 +231,8 @@ class Result:
     attempts: tuple[Attempt, ...] = ()
     # Turns that raised: each undone alone, the rest of the pass kept.
     errors: tuple[ActionError, ...] = ()
+    # Each GangGroup that evicted, and how near its victims are to the fewest possible.
+    victim_choices: tuple[VictimChoice, ...] = ()
     # Said once per change by the shell's log: cluster nodes the topology does not name.
     topology_notes: tuple[str, ...] = ()
     # With --fair-share-half-life: the queues' recent usage, for the next pass.

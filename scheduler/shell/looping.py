@@ -265,6 +265,10 @@ class SchedulingLoop:
             self._spawn(self._patcher.pod(patch))
         for condition in result.pod_conditions:
             self._spawn(self._patcher.condition(condition))
+        for choice in result.victim_choices:
+            self._metrics.victims_above_fewest.labels(action=choice.action).observe(
+                choice.above_fewest
+            )
         for eviction in result.evictions:
             if eviction.stale:
                 self._metrics.stale_gang_victims.inc()

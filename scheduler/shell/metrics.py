@@ -37,6 +37,7 @@ class Metrics:
     action_errors: Counter
     preemption_victims: Counter
     reclaim_victims: Counter
+    victims_above_fewest: Histogram
     stale_gang_victims: Counter
     preemption_bound_seconds: Histogram
     api_unreachable_seconds: Gauge
@@ -160,6 +161,14 @@ class Metrics:
                 "Pods evicted so that a queue below its fair share gets room back, by "
                 "the victim's queue.",
                 ["queue"],
+                registry=registry,
+            ),
+            victims_above_fewest=Histogram(
+                "gang_scheduler_victims_above_fewest",
+                "For each gang that evicted (preempt, reclaim): how many more victims it took "
+                "than the fewest that could have made room, at most; 0 when proven the fewest.",
+                ["action"],
+                buckets=(0, 1, 2, 4, 8, 16, 32, 64, 128),
                 registry=registry,
             ),
             preemption_bound_seconds=Histogram(

@@ -29,6 +29,7 @@ from scheduler.core.solvers.victims import (
     breaks_budgets,
     candidates,
     evict_and_nominate,
+    fewest,
     greedy,
     group_priority,
     reprieve,
@@ -170,12 +171,14 @@ def _preempt_for(
         return
     chosen, placements = reprieve(session, base, chosen, placements, gangs)
     gone = list(pool.taken.values())
-    evicted = list({p.ref.uid: p for v in chosen for p, _ in v.pods}.values())
-    broke = breaks_budgets(session.snapshot.budgets, evicted, gone=gone)
+    choice = fewest(
+        session, base, gangs, units=units, chosen=chosen, placements=placements, gone=gone
+    )
+    broke = breaks_budgets(session.snapshot.budgets, choice.pods, gone=gone)
     for pod, node in own:
         statement.release(pod, node)
-    evict_and_nominate(session, statement, gangs, chosen, placements, broke_budgets=broke)
-    pool.taken.update((p.ref.uid, p) for victims in chosen for p, _ in victims.pods)
+    evict_and_nominate(session, statement, gangs, choice, broke_budgets=broke)
+    pool.taken.update((p.ref.uid, p) for p in choice.pods)
     pool.hopeless.clear()  # room changed: what found no victims may now
     pool.reset()
 

@@ -26,11 +26,14 @@ from scheduler.core.queues import QueueBook
 from scheduler.core.session import Session, pending
 from scheduler.core.solvers.victims import (
     MAX_TRIES,
+    Choice,
     Victims,
     breaks_budgets,
     candidates,
     evict_and_nominate,
+    fewest,
     fits,
+    minimum_asked,
     reprieve,
 )
 from scheduler.core.statement import Statement
@@ -82,38 +85,28 @@ def _reclaim_for(
     *,
     taken: dict[str, Pod],
 ) -> None:
-    need = _minimum(session, gangs)
+    need = minimum_asked(session, gangs)
     room = session.queues.room()
     if not book.below_fair(queue, need) or (
         room is not None and room.refuse(queue, need, guarantees=False)
     ):
         return
-    chosen, placements = _choose(
-        session, book, queue, gangs, taken=taken, weighed=book.dominant(need)
-    )
-    if placements is None:
+    choice = _choose(session, book, queue, gangs, taken=taken, weighed=book.dominant(need))
+    if choice is None:
         return
-    evicted = list({p.ref.uid: p for v in chosen for p, _ in v.pods}.values())
+    evicted = choice.pods
     broke = breaks_budgets(session.snapshot.budgets, evicted, gone=list(taken.values()))
     names = ", ".join(str(g.key) for g in gangs)
     evict_and_nominate(
         session,
         statement,
         gangs,
-        chosen,
-        placements,
+        choice,
         broke_budgets=broke,
         why=f"Reclaimed by gang {names} of queue {queue}, below its fair share,",
     )
     for pod in evicted:
         taken[pod.ref.uid] = pod
-
-
-def _minimum(session: Session, gangs: list[Gang]) -> Resources:
-    """What the group needs at the least: the first pending members each gang needs."""
-    return Resources.total(
-        p.requests for g in gangs for p in session.order.ordered(pending(g))[: g.need]
-    )
 
 
 def _choose(
@@ -124,9 +117,9 @@ def _choose(
     *,
     taken: dict[str, Pod],
     weighed: frozenset[str],
-) -> tuple[list[Victims], list | None]:
-    """The victims to evict and the group's placements once they are gone; None for the
-    placements if the group does not fit even with every victim reclaim may take."""
+) -> Choice | None:
+    """The victims to evict and the group's placements once they are gone; None if the
+    group does not fit even with every victim reclaim may take."""
     names = session.config.scheduler_names
 
     def admit(pod: Pod) -> bool:
@@ -162,25 +155,56 @@ def _choose(
     for victims in units:
         if tries >= MAX_TRIES:
             break
-        theirs = session.queues.of(victims.pods[0][0])
-        # A gang's member above its minimum is a unit, and so is the whole gang: what one
-        # chosen before frees is not lost twice (else a gang could be refused as a victim for
-        # its member counted twice).
-        freed = Resources.total(p.requests for p, _ in victims.pods if p.ref.uid not in gone)
-        if not book.may_lose(theirs, freed, to=queue, weighed=weighed, lost=lost):
+        if not _may_lose(session, book, victims, to=queue, weighed=weighed, lost=lost, gone=gone):
             continue  # it would take that queue (or a parent) below its share: not a victim
-        for at in book.ancestors(theirs):
-            lost[at] = lost.get(at, Resources()) + freed
         chosen.append(victims)
-        gone.update(p.ref.uid for p, _ in victims.pods)
         tries += 1
         placements = fits(session, base, gangs, chosen)
         if placements is not None:
             break
     if placements is None:
         session.finder.restore()
-        return chosen, None
-    return reprieve(session, base, chosen, placements, gangs)
+        return None
+    chosen, placements = reprieve(session, base, chosen, placements, gangs)
+
+    def keeps_shares(subset: list[Victims]) -> bool:
+        lost: dict[str, Resources] = {}
+        gone: set[str] = set()
+        return all(
+            _may_lose(session, book, v, to=queue, weighed=weighed, lost=lost, gone=gone)
+            for v in subset
+        )
+
+    return fewest(
+        session, base, gangs, units=units, chosen=chosen, placements=placements,
+        allowed=keeps_shares, gone=taken.values(),
+    )  # fmt: skip
+
+
+def _may_lose(
+    session: Session,
+    book: QueueBook,
+    victims: Victims,
+    *,
+    to: str,
+    weighed: frozenset[str],
+    lost: dict[str, Resources],
+    gone: set[str],
+) -> bool:
+    """Whether ``victims``' queue may lose what they free, after ``lost`` (by queue,
+    ancestors included) and the pods ``gone`` (by uid) of the units taken before them; if
+    so, both count them."""
+    theirs = session.queues.of(victims.pods[0][0])
+    # A gang's member above its minimum is a unit, and so is the whole gang: what one
+    # chosen before frees is not lost twice (else a gang could be refused as a victim for
+    # its member counted twice).
+    freed = Resources.total(p.requests for p, _ in victims.pods if p.ref.uid not in gone)
+    if not book.may_lose(theirs, freed, to=to, weighed=weighed, lost=lost):
+        return False
+    for at in book.ancestors(theirs):
+        lost[at] = lost.get(at, Resources()) + freed
+    gone.update(p.ref.uid for p, _ in victims.pods)
+    return True
 
 
 def _freeing_first(

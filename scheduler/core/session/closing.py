@@ -142,6 +142,7 @@ def close(session: Session) -> Result:
         pod_conditions=tuple(session.conditions),
         # One eviction a pod: a stale gang's member may be a preemption's victim too.
         evictions=tuple({e.pod: e for e in reversed(session.evictions)}.values())[::-1],
+        victim_choices=tuple(session.victim_choices),
         nominations=tuple(session.nominations),
         status_updates=tuple(statuses),
         events=tuple(session.events),

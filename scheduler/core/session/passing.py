@@ -50,6 +50,7 @@ from scheduler.model.decisions import (
     PodPatch,
     Result,
     Verdict,
+    VictimChoice,
 )
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import GangKey, PodRef
@@ -130,6 +131,7 @@ class Session:
         self.patches: list[PodPatch] = []
         self.conditions: list[PodCondition] = []
         self.evictions: list[Eviction] = []
+        self.victim_choices: list[VictimChoice] = []
         self.nominations: list[Nomination] = []
         self.bindings: list[GroupBinding] = []
         # The room held in this pass for preemptors' nominated members, by gang: preemption

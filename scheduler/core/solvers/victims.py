@@ -24,9 +24,10 @@ from scheduler.core.session import Session, pending
 from scheduler.core.solvers.gangs import place_group
 from scheduler.core.statement import Kind, Statement
 from scheduler.model.budgets import DisruptionBudget
-from scheduler.model.decisions import Eviction, Nomination
+from scheduler.model.decisions import Eviction, Nomination, VictimChoice
 from scheduler.model.gangs import Gang, PodGroup
 from scheduler.model.pods import SINGLE_PREFIX, Pod, gang_key_of
+from scheduler.model.resources import Resources
 
 # Placements tried per GangGroup in one pass: a bound on the work a hopeless group costs.
 MAX_TRIES = 64
@@ -291,15 +292,15 @@ def evict_and_nominate(
     session: Session,
     statement: Statement,
     gangs: list[Gang],
-    chosen: list[Victims],
-    placements: list,
+    choice: Choice,
     *,
     broke_budgets: bool = False,
     why: str = "",
 ) -> None:
-    """Evict ``chosen`` on the turn's Statement, hold the room for the group where
-    ``placements`` put it, nominate its members there, and say so. ``why``: reclaim's words
-    for the victims (preemption's are its priority)."""
+    """Evict ``choice``'s victims on the turn's Statement, hold the room for the group
+    where its placements put it, nominate its members there, and say so. ``why``: reclaim's
+    words for the victims (preemption's are its priority)."""
+    chosen, placements = choice.victims, choice.placements
     evicted: dict[str, tuple[Pod, str]] = {}
     for victims in chosen:
         for pod, node in victims.pods:
@@ -333,6 +334,15 @@ def evict_and_nominate(
                 reclaimed_from=session.queues.of(pod) if why else "",
             ),
         )
+    session.add(
+        session.victim_choices,
+        VictimChoice(
+            action=session.action,
+            gangs=tuple(by_gang),
+            victims=len(evicted),
+            fewest_possible=choice.fewest_possible,
+        ),
+    )
     victims = frozenset(evicted)
     for key, gang in by_gang.items():
         session.parking.unpark(gang)  # its victims leaving is the change it waits for
@@ -353,6 +363,11 @@ def evict_and_nominate(
             f"({', '.join(sorted(str(p.ref) for p, _ in evicted.values())[:5])}"
             f"{', ...' if len(evicted) > 5 else ''}); it binds once they have left"
         )
+        if choice.above_fewest:
+            message += (
+                f"; as few as {choice.fewest_possible} might have made room (not every "
+                "choice of victims was weighed)"
+            )
         if broke_budgets:
             message += "; no choice of victims kept every PodDisruptionBudget"
         reason = "Reclaiming" if why else "Preempting"
@@ -360,3 +375,147 @@ def evict_and_nominate(
         session.reporting.say(
             gang, reason=reason, message=message, pods=pending(gang), warning=False
         )
+
+
+# Victim units few enough to weigh every choice of them: 2**12 subsets, each checked by
+# arithmetic first (does what it frees cover what the group lacks?); at most MAX_TRIES
+# what-ifs among those that pass.
+EXACT_UNITS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """The victims chosen for a GangGroup, the group's placements once they are gone, and
+    the fewest victims any choice could have made room with, as far as it is known: equal
+    to ``len(pods)`` when the choice is proven the fewest."""
+
+    victims: list[Victims]
+    placements: list
+    fewest_possible: int
+
+    @property
+    def pods(self) -> list[Pod]:
+        return list({p.ref.uid: p for v in self.victims for p, _ in v.pods}.values())
+
+    @property
+    def above_fewest(self) -> int:
+        return len(self.pods) - self.fewest_possible
+
+
+def minimum_asked(session: Session, gangs: list[Gang]) -> Resources:
+    """What the group needs at the least: the first pending members each gang needs."""
+    return Resources.total(
+        p.requests for g in gangs for p in session.order.ordered(pending(g))[: g.need]
+    )
+
+
+def fewest(
+    session: Session,
+    base: Ledger,
+    gangs: list[Gang],
+    *,
+    units: list[Victims],
+    chosen: list[Victims],
+    placements: list,
+    allowed: Callable[[list[Victims]], bool] | None = None,
+    gone: Iterable[Pod] = (),
+) -> Choice:
+    """The fewest victims among ``units`` that make room for the group, starting from a
+    choice that does (``chosen``, reprieved: none of it could be spared alone).
+
+    A lower bound first: whatever the group lacks of each resource, summed over every
+    node, the victims must free, and no fewer pods than the largest of them can. A choice
+    at the bound is the fewest. Else every smaller choice of at most ``EXACT_UNITS`` units
+    that frees enough is tried, fewest pods first, then the lowest sum of priorities: the
+    first that fits is the fewest (as far as the placer finds room, which is what any
+    choice is judged by). With more candidate units than that, the choices are made of the
+    ``EXACT_UNITS`` that free the most of what the group asks for each pod they cost, and a
+    choice is proven the fewest only at the bound; out of tries, likewise. What is not
+    proven says how far from the fewest it may be (``Choice.fewest_possible``).
+
+    No choice is taken at a higher priority than ``chosen``'s highest (kube-scheduler
+    picks the lowest highest victim priority before the fewest victims), nor one that
+    breaks a PodDisruptionBudget when ``chosen`` breaks none; ``allowed`` says what else a
+    choice must keep (reclaim: each queue's share)."""
+    best = Choice(chosen, placements, fewest_possible=1)
+    count = len(best.pods)
+    if count <= 1:
+        return best
+    top = max(v.priority for v in chosen)
+    pool = [v for v in units if v.priority <= top]
+    asked = minimum_asked(session, gangs)
+    lacking = asked - _free_everywhere(session, base)
+    bound = max(1, _fewest_covering(lacking, pool))
+    if bound >= count:
+        return replace(best, fewest_possible=count)
+    whole = len(pool) <= EXACT_UNITS
+    if not whole:
+        pool = sorted(pool, key=lambda v: (-_room_per_pod(v, asked), v.order()))[:EXACT_UNITS]
+    unproven = replace(best, fewest_possible=count if whole else bound)
+    gone = list(gone)
+    budgets = session.snapshot.budgets
+    keep_budgets = bool(budgets) and not breaks_budgets(budgets, best.pods, gone=gone)
+    priority = {p.ref.uid: v.priority for v in pool for p, _ in v.pods}
+    smaller: dict[frozenset[str], tuple[tuple, list[Victims]]] = {}
+    for mask in range(1, 1 << len(pool)):
+        subset = [pool[i] for i in range(len(pool)) if mask >> i & 1]
+        pods = {p.ref.uid: p for v in subset for p, _ in v.pods}
+        if not bound <= len(pods) < count or frozenset(pods) in smaller:
+            continue
+        freed = Resources.total(p.requests for p in pods.values())
+        if any(freed.get(name, 0) < short for name, short in lacking.items()):
+            continue
+        key = (len(pods), sum(priority[uid] for uid in pods), [v.order() for v in subset])
+        smaller[frozenset(pods)] = (key, subset)
+    tries = 0
+    try:
+        for key, subset in sorted(smaller.values(), key=lambda entry: entry[0]):
+            if tries >= MAX_TRIES:
+                # Every choice of fewer pods than this one was tried.
+                return replace(unproven, fewest_possible=max(bound, key[0] if whole else 0))
+            if allowed is not None and not allowed(subset):
+                continue
+            pods = list({p.ref.uid: p for v in subset for p, _ in v.pods}.values())
+            if keep_budgets and breaks_budgets(budgets, pods, gone=gone):
+                continue
+            tries += 1
+            found = fits(session, base, gangs, subset)
+            if found is not None:
+                proven = whole or key[0] == bound
+                return Choice(subset, found, fewest_possible=key[0] if proven else bound)
+        return unproven
+    finally:
+        session.finder.restore()
+
+
+def _room_per_pod(victims: Victims, asked: Resources) -> float:
+    """How much of what the group asks (each resource as a share of it, capped at all of
+    it) the unit frees, per pod it costs."""
+    freed = Resources.total(p.requests for p, _ in victims.pods)
+    share = sum(
+        min(freed.get(name, 0), amount) / amount for name, amount in asked.items() if amount > 0
+    )
+    return share / len(victims.pods)
+
+
+def _free_everywhere(session: Session, base: Ledger) -> Resources:
+    return Resources.total(base.free(name) for name in session.snapshot.nodes)
+
+
+def _fewest_covering(lacking: Resources, units: list[Victims]) -> int:
+    """The fewest pods of ``units`` whose requests could cover what is ``lacking`` of each
+    resource, each resource on its own (largest pods first): a bound no choice beats."""
+    pods = {p.ref.uid: p for v in units for p, _ in v.pods}.values()
+    fewest_ = 0
+    for name, short in lacking.items():
+        if short <= 0:
+            continue
+        amounts = sorted((p.requests.get(name, 0) for p in pods), reverse=True)
+        total, taken = 0, 0
+        for amount in amounts:
+            if total >= short:
+                break
+            total += amount
+            taken += 1
+        fewest_ = max(fewest_, taken)
+    return fewest_
