@@ -11,9 +11,12 @@ The churn, from one seed:
   level, so what the scheduler holds in memory and does in a pass stays the same from the
   first hour to the last, and a growth in either is the scheduler's, not the workload's;
 * a share of them at a higher priority; and every ``--preempt-every`` seconds a *preemptor*,
-  a gang at the higher priority of ``nodes / 20`` members asking half a node each: with the
-  cluster full it fits only by preempting whole gangs of the lower priority (small gangs at
-  the higher priority find room as it frees, ahead of the backlog, and rarely need to);
+  a gang at the higher priority of ``nodes / 20`` members (at most 16) asking 4 cpu each:
+  with the cluster full it fits only by preempting whole gangs of the lower priority (small
+  gangs at the higher priority find room as it frees, ahead of the backlog, and rarely need
+  to; large ones find no victims: preemption takes at most 64 victim units in its order,
+  lowest priority and fewest pods first, which at 1,000 nodes are scattered too thinly to
+  free the room of 16 quarter-node members);
 * now and then a node goes (its pods with it, as the pod garbage collector would) and a new
   one comes;
 * a janitor deletes what finished, what timed out and gangs waiting past ``--give-up``, so the
@@ -65,7 +68,7 @@ COMPLETE_AFTER = "pod-complete.stage.kwok.x-k8s.io/delay"
 SIZES = (1, 2, 2, 4, 4, 8, 8, 8, 16, 32)
 CPUS = (1, 1, 2, 2, 4, 8)
 NODE_CPU = 32
-PREEMPTOR_CPU = NODE_CPU // 2
+PREEMPTOR_CPU = 4
 PRIORITIES = {"soak-low": 100, "soak-high": 1000}
 
 
@@ -92,7 +95,7 @@ class Churn:
 
     @property
     def preemptor_size(self) -> int:
-        return max(self.nodes // 20, 2)
+        return min(max(self.nodes // 20, 2), 16)
 
     @property
     def gangs_per_second(self) -> float:
