@@ -159,3 +159,23 @@ def test_no_fewer_victims_at_no_higher_priority_would_have_let_the_gang_bind(
             f"{sorted(victims)} would have made room: fewer than the {len(gone)} taken, and "
             f"the choice claimed no fewer than {choice.fewest_possible} could"
         )
+
+
+def test_a_gang_of_whole_node_members_preempts_where_its_victims_are_scattered_thin() -> None:
+    """100 nodes of 8 cpu, each full of 1-cpu pods whose ages go round the nodes: taken
+    lowest priority, fewest pods and youngest first, the 64 victims tried are one on each
+    of 64 nodes and free none. Node by node, 4 nodes are freed whole."""
+    nodes = [node(f"n{i:03}", cpu="8") for i in range(100)]
+    running = [_single(f"r{i:03}-{j}", on=f"n{i:03}", cpu="1", priority=10,
+                       created=T0 - 1000 + 100 * j + i)
+               for i in range(100) for j in range(8)]  # fmt: skip
+    wants = gang_pods("high", 4, gang="high", min_available=4, priority=100, cpu="8", created=T0)
+    result = schedule(snapshot(nodes, [*running, *wants]), now=T0)
+    gone = evicted(result)
+    assert len(gone) == 32
+    assert len({name.split("-")[0] for name in gone}) == 4, "four nodes emptied, whole"
+    assert sorted(n.node for n in result.nominations) == sorted(
+        {name.split("-")[0].replace("r", "n") for name in gone}
+    )
+    [choice] = result.victim_choices
+    assert choice.above_fewest == 0
