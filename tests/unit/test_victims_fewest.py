@@ -179,3 +179,25 @@ def test_a_gang_of_whole_node_members_preempts_where_its_victims_are_scattered_t
     )
     [choice] = result.victim_choices
     assert choice.above_fewest == 0
+
+
+def test_kai_1565_shape_a_48_gpu_gang_evicts_48_gpus_not_the_cluster() -> None:
+    """kai-scheduler/KAI-Scheduler#1565's shape: a 48-GPU request on 8-GPU nodes full of
+    lower-priority work evicted 376 GPUs. Here 64 full nodes: 4 hold one 8-GPU pod each
+    (the oldest), 60 hold four 2-GPU pods whose ages go round the nodes; a gang of six
+    8-GPU pods evicts the 4 big pods and empties 2 more nodes: 48 GPUs, 12 victims."""
+    nodes = [node(f"n{i:02}", cpu="64", gpu=8) for i in range(64)]
+    big = [pod(f"big{i}", gpu=8, cpu="1", scheduler="other", node_name=f"n{i:02}",
+               phase="Running", priority=10, created=T0 - 5000)
+           for i in range(4)]  # fmt: skip
+    small = [pod(f"s{i:02}-{j}", gpu=2, cpu="1", scheduler="other", node_name=f"n{i:02}",
+                 phase="Running", priority=10, created=T0 - 1000 + 100 * j + i)
+             for i in range(4, 64) for j in range(4)]  # fmt: skip
+    wants = gang_pods("train", 6, gang="train", min_available=6, priority=100, gpu=8, cpu="1",
+                      created=T0)  # fmt: skip
+    result = schedule(snapshot(nodes, [*big, *small, *wants]), now=T0)
+    by_name = {p.ref.name: p for p in [*big, *small]}
+    gone = evicted(result)
+    assert sum(by_name[n].requests["nvidia.com/gpu"] for n in gone) == 48
+    assert len(gone) == 12
+    assert {n for n in gone if n.startswith("big")} == {f"big{i}" for i in range(4)}
