@@ -148,6 +148,9 @@ class _Search:
     claims: Sequence[ResourceClaim]
     pools: list[Pool]
     taken: Callable[[DeviceId], bool]
+    # Devices the snapshot's claims hold that a what-if has given back (their holders'
+    # pods evicted): usable in it.
+    freed: Callable[[DeviceId], bool] = lambda device: False
     constraints: list[list[_Constraint]] = field(default_factory=list)
     chosen: set[DeviceId] = field(default_factory=set)
     results: list[list[tuple[str, DeviceId, ResourceSlice, SubRequest]]] = field(
@@ -337,6 +340,7 @@ class DeviceWorld:
         taken: Callable[[DeviceId], bool],
         allocated: Callable[[tuple[str, str]], Allocation | None],
         reserved: Callable[[tuple[str, str]], int],
+        freed: Callable[[DeviceId], bool] | None = None,
     ) -> ClaimPlan | str:
         """What placing ``pod`` on ``node`` does to its claims, or why it cannot go there.
         ``allocated`` gives a claim's allocation made earlier in this pass (a gang member
@@ -361,7 +365,7 @@ class DeviceWorld:
                 return IN_USE
         if not to_allocate:
             return ClaimPlan(node.name, (), tuple(claims))
-        done = self.allocate(to_allocate, node, taken=taken)
+        done = self.allocate(to_allocate, node, taken=taken, freed=freed)
         if isinstance(done, str):
             return done
         return ClaimPlan(node.name, tuple(zip(to_allocate, done, strict=True)), tuple(claims))
@@ -372,10 +376,13 @@ class DeviceWorld:
         node: Node,
         *,
         taken: Callable[[DeviceId], bool] = lambda d: False,
+        freed: Callable[[DeviceId], bool] | None = None,
     ) -> list[Allocation] | str:
         """Devices for every claim on ``node`` together, or why not (``Allocate``)."""
         pools = self.pools(node)
         search = _Search(self, node, claims, pools, taken)
+        if freed is not None:
+            search.freed = freed
         try:
             for claim in claims:
                 problem = self._validate(claim, pools)
@@ -576,7 +583,7 @@ class DeviceWorld:
             return all(d != device_id for _, d, _, _ in search.results[ci])
         return (
             device_id not in search.chosen
-            and device_id not in self.in_use
+            and (device_id not in self.in_use or search.freed(device_id))
             and not search.taken(device_id)
         )
 

@@ -43,6 +43,8 @@ class Ledger:
         # (the pod that made it; None for one a gang's turn made before placing members)
         self._allocated: dict[tuple[str, str], tuple[Allocation, PodRef | None]] = {}
         self._taken: set[DeviceId] = set()
+        # Devices the snapshot's claims hold, given back in a what-if (``free_devices``).
+        self._freed: set[DeviceId] = set()
         self._reserved: dict[tuple[str, str], int] = {}
         self._plans: dict[tuple[PodRef, str], ClaimPlan] = {}
         self._pending: dict[tuple[PodRef, str], ClaimPlan | str] = {}
@@ -125,6 +127,20 @@ class Ledger:
             return True
         return self._parent.taken(device) if self._parent is not None else False
 
+    def freed(self, device: DeviceId) -> bool:
+        """Whether a what-if gave back the device (its claim's pods evicted)."""
+        if device in self._freed:
+            return True
+        return self._parent.freed(device) if self._parent is not None else False
+
+    def free_devices(self, devices: Iterable[DeviceId]) -> None:
+        """A what-if's victims' devices, usable on this ledger. Never on a ledger whose
+        placements are bound: until the ResourceClaim controller deallocates the victims'
+        claims, the devices are theirs (a claim written with one would put a device in two
+        claims)."""
+        self._pending.clear()
+        self._freed.update(devices)
+
     def reserved(self, key: tuple[str, str]) -> int:
         """How many pods this pass reserved a claim for."""
         own = self._reserved.get(key, 0)
@@ -142,7 +158,12 @@ class Ledger:
             known = "devices are not known to this pass" if world is None else "node not found"
         else:
             known = world.plan(
-                pod, target, taken=self.taken, allocated=self.allocated, reserved=self.reserved
+                pod,
+                target,
+                taken=self.taken,
+                allocated=self.allocated,
+                reserved=self.reserved,
+                freed=self.freed,
             )
         self._pending[key] = known
         return known

@@ -151,7 +151,9 @@ def _alternatives(
             break
         if not ledger.fits(name, first.requests):
             continue
-        done = world.allocate([claim], session.snapshot.nodes[name], taken=ledger.taken)
+        done = world.allocate(
+            [claim], session.snapshot.nodes[name], taken=ledger.taken, freed=ledger.freed
+        )
         if isinstance(done, str):
             continue
         found.setdefault(done[0].node_selector, done[0])

@@ -210,14 +210,28 @@ def min_member_of(session: Session, pod: Pod) -> int:
 
 
 def _evicted(ledger: Ledger, chosen: Iterable[Victims]) -> Ledger:
-    """A scratch of ``ledger`` with the chosen victims' room given back."""
+    """A scratch of ``ledger`` with the chosen victims' room given back, and the devices of
+    the claims that only they hold (a claim shared with a pod that stays keeps its)."""
     trial = ledger.scratch()
-    seen: set[str] = set()
+    gone: dict[str, Pod] = {}
     for victims in chosen:
         for pod, node in victims.pods:
-            if pod.ref.uid not in seen:
-                seen.add(pod.ref.uid)
+            if pod.ref.uid not in gone:
+                gone[pod.ref.uid] = pod
                 trial.give(node, pod.requests)
+    world = ledger.devices
+    if world is not None:
+        trial.free_devices(
+            device
+            for pod in gone.values()
+            for entry in pod.resource_claims
+            if entry.claim
+            and (claim := world.claims.get((pod.ref.namespace, entry.claim))) is not None
+            and claim.allocation is not None
+            and claim.reserved_for
+            and all(c.uid in gone for c in claim.reserved_for)
+            for device in claim.allocation.held
+        )
     return trial
 
 

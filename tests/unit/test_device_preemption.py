@@ -1,0 +1,111 @@
+"""Preemption frees devices: in the what-if, the devices of a claim only victims hold are
+free for the preemptor's claims; a claim a pod that stays also holds keeps its devices; and
+nothing is allocated on a victim's devices before the ResourceClaim controller has let go
+of them (the preemptor is nominated, not bound)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from scheduler.core.scheduling import schedule
+from scheduler.model.pods import Pod
+from tests.unit.builders import T0, node
+from tests.unit.test_allocation import bind_map
+from tests.unit.test_dra import (
+    DRIVER,
+    claim,
+    claiming_pod,
+    dra_snapshot,
+    exactly,
+    gpu_slice,
+    written,
+)
+from tests.unit.test_preemption import evicted
+
+
+def _held(on: str, *holders: str, count: int = 8) -> dict[str, Any]:
+    """A claim's status: ``count`` GPUs of node ``on`` allocated, reserved for ``holders``."""
+    return {
+        "allocation": {
+            "devices": {
+                "results": [
+                    {"request": "gpu", "driver": DRIVER, "pool": on, "device": f"gpu-{i}"}
+                    for i in range(count)
+                ]
+            },
+            "nodeSelector": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [on]}]}
+                ]
+            },
+        },
+        "reservedFor": [
+            {"resource": "pods", "name": h, "uid": f"uid-default-{h}"} for h in holders
+        ],
+    }
+
+
+def _running(name: str, claim_name: str, *, on: str, priority: int, created: float) -> Pod:
+    p = claiming_pod(name, claim_name, template=False, node_name=on, phase="Running",
+                     priority=priority, created=created, cpu="1")  # fmt: skip
+    return replace(p, gang=None) if p.gang is not None else p
+
+
+def _preemptor(name: str = "high") -> tuple[Pod, dict[str, Any]]:
+    p = claiming_pod(name, f"{name}-gpus", gang=name, min_available=1, priority=100,
+                     created=T0, cpu="1")  # fmt: skip
+    return p, claim(f"{name}-gpus", exactly(count=8), owner=name)
+
+
+def test_a_high_priority_pod_preempts_the_pod_whose_claim_holds_the_gpus_it_needs() -> None:
+    low_a = _running("low-a", "a-gpus", on="n0", priority=10, created=T0 - 500)
+    low_b = _running("low-b", "b-gpus", on="n1", priority=10, created=T0 - 100)
+    high, high_claim = _preemptor()
+    snap = dra_snapshot(
+        [node("n0"), node("n1")],
+        [low_a, low_b, high],
+        slices=[gpu_slice("n0"), gpu_slice("n1")],
+        claims=[
+            claim("a-gpus", exactly(count=8), status=_held("n0", "low-a")),
+            claim("b-gpus", exactly(count=8), status=_held("n1", "low-b")),
+            high_claim,
+        ],
+    )
+    result = schedule(snap, now=T0)
+    assert evicted(result) == ["low-b"], "the younger of the two"
+    assert {n.pod.name: n.node for n in result.nominations} == {"high": "n1"}
+    assert bind_map(result) == {}, "bound only once the victim's claim lets its GPUs go"
+    assert written(result) == {}, "no claim is written on devices another claim holds"
+
+
+def test_a_claim_a_pod_that_stays_also_holds_keeps_its_gpus_and_nothing_is_evicted() -> None:
+    low = _running("low", "shared", on="n0", priority=10, created=T0 - 100)
+    keeper = _running("keeper", "shared", on="n0", priority=1000, created=T0 - 100)
+    high, high_claim = _preemptor()
+    snap = dra_snapshot(
+        [node("n0")],
+        [low, keeper, high],
+        slices=[gpu_slice("n0")],
+        claims=[claim("shared", exactly(count=8), status=_held("n0", "low", "keeper")), high_claim],
+    )
+    result = schedule(snap, now=T0)
+    assert evicted(result) == []
+    assert result.nominations == ()
+
+
+def test_the_preemptor_binds_on_the_freed_gpus_once_the_victims_claim_is_gone() -> None:
+    low_a = _running("low-a", "a-gpus", on="n0", priority=10, created=T0 - 500)
+    high, high_claim = _preemptor()
+    high = replace(high, nominated_node="n1")
+    snap = dra_snapshot(
+        [node("n0"), node("n1")],
+        [low_a, high],
+        slices=[gpu_slice("n0"), gpu_slice("n1")],
+        claims=[claim("a-gpus", exactly(count=8), status=_held("n0", "low-a")), high_claim],
+    )
+    result = schedule(snap, now=T0 + 5)
+    assert bind_map(result) == {"high": "n1"}
+    devices, reserved = written(result)["high-gpus"]
+    assert devices == [f"{DRIVER}/n1/gpu-{i}" for i in range(8)]
+    assert reserved == ["high"]
