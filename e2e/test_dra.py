@@ -44,7 +44,9 @@ def template(cluster: Cluster, name: str, device_class_name: str, count: int) ->
     }
 
 
-def claiming_gang(cluster: Cluster, gang: str, size: int, claims: list[dict]) -> set[str]:
+def claiming_gang(
+    cluster: Cluster, gang: str, size: int, claims: list[dict], *, priority_class: str = ""
+) -> set[str]:
     """``size`` pods of Koordinator gang ``gang``, each with ``claims`` (pod resourceClaims)."""
     members = {f"{gang}-{i}" for i in range(size)}
     annotations = {names.KOORD_NAME: gang, names.KOORD_MIN_AVAILABLE: str(size)}
@@ -53,6 +55,7 @@ def claiming_gang(cluster: Cluster, gang: str, size: int, claims: list[dict]) ->
             cluster.pod(
                 name,
                 annotations=annotations,
+                priority_class=priority_class or None,
                 spec={
                     "resourceClaims": claims,
                     "containers": [
