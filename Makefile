@@ -9,7 +9,7 @@ KUBECTL = KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k podgroup -x"`.
 PYTEST_ARGS ?=
 
-.PHONY: help setup binaries lint format test test-unit fuzz bench bench-curve bench-xl simcheck chaos soak oracle clients cluster-up cluster-down demo e2e-kind clean
+.PHONY: help setup binaries lint format test test-unit fuzz bench bench-victims bench-curve bench-xl simcheck chaos soak oracle clients cluster-up cluster-down demo e2e-kind clean
 
 help:
 	@echo "make demo          start the local control plane with fake GPU nodes, and say how to use it"
@@ -85,6 +85,13 @@ bench: setup binaries
 
 # Each size's backlog and latency steps run apart, on control planes of their own (bench/curve.py).
 CURVE_SIZES = "--nodes 1000 --pods 6000" "--nodes 5000 --pods 30000" ""
+# Victims per unit of room needed (bench/victims.py): this tree against VICTIMS_BASE, a
+# checkout of another build (git worktree add /tmp/base <commit>), on one seeded trace.
+VICTIMS_BASE ?=
+bench-victims: setup
+	@test -n "$(VICTIMS_BASE)" || { echo "set VICTIMS_BASE to a checkout of the build to compare with (git worktree add /tmp/base <commit>)"; exit 2; }
+	$(PY) -m bench.victims --base $(VICTIMS_BASE)
+
 bench-curve: setup binaries
 	for size in $(CURVE_SIZES); do for step in backlog_mixed_gangs latency_mixed_gangs; do \
 	  $(PY) -m bench.run --scale-xl $$size --only gang_scheduler --rounds 1 --no-ceiling \
