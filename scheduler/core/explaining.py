@@ -181,7 +181,7 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
             lines.append(f"a pass now: {said[0]}")
         elif not pending:
             lines.append("nothing pending: every member is bound or finished")
-        lines.extend(_preemption_lines(result, snapshot, members, pending))
+        lines.extend(_preemption_lines(result, snapshot, members, pending, key))
     return lines
 
 
@@ -241,7 +241,7 @@ def _subgroup_lines(gang: Gang) -> list[str]:
 
 
 def _preemption_lines(
-    result: Result, snapshot: Snapshot, members: set, pending: list[Pod]
+    result: Result, snapshot: Snapshot, members: set, pending: list[Pod], key: GangKey
 ) -> list[str]:
     """What the pass would evict for this gang, or why it would evict nothing (said only
     where some bound pod has a lower priority than the gang's)."""
@@ -257,7 +257,17 @@ def _preemption_lines(
     if any(n.pod in members and n.node for n in result.nominations):
         victims = sorted(str(e.pod) for e in result.evictions)
         shown = ", ".join(victims[:5]) + (", ..." if len(victims) > 5 else "")
-        return [f"a pass now would preempt {len(victims)} pod(s) for it: {shown}"]
+        fewest = [c for c in result.victim_choices if key in c.gangs]
+        how = ""
+        if fewest:
+            choice = fewest[0]
+            how = (
+                " (the fewest that make room)"
+                if not choice.above_fewest
+                else f" (as few as {choice.fewest_possible} might make room: not every choice "
+                "of victims was weighed)"
+            )
+        return [f"a pass now would preempt {len(victims)} pod(s) for it{how}: {shown}"]
     if any(not p.preempts for p in pending):
         return ["it would preempt nothing: a member's preemptionPolicy is Never"]
     return [

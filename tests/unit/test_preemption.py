@@ -237,7 +237,9 @@ def test_explain_says_what_a_gang_would_preempt() -> None:
         snapshot(nodes, [*low, *high]), GangKey("default", "high"), now=T0, config=Config()
     )
     assert any(
-        "would preempt 2 pod(s) for it: default/low-b-0, default/low-b-1" in line for line in lines
+        "would preempt 2 pod(s) for it (the fewest that make room): default/low-b-0, "
+        "default/low-b-1" in line
+        for line in lines
     ), lines
     peers = running("peer", 2, on="n0", priority=100)
     lows = running("low", 2, on="n1", priority=1)

@@ -11,9 +11,11 @@ from itertools import product
 
 from hypothesis import event, given, settings
 
+from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
 from scheduler.core.solvers.victims import EXACT_UNITS
-from scheduler.model.pods import Pod
+from scheduler.model.config import Config
+from scheduler.model.pods import GangKey, Pod
 from tests.unit.builders import T0, gang_pods, node, pod, snapshot
 from tests.unit.test_allocation import bind_map
 from tests.unit.test_preemption import evicted
@@ -100,6 +102,9 @@ def test_with_more_candidates_than_it_weighs_it_says_how_far_from_the_fewest_it_
     said = [e.message for e in result.events if e.reason == "Preempting"]
     assert said
     assert all("as few as 1 might have made room" in m for m in said), said
+    lines = explain(snapshot(nodes, [*running, *wants]), GangKey("default", "high"), now=T0,
+                    config=Config())  # fmt: skip
+    assert any("as few as 1 might make room" in line for line in lines), lines
 
 
 def test_a_proven_choice_says_nothing_of_the_fewest() -> None:
