@@ -14,8 +14,9 @@ from hypothesis import event, given, settings
 from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
 from scheduler.core.solvers.victims import EXACT_UNITS
+from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.config import Config
-from scheduler.model.pods import GangKey, Pod
+from scheduler.model.pods import GangKey, LabelSelector, Pod
 from tests.unit.builders import T0, gang_pods, node, pod, snapshot
 from tests.unit.test_allocation import bind_map
 from tests.unit.test_preemption import evicted
@@ -206,3 +207,66 @@ def test_kai_1565_shape_a_48_gpu_gang_evicts_48_gpus_not_the_cluster() -> None:
     assert sum(by_name[n].requests["nvidia.com/gpu"] for n in gone) == 48
     assert len(gone) == 12
     assert {n for n in gone if n.startswith("big")} == {f"big{i}" for i in range(4)}
+
+
+def _bare(name: str, *, on: str, cpu: str, priority: int, created: float) -> Pod:
+    return pod(name, cpu=cpu, memory="0", scheduler="other", node_name=on, phase="Running",
+               priority=priority, created=created)  # fmt: skip
+
+
+def test_a_node_over_its_allocatable_does_not_raise_the_bound_above_the_fewest() -> None:
+    """n2 holds more than it has (its pod above the preemptor): counted below zero, its
+    free room would make the lacking room 8 cpu and the two 2-cpu pods look the fewest."""
+    nodes = [node("n0", cpu="4"), node("n1", cpu="4"), node("n2", cpu="4")]
+    running = [
+        _bare("small-0", on="n0", cpu="2", priority=10, created=T0 - 10),
+        _bare("small-1", on="n0", cpu="2", priority=10, created=T0 - 11),
+        _bare("big", on="n1", cpu="4", priority=10, created=T0 - 500),
+        _bare("over", on="n2", cpu="8", priority=1000, created=T0 - 500),
+    ]
+    wants = gang_pods("high", 1, gang="high", min_available=1, priority=100, cpu="4",
+                      memory="0", created=T0)  # fmt: skip
+    result = schedule(snapshot(nodes, [*running, *wants]), now=T0)
+    assert evicted(result) == ["big"]
+    assert result.victim_choices[0].fewest_possible == 1
+
+
+def test_a_gang_that_needs_any_two_of_three_is_bounded_by_its_two_smallest() -> None:
+    """min 2 of a 4-cpu and two 1-cpu members: the two small ones fit once the 2-cpu pod
+    on n1 goes; bounded by its first two members (5 cpu), two 1-cpu victims looked the
+    fewest."""
+    nodes = [node("n0", cpu="2"), node("n1", cpu="2")]
+    running = [
+        _bare("x0a", on="n0", cpu="1", priority=10, created=T0 - 10),
+        _bare("x0b", on="n0", cpu="1", priority=10, created=T0 - 11),
+        _bare("y1", on="n1", cpu="2", priority=10, created=T0 - 500),
+    ]
+    wants = [
+        pod(f"g-{name}", cpu=cpu, memory="0", gang="g", min_available=2, total=3, priority=100,
+            created=created)
+        for name, cpu, created in (("big", "4", T0 - 50), ("s1", "1", T0), ("s2", "1", T0))
+    ]  # fmt: skip
+    result = schedule(snapshot(nodes, [*running, *wants]), now=T0)
+    assert evicted(result) == ["y1"]
+
+
+def test_fewer_victims_never_break_a_budget_the_first_choice_kept() -> None:
+    """Budgets A and B allow no disruption; p (4 cpu) counts against both, a1 against A
+    only. Evicting a1 and x breaks A; evicting p alone, one victim fewer, would break A
+    and B: kube-scheduler weighs broken budgets before the number of victims."""
+    budgets = tuple(
+        DisruptionBudget(namespace="default", name=name,
+                         selector=LabelSelector(match_labels=((key, "1"),)),
+                         disruptions_allowed=0)
+        for name, key in (("A", "a"), ("B", "b"))
+    )  # fmt: skip
+    nodes = [node("n0", cpu="4"), node("n1", cpu="4")]
+    p = replace(_bare("p", on="n0", cpu="4", priority=10, created=T0 - 500),
+                labels={"a": "1", "b": "1"})  # fmt: skip
+    a1 = replace(_bare("a1", on="n1", cpu="2", priority=10, created=T0 - 20), labels={"a": "1"})
+    x = _bare("x", on="n1", cpu="2", priority=10, created=T0 - 10)
+    wants = gang_pods("high", 1, gang="high", min_available=1, priority=100, cpu="4",
+                      memory="0", created=T0)  # fmt: skip
+    snap = replace(snapshot(nodes, [p, a1, x, *wants]), budgets=budgets)
+    result = schedule(snap, now=T0)
+    assert evicted(result) == ["a1", "x"]

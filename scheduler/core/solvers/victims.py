@@ -392,9 +392,11 @@ def evict_and_nominate(
 
 
 # Victim units few enough to weigh every choice of them: 2**12 subsets, each checked by
-# arithmetic first (does what it frees cover what the group lacks?); at most MAX_TRIES
+# arithmetic first (does what it frees cover what the group lacks?); at most FEWEST_TRIES
 # what-ifs among those that pass.
 EXACT_UNITS = 12
+# What-ifs the search may spend beyond the first choice's (each places the whole group).
+FEWEST_TRIES = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -449,57 +451,115 @@ def fewest(
 
     No choice is taken at a higher priority than ``chosen``'s highest (kube-scheduler
     picks the lowest highest victim priority before the fewest victims), nor one that
-    breaks a PodDisruptionBudget when ``chosen`` breaks none; ``allowed`` says what else a
-    choice must keep (reclaim: each queue's share)."""
-    best = Choice(chosen, placements, fewest_possible=1)
-    count = len(best.pods)
+    breaks a PodDisruptionBudget ``chosen`` keeps (kube-scheduler weighs those first of
+    all); ``allowed`` says what else a choice must keep (reclaim: each queue's share)."""
+    count = len({p.ref.uid for v in chosen for p, _ in v.pods})
+    best = Choice(chosen, placements, fewest_possible=count)
     if count <= 1:
         return best
     top = max(v.priority for v in chosen)
     pool = [v for v in units if v.priority <= top]
-    asked = minimum_asked(session, gangs)
+    asked = _least_asked(session, gangs)
     lacking = asked - _free_everywhere(session, base)
     bound = max(1, _fewest_covering(lacking, pool))
     if bound >= count:
-        return replace(best, fewest_possible=count)
+        return best
     whole = len(pool) <= EXACT_UNITS
     if not whole:
         pool = sorted(pool, key=lambda v: (-_room_per_pod(v, asked), v.order()))[:EXACT_UNITS]
     unproven = replace(best, fewest_possible=count if whole else bound)
     gone = list(gone)
     budgets = session.snapshot.budgets
-    keep_budgets = bool(budgets) and not breaks_budgets(budgets, best.pods, gone=gone)
-    priority = {p.ref.uid: v.priority for v in pool for p, _ in v.pods}
-    smaller: dict[frozenset[str], tuple[tuple, list[Victims]]] = {}
-    for mask in range(1, 1 << len(pool)):
-        subset = [pool[i] for i in range(len(pool)) if mask >> i & 1]
-        pods = {p.ref.uid: p for v in subset for p, _ in v.pods}
-        if not bound <= len(pods) < count or frozenset(pods) in smaller:
-            continue
-        freed = Resources.total(p.requests for p in pods.values())
-        if any(freed.get(name, 0) < short for name, short in lacking.items()):
-            continue
-        key = (len(pods), sum(priority[uid] for uid in pods), [v.order() for v in subset])
-        smaller[frozenset(pods)] = (key, subset)
+    kept = _broken_budgets(budgets, best.pods, gone=gone) if budgets else frozenset()
     tries = 0
     try:
-        for key, subset in sorted(smaller.values(), key=lambda entry: entry[0]):
-            if tries >= MAX_TRIES:
-                # Every choice of fewer pods than this one was tried.
-                return replace(unproven, fewest_possible=max(bound, key[0] if whole else 0))
+        for size, subset in _smaller_choices(pool, lacking, bound=bound, below=count):
+            if tries >= FEWEST_TRIES:
+                # Every admissible choice of fewer pods than this one was tried.
+                return replace(unproven, fewest_possible=max(bound, size if whole else 0))
             if allowed is not None and not allowed(subset):
                 continue
-            pods = list({p.ref.uid: p for v in subset for p, _ in v.pods}.values())
-            if keep_budgets and breaks_budgets(budgets, pods, gone=gone):
-                continue
+            if budgets:
+                pods = list({p.ref.uid: p for v in subset for p, _ in v.pods}.values())
+                if not _broken_budgets(budgets, pods, gone=gone) <= kept:
+                    continue
             tries += 1
             found = fits(session, base, gangs, subset)
             if found is not None:
-                proven = whole or key[0] == bound
-                return Choice(subset, found, fewest_possible=key[0] if proven else bound)
+                proven = whole or size == bound
+                return Choice(subset, found, fewest_possible=size if proven else bound)
         return unproven
     finally:
         session.finder.restore()
+
+
+def _smaller_choices(
+    pool: list[Victims], lacking: Resources, *, bound: int, below: int
+) -> list[tuple[int, list[Victims]]]:
+    """Every choice of units of ``pool`` of at least ``bound`` and fewer than ``below`` pods
+    that frees what is ``lacking``, fewest pods first, then the lowest sum of priorities,
+    then the units' own order. Built mask by mask from the mask without its lowest unit; a
+    choice with two overlapping units (a gang's member above its minimum and the whole
+    gang) is the same pods as the one without the member, and left out."""
+    uids = [frozenset(p.ref.uid for p, _ in v.pods) for v in pool]
+    clash = [
+        sum(1 << j for j in range(len(pool)) if j != i and uids[i] & uids[j])
+        for i in range(len(pool))
+    ]
+    # Only what is short counts for the filter: the amounts of those resources, as tuples.
+    short = [(name, amount) for name, amount in lacking.items() if amount > 0]
+    frees = [tuple(sum(p.requests.get(name, 0) for p, _ in v.pods) for name, _ in short)
+             for v in pool]  # fmt: skip
+    need = tuple(amount for _, amount in short)
+    size = {0: 0}
+    weight = {0: 0}
+    freed: dict[int, tuple[int, ...]] = {0: (0,) * len(short)}
+    found: list[tuple[tuple, int]] = []
+    for mask in range(1, 1 << len(pool)):
+        low = (mask & -mask).bit_length() - 1
+        rest = mask & (mask - 1)
+        if rest not in size or clash[low] & rest:
+            continue  # an overlap, in this mask or the one it is built on
+        n = size[rest] + len(uids[low])
+        if n >= below:
+            continue  # neither it nor any mask built on it is smaller
+        size[mask] = n
+        weight[mask] = weight[rest] + pool[low].priority * len(uids[low])
+        freed[mask] = amounts = tuple(a + b for a, b in zip(freed[rest], frees[low], strict=True))
+        if n >= bound and all(a >= b for a, b in zip(amounts, need, strict=True)):
+            units = tuple(i for i in range(len(pool)) if mask >> i & 1)
+            found.append(((n, weight[mask], units), mask))
+    found.sort()
+    return [(key[0], [pool[i] for i in range(len(pool)) if mask >> i & 1]) for key, mask in found]
+
+
+def _least_asked(session: Session, gangs: list[Gang]) -> Resources:
+    """At the least what the group needs placed, for a bound: per resource, each gang's
+    ``need`` smallest requests among its pending members (a gang places any ``need`` of
+    them). Nothing for a gang that holds room already (NonStrict reservations) or places by
+    subgroups: what they still ask is not simply summed, and no bound beats a wrong one."""
+    total: dict[str, int] = {}
+    for gang in gangs:
+        state = session.outcomes[gang.key].state
+        if state.reservations or gang.subgroups or gang.subgroup_minimums:
+            return Resources()
+        members = pending(gang)
+        for name in {r for p in members for r in p.requests}:
+            amounts = sorted(p.requests.get(name, 0) for p in members)
+            total[name] = total.get(name, 0) + sum(amounts[: gang.need])
+    return Resources(total)
+
+
+def _broken_budgets(
+    budgets: tuple[DisruptionBudget, ...], evicted: list[Pod], *, gone: list[Pod]
+) -> frozenset[int]:
+    """Which budgets (by index) evicting ``evicted``, after ``gone``, takes below zero."""
+    return frozenset(
+        i
+        for i, budget in enumerate(budgets)
+        if sum(1 for p in (*gone, *evicted) if _counts_against(budget, p))
+        > budget.disruptions_allowed
+    )
 
 
 def _room_per_pod(victims: Victims, asked: Resources) -> float:
@@ -513,7 +573,14 @@ def _room_per_pod(victims: Victims, asked: Resources) -> float:
 
 
 def _free_everywhere(session: Session, base: Ledger) -> Resources:
-    return Resources.total(base.free(name) for name in session.snapshot.nodes)
+    """Free room summed over the nodes, none counted below zero (a node over its
+    allocatable, its GPUs gone unhealthy, takes nothing from the others)."""
+    total: dict[str, int] = {}
+    for name in session.snapshot.nodes:
+        for resource, amount in base.free(name).items():
+            if amount > 0:
+                total[resource] = total.get(resource, 0) + amount
+    return Resources(total)
 
 
 def _fewest_covering(lacking: Resources, units: list[Victims]) -> int:
