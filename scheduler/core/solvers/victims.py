@@ -396,7 +396,7 @@ def evict_and_nominate(
 # what-ifs among those that pass.
 EXACT_UNITS = 12
 # What-ifs the search may spend beyond the first choice's (each places the whole group).
-FEWEST_TRIES = 16
+FEWEST_TRIES = 32
 
 
 @dataclass(frozen=True, slots=True)
