@@ -69,12 +69,21 @@ def candidates(
     classes = session.snapshot.priority_classes
     nodes = session.snapshot.nodes
     ours = session.config.scheduler_names
+    # A pod whose bind is in flight is no victim, nor is any member of its gang: its gang
+    # is being bound, and evicting some of it (the bind then fails for the pod deleted)
+    # would leave it below its minimum, or bound in part.
+    flying = session.snapshot.in_flight
+    binding = {
+        gang_key_of(p) for info in session.infos.values() for p in info.pods if p.ref.uid in flying
+    }
     by_gang: dict[object, list[tuple[Pod, str]]] = defaultdict(list)
     for name, info in session.infos.items():
         if name not in nodes:
             continue
         for pod in info.pods:
-            if pod.deleting or not pod.alive or pod.ref.uid in taken:
+            if pod.deleting or not pod.alive or pod.ref.uid in taken or pod.ref.uid in flying:
+                continue
+            if binding and pod.scheduler_name in ours and gang_key_of(pod) in binding:
                 continue
             if below is not None and priority_of(pod, classes) >= below:
                 continue
