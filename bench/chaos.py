@@ -2291,8 +2291,8 @@ def expectations(
 def _without_room(
     books: Books, pods: dict[str, PodState], expected: dict[str, list[PodState]]
 ) -> list[str]:
-    """The expected gangs a first fit, biggest first, into what the surviving nodes have free
-    cannot place."""
+    """The expected gangs a first fit, biggest first (a GangGroup's gangs together), into
+    what the surviving nodes have free cannot place."""
     free = {}
     for node in books.workload_nodes:
         if node in books.deleted_nodes:
@@ -2303,13 +2303,28 @@ def _without_room(
             f = free[pod.node]
             f[0], f[1], f[2] = f[0] - pod.cpu_m, f[1] - pod.memory_mi, f[2] - 1
             f[3] -= pod.gpus
+    # A GangGroup binds whole or not at all: its gangs are placed together, and if one has
+    # no room none is expected (seed 7082: a group of gangs of 12, 2 and 12 with room for 23
+    # pods; the first gang of 12 fitted alone and was expected, the group never could be).
+    groups: list[list[str]] = []
+    seen: set[str] = set()
+    for gang in sorted(expected):
+        if gang in seen:
+            continue
+        spec = books.specs.get(gang)
+        group = [g for g in (spec.group if spec else ()) or (gang,) if g in expected]
+        group = group if gang in group else [gang, *group]
+        seen.update(group)
+        groups.append(group)
     no_room: list[str] = []
-    for gang in sorted(expected, key=lambda g: -sum(p.cpu_m for p in expected[g])):
-        for pod in sorted(expected[gang], key=lambda p: -p.cpu_m):
+    for group in sorted(groups, key=lambda gs: -sum(p.cpu_m for g in gs for p in expected[g])):
+        trial = {node: list(f) for node, f in free.items()}
+        members = sorted((p for g in group for p in expected[g]), key=lambda p: -p.cpu_m)
+        for pod in members:
             spot = next(
                 (
                     f
-                    for f in free.values()
+                    for f in trial.values()
                     if f[0] >= pod.cpu_m
                     and f[1] >= pod.memory_mi
                     and f[2] >= 1
@@ -2318,7 +2333,7 @@ def _without_room(
                 None,
             )
             if spot is None:
-                no_room.append(gang)
+                no_room.extend(group)
                 break
             spot[0], spot[1], spot[2], spot[3] = (
                 spot[0] - pod.cpu_m,
@@ -2326,6 +2341,8 @@ def _without_room(
                 spot[2] - 1,
                 spot[3] - pod.gpus,
             )
+        else:
+            free = trial
     return no_room
 
 

@@ -605,3 +605,21 @@ def test_a_victim_of_the_high_priority_is_read_from_the_pods_priority() -> None:
     seen = history((1.0, pod("hi0-0", **high)), (2.0, pod("hi0-0", **high, evicted=True)))
     state = seen.pods["uid-hi0-0"]
     assert (state.priority, state.evicted_t) == (1000, 2.0)
+
+
+def test_a_gang_group_with_room_for_each_gang_but_not_for_all_is_excused_whole() -> None:
+    """Seed 7082: a GangGroup of gangs of 12, 2 and 12 pods and room for 23: the first gang
+    alone fits, but the group binds whole or not at all, so none of it is expected."""
+    a = GangSpec("a", "koord", 2, 2, group=("a", "b"))
+    b = GangSpec("b", "koord", 2, 2, group=("a", "b"))
+    node_cpu = chaos.NODE_CPU_M // 1000
+    filler = pod("filler", node=NODE, cpu=str(node_cpu - 3))  # 3 cpu left on NODE
+    objs = [pod(f"{g}-{i}", gang=g, cpu="1") for g in ("a", "b") for i in range(2)]
+    expected, _, no_room = expectations(books(a, b, nodes=(NODE,)), pods_of(filler, *objs))
+    assert expected == {}
+    assert sorted(no_room) == ["a", "b"]
+    # With room for all four, both are expected.
+    roomy = pod("filler", node=NODE, cpu=str(node_cpu - 4))
+    expected, _, no_room = expectations(books(a, b, nodes=(NODE,)), pods_of(roomy, *objs))
+    assert sorted(expected) == ["a", "b"]
+    assert no_room == []
