@@ -29,9 +29,11 @@ import pykube
 import pytest
 
 from testbed import cluster as local_cluster
-from testbed.rest import Rest
+from testbed.rest import RequestFailed, Rest
 
 TEST_CLUSTER_DIR = local_cluster.REPO / ".cluster-test"
+# How long a pod may be refused for a PriorityClass the API server has not seen yet.
+CLASS_SEEN_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -351,7 +353,22 @@ class Cluster:
 
     def apply(self, *manifests: dict) -> None:
         for manifest in manifests:
-            self.access.rest.apply(manifest)
+            self._apply_once_admitted(manifest)
+
+    def _apply_once_admitted(self, manifest: dict) -> None:
+        """Apply ``manifest``; a pod refused because the API server's Priority admission has
+        not yet seen a PriorityClass made a moment ago (it reads its own informer's cache)
+        is applied again, for up to ``CLASS_SEEN_SECONDS`` (make test, loaded machine: a
+        class made, then its pods refused with 403 'no PriorityClass with name')."""
+        deadline = time.monotonic() + CLASS_SEEN_SECONDS
+        while True:
+            try:
+                self.access.rest.apply(manifest)
+                return
+            except RequestFailed as error:
+                if "no PriorityClass with name" not in str(error) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def pod(
         self,
