@@ -73,9 +73,16 @@ def candidates(
     # is being bound, and evicting some of it (the bind then fails for the pod deleted)
     # would leave it below its minimum, or bound in part.
     flying = session.snapshot.in_flight
-    binding = {
-        gang_key_of(p) for info in session.infos.values() for p in info.pods if p.ref.uid in flying
-    }
+    binding = (
+        {
+            gang_key_of(p)
+            for info in session.infos.values()
+            for p in info.pods
+            if p.ref.uid in flying
+        }
+        if flying
+        else set()
+    )
     by_gang: dict[object, list[tuple[Pod, str]]] = defaultdict(list)
     for name, info in session.infos.items():
         if name not in nodes:
