@@ -79,7 +79,10 @@ class Churn:
     nodes: int
     minutes: float
     seed: int = 1
-    load: float = 0.9  # the share of the cluster's cpu the arrivals keep busy
+    # The cpu the arrivals ask for, as a share of the cluster's: above 1, so that the cluster
+    # stays full, the backlog stays at its cap and preemptors must preempt (at 0.9 a
+    # 1,000-node cluster ran 72% full, nothing waited and nothing was preempted).
+    load: float = 1.2
     lifetime: float = 300.0  # mean seconds a gang runs once bound
     high_share: float = 0.25  # gangs at the higher priority
     node_every: float = 60.0  # seconds between a node going and a new one coming
@@ -545,9 +548,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=120.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--sample", type=float, default=30.0, help="seconds between samples")
+    parser.add_argument(
+        "--load",
+        type=float,
+        default=Churn.load,
+        help="cpu asked by the arrivals, as a share of the cluster's",
+    )
+    parser.add_argument(
+        "--backlog",
+        type=int,
+        default=0,
+        help="arrivals held back while this many gangs wait (0: nodes / 20)",
+    )
+    parser.add_argument(
+        "--preempt-every",
+        type=float,
+        default=Churn.preempt_every,
+        help="seconds between preemptors",
+    )
     parser.add_argument("--name", default="soak", help="bench/results/NAME.{json,md}")
     args = parser.parse_args(argv)
-    churn = Churn(nodes=args.nodes, minutes=args.minutes, seed=args.seed, sample=args.sample)
+    churn = Churn(
+        nodes=args.nodes,
+        minutes=args.minutes,
+        seed=args.seed,
+        sample=args.sample,
+        load=args.load,
+        backlog=args.backlog,
+        preempt_every=args.preempt_every,
+    )
     # A SIGTERM (a CI job's timeout, a kill) unwinds as Ctrl-C does, through the finally
     # blocks that stop the scheduler and the control plane; by default it would leave both.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
