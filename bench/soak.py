@@ -14,9 +14,7 @@ The churn, from one seed:
   a gang at the higher priority of ``nodes / 20`` members (at most 16) asking 4 cpu each:
   with the cluster full it fits only by preempting whole gangs of the lower priority (small
   gangs at the higher priority find room as it frees, ahead of the backlog, and rarely need
-  to; large ones find no victims: preemption takes at most 64 victim units in its order,
-  lowest priority and fewest pods first, which at 1,000 nodes are scattered too thinly to
-  free the room of 16 quarter-node members);
+  to);
 * now and then a node goes (its pods with it, as the pod garbage collector would) and a new
   one comes;
 * a janitor deletes what finished, what timed out and gangs waiting past ``--give-up``, so the
