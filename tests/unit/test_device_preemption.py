@@ -8,8 +8,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
 from scheduler.core.scheduling import schedule
 from scheduler.model.pods import Pod
+from scheduler.model.snapshot import Snapshot
 from tests.unit.builders import T0, node
 from tests.unit.test_allocation import bind_map
 from tests.unit.test_dra import (
@@ -109,3 +113,64 @@ def test_the_preemptor_binds_on_the_freed_gpus_once_the_victims_claim_is_gone() 
     devices, reserved = written(result)["high-gpus"]
     assert devices == [f"{DRIVER}/n1/gpu-{i}" for i in range(8)]
     assert reserved == ["high"]
+
+
+@st.composite
+def gpu_cluster(draw: st.DrawFn) -> tuple[Snapshot, dict[str, set[str]]]:
+    """One to three nodes of 8 GPUs; running pods of random priority each holding a claim
+    of 1 to 4 GPUs of their node (some claims shared by two pods); pending pods of random
+    priority claiming 1 to 8 GPUs from claims not yet allocated. Returns the snapshot and
+    what each allocated claim holds."""
+    count = draw(st.integers(1, 3))
+    nodes = [node(f"n{i}") for i in range(count)]
+    pods: list[Pod] = []
+    claims: list[dict[str, Any]] = []
+    held: dict[str, set[str]] = {}
+    for i in range(count):
+        at, free = f"n{i}", 8
+        for j in range(draw(st.integers(0, 4))):
+            size = draw(st.integers(1, 4))
+            if size > free:
+                break
+            first = 8 - free
+            free -= size
+            name = f"c{i}{j}"
+            holders = [f"r{i}{j}"] + ([f"s{i}{j}"] if draw(st.booleans()) else [])
+            status = _held(at, *holders, count=size)
+            for result, k in zip(
+                status["allocation"]["devices"]["results"], range(first, first + size), strict=True
+            ):
+                result["device"] = f"gpu-{k}"
+            claims.append(claim(name, exactly(count=size), status=status))
+            held[name] = {f"{DRIVER}/{at}/gpu-{k}" for k in range(first, first + size)}
+            for h in holders:
+                pods.append(_running(h, name, on=at, priority=draw(st.integers(0, 200)),
+                                     created=T0 - draw(st.integers(1, 500))))  # fmt: skip
+    for w in range(draw(st.integers(1, 3))):
+        p = claiming_pod(f"w{w}", f"w{w}-gpus", gang=f"w{w}", min_available=1,
+                         priority=draw(st.integers(0, 200)), created=T0, cpu="1")  # fmt: skip
+        pods.append(p)
+        claims.append(claim(f"w{w}-gpus", exactly(count=draw(st.integers(1, 8))), owner=p.ref.name))
+    snap = dra_snapshot(nodes, pods, slices=[gpu_slice(f"n{i}") for i in range(count)],
+                        claims=claims)  # fmt: skip
+    return snap, held
+
+
+@settings(max_examples=200, deadline=None)
+@given(gpu_cluster())
+def test_no_claim_is_written_with_a_device_another_claim_holds(
+    case: tuple[Snapshot, dict[str, set[str]]],
+) -> None:
+    snap, held = case
+    result = schedule(snap, now=T0)
+    taken = set().union(*held.values()) if held else set()
+    written_now: set[str] = set()
+    for group in result.bindings:
+        for write in group.claims:
+            if write.allocation is None or write.name in held:
+                continue
+            devices = {str(d) for d in write.allocation.devices}
+            assert not devices & taken, f"{write.name} given {devices & taken}, held by a claim"
+            assert not devices & written_now, f"{write.name} given a device twice in a pass"
+            written_now |= devices
+    event(f"evicted {min(len(result.evictions), 3)}, bound {min(len(bind_map(result)), 3)}")
