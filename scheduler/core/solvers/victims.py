@@ -311,11 +311,7 @@ def breaks_budgets(
     budgets: tuple[DisruptionBudget, ...], evicted: list[Pod], *, gone: list[Pod]
 ) -> bool:
     """Whether evicting ``evicted``, after ``gone``, takes some budget below zero."""
-    for budget in budgets:
-        spent = sum(1 for p in (*gone, *evicted) if _counts_against(budget, p))
-        if spent > budget.disruptions_allowed:
-            return True
-    return False
+    return bool(_broken_budgets(budgets, evicted, gone=gone))
 
 
 def evict_and_nominate(
@@ -427,11 +423,16 @@ class Choice:
 
     @property
     def pods(self) -> list[Pod]:
-        return list({p.ref.uid: p for v in self.victims for p, _ in v.pods}.values())
+        return pods_of(self.victims)
 
     @property
     def above_fewest(self) -> int:
         return len(self.pods) - self.fewest_possible
+
+
+def pods_of(units: Iterable[Victims]) -> list[Pod]:
+    """The pods of ``units``, each once (a gang's member above its minimum is in two)."""
+    return list({p.ref.uid: p for v in units for p, _ in v.pods}.values())
 
 
 def minimum_asked(session: Session, gangs: list[Gang]) -> Resources:
@@ -495,10 +496,8 @@ def fewest(
                 return replace(unproven, fewest_possible=max(bound, size if whole else 0))
             if allowed is not None and not allowed(subset):
                 continue
-            if budgets:
-                pods = list({p.ref.uid: p for v in subset for p, _ in v.pods}.values())
-                if not _broken_budgets(budgets, pods, gone=gone) <= kept:
-                    continue
+            if budgets and not _broken_budgets(budgets, pods_of(subset), gone=gone) <= kept:
+                continue
             tries += 1
             found = fits(session, base, gangs, subset)
             if found is not None:
@@ -602,7 +601,7 @@ def _free_everywhere(session: Session, base: Ledger) -> Resources:
 def _fewest_covering(lacking: Resources, units: list[Victims]) -> int:
     """The fewest pods of ``units`` whose requests could cover what is ``lacking`` of each
     resource, each resource on its own (largest pods first): a bound no choice beats."""
-    pods = {p.ref.uid: p for v in units for p, _ in v.pods}.values()
+    pods = pods_of(units)
     fewest_ = 0
     for name, short in lacking.items():
         if short <= 0:
