@@ -403,6 +403,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        patcher.close()
         await loop.drain()
         await leadership.close()
         await recorder.flush()

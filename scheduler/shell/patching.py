@@ -8,6 +8,7 @@ again until the watch brings the new state back, and the API server need not hea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -30,6 +31,9 @@ from scheduler.shell.api import ApiClient, ApiError
 
 log = structlog.get_logger()
 
+# The longest wait between two tries of an eviction that found no API server.
+EVICT_AGAIN_MOST_SECONDS = 30.0
+
 
 class Patcher:
     def __init__(
@@ -45,7 +49,12 @@ class Patcher:
         busy: Callable[[], bool] = lambda: False,
         yield_seconds: float = 10.0,
         fence: Callable[[], bool] = lambda: True,
+        evict_again_seconds: float = 1.0,
+        evict_for_seconds: float = 300.0,
     ) -> None:
+        self._evict_again_seconds = evict_again_seconds
+        self._evict_for_seconds = evict_for_seconds
+        self._closed = asyncio.Event()
         # True while this replica may write (it holds the leader Lease, or runs alone): a
         # status that waited behind binds (up to ``yield_seconds``) is not written by a
         # replica that lost the Lease meanwhile; the new leader writes its own.
@@ -76,6 +85,10 @@ class Patcher:
         self._sent_status: dict[GangKey, dict] = {}
         self._sent_pods: dict[PodRef, dict] = {}
         self._sent_conditions: dict[PodRef, dict] = {}
+
+    def close(self) -> None:
+        """On shutdown: writes being tried again give up, so that draining ends."""
+        self._closed.set()
 
     async def status(self, update: StatusUpdate) -> None:
         """Write the status a pass decided for a gang, or hand it to the write of that gang
@@ -204,7 +217,35 @@ class Patcher:
         """Gang preemption's victim, or a stale gang's member: the
         ``DisruptionTarget`` condition first (so its controller and the kubelet know why it
         goes, as kube-scheduler marks its victims), then a graceful delete, only of this
-        very pod (uid precondition)."""
+        very pod (uid precondition).
+
+        An eviction that fails for want of an answer (the API server down, a 5xx, a 429)
+        is sent again, with a growing wait, for ``evict_for_seconds``: the rest of a victim
+        gang is gone already, and a pass would not choose this pod again (the preemptor
+        may fit by then), so the gang would run on below its minimum."""
+        ref = eviction.pod
+        started = self._clock()
+        wait = self._evict_again_seconds
+        while True:
+            error = await self._evict_once(eviction)
+            if error is None:
+                return
+            if isinstance(error, ApiError) and error.status in (404, 409):
+                return  # gone already, or another pod by that name now: nothing to evict
+            transient = not isinstance(error, ApiError) or error.transient
+            if not transient or self._clock() - started + wait > self._evict_for_seconds:
+                log.warning("victim not evicted", pod=str(ref), error=str(error))
+                return
+            log.info("victim not evicted yet; sending it again", pod=str(ref), error=str(error))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._closed.wait(), wait)
+            if self._closed.is_set() or not self._fence():
+                # Shutting down, or the Lease is lost: this replica writes nothing more.
+                log.warning("victim not evicted", pod=str(ref), error=str(error))
+                return
+            wait = min(wait * 2, EVICT_AGAIN_MOST_SECONDS)
+
+    async def _evict_once(self, eviction: Eviction) -> Exception | None:
         ref = eviction.pod
         path = f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
         condition = {
@@ -229,10 +270,8 @@ class Patcher:
         except Exception as error:
             if not isinstance(error, ApiError):
                 self._errored()
-            if isinstance(error, ApiError) and error.status in (404, 409):
-                return  # gone already, or another pod by that name now: nothing to evict
-            # The preemptor's next failed attempt looks for victims again.
-            log.warning("victim not evicted", pod=str(ref), error=str(error))
+            return error
+        return None
 
     async def nominate(self, nomination: Nomination) -> None:
         """``status.nominatedNodeName`` (cleared with ""), as kube-scheduler sets it."""
