@@ -131,9 +131,13 @@ class ClusterCache:
         """Whether a LIST begun at ``since`` knows ``key`` better than the cache does."""
         return self.deliveries.stale(kind, key, since=since)
 
-    def prune(self, kind: str, *, since: int) -> None:
-        """Forget the marks of deletions that a LIST begun at ``since`` has seen past."""
-        self.deliveries.prune(kind, self._held(kind), since=since)
+    def listing(self, kind: str) -> int:
+        """A LIST of ``kind`` begins: the point in the watches' stream it begins at."""
+        return self.deliveries.listing(kind)
+
+    def listed(self, kind: str, *, since: int) -> None:
+        """The LIST of ``kind`` begun at ``since`` is over (folded in, or failed)."""
+        self.deliveries.listed(kind, since=since)
 
     def unseen(self, expected: set[tuple[str, str]]) -> set[tuple[str, str]]:
         """Which of ``expected`` no watch has delivered yet."""

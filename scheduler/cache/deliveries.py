@@ -1,10 +1,14 @@
 """What the watches have delivered, and when: for the first sync and for re-lists.
 
-Every delivery (an object, or its deletion) is stamped on one counter. A re-list (an
+Every delivery (an object, or its deletion) is counted on one counter. A re-list (an
 informer's LIST after its watch was away) is a consistent read, newer than anything
 delivered before it began: it takes in what no watch delivered since, and removes only what
-it misses *and* no watch delivered since. Until the first sync is over, every (kind, key)
-delivered is kept, so the loop can wait for what a fresh LIST shows.
+it misses *and* no watch delivered since. So while a LIST of a kind is in flight, each
+delivery of that kind is stamped with the count; a stamp older than every LIST in flight
+tells none of them anything, and with none in flight the kind keeps no stamps at all (kept
+for good, the stamps of deleted pods grew by one per pod the cluster ever ran). Until the
+first sync is over, every (kind, key) delivered is kept, so the loop can wait for what a
+fresh LIST shows.
 """
 
 from __future__ import annotations
@@ -16,21 +20,25 @@ class Deliveries:
     def __init__(self) -> None:
         self._delivered = 0
         self._stamps: dict[str, dict[str, int]] = {}
+        # The LISTs in flight, by kind: the count each began at.
+        self._listing: dict[str, list[int]] = {}
         # Until the first pass, every object a watch delivered, relevant or not.
         self._seen: set[tuple[str, str]] | None = set()
 
     def seen(self, kind: str, key: str) -> None:
         """An object of ``kind`` was delivered."""
         self._delivered += 1
-        self._stamps.setdefault(kind, {})[key] = self._delivered
+        if kind in self._listing:
+            self._stamps.setdefault(kind, {})[key] = self._delivered
         if self._seen is not None:
             self._seen.add((kind, key))
 
     def gone(self, kind: str, key: str) -> None:
         """A deletion is a delivery too: a LIST begun before it must not bring the object
-        back (the mark is pruned once a later LIST has seen past it)."""
+        back."""
         self._delivered += 1
-        self._stamps.setdefault(kind, {})[key] = self._delivered
+        if kind in self._listing:
+            self._stamps.setdefault(kind, {})[key] = self._delivered
 
     @property
     def delivered(self) -> int:
@@ -51,11 +59,30 @@ class Deliveries:
         newer."""
         return self._stamps.get(kind, {}).get(key, 0) <= since
 
-    def prune(self, kind: str, held: Collection[str], *, since: int) -> None:
-        """Forget the marks of deletions that a LIST begun at ``since`` has seen past."""
+    def listing(self, kind: str) -> int:
+        """A LIST of ``kind`` begins: the count it begins at (its ``since``). Every LIST
+        begun ends with ``listed``, whether it got through or not."""
+        self._listing.setdefault(kind, []).append(self._delivered)
+        return self._delivered
+
+    def listed(self, kind: str, *, since: int) -> None:
+        """The LIST of ``kind`` begun at ``since`` is over: forget the stamps no LIST still
+        in flight needs (all of the kind's, once none is)."""
+        sinces = self._listing.get(kind, [])
+        if since in sinces:
+            sinces.remove(since)
+        if not sinces:
+            self._listing.pop(kind, None)
+            self._stamps.pop(kind, None)
+            return
+        oldest = min(sinces)
         stamps = self._stamps.get(kind, {})
-        for key in [k for k, stamp in stamps.items() if stamp <= since and k not in held]:
+        for key in [k for k, stamp in stamps.items() if stamp <= oldest]:
             del stamps[key]
+
+    def stamps(self) -> int:
+        """How many stamps are kept (for tests: none once no LIST is in flight)."""
+        return sum(len(stamps) for stamps in self._stamps.values())
 
     def unseen(self, expected: set[tuple[str, str]]) -> set[tuple[str, str]]:
         """Which of ``expected`` no watch has delivered yet."""

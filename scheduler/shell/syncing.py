@@ -176,19 +176,21 @@ def fold_listing(
 
 
 class Folding:
-    """A LIST of ``kind`` begun when the cache had had ``since`` deliveries, folded into the
-    cache page by page, as an informer's re-list does: take in every object no watch
-    delivered since the LIST began (a bind that landed while the watch was away: placing on
-    the room it took would overcommit the node), and, once the last page is in, drop
-    whatever the LIST no longer shows (a re-list delivers what exists, never a DELETED for
-    what does not any more). A page folded before the last one leaves each object it holds
-    at least as new as it was, so a pass in between sees nothing older than before."""
+    """A LIST of ``kind`` begun when the cache had had ``since`` deliveries (what
+    ``cache.listing`` said as it began), folded into the cache page by page, as an
+    informer's re-list does: take in every object no watch delivered since the LIST began (a
+    bind that landed while the watch was away: placing on the room it took would overcommit
+    the node), and, once the last page is in, drop whatever the LIST no longer shows (a
+    re-list delivers what exists, never a DELETED for what does not any more). A page folded
+    before the last one leaves each object it holds at least as new as it was, so a pass in
+    between sees nothing older than before."""
 
     def __init__(self, cache: ClusterCache, kind: str, *, since: int) -> None:
         self._cache, self._kind, self._since = cache, kind, since
         self._watched = WATCHED[kind]
         self._listed: set[str] = set()
         self._folded = 0
+        self._over = False
 
     def page(self, items: list[dict[str, Any]]) -> None:
         cache, kind, since, watched = self._cache, self._kind, self._since, self._watched
@@ -220,7 +222,7 @@ class Folding:
         )
         for key in gone:
             self._watched.drop(cache, key)
-        cache.prune(kind, since=since)
+        self.close()
         if gone:
             log.info(
                 "removed what vanished while the watch was away",
@@ -229,3 +231,9 @@ class Folding:
                 examples=gone[:5],
             )
         return gone
+
+    def close(self) -> None:
+        """The LIST is over, folded in or failed: the cache keeps no stamps for it."""
+        if not self._over:
+            self._over = True
+            self._cache.listed(self._kind, since=self._since)

@@ -180,7 +180,7 @@ class Informer:
     async def _list(self) -> None:
         self._nudge.clear()
         asked = self._asked
-        folding = Folding(self._cache, self.kind, since=self._cache.delivered)
+        folding = Folding(self._cache, self.kind, since=self._cache.listing(self.kind))
 
         async def fold(items: list[dict[str, Any]]) -> None:
             # In slices, handing the loop back between them: the next page's request goes
@@ -189,15 +189,18 @@ class Informer:
                 folding.page(items[start : start + FOLD_SLICE])
                 await asyncio.sleep(0)
 
-        version = await list_pages(self._api, self.kind, each=fold)
-        if version is None:
-            if not self._gone_for_good():
-                raise ApiError(404, "NotFound", "not served just now; looking again")
-        else:
-            if not self._served:
-                log.info("kind now served; watching it", kind=self.kind)
-            self._served, self._absent_since, self._absent_pause = True, None, 1.0
-        folding.finish()
+        try:
+            version = await list_pages(self._api, self.kind, each=fold)
+            if version is None:
+                if not self._gone_for_good():
+                    raise ApiError(404, "NotFound", "not served just now; looking again")
+            else:
+                if not self._served:
+                    log.info("kind now served; watching it", kind=self.kind)
+                self._served, self._absent_since, self._absent_pause = True, None, 1.0
+            folding.finish()
+        finally:
+            folding.close()  # a LIST that failed keeps no stamps either
         self._cache.serve(self.kind, self._served)
         # A re-list asked for while this one ran wants one begun after it: another LIST.
         self._version = version if self._asked == asked else None

@@ -26,7 +26,7 @@ def _pods(cluster: Cluster) -> dict[str, dict]:
 async def _resync(cluster: Cluster, cache: ClusterCache) -> list[str]:
     api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
     try:
-        since = cache.delivered
+        since = cache.listing("pods")
         return fold_listing(cache, "pods", await list_objects(api, "pods"), since=since)
     finally:
         await api.close()
@@ -57,7 +57,8 @@ def test_a_deletion_delivered_after_the_list_began_is_not_undone(cluster: Cluste
     cluster.apply(cluster.pod("gone"))
     body = _pods(cluster)["gone"]
     cache = ClusterCache(scheduler_name="gang-scheduler")
-    cache.remove_pod(body["metadata"]["uid"])  # the watch said DELETED just now...
-    since = cache.delivered - 1  # ...after a LIST that still showed it had begun
+    since = cache.listing("pods")  # a LIST that still shows it begins...
+    cache.remove_pod(body["metadata"]["uid"])  # ...and the watch says DELETED meanwhile
     assert not cache.stale("pods", body["metadata"]["uid"], since=since)
-    assert cache.stale("pods", body["metadata"]["uid"], since=cache.delivered)
+    assert fold_listing(cache, "pods", [body], since=since) == []
+    assert body["metadata"]["uid"] not in cache.nodes.pods, "the LIST did not bring it back"

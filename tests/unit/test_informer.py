@@ -500,6 +500,7 @@ def test_a_re_list_whose_later_page_fails_drops_nothing_and_is_done_again_whole(
 
             await until(look)
             await stop(task)
+        assert cache.deliveries.stamps() == 0, "neither the failed LIST nor the next keeps any"
         return observed
 
     observed = asyncio.run(scenario())

@@ -55,7 +55,7 @@ def test_a_plain_kind_is_folded_relisted_and_removed_by_its_descriptor(kind: kin
     watched.fold(cache, body)
     assert not cache.dirty, "the same object again is no change"
     # A re-list that no longer shows it, begun after its delivery, removes it.
-    since = cache.delivered
+    since = cache.listing(kind.name)
     assert fold_listing(cache, kind.name, [], since=since) == [key]
     assert dict(cache.stored(kind)) == {}
     assert cache.dirty
@@ -64,7 +64,7 @@ def test_a_plain_kind_is_folded_relisted_and_removed_by_its_descriptor(kind: kin
 
 def test_a_relist_begun_before_a_delivery_does_not_remove_what_the_watch_brought_since() -> None:
     cache = ClusterCache(scheduler_name=SCHEDULER)
-    since = cache.delivered
+    since = cache.listing("priorityclasses")
     WATCHED["priorityclasses"].fold(cache, BODIES["priorityclasses"])
     assert fold_listing(cache, "priorityclasses", [], since=since) == []
     assert list(cache.stored(kinds.PRIORITY_CLASSES)) == ["high"]
