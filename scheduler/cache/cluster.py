@@ -438,10 +438,17 @@ class ClusterCache:
         if self._queues.pop(name, None) is not None:
             self._mark(Change.EVERYTHING)
 
-    def census_inputs(self) -> tuple[list[Pod], dict[GangKey, PodGroup]]:
-        """Our pods and the PodGroups by gang, copied, for ``model.holdings.census`` in a
-        worker thread (the cache goes on changing on the event loop meanwhile)."""
-        return list(self.gangs.ours.values()), self._podgroups_by_gang()
+    def census_inputs(
+        self,
+    ) -> tuple[list[Pod], dict[GangKey, PodGroup], dict[tuple[str, str], ResourceClaim]]:
+        """Our pods, the PodGroups by gang and the ResourceClaims, copied, for
+        ``model.holdings.census`` in a worker thread (the cache goes on changing on the
+        event loop meanwhile)."""
+        return (
+            list(self.gangs.ours.values()),
+            self._podgroups_by_gang(),
+            dict(self._resource_claims),
+        )
 
     def room(self) -> tuple[dict[str, Resources], dict[str, Resources], list[Resources]]:
         """For the fragmentation gauges: the free and the allocatable room of the

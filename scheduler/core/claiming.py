@@ -300,6 +300,24 @@ class DeviceWorld:
         self._pools[node.name] = pools
         return pools
 
+    def count_free(self, device_class: str, *, held: Callable[[DeviceId], bool]) -> int:
+        """How many devices of ``device_class`` the slices publish that ``held`` does not
+        say are taken: the free room a queue's guarantee of that class is weighed against."""
+        request = SubRequest(name="", device_class=device_class)
+        free = 0
+        for s in self._slices:
+            if s.unsupported:
+                continue
+            for device in s.devices:
+                device_id = DeviceId(s.driver, s.pool, device.name)
+                if held(device_id):
+                    continue
+                try:
+                    free += self._selected(device, device_id, request)
+                except SelectorError:
+                    continue  # a class whose selectors cannot be evaluated selects nothing
+        return free
+
     # -- selectors ------------------------------------------------------------------------------
 
     def _selected(self, device: Device, device_id: DeviceId, request: SubRequest) -> bool:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from scheduler.core.filtering import selector_matches
 from scheduler.core.statement import Kind, Operation
 from scheduler.model import names
+from scheduler.model.pods import Pod
 from scheduler.model.queues import (
     CLOSED,
     DEFAULT_QUEUE,
@@ -537,9 +538,16 @@ class QueueRoom:
     committed. A trial of victims gives theirs back
     (``give``): a gang may preempt its own queue's gangs to get under its capability."""
 
-    def __init__(self, book: QueueBook, *, free: Callable[[], Mapping[str, int]]) -> None:
+    def __init__(
+        self,
+        book: QueueBook,
+        *,
+        free: Callable[[], Mapping[str, int]],
+        amounts: Callable[[Pod], Mapping[str, int]] = lambda pod: pod.requests,
+    ) -> None:
         self.book = book
         self._free = free  # the cluster's free room, asked for only where a guarantee is kept
+        self._amounts = amounts  # what a pod counts for in its queue (its devices included)
         self._taken: dict[str, dict[str, int]] = {}  # by queue: placed (+) or freed (-) here
         # The free room, read once when a guarantee is first weighed, and what this turn had
         # placed by then (on the ledger already: not to be taken off the free room again).
@@ -638,7 +646,7 @@ class QueueRoom:
         if op.queue is None:
             return
         if op.kind is Kind.ALLOCATE:
-            self.take(op.queue, op.pod.requests)  # type: ignore[union-attr]
+            self.take(op.queue, self._amounts(op.pod))  # type: ignore[arg-type]
         elif op.kind is Kind.COUNT:
             self.take(op.queue, op.amounts or {}, placed=False)
 
@@ -646,7 +654,7 @@ class QueueRoom:
         if op.queue is None:
             return
         if op.kind is Kind.ALLOCATE:
-            self.untake(op.queue, op.pod.requests)  # type: ignore[union-attr]
+            self.untake(op.queue, self._amounts(op.pod))  # type: ignore[arg-type]
         elif op.kind is Kind.COUNT:
             self.untake(op.queue, op.amounts or {}, placed=False)
 

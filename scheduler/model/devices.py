@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from scheduler.model.pods import NodeSelectorTerm, Toleration
+from scheduler.model.pods import NodeSelectorTerm, Pod, Toleration
 
 # An allocation holds at most this many devices, and a claim is reserved for at most this
 # many consumers (``resourceapi.AllocationResultsMaxSize``, ``ResourceClaimReservedForMaxSize``).
@@ -21,6 +21,11 @@ MAX_RESERVED = 256
 
 EXACT_COUNT = "ExactCount"
 ALL = "All"
+
+# Kubernetes names the devices of each DeviceClass as an extended resource of its own
+# (``deviceclass.resource.kubernetes.io/<class>``, KEP-5004, as a ResourceQuota counts them):
+# a queue's capability, guarantee and holdings say devices by that name.
+DEVICE_CLASS_RESOURCE = "deviceclass.resource.kubernetes.io/"
 
 # The finalizer kube-scheduler puts on a claim before it writes an allocation; the
 # ResourceClaim controller clears the allocation (and the finalizer) once no pod is left.
@@ -192,3 +197,57 @@ class ResourceClaim:
         return any(
             c.resource == "pods" and c.api_group == "" and c.uid == uid for c in self.reserved_for
         )
+
+
+def class_resource(device_class: str) -> str:
+    """The resource name a queue counts ``device_class``'s devices by."""
+    return DEVICE_CLASS_RESOURCE + device_class
+
+
+def claim_devices(claim: ResourceClaim) -> dict[str, int]:
+    """The devices ``claim`` holds (allocated: each device of its results, admin access
+    none, as it keeps no device from others) or asks (not yet: each request's count, the
+    first of ``firstAvailable``; ``All`` counts nothing until allocated, the number being
+    the cluster's), by their class's resource name."""
+    classes: dict[str, str] = {}
+    for request in claim.requests:
+        if request.exactly is not None:
+            classes[request.name] = request.exactly.device_class
+        for sub in request.first_available:
+            classes[f"{request.name}/{sub.name}"] = sub.device_class
+    counted: dict[str, int] = {}
+    if claim.allocation is not None:
+        for result in claim.allocation.results:
+            device_class = classes.get(result.request)
+            if device_class is not None and not result.admin_access:
+                name = class_resource(device_class)
+                counted[name] = counted.get(name, 0) + 1
+        return counted
+    for request in claim.requests:
+        sub = request.exactly or next(iter(request.first_available), None)
+        if sub is not None and sub.mode == EXACT_COUNT and not sub.admin_access:
+            name = class_resource(sub.device_class)
+            counted[name] = counted.get(name, 0) + sub.count
+    return counted
+
+
+def pod_devices(pod: Pod, claims: Mapping[tuple[str, str], ResourceClaim]) -> dict[str, int]:
+    """The devices ``pod`` counts for in its queue: those of the ResourceClaims it alone
+    uses (made from its template, or reserved for it and no one else), by class. A claim
+    several pods share is no one pod's: it counts for none of them (nor would evicting one
+    of them free it)."""
+    devices: dict[str, int] = {}
+    for entry in pod.resource_claims:
+        claim = claims.get((pod.ref.namespace, entry.claim)) if entry.claim else None
+        if claim is None:
+            continue
+        if claim.owner_uid:
+            alone = claim.owner_uid == pod.ref.uid
+        else:
+            alone = bool(claim.reserved_for) and all(
+                c.uid == pod.ref.uid for c in claim.reserved_for
+            )
+        if alone:
+            for name, count in claim_devices(claim).items():
+                devices[name] = devices.get(name, 0) + count
+    return devices

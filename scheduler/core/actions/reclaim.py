@@ -32,7 +32,6 @@ from scheduler.core.solvers.victims import (
     fewest,
     fits,
     freeing_first,
-    minimum_asked,
     reprieve,
 )
 from scheduler.core.statement import Statement
@@ -84,7 +83,12 @@ def _reclaim_for(
     *,
     taken: dict[str, Pod],
 ) -> None:
-    need = minimum_asked(session, gangs)
+    # In the queue's terms: the devices of the members' claims count too.
+    need = Resources.total(
+        session.queues.amounts(p)
+        for g in gangs
+        for p in session.order.ordered(pending(g))[: g.need]
+    )
     room = session.queues.room()
     if not book.below_fair(queue, need) or (
         room is not None and room.refuse(queue, need, guarantees=False)
@@ -137,7 +141,7 @@ def _choose(
             for v in candidates(session, below=None, taken=taken, admit=admit)
             if book.may_lose(
                 session.queues.of(v.pods[0][0]),
-                Resources.total(p.requests for p, _ in v.pods),
+                Resources.total(session.queues.amounts(p) for p, _ in v.pods),
                 to=queue,
                 weighed=weighed,
             )
@@ -197,7 +201,9 @@ def _may_lose(
     # A gang's member above its minimum is a unit, and so is the whole gang: what one
     # chosen before frees is not lost twice (else a gang could be refused as a victim for
     # its member counted twice).
-    freed = Resources.total(p.requests for p, _ in victims.pods if p.ref.uid not in gone)
+    freed = Resources.total(
+        session.queues.amounts(p) for p, _ in victims.pods if p.ref.uid not in gone
+    )
     if not book.may_lose(theirs, freed, to=to, weighed=weighed, lost=lost):
         return False
     for at in book.ancestors(theirs):

@@ -112,7 +112,7 @@ class Parking:
         if book is None or not todo or not all(p.preempts for p in todo):
             return False
         own = book.name_of(gang.queue)
-        need = Resources.total(p.requests for p in todo[: gang.need])
+        need = Resources.total(self.session.queues.amounts(p) for p in todo[: gang.need])
         if not book.below_fair(own, need) or self.session.queues.holds_back(gang):
             return False
         above = set(book.ancestors(own))

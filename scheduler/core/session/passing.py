@@ -272,7 +272,7 @@ class Session:
                 gang = self.gangs.get(placed.gang)
                 if gang is None:
                     continue
-                requests = {p.ref: p.requests for p in gang.members}
+                requests = {p.ref: self.queues.amounts(p) for p in gang.members}
                 for binding in placed.bindings:
                     if binding.pod not in counted:
                         book.take(gang.queue, requests.get(binding.pod, {}))

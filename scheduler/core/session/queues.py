@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from scheduler.core.placing import Ledger
 from scheduler.core.queues import QueueBook, QueueRoom, decayed_usage
 from scheduler.core.session.outcomes import pending
+from scheduler.model.devices import DEVICE_CLASS_RESOURCE, DeviceId, pod_devices
 from scheduler.model.gangs import Gang, queue_of_pod
 from scheduler.model.holdings import holdings
 from scheduler.model.pods import Pod, PodRef
@@ -37,6 +38,18 @@ class Queues:
         # Time-based fair share: the queues' recent usage as this pass updated it (the
         # snapshot's, unchanged, when the pass built no queue book).
         self.usage: QueueUsage | None = session.snapshot.queue_usage
+        self._amounts: dict[str, Resources] = {}
+
+    def amounts(self, pod: Pod) -> Resources:
+        """What ``pod`` counts for in its queue: its requests and its devices
+        (``pod_devices``)."""
+        if not pod.resource_claims:
+            return pod.requests
+        found = self._amounts.get(pod.ref.uid)
+        if found is None:
+            devices = pod_devices(pod, self.session.devices.claims)
+            found = self._amounts[pod.ref.uid] = pod.requests + Resources(devices)
+        return found
 
     @cached_property
     def book(self) -> QueueBook | None:
@@ -63,14 +76,36 @@ class Queues:
             )
         usage = {queue: dict(amounts) for queue, amounts in given.held.items()}
         leaving = {queue: dict(amounts) for queue, amounts in given.leaving.items()}
+        self._count_devices(usage, leaving)
         total = dict(given.room)
         waiting = self.session.snapshot.queue_waiting
         if waiting is None:  # not counted by a cache: the pending members of this pass
             waiting = {}
             for gang in self.session.gangs.values():
                 for pod in pending(gang):
-                    waiting[gang.queue] = waiting.get(gang.queue, Resources()) + pod.requests
+                    waiting[gang.queue] = waiting.get(gang.queue, Resources()) + self.amounts(pod)
+        elif self.session.devices.claims:
+            # The cache counts requests; the devices the pass's pending members ask are
+            # added here (claims change apart from pods: the cache does not sum them).
+            waiting = dict(waiting)
+            for gang in self.session.gangs.values():
+                for pod in pending(gang):
+                    if pod.resource_claims and (devices := self.amounts(pod) - pod.requests):
+                        waiting[gang.queue] = waiting.get(gang.queue, Resources()) + devices
         wanted = {(name or DEFAULT_QUEUE): amounts for name, amounts in waiting.items()}
+        # The cluster's devices of each class a queue holds, wants or states a limit of:
+        # its fair shares of them, as of cpu.
+        stated = {
+            resource
+            for queue in queues.values()
+            for limits in (queue.capability, queue.deserved, queue.guarantee)
+            for resource in (limits or {})
+        }
+        for resource in {*stated, *(r for a in (*usage.values(), *wanted.values()) for r in a)}:
+            if resource.startswith(DEVICE_CLASS_RESOURCE):
+                total[resource] = self.session.devices.count_free(
+                    resource.removeprefix(DEVICE_CLASS_RESOURCE), held=lambda device: False
+                )
         for key, outcome in self.session.outcomes.items():
             nominated = outcome.state.nominated
             if not nominated:
@@ -80,7 +115,7 @@ class Queues:
             for pod in pending(gang):
                 if pod.ref in nominated:
                     self.counted_refs.add(pod.ref)
-                    for resource, amount in pod.requests.items():
+                    for resource, amount in self.amounts(pod).items():
                         into[resource] = into.get(resource, 0) + amount
         past = None
         half_life = self.session.config.fair_share_half_life_seconds
@@ -99,6 +134,32 @@ class Queues:
             namespaces=self.session.snapshot.namespace_labels,
         )
 
+    def _count_devices(
+        self, usage: dict[str, dict[str, int]], leaving: dict[str, dict[str, int]]
+    ) -> None:
+        """Add the devices our bound pods hold to their queues (the cache's sums count
+        requests only). A walk over the bound pods, only where some claim is allocated."""
+        if not any(c.allocation is not None for c in self.session.devices.claims.values()):
+            return
+        names = self.session.config.scheduler_names
+        for info in self.session.infos.values():
+            for pod in info.pods:
+                if not pod.resource_claims or pod.scheduler_name not in names:
+                    continue
+                if not pod.holds_resources:
+                    continue
+                devices = self.amounts(pod) - pod.requests
+                if not devices:
+                    continue
+                queue = self.of(pod)
+                into = usage.setdefault(queue, {})
+                for resource, amount in devices.items():
+                    into[resource] = into.get(resource, 0) + amount
+                if pod.deleting:
+                    going = leaving.setdefault(queue, {})
+                    for resource, amount in devices.items():
+                        going[resource] = going.get(resource, 0) + amount
+
     def of(self, pod: Pod) -> str:
         """The queue a pod of ours counts against, by name ("default" for none)."""
         return queue_of_pod(pod, self.session.snapshot.podgroups) or DEFAULT_QUEUE
@@ -114,7 +175,7 @@ class Queues:
             return True
         room = self.room()
         minimum = Resources.total(
-            p.requests for p in self.session.order.ordered(pending(gang))[: gang.need]
+            self.amounts(p) for p in self.session.order.ordered(pending(gang))[: gang.need]
         )
         return room is not None and bool(room.refuse(gang.queue, minimum, guarantees=False))
 
@@ -124,7 +185,7 @@ class Queues:
         book = self.book
         if book is None:
             return None
-        return QueueRoom(book, free=lambda: self.free_total(ledger))
+        return QueueRoom(book, free=lambda: self.free_total(ledger), amounts=self.amounts)
 
     def free_total(self, ledger: Ledger | None = None) -> dict[str, int]:
         """The free room of the ready, schedulable nodes, summed."""
@@ -134,6 +195,23 @@ class Queues:
             if node.ready and not node.unschedulable:
                 for resource, amount in ledger.free(name).items():
                     free[resource] = free.get(resource, 0) + max(amount, 0)
+        book = self.book
+        guaranteed = {
+            resource
+            for queue in (book.queues.values() if book is not None else ())
+            for resource in (queue.guarantee or {})
+            if resource.startswith(DEVICE_CLASS_RESOURCE)
+        }
+        devices = self.session.devices
+        in_use = devices.in_use
+
+        def held(device: DeviceId) -> bool:
+            return (device in in_use and not ledger.freed(device)) or ledger.taken(device)
+
+        for resource in guaranteed:
+            free[resource] = devices.count_free(
+                resource.removeprefix(DEVICE_CLASS_RESOURCE), held=held
+            )
         return free
 
     def count_nominated(self, gang: Gang, refs: Iterable[PodRef]) -> None:
@@ -146,7 +224,7 @@ class Queues:
         members = {p.ref: p for p in gang.members}
         for ref in refs:
             if ref in members and ref not in self.counted_refs:
-                self._count_in(book, gang.queue, members[ref].requests, ref=ref)
+                self._count_in(book, gang.queue, self.amounts(members[ref]), ref=ref)
 
     def _count_in(
         self, book: QueueBook, queue: str, amounts: Resources, *, ref: PodRef | None = None

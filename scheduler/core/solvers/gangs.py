@@ -60,11 +60,11 @@ def place_gang(
         # What it holds (NonStrict holds; a preemptor's nominated room is in the book
         # already) and its minimum must fit in its queue: else it is said of the gang.
         holding = Resources.total(
-            p.requests
+            session.queues.amounts(p)
             for p in gang.members
             if p.ref in held and p.ref not in session.queues.counted_refs
         )
-        minimum = Resources.total(p.requests for p in members[: max(need, 0)])
+        minimum = Resources.total(session.queues.amounts(p) for p in members[: max(need, 0)])
         refused = room.refuse(gang.queue, minimum, held=holding) if holding or need > 0 else ""
         if refused:
             return [], Status.unschedulable(refused)

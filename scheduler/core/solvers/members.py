@@ -33,7 +33,7 @@ def place_members(
     for i, pod in enumerate(members):
         if gang.mode is Mode.STRICT and len(got) + (len(members) - i) < need:
             break  # min_member is out of reach: stop early
-        refused = room.refuse(gang.queue, pod.requests) if room is not None else ""
+        refused = room.refuse(gang.queue, session.queues.amounts(pod)) if room is not None else ""
         node = None if refused else finder.find(pod, statement.ledger)
         if node is None:
             if first_miss is None and len(got) < need:
@@ -67,7 +67,7 @@ def place_each(
     for pod in pods:
         if limit is not None and len(got) >= limit:
             break
-        refused = room.refuse(gang.queue, pod.requests) if room is not None else ""
+        refused = room.refuse(gang.queue, session.queues.amounts(pod)) if room is not None else ""
         node = None if refused else finder.find(pod, statement.ledger)
         if node is None:
             if not first_miss:
@@ -113,7 +113,7 @@ def arranged(
         status = arrangement.status
         if status.ok:
             status = _other_pods_allow(session, statement, arrangement.placements)
-        wanted = Resources.total(p.requests for p, _ in arrangement.placements)
+        wanted = Resources.total(session.queues.amounts(p) for p, _ in arrangement.placements)
         if status.ok and room is not None and (refused := room.refuse(gang.queue, wanted)):
             status = Status.unschedulable(refused)
         if status.ok:

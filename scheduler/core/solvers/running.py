@@ -71,7 +71,7 @@ def _one_by_one(
     for pod in todo:
         problem = session.readiness.volume_problem(pod)
         if not problem and room is not None:
-            problem = room.refuse(gang.queue, pod.requests)
+            problem = room.refuse(gang.queue, session.queues.amounts(pod))
         node = None if problem else finder.find(pod, statement.ledger)
         if node is None:
             why = problem or finder.explain(pod, statement.ledger).message + inside

@@ -235,7 +235,7 @@ def _heal_subgroup(
     got: list[Binding] = []
     first_miss = ""
     for pod in todo:
-        refused = room.refuse(gang.queue, pod.requests) if room is not None else ""
+        refused = room.refuse(gang.queue, session.queues.amounts(pod)) if room is not None else ""
         node = None if refused else find_among(session, statement, pod, where)
         if node is None:
             first_miss = (

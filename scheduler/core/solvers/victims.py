@@ -268,7 +268,7 @@ def fits(session: Session, base: Ledger, gangs: list[Gang], chosen: list[Victims
             for pod, _ in victims.pods:
                 if pod.scheduler_name in names and pod.ref.uid not in seen:
                     seen.add(pod.ref.uid)
-                    room.give(session.queues.of(pod), pod.requests)
+                    room.give(session.queues.of(pod), session.queues.amounts(pod))
     try:
         placed = place_group(session, statement, gangs, room)
     except DeviceConflict:  # a what-if: a placement its devices would not allow is no plan
@@ -347,7 +347,7 @@ def evict_and_nominate(
     ours = session.config.scheduler_names
     for pod, _ in evicted.values():  # the victims leave their queues' shares
         if pod.scheduler_name in ours:
-            session.queues.leave(session.queues.of(pod), pod.requests)
+            session.queues.leave(session.queues.of(pod), session.queues.amounts(pod))
     by_whom = why or f"Preempted by gang {names_} (priority {group_priority(session, gangs)})"
     for pod, node in evicted.values():
         session.add(

@@ -1,0 +1,196 @@
+"""Devices count in queues: a queue's capability, guarantee and holdings say DRA devices by
+their class's resource name (``deviceclass.resource.kubernetes.io/<class>``, as a
+ResourceQuota counts them), the devices a bound pod's claims hold count against its queue,
+and preemption frees them there. Bind maps on plain snapshots."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduler.codecs.devices import resource_claim_from_dict
+from scheduler.core.scheduling import schedule
+from scheduler.model.devices import claim_devices
+from scheduler.model.holdings import census
+from scheduler.model.pods import Pod
+from tests.unit.builders import T0, node
+from tests.unit.test_allocation import bind_map, events
+from tests.unit.test_device_preemption import _held
+from tests.unit.test_dra import DRIVER, claim, claiming_pod, dra_snapshot, exactly, gpu_slice
+from tests.unit.test_preemption import evicted
+from tests.unit.test_queue_sharing import in_queue, with_queues
+from tests.unit.test_queues import queue
+
+GPUS = f"deviceclass.resource.kubernetes.io/{DRIVER}"
+
+
+def _running(name: str, *, on: str, queue_name: str, priority: int = 10) -> Pod:
+    """A bound pod of ``queue_name`` whose own claim holds the 8 GPUs of ``on``."""
+    return claiming_pod(name, f"{name}-gpus", template=False, node_name=on, phase="Running",
+                        priority=priority, created=T0 - 100, cpu="1",
+                        labels=in_queue(queue_name))  # fmt: skip
+
+
+def _waiting(name: str, *, queue_name: str, gpus: int = 8, **kw: Any) -> tuple[Pod, dict]:
+    """A gang of one in ``queue_name`` whose claim (from its template) asks ``gpus``."""
+    p = claiming_pod(name, f"{name}-gpus", gang=name, min_available=1, cpu="1",
+                     labels=in_queue(queue_name), **kw)  # fmt: skip
+    return p, claim(f"{name}-gpus", exactly(count=gpus), owner=name)
+
+
+def test_a_queue_at_its_device_capability_holds_back_a_gang_while_gpus_are_free() -> None:
+    old = _running("old", on="n0", queue_name="team-a")
+    new, new_claim = _waiting("new", queue_name="team-a")
+    snap = dra_snapshot(
+        [node("n0"), node("n1")],
+        [old, new],
+        slices=[gpu_slice("n0"), gpu_slice("n1")],
+        claims=[claim("old-gpus", exactly(count=8), status=_held("n0", "old")), new_claim],
+    )
+    snap = with_queues(snap, queue("team-a", capability={GPUS: "8"}))
+    result = schedule(snap, now=T0)
+    assert bind_map(result) == {}, "n1's 8 GPUs are free, but team-a holds its 8 already"
+    (message,) = set(events(result, "FailedScheduling"))
+    assert f"queue team-a is at its capability for {GPUS}: 8 of 8" in message
+
+
+def test_devices_under_the_capability_are_let_in() -> None:
+    old = _running("old", on="n0", queue_name="team-a")
+    new, new_claim = _waiting("new", queue_name="team-a")
+    snap = dra_snapshot(
+        [node("n0"), node("n1")],
+        [old, new],
+        slices=[gpu_slice("n0"), gpu_slice("n1")],
+        claims=[claim("old-gpus", exactly(count=8), status=_held("n0", "old")), new_claim],
+    )
+    snap = with_queues(snap, queue("team-a", capability={GPUS: "16"}))
+    assert bind_map(schedule(snap, now=T0)) == {"new": "n1"}
+
+
+def test_another_queues_devices_do_not_count_against_a_capability() -> None:
+    old = _running("old", on="n0", queue_name="team-b")
+    new, new_claim = _waiting("new", queue_name="team-a")
+    snap = dra_snapshot(
+        [node("n0"), node("n1")],
+        [old, new],
+        slices=[gpu_slice("n0"), gpu_slice("n1")],
+        claims=[claim("old-gpus", exactly(count=8), status=_held("n0", "old")), new_claim],
+    )
+    snap = with_queues(snap, queue("team-a", capability={GPUS: "8"}), queue("team-b"))
+    assert bind_map(schedule(snap, now=T0)) == {"new": "n1"}
+
+
+def test_the_device_capability_counts_gangs_placed_earlier_in_the_same_pass() -> None:
+    first, first_claim = _waiting("first", queue_name="team-a", gpus=4)
+    second, second_claim = _waiting("second", queue_name="team-a", gpus=4)
+    snap = dra_snapshot(
+        [node("n0"), node("n1")],
+        [first, second],
+        slices=[gpu_slice("n0"), gpu_slice("n1")],
+        claims=[first_claim, second_claim],
+    )
+    snap = with_queues(snap, queue("team-a", capability={GPUS: "6"}))
+    result = schedule(snap, now=T0)
+    assert len(bind_map(result)) == 1, bind_map(result)
+    (message,) = set(events(result, "FailedScheduling"))
+    assert f"would go over its capability for {GPUS}: it holds 4 of 6, and 4 more" in message
+
+
+def test_preemption_frees_the_victims_devices_under_the_queues_capability() -> None:
+    low = _running("low", on="n0", queue_name="team-a", priority=10)
+    high, high_claim = _waiting("high", queue_name="team-a", priority=100, created=T0)
+    snap = dra_snapshot(
+        [node("n0"), node("n1")],
+        [low, high],
+        slices=[gpu_slice("n0"), gpu_slice("n1")],
+        claims=[claim("low-gpus", exactly(count=8), status=_held("n0", "low")), high_claim],
+    )
+    snap = with_queues(snap, queue("team-a", capability={GPUS: "8"}))
+    result = schedule(snap, now=T0)
+    assert evicted(result) == ["low"], "n1 is free: only the capability needed the victim"
+    assert [n.pod.name for n in result.nominations] == ["high"]
+
+
+def test_a_guarantee_of_devices_keeps_free_gpus_for_the_queue_below_it() -> None:
+    hungry, hungry_claim = _waiting("hungry", queue_name="team-b", gpus=8)
+    snap = dra_snapshot(
+        [node("n0")],
+        [hungry],
+        slices=[gpu_slice("n0")],
+        claims=[hungry_claim],
+    )
+    snap = with_queues(snap, queue("team-a", guarantee={"resource": {GPUS: "4"}}), queue("team-b"))
+    result = schedule(snap, now=T0)
+    assert bind_map(result) == {}
+    (message,) = set(events(result, "FailedScheduling"))
+    assert f"the free {GPUS} is kept for other queues' guarantees: 8 free, 4 of it" in message
+
+
+def test_a_claim_counts_what_it_was_given_or_else_what_it_asks() -> None:
+    asked = resource_claim_from_dict(
+        claim("c", exactly(count=3), {"name": "alt", "firstAvailable": [
+            {"name": "big", "deviceClassName": "big.example.com", "count": 2},
+            {"name": "small", "deviceClassName": DRIVER, "count": 4},
+        ]}, exactly("every", mode="All"))
+    )  # fmt: skip
+    big = "deviceclass.resource.kubernetes.io/big.example.com"
+    assert claim_devices(asked) == {GPUS: 3, big: 2}, "All: as many as it is given, later"
+    given = resource_claim_from_dict(claim("c", exactly(count=2), status=_held("n0", "p", count=2)))
+    assert claim_devices(given) == {GPUS: 2}
+
+
+def test_a_queue_below_its_share_of_gpus_reclaims_them_from_one_above_it() -> None:
+    b0 = _running("b0", on="n0", queue_name="team-b")
+    b1 = _running("b1", on="n1", queue_name="team-b")
+    a, a_claim = _waiting("a", queue_name="team-a", priority=10)
+    snap = dra_snapshot(
+        [node("n0"), node("n1")],
+        [b0, b1, a],
+        slices=[gpu_slice("n0"), gpu_slice("n1")],
+        claims=[
+            claim("b0-gpus", exactly(count=8), status=_held("n0", "b0")),
+            claim("b1-gpus", exactly(count=8), status=_held("n1", "b1")),
+            a_claim,
+        ],
+    )
+    snap = with_queues(snap, queue("team-a"), queue("team-b"))
+    result = schedule(snap, now=T0)
+    assert len(evicted(result)) == 1, "team-b holds all 16 GPUs; team-a deserves half"
+    assert [n.pod.name for n in result.nominations] == ["a"]
+
+
+def test_a_queue_holding_its_share_of_gpus_reclaims_none_for_more() -> None:
+    a0 = _running("a0", on="n0", queue_name="team-a")
+    b0 = _running("b0", on="n1", queue_name="team-b")
+    a, a_claim = _waiting("a", queue_name="team-a", priority=10)
+    snap = dra_snapshot(
+        [node("n0"), node("n1")],
+        [a0, b0, a],
+        slices=[gpu_slice("n0"), gpu_slice("n1")],
+        claims=[
+            claim("a0-gpus", exactly(count=8), status=_held("n0", "a0")),
+            claim("b0-gpus", exactly(count=8), status=_held("n1", "b0")),
+            a_claim,
+        ],
+    )
+    snap = with_queues(snap, queue("team-a"), queue("team-b"))
+    result = schedule(snap, now=T0)
+    assert evicted(result) == [], "team-a holds 8 of 16 GPUs, its share: more is team-b's"
+
+
+def test_the_queues_status_counts_the_devices_its_bound_pods_hold() -> None:
+    old = _running("old", on="n0", queue_name="team-a")
+    shared = _running("shared", on="n1", queue_name="team-a")
+    claims = {
+        c.key: c
+        for c in (
+            resource_claim_from_dict(
+                claim("old-gpus", exactly(count=8), status=_held("n0", "old"))
+            ),
+            resource_claim_from_dict(
+                claim("shared-gpus", exactly(count=8), status=_held("n1", "shared", "other"))
+            ),
+        )
+    }
+    counted = census([old, shared], {}, claims)
+    assert counted.held["team-a"].get(GPUS) == 8, "a claim shared with another pod is no one's"
+    assert counted.held["team-a"].get("cpu") == 2000
