@@ -45,11 +45,21 @@ def template(cluster: Cluster, name: str, device_class_name: str, count: int) ->
 
 
 def claiming_gang(
-    cluster: Cluster, gang: str, size: int, claims: list[dict], *, priority_class: str = ""
+    cluster: Cluster,
+    gang: str,
+    size: int,
+    claims: list[dict],
+    *,
+    priority_class: str = "",
+    annotations: dict[str, str] | None = None,
 ) -> set[str]:
     """``size`` pods of Koordinator gang ``gang``, each with ``claims`` (pod resourceClaims)."""
     members = {f"{gang}-{i}" for i in range(size)}
-    annotations = {names.KOORD_NAME: gang, names.KOORD_MIN_AVAILABLE: str(size)}
+    annotations = {
+        names.KOORD_NAME: gang,
+        names.KOORD_MIN_AVAILABLE: str(size),
+        **(annotations or {}),
+    }
     cluster.apply(
         *(
             cluster.pod(
