@@ -33,6 +33,7 @@ from itertools import chain, pairwise
 from typing import Any
 
 from scheduler.core.placing import Ledger, NodeFinder
+from scheduler.model.devices import DEVICE_CLASS_RESOURCE, pod_devices
 from scheduler.model.pods import Pod, PodRef
 from scheduler.model.resources import Resources
 from scheduler.model.status import Status
@@ -468,6 +469,14 @@ class _Attempt:
     units: Mapping[tuple[int, Path], tuple[int, int]]
 
 
+def asked(pod: Pod, ledger: Ledger) -> Resources:
+    """A member's requests and the devices its own claims still ask, by class (as a queue
+    names them): what a unit of the topology must have free for it."""
+    if not pod.resource_claims or ledger.devices is None:
+        return pod.requests
+    return pod.requests + pod_devices(pod, ledger.devices.claims, asked_only=True)
+
+
 class Arranger:
     """Places gangs on one tree for one pass; knows the nodes' static fit via the finder."""
 
@@ -538,17 +547,20 @@ class Arranger:
     def _leaf_room(
         self, members: Sequence[Pod], fit: Mapping[int, frozenset[str]], ledger: Ledger
     ) -> dict[Path, int]:
-        """How many of the members each node could hold, counted per member shape (requests
-        and the nodes it may go on): the costly part, done once per gang."""
+        """How many of the members each node could hold, counted per member shape (requests,
+        the devices its claims ask, and the nodes it may go on): the costly part, done once
+        per gang. A node's cpu alone would take eight members whose claims ask its eight
+        GPUs each."""
         shapes: dict[tuple[Resources, frozenset[str]], int] = {}
         for pod in members:
-            key = (pod.requests, fit[id(pod)])
+            key = (asked(pod, ledger), fit[id(pod)])
             shapes[key] = shapes.get(key, 0) + 1
+        devices = {r for asks, _ in shapes for r in asks if r.startswith(DEVICE_CLASS_RESOURCE)}
         n = len(members)
         room: dict[Path, int] = {}
         for path in self._tree.leaves:
             node = path[-1]
-            free = dict(ledger.free(node))
+            free = ledger.room(node, devices) if devices else dict(ledger.free(node))
             held = 0
             for (requests, nodes), count in shapes.items():
                 if node not in nodes:

@@ -300,6 +300,19 @@ class DeviceWorld:
         self._pools[node.name] = pools
         return pools
 
+    def on_node(self, node: Node, device_class: str) -> tuple[DeviceId, ...]:
+        """The devices of ``device_class`` that ``node`` reaches (none where the class's
+        selectors cannot be evaluated), kept for the pass."""
+        key = (node.name, device_class, ())
+        known = self._selected_on.get(key)
+        if known is None:
+            try:
+                known = self._candidates(self.pools(node), SubRequest("", device_class))
+            except SelectorError as error:
+                known = str(error)
+            self._selected_on[key] = known
+        return () if isinstance(known, str) else tuple(d for d, _, _ in known)
+
     def count_free(self, device_class: str, *, held: Callable[[DeviceId], bool]) -> int:
         """How many devices of ``device_class`` the slices publish that ``held`` does not
         say are taken: the free room a queue's guarantee of that class is weighed against."""

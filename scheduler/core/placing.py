@@ -16,7 +16,7 @@ from scheduler.core.claiming import ClaimPlan, DeviceWorld
 from scheduler.core.filtering import VolumeTerms, static_reason, volume_reason
 from scheduler.core.neighbouring import PORTS_TAKEN, Check, Neighbours
 from scheduler.core.scoring import best_node, fullness, pods_on
-from scheduler.model.devices import Allocation, DeviceId
+from scheduler.model.devices import DEVICE_CLASS_RESOURCE, Allocation, DeviceId
 from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.pods import Pod, PodRef
 from scheduler.model.resources import Resources
@@ -87,6 +87,34 @@ class Ledger:
         room = dict(info.free.amounts) if info is not None else dict(known.allocatable.amounts)
         self._free[node] = room
         return room
+
+    def room(self, node: str, asked: Iterable[str]) -> dict[str, int]:
+        """``free(node)``, with the free devices of each class among ``asked`` named as a
+        queue names them (``deviceclass.resource.kubernetes.io/<class>``): what a topology
+        weighs a member asking devices against."""
+        room = dict(self.free(node))
+        for resource in asked:
+            if resource.startswith(DEVICE_CLASS_RESOURCE):
+                room[resource] = self.free_devices_of(
+                    node, resource.removeprefix(DEVICE_CLASS_RESOURCE)
+                )
+        return room
+
+    def free_devices_of(self, node: str, device_class: str) -> int:
+        """How many devices of ``device_class`` that ``node`` reaches no claim holds on this
+        ledger (those a what-if gave back are free, those its placements took are not)."""
+        world, root = self.devices, self
+        while root._parent is not None:
+            root = root._parent
+        known = root._nodes.get(node)
+        if world is None or known is None:
+            return 0
+        in_use = world.in_use
+        return sum(
+            1
+            for device in world.on_node(known, device_class)
+            if not ((device in in_use and not self.freed(device)) or self.taken(device))
+        )
 
     def fits(self, node: str, requests: Mapping[str, int]) -> bool:
         # The hot loop of a pass: plain dicts, no Mapping protocol, no generator.

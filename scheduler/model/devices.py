@@ -231,15 +231,18 @@ def claim_devices(claim: ResourceClaim) -> dict[str, int]:
     return counted
 
 
-def pod_devices(pod: Pod, claims: Mapping[tuple[str, str], ResourceClaim]) -> dict[str, int]:
+def pod_devices(
+    pod: Pod, claims: Mapping[tuple[str, str], ResourceClaim], *, asked_only: bool = False
+) -> dict[str, int]:
     """The devices ``pod`` counts for in its queue: those of the ResourceClaims it alone
     uses (made from its template, or reserved for it and no one else), by class. A claim
     several pods share is no one pod's: it counts for none of them (nor would evicting one
-    of them free it)."""
+    of them free it). ``asked_only``: only the claims not allocated yet (the devices a
+    placement must still find)."""
     devices: dict[str, int] = {}
     for entry in pod.resource_claims:
         claim = claims.get((pod.ref.namespace, entry.claim)) if entry.claim else None
-        if claim is None:
+        if claim is None or (asked_only and claim.allocation is not None):
             continue
         if claim.owner_uid:
             alone = claim.owner_uid == pod.ref.uid

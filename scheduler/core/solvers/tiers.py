@@ -20,11 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
+from scheduler.core.arranging import asked
 from scheduler.core.gangs import tier_level
 from scheduler.core.queues import QueueRoom
 from scheduler.core.session import Session, pending
 from scheduler.core.statement import Statement
 from scheduler.model.decisions import Binding
+from scheduler.model.devices import DEVICE_CLASS_RESOURCE
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import NetworkTopology, PodRef
 from scheduler.model.resources import Resources
@@ -195,7 +197,7 @@ def _units(
     anchors = _anchors(session, gang, held)
     todo = session.order.ordered([p for p in pending(gang) if p.ref not in held])
     need = max(gang.need - len(anchors), 0)
-    wanted = Resources.total(p.requests for p in todo[:need])
+    wanted = Resources.total(asked(p, statement.ledger) for p in todo[:need])
     for at in range(max(len(levels) - 2, top), top - 1, -1):
         domains = session.domains(levels[at])
         if anchors:
@@ -213,12 +215,15 @@ def _fullest_first(
 ) -> list[tuple[str, ...]]:
     """The units whose free room, summed, holds ``wanted``, the ones it fills most first
     (by the number of times it would fit, then by name)."""
-    asked = [(r, amount) for r, amount in wanted.items() if amount > 0]
+    wants = [(r, amount) for r, amount in wanted.items() if amount > 0]
+    names = [r for r, _ in wants]
     ledger = statement.ledger
+    devices = [r for r in names if r.startswith(DEVICE_CLASS_RESOURCE)]
     ranked: list[tuple[float, tuple[str, ...]]] = []
     for unit, nodes in domains.items():
-        free = _summed((ledger.free(n) for n in nodes), [r for r, _ in asked])
-        times = min((free[r] / amount for r, amount in asked), default=1.0)
+        rooms = (ledger.room(n, devices) if devices else ledger.free(n) for n in nodes)
+        free = _summed(rooms, names)
+        times = min((free[r] / amount for r, amount in wants), default=1.0)
         if times >= 1.0:
             ranked.append((times, unit))
     return [unit for _, unit in sorted(ranked)]
