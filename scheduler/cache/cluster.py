@@ -18,7 +18,7 @@ from scheduler.cache.gangs import GangQueue
 from scheduler.cache.kinds import Change, Kind
 from scheduler.cache.nodes import NodeCache
 from scheduler.model.decisions import ClaimWrite
-from scheduler.model.devices import Consumer, ResourceClaim
+from scheduler.model.devices import Consumer, DeviceClass, ResourceClaim
 from scheduler.model.gangs import Owner, PodGroup, queue_of_pod
 from scheduler.model.nodes import Node
 from scheduler.model.owners import OwnerKey, OwnerKind
@@ -440,14 +440,20 @@ class ClusterCache:
 
     def census_inputs(
         self,
-    ) -> tuple[list[Pod], dict[GangKey, PodGroup], dict[tuple[str, str], ResourceClaim]]:
-        """Our pods, the PodGroups by gang and the ResourceClaims, copied, for
-        ``model.holdings.census`` in a worker thread (the cache goes on changing on the
-        event loop meanwhile)."""
+    ) -> tuple[
+        list[Pod],
+        dict[GangKey, PodGroup],
+        dict[tuple[str, str], ResourceClaim],
+        dict[str, DeviceClass],
+    ]:
+        """Our pods, the PodGroups by gang, the ResourceClaims and the DeviceClasses,
+        copied, for ``model.holdings.census`` in a worker thread (the cache goes on changing
+        on the event loop meanwhile)."""
         return (
             list(self.gangs.ours.values()),
             self._podgroups_by_gang(),
             dict(self._resource_claims),
+            dict(self.stored(kinds.DEVICE_CLASSES)),
         )
 
     def room(self) -> tuple[dict[str, Resources], dict[str, Resources], list[Resources]]:

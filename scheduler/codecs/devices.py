@@ -121,6 +121,7 @@ def device_class_from_dict(raw: object) -> DeviceClass:
         name=text(obj(body.get("metadata")).get("name")),
         selectors=_selectors(spec.get("selectors")),
         config=tuple(objs(spec.get("config"))),
+        extended_resource_name=text(spec.get("extendedResourceName")),
     )
 
 

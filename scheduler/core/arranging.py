@@ -33,7 +33,7 @@ from itertools import chain, pairwise
 from typing import Any
 
 from scheduler.core.placing import Ledger, NodeFinder
-from scheduler.model.devices import DEVICE_CLASS_RESOURCE, pod_devices
+from scheduler.model.devices import pod_devices
 from scheduler.model.pods import Pod, PodRef
 from scheduler.model.resources import Resources
 from scheduler.model.status import Status
@@ -474,7 +474,8 @@ def asked(pod: Pod, ledger: Ledger) -> Resources:
     names them): what a unit of the topology must have free for it."""
     if not pod.resource_claims or ledger.devices is None:
         return pod.requests
-    return pod.requests + pod_devices(pod, ledger.devices.claims, asked_only=True)
+    world = ledger.devices
+    return pod.requests + pod_devices(pod, world.claims, world.classes, asked_only=True)
 
 
 class Arranger:
@@ -555,7 +556,8 @@ class Arranger:
         for pod in members:
             key = (asked(pod, ledger), fit[id(pod)])
             shapes[key] = shapes.get(key, 0) + 1
-        devices = {r for asks, _ in shapes for r in asks if r.startswith(DEVICE_CLASS_RESOURCE)}
+        world = ledger.devices
+        devices = {r for asks, _ in shapes for r in asks if world and world.served(r)}
         n = len(members)
         room: dict[Path, int] = {}
         for path in self._tree.leaves:

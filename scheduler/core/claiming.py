@@ -36,6 +36,7 @@ from scheduler.model.devices import (
     ResourceSlice,
     SelectorError,
     SubRequest,
+    served_by,
 )
 from scheduler.model.nodes import Node, Taint
 from scheduler.model.pods import NodeSelectorTerm, Pod, Requirement
@@ -199,6 +200,8 @@ class DeviceWorld:
             d for c in claims.values() if c.allocation is not None for d in c.allocation.held
         )
         self._pools: dict[str, list[Pool]] = {}
+        self._served: dict[str, tuple[str, ...]] = {}
+        self._counted_on: dict[tuple[str, str], frozenset[DeviceId]] = {}
         self._matches: dict[tuple[DeviceId, str, tuple[str, ...]], bool | str] = {}
         # The devices of a node that a request's selectors take (static within a pass).
         self._selected_on: dict[
@@ -300,36 +303,40 @@ class DeviceWorld:
         self._pools[node.name] = pools
         return pools
 
-    def on_node(self, node: Node, device_class: str) -> tuple[DeviceId, ...]:
-        """The devices of ``device_class`` that ``node`` reaches (none where the class's
-        selectors cannot be evaluated), kept for the pass."""
-        key = (node.name, device_class, ())
-        known = self._selected_on.get(key)
+    def served(self, resource: str) -> tuple[str, ...]:
+        """The classes whose devices count as ``resource`` (``model.devices.served_by``):
+        none for a resource no device serves."""
+        known = self._served.get(resource)
         if known is None:
-            try:
-                known = self._candidates(self.pools(node), SubRequest("", device_class))
-            except SelectorError as error:
-                known = str(error)
-            self._selected_on[key] = known
-        return () if isinstance(known, str) else tuple(d for d, _, _ in known)
+            known = self._served[resource] = served_by(resource, self.classes)
+        return known
 
-    def count_free(self, device_class: str, *, held: Callable[[DeviceId], bool]) -> int:
-        """How many devices of ``device_class`` the slices publish that ``held`` does not
-        say are taken: the free room a queue's guarantee of that class is weighed against."""
-        request = SubRequest(name="", device_class=device_class)
-        free = 0
-        for s in self._slices:
-            if s.unsupported:
-                continue
-            for device in s.devices:
-                device_id = DeviceId(s.driver, s.pool, device.name)
-                if held(device_id):
-                    continue
+    def on_node(self, node: Node | None, resource: str) -> frozenset[DeviceId]:
+        """The devices counted as ``resource`` that ``node`` reaches (every node's, for
+        None), none of a class whose selectors cannot be evaluated; kept for the pass."""
+        key = (node.name if node is not None else "", resource)
+        known = self._counted_on.get(key)
+        if known is None:
+            found: set[DeviceId] = set()
+            for device_class in self.served(resource):
+                request = SubRequest("", device_class)
                 try:
-                    free += self._selected(device, device_id, request)
+                    if node is not None:
+                        pools = self.pools(node)
+                    else:
+                        pools = [
+                            Pool(s.driver, s.pool, (s,)) for s in self._slices if not s.unsupported
+                        ]
+                    found.update(d for d, _, _ in self._candidates(pools, request))
                 except SelectorError:
                     continue  # a class whose selectors cannot be evaluated selects nothing
-        return free
+            known = self._counted_on[key] = frozenset(found)
+        return known
+
+    def count_free(self, resource: str, *, held: Callable[[DeviceId], bool]) -> int:
+        """How many devices counted as ``resource`` the slices publish that ``held`` does
+        not say are taken: the room a queue's shares and guarantees of it weigh."""
+        return sum(1 for device in self.on_node(None, resource) if not held(device))
 
     # -- selectors ------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from scheduler.core.claiming import ClaimPlan, DeviceWorld
 from scheduler.core.filtering import VolumeTerms, static_reason, volume_reason
 from scheduler.core.neighbouring import PORTS_TAKEN, Check, Neighbours
 from scheduler.core.scoring import best_node, fullness, pods_on
-from scheduler.model.devices import DEVICE_CLASS_RESOURCE, Allocation, DeviceId
+from scheduler.model.devices import Allocation, DeviceId
 from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.pods import Pod, PodRef
 from scheduler.model.resources import Resources
@@ -89,32 +89,37 @@ class Ledger:
         return room
 
     def room(self, node: str, asked: Iterable[str]) -> dict[str, int]:
-        """``free(node)``, with the free devices of each class among ``asked`` named as a
-        queue names them (``deviceclass.resource.kubernetes.io/<class>``): what a topology
-        weighs a member asking devices against."""
+        """``free(node)``, with the free devices counted as each of ``asked`` that devices
+        serve (``deviceclass.resource.kubernetes.io/<class>``, or a class's
+        ``extendedResourceName``) added: what a topology weighs a member asking devices
+        against."""
         room = dict(self.free(node))
+        world = self.devices
+        if world is None:
+            return room
         for resource in asked:
-            if resource.startswith(DEVICE_CLASS_RESOURCE):
-                room[resource] = self.free_devices_of(
-                    node, resource.removeprefix(DEVICE_CLASS_RESOURCE)
-                )
+            if world.served(resource):
+                room[resource] = room.get(resource, 0) + self.free_devices_of(node, resource)
         return room
 
-    def free_devices_of(self, node: str, device_class: str) -> int:
-        """How many devices of ``device_class`` that ``node`` reaches no claim holds on this
-        ledger (those a what-if gave back are free, those its placements took are not)."""
+    def free_devices_of(self, node: str, resource: str) -> int:
+        """How many devices counted as ``resource`` that ``node`` reaches no claim holds on
+        this ledger (those a what-if gave back are free, those its placements took are
+        not)."""
         world, root = self.devices, self
         while root._parent is not None:
             root = root._parent
         known = root._nodes.get(node)
         if world is None or known is None:
             return 0
-        in_use = world.in_use
-        return sum(
-            1
-            for device in world.on_node(known, device_class)
-            if not ((device in in_use and not self.freed(device)) or self.taken(device))
-        )
+        return sum(1 for device in world.on_node(known, resource) if not self.holds(device))
+
+    def holds(self, device: DeviceId) -> bool:
+        """Whether a claim holds ``device`` on this ledger: the snapshot's (unless a what-if
+        gave it back) or a placement's."""
+        world = self.devices
+        in_use = world.in_use if world is not None else frozenset()
+        return (device in in_use and not self.freed(device)) or self.taken(device)
 
     def fits(self, node: str, requests: Mapping[str, int]) -> bool:
         # The hot loop of a pass: plain dicts, no Mapping protocol, no generator.

@@ -100,6 +100,9 @@ class DeviceClass:
     name: str
     selectors: tuple[str, ...] = ()  # CEL expressions, all must hold
     config: tuple[Mapping[str, Any], ...] = field(default=(), compare=False)  # raw entries
+    # spec.extendedResourceName: the extended resource (say nvidia.com/gpu) its devices
+    # serve and are counted as; "" for none.
+    extended_resource_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,40 +202,60 @@ class ResourceClaim:
         )
 
 
-def class_resource(device_class: str) -> str:
-    """The resource name a queue counts ``device_class``'s devices by."""
+Classes = Mapping[str, DeviceClass]
+
+
+def class_resource(device_class: str, classes: Classes | None = None) -> str:
+    """The resource name a queue counts ``device_class``'s devices by: the class's
+    ``extendedResourceName``, else upstream's implicit name for it."""
+    known = classes.get(device_class) if classes is not None else None
+    if known is not None and known.extended_resource_name:
+        return known.extended_resource_name
     return DEVICE_CLASS_RESOURCE + device_class
 
 
-def claim_devices(claim: ResourceClaim) -> dict[str, int]:
+def served_by(resource: str, classes: Classes) -> tuple[str, ...]:
+    """The classes whose devices count as ``resource``, by name."""
+    return tuple(
+        sorted(name for name in classes if class_resource(name, classes) == resource)
+        if not resource.startswith(DEVICE_CLASS_RESOURCE)
+        else [resource.removeprefix(DEVICE_CLASS_RESOURCE)]
+    )
+
+
+def claim_devices(claim: ResourceClaim, classes: Classes | None = None) -> dict[str, int]:
     """The devices ``claim`` holds (allocated: each device of its results, admin access
     none, as it keeps no device from others) or asks (not yet: each request's count, the
     first of ``firstAvailable``; ``All`` counts nothing until allocated, the number being
     the cluster's), by their class's resource name."""
-    classes: dict[str, str] = {}
+    class_of: dict[str, str] = {}  # by "<request>" or "<request>/<subrequest>"
     for request in claim.requests:
         if request.exactly is not None:
-            classes[request.name] = request.exactly.device_class
+            class_of[request.name] = request.exactly.device_class
         for sub in request.first_available:
-            classes[f"{request.name}/{sub.name}"] = sub.device_class
+            class_of[f"{request.name}/{sub.name}"] = sub.device_class
     counted: dict[str, int] = {}
     if claim.allocation is not None:
         for result in claim.allocation.results:
-            device_class = classes.get(result.request)
+            device_class = class_of.get(result.request)
             if device_class is not None and not result.admin_access:
-                name = class_resource(device_class)
+                name = class_resource(device_class, classes)
                 counted[name] = counted.get(name, 0) + 1
         return counted
     for request in claim.requests:
         sub = request.exactly or next(iter(request.first_available), None)
         if sub is not None and sub.mode == EXACT_COUNT and not sub.admin_access:
-            name = class_resource(sub.device_class)
+            name = class_resource(sub.device_class, classes)
             counted[name] = counted.get(name, 0) + sub.count
     return counted
 
 
 def pod_devices(
-    pod: Pod, claims: Mapping[tuple[str, str], ResourceClaim], *, asked_only: bool = False
+    pod: Pod,
+    claims: Mapping[tuple[str, str], ResourceClaim],
+    classes: Classes | None = None,
+    *,
+    asked_only: bool = False,
 ) -> dict[str, int]:
     """The devices ``pod`` counts for in its queue: those of the ResourceClaims it alone
     uses (made from its template, or reserved for it and no one else), by class. A claim
@@ -251,6 +274,6 @@ def pod_devices(
                 c.uid == pod.ref.uid for c in claim.reserved_for
             )
         if alone:
-            for name, count in claim_devices(claim).items():
+            for name, count in claim_devices(claim, classes).items():
                 devices[name] = devices.get(name, 0) + count
     return devices

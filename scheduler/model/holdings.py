@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from scheduler.model.devices import ResourceClaim, pod_devices
+from scheduler.model.devices import Classes, ResourceClaim, pod_devices
 from scheduler.model.gangs import PodGroup, queue_of_pod
 from scheduler.model.nodes import Node, NodeInfo
 from scheduler.model.pods import GangKey, Pod, gang_key_of
@@ -108,6 +108,7 @@ def census(
     pods: Iterable[Pod],
     podgroups: Mapping[GangKey, PodGroup],
     claims: Mapping[tuple[str, str], ResourceClaim] | None = None,
+    classes: Classes | None = None,
 ) -> QueueCensus:
     """What every pod of ours counts for its queue: the room bound ones hold (their
     devices included, ``pod_devices`` of ``claims``), and the gangs
@@ -129,7 +130,7 @@ def census(
             for resource, amount in pod.requests.amounts.items():
                 into[resource] = into.get(resource, 0) + amount
             if pod.resource_claims and claims:
-                for resource, amount in pod_devices(pod, claims).items():
+                for resource, amount in pod_devices(pod, claims, classes).items():
                     into[resource] = into.get(resource, 0) + amount
             running.setdefault(queue, set()).add(gang_key_of(pod))
         else:

@@ -12,10 +12,18 @@ from scheduler.core.scheduling import schedule
 from scheduler.model.devices import claim_devices
 from scheduler.model.holdings import census
 from scheduler.model.pods import Pod
-from tests.unit.builders import T0, node
+from tests.unit.builders import T0, node, pod
 from tests.unit.test_allocation import bind_map, events
 from tests.unit.test_device_preemption import _held
-from tests.unit.test_dra import DRIVER, claim, claiming_pod, dra_snapshot, exactly, gpu_slice
+from tests.unit.test_dra import (
+    DRIVER,
+    claim,
+    claiming_pod,
+    device_class,
+    dra_snapshot,
+    exactly,
+    gpu_slice,
+)
 from tests.unit.test_preemption import evicted
 from tests.unit.test_queue_sharing import in_queue, with_queues
 from tests.unit.test_queues import queue
@@ -194,3 +202,35 @@ def test_the_queues_status_counts_the_devices_its_bound_pods_hold() -> None:
     counted = census([old, shared], {}, claims)
     assert counted.held["team-a"].get(GPUS) == 8, "a claim shared with another pod is no one's"
     assert counted.held["team-a"].get("cpu") == 2000
+
+
+def _serving(resource: str) -> dict:
+    """The test's GPU DeviceClass, serving ``resource`` (spec.extendedResourceName)."""
+    body = device_class()
+    body["spec"]["extendedResourceName"] = resource
+    return body
+
+
+def test_devices_of_a_class_with_an_extended_resource_name_count_as_that_resource() -> None:
+    """The class says its GPUs are nvidia.com/gpu: a claim's 8 and a device plugin's GPU
+    on another node count against one capability of nvidia.com/gpu."""
+    old = _running("old", on="n0", queue_name="team-a")
+    plugin = pod("plugin", gpu=1, node_name="n2", phase="Running", labels=in_queue("team-a"))
+    new, new_claim = _waiting("new", queue_name="team-a", gpus=4)
+    snap = dra_snapshot(
+        [node("n0"), node("n1"), node("n2", gpu=1)],
+        [old, plugin, new],
+        slices=[gpu_slice("n0"), gpu_slice("n1")],
+        claims=[claim("old-gpus", exactly(count=8), status=_held("n0", "old")), new_claim],
+        classes=[_serving("nvidia.com/gpu")],
+    )
+    held = with_queues(snap, queue("team-a", capability={"nvidia.com/gpu": "12"}))
+    result = schedule(held, now=T0)
+    assert bind_map(result) == {}
+    (message,) = set(events(result, "FailedScheduling"))
+    assert (
+        "queue team-a would go over its capability for nvidia.com/gpu: it holds 9 of 12, "
+        "and 4 more are asked" in message
+    )
+    roomy = with_queues(snap, queue("team-a", capability={"nvidia.com/gpu": "13"}))
+    assert bind_map(schedule(roomy, now=T0)) == {"new": "n1"}

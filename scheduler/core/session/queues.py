@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from scheduler.core.placing import Ledger
 from scheduler.core.queues import QueueBook, QueueRoom, decayed_usage
 from scheduler.core.session.outcomes import pending
-from scheduler.model.devices import DEVICE_CLASS_RESOURCE, DeviceId, pod_devices
+from scheduler.model.devices import pod_devices
 from scheduler.model.gangs import Gang, queue_of_pod
 from scheduler.model.holdings import holdings
 from scheduler.model.pods import Pod, PodRef
@@ -47,7 +47,8 @@ class Queues:
             return pod.requests
         found = self._amounts.get(pod.ref.uid)
         if found is None:
-            devices = pod_devices(pod, self.session.devices.claims)
+            world = self.session.devices
+            devices = pod_devices(pod, world.claims, world.classes)
             found = self._amounts[pod.ref.uid] = pod.requests + Resources(devices)
         return found
 
@@ -93,8 +94,8 @@ class Queues:
                     if pod.resource_claims and (devices := self.amounts(pod) - pod.requests):
                         waiting[gang.queue] = waiting.get(gang.queue, Resources()) + devices
         wanted = {(name or DEFAULT_QUEUE): amounts for name, amounts in waiting.items()}
-        # The cluster's devices of each class a queue holds, wants or states a limit of:
-        # its fair shares of them, as of cpu.
+        # The cluster's devices counted as a resource a queue holds, wants or states a
+        # limit of (beside what nodes publish of it): its fair shares of them, as of cpu.
         stated = {
             resource
             for queue in queues.values()
@@ -102,9 +103,9 @@ class Queues:
             for resource in (limits or {})
         }
         for resource in {*stated, *(r for a in (*usage.values(), *wanted.values()) for r in a)}:
-            if resource.startswith(DEVICE_CLASS_RESOURCE):
-                total[resource] = self.session.devices.count_free(
-                    resource.removeprefix(DEVICE_CLASS_RESOURCE), held=lambda device: False
+            if self.session.devices.served(resource):
+                total[resource] = total.get(resource, 0) + self.session.devices.count_free(
+                    resource, held=lambda device: False
                 )
         for key, outcome in self.session.outcomes.items():
             nominated = outcome.state.nominated
@@ -196,22 +197,15 @@ class Queues:
                 for resource, amount in ledger.free(name).items():
                     free[resource] = free.get(resource, 0) + max(amount, 0)
         book = self.book
+        devices = self.session.devices
         guaranteed = {
             resource
             for queue in (book.queues.values() if book is not None else ())
             for resource in (queue.guarantee or {})
-            if resource.startswith(DEVICE_CLASS_RESOURCE)
+            if devices.served(resource)
         }
-        devices = self.session.devices
-        in_use = devices.in_use
-
-        def held(device: DeviceId) -> bool:
-            return (device in in_use and not ledger.freed(device)) or ledger.taken(device)
-
         for resource in guaranteed:
-            free[resource] = devices.count_free(
-                resource.removeprefix(DEVICE_CLASS_RESOURCE), held=held
-            )
+            free[resource] = free.get(resource, 0) + devices.count_free(resource, held=ledger.holds)
         return free
 
     def count_nominated(self, gang: Gang, refs: Iterable[PodRef]) -> None:

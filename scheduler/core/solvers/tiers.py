@@ -26,7 +26,6 @@ from scheduler.core.queues import QueueRoom
 from scheduler.core.session import Session, pending
 from scheduler.core.statement import Statement
 from scheduler.model.decisions import Binding
-from scheduler.model.devices import DEVICE_CLASS_RESOURCE
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import NetworkTopology, PodRef
 from scheduler.model.resources import Resources
@@ -218,7 +217,8 @@ def _fullest_first(
     wants = [(r, amount) for r, amount in wanted.items() if amount > 0]
     names = [r for r, _ in wants]
     ledger = statement.ledger
-    devices = [r for r in names if r.startswith(DEVICE_CLASS_RESOURCE)]
+    world = ledger.devices
+    devices = [r for r in names if world is not None and world.served(r)]
     ranked: list[tuple[float, tuple[str, ...]]] = []
     for unit, nodes in domains.items():
         rooms = (ledger.room(n, devices) if devices else ledger.free(n) for n in nodes)
