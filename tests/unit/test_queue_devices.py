@@ -8,10 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.codecs.devices import resource_claim_from_dict
+from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
+from scheduler.model.config import Config
 from scheduler.model.devices import claim_devices
 from scheduler.model.holdings import census
-from scheduler.model.pods import Pod
+from scheduler.model.pods import GangKey, Pod
 from tests.unit.builders import T0, node, pod
 from tests.unit.test_allocation import bind_map, events
 from tests.unit.test_device_preemption import _held
@@ -234,3 +236,6 @@ def test_devices_of_a_class_with_an_extended_resource_name_count_as_that_resourc
     )
     roomy = with_queues(snap, queue("team-a", capability={"nvidia.com/gpu": "13"}))
     assert bind_map(schedule(roomy, now=T0)) == {"new": "n1"}
+    lines = explain(held, GangKey("default", "new"), now=T0, config=Config())
+    (team,) = [line for line in lines if line.strip().startswith("team-a:")]
+    assert "nvidia.com/gpu: 9" in team, team
