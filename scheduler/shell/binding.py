@@ -421,6 +421,7 @@ class Binder:
         failure: str | None = None
         unsure = False  # the request may have landed although no answer came back
         transient = False
+        conflict = False
         try:
             async with self._slots.held(urgent=urgent, rest=rest, tab=tab):
                 # Fencing: checked after the wait for a slot, right before the request. A
@@ -436,13 +437,22 @@ class Binder:
             # was lost: on this very node, that is success.
             failure, unsure = error.message or error.reason, error.unsure or error.status == 409
             transient = error.transient
+            conflict = error.status == 409
         except Exception as error:  # a bug of ours or of a library: the bind may have gone
             failure, unsure = f"{type(error).__name__}: {error}", True
         finally:
             self.in_flight -= 1
             self._metrics.bind_seconds.observe(time.perf_counter() - started)
-        if unsure and await self._landed(binding):
-            failure = None  # it did land: forgetting it would leave a gang half bound
+        if unsure:
+            landed, unbound = await self._landed(binding)
+            if landed:
+                failure = None  # it did land: forgetting it would leave a gang half bound
+            elif conflict and unbound:
+                # The binding storage answers 409 for any failed update, etcd unavailable
+                # included ("Operation cannot be fulfilled on pods/binding ...: rpc error:
+                # code = Unavailable"): a pod still on no node met no rival, and may be
+                # bound if tried again (chaos seed 7409 left a Strict gang with 8 of 16).
+                transient = True
         if failure is not None:
             self._metrics.bind_errors.inc()
             return failure, transient
@@ -456,8 +466,9 @@ class Binder:
         )
         return None, False
 
-    async def _landed(self, binding: Binding) -> bool:
-        """Whether the pod is bound to the node after all. Asked until the API server
+    async def _landed(self, binding: Binding) -> tuple[bool, bool]:
+        """Whether the pod is bound to the node after all, and whether it is still on no
+        node (the same pod, seen unbound). Asked until the API server
         answers, for up to ``patience_seconds``: a bind that landed but is taken for failed
         frees its room in the cache while the pod holds it, and the next pass fills it
         (an API server restart can cut the answer to a bind that landed; the pod's node would
@@ -474,16 +485,17 @@ class Binder:
                 break
             except ApiError as error:
                 if error.status == 404:
-                    return False  # the pod is gone: bound or not, it holds nothing
+                    return False, False  # the pod is gone: bound or not, it holds nothing
                 if time.monotonic() >= deadline:
-                    return False
+                    return False, False
             except Exception:  # a bug of ours or of a library: the check cannot be made
-                return False
+                return False, False
             attempt += 1
             await asyncio.sleep(min(0.2 * 2 ** (attempt - 1), 2.0))
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         same = not ref.uid or meta.get("uid") == ref.uid
-        return same and spec.get("nodeName") == binding.node
+        node = spec.get("nodeName")
+        return same and node == binding.node, same and not node
 
     def _forget(self, binding: Binding, message: str) -> None:
         log.warning(

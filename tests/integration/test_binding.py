@@ -171,7 +171,7 @@ def test_an_unanswered_bind_is_taken_as_done_only_if_the_pod_is_on_that_node(
     landed_ref, pending_ref = _load(cluster, cache, ["m-0", "m-1"])
     bind(cluster.access.api(), namespace=cluster.namespace, pod="m-0", node=first)
 
-    async def ask() -> list[bool]:
+    async def ask() -> list[tuple[bool, bool]]:
         api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
         try:
             binder = Binder(
@@ -188,7 +188,14 @@ def test_an_unanswered_bind_is_taken_as_done_only_if_the_pod_is_on_that_node(
         finally:
             await api.close()
 
-    assert asyncio.run(ask()) == [True, False, False, False, False]
+    # (landed on that node, still on no node)
+    assert asyncio.run(ask()) == [
+        (True, False),
+        (False, False),  # on another node than asked: a rival's bind
+        (False, False),  # another pod by that name
+        (False, True),  # m-1: on no node, may be bound if tried again
+        (False, False),  # gone
+    ]
 
 
 def _closed_port() -> int:

@@ -651,3 +651,61 @@ def test_a_call_that_succeeds_at_once_leaves_no_cycles_for_the_collector() -> No
                 gc.enable()
 
     assert run(scenario()) < 50 * 5  # tenacity's loop left about 50 * 30
+
+
+def test_a_member_whose_bind_met_a_conflict_while_etcd_was_away_binds_on_a_later_try() -> None:
+    """make chaos seed 7409 (I1): with etcd restarting, the binding storage answers 409
+    ("Operation cannot be fulfilled on pods/binding ...: rpc error: code = Unavailable").
+    The pod is on no node: no rival bound it. Taken for a conflict, eight members of a
+    Strict gang of 16 were forgotten and their room went to other gangs; now the member
+    keeps its room and tries again."""
+    posts: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        name = request.path.split("/")[-2 if request.path.endswith("/binding") else -1]
+        if request.method == "POST":
+            posts.append(name)
+            if name == "m-1" and posts.count("m-1") == 1:
+                message = (
+                    'Operation cannot be fulfilled on pods/binding "m-1": rpc error: '
+                    "code = Unavailable desc = error reading from server: EOF"
+                )
+                return web.json_response(
+                    {"reason": "Conflict", "message": message, "code": 409}, status=409
+                )
+            return web.json_response({}, status=201)
+        pod = {"metadata": {"name": name, "namespace": "ns", "uid": "u1"}, "spec": {}}
+        return web.json_response(pod)  # asked after the 409: still on no node
+
+    cache = _bind_two(handler)
+    assert posts.count("m-1") == 2, posts
+    assert {p.ref.name: p.node_name for p in cache.snapshot(whole=True).pods} == {
+        "m-0": "n0",
+        "m-1": "n0",
+    }
+    assert GangKey("ns", "g") not in cache.memory  # no failed attempt, no backoff
+
+
+def test_a_member_another_scheduler_bound_elsewhere_is_not_tried_again() -> None:
+    posts: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        name = request.path.split("/")[-2 if request.path.endswith("/binding") else -1]
+        if request.method == "POST":
+            posts.append(name)
+            if name == "m-1":
+                message = (
+                    'Operation cannot be fulfilled on pods/binding "m-1": '
+                    'pod m-1 is already assigned to node "n9"'
+                )
+                return web.json_response(
+                    {"reason": "Conflict", "message": message, "code": 409}, status=409
+                )
+            return web.json_response({}, status=201)
+        pod = {"metadata": {"name": name, "namespace": "ns", "uid": "u1"},
+               "spec": {"nodeName": "n9"}}  # fmt: skip
+        return web.json_response(pod)
+
+    cache = _bind_two(handler)
+    assert posts.count("m-1") == 1, "a rival's bind: trying again changes nothing"
+    assert GangKey("ns", "g") in cache.memory, "the member is placed again, after a backoff"
