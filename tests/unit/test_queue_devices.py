@@ -14,6 +14,8 @@ from scheduler.model.config import Config
 from scheduler.model.devices import claim_devices
 from scheduler.model.holdings import census
 from scheduler.model.pods import GangKey, Pod
+from scheduler.model.queues import Queue
+from scheduler.model.snapshot import Snapshot
 from tests.unit.builders import T0, node, pod
 from tests.unit.test_allocation import bind_map, events
 from tests.unit.test_device_preemption import _held
@@ -47,16 +49,40 @@ def _waiting(name: str, *, queue_name: str, gpus: int = 8, **kw: Any) -> tuple[P
     return p, claim(f"{name}-gpus", exactly(count=gpus), owner=name)
 
 
-def test_a_queue_at_its_device_capability_holds_back_a_gang_while_gpus_are_free() -> None:
-    old = _running("old", on="n0", queue_name="team-a")
-    new, new_claim = _waiting("new", queue_name="team-a")
+def _cluster(
+    held: dict[str, str],
+    waiting: list[tuple[Pod, dict]],
+    *queues: Queue,
+    priority: int = 10,
+    classes: list[dict] | None = None,
+) -> Snapshot:
+    """Nodes n0 and n1 of 8 GPUs each; on each node named in ``held`` (node -> queue), a
+    running pod of that queue (named after the node) whose claim holds all its GPUs; the
+    ``waiting`` gangs; ``queues``."""
+    running = [
+        _running(f"{queue_name}-{on}", on=on, queue_name=queue_name, priority=priority)
+        for on, queue_name in held.items()
+    ]
+    claims = [
+        claim(f"{p.ref.name}-gpus", exactly(count=8), status=_held(p.node_name, p.ref.name))
+        for p in running
+    ]
     snap = dra_snapshot(
         [node("n0"), node("n1")],
-        [old, new],
+        [*running, *(p for p, _ in waiting)],
         slices=[gpu_slice("n0"), gpu_slice("n1")],
-        claims=[claim("old-gpus", exactly(count=8), status=_held("n0", "old")), new_claim],
+        claims=[*claims, *(c for _, c in waiting)],
+        classes=classes,
     )
-    snap = with_queues(snap, queue("team-a", capability={GPUS: "8"}))
+    return with_queues(snap, *queues)
+
+
+def test_a_queue_at_its_device_capability_holds_back_a_gang_while_gpus_are_free() -> None:
+    snap = _cluster(
+        {"n0": "team-a"},
+        [_waiting("new", queue_name="team-a")],
+        queue("team-a", capability={GPUS: "8"}),
+    )
     result = schedule(snap, now=T0)
     assert bind_map(result) == {}, "n1's 8 GPUs are free, but team-a holds its 8 already"
     (message,) = set(events(result, "FailedScheduling"))
@@ -64,41 +90,30 @@ def test_a_queue_at_its_device_capability_holds_back_a_gang_while_gpus_are_free(
 
 
 def test_devices_under_the_capability_are_let_in() -> None:
-    old = _running("old", on="n0", queue_name="team-a")
-    new, new_claim = _waiting("new", queue_name="team-a")
-    snap = dra_snapshot(
-        [node("n0"), node("n1")],
-        [old, new],
-        slices=[gpu_slice("n0"), gpu_slice("n1")],
-        claims=[claim("old-gpus", exactly(count=8), status=_held("n0", "old")), new_claim],
+    snap = _cluster(
+        {"n0": "team-a"},
+        [_waiting("new", queue_name="team-a")],
+        queue("team-a", capability={GPUS: "16"}),
     )
-    snap = with_queues(snap, queue("team-a", capability={GPUS: "16"}))
     assert bind_map(schedule(snap, now=T0)) == {"new": "n1"}
 
 
 def test_another_queues_devices_do_not_count_against_a_capability() -> None:
-    old = _running("old", on="n0", queue_name="team-b")
-    new, new_claim = _waiting("new", queue_name="team-a")
-    snap = dra_snapshot(
-        [node("n0"), node("n1")],
-        [old, new],
-        slices=[gpu_slice("n0"), gpu_slice("n1")],
-        claims=[claim("old-gpus", exactly(count=8), status=_held("n0", "old")), new_claim],
+    snap = _cluster(
+        {"n0": "team-b"},
+        [_waiting("new", queue_name="team-a")],
+        queue("team-a", capability={GPUS: "8"}),
+        queue("team-b"),
     )
-    snap = with_queues(snap, queue("team-a", capability={GPUS: "8"}), queue("team-b"))
     assert bind_map(schedule(snap, now=T0)) == {"new": "n1"}
 
 
 def test_the_device_capability_counts_gangs_placed_earlier_in_the_same_pass() -> None:
-    first, first_claim = _waiting("first", queue_name="team-a", gpus=4)
-    second, second_claim = _waiting("second", queue_name="team-a", gpus=4)
-    snap = dra_snapshot(
-        [node("n0"), node("n1")],
-        [first, second],
-        slices=[gpu_slice("n0"), gpu_slice("n1")],
-        claims=[first_claim, second_claim],
+    snap = _cluster(
+        {},
+        [_waiting(name, queue_name="team-a", gpus=4) for name in ("first", "second")],
+        queue("team-a", capability={GPUS: "6"}),
     )
-    snap = with_queues(snap, queue("team-a", capability={GPUS: "6"}))
     result = schedule(snap, now=T0)
     assert len(bind_map(result)) == 1, bind_map(result)
     (message,) = set(events(result, "FailedScheduling"))
@@ -106,17 +121,13 @@ def test_the_device_capability_counts_gangs_placed_earlier_in_the_same_pass() ->
 
 
 def test_preemption_frees_the_victims_devices_under_the_queues_capability() -> None:
-    low = _running("low", on="n0", queue_name="team-a", priority=10)
-    high, high_claim = _waiting("high", queue_name="team-a", priority=100, created=T0)
-    snap = dra_snapshot(
-        [node("n0"), node("n1")],
-        [low, high],
-        slices=[gpu_slice("n0"), gpu_slice("n1")],
-        claims=[claim("low-gpus", exactly(count=8), status=_held("n0", "low")), high_claim],
+    snap = _cluster(
+        {"n0": "team-a"},
+        [_waiting("high", queue_name="team-a", priority=100, created=T0)],
+        queue("team-a", capability={GPUS: "8"}),
     )
-    snap = with_queues(snap, queue("team-a", capability={GPUS: "8"}))
     result = schedule(snap, now=T0)
-    assert evicted(result) == ["low"], "n1 is free: only the capability needed the victim"
+    assert evicted(result) == ["team-a-n0"], "n1 is free: only the capability needed it"
     assert [n.pod.name for n in result.nominations] == ["high"]
 
 
@@ -149,40 +160,24 @@ def test_a_claim_counts_what_it_was_given_or_else_what_it_asks() -> None:
 
 
 def test_a_queue_below_its_share_of_gpus_reclaims_them_from_one_above_it() -> None:
-    b0 = _running("b0", on="n0", queue_name="team-b")
-    b1 = _running("b1", on="n1", queue_name="team-b")
-    a, a_claim = _waiting("a", queue_name="team-a", priority=10)
-    snap = dra_snapshot(
-        [node("n0"), node("n1")],
-        [b0, b1, a],
-        slices=[gpu_slice("n0"), gpu_slice("n1")],
-        claims=[
-            claim("b0-gpus", exactly(count=8), status=_held("n0", "b0")),
-            claim("b1-gpus", exactly(count=8), status=_held("n1", "b1")),
-            a_claim,
-        ],
+    snap = _cluster(
+        {"n0": "team-b", "n1": "team-b"},
+        [_waiting("a", queue_name="team-a", priority=10)],
+        queue("team-a"),
+        queue("team-b"),
     )
-    snap = with_queues(snap, queue("team-a"), queue("team-b"))
     result = schedule(snap, now=T0)
     assert len(evicted(result)) == 1, "team-b holds all 16 GPUs; team-a deserves half"
     assert [n.pod.name for n in result.nominations] == ["a"]
 
 
 def test_a_queue_holding_its_share_of_gpus_reclaims_none_for_more() -> None:
-    a0 = _running("a0", on="n0", queue_name="team-a")
-    b0 = _running("b0", on="n1", queue_name="team-b")
-    a, a_claim = _waiting("a", queue_name="team-a", priority=10)
-    snap = dra_snapshot(
-        [node("n0"), node("n1")],
-        [a0, b0, a],
-        slices=[gpu_slice("n0"), gpu_slice("n1")],
-        claims=[
-            claim("a0-gpus", exactly(count=8), status=_held("n0", "a0")),
-            claim("b0-gpus", exactly(count=8), status=_held("n1", "b0")),
-            a_claim,
-        ],
+    snap = _cluster(
+        {"n0": "team-a", "n1": "team-b"},
+        [_waiting("a", queue_name="team-a", priority=10)],
+        queue("team-a"),
+        queue("team-b"),
     )
-    snap = with_queues(snap, queue("team-a"), queue("team-b"))
     result = schedule(snap, now=T0)
     assert evicted(result) == [], "team-a holds 8 of 16 GPUs, its share: more is team-b's"
 

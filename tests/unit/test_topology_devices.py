@@ -9,6 +9,7 @@ from dataclasses import replace
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.pods import GangKey, Pod
+from scheduler.model.snapshot import Snapshot
 from tests.unit.builders import T0, group, node, pod
 from tests.unit.test_allocation import bind_map
 from tests.unit.test_device_preemption import _held
@@ -16,6 +17,8 @@ from tests.unit.test_dra import claim, claiming_pod, dra_snapshot, exactly, gpu_
 from tests.unit.test_network_topology import RACKS
 from tests.unit.test_network_topology import group as volcano_group
 from tests.unit.test_topology_scheduling import SEED
+
+PACKED = '{"rack": {"type": "pack"}}'
 
 
 def _claimers(name: str, count: int, *, gpus: int, **kw: dict) -> tuple[list[Pod], list]:
@@ -35,11 +38,11 @@ def _holding(name: str, on: str) -> tuple[Pod, dict]:
     return holder, claim(f"{name}-gpus", exactly(count=8), status=_held(on, name))
 
 
-def test_a_packed_group_goes_to_the_rack_whose_gpus_hold_it_not_the_one_whose_cpu_does() -> None:
-    """rack-0 is the fuller (two of its three nodes' GPUs are held) and its cpu would hold
-    both members; its GPUs hold one. rack-1's hold both."""
-    pods, claims = _claimers("g", 2, gpus=8, labels={names.SAKKARA_GROUP_NAME: "g"})
-    holders = [_holding(f"h{i}", on) for i, on in enumerate(["node-1", "node-2", "node-5"])]
+def _packed_group(size: int, *, held: list[str]) -> Snapshot:
+    """Sakkara group g of ``size`` members, each claiming 8 GPUs, packed in a rack of the
+    seed's tree (6 nodes of 8 GPUs); the GPUs of the nodes in ``held`` are held already."""
+    pods, claims = _claimers("g", size, gpus=8, labels={names.SAKKARA_GROUP_NAME: "g"})
+    holders = [_holding(f"h{i}", on) for i, on in enumerate(held)]
     nodes = [node(f"node-{i}") for i in range(6)]
     snap = dra_snapshot(
         nodes,
@@ -47,16 +50,19 @@ def test_a_packed_group_goes_to_the_rack_whose_gpus_hold_it_not_the_one_whose_cp
         slices=[gpu_slice(n.name) for n in nodes],
         claims=[*claims, *(c for _, c in holders)],
     )
-    snap = replace(
+    return replace(
         snap,
         topology=SEED,
-        groups={GangKey("default", "g"): group("g", size=2, constraints=PACKED)},
+        groups={GangKey("default", "g"): group("g", size=size, constraints=PACKED)},
     )
+
+
+def test_a_packed_group_goes_to_the_rack_whose_gpus_hold_it_not_the_one_whose_cpu_does() -> None:
+    """rack-0 is the fuller (two of its three nodes' GPUs are held) and its cpu would hold
+    both members; its GPUs hold one. rack-1's hold both."""
+    snap = _packed_group(2, held=["node-1", "node-2", "node-5"])
     placed = bind_map(schedule(snap, now=T0))
     assert sorted(placed.values()) == ["node-3", "node-4"], placed
-
-
-PACKED = '{"rack": {"type": "pack"}}'
 
 
 def test_a_tier_gang_takes_the_rack_fullest_in_the_gpus_it_asks_not_in_cpu() -> None:
@@ -85,22 +91,7 @@ def test_a_tier_gang_takes_the_rack_fullest_in_the_gpus_it_asks_not_in_cpu() -> 
 def test_a_group_the_gpus_cannot_hold_is_told_how_many_members_they_hold() -> None:
     """Only node-0 and node-3 have their 8 GPUs free: room for 2 of the 3 members, though
     the cpu of every node would hold them all."""
-    pods, claims = _claimers("g", 3, gpus=8, labels={names.SAKKARA_GROUP_NAME: "g"})
-    held = ["node-1", "node-2", "node-4", "node-5"]
-    holders = [_holding(f"h{i}", on) for i, on in enumerate(held)]
-    nodes = [node(f"node-{i}") for i in range(6)]
-    snap = dra_snapshot(
-        nodes,
-        [*pods, *(h for h, _ in holders)],
-        slices=[gpu_slice(n.name) for n in nodes],
-        claims=[*claims, *(c for _, c in holders)],
-    )
-    snap = replace(
-        snap,
-        topology=SEED,
-        groups={GangKey("default", "g"): group("g", size=3, constraints=PACKED)},
-    )
-    result = schedule(snap, now=T0)
+    result = schedule(_packed_group(3, held=["node-1", "node-2", "node-4", "node-5"]), now=T0)
     assert bind_map(result) == {}
     messages = {e.message for e in result.events if e.reason == "FailedScheduling"}
     assert any("the topology has room for 2 of 3 members" in m for m in messages), messages
