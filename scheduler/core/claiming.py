@@ -311,32 +311,32 @@ class DeviceWorld:
             known = self._served[resource] = served_by(resource, self.classes)
         return known
 
-    def on_node(self, node: Node | None, resource: str) -> frozenset[DeviceId]:
-        """The devices counted as ``resource`` that ``node`` reaches (every node's, for
-        None), none of a class whose selectors cannot be evaluated; kept for the pass."""
-        key = (node.name if node is not None else "", resource)
+    def on_node(self, node: Node, resource: str) -> frozenset[DeviceId]:
+        """The devices counted as ``resource`` that ``node`` reaches (of the pools it sees
+        whole), none of a class whose selectors cannot be evaluated; kept for the pass."""
+        key = (node.name, resource)
         known = self._counted_on.get(key)
         if known is None:
             found: set[DeviceId] = set()
             for device_class in self.served(resource):
-                request = SubRequest("", device_class)
                 try:
-                    if node is not None:
-                        pools = self.pools(node)
-                    else:
-                        pools = [
-                            Pool(s.driver, s.pool, (s,)) for s in self._slices if not s.unsupported
-                        ]
-                    found.update(d for d, _, _ in self._candidates(pools, request))
+                    candidates = self._candidates(self.pools(node), SubRequest("", device_class))
                 except SelectorError:
                     continue  # a class whose selectors cannot be evaluated selects nothing
+                found.update(d for d, _, _ in candidates)
             known = self._counted_on[key] = frozenset(found)
         return known
 
-    def count_free(self, resource: str, *, held: Callable[[DeviceId], bool]) -> int:
-        """How many devices counted as ``resource`` the slices publish that ``held`` does
-        not say are taken: the room a queue's shares and guarantees of it weigh."""
-        return sum(1 for device in self.on_node(None, resource) if not held(device))
+    def count_free(
+        self, resource: str, *, nodes: Iterable[Node], held: Callable[[DeviceId], bool]
+    ) -> int:
+        """How many devices counted as ``resource`` that ``nodes`` reach ``held`` does not
+        say are taken (each once, though several nodes reach it): the room a queue's
+        shares and guarantees of it weigh."""
+        devices: set[DeviceId] = set()
+        for node in nodes:
+            devices.update(self.on_node(node, resource))
+        return sum(1 for device in devices if not held(device))
 
     # -- selectors ------------------------------------------------------------------------------
 

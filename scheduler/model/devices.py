@@ -215,19 +215,18 @@ def class_resource(device_class: str, classes: Classes | None = None) -> str:
 
 
 def served_by(resource: str, classes: Classes) -> tuple[str, ...]:
-    """The classes whose devices count as ``resource``, by name."""
-    return tuple(
-        sorted(name for name in classes if class_resource(name, classes) == resource)
-        if not resource.startswith(DEVICE_CLASS_RESOURCE)
-        else [resource.removeprefix(DEVICE_CLASS_RESOURCE)]
-    )
+    """The classes whose devices count as ``resource``, by name: none for a class that does
+    not exist, nor for the implicit name of one that names an ``extendedResourceName``
+    (its devices count as that)."""
+    return tuple(sorted(name for name in classes if class_resource(name, classes) == resource))
 
 
 def claim_devices(claim: ResourceClaim, classes: Classes | None = None) -> dict[str, int]:
     """The devices ``claim`` holds (allocated: each device of its results, admin access
-    none, as it keeps no device from others) or asks (not yet: each request's count, the
-    first of ``firstAvailable``; ``All`` counts nothing until allocated, the number being
-    the cluster's), by their class's resource name."""
+    none, as it keeps no device from others) or asks (not yet: each request's count; of
+    ``firstAvailable``, the most any alternative asks of each class, whichever is given;
+    ``All`` counts nothing until allocated, the number being the node's), by their class's
+    resource name."""
     class_of: dict[str, str] = {}  # by "<request>" or "<request>/<subrequest>"
     for request in claim.requests:
         if request.exactly is not None:
@@ -243,10 +242,13 @@ def claim_devices(claim: ResourceClaim, classes: Classes | None = None) -> dict[
                 counted[name] = counted.get(name, 0) + 1
         return counted
     for request in claim.requests:
-        sub = request.exactly or next(iter(request.first_available), None)
-        if sub is not None and sub.mode == EXACT_COUNT and not sub.admin_access:
-            name = class_resource(sub.device_class, classes)
-            counted[name] = counted.get(name, 0) + sub.count
+        most: dict[str, int] = {}
+        for sub in (request.exactly,) if request.exactly else request.first_available:
+            if sub.mode == EXACT_COUNT and not sub.admin_access:
+                name = class_resource(sub.device_class, classes)
+                most[name] = max(most.get(name, 0), sub.count)
+        for name, count in most.items():
+            counted[name] = counted.get(name, 0) + count
     return counted
 
 
@@ -255,23 +257,29 @@ def pod_devices(
     claims: Mapping[tuple[str, str], ResourceClaim],
     classes: Classes | None = None,
     *,
+    users: Mapping[tuple[str, str], int] | None = None,
     asked_only: bool = False,
 ) -> dict[str, int]:
     """The devices ``pod`` counts for in its queue: those of the ResourceClaims it alone
-    uses (made from its template, or reserved for it and no one else), by class. A claim
+    uses (made from its template, reserved for it and no one else, or not reserved yet and
+    named by no other pod: ``users`` counts the pods naming each claim), by class. A claim
     several pods share is no one pod's: it counts for none of them (nor would evicting one
     of them free it). ``asked_only``: only the claims not allocated yet (the devices a
     placement must still find)."""
     devices: dict[str, int] = {}
+    seen: set[tuple[str, str]] = set()
     for entry in pod.resource_claims:
-        claim = claims.get((pod.ref.namespace, entry.claim)) if entry.claim else None
+        key = (pod.ref.namespace, entry.claim)
+        claim = claims.get(key) if entry.claim and key not in seen else None
+        seen.add(key)
         if claim is None or (asked_only and claim.allocation is not None):
             continue
-        if claim.owner_uid:
-            alone = claim.owner_uid == pod.ref.uid
+        uid = pod.ref.uid
+        if claim.reserved_for:
+            alone = all(c.uid == uid for c in claim.reserved_for)
         else:
-            alone = bool(claim.reserved_for) and all(
-                c.uid == pod.ref.uid for c in claim.reserved_for
+            alone = claim.owner_uid == uid or (
+                users is not None and users.get(key) == 1 and claim.allocation is None
             )
         if alone:
             for name, count in claim_devices(claim, classes).items():

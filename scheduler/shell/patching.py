@@ -52,7 +52,8 @@ class Patcher:
         evict_again_seconds: float = 1.0,
         evict_for_seconds: float = 300.0,
     ) -> None:
-        self._evict_again_seconds = evict_again_seconds
+        self._evict_again_seconds = max(evict_again_seconds, 0.001)  # never a spin
+        self._evicting: set[str] = set()  # uids of the pods being evicted now
         self._evict_for_seconds = evict_for_seconds
         self._closed = asyncio.Event()
         # True while this replica may write (it holds the leader Lease, or runs alone): a
@@ -224,7 +225,17 @@ class Patcher:
         gang is gone already, and a pass would not choose this pod again (the preemptor
         may fit by then), so the gang would run on below its minimum."""
         ref = eviction.pod
-        started = self._clock()
+        if ref.uid in self._evicting:
+            return  # a pass decided it again while it is being sent: one sender is enough
+        self._evicting.add(ref.uid)
+        try:
+            await self._evicting_until_done(eviction)
+        finally:
+            self._evicting.discard(ref.uid)
+
+    async def _evicting_until_done(self, eviction: Eviction) -> None:
+        ref = eviction.pod
+        started = time.monotonic()
         wait = self._evict_again_seconds
         while True:
             error = await self._evict_once(eviction)
@@ -232,8 +243,9 @@ class Patcher:
                 return
             if isinstance(error, ApiError) and error.status in (404, 409):
                 return  # gone already, or another pod by that name now: nothing to evict
-            transient = not isinstance(error, ApiError) or error.transient
-            if not transient or self._clock() - started + wait > self._evict_for_seconds:
+            # A failure of ours (not the API server's) would fail again: said, not retried.
+            transient = isinstance(error, ApiError) and error.transient
+            if not transient or time.monotonic() - started + wait > self._evict_for_seconds:
                 log.warning("victim not evicted", pod=str(ref), error=str(error))
                 return
             log.info("victim not evicted yet; sending it again", pod=str(ref), error=str(error))

@@ -97,3 +97,15 @@ def test_an_eviction_stops_once_the_lease_is_lost() -> None:
 
     asyncio.run(asyncio.wait_for(run(), 10))
     assert 2 <= len(seen) <= 3, "no eviction sent once the Lease is gone"
+
+
+def test_an_eviction_decided_again_while_it_is_being_sent_is_sent_once() -> None:
+    seen: list[str] = []
+
+    async def run() -> None:
+        async with server(_answering([503, 503, 200], seen)) as api:
+            patcher = Patcher(api, retries=0, evict_again_seconds=0.05)
+            await asyncio.gather(patcher.evict(VICTIM), patcher.evict(VICTIM))
+
+    asyncio.run(asyncio.wait_for(run(), 10))
+    assert seen == ["PATCH", "PATCH", "PATCH", "DELETE"], "one sender, not two"

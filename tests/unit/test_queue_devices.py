@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.codecs.devices import resource_claim_from_dict
+from scheduler.codecs.devices import device_class_from_dict, resource_claim_from_dict
 from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
 from scheduler.model.config import Config
-from scheduler.model.devices import claim_devices
+from scheduler.model.devices import claim_devices, pod_devices, served_by
 from scheduler.model.holdings import census
 from scheduler.model.pods import GangKey, Pod
 from scheduler.model.queues import Queue
@@ -154,7 +154,9 @@ def test_a_claim_counts_what_it_was_given_or_else_what_it_asks() -> None:
         ]}, exactly("every", mode="All"))
     )  # fmt: skip
     big = "deviceclass.resource.kubernetes.io/big.example.com"
-    assert claim_devices(asked) == {GPUS: 3, big: 2}, "All: as many as it is given, later"
+    # 3 exactly; of the alternatives, the most each class could be given (2 big, 4 GPUs);
+    # All: as many as it is given, once it is.
+    assert claim_devices(asked) == {GPUS: 3 + 4, big: 2}
     given = resource_claim_from_dict(claim("c", exactly(count=2), status=_held("n0", "p", count=2)))
     assert claim_devices(given) == {GPUS: 2}
 
@@ -234,3 +236,62 @@ def test_devices_of_a_class_with_an_extended_resource_name_count_as_that_resourc
     lines = explain(held, GangKey("default", "new"), now=T0, config=Config())
     (team,) = [line for line in lines if line.strip().startswith("team-a:")]
     assert "nvidia.com/gpu: 9" in team, team
+
+
+def test_a_claim_the_pod_names_itself_counts_before_it_is_reserved() -> None:
+    """Not made from a template, not reserved yet, named by no other pod: the pod's own."""
+    new = claiming_pod("new", "new-gpus", template=False, gang="new", min_available=1,
+                       cpu="1", labels=in_queue("team-a"))  # fmt: skip
+    snap = _cluster(
+        {"n0": "team-a"},
+        [(new, claim("new-gpus", exactly(count=8)))],
+        queue("team-a", capability={GPUS: "8"}),
+    )
+    assert bind_map(schedule(snap, now=T0)) == {}
+
+
+def test_first_available_counts_the_most_each_class_could_be_given() -> None:
+    """Counted as its first alternative (1 device of a class no node has), it would be given
+    8 GPUs past the capability."""
+    new = claiming_pod("new", "new-gpus", gang="new", min_available=1, cpu="1",
+                       labels=in_queue("team-a"))  # fmt: skip
+    alternatives = claim("new-gpus", {"name": "alt", "firstAvailable": [
+        {"name": "big", "deviceClassName": "big.example.com", "count": 1},
+        {"name": "small", "deviceClassName": DRIVER, "count": 8},
+    ]}, owner="new")  # fmt: skip
+    snap = _cluster(
+        {"n0": "team-a"},
+        [(new, alternatives)],
+        queue("team-a", capability={GPUS: "8"}),
+        classes=[device_class(), device_class("big.example.com")],
+    )
+    assert bind_map(schedule(snap, now=T0)) == {}
+
+
+def test_a_claim_a_job_owns_counts_for_the_one_pod_it_is_reserved_for() -> None:
+    body = claim("job-gpus", exactly(count=8), status=_held("n0", "p"))
+    body["metadata"]["ownerReferences"] = [
+        {"kind": "Job", "name": "j", "uid": "job-uid", "controller": True}
+    ]
+    p = claiming_pod("p", "job-gpus", template=False, node_name="n0", phase="Running")
+    assert pod_devices(p, {("default", "job-gpus"): resource_claim_from_dict(body)}) == {GPUS: 8}
+
+
+def test_a_limit_naming_no_class_or_a_class_by_its_other_name_counts_no_device() -> None:
+    classes = {c.name: c for c in (device_class_from_dict(_serving("nvidia.com/gpu")),)}
+    assert served_by("deviceclass.resource.kubernetes.io/typo", classes) == ()
+    assert served_by(GPUS, classes) == (), "its devices count as nvidia.com/gpu"
+    assert served_by("nvidia.com/gpu", classes) == (DRIVER,)
+
+
+def test_the_gpus_of_a_cordoned_node_are_no_free_room_for_a_guarantee() -> None:
+    """n0 is cordoned: 8 GPUs are free, 4 of them kept for team-a, so team-b's 8 wait."""
+    hungry, hungry_claim = _waiting("hungry", queue_name="team-b", gpus=8)
+    snap = dra_snapshot(
+        [node("n0", unschedulable=True), node("n1")],
+        [hungry],
+        slices=[gpu_slice("n0"), gpu_slice("n1")],
+        claims=[hungry_claim],
+    )
+    snap = with_queues(snap, queue("team-a", guarantee={"resource": {GPUS: "4"}}), queue("team-b"))
+    assert bind_map(schedule(snap, now=T0)) == {}

@@ -13,6 +13,7 @@ from scheduler.core.session.outcomes import pending
 from scheduler.model.devices import pod_devices
 from scheduler.model.gangs import Gang, queue_of_pod
 from scheduler.model.holdings import holdings
+from scheduler.model.nodes import Node
 from scheduler.model.pods import Pod, PodRef
 from scheduler.model.queues import DEFAULT_QUEUE, Queue, QueueUsage, beyond_default
 from scheduler.model.resources import Resources
@@ -38,19 +39,29 @@ class Queues:
         # Time-based fair share: the queues' recent usage as this pass updated it (the
         # snapshot's, unchanged, when the pass built no queue book).
         self.usage: QueueUsage | None = session.snapshot.queue_usage
-        self._amounts: dict[str, Resources] = {}
+        self._amounts: dict[PodRef, Resources] = {}
 
     def amounts(self, pod: Pod) -> Resources:
         """What ``pod`` counts for in its queue: its requests and its devices
         (``pod_devices``)."""
         if not pod.resource_claims:
             return pod.requests
-        found = self._amounts.get(pod.ref.uid)
+        found = self._amounts.get(pod.ref)
         if found is None:
             world = self.session.devices
-            devices = pod_devices(pod, world.claims, world.classes)
-            found = self._amounts[pod.ref.uid] = pod.requests + Resources(devices)
+            devices = pod_devices(pod, world.claims, world.classes, users=self._users)
+            found = self._amounts[pod.ref] = pod.requests + Resources(devices)
         return found
+
+    @cached_property
+    def _users(self) -> dict[tuple[str, str], int]:
+        """How many of the pass's pods name each ResourceClaim: a claim not reserved yet is
+        one pod's only while no other names it."""
+        users: dict[tuple[str, str], int] = {}
+        for pod in self.session.snapshot.pods:
+            for key in {(pod.ref.namespace, e.claim) for e in pod.resource_claims if e.claim}:
+                users[key] = users.get(key, 0) + 1
+        return users
 
     @cached_property
     def book(self) -> QueueBook | None:
@@ -105,7 +116,7 @@ class Queues:
         for resource in {*stated, *(r for a in (*usage.values(), *wanted.values()) for r in a)}:
             if self.session.devices.served(resource):
                 total[resource] = total.get(resource, 0) + self.session.devices.count_free(
-                    resource, held=lambda device: False
+                    resource, nodes=self._usable(), held=lambda device: False
                 )
         for key, outcome in self.session.outcomes.items():
             nominated = outcome.state.nominated
@@ -205,8 +216,14 @@ class Queues:
             if devices.served(resource)
         }
         for resource in guaranteed:
-            free[resource] = free.get(resource, 0) + devices.count_free(resource, held=ledger.holds)
+            free[resource] = free.get(resource, 0) + devices.count_free(
+                resource, nodes=self._usable(), held=ledger.holds
+            )
         return free
+
+    def _usable(self) -> list[Node]:
+        """The ready, schedulable nodes: those whose room the queues share."""
+        return [n for n in self.session.snapshot.nodes.values() if n.ready and not n.unschedulable]
 
     def count_nominated(self, gang: Gang, refs: Iterable[PodRef]) -> None:
         """A preemption or a reclaim nominated these members of ``gang``: count them in its
