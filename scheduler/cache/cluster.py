@@ -67,6 +67,8 @@ class ClusterCache:
         # failure must not drop what another still writes.
         self._resource_claims: dict[tuple[str, str], ResourceClaim] = {}
         self._assumed_claims: dict[tuple[str, str], list[ClaimWrite]] = {}
+        # Assumed writes that ended unsure, by id.
+        self._unsure_claims: dict[int, ClaimWrite] = {}
         # Time-based fair share: the queues' recent usage, as the last pass left it.
         self.queue_usage: QueueUsage | None = None
         # The tree the last pass with a gang stating a tier placed on (for the
@@ -522,7 +524,15 @@ class ClusterCache:
             old.allocation is not None and claim.allocation is None
         )
         if claim.allocation is not None:
-            self._assumed_claims.pop(key, None)  # what a bind wrote has landed (or another's)
+            # What a bind wrote has landed (or another's).
+            for write in self._assumed_claims.pop(key, ()):
+                self._unsure_claims.pop(id(write), None)
+        elif key in self._assumed_claims:
+            # A write that ended unsure shows here as not landed: the claim is as it is.
+            pending = self._assumed_claims[key]
+            pending[:] = [w for w in pending if self._unsure_claims.pop(id(w), None) is None]
+            if not pending:
+                del self._assumed_claims[key]
         self.deliveries.seen("resourceclaims", f"{key[0]}/{key[1]}")
         if old != claim:
             self._resource_claims[key] = claim
@@ -532,7 +542,8 @@ class ClusterCache:
         self.deliveries.gone("resourceclaims", key)
         namespace, _, name = key.partition("/")
         old = self._resource_claims.pop((namespace, name), None)
-        self._assumed_claims.pop((namespace, name), None)
+        for write in self._assumed_claims.pop((namespace, name), ()):
+            self._unsure_claims.pop(id(write), None)
         if old is not None:
             self.gangs.everything |= old.allocation is not None
             self._changed()
@@ -559,6 +570,13 @@ class ClusterCache:
                 del self._assumed_claims[key]
             self.gangs.everything = True
             self._changed()
+
+    def unsure_claims(self, writes: Iterable[ClaimWrite]) -> None:
+        """These writes ended without knowing whether they landed, and could not be taken
+        back: their devices stay assumed taken until the watch shows the claim (allocated:
+        they landed, or another's did; not: they did not)."""
+        for write in writes:
+            self._unsure_claims[id(write)] = write  # held: its id is not reused meanwhile
 
     def _claim_as_written(self, key: tuple[str, str]) -> ResourceClaim | None:
         """A claim as the writes in flight will leave it."""

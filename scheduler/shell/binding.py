@@ -261,6 +261,16 @@ class Binder:
     def _unbound(self, group: GroupBinding, bound: set[Binding]) -> list[PodRef]:
         return [b.pod for b in group.bindings if b not in bound]
 
+    async def _take_back_claims(self, group: GroupBinding, written: list[Written]) -> None:
+        """Release what landed of a group's claim writes, and forget the assumption of
+        those released (or never written). A write that may have landed and could not be
+        released stays assumed: its devices may be allocated in the API server, and must
+        not go to another claim; the watch clears it once it shows the claim."""
+        unreleased = await self._claims.release(written, patience=self._patience)
+        kept = {id(entry.write) for entry in unreleased}
+        self._cache.forget_claims(w for w in group.claims if id(w) not in kept)
+        self._cache.unsure_claims(entry.write for entry in unreleased)
+
     def _forget_unbound(self, group: GroupBinding, bound: set[Binding]) -> None:
         for binding in group.bindings:
             if binding not in bound:
@@ -293,8 +303,7 @@ class Binder:
             written.extend(landed)
             self._metrics.claim_writes.inc(len(landed))
             if error:
-                await self._claims.release(written)
-                self._cache.forget_claims(group.claims)
+                await self._take_back_claims(group, written)
                 await pass_seconds()
                 self._group_failed(group, f"{error}; nothing of {_subject(group)} was bound")
                 return
@@ -306,8 +315,7 @@ class Binder:
                 if error is not None:
                     tab.close()
                     if written:
-                        await self._claims.release(written)
-                        self._cache.forget_claims(group.claims)
+                        await self._take_back_claims(group, written)
                     await pass_seconds()
                     self._first_bind_failed(group, error)
                     return

@@ -12,6 +12,8 @@ bound (the devices planned may be another's now) and goes again after a backoff.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -162,20 +164,38 @@ class ClaimWriter:
         return f"{where} kept changing while its allocation was written ({ATTEMPTS} conflicts)"
 
     async def release(
-        self, written: Iterable[Written], pods: Iterable[PodRef] | None = None
-    ) -> None:
+        self,
+        written: Iterable[Written],
+        pods: Iterable[PodRef] | None = None,
+        *,
+        patience: float = 0.0,
+    ) -> list[Written]:
         """Take back what landed: the reservations of ``pods`` (all of each write's, if
         None), and, where this scheduler allocated a claim that is then reserved for nobody,
-        the allocation and the finalizer. Failures are logged: a claim left reserved for a
-        pod that is not bound is released before the first pass of the next start or leader
-        (``release_leftover_claims``); until then its gang can only go where it points."""
+        the allocation and the finalizer. A release the API server does not answer is tried
+        again for ``patience`` seconds. Returns the writes not released: their allocation
+        may stand in the API server, so the caller keeps their devices assumed taken (else
+        the next pass gives them to another claim: chaos seed 7602, I7). Such a claim left
+        reserved for a pod that is not bound is released before the first pass of the next
+        start or leader (``release_leftover_claims``)."""
         only = None if pods is None else {ref.uid for ref in pods}
+        unreleased = []
         for entry in written:
             leaving = [r for r in entry.pods if only is None or r.uid in only]
             if not leaving:
                 continue
+            if await self._release_one(entry, leaving, patience=patience):
+                entry.pods = [r for r in entry.pods if r not in leaving]
+            else:
+                unreleased.append(entry)
+        return unreleased
+
+    async def _release_one(self, entry: Written, leaving: list[PodRef], *, patience: float) -> bool:
+        write = entry.write
+        deadline = time.monotonic() + patience
+        attempt = 0
+        while True:
             try:
-                write = entry.write
                 await release_claim(
                     self._api,
                     namespace=write.namespace,
@@ -186,14 +206,18 @@ class ClaimWriter:
                     # claim may hold someone else's allocation by now.
                     devices=write.allocation.devices if write.allocation is not None else None,
                 )
+                return True
             except ApiError as error:
-                log.warning(
-                    "could not release a ResourceClaim; it is released at the next start "
-                    "or change of leader (release_leftover_claims)",
-                    claim=f"{entry.write.namespace}/{entry.write.name}",
-                    error=str(error),
-                )
-            entry.pods = [r for r in entry.pods if r not in leaving]
+                if not error.transient or time.monotonic() >= deadline:
+                    log.warning(
+                        "could not release a ResourceClaim; it is released at the next start "
+                        "or change of leader (release_leftover_claims)",
+                        claim=f"{write.namespace}/{write.name}",
+                        error=str(error),
+                    )
+                    return False
+            attempt += 1
+            await asyncio.sleep(min(0.2 * 2 ** (attempt - 1), 2.0))
 
 
 async def release_claim(

@@ -15,10 +15,15 @@ from aiohttp import web
 
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.devices import resource_claim_from_dict
-from scheduler.model.decisions import ClaimWrite
+from scheduler.codecs.objects import pod_from_dict
+from scheduler.model.config import Config
+from scheduler.model.decisions import Binding, ClaimWrite, GangBinding, GroupBinding
 from scheduler.model.devices import Allocation, DeviceId, DeviceResult
-from scheduler.model.pods import PodRef
+from scheduler.model.pods import GangKey, PodRef
+from scheduler.shell.binding import Binder
 from scheduler.shell.claiming import ClaimWriter
+from scheduler.shell.metrics import Metrics
+from scheduler.shell.recording import EventRecorder
 from tests.unit.servers import server
 
 GPU = Allocation(results=(DeviceResult("gpu", DeviceId("gpu.example.com", "n0", "gpu-0")),))
@@ -136,3 +141,103 @@ def test_one_group_failing_keeps_the_other_groups_write_to_the_same_claim_assume
     assert [c.name for c in claim.reserved_for] == ["b"]
     cache.forget_claims([second])
     assert cache.snapshot(whole=True).resource_claims[("ns", "x")].allocation is None
+
+
+def test_a_release_is_tried_again_until_the_api_server_answers() -> None:
+    store = Store()
+    store.lose_status_answers = True
+    down = [3]  # the next three requests find no API server
+
+    async def handle(request: web.Request) -> web.Response:
+        if down[0] > 0 and request.method == "GET":
+            down[0] -= 1
+            return web.json_response({"reason": "ServiceUnavailable"}, status=503)
+        return await store.handle(request)
+
+    async def scenario() -> list:
+        async with server(handle) as api:
+            writer = ClaimWriter(api, _cache(store))
+            down[0] = 0
+            written, _ = await writer.write([_write("a")])
+            store.lose_status_answers = False
+            down[0] = 3
+            return await writer.release(written, patience=10)
+
+    assert asyncio.run(scenario()) == [], "released on the fourth try"
+    assert not store.claim["status"].get("allocation")
+
+
+def test_a_release_the_api_server_never_answers_is_returned_not_dropped() -> None:
+    """Chaos seed 7602 (I7): a claim's allocation landed with its answer lost, and the
+    release found no API server. Forgotten, its devices went to another claim in the next
+    pass: two claims held gpu-6 and gpu-7. The writer now says which it could not take
+    back, and the binder keeps them assumed."""
+    store = Store()
+    store.lose_status_answers = True
+    down = [False]
+
+    async def handle(request: web.Request) -> web.Response:
+        if down[0]:
+            return web.json_response({"reason": "ServiceUnavailable"}, status=503)
+        return await store.handle(request)
+
+    async def scenario() -> list:
+        async with server(handle) as api:
+            writer = ClaimWriter(api, _cache(store))
+            written, _ = await writer.write([_write("a")])
+            down[0] = True
+            return await writer.release(written, patience=0.3)
+
+    (unreleased,) = asyncio.run(scenario())
+    assert unreleased.write.allocation == GPU
+    assert store.claim["status"]["allocation"], "it landed, and stands"
+
+
+def test_an_unsure_write_stays_assumed_until_the_watch_shows_its_claim() -> None:
+    store = Store()
+    cache = _cache(store)
+    write = _write("a")
+    cache.assume_claims([write])
+    cache.unsure_claims([write])
+    assert cache.snapshot(whole=True).resource_claims[("ns", "x")].allocation == GPU
+    # The watch shows the claim as it is: not allocated, so the write did not land.
+    store.claim["metadata"]["resourceVersion"] = "7"
+    cache.upsert_resource_claim(resource_claim_from_dict(store.claim))
+    assert cache.snapshot(whole=True).resource_claims[("ns", "x")].allocation is None
+
+
+def test_a_group_whose_claim_write_may_have_landed_and_cannot_be_released_keeps_it_assumed() -> (
+    None
+):
+    """The binder's side of seed 7602: the allocation lands unanswered, the API server goes,
+    the release cannot get through: the claim's devices stay taken for the next passes."""
+    store = Store()
+    store.lose_status_answers = True
+    down = [False]
+
+    async def handle(request: web.Request) -> web.Response:
+        if down[0]:
+            return web.json_response({"reason": "ServiceUnavailable"}, status=503)
+        if request.method == "PATCH" and request.path.endswith("/status"):
+            down[0] = True  # the API server goes right after this write lands
+        return await store.handle(request)
+
+    cache = _cache(store)
+    member = pod_from_dict({"metadata": {"name": "a", "namespace": "ns", "uid": "ua"},
+                            "spec": {"schedulerName": "gang"}})  # fmt: skip
+    cache.upsert_pod(member)
+    write = _write("a")
+    group = GroupBinding(
+        (GangBinding(GangKey("ns", "g"), (Binding(member.ref, "n0"),)),), claims=(write,)
+    )
+
+    async def scenario() -> None:
+        async with server(handle) as api:
+            binder = Binder(api, cache, EventRecorder(api, component="test"), config=Config(),
+                            metrics=Metrics.create(), patience_seconds=0.3)  # fmt: skip
+            binder.assume(group)
+            await binder.apply(group)
+
+    asyncio.run(scenario())
+    assert store.claim["status"]["allocation"], "it landed"
+    assert cache.snapshot(whole=True).resource_claims[("ns", "x")].allocation == GPU
