@@ -315,6 +315,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         clock=clock,
         on_bound=patcher.placement,
         fence=leadership.held,
+        remaining=leadership.remaining,
     )
 
     async def sync_then_lead() -> None:

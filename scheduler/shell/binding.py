@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import random
 import time
 from collections import deque
@@ -204,7 +205,13 @@ class Binder:
         on_bound: Callable[[GangBinding, float], Awaitable[None]] | None = None,
         fence: Callable[[], bool] = lambda: True,
         patience_seconds: float = 30.0,
+        remaining: Callable[[], float] = lambda: math.inf,
     ) -> None:
+        # How long this replica may still bind (its Lease's time left): a bind not answered
+        # by then is dropped, so the API server gives it up rather than commit it once a new
+        # leader decides (chaos seed 7729: a first bind held 9 s by an etcd outage landed
+        # after its leader's Lease had lapsed, and the gang stayed at 1 of 9).
+        self._remaining = remaining
         self._api = api
         # How long a member of a gang whose first bind landed keeps trying through errors
         # that may pass (no answer, 429, 5xx), holding its room meanwhile.
@@ -437,9 +444,11 @@ class Binder:
                 if not self._fence():
                     failure = "this replica no longer holds the leader Lease; nothing sent"
                 else:
-                    await self._api.post(
-                        f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}/binding", body
-                    )
+                    left = self._remaining()
+                    async with asyncio.timeout(left if math.isfinite(left) else None):
+                        await self._api.post(
+                            f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}/binding", body
+                        )
         except ApiError as error:
             # 409: the pod is bound already, maybe by an earlier try of ours whose answer
             # was lost: on this very node, that is success.

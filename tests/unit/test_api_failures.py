@@ -5,6 +5,7 @@ on time when renewals hang. Against real sockets on localhost that misbehave on 
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -709,3 +710,81 @@ def test_a_member_another_scheduler_bound_elsewhere_is_not_tried_again() -> None
     cache = _bind_two(handler)
     assert posts.count("m-1") == 1, "a rival's bind: trying again changes nothing"
     assert GangKey("ns", "g") in cache.memory, "the member is placed again, after a backoff"
+
+
+def test_a_bind_not_answered_within_the_leases_time_left_is_dropped_not_left_to_land() -> None:
+    """Chaos seed 7729 (I1): with etcd away, a leader's first bind of a gang sat 9 s in the
+    API server and landed after the Lease had lapsed; no leader then bound the rest. A bind
+    now waits no longer than the Lease's time left: the request is dropped (the API server
+    cancels what it has not committed), and the bind counts as failed."""
+    committed: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.method == "POST":
+            await asyncio.sleep(3.0)  # etcd is away
+            transport = request.transport
+            if transport is not None and not transport.is_closing():
+                committed.append(request.path)  # as the API server: only a request still open
+            return web.json_response({}, status=201)
+        pod = {"metadata": {"name": "m-0", "namespace": "ns", "uid": "u0"}, "spec": {}}
+        return web.json_response(pod)
+
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+    member = pod_from_dict({"metadata": {"name": "m-0", "namespace": "ns", "uid": "u0"},
+                            "spec": {"schedulerName": "gang-scheduler"}})  # fmt: skip
+    cache.upsert_pod(member)
+    group = GroupBinding((GangBinding(GangKey("ns", "g"), (Binding(member.ref, "n0"),)),))
+
+    async def run() -> float:
+        async with server(handler) as api:
+            binder = Binder(api, cache, EventRecorder(api, component="test"), config=Config(),
+                            metrics=Metrics.create(), patience_seconds=0.5,
+                            remaining=lambda: 0.3)  # fmt: skip
+            binder.assume(group)
+            started = time.monotonic()
+            await binder.apply(group)
+            took = time.monotonic() - started
+            await asyncio.sleep(3.5)  # the handler would have committed by now
+            return took
+
+    took = asyncio.run(run())
+    assert took < 2.5, "dropped at the Lease's time left, not after the API server's 3 s"
+    assert committed == [], "the API server gave the request up"
+    assert cache.snapshot(whole=True).pods[0].node_name == "", "nothing bound"
+
+
+def test_a_lease_acquired_with_little_time_left_is_renewed_before_its_deadline() -> None:
+    """The acquiring request took 3 s of a 5 s lease (an API server waiting on etcd): 1.3 s
+    were left, and the keeper slept them out before trying to renew."""
+    lease: dict = {}
+    puts: list[float] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.method == "GET":
+            if not lease:
+                return web.json_response({"reason": "NotFound"}, status=404)
+            return web.json_response(lease)
+        body = json.loads(await request.read())
+        if not puts:
+            await asyncio.sleep(3.0)
+        puts.append(time.monotonic())
+        lease.clear()
+        lease.update(body)
+        lease.setdefault("metadata", {})["resourceVersion"] = str(len(puts))
+        return web.json_response(lease, status=201 if request.method == "POST" else 200)
+
+    async def scenario() -> bool:
+        async with server(handler) as api:
+            elector = LeaderElector(
+                api, namespace="ns", name="lease", identity="me",
+                lease_seconds=5.0, renew_seconds=2.0, retry_seconds=0.667,
+            )  # fmt: skip
+            await elector.acquire()
+            keeper = asyncio.create_task(elector.keep())
+            await asyncio.sleep(3.0)
+            held = elector.held() and not keeper.done()
+            keeper.cancel()
+            return held
+
+    assert run(scenario()), "renewed in time"
+    assert len(puts) >= 2
