@@ -484,8 +484,8 @@ class Binder:
         return None, False
 
     async def _landed(self, binding: Binding) -> tuple[bool, bool]:
-        """Whether the pod is bound to the node after all, and whether it is still on no
-        node (the same pod, seen unbound). Asked until the API server
+        """Whether the pod is bound to the node after all, and whether it still waits for a
+        node (the same pod, on none, not being deleted). Asked until the API server
         answers, for up to ``patience_seconds``: a bind that landed but is taken for failed
         frees its room in the cache while the pod holds it, and the next pass fills it
         (an API server restart can cut the answer to a bind that landed; the pod's node would
@@ -512,7 +512,9 @@ class Binder:
         meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
         same = not ref.uid or meta.get("uid") == ref.uid
         node = spec.get("nodeName")
-        return same and node == binding.node, same and not node
+        # A pod being deleted is refused for good (409 "is being deleted"): not worth a retry.
+        waiting = same and not node and not meta.get("deletionTimestamp")
+        return same and node == binding.node, waiting
 
     def _forget(self, binding: Binding, message: str) -> None:
         log.warning(

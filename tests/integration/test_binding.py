@@ -193,7 +193,7 @@ def test_an_unanswered_bind_is_taken_as_done_only_if_the_pod_is_on_that_node(
         (True, False),
         (False, False),  # on another node than asked: a rival's bind
         (False, False),  # another pod by that name
-        (False, True),  # m-1: on no node, may be bound if tried again
+        (False, True),  # m-1: on no node, not going: may be bound if tried again
         (False, False),  # gone
     ]
 

@@ -788,3 +788,26 @@ def test_a_lease_acquired_with_little_time_left_is_renewed_before_its_deadline()
 
     assert run(scenario()), "renewed in time"
     assert len(puts) >= 2
+
+
+def test_a_member_refused_because_its_pod_is_being_deleted_is_not_tried_again() -> None:
+    posts: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        name = request.path.split("/")[-2 if request.path.endswith("/binding") else -1]
+        if request.method == "POST":
+            posts.append(name)
+            if name == "m-1":
+                message = (
+                    'Operation cannot be fulfilled on pods/binding "m-1": pod m-1 is being deleted'
+                )
+                return web.json_response(
+                    {"reason": "Conflict", "message": message, "code": 409}, status=409
+                )
+            return web.json_response({}, status=201)
+        pod = {"metadata": {"name": name, "namespace": "ns", "uid": "u1",
+                            "deletionTimestamp": "2026-11-29T00:00:00Z"}, "spec": {}}  # fmt: skip
+        return web.json_response(pod)
+
+    _bind_two(handler)
+    assert posts.count("m-1") == 1, "refused for good: the pod is going"
