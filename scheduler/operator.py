@@ -288,6 +288,8 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         # each) after the last bind.
         busy=lambda: binder.in_flight > 0 or recorder.pending > 0,
         fence=lambda: leadership.held(),  # noqa: PLW0108 (leadership is made below)
+        pod_known=cache.knows_pod,
+        gang_known=cache.knows_gang,
     )
     stop = stop or asyncio.Event()
     lost: list[BaseException] = []

@@ -244,6 +244,14 @@ class ClusterCache:
             self.gangs.not_ours(uid)
         self.gangs.pend(uid, gang_key_of(pod) if ours and not pod.bound else None)
 
+    def knows_pod(self, ref: PodRef) -> bool:
+        """Whether the pod is one of ours the cache holds."""
+        return ref.uid in self.gangs.ours
+
+    def knows_gang(self, key: GangKey) -> bool:
+        """Whether the gang has pods of ours or a PodGroup in the cache."""
+        return key in self.gangs.members or self._podgroup(key) is not None
+
     def touch_gang(self, key: GangKey) -> None:
         """Have the next pass look at ``key`` again (a status write that failed, say)."""
         self.gangs.touch(key)

@@ -31,6 +31,9 @@ from scheduler.shell.api import ApiClient, ApiError
 
 log = structlog.get_logger()
 
+# New "already sent" entries between two sweeps of those of objects gone.
+SWEEP_EVERY = 1_000
+
 # The longest wait between two tries of an eviction that found no API server.
 EVICT_AGAIN_MOST_SECONDS = 30.0
 
@@ -51,7 +54,15 @@ class Patcher:
         fence: Callable[[], bool] = lambda: True,
         evict_again_seconds: float = 1.0,
         evict_for_seconds: float = 300.0,
+        pod_known: Callable[[PodRef], bool] = lambda ref: True,
+        gang_known: Callable[[GangKey], bool] = lambda key: True,
     ) -> None:
+        # What was sent is remembered for objects the cache still knows: swept every
+        # SWEEP_EVERY new entries (kept for good, one per pod and gang ever written grew
+        # the 2-hour soak's memory).
+        self._pod_known = pod_known
+        self._gang_known = gang_known
+        self._added = 0
         self._evict_again_seconds = max(evict_again_seconds, 0.001)  # never a spin
         self._evicting: set[str] = set()  # uids of the pods being evicted now
         self._evict_for_seconds = evict_for_seconds
@@ -86,6 +97,20 @@ class Patcher:
         self._sent_status: dict[GangKey, dict] = {}
         self._sent_pods: dict[PodRef, dict] = {}
         self._sent_conditions: dict[PodRef, dict] = {}
+
+    def _remembered(self) -> None:
+        """One more write remembered: every SWEEP_EVERY, forget those of objects gone."""
+        self._added += 1
+        if self._added < SWEEP_EVERY:
+            return
+        self._added = 0
+        for sent, known in (
+            (self._sent_status, self._gang_known),
+            (self._sent_pods, self._pod_known),
+            (self._sent_conditions, self._pod_known),
+        ):
+            for key in [k for k in sent if not known(k)]:
+                del sent[key]
 
     def close(self) -> None:
         """On shutdown: writes being tried again give up, so that draining ends."""
@@ -135,6 +160,7 @@ class Patcher:
         if self._sent_status.get(update.gang) == body or not self._fence():
             return
         self._sent_status[update.gang] = body
+        self._remembered()
         ns, name = update.gang.namespace, update.gang.name
         path = f"/apis/{update.api.value}/namespaces/{ns}/podgroups/{name}"
         try:
@@ -162,6 +188,7 @@ class Patcher:
         if self._sent_pods.get(patch.pod) == body:
             return
         self._sent_pods[patch.pod] = body
+        self._remembered()
         ns, name = patch.pod.namespace, patch.pod.name
         try:
             async with self._slots:
@@ -200,6 +227,7 @@ class Patcher:
         if self._sent_conditions.get(update.pod) == body:
             return
         self._sent_conditions[update.pod] = body
+        self._remembered()
         ns, name = update.pod.namespace, update.pod.name
         try:
             async with self._slots:
