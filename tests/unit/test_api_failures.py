@@ -654,31 +654,36 @@ def test_a_call_that_succeeds_at_once_leaves_no_cycles_for_the_collector() -> No
     assert run(scenario()) < 50 * 5  # tenacity's loop left about 50 * 30
 
 
-def test_a_member_whose_bind_met_a_conflict_while_etcd_was_away_binds_on_a_later_try() -> None:
-    """make chaos seed 7409 (I1): with etcd restarting, the binding storage answers 409
-    ("Operation cannot be fulfilled on pods/binding ...: rpc error: code = Unavailable").
-    The pod is on no node: no rival bound it. Taken for a conflict, eight members of a
-    Strict gang of 16 were forgotten and their room went to other gangs; now the member
-    keeps its room and tries again."""
+def _conflict_for_m1(why: str, *, times: int, pod: dict) -> tuple[ClusterCache, list[str]]:
+    """m-1's bind answered 409 (``why``) its first ``times`` tries, the pod shown as ``pod``
+    (metadata and spec) when asked; the cache, and the pods each bind was sent for."""
     posts: list[str] = []
 
     async def handler(request: web.Request) -> web.StreamResponse:
         name = request.path.split("/")[-2 if request.path.endswith("/binding") else -1]
         if request.method == "POST":
             posts.append(name)
-            if name == "m-1" and posts.count("m-1") == 1:
-                message = (
-                    'Operation cannot be fulfilled on pods/binding "m-1": rpc error: '
-                    "code = Unavailable desc = error reading from server: EOF"
-                )
+            if name == "m-1" and posts.count("m-1") <= times:
+                message = f'Operation cannot be fulfilled on pods/binding "m-1": {why}'
                 return web.json_response(
                     {"reason": "Conflict", "message": message, "code": 409}, status=409
                 )
             return web.json_response({}, status=201)
-        pod = {"metadata": {"name": name, "namespace": "ns", "uid": "u1"}, "spec": {}}
-        return web.json_response(pod)  # asked after the 409: still on no node
+        meta = {"name": name, "namespace": "ns", "uid": "u1", **pod.get("metadata", {})}
+        return web.json_response({"metadata": meta, "spec": pod.get("spec", {})})
 
-    cache = _bind_two(handler)
+    return _bind_two(handler), posts
+
+
+def test_a_member_whose_bind_met_a_conflict_while_etcd_was_away_binds_on_a_later_try() -> None:
+    """make chaos seed 7409 (I1): with etcd restarting, the binding storage answers 409
+    ("Operation cannot be fulfilled on pods/binding ...: rpc error: code = Unavailable").
+    The pod is on no node: no rival bound it. Taken for a conflict, eight members of a
+    Strict gang of 16 were forgotten and their room went to other gangs; now the member
+    keeps its room and tries again."""
+    cache, posts = _conflict_for_m1(
+        "rpc error: code = Unavailable desc = error reading from server: EOF", times=1, pod={}
+    )
     assert posts.count("m-1") == 2, posts
     assert {p.ref.name: p.node_name for p in cache.snapshot(whole=True).pods} == {
         "m-0": "n0",
@@ -688,28 +693,20 @@ def test_a_member_whose_bind_met_a_conflict_while_etcd_was_away_binds_on_a_later
 
 
 def test_a_member_another_scheduler_bound_elsewhere_is_not_tried_again() -> None:
-    posts: list[str] = []
-
-    async def handler(request: web.Request) -> web.StreamResponse:
-        name = request.path.split("/")[-2 if request.path.endswith("/binding") else -1]
-        if request.method == "POST":
-            posts.append(name)
-            if name == "m-1":
-                message = (
-                    'Operation cannot be fulfilled on pods/binding "m-1": '
-                    'pod m-1 is already assigned to node "n9"'
-                )
-                return web.json_response(
-                    {"reason": "Conflict", "message": message, "code": 409}, status=409
-                )
-            return web.json_response({}, status=201)
-        pod = {"metadata": {"name": name, "namespace": "ns", "uid": "u1"},
-               "spec": {"nodeName": "n9"}}  # fmt: skip
-        return web.json_response(pod)
-
-    cache = _bind_two(handler)
+    cache, posts = _conflict_for_m1(
+        'pod m-1 is already assigned to node "n9"', times=9, pod={"spec": {"nodeName": "n9"}}
+    )
     assert posts.count("m-1") == 1, "a rival's bind: trying again changes nothing"
     assert GangKey("ns", "g") in cache.memory, "the member is placed again, after a backoff"
+
+
+def test_a_member_refused_because_its_pod_is_being_deleted_is_not_tried_again() -> None:
+    _, posts = _conflict_for_m1(
+        "pod m-1 is being deleted",
+        times=9,
+        pod={"metadata": {"deletionTimestamp": "2026-11-29T00:00:00Z"}},
+    )
+    assert posts.count("m-1") == 1, "refused for good: the pod is going"
 
 
 def test_a_bind_not_answered_within_the_leases_time_left_is_dropped_not_left_to_land() -> None:
@@ -788,26 +785,3 @@ def test_a_lease_acquired_with_little_time_left_is_renewed_before_its_deadline()
 
     assert run(scenario()), "renewed in time"
     assert len(puts) >= 2
-
-
-def test_a_member_refused_because_its_pod_is_being_deleted_is_not_tried_again() -> None:
-    posts: list[str] = []
-
-    async def handler(request: web.Request) -> web.StreamResponse:
-        name = request.path.split("/")[-2 if request.path.endswith("/binding") else -1]
-        if request.method == "POST":
-            posts.append(name)
-            if name == "m-1":
-                message = (
-                    'Operation cannot be fulfilled on pods/binding "m-1": pod m-1 is being deleted'
-                )
-                return web.json_response(
-                    {"reason": "Conflict", "message": message, "code": 409}, status=409
-                )
-            return web.json_response({}, status=201)
-        pod = {"metadata": {"name": name, "namespace": "ns", "uid": "u1",
-                            "deletionTimestamp": "2026-11-29T00:00:00Z"}, "spec": {}}  # fmt: skip
-        return web.json_response(pod)
-
-    _bind_two(handler)
-    assert posts.count("m-1") == 1, "refused for good: the pod is going"
