@@ -67,8 +67,10 @@ class LeaderElector:
             "leaseTransitions": transitions,
         }
 
-    async def _try(self) -> bool:
-        """One attempt to acquire or renew; True if we hold the lease afterwards."""
+    async def _try(self) -> float | None:
+        """One attempt to acquire or renew: the moment the write that took or renewed the
+        lease was sent (the lease counts from there: no rival can see it earlier, and a
+        slow read before it must not eat the lease), or None if another holds it."""
         try:
             lease = await self.api.request("GET", self._path)
         except ApiError as error:
@@ -81,13 +83,14 @@ class LeaderElector:
                 "spec": self._spec(transitions=0),
             }
             path = self._path.rsplit("/", 1)[0]
+            sent = time.monotonic()
             try:
                 await self.api.post(path, body)
             except ApiError as create_error:
                 if create_error.status == 409:  # another replica created it first
-                    return False
+                    return None
                 raise
-            return True
+            return sent
         spec = lease.get("spec") or {}
         version = lease["metadata"]["resourceVersion"]
         now = time.monotonic()
@@ -98,18 +101,19 @@ class LeaderElector:
         ours = holder == self.identity
         expired = now - self._observed[1] > duration
         if not (ours or expired or not holder):
-            return False
+            return None
         transitions = int(spec.get("leaseTransitions") or 0) + (0 if ours else 1)
         lease["spec"] = self._spec(
             transitions=transitions, acquired=spec.get("acquireTime") if ours else None
         )
+        sent = time.monotonic()
         try:
             await self.api.request("PUT", self._path, body=lease)
         except ApiError as error:
             if error.status == 409:  # someone else wrote it since we read it
-                return False
+                return None
             raise
-        return True
+        return sent
 
     def held(self) -> bool:
         """Whether we may act as leader now: before the renew deadline of our lease."""
@@ -129,10 +133,9 @@ class LeaderElector:
         """Wait until we are leader."""
         log.info("waiting to become leader", lease=f"{self.namespace}/{self.name}")
         while True:
-            sent = time.monotonic()
             try:
                 async with asyncio.timeout(self.lease_seconds):
-                    if await self._try():
+                    if (sent := await self._try()) is not None:
                         self._renewed_at = sent
                         log.info("became leader", lease=f"{self.namespace}/{self.name}")
                         return
@@ -169,7 +172,6 @@ class LeaderElector:
                     raise LostLeadership(
                         f"lease {self.namespace}/{self.name} not renewed by its deadline"
                     )
-                sent = time.monotonic()
                 try:
                     async with asyncio.timeout(remaining):
                         renewed = await self._try()
@@ -179,9 +181,9 @@ class LeaderElector:
                     log.warning("lease renewal failed", error=str(error))
                     await asyncio.sleep(self._until_deadline(self.retry_seconds))
                     continue
-                if not renewed:
+                if renewed is None:
                     raise LostLeadership(f"lease {self.namespace}/{self.name} is held by another")
-                self._renewed_at = sent
+                self._renewed_at = renewed
                 break
 
 

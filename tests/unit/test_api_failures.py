@@ -785,3 +785,36 @@ def test_a_lease_acquired_with_little_time_left_is_renewed_before_its_deadline()
 
     assert run(scenario()), "renewed in time"
     assert len(puts) >= 2
+
+
+def test_a_lease_counts_from_its_write_not_from_a_slow_read_before_it() -> None:
+    """Chaos seed 7779 (I1, HA): a standby's read of the Lease was answered 3 s late (an API
+    server restarting); counted from the read, its new lease had 0.4 s left, and it was lost
+    unrenewed before the first pass. Counted from the write, no rival can see it earlier."""
+    lease = {
+        "metadata": {"name": "lease", "namespace": "ns", "resourceVersion": "1"},
+        "spec": {"holderIdentity": "", "leaseDurationSeconds": 5},
+    }
+    gets = 0
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        nonlocal gets
+        if request.method == "GET":
+            gets += 1
+            if gets == 1:
+                await asyncio.sleep(3.0)
+            return web.json_response(lease)
+        return web.json_response(json.loads(await request.read()))
+
+    async def scenario() -> float:
+        async with server(handler) as api:
+            elector = LeaderElector(
+                api, namespace="ns", name="lease", identity="me",
+                lease_seconds=5.0, renew_seconds=2.0, retry_seconds=0.667,
+            )  # fmt: skip
+            await elector.acquire()
+            return elector.remaining()
+
+    left = run(scenario())
+    # 5 - 0.667 at most from the write; 1.33 at most from the read 3 s before it.
+    assert left > 2.5, f"{left:.2f} s left: counted from the read"
