@@ -452,3 +452,19 @@ def test_a_restarted_scheduler_still_holds_the_room_freed_for_a_nominated_preemp
     gone = snapshot(nodes, [*survivors, *nominated, *late], memory=during.memory)
     after = schedule(gone, now=T0 + 5.3)
     assert bind_map(after) == where, "the late low gang does not take the preemptor's room"
+
+
+def test_a_preemptor_satisfied_meanwhile_is_not_kept_from_its_room_by_its_own_holds() -> None:
+    """Chaos seed 7830 (I4): a rival bound one member of a nominated preemptor, so the gang
+    counted as satisfied and its other members were placed one by one; the room held for
+    them by their nomination stood in their own way until it lapsed (120 s)."""
+    nodes, low = two_full_nodes()
+    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="16")
+    first = schedule(snapshot(nodes, [*low, *high]), now=T0)
+    assert {n.pod.name: n.node for n in first.nominations} == {"high-0": "n1", "high-1": "n1"}
+    survivors = [p for p in low if p.ref.name.startswith("low-a")]
+    rival = replace(high[0], node_name="n1", phase="Running")  # bound by another scheduler
+    after = schedule(snapshot(nodes, [*survivors, rival, high[1]], memory=first.memory),
+                     now=T0 + 1)  # fmt: skip
+    assert bind_map(after) == {"high-1": "n1"}
+    assert {n.pod.name: n.node for n in after.nominations} == {"high-1": ""}, "cleared"

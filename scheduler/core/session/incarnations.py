@@ -138,6 +138,18 @@ def hold_nominations(session: Session) -> None:
         if not state.nominated:
             continue
         gang = session.gangs[key]
+        if state.satisfied:
+            # Satisfied meanwhile (a rival bound a member): its other members go one by one
+            # where they fit, and room held for them would only stand in their own way.
+            waiting = {p.ref for p in pending(gang)}
+            session.add(
+                session.nominations,
+                *(Nomination(ref, "") for ref in state.nominated if ref in waiting),
+            )
+            outcome.state = replace(
+                state, nominated={}, victims=frozenset(), nominated_at=None, reservations={}
+            )
+            continue
         since = state.nominated_at if state.nominated_at is not None else session.now
         if session.readiness.timed_out(gang) or session.now - since >= NOMINATION_SECONDS:
             message = (
