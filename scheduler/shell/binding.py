@@ -208,9 +208,8 @@ class Binder:
         remaining: Callable[[], float] = lambda: math.inf,
     ) -> None:
         # How long this replica may still bind (its Lease's time left): a bind not answered
-        # by then is dropped, so the API server gives it up rather than commit it once a new
-        # leader decides (chaos seed 7729: a first bind held 9 s by an etcd outage landed
-        # after its leader's Lease had lapsed, and the gang stayed at 1 of 9).
+        # by then is dropped, so the API server gives it up rather than commit it after the
+        # Lease has lapsed, when the rest of the gang is refused and a new leader decides.
         self._remaining = remaining
         self._api = api
         # How long a member of a gang whose first bind landed keeps trying through errors
@@ -468,7 +467,7 @@ class Binder:
                 # The binding storage answers 409 for any failed update, etcd unavailable
                 # included ("Operation cannot be fulfilled on pods/binding ...: rpc error:
                 # code = Unavailable"): a pod still on no node met no rival, and may be
-                # bound if tried again (chaos seed 7409 left a Strict gang with 8 of 16).
+                # bound if tried again; forgotten, its room goes to other gangs.
                 transient = True
         if failure is not None:
             self._metrics.bind_errors.inc()

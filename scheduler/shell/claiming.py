@@ -175,7 +175,7 @@ class ClaimWriter:
         the allocation and the finalizer. A release the API server does not answer is tried
         again for ``patience`` seconds. Returns the writes not released: their allocation
         may stand in the API server, so the caller keeps their devices assumed taken (else
-        the next pass gives them to another claim: chaos seed 7602, I7). Such a claim left
+        the next pass gives them to another claim: a device in two claims). Such a claim left
         reserved for a pod that is not bound is released before the first pass of the next
         start or leader (``release_leftover_claims``)."""
         only = None if pods is None else {ref.uid for ref in pods}

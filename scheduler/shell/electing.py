@@ -162,7 +162,7 @@ class LeaderElector:
         while True:
             # Half the time left at most: a lease acquired by a slow request (an API server
             # waiting on etcd) has little of it left, and sleeping to its deadline would end
-            # it unrenewed (chaos seed 7729: a new leader lost its Lease that way).
+            # it unrenewed before the new leader's first pass.
             await asyncio.sleep(
                 max(min(self.renew_seconds, (self._deadline() - time.monotonic()) / 2), 0)
             )

@@ -58,8 +58,8 @@ class Patcher:
         gang_known: Callable[[GangKey], bool] = lambda key: True,
     ) -> None:
         # What was sent is remembered for objects the cache still knows: swept every
-        # SWEEP_EVERY new entries (kept for good, one per pod and gang ever written grew
-        # the 2-hour soak's memory).
+        # SWEEP_EVERY new entries (kept for good, it grows by one per pod and gang ever
+        # written).
         self._pod_known = pod_known
         self._gang_known = gang_known
         self._added = 0
