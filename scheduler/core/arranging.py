@@ -33,7 +33,6 @@ from itertools import chain, pairwise
 from typing import Any
 
 from scheduler.core.placing import Ledger, NodeFinder
-from scheduler.model.devices import pod_devices
 from scheduler.model.pods import Pod, PodRef
 from scheduler.model.resources import Resources
 from scheduler.model.status import Status
@@ -469,15 +468,6 @@ class _Attempt:
     units: Mapping[tuple[int, Path], tuple[int, int]]
 
 
-def asked(pod: Pod, ledger: Ledger) -> Resources:
-    """A member's requests and the devices its own claims still ask, by class (as a queue
-    names them): what a unit of the topology must have free for it."""
-    if not pod.resource_claims or ledger.devices is None:
-        return pod.requests
-    world = ledger.devices
-    return pod.requests + pod_devices(pod, world.claims, world.classes, asked_only=True)
-
-
 class Arranger:
     """Places gangs on one tree for one pass; knows the nodes' static fit via the finder."""
 
@@ -554,7 +544,7 @@ class Arranger:
         GPUs each."""
         shapes: dict[tuple[Resources, frozenset[str]], int] = {}
         for pod in members:
-            key = (asked(pod, ledger), fit[id(pod)])
+            key = (ledger.asks(pod), fit[id(pod)])
             shapes[key] = shapes.get(key, 0) + 1
         world = ledger.devices
         devices = {r for asks, _ in shapes for r in asks if world and world.served(r)}

@@ -16,7 +16,7 @@ from scheduler.core.claiming import ClaimPlan, DeviceWorld
 from scheduler.core.filtering import VolumeTerms, static_reason, volume_reason
 from scheduler.core.neighbouring import PORTS_TAKEN, Check, Neighbours
 from scheduler.core.scoring import best_node, fullness, pods_on
-from scheduler.model.devices import Allocation, DeviceId
+from scheduler.model.devices import Allocation, DeviceId, pod_devices
 from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.pods import Pod, PodRef
 from scheduler.model.resources import Resources
@@ -87,6 +87,15 @@ class Ledger:
         room = dict(info.free.amounts) if info is not None else dict(known.allocatable.amounts)
         self._free[node] = room
         return room
+
+    def asks(self, pod: Pod) -> Resources:
+        """The pod's requests and the devices its own claims still ask, by class (as a queue
+        names them, and as ``room`` counts them): what a unit of a topology must have free
+        for it."""
+        world = self.devices
+        if not pod.resource_claims or world is None:
+            return pod.requests
+        return pod.requests + pod_devices(pod, world.claims, world.classes, asked_only=True)
 
     def room(self, node: str, asked: Iterable[str]) -> dict[str, int]:
         """``free(node)``, with the free devices counted as each of ``asked`` that devices

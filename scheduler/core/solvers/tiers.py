@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
-from scheduler.core.arranging import asked
 from scheduler.core.gangs import tier_level
 from scheduler.core.queues import QueueRoom
 from scheduler.core.session import Session, pending
@@ -196,7 +195,7 @@ def _units(
     anchors = _anchors(session, gang, held)
     todo = session.order.ordered([p for p in pending(gang) if p.ref not in held])
     need = max(gang.need - len(anchors), 0)
-    wanted = Resources.total(asked(p, statement.ledger) for p in todo[:need])
+    wanted = Resources.total(statement.ledger.asks(p) for p in todo[:need])
     for at in range(max(len(levels) - 2, top), top - 1, -1):
         domains = session.domains(levels[at])
         if anchors:
