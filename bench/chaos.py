@@ -2284,6 +2284,10 @@ def expectations(
         else:
             incomplete.append(gang)
     no_room = _without_room(books, pods, expected)
+    holders = _holders(books, by_gang, expected, no_room)
+    if holders:
+        held_out = _without_room(books, pods, expected, holders=holders)
+        no_room += [g for g in held_out if g not in no_room]
     for gang in no_room:
         expected.pop(gang, None)
     held_back = _held_by_capability(books, pods, expected)
@@ -2293,11 +2297,62 @@ def expectations(
     return expected, incomplete, no_room
 
 
+def _holders(
+    books: Books,
+    by_gang: dict[str, list[PodState]],
+    expected: dict[str, list[PodState]],
+    no_room: list[str],
+) -> dict[str, list[PodState]]:
+    """The NonStrict gangs that hold room unbound: none of their members bound, and not
+    placed whole (too few members yet, or no room for all). Each with its pending members,
+    which the scheduler holds where they fit until the rest does, or it times out."""
+    found = {}
+    for gang, members in by_gang.items():
+        spec = books.specs.get(gang)
+        if spec is None or spec.mode != "NonStrict" or any(p.node for p in members):
+            continue
+        if gang in expected and gang not in no_room:
+            continue
+        found[gang] = [p for p in members if not p.node]
+    return found
+
+
+def _queue_key(gang: str, members: list[PodState]) -> tuple:
+    """The scheduler's queue order inside a queue: higher priority, then older, then name.
+    The gang's age is its oldest pod's (a PodGroup made later makes it younger: never
+    later in this order than the scheduler has it)."""
+    return (
+        -max((p.priority for p in members), default=0),
+        min((p.created_t for p in members), default=0.0),
+        gang,
+    )
+
+
+def _ahead(
+    holder: str, group: list[str], holders: dict[str, list[PodState]],
+    expected: dict[str, list[PodState]],
+) -> bool:  # fmt: skip
+    """Whether the scheduler may take ``holder``'s turn before ``group``'s: ahead of it in
+    queue order, or in another queue (whose turn comes by fair share, which the checker
+    does not model)."""
+    members = holders[holder]
+    if any(members[0].queue != expected[g][0].queue for g in group):
+        return True
+    return _queue_key(holder, members) < min(_queue_key(g, expected[g]) for g in group)
+
+
 def _without_room(
-    books: Books, pods: dict[str, PodState], expected: dict[str, list[PodState]]
+    books: Books,
+    pods: dict[str, PodState],
+    expected: dict[str, list[PodState]],
+    *,
+    holders: dict[str, list[PodState]] | None = None,
 ) -> list[str]:
     """The expected gangs a first fit, biggest first (a GangGroup's gangs together), into
-    what the surviving nodes have free cannot place."""
+    what the surviving nodes have free cannot place. With ``holders``, each group first
+    leaves what the NonStrict gangs ahead of it in the queue may hold: the scheduler takes
+    those holds again at their turn and lets them go only for a gang ahead of them (seed
+    7767: a single pod's only room was a NonStrict gang's hold, older than the pod)."""
     free = {}
     for node in books.workload_nodes:
         if node in books.deleted_nodes:
@@ -2324,31 +2379,35 @@ def _without_room(
     no_room: list[str] = []
     for group in sorted(groups, key=lambda gs: -sum(p.cpu_m for g in gs for p in expected[g])):
         trial = {node: list(f) for node, f in free.items()}
+        for holder in sorted(holders or ()):
+            if holder not in group and _ahead(holder, group, holders or {}, expected):
+                for pod in (holders or {})[holder]:
+                    _take(trial, pod)  # what fits is held; the rest waits
         members = sorted((p for g in group for p in expected[g]), key=lambda p: -p.cpu_m)
-        for pod in members:
-            spot = next(
-                (
-                    f
-                    for f in trial.values()
-                    if f[0] >= pod.cpu_m
-                    and f[1] >= pod.memory_mi
-                    and f[2] >= 1
-                    and f[3] >= pod.gpus
-                ),
-                None,
-            )
-            if spot is None:
-                no_room.extend(group)
-                break
-            spot[0], spot[1], spot[2], spot[3] = (
-                spot[0] - pod.cpu_m,
-                spot[1] - pod.memory_mi,
-                spot[2] - 1,
-                spot[3] - pod.gpus,
-            )
-        else:
-            free = trial
+        spots = [_take(trial, pod) for pod in members]
+        if None in spots:
+            no_room.extend(group)
+            continue
+        for pod, node in zip(members, spots, strict=True):
+            _take(free, pod, node=node)
     return no_room
+
+
+def _take(free: dict[str, list[int]], pod: PodState, *, node: str | None = None) -> str | None:
+    """Place ``pod`` on ``node``, or on the first node with room for it; where, or None."""
+    spot = node or next(
+        (
+            n
+            for n, f in free.items()
+            if f[0] >= pod.cpu_m and f[1] >= pod.memory_mi and f[2] >= 1 and f[3] >= pod.gpus
+        ),
+        None,
+    )
+    if spot is None:
+        return None
+    f = free[spot]
+    f[0], f[1], f[2], f[3] = f[0] - pod.cpu_m, f[1] - pod.memory_mi, f[2] - 1, f[3] - pod.gpus
+    return spot
 
 
 def _in_whole_replicas(

@@ -638,3 +638,27 @@ def test_a_gang_group_with_room_for_each_gang_but_not_for_all_is_excused_whole()
     expected, _, no_room = expectations(books(a, b, nodes=(NODE,)), pods_of(roomy, *objs))
     assert sorted(expected) == ["a", "b"]
     assert no_room == []
+
+
+def test_room_a_nonstrict_gang_ahead_in_the_queue_holds_is_not_expected_taken() -> None:
+    """Seed 7767: a single pod's only room was where an older NonStrict gang, short of room
+    for all its members, held one of them. The scheduler keeps such holds until the gang
+    fits or times out, and lets them go only for a gang ahead of it in the queue."""
+    holder = GangSpec("h", "koord", 2, 2, mode="NonStrict")
+    node_cpu = chaos.NODE_CPU_M // 1000
+    filler = pod("filler", node=NODE, cpu=str(node_cpu - 3))  # 3 cpu left on NODE
+    held = [pod(f"h-{i}", gang="h", cpu="2") for i in range(2)]  # room for one of them
+
+    def judged(single: dict, *, single_at: float) -> tuple[list[str], list[str]]:
+        seen = history((0.0, filler), (1.0, held[0]), (1.0, held[1]), (single_at, single))
+        expected, _, no_room = expectations(books(holder, nodes=(NODE,)), seen.pods)
+        return sorted(expected), sorted(no_room)
+
+    younger = judged(pod("s8", cpu="2"), single_at=2.0)
+    assert younger == ([], ["h", "pod/s8"])
+    older = judged(pod("s8", cpu="2"), single_at=0.5)  # ahead of the holder: its room
+    assert older == (["pod/s8"], ["h"])
+    urgent = judged(pod("s8", cpu="2", priority=1000), single_at=2.0)  # ahead by priority
+    assert urgent == (["pod/s8"], ["h"])
+    small = judged(pod("s8", cpu="1"), single_at=2.0)  # fits beside the hold
+    assert small == (["pod/s8"], ["h"])
