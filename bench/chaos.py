@@ -2022,7 +2022,18 @@ class Run:
             events = list(self.observer.events)
             seen = list(self.observer.violations)
         violations: list[Violation] = seen
-        violations += partial_incarnations(self.books, pods, events)
+        leader_faults = [
+            (f["started"], f["ended"])
+            for f in self.result.faults
+            if f["kind"] in ("scheduler-kill", "leader-kill", "leader-freeze")
+        ]
+        violations += partial_incarnations(
+            self.books,
+            pods,
+            events,
+            leader_faults=leader_faults,
+            lease_seconds=self.plan.lease_seconds,
+        )
         outages = [
             (f["started"], f["ended"])
             for f in self.result.faults
@@ -2547,10 +2558,47 @@ def _incarnations(
     return incarnations
 
 
+# A scheduler that takes over a gang cut short needs at least this long past a Lease's
+# lapse (or a restart) to act on it: a try at the Lease, a list of the cluster and a pass.
+TAKEOVER_SECONDS = 2.0
+
+
+def _ended_before_takeover(
+    inc: dict,
+    pods: dict[str, PodState],
+    books: Books,
+    *,
+    leader_faults: Sequence[tuple[float, float]],
+    lease_seconds: float,
+) -> bool:
+    """Whether an incarnation cut short by a leader fault (a kill or a freeze between its
+    binds) was ended by the chaos before a scheduler could complete it: a bound member's
+    node deleted (its pods go with it) sooner than a Lease lapses and a standby acts."""
+    cut = [
+        (start, end)
+        for start, end in leader_faults
+        if inc["start"] - EXCUSE_BEFORE <= start <= inc["last_bind"] + EXCUSE_AFTER
+    ]
+    deleted = [
+        books.deleted_nodes[pods[u].node]
+        for u in inc["bound"]
+        if pods[u].node in books.deleted_nodes
+    ]
+    return any(
+        start <= t <= end + lease_seconds + TAKEOVER_SECONDS for start, end in cut for t in deleted
+    )
+
+
 def partial_incarnations(
-    books: Books, pods: dict[str, PodState], events: list[tuple[float, str, str]]
+    books: Books,
+    pods: dict[str, PodState],
+    events: list[tuple[float, str, str]],
+    *,
+    leader_faults: Sequence[tuple[float, float]] = (),
+    lease_seconds: float = 0.0,
 ) -> list[Violation]:
-    """I1 and I9, from the bind and end events in etcd order."""
+    """I1 and I9, from the bind and end events in etcd order. ``leader_faults``: when a
+    scheduler was killed or frozen, each (start, end); ``lease_seconds``: its Lease's."""
     incarnations = _incarnations(books, pods, events)
     succeeded = _succeeded(books, pods)
     violations = []
@@ -2580,6 +2628,10 @@ def partial_incarnations(
             window = (inc["start"] - EXCUSE_BEFORE, inc["last_bind"] + EXCUSE_AFTER)
             if any(window[0] <= t <= window[1] for t in deleted_by_gang.get(gang, [])):
                 continue
+            if _ended_before_takeover(
+                inc, pods, books, leader_faults=leader_faults, lease_seconds=lease_seconds
+            ):
+                continue  # seed 7779: a leader killed between binds, their node deleted meanwhile
             members = sorted(
                 (p for p in pods.values() if p.gang == gang and p.scheduler == books.scheduler),
                 key=lambda p: p.created_t,

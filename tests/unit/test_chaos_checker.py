@@ -662,3 +662,34 @@ def test_room_a_nonstrict_gang_ahead_in_the_queue_holds_is_not_expected_taken() 
     assert urgent == (["pod/s8"], ["h"])
     small = judged(pod("s8", cpu="1"), single_at=2.0)  # fits beside the hold
     assert small == (["pod/s8"], ["h"])
+
+
+def test_a_gang_cut_short_by_a_leader_fault_and_ended_by_its_node_going_is_excused() -> None:
+    """Seed 7779: the leader was killed after 2 of a gang's 3 binds, and the members' node
+    was deleted (its pods with it) before a scheduler could complete the gang."""
+    gang = GangSpec("g", "koord", 3, 3)
+    seen = history(
+        (0.0, pod("g-0", gang="g")),
+        (0.0, pod("g-1", gang="g")),
+        (0.0, pod("g-2", gang="g")),
+        (1.0, pod("g-0", gang="g", node=NODE)),
+        (1.1, pod("g-1", gang="g", node=NODE)),
+        (4.1, pod("g-0", gang="g", node=NODE, deleting=True)),
+        (4.1, pod("g-1", gang="g", node=NODE, deleting=True)),
+    )
+
+    def judged(*, fault: tuple[float, float] | None, node_gone: float | None) -> list[str]:
+        ledger = books(gang)
+        if node_gone is not None:
+            ledger.deleted_nodes[NODE] = node_gone
+        faults = [fault] if fault else []
+        found = partial_incarnations(
+            ledger, seen.pods, seen.events, leader_faults=faults, lease_seconds=3
+        )
+        return [v.invariant for v in found]
+
+    assert judged(fault=(1.05, 1.2), node_gone=4.0) == []  # no scheduler could act by then
+    assert judged(fault=None, node_gone=4.0) == ["I1"]  # no leader fault: the binder's
+    assert judged(fault=(1.05, 1.2), node_gone=None) == ["I1"]  # ended otherwise
+    assert judged(fault=(1.05, 1.2), node_gone=9.0) == ["I1"]  # a standby had had time
+    assert judged(fault=(20.0, 21.0), node_gone=4.0) == ["I1"]  # the fault came after
