@@ -147,6 +147,22 @@ def build_parser(prog: str = "gang-scheduler") -> argparse.ArgumentParser:
         f"act in allocate's turns) (default: {','.join(defaults.actions)})",
     )
     run.add_argument(
+        "--consolidation-max-moves",
+        type=int,
+        default=defaults.max_moves_per_pass,
+        metavar="N",
+        help="consolidation (the consolidate action, off unless --actions names it) moves "
+        "at most N pods in one pass (default: %(default)s)",
+    )
+    run.add_argument(
+        "--consolidation-below-priority",
+        type=int,
+        default=defaults.movable_below_priority,
+        metavar="PRIORITY",
+        help="consolidation moves only pods annotated gang-scheduler.io/movable=true, owned "
+        "by a controller, whose priority is below PRIORITY (default: %(default)s)",
+    )
+    run.add_argument(
         "--bind-concurrency",
         type=int,
         default=32,
@@ -350,6 +366,8 @@ async def _run(args: argparse.Namespace) -> None:
         topology_labels=args.topology_from_labels,
         scoring=args.scoring,
         actions=args.actions,
+        max_moves_per_pass=args.consolidation_max_moves,
+        movable_below_priority=args.consolidation_below_priority,
     )
     structlog.get_logger().info(
         "starting",

@@ -335,6 +335,8 @@ def pod_from_dict(raw: object) -> Pod:
         resource_claims=pod_claims(spec, status) if spec.get("resourceClaims") else (),
         gates=tuple(text(g.get("name")) or "(unnamed)" for g in objs(spec.get("schedulingGates"))),
         queue=queue_named(labels, annotations),
+        movable=annotations.get(names.MOVABLE, "").lower() == "true"
+        and any(r.get("controller") is True for r in objs(meta.get("ownerReferences"))),
     )
 
 

@@ -42,6 +42,10 @@ class Config:
     scoring: str = "pack"
     # The actions each pass runs, in this order (--actions).
     actions: tuple[str, ...] = DEFAULT_ACTIONS
+    # Consolidation (the consolidate action, run only if --actions names it): the pods it
+    # may move in one pass, and the priority a movable pod must be below to be moved.
+    max_moves_per_pass: int = 4
+    movable_below_priority: int = 1_000_000_000
 
     @property
     def scheduler_names(self) -> frozenset[str]:

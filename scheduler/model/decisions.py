@@ -146,7 +146,8 @@ class VictimChoice:
 @dataclass(frozen=True, slots=True)
 class Eviction:
     """A pod to delete so that a gang of higher priority fits (gang preemption): marked
-    with a ``DisruptionTarget`` condition first, and told in a ``Preempted`` Event."""
+    with a ``DisruptionTarget`` condition first, and told in a ``Preempted`` Event; or to
+    evict so that it starts again elsewhere (consolidation: ``moved_to``)."""
 
     pod: PodRef
     node: str
@@ -158,6 +159,9 @@ class Eviction:
     # A member of a stale gang: evicted because its gang runs below its minimum, not
     # for a preemptor (its Event and its DisruptionTarget condition say StaleGang).
     stale: bool = False
+    # Consolidation's: the node the pod was found to fit on instead. It goes through the
+    # Eviction API, so that PodDisruptionBudgets hold, and its controller makes it again.
+    moved_to: str = ""
 
 
 @dataclass(frozen=True, slots=True)

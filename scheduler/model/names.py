@@ -42,6 +42,11 @@ STARVATION_AFTER = OUR_PREFIX + "starvation-after"
 # "never"); --stale-gang-after otherwise (off by default).
 STALE_AFTER = OUR_PREFIX + "stale-after"
 
+# On a pod: "true" lets consolidation move it (evict it so that its controller makes it
+# again, where it fits elsewhere) to make room for a gang; a pod no controller owns never
+# moves, whatever it says.
+MOVABLE = OUR_PREFIX + "movable"
+
 # On a pod (its template) or its owner: how the owner groups its pods into gangs, for pods
 # that declare no gang: "none" (each pod alone), "whole" (the owner whole; a NonIndexed Job's
 # pods are alone otherwise), "replica" (a JobSet: a gang per replica of a replicated Job).

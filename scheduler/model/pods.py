@@ -289,6 +289,9 @@ class Pod:
     # pods counts its completions by the Job's status (``Gang.completed``).
     job: str = ""
     job_uid: str = ""
+    # Consolidation may move it: annotated gang-scheduler.io/movable "true", and owned by a
+    # controller, which makes it again once evicted.
+    movable: bool = False
 
     @property
     def prefers(self) -> bool:

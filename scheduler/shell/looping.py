@@ -272,6 +272,8 @@ class SchedulingLoop:
         for eviction in result.evictions:
             if eviction.stale:
                 self._metrics.stale_gang_victims.inc()
+            elif eviction.moved_to:
+                self._metrics.consolidation_moves.inc()
             elif eviction.reclaimed_from:
                 self._metrics.reclaim_victims.labels(queue=eviction.reclaimed_from).inc()
             else:
@@ -284,7 +286,8 @@ class SchedulingLoop:
                 Event(
                     ObjectRef("Pod", ref.namespace, ref.name, ref.uid),
                     NORMAL,
-                    "Preempted",
+                    # As the descheduler says of the pods it evicts to be placed again.
+                    "Descheduled" if eviction.moved_to else "Preempted",
                     eviction.message,
                 )
             )

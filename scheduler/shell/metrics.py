@@ -39,6 +39,7 @@ class Metrics:
     reclaim_victims: Counter
     victims_above_fewest: Histogram
     stale_gang_victims: Counter
+    consolidation_moves: Counter
     preemption_bound_seconds: Histogram
     api_unreachable_seconds: Gauge
     leader: Gauge
@@ -154,6 +155,12 @@ class Metrics:
                 "gang_scheduler_stale_gang_victims_total",
                 "Pods evicted because their gang ran below its minimum for longer than its "
                 "grace period (--stale-gang-after).",
+                registry=registry,
+            ),
+            consolidation_moves=Counter(
+                "gang_scheduler_consolidation_moves_total",
+                "Pods evicted by consolidation so that a gang fits, each found to fit on "
+                "another node (the consolidate action).",
                 registry=registry,
             ),
             reclaim_victims=Counter(

@@ -271,6 +271,11 @@ class Patcher:
                 return
             if isinstance(error, ApiError) and error.status in (404, 409):
                 return  # gone already, or another pod by that name now: nothing to evict
+            if eviction.moved_to and _budget_forbids(error):
+                # The Eviction API keeps the pod's PodDisruptionBudget: it stays, and a
+                # later pass (which weighs budgets too) may move another.
+                log.info("pod not moved: its PodDisruptionBudget forbids it now", pod=str(ref))
+                return
             # A failure of ours (not the API server's) would fail again: said, not retried.
             transient = isinstance(error, ApiError) and error.transient
             if not transient or time.monotonic() - started + wait > self._evict_for_seconds:
@@ -288,6 +293,8 @@ class Patcher:
     async def _evict_once(self, eviction: Eviction) -> Exception | None:
         ref = eviction.pod
         path = f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
+        if eviction.moved_to:
+            return await self._move_once(eviction, path)
         condition = {
             "type": "DisruptionTarget",
             "status": "True",
@@ -307,6 +314,26 @@ class Patcher:
                           "preconditions": {"uid": ref.uid}},
                     retries=self._retries,
                 )  # fmt: skip
+        except Exception as error:
+            if not isinstance(error, ApiError):
+                self._errored()
+            return error
+        return None
+
+    async def _move_once(self, eviction: Eviction, path: str) -> Exception | None:
+        """Consolidation's eviction: through the Eviction API, which marks the pod
+        (DisruptionTarget, EvictionByEvictionAPI) and refuses what its
+        PodDisruptionBudget forbids; only this very pod (uid precondition)."""
+        ref = eviction.pod
+        body = {
+            "apiVersion": "policy/v1",
+            "kind": "Eviction",
+            "metadata": {"name": ref.name, "namespace": ref.namespace},
+            "deleteOptions": {"preconditions": {"uid": ref.uid}},
+        }
+        try:
+            async with self._slots:
+                await self._api.post(f"{path}/eviction", body)
         except Exception as error:
             if not isinstance(error, ApiError):
                 self._errored()
@@ -399,3 +426,13 @@ class Patcher:
 def _timestamp(seconds: float) -> str:
     """RFC 3339 with microseconds, as Sakkara shows its timings."""
     return datetime.fromtimestamp(seconds, UTC).isoformat()
+
+
+def _budget_forbids(error: Exception) -> bool:
+    """Whether the Eviction API refused for a PodDisruptionBudget (429, as kubectl drain
+    reads it), not for the API server's load."""
+    return (
+        isinstance(error, ApiError)
+        and error.status == 429
+        and "disruption budget" in error.message.lower()
+    )

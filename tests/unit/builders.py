@@ -77,9 +77,11 @@ def pod(
     affinity: Mapping[str, Any] | None = None,
     labels: Mapping[str, str] | None = None,
     spec: Mapping[str, Any] | None = None,
+    owner: str | None = None,
 ) -> Pod:
     """A pod; ``gang`` uses Koordinator annotations, ``pod_group`` the PodGroup label;
-    ``spec`` adds fields to the pod spec (its ``affinity`` is merged with node ``affinity``)."""
+    ``spec`` adds fields to the pod spec (its ``affinity`` is merged with node ``affinity``);
+    ``owner``: the ReplicaSet that controls it, by name."""
     notes = dict(annotations or {})
     labels = dict(labels or {})
     if gang is not None:
@@ -125,11 +127,22 @@ def pod(
                 "labels": labels,
                 "annotations": notes,
                 "creationTimestamp": format_time(created),
+                **({"ownerReferences": [_controller(owner)]} if owner else {}),
             },
             "spec": spec,
             "status": {"phase": phase},
         }
     )
+
+
+def _controller(owner: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "ReplicaSet",
+        "name": owner,
+        "uid": f"uid-rs-{owner}",
+        "controller": True,
+    }
 
 
 def podgroup(

@@ -91,6 +91,12 @@ one file; the names and namespaces around the rules are the chart's own. */}}
 {{- with .actions }}
 - {{ printf "--actions=%s" (join "," .) | quote }}
 {{- end }}
+{{- if not (kindIs "invalid" .consolidationMaxMoves) }}
+- --consolidation-max-moves={{ .consolidationMaxMoves | int64 }}
+{{- end }}
+{{- if not (kindIs "invalid" .consolidationBelowPriority) }}
+- --consolidation-below-priority={{ .consolidationBelowPriority | int64 }}
+{{- end }}
 {{- with .bindConcurrency }}
 - --bind-concurrency={{ . | int64 }}
 {{- end }}

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from scheduler.core.actions.allocate import Allocate
+from scheduler.core.actions.consolidate import Consolidate
 from scheduler.core.actions.evict_stale import EvictStale
 from scheduler.core.actions.hold_head import HoldHead
 from scheduler.core.actions.preempt import Preempt
@@ -27,6 +28,7 @@ REGISTRY: Mapping[str, Action] = MappingProxyType(
             EvictStale(),
             Preempt(),
             Reclaim(),
+            Consolidate(),
         )
     }
 )

@@ -42,6 +42,9 @@ class Victims:
     newest: float  # creation time of the youngest: younger goes first
     # Evicting it, after the units before it, would take a PodDisruptionBudget below zero.
     breaks_budget: bool = False
+    # Every member of a gang of ours: its going leaves the gang nothing running, not a gang
+    # that runs on (a pod on its own, or members above the minimum).
+    whole_gang: bool = False
 
     def order(self) -> tuple:
         """Lowest priority, fewest pods, youngest first; then by name, so the same cluster
@@ -83,12 +86,16 @@ def candidates(
         if flying
         else set()
     )
+    # Evicted by any action earlier in this pass: its room is counted free already.
+    decided = {e.pod.uid for e in session.evictions}
     by_gang: dict[object, list[tuple[Pod, str]]] = defaultdict(list)
     for name, info in session.infos.items():
         if name not in nodes:
             continue
         for pod in info.pods:
             if pod.deleting or not pod.alive or pod.ref.uid in taken or pod.ref.uid in flying:
+                continue
+            if pod.ref.uid in decided:
                 continue
             if binding and pod.scheduler_name in ours and gang_key_of(pod) in binding:
                 continue
@@ -114,7 +121,7 @@ def candidates(
             for extra in youngest_first[: max(len(members) - minimum, 0)]:
                 units.append(Victims((extra,), priority, extra[0].created))
         newest = max(p.created for p, _ in members)
-        units.append(Victims(tuple(youngest_first), priority, newest))
+        units.append(Victims(tuple(youngest_first), priority, newest, whole_gang=True))
     units.sort(key=Victims.order)
     budgets = session.snapshot.budgets
     if not budgets:
@@ -225,7 +232,7 @@ def min_member_of(session: Session, pod: Pod) -> int:
     return 1
 
 
-def _evicted(ledger: Ledger, chosen: Iterable[Victims]) -> Ledger:
+def evicted(ledger: Ledger, chosen: Iterable[Victims]) -> Ledger:
     """A scratch of ``ledger`` with the chosen victims' room given back, and the devices of
     the claims that only they hold (a claim shared with a pod that stays keeps its)."""
     trial = ledger.scratch()
@@ -257,7 +264,7 @@ def fits(session: Session, base: Ledger, gangs: list[Gang], chosen: list[Victims
     cursors assume room only shrinks: after evictions they start over (a what-if's Statement
     puts them back at its marks, as a turn's does)."""
     session.finder.restore()
-    ledger = _evicted(base, chosen)
+    ledger = evicted(base, chosen)
     statement = session.statement(ledger)
     room = session.queues.room(ledger)
     if room is not None:
@@ -322,10 +329,12 @@ def evict_and_nominate(
     *,
     broke_budgets: bool = False,
     why: str = "",
+    moves: Mapping[str, str] | None = None,
 ) -> None:
     """Evict ``choice``'s victims on the turn's Statement, hold the room for the group
     where its placements put it, nominate its members there, and say so. ``why``: reclaim's
-    words for the victims (preemption's are its priority)."""
+    words for the victims (preemption's are its priority). ``moves``: consolidation's, by
+    victim uid the node it was found to fit on instead (its controller makes it again)."""
     chosen, placements = choice.victims, choice.placements
     evicted: dict[str, tuple[Pod, str]] = {}
     for victims in chosen:
@@ -350,14 +359,22 @@ def evict_and_nominate(
             session.queues.leave(session.queues.of(pod), session.queues.amounts(pod))
     by_whom = why or f"Preempted by gang {names_} (priority {group_priority(session, gangs)})"
     for pod, node in evicted.values():
+        if moves is not None:
+            message = (
+                f"Moved by consolidation from node {node} for gang {names_}; it fits on "
+                f"node {moves[pod.ref.uid]}"
+            )
+        else:
+            message = f"{by_whom} on node {node}"
         session.add(
             session.evictions,
             Eviction(
                 pod.ref,
                 node,
-                f"{by_whom} on node {node}",
+                message,
                 priority=priority_of(pod, session.snapshot.priority_classes),
-                reclaimed_from=session.queues.of(pod) if why else "",
+                reclaimed_from=session.queues.of(pod) if why and moves is None else "",
+                moved_to=moves[pod.ref.uid] if moves is not None else "",
             ),
         )
     session.add(
@@ -383,11 +400,20 @@ def evict_and_nominate(
             # waits for), not after the backoff of the attempt that led to the preemption.
             retry_at=0.0,
         )
-        what = "of other queues above their fair share" if why else "of lower priority"
+        if moves is not None:
+            verb, what, reason = "moved", "that fit elsewhere", "Consolidating"
+        elif why:
+            verb, what, reason = "reclaimed", "of other queues above their fair share", "Reclaiming"
+        else:
+            verb, what, reason = "preempted", "of lower priority", "Preempting"
+        named = sorted(
+            f"{p.ref} to {moves[p.ref.uid]}" if moves is not None else str(p.ref)
+            for p, _ in evicted.values()
+        )
         message = (
-            f"gang {key} {'reclaimed' if why else 'preempted'} {len(evicted)} pod(s) {what} "
-            f"({', '.join(sorted(str(p.ref) for p, _ in evicted.values())[:5])}"
-            f"{', ...' if len(evicted) > 5 else ''}); it binds once they have left"
+            f"gang {key} {verb} {len(evicted)} pod(s) {what} "
+            f"({', '.join(named[:5])}{', ...' if len(evicted) > 5 else ''}); "
+            "it binds once they have left"
         )
         if choice.above_fewest:
             message += (
@@ -396,7 +422,6 @@ def evict_and_nominate(
             )
         if broke_budgets:
             message += "; no choice of victims kept every PodDisruptionBudget"
-        reason = "Reclaiming" if why else "Preempting"
         outcome.condition = ("False", reason, message)
         session.reporting.say(
             gang, reason=reason, message=message, pods=pending(gang), warning=False
