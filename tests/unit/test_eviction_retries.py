@@ -109,3 +109,34 @@ def test_an_eviction_decided_again_while_it_is_being_sent_is_sent_once() -> None
 
     asyncio.run(asyncio.wait_for(run(), 10))
     assert seen == ["PATCH", "PATCH", "PATCH", "DELETE"], "one sender, not two"
+
+
+MOVE = Eviction(PodRef("ns", "web", "u2"), "node-1", "Moved by consolidation", moved_to="node-2")
+BUDGET = "Cannot evict pod as it would violate the pod's disruption budget."
+
+
+def _move(answers: list[tuple[int, str]]) -> list[str]:
+    """Send MOVE against a server answering ``answers`` (status, message) in turn; each
+    request as METHOD PATH."""
+    seen: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        seen.append(f"{request.method} {request.path}")
+        status, message = answers.pop(0) if len(answers) > 1 else answers[0]
+        body = {"kind": "Status", "reason": "TooManyRequests", "message": message}
+        return web.json_response(body if status >= 400 else {}, status=status)
+
+    async def run() -> None:
+        async with server(handler) as api:
+            await Patcher(api, retries=0, evict_again_seconds=0.01).evict(MOVE)
+
+    asyncio.run(asyncio.wait_for(run(), 10))
+    return seen
+
+
+def test_a_move_goes_through_the_eviction_api_and_a_budget_refusal_is_not_sent_again() -> None:
+    eviction = "POST /api/v1/namespaces/ns/pods/web/eviction"
+    assert _move([(201, "")]) == [eviction], "no condition patch, no plain delete"
+    assert _move([(429, BUDGET)]) == [eviction], "the budget forbids it: the pod stays"
+    overloaded = _move([(429, "Too many requests, please try again later."), (201, "")])
+    assert overloaded == [eviction, eviction], "the API server's load passes: sent again"
