@@ -174,3 +174,29 @@ def test_no_claim_is_written_with_a_device_another_claim_holds(
             assert not devices & written_now, f"{write.name} given a device twice in a pass"
             written_now |= devices
     event(f"evicted {min(len(result.evictions), 3)}, bound {min(len(bind_map(result)), 3)}")
+
+
+def test_the_gpus_holder_is_found_behind_more_younger_victims_than_are_tried_in_order() -> None:
+    """Preemption's order (lowest priority, fewest pods, youngest) tries MAX_TRIES units;
+    then it goes node by node, weighing what the preemptor asks. Its GPUs, asked by claim,
+    are weighed too: the node whose victims free them is planned first (it was judged by
+    cpu alone, found room without victims everywhere, and no one was preempted)."""
+    from scheduler.core.solvers.victims import MAX_TRIES  # noqa: PLC0415
+    from tests.unit.builders import pod  # noqa: PLC0415
+
+    holder = _running("low-a", "a-gpus", on="n0", priority=10, created=T0 - 500)
+    younger = [
+        pod(f"web-{i}", cpu="1", node_name="busy", phase="Running", priority=10,
+            created=T0 - 50 + i)
+        for i in range(MAX_TRIES + 2)
+    ]  # fmt: skip
+    high, high_claim = _preemptor()
+    snap = dra_snapshot(
+        [node("n0"), node("busy", cpu="128")],
+        [holder, *younger, high],
+        slices=[gpu_slice("n0")],
+        claims=[claim("a-gpus", exactly(count=8), status=_held("n0", "low-a")), high_claim],
+    )
+    result = schedule(snap, now=T0)
+    assert evicted(result) == ["low-a"]
+    assert {n.pod.name: n.node for n in result.nominations} == {"high": "n0"}

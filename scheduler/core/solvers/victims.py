@@ -461,9 +461,11 @@ def pods_of(units: Iterable[Victims]) -> list[Pod]:
 
 
 def minimum_asked(session: Session, gangs: list[Gang]) -> Resources:
-    """What the group needs at the least: the first pending members each gang needs."""
+    """What the group needs at the least: the first pending members each gang needs, their
+    devices included (by class, as queues count them)."""
+    asks = session.ledger.asks
     return Resources.total(
-        p.requests for g in gangs for p in session.order.ordered(pending(g))[: g.need]
+        asks(p) for g in gangs for p in session.order.ordered(pending(g))[: g.need]
     )
 
 
@@ -690,14 +692,20 @@ def freeing_first(
     def weight(amounts: Mapping[str, int]) -> int:
         return sum(amounts.get(r, 0) for r in weighed)
 
-    cost = {id(v): weight(Resources.total(p.requests for p, _ in v.pods)) for v in units}
+    # Devices count beside requests: what a member asks by claim (``Ledger.asks``), what a
+    # node has free of them (``Ledger.room``), and what a victim's own claims hold (as its
+    # queue counts it): a node whose victims free cpu but no GPU is no plan for a member
+    # asking GPUs.
+    asks, frees, ledger = session.ledger.asks, session.queues.amounts, session.ledger
+    cost = {id(v): weight(Resources.total(frees(p) for p, _ in v.pods)) for v in units}
     # The members by shape: what they ask and the nodes they may go on at all.
     shapes: dict[tuple[Resources, int], tuple[Resources, frozenset[str], int]] = {}
     for pod in members:
         fit = session.finder.static_fit(pod)
-        key = (pod.requests, id(fit))
-        _, _, count = shapes.get(key, (pod.requests, fit, 0))
-        shapes[key] = (pod.requests, fit, count + 1)
+        asked = asks(pod)
+        key = (asked, id(fit))
+        _, _, count = shapes.get(key, (asked, fit, 0))
+        shapes[key] = (asked, fit, count + 1)
     claimed: set[str] = set()
     spare: list[tuple[tuple, str, list[Victims]]] = []  # plans beyond a shape's count
     ordered: list[Victims] = []
@@ -709,16 +717,16 @@ def freeing_first(
         for name, pods in here.items():
             if name in claimed or name not in fit:
                 continue
-            free = Resources(session.ledger.free(name))
-            if member.shortfalls(free + Resources.total(p.requests for p in pods)):
+            free = Resources(ledger.room(name, member))
+            if member.shortfalls(free + Resources.total(frees(p) for p in pods)):
                 continue
             have, taken = free, []
             for pod in sorted(
-                pods, key=lambda p: (smallest[p.ref.uid].priority, -weight(p.requests), p.ref)
+                pods, key=lambda p: (smallest[p.ref.uid].priority, -weight(frees(p)), p.ref)
             ):
                 if not member.shortfalls(have):
                     break
-                have = have + pod.requests
+                have = have + frees(pod)
                 unit = smallest[pod.ref.uid]
                 if all(unit is not t for t in taken):
                     taken.append(unit)
