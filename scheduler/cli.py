@@ -242,6 +242,14 @@ def _looking_flags(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help=f"as for run; may be given more than once (default: {Config().scheduler_name})",
     )
+    parser.add_argument(
+        "--actions",
+        type=_actions,
+        default=Config().actions,
+        metavar="NAME,...",
+        help="as for run: the actions of the pass computed here, e.g. with consolidate to "
+        f"see what it would move (default: {','.join(Config().actions)})",
+    )
     _topology_flags(parser)
 
 
@@ -460,6 +468,7 @@ def _looking_config(args: argparse.Namespace) -> Config:
         **_names(args.scheduler_name),
         topology_labels=args.topology_from_labels,
         scoring=args.scoring,
+        actions=args.actions,
     )
 
 

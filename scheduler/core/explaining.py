@@ -247,6 +247,11 @@ def _preemption_lines(
     where some bound pod has a lower priority than the gang's)."""
     if not pending:
         return []
+    moved = sorted((e for e in result.evictions if e.moved_to), key=lambda e: e.pod)
+    if moved and any(n.pod in members and n.node for n in result.nominations):
+        shown = ", ".join(f"{e.pod} to {e.moved_to}" for e in moved[:5])
+        more = ", ..." if len(moved) > 5 else ""
+        return [f"a pass now would move {len(moved)} pod(s) for it (consolidation): {shown}{more}"]
     classes = snapshot.priority_classes
     mine = max(priority_of(p, classes) for p in pending)
     lower = any(

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.config import Config
-from scheduler.model.pods import LabelSelector, Pod
+from scheduler.model.pods import GangKey, LabelSelector, Pod
 from tests.unit.builders import T0, gang_pods, node, pod, snapshot
 from tests.unit.test_allocation import bind_map
 
@@ -152,3 +153,12 @@ def test_a_pod_at_or_above_the_priority_limit_never_moves() -> None:
     limited = replace(CONSOLIDATING, movable_below_priority=500)
     assert schedule(snapshot(nodes, pods), now=T0, config=limited).evictions == ()
     assert moves(schedule(snapshot(nodes, pods), now=T0, config=CONSOLIDATING)) == {"web": "n1"}
+
+
+def test_explain_says_what_a_pass_would_move_for_the_gang() -> None:
+    nodes, running = three_nodes_with_room_scattered()
+    shot = snapshot(nodes, [*running, *whole_node_gang()])
+    lines = explain(shot, GangKey("default", "train"), now=T0, config=CONSOLIDATING)
+    assert "a pass now would move 1 pod(s) for it (consolidation): default/web to n1" in lines
+    plain = explain(shot, GangKey("default", "train"), now=T0, config=Config())
+    assert not any("would move" in line for line in plain), "not without the action"
