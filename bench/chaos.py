@@ -88,7 +88,10 @@ an API server or etcd restart) and checks:
   ``PreemptionByScheduler``) left with some but fewer than its minimum members running once
   a pass's victims are marked (``EVICTION_SETTLE``), with I1's excuses, Jobs' gangs aside
   (their pods come again); and, in runs without queues (where nothing reclaims), a victim of
-  the high priority.
+  the high priority. Half the runs also consolidate (the scheduler runs the consolidate
+  action, and some koord gangs with members above their minimum are a StatefulSet's pods,
+  annotated movable): a moved pod (``DisruptionTarget`` reason ``EvictionByEvictionAPI``)
+  counts as a victim, so no gang is left below its minimum by a move.
 
 Also reported (not violations): scheduler exits (a leader that lost its Lease exits by
 design), incomplete gangs, errors of the harness itself. Results of ``make chaos`` go to
@@ -201,6 +204,9 @@ class GangSpec:
     subgroup: int = 0
     # A preemptor: its pods at the run's high PriorityClass (every other pod has none).
     high: bool = False
+    # Consolidation may move its members: a StatefulSet's pods (their controller makes them
+    # again), annotated movable; a koord gang with room above its minimum.
+    movable: bool = False
 
 
 @dataclass(frozen=True)
@@ -232,6 +238,9 @@ class Plan:
     # Preemption: gangs at the run's high PriorityClass come with the last wave, asking more
     # than the room the others leave (``_plan_preemption``).
     preemption: bool = False
+    # Consolidation: the scheduler runs the consolidate action, and some gangs are movable
+    # (``_plan_moves``).
+    consolidation: bool = False
 
     @property
     def pods(self) -> int:
@@ -405,6 +414,7 @@ def make_plan(seed: int, *, small: bool = False) -> Plan:
         queues=queues,
         devices=devices,
         preemption=any(g.high for g in gangs),
+        consolidation=any(g.movable for g in gangs),
     )
 
 
@@ -416,11 +426,40 @@ def _plan_features(
     gangs, queues = _plan_queues(seed, gangs)
     gangs, devices = _plan_devices(seed, gangs, surviving=surviving)
     gangs = _plan_subgroups(seed, gangs)
+    gangs = _plan_moves(seed, gangs, wave=last_wave)
     asked = sum(g.size * g.cpu_m for g in gangs)
     gangs += _plan_preemption(
         seed, small=small, free=surviving * NODE_CPU_M - asked, asked=asked, wave=last_wave
     )
     return gangs, queues, devices
+
+
+def _plan_moves(seed: int, gangs: list[GangSpec], *, wave: int) -> list[GangSpec]:
+    """Half the runs let the scheduler consolidate, and make movable (a StatefulSet's pods,
+    annotated so) about half of their gangs (koord or PodGroup) of 3 members or more, none
+    in a GangGroup, of subgroups, claiming devices (a moved pod keeps no claim) or with a
+    total-number, each with a member above its minimum. From a random generator of its own: a seed's
+    workload and faults are the same with consolidation as without, but for how these
+    gangs' pods are made. With them, in the last wave, a gang of 1 or 2 members that each
+    need a whole node, at no higher priority: with the rest bound no node is empty, and
+    consolidation is what may empty one (it may also wait, as with no room)."""
+    rng = random.Random(seed * 7919 + 36)
+    if rng.random() < 0.5:
+        return gangs
+    out = []
+    for gang in gangs:
+        can = (
+            gang.kind in ("koord", "podgroup")
+            and gang.size >= 3
+            and not (gang.group or gang.subgroup or gang.gpus or gang.total)
+        )
+        # A member above the minimum: the only kind of member a move may take.
+        moving = replace(gang, movable=True, min=min(gang.min, gang.size - 1))
+        out.append(moving if can and rng.random() < 0.5 else gang)
+    if not any(g.movable for g in out):
+        return out  # nothing to move: the run does not consolidate
+    size = rng.choice([1, 2])
+    return [*out, GangSpec("wn0", "koord", size, size, cpu_m=NODE_CPU_M, memory_mi=256, wave=wave)]
 
 
 def _plan_preemption(seed: int, *, small: bool, free: int, asked: int, wave: int) -> list[GangSpec]:
@@ -500,6 +539,11 @@ def _plan_subgroups(seed: int, gangs: list[GangSpec]) -> list[GangSpec]:
 
 
 REPLICA_LABEL = "gang-scheduler.io/chaos-replica"
+MOVABLE_SET_LABEL = "gang-scheduler.io/chaos-movable"  # a movable gang's StatefulSet's pods
+# The DisruptionTarget reasons of a preemption's or a reclaim's victims, and of a move.
+PREEMPTED, MOVED = "PreemptionByScheduler", "EvictionByEvictionAPI"
+# The actions of a run that consolidates: moving before evicting, as KAI orders them.
+CONSOLIDATING = "allocate,hold-head,evict-stale,consolidate,preempt,reclaim"
 
 
 def subgroup_policy(gang: GangSpec) -> str:
@@ -682,6 +726,9 @@ def wave_objects(plan: Plan, wave: int, namespace: str, scheduler: str) -> list[
             }
             out.append((f"/apis/batch/v1/namespaces/{namespace}/jobs", job))
             continue
+        if gang.movable:
+            out.append(_movable_set(gang, namespace, labels, annotations, spec))
+            continue
         for i in range(gang.size):
             pod_name = gang.name if gang.kind == "single" else f"{gang.name}-{i}"
             mine_labels, mine_annotations = labels, annotations
@@ -709,6 +756,35 @@ def wave_objects(plan: Plan, wave: int, namespace: str, scheduler: str) -> list[
                 )
             )
     return out + later
+
+
+def _movable_set(
+    gang: GangSpec, namespace: str, labels: dict, annotations: dict, spec: dict
+) -> tuple[str, dict]:
+    """A movable gang: a StatefulSet whose pods (GANG-0, GANG-1, ..., made at once) carry the
+    gang's annotations and the movable one; its controller makes a moved pod again."""
+    chosen = {MOVABLE_SET_LABEL: gang.name}
+    return (
+        f"/apis/apps/v1/namespaces/{namespace}/statefulsets",
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": gang.name, "namespace": namespace},
+            "spec": {
+                "replicas": gang.size,
+                "serviceName": gang.name,
+                "podManagementPolicy": "Parallel",
+                "selector": {"matchLabels": chosen},
+                "template": {
+                    "metadata": {
+                        "labels": {**labels, **chosen},
+                        "annotations": {**annotations, names.MOVABLE: "true"},
+                    },
+                    "spec": spec,
+                },
+            },
+        },
+    )
 
 
 HIGH_PRIORITY = 1000
@@ -845,8 +921,10 @@ class PodState:
     ended_t: float | None = None
     gone_t: float | None = None  # when the API server said it was deleted
     # When it was seen marked for eviction by the scheduler (DisruptionTarget, reason
-    # PreemptionByScheduler: a preemption's or a reclaim's victim).
+    # PreemptionByScheduler: a preemption's or a reclaim's victim; EvictionByEvictionAPI:
+    # moved by consolidation, the only user of the Eviction API in a run).
     evicted_t: float | None = None
+    moved: bool = False
 
     @property
     def alive(self) -> bool:
@@ -1054,11 +1132,13 @@ class Observer:
                 created_t=t,
             )
             self.pods[uid] = pod
-        if pod.evicted_t is None and any(
-            c.get("type") == "DisruptionTarget" and c.get("reason") == "PreemptionByScheduler"
+        reasons = {
+            c.get("reason")
             for c in status.get("conditions") or []
-        ):
-            pod.evicted_t = t
+            if c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+        }
+        if pod.evicted_t is None and reasons & {PREEMPTED, MOVED}:
+            pod.evicted_t, pod.moved = t, MOVED in reasons
         if pod.claimed_t is None and _claims_made(spec, status):
             pod.claimed_t = t
         self._update(
@@ -1342,8 +1422,10 @@ class Replicas:
         ha: bool,
         lease_seconds: int,
         clock: Callable[[], float],
+        consolidating: bool = False,
     ) -> None:
         self.directory = directory
+        self.consolidating = consolidating
         self.kubeconfig = kubeconfig
         self.name = name
         self.namespace = namespace
@@ -1375,6 +1457,8 @@ class Replicas:
                 "--lease-duration",
                 str(self.lease_seconds),
             ]
+        if self.consolidating:
+            argv += ["--actions", CONSOLIDATING]
         return argv
 
     def start(self, replica: Replica) -> None:
@@ -1522,7 +1606,8 @@ class RunResult:
     # Gangs still waiting at the check for the ResourceClaim controller to make their
     # members' claims from templates: its lag, excused from I4 and reported.
     claims_not_made: list[str] = field(default_factory=list)
-    evicted: int = 0  # pods a preemption or a reclaim evicted
+    evicted: int = 0  # pods a preemption or a reclaim evicted, or consolidation moved
+    moved: int = 0  # of those, moved
     # What the plan had: queues, devices, subgroups, preemption.
     features: list[str] = field(default_factory=list)
     logs: str = ""
@@ -1556,6 +1641,7 @@ class Run:
                 ("devices", plan.devices),
                 ("subgroups", any(g.subgroup for g in plan.gangs)),
                 ("preemption", plan.preemption),
+                ("consolidation", plan.consolidation),
             )
             if present
         ]
@@ -1657,6 +1743,7 @@ class Run:
             ha=self.plan.mode == "ha",
             lease_seconds=self.plan.lease_seconds,
             clock=self.clock,
+            consolidating=self.plan.consolidation,
         )
         self.replicas.start_all()
         deadline = time.monotonic() + 45
@@ -2053,6 +2140,7 @@ class Run:
                 if p.evicted_t is not None and p.priority >= HIGH_PRIORITY
             ]
         self.result.evicted = sum(1 for p in pods.values() if p.evicted_t is not None)
+        self.result.moved = sum(1 for p in pods.values() if p.moved)
         expected, incomplete, no_room = expectations(self.books, pods)
         # A gang whose pending members wait for the ResourceClaim controller to make their
         # claims cannot be bound by anyone: the controller's lag, reported by name (seed
@@ -2813,6 +2901,7 @@ def summarize(results: list[RunResult], *, base_seed: int, small: bool, wall: fl
         "device_runs": sum(1 for r in results if r.claims_allocated),
         "runs_with": dict(sorted(Counter(f for r in results for f in r.features).items())),
         "evicted": sum(r.evicted for r in results),
+        "moved": sum(r.moved for r in results),
         "claims_allocated": sum(r.claims_allocated for r in results),
         "claims_not_made": {r.seed: r.claims_not_made for r in results if r.claims_not_made},
         "claims_controller_lag": {
@@ -2859,7 +2948,8 @@ def markdown(summary: dict) -> str:
         "gangs whose claims it had not made by the check, excused from I4: "
         f"{summary.get('claims_not_made', {})})",
         f"- runs with queues, devices, subgroups, preemptors: {summary.get('runs_with', {})}; "
-        f"pods evicted by a preemption or a reclaim: {summary.get('evicted', 0)}",
+        f"pods evicted by a preemption or a reclaim, or moved by consolidation: "
+        f"{summary.get('evicted', 0)} (moved: {summary.get('moved', 0)})",
         f"- faults: {summary['faults']}: "
         + ", ".join(f"{k} {v}" for k, v in summary["faults_by_kind"].items()),
         f"- violations: {len(summary['violations'])} "

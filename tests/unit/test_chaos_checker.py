@@ -29,7 +29,7 @@ NODE = "n0"
 def pod(
     name: str, *, gang: str | None = None, node: str = "", phase: str = "Pending",
     cpu: str = "1", job: bool = False, deleting: bool = False, replica: str = "",
-    evicted: bool = False, priority: int = 0,
+    evicted: bool = False, priority: int = 0, moved: bool = False,
 ) -> dict:  # fmt: skip
     annotations = {names.KOORD_NAME: gang, names.KOORD_MIN_AVAILABLE: "1"} if gang else {}
     meta: dict = {"name": name, "namespace": NS, "uid": f"uid-{name}", "annotations": annotations}
@@ -48,10 +48,9 @@ def pod(
     if priority:
         spec["priority"] = priority
     status: dict = {"phase": phase}
-    if evicted:
-        status["conditions"] = [
-            {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
-        ]
+    if evicted or moved:
+        reason = "EvictionByEvictionAPI" if moved else "PreemptionByScheduler"
+        status["conditions"] = [{"type": "DisruptionTarget", "status": "True", "reason": reason}]
     return {"metadata": meta, "spec": spec, "status": status}
 
 
@@ -69,7 +68,9 @@ def test_a_plan_is_its_seed_and_fits_by_construction() -> None:
         plan = make_plan(seed)
         assert plan == make_plan(seed)
         surviving = plan.nodes - plan.max_node_deletes
-        cpu = sum(g.size * g.cpu_m for g in plan.gangs if not g.high)  # preemptors aside
+        # Preemptors and consolidation's whole-node gang aside: they fit only once room is
+        # made for them.
+        cpu = sum(g.size * g.cpu_m for g in plan.gangs if not g.high and g.name != "wn0")
         assert cpu <= surviving * chaos.NODE_CPU_M * chaos.FIT_SHARE
         assert all(1 <= g.size <= 32 and 1 <= g.min <= g.size for g in plan.gangs)
         for gang in plan.gangs:
@@ -693,3 +694,38 @@ def test_a_gang_cut_short_by_a_leader_fault_and_ended_by_its_node_going_is_excus
     assert judged(fault=(1.05, 1.2), node_gone=None) == ["I1"]  # ended otherwise
     assert judged(fault=(1.05, 1.2), node_gone=9.0) == ["I1"]  # a standby had had time
     assert judged(fault=(20.0, 21.0), node_gone=4.0) == ["I1"]  # the fault came after
+
+
+def test_half_the_plans_consolidate_with_movable_gangs_made_by_statefulsets() -> None:
+    plans = [make_plan(seed) for seed in range(40)]
+    consolidating = [p for p in plans if p.consolidation]
+    assert 8 <= len(consolidating) <= 30
+    for plan in consolidating:
+        movable = [g for g in plan.gangs if g.movable]
+        assert movable, "a run consolidates only with something to move"
+        for gang in movable:
+            assert gang.kind in ("koord", "podgroup")
+            assert gang.min < gang.size, "a member above its minimum, for a move to take"
+            assert not any((gang.group, gang.subgroup, gang.gpus, gang.high, gang.total))
+        whole = [g for g in plan.gangs if g.name == "wn0"]
+        assert [g.cpu_m for g in whole] == [chaos.NODE_CPU_M], "members a node empties"
+    plan = consolidating[0]
+    gang = next(g for g in plan.gangs if g.movable)
+    made = [obj for _, obj in wave_objects(plan, gang.wave, NS, NS)]
+    sets = {o["metadata"]["name"]: o for o in made if o["kind"] == "StatefulSet"}
+    template = sets[gang.name]["spec"]["template"]
+    assert sets[gang.name]["spec"]["replicas"] == gang.size
+    assert template["metadata"]["annotations"][names.MOVABLE] == "true"
+    assert not any(o["metadata"]["name"].startswith(f"{gang.name}-") for o in made
+                   if o["kind"] == "Pod"), "its pods are the StatefulSet's"  # fmt: skip
+
+
+def test_a_gang_a_move_leaves_below_its_minimum_is_a_violation() -> None:
+    gang = GangSpec("g", "koord", 3, 2, movable=True)
+    bound = [(float(i), pod(f"g-{i}", gang="g", node=NODE)) for i in range(3)]
+    one = history(*bound, (10.0, pod("g-2", gang="g", node=NODE, moved=True)))
+    assert victims_below_minimum(books(gang), one.pods) == [], "the member above the minimum"
+    assert one.pods["uid-g-2"].moved
+    two = history(*bound, *((10.0, pod(f"g-{i}", gang="g", node=NODE, moved=True))
+                            for i in (1, 2)))  # fmt: skip
+    assert [v.invariant for v in victims_below_minimum(books(gang), two.pods)] == ["I10"]
