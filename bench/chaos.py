@@ -543,7 +543,7 @@ MOVABLE_SET_LABEL = "gang-scheduler.io/chaos-movable"  # a movable gang's Statef
 # The DisruptionTarget reasons of a preemption's or a reclaim's victims, and of a move.
 PREEMPTED, MOVED = "PreemptionByScheduler", "EvictionByEvictionAPI"
 # The actions of a run that consolidates: moving before evicting, as KAI orders them.
-CONSOLIDATING = "allocate,hold-head,evict-stale,consolidate,preempt,reclaim"
+CONSOLIDATING = "finish-evictions,allocate,hold-head,evict-stale,consolidate,preempt,reclaim"
 
 
 def subgroup_policy(gang: GangSpec) -> str:

@@ -20,7 +20,9 @@ def scattered(cluster: Cluster, private_scheduler: PrivateSchedulers) -> tuple[
     taken on each of the others: 14 cpu free, no node with 8. The scheduler consolidates.
     The movable pod's uid."""
     nodes = sorted(cluster.nodes(3, cpu="8"))
-    scheduler = private_scheduler.start("--actions", "allocate,consolidate,preempt")
+    scheduler = private_scheduler.start(
+        "--actions", "finish-evictions,allocate,consolidate,preempt"
+    )
     # Fill the others while the StatefulSet's pod is placed, so that it goes on the first.
     fixed = [
         cluster.pod(f"{role}-{i}", requests={"cpu": "4"}, spec={"nodeName": node})

@@ -290,6 +290,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         fence=lambda: leadership.held(),  # noqa: PLW0108 (leadership is made below)
         pod_known=cache.knows_pod,
         gang_known=cache.knows_gang,
+        identity=config.scheduler_name,
     )
     stop = stop or asyncio.Event()
     lost: list[BaseException] = []

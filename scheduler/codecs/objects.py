@@ -30,6 +30,7 @@ from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.gangs import Condition, PodGroup, PodGroupStatus, clip_message
 from scheduler.model.nodes import Node, Taint
 from scheduler.model.pods import (
+    Disruption,
     GangClaim,
     GangKey,
     GangOptions,
@@ -245,6 +246,29 @@ def host_ports(spec: Obj) -> tuple[HostPort, ...]:
     return tuple(ports)
 
 
+# The DisruptionTarget reasons of a scheduler's evictions: a preemption's (and reclaim's)
+# victims, kube-scheduler's as ours, and a stale gang's members.
+DISRUPTED_BY_SCHEDULER = frozenset({"PreemptionByScheduler", "StaleGang"})
+
+
+def _disrupted(status: Obj) -> Disruption | None:
+    """The pod's mark for eviction by a scheduler, if any: its DisruptionTarget condition,
+    whose message begins with the scheduler's name (``NAME: ...``, as kube-scheduler's)."""
+    for c in objs(status.get("conditions")):
+        if (
+            c.get("type") == "DisruptionTarget"
+            and text(c.get("status")) == "True"
+            and text(c.get("reason")) in DISRUPTED_BY_SCHEDULER
+        ):
+            by, colon, _ = text(c.get("message")).partition(": ")
+            return Disruption(
+                text(c.get("reason")),
+                by if colon else "",
+                parse_time(c.get("lastTransitionTime")) or 0.0,
+            )
+    return None
+
+
 def _pod_scheduled(status: Obj) -> tuple[str, str, str, str] | None:
     for c in objs(status.get("conditions")):
         if c.get("type") == "PodScheduled":
@@ -335,6 +359,7 @@ def pod_from_dict(raw: object) -> Pod:
         resource_claims=pod_claims(spec, status) if spec.get("resourceClaims") else (),
         gates=tuple(text(g.get("name")) or "(unnamed)" for g in objs(spec.get("schedulingGates"))),
         queue=queue_named(labels, annotations),
+        disrupted=_disrupted(status) if status.get("conditions") else None,
         movable=annotations.get(names.MOVABLE, "").lower() == "true"
         and any(r.get("controller") is True for r in objs(meta.get("ownerReferences"))),
     )

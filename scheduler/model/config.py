@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # The actions of a pass, in order, by name (``scheduler.core.actions.REGISTRY``).
-DEFAULT_ACTIONS = ("allocate", "hold-head", "evict-stale", "preempt", "reclaim")
+DEFAULT_ACTIONS = (
+    "finish-evictions", "allocate", "hold-head", "evict-stale", "preempt", "reclaim"
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

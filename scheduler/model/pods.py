@@ -241,6 +241,15 @@ class GangClaim(GangOptions):
 
 
 @dataclass(frozen=True, slots=True)
+class Disruption:
+    """A pod's DisruptionTarget condition as a scheduler's eviction writes it."""
+
+    reason: str
+    by: str
+    since: float  # its lastTransitionTime, seconds since the epoch
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     ref: PodRef
     requests: Resources
@@ -292,6 +301,10 @@ class Pod:
     # Consolidation may move it: annotated gang-scheduler.io/movable "true", and owned by a
     # controller, which makes it again once evicted.
     movable: bool = False
+    # Marked for eviction by a scheduler (its DisruptionTarget condition): the reason
+    # (PreemptionByScheduler, StaleGang), who marked it (the scheduler name its message
+    # begins with) and when; None if unmarked.
+    disrupted: Disruption | None = None
 
     @property
     def prefers(self) -> bool:

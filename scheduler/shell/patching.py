@@ -56,7 +56,11 @@ class Patcher:
         evict_for_seconds: float = 300.0,
         pod_known: Callable[[PodRef], bool] = lambda ref: True,
         gang_known: Callable[[GangKey], bool] = lambda key: True,
+        identity: str = "",
     ) -> None:
+        # The scheduler's name, at the start of the DisruptionTarget messages it writes (as
+        # kube-scheduler's): a later pass, of this replica or another, knows its own marks.
+        self._identity = identity
         # What was sent is remembered for objects the cache still knows: swept every
         # SWEEP_EVERY new entries (kept for good, it grows by one per pod and gang ever
         # written).
@@ -266,6 +270,12 @@ class Patcher:
         started = time.monotonic()
         wait = self._evict_again_seconds
         while True:
+            if self._closed.is_set() or not self._fence():
+                # Shutting down, or the Lease is lost (it may have been, while this waited
+                # for a slot): this replica writes nothing more; the next leader finishes
+                # what was marked.
+                log.warning("victim not evicted: no longer the leader", pod=str(ref))
+                return
             error = await self._evict_once(eviction)
             if error is None:
                 return
@@ -299,7 +309,9 @@ class Patcher:
             "type": "DisruptionTarget",
             "status": "True",
             "reason": "StaleGang" if eviction.stale else "PreemptionByScheduler",
-            "message": eviction.message,
+            "message": f"{self._identity}: {eviction.message}"
+            if self._identity
+            else eviction.message,
             "lastTransitionTime": _timestamp(self._clock()),
         }
         try:

@@ -25,7 +25,7 @@ from tests.unit.test_stale_gangs import passes, stale_gang
 def test_every_registered_action_is_known_by_its_own_name_and_the_default_order_is_known() -> None:
     assert all(action.name == name for name, action in REGISTRY.items())
     assert [a.name for a in actions_named(DEFAULT_ACTIONS)] == [
-        "allocate", "hold-head", "evict-stale", "preempt", "reclaim"
+        "finish-evictions", "allocate", "hold-head", "evict-stale", "preempt", "reclaim"
     ]  # fmt: skip
     # Every action runs unless configured out, but consolidation, which moves running pods
     # (as KAI's is) only where it is asked for.

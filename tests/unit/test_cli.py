@@ -145,7 +145,7 @@ def test_explain_and_top_say_in_one_line_when_they_cannot_read_the_cluster(
 
 def test_actions_default_to_every_action_and_take_a_comma_separated_order() -> None:
     assert build_parser().parse_args(["run"]).actions == (
-        "allocate", "hold-head", "evict-stale", "preempt", "reclaim"
+        "finish-evictions", "allocate", "hold-head", "evict-stale", "preempt", "reclaim"
     )  # fmt: skip
     given = build_parser().parse_args(["run", "--actions", "allocate, preempt"])
     assert given.actions == ("allocate", "preempt")
@@ -154,9 +154,9 @@ def test_actions_default_to_every_action_and_take_a_comma_separated_order() -> N
 @pytest.mark.parametrize(
     ("given", "said"),
     [
-        ("allocate,preemt", "unknown action(s) 'preemt'; the actions are: allocate, hold-head"),
+        ("allocate,preemt", "unknown action(s) 'preemt'; the actions are: finish-evictions"),
         ("allocate,allocate", "action(s) named twice: allocate"),
-        ("", "no action named; the actions are: allocate"),
+        ("", "no action named; the actions are: finish-evictions, allocate"),
     ],
 )
 def test_an_unknown_or_repeated_action_is_refused_at_start_with_the_known_ones(

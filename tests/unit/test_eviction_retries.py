@@ -140,3 +140,33 @@ def test_a_move_goes_through_the_eviction_api_and_a_budget_refusal_is_not_sent_a
     assert _move([(429, BUDGET)]) == [eviction], "the budget forbids it: the pod stays"
     overloaded = _move([(429, "Too many requests, please try again later."), (201, "")])
     assert overloaded == [eviction, eviction], "the API server's load passes: sent again"
+
+
+def test_a_replica_that_is_no_longer_the_leader_sends_no_eviction() -> None:
+    """Seed 8035: evictions waiting for a slot went out after the Lease had lapsed; the
+    next leader finishes what was marked (the finish-evictions action)."""
+    seen: list[str] = []
+
+    async def run() -> None:
+        async with server(_answering([200], seen)) as api:
+            await Patcher(api, retries=0, fence=lambda: False).evict(VICTIM)
+
+    asyncio.run(asyncio.wait_for(run(), 10))
+    assert seen == []
+
+
+def test_the_mark_begins_with_the_schedulers_name() -> None:
+    bodies: list[dict] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        if request.method == "PATCH":
+            bodies.append(await request.json())
+        return web.json_response({})
+
+    async def run() -> None:
+        async with server(handler) as api:
+            await Patcher(api, retries=0, identity="gang-scheduler").evict(VICTIM)
+
+    asyncio.run(asyncio.wait_for(run(), 10))
+    [condition] = bodies[0]["status"]["conditions"]
+    assert condition["message"] == "gang-scheduler: preempted by ns/big"

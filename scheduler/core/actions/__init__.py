@@ -14,6 +14,7 @@ from types import MappingProxyType
 from scheduler.core.actions.allocate import Allocate
 from scheduler.core.actions.consolidate import Consolidate
 from scheduler.core.actions.evict_stale import EvictStale
+from scheduler.core.actions.finish_evictions import FinishEvictions
 from scheduler.core.actions.hold_head import HoldHead
 from scheduler.core.actions.preempt import Preempt
 from scheduler.core.actions.reclaim import Reclaim
@@ -23,6 +24,7 @@ REGISTRY: Mapping[str, Action] = MappingProxyType(
     {
         action.name: action
         for action in (
+            FinishEvictions(),
             Allocate(),
             HoldHead(),
             EvictStale(),

@@ -1,0 +1,90 @@
+"""What a pass chose to evict is evicted whole, even when the scheduler that chose it stopped
+part-way through sending it (chaos seed 8035: a leader lost its Lease during an etcd outage
+with all 25 members of a victim gang chosen; 4 were deleted, 9 marked and left running, 12
+neither; no later leader finished it, and 21 ran on below the minimum of 25)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scheduler.codecs.objects import pod_from_dict
+from scheduler.core.scheduling import schedule
+from scheduler.model.pods import Disruption, Pod
+from tests.unit.builders import SCHEDULER, T0, gang_pods, node, snapshot
+from tests.unit.test_preemption import evicted
+
+PREEMPTED = "PreemptionByScheduler"
+
+
+def gang_on_n0(count: int, *, minimum: int) -> list[Pod]:
+    members = gang_pods("g", count, gang="g", min_available=minimum, cpu="2")
+    return [replace(p, node_name="n0", phase="Running") for p in members]
+
+
+def marked(p: Pod, *, ago: float, by: str = SCHEDULER, reason: str = PREEMPTED) -> Pod:
+    return replace(p, disrupted=Disruption(reason, by, T0 - ago))
+
+
+def test_a_victim_gang_marked_in_part_by_a_leader_that_stopped_is_evicted_whole() -> None:
+    members = gang_on_n0(4, minimum=4)
+    pods = [marked(members[0], ago=60), marked(members[1], ago=60), *members[2:]]
+    result = schedule(snapshot([node("n0")], pods), now=T0)
+    assert evicted(result) == ["g-0", "g-1", "g-2", "g-3"], "the marked again, the rest too"
+    assert all("finish the eviction of gang default/g" in e.message for e in result.evictions)
+
+
+def test_the_rest_of_a_victim_gang_goes_at_once_and_its_fresh_marks_are_left_to_their_sender() -> (
+    None
+):
+    members = gang_on_n0(4, minimum=4)
+    pods = [marked(members[0], ago=2), *members[1:]]
+    result = schedule(snapshot([node("n0")], pods), now=T0)
+    assert evicted(result) == ["g-1", "g-2", "g-3"]
+
+
+def test_members_above_the_minimum_marked_long_ago_are_sent_again_and_the_rest_kept() -> None:
+    members = gang_on_n0(4, minimum=2)
+    pods = [marked(members[0], ago=60), marked(members[1], ago=2), *members[2:]]
+    result = schedule(snapshot([node("n0")], pods), now=T0)
+    assert evicted(result) == ["g-0"], "g-1's own send may still be under way"
+
+
+def test_marks_another_scheduler_wrote_are_left_to_it() -> None:
+    members = gang_on_n0(4, minimum=4)
+    pods = [marked(members[0], ago=60, by="default-scheduler"), *members[1:]]
+    assert schedule(snapshot([node("n0")], pods), now=T0).evictions == ()
+
+
+def test_a_stale_gangs_members_are_finished_as_stale() -> None:
+    members = gang_on_n0(3, minimum=4)
+    pods = [marked(members[0], ago=60, reason="StaleGang"), *members[1:]]
+    result = schedule(snapshot([node("n0")], pods), now=T0)
+    assert evicted(result) == ["g-0", "g-1", "g-2"]
+    assert all(e.stale for e in result.evictions)
+
+
+def test_the_mark_is_read_from_the_pods_disruption_target_condition() -> None:
+    def with_condition(**condition: str) -> Pod:
+        return pod_from_dict(
+            {
+                "metadata": {"name": "p", "namespace": "default", "uid": "u"},
+                "spec": {"schedulerName": SCHEDULER, "nodeName": "n0"},
+                "status": {
+                    "phase": "Running",
+                    "conditions": [{"type": "DisruptionTarget", **condition}],
+                },
+            }
+        )
+
+    ours = with_condition(
+        status="True", reason="PreemptionByScheduler",
+        message=f"{SCHEDULER}: Preempted by gang default/hi (priority 100) on node n0",
+        lastTransitionTime="2026-01-01T00:00:00Z",
+    )  # fmt: skip
+    assert ours.disrupted is not None
+    assert (ours.disrupted.reason, ours.disrupted.by) == ("PreemptionByScheduler", SCHEDULER)
+    assert ours.disrupted.since > 0
+    evicted_by_api = with_condition(status="True", reason="EvictionByEvictionAPI", message="x")
+    assert evicted_by_api.disrupted is None, "the API server's eviction deletes at once"
+    cleared = with_condition(status="False", reason="PreemptionByScheduler", message="x")
+    assert cleared.disrupted is None
