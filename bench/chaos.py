@@ -2126,7 +2126,14 @@ class Run:
             for f in self.result.faults
             if f["kind"] in ("apiserver-restart", "etcd-restart")
         ]
-        violations += victims_below_minimum(self.books, pods, outages=outages)
+        takeovers = leader_faults + (outages if self.plan.mode == "ha" else [])
+        violations += victims_below_minimum(
+            self.books,
+            pods,
+            outages=outages,
+            takeovers=takeovers,
+            takeover_seconds=self.plan.lease_seconds + TAKEOVER_SECONDS,
+        )
         if self.plan.preemption and not self.plan.queues:
             # Without queues nothing reclaims: every eviction is a preemptor's, and only the
             # preemptors have the high priority.
@@ -2781,6 +2788,8 @@ def victims_below_minimum(
     pods: dict[str, PodState],
     *,
     outages: Sequence[tuple[float, float]] = (),
+    takeovers: Sequence[tuple[float, float]] = (),
+    takeover_seconds: float = 0.0,
 ) -> list[Violation]:
     """I10: a preemption or a reclaim never leaves a victim gang running below its minimum:
     once the victims a pass chose are marked, what remains of the gang bound and alive is
@@ -2789,7 +2798,10 @@ def victims_below_minimum(
     count waits out an API server or etcd restart that overlaps the settle window
     (``outages``): the observer sees nothing meanwhile, and then sees late what had been
     marked before it (seed 7741: 5 of 22 members seen marked when the API server went, the
-    other 17, marked as well, only at its relist)."""
+    other 17, marked as well, only at its relist). It also waits out a change of leader
+    that overlaps it (``takeovers``: a leader killed or frozen, or in HA an outage that
+    may cost the Lease), and ``takeover_seconds`` beyond: the next leader's first pass
+    finishes a victim set its predecessor left half-sent (seed 8035)."""
     found: list[Violation] = []
     by_gang: dict[str, list[PodState]] = defaultdict(list)
     for pod in pods.values():
@@ -2810,9 +2822,14 @@ def victims_below_minimum(
         ends = [t for i, t in enumerate(times) if i + 1 == len(times) or times[i + 1] - t > 2.0]
         for end in ends:
             after = end + EVICTION_SETTLE
-            for start, stop in sorted(outages):
-                if start <= after and stop >= end:  # the observer was blind in the window
-                    after = max(after, stop + EVICTION_SETTLE)
+            windows = sorted(
+                [(start, stop, EVICTION_SETTLE) for start, stop in outages]
+                + [(start, stop, takeover_seconds + EVICTION_SETTLE) for start, stop in takeovers]
+            )
+            for start, stop, wait in windows:
+                # The observer was blind in the window, or the leader changed in it.
+                if start <= after and stop >= end:
+                    after = max(after, stop + wait)
             left = [
                 p
                 for p in members

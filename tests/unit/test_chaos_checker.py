@@ -729,3 +729,23 @@ def test_a_gang_a_move_leaves_below_its_minimum_is_a_violation() -> None:
     two = history(*bound, *((10.0, pod(f"g-{i}", gang="g", node=NODE, moved=True))
                             for i in (1, 2)))  # fmt: skip
     assert [v.invariant for v in victims_below_minimum(books(gang), two.pods)] == ["I10"]
+
+
+def test_a_victim_gang_a_new_leader_finishes_is_counted_once_it_could_have() -> None:
+    """Seed 8035: the leader that chose a whole gang lost its Lease with part of it marked;
+    the next leader's first pass marks the rest (finish-evictions). Counted after the
+    takeover, nothing is left; a takeover long before excuses nothing."""
+    gang = GangSpec("g", "koord", 4, 4)
+    bound = [(float(i), pod(f"g-{i}", gang="g", node=NODE)) for i in range(4)]
+    finished = history(*bound, (10.0, pod("g-0", gang="g", node=NODE, evicted=True)),
+                       *((16.0, pod(f"g-{i}", gang="g", node=NODE, evicted=True))
+                         for i in (1, 2, 3)))  # fmt: skip
+    assert [v.invariant for v in victims_below_minimum(books(gang), finished.pods)] == ["I10"]
+    taken_over = victims_below_minimum(
+        books(gang), finished.pods, takeovers=[(10.5, 11.0)], takeover_seconds=5.0
+    )
+    assert taken_over == []
+    long_before = victims_below_minimum(
+        books(gang), finished.pods, takeovers=[(1.0, 2.0)], takeover_seconds=5.0
+    )
+    assert [v.invariant for v in long_before] == ["I10"]
