@@ -6,6 +6,10 @@ from __future__ import annotations
 from collections import Counter
 
 from bench.victims import case, compare, decide
+from bench.victims_gpus import NODE_GPUS
+from bench.victims_gpus import case as gpu_case
+from bench.victims_gpus import decide as gpu_decide
+from scheduler.codecs.cel import Selectors
 
 
 def test_a_case_fills_its_nodes_without_overcommitting_any_and_is_the_same_for_its_seed() -> None:
@@ -45,3 +49,23 @@ def test_the_comparison_counts_case_by_case() -> None:
     assert (figures["served_only_here"], figures["served_only_there"]) == (1, 0)
     assert figures["this"]["bound_without_victims"] == 1
     assert figures["base"]["neither"] == 1
+
+
+def test_a_gpu_case_never_gives_a_device_twice_and_both_encodings_preempt_for_it() -> None:
+    """The GPU bench (bench/victims_gpus.py): each running pod holds devices of its own node,
+    none held twice; decided as DRA and as extended resources, the cases find victims in
+    both encodings."""
+    for seed in range(1, 20):
+        made = gpu_case(seed)
+        assert made == gpu_case(seed)
+        held = [(p["node"], d) for p in made["pods"] for d in p["devices"]]
+        assert len(held) == len(set(held)), "a device held twice"
+        assert all(0 <= d < NODE_GPUS for _, d in held)
+        assert all(len(p["devices"]) == p["gpus"] for p in made["pods"] if p["node"])
+    selectors = Selectors()
+    served = [
+        (gpu_decide(gpu_case(s), extended=False, selectors=selectors),
+         gpu_decide(gpu_case(s), extended=True, selectors=selectors))
+        for s in (1, 2, 3)
+    ]  # fmt: skip
+    assert any(dra["victims"] and ext["victims"] for dra, ext in served), served
