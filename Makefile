@@ -9,7 +9,7 @@ KUBECTL = KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k podgroup -x"`.
 PYTEST_ARGS ?=
 
-.PHONY: help setup binaries lint format test test-unit fuzz bench bench-victims bench-curve bench-xl simcheck chaos soak oracle clients cluster-up cluster-down demo e2e-kind clean
+.PHONY: help setup binaries lint format test test-unit fuzz bench bench-victims bench-victims-gpus bench-curve bench-xl simcheck chaos soak oracle clients cluster-up cluster-down demo e2e-kind clean
 
 help:
 	@echo "make demo          start the local control plane with fake GPU nodes, and say how to use it"
@@ -91,6 +91,11 @@ VICTIMS_BASE ?=
 bench-victims: setup
 	@test -n "$(VICTIMS_BASE)" || { echo "set VICTIMS_BASE to a checkout of the build to compare with (git worktree add /tmp/base <commit>)"; exit 2; }
 	$(PY) -m bench.victims --base $(VICTIMS_BASE)
+
+# Preemption for GPUs, by DRA against extended resources, on the same seeded cases
+# (bench/victims_gpus.py): victims and the pass's time in each encoding.
+bench-victims-gpus: setup
+	$(PY) -m bench.victims_gpus
 
 bench-curve: setup binaries
 	for size in $(CURVE_SIZES); do for step in backlog_mixed_gangs latency_mixed_gangs; do \
