@@ -279,8 +279,10 @@ def main(argv: list[str] | None = None) -> int:
     cases = [case(args.seed + i) for i in range(args.cases)]
     selectors = Selectors()
     log(f"{len(cases)} cases")
-    dra = [{"seed": c["seed"], **decide(c, extended=False, selectors=selectors)} for c in cases]
-    ext = [{"seed": c["seed"], **decide(c, extended=True, selectors=selectors)} for c in cases]
+    dra, ext = [], []
+    for c in cases:  # case by case, so that the machine's load weighs on both alike
+        dra.append({"seed": c["seed"], **decide(c, extended=False, selectors=selectors)})
+        ext.append({"seed": c["seed"], **decide(c, extended=True, selectors=selectors)})
     both = [(a, b) for a, b in zip(dra, ext, strict=True) if a["victims"] and b["victims"]]
     ratios = [a["pass_ms"] / b["pass_ms"] for a, b in both if b["pass_ms"]]
     build = subprocess.run(
