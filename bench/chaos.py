@@ -125,6 +125,7 @@ import requests
 
 from bench.report import RESULTS, table, write
 from bench.watching import Following
+from scheduler.core.actions.finish_evictions import RESEND_SECONDS
 from scheduler.model import names
 from scheduler.shell.api import ApiClient, ApiError, load_credentials
 from testbed import cluster as local_cluster
@@ -2800,8 +2801,9 @@ def victims_below_minimum(
     marked before it (seed 7741: 5 of 22 members seen marked when the API server went, the
     other 17, marked as well, only at its relist). It also waits out a change of leader
     that overlaps it (``takeovers``: a leader killed or frozen, or in HA an outage that
-    may cost the Lease), and ``takeover_seconds`` beyond: the next leader's first pass
-    finishes a victim set its predecessor left half-sent (seed 8035)."""
+    may cost the Lease), and ``takeover_seconds`` beyond, or until the marks are
+    ``RESEND_SECONDS`` old: the next leader finishes a victim set its predecessor left
+    half-sent then (seed 8035)."""
     found: list[Violation] = []
     by_gang: dict[str, list[PodState]] = defaultdict(list)
     for pod in pods.values():
@@ -2823,13 +2825,15 @@ def victims_below_minimum(
         for end in ends:
             after = end + EVICTION_SETTLE
             windows = sorted(
-                [(start, stop, EVICTION_SETTLE) for start, stop in outages]
-                + [(start, stop, takeover_seconds + EVICTION_SETTLE) for start, stop in takeovers]
+                [(start, stop, False) for start, stop in outages]
+                + [(start, stop, True) for start, stop in takeovers]
             )
-            for start, stop, wait in windows:
-                # The observer was blind in the window, or the leader changed in it.
+            for start, stop, leader in windows:
+                # The observer was blind in the window, or the leader changed in it: the
+                # next one finishes the set once its marks are RESEND_SECONDS old.
                 if start <= after and stop >= end:
-                    after = max(after, stop + wait)
+                    later = max(stop + takeover_seconds, end + RESEND_SECONDS) if leader else stop
+                    after = max(after, later + EVICTION_SETTLE)
             left = [
                 p
                 for p in members

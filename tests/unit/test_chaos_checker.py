@@ -733,12 +733,13 @@ def test_a_gang_a_move_leaves_below_its_minimum_is_a_violation() -> None:
 
 def test_a_victim_gang_a_new_leader_finishes_is_counted_once_it_could_have() -> None:
     """Seed 8035: the leader that chose a whole gang lost its Lease with part of it marked;
-    the next leader's first pass marks the rest (finish-evictions). Counted after the
-    takeover, nothing is left; a takeover long before excuses nothing."""
+    the next leader marks the rest once the first marks are RESEND_SECONDS (30) old
+    (finish-evictions). Counted after that, nothing is left; a takeover long before
+    excuses nothing."""
     gang = GangSpec("g", "koord", 4, 4)
     bound = [(float(i), pod(f"g-{i}", gang="g", node=NODE)) for i in range(4)]
     finished = history(*bound, (10.0, pod("g-0", gang="g", node=NODE, evicted=True)),
-                       *((16.0, pod(f"g-{i}", gang="g", node=NODE, evicted=True))
+                       *((40.5, pod(f"g-{i}", gang="g", node=NODE, evicted=True))
                          for i in (1, 2, 3)))  # fmt: skip
     assert [v.invariant for v in victims_below_minimum(books(gang), finished.pods)] == ["I10"]
     taken_over = victims_below_minimum(

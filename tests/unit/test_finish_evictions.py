@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.codecs.objects import pod_from_dict
+from scheduler.core.actions.finish_evictions import RESEND_SECONDS
 from scheduler.core.scheduling import schedule
 from scheduler.model.pods import Disruption, Pod
 from tests.unit.builders import SCHEDULER, T0, gang_pods, node, snapshot
@@ -33,20 +34,22 @@ def test_a_victim_gang_marked_in_part_by_a_leader_that_stopped_is_evicted_whole(
     assert all("finish the eviction of gang default/g" in e.message for e in result.evictions)
 
 
-def test_the_rest_of_a_victim_gang_goes_at_once_and_its_fresh_marks_are_left_to_their_sender() -> (
-    None
-):
+def test_nothing_is_finished_while_a_mark_is_fresh_its_sender_may_still_be_sending() -> None:
+    """A leader marks and deletes a victim set over several round trips: a pass between
+    them sees some members marked and the rest not, and must leave them to it."""
     members = gang_on_n0(4, minimum=4)
     pods = [marked(members[0], ago=2), *members[1:]]
-    result = schedule(snapshot([node("n0")], pods), now=T0)
-    assert evicted(result) == ["g-1", "g-2", "g-3"]
+    assert schedule(snapshot([node("n0")], pods), now=T0).evictions == ()
+    later = schedule(snapshot([node("n0")], pods), now=T0 + RESEND_SECONDS)
+    assert evicted(later) == ["g-0", "g-1", "g-2", "g-3"], "no sender finished it: whole"
 
 
 def test_members_above_the_minimum_marked_long_ago_are_sent_again_and_the_rest_kept() -> None:
     members = gang_on_n0(4, minimum=2)
     pods = [marked(members[0], ago=60), marked(members[1], ago=2), *members[2:]]
-    result = schedule(snapshot([node("n0")], pods), now=T0)
-    assert evicted(result) == ["g-0"], "g-1's own send may still be under way"
+    assert schedule(snapshot([node("n0")], pods), now=T0).evictions == (), "g-1 is fresh"
+    later = schedule(snapshot([node("n0")], pods), now=T0 + RESEND_SECONDS)
+    assert evicted(later) == ["g-0", "g-1"], "two left unmarked: the minimum runs on"
 
 
 def test_marks_another_scheduler_wrote_are_left_to_it() -> None:

@@ -8,11 +8,12 @@ members of a victim gang neither: the gang runs below its minimum, and nothing w
 it again (its preemptor may fit by then). The marks say what was decided, so every pass,
 whichever replica leads:
 
-- a pod of ours still running with its mark on it, marked ``RESEND_SECONDS`` ago or more
-  (not while the first send may still be under way), is evicted again;
-- a gang of ours with a marked member running and fewer than its minimum members running
-  unmarked has them evicted too: a victim gang goes whole, and only a whole gang was ever
-  chosen to leave fewer than its minimum (members above it are the only ones taken alone).
+- a pod of ours still running with its mark on it is evicted again, once every mark on its
+  gang is ``RESEND_SECONDS`` old (not while the first send may still be under way: a
+  leader sends a victim set's marks and deletes over several round trips);
+- and then a gang of ours with fewer than its minimum members running unmarked has them
+  evicted too: a victim gang goes whole, and only a whole gang was ever chosen to leave
+  fewer than its minimum (members above it are the only ones taken alone).
 
 Marks of other schedulers (kube-scheduler writes the same condition) are theirs to finish.
 """
@@ -23,7 +24,7 @@ from scheduler.core.gangs import priority_of
 from scheduler.core.session import Session
 from scheduler.model.decisions import Eviction
 from scheduler.model.gangs import Gang
-from scheduler.model.pods import Pod
+from scheduler.model.pods import Pod, gang_key_of
 
 # A mark this old whose pod still runs is sent again: the first send retries failures for
 # a while itself, and a pass must not race it; a send's own rewrite of the mark restarts
@@ -43,18 +44,24 @@ class FinishEvictions:
 
 def finish_evictions(session: Session) -> None:
     names = session.config.scheduler_names
-    for key, gang in sorted(session.gangs.items()):
+    # Marks are rare: one look at the pods, and most passes are done.
+    keys = {
+        gang_key_of(p)
+        for p in session.snapshot.pods
+        if p.disrupted is not None and p.disrupted.by in names and p.bound and p.alive
+    }
+    for key in sorted(keys):
+        gang = session.gangs.get(key)
+        if gang is None:
+            continue
         running = [p for p in gang.members if p.bound and p.alive]
         marked = [p for p in running if p.disrupted is not None and p.disrupted.by in names]
-        if not marked:
-            continue
-        due = [p for p in marked if session.now - _since(p) >= RESEND_SECONDS]
+        if not marked or any(session.now - _since(p) < RESEND_SECONDS for p in marked):
+            continue  # a fresh mark: its sender may still be sending the rest
         unmarked = [p for p in running if p.disrupted is None]
         rest = unmarked if len(unmarked) < gang.min_member else []
-        if not due and not rest:
-            continue
         with session.turn((key,), [gang]):
-            for pod in [*due, *rest]:
+            for pod in [*marked, *rest]:
                 session.add(session.evictions, _eviction(session, gang, pod, marked[0]))
 
 
