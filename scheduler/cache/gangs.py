@@ -51,6 +51,9 @@ class GangQueue:
         # nothing pending, so nothing else puts it in the pass that is due then.
         self._stale_due: dict[GangKey, float] = {}
         self._woken: dict[GangKey, int] = {}
+        # Running pods of ours a scheduler marked for eviction, by gang: every pass looks at
+        # their gangs (finish-evictions), though nothing in them waits or changes.
+        self._marked: dict[GangKey, set[str]] = {}
         # With queues: parked gangs by each queue they were parked under, and the queues a
         # bound pod of ours left since the last snapshot (room freed in them).
         self._parked_by_queue: dict[str, set[GangKey]] = {}
@@ -123,6 +126,7 @@ class GangQueue:
         members = self.members.setdefault(key, {})
         was = members.get(uid)
         members[uid] = pod
+        self._mark(key, uid, pod)
         if (
             was is not None
             and was.first_attempt != pod.first_attempt
@@ -140,6 +144,7 @@ class GangQueue:
         """Our pod ``uid`` (``pod`` as it was) left its gang. Returns the nodes where the
         gang held room, if that was its last member: the room is free now (``remember``)."""
         key = gang_key_of(pod)
+        self._mark(key, uid, None)
         members = self.members.get(key)
         released: set[str] = set()
         if members is not None and members.pop(uid, None) is not None and not members:
@@ -157,6 +162,16 @@ class GangQueue:
                         del self.owned[owner]
         self.touched.add(key)
         return released
+
+    def _mark(self, key: GangKey, uid: str, pod: Pod | None) -> None:
+        if pod is not None and pod.disrupted is not None and pod.bound and pod.alive:
+            self._marked.setdefault(key, set()).add(uid)
+            return
+        uids = self._marked.get(key)
+        if uids is not None:
+            uids.discard(uid)
+            if not uids:
+                del self._marked[key]
 
     def not_ours(self, uid: str) -> None:
         self.ours.pop(uid, None)
@@ -260,6 +275,7 @@ class GangQueue:
             }
         active.update(waiting)
         active.update(k for k, due in self._stale_due.items() if now is None or due <= now)
+        active.update(self._marked)
         todo = list(active)
         while todo:
             key = todo.pop()

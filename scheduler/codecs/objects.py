@@ -249,6 +249,8 @@ def host_ports(spec: Obj) -> tuple[HostPort, ...]:
 # The DisruptionTarget reasons of a scheduler's evictions: a preemption's (and reclaim's)
 # victims, kube-scheduler's as ours, and a stale gang's members.
 DISRUPTED_BY_SCHEDULER = frozenset({"PreemptionByScheduler", "StaleGang"})
+# What a mark's message says after the scheduler's name when the pod's gang goes whole.
+WHOLE_GANG_MARK = "[whole gang] "
 
 
 def _disrupted(status: Obj) -> Disruption | None:
@@ -260,11 +262,12 @@ def _disrupted(status: Obj) -> Disruption | None:
             and text(c.get("status")) == "True"
             and text(c.get("reason")) in DISRUPTED_BY_SCHEDULER
         ):
-            by, colon, _ = text(c.get("message")).partition(": ")
+            by, colon, said = text(c.get("message")).partition(": ")
             return Disruption(
                 text(c.get("reason")),
                 by if colon else "",
                 parse_time(c.get("lastTransitionTime")) or 0.0,
+                whole_gang=bool(colon) and said.startswith(WHOLE_GANG_MARK),
             )
     return None
 

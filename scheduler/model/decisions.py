@@ -159,6 +159,9 @@ class Eviction:
     # A member of a stale gang: evicted because its gang runs below its minimum, not
     # for a preemptor (its Event and its DisruptionTarget condition say StaleGang).
     stale: bool = False
+    # Its gang is evicted whole (a victim gang, or a stale one): said in the mark, so that
+    # a pass may finish a whole gang a stopped sender left half-marked, and only such.
+    whole_gang: bool = False
     # Consolidation's: the node the pod was found to fit on instead. It goes through the
     # Eviction API, so that PodDisruptionBudgets hold, and its controller makes it again.
     moved_to: str = ""

@@ -247,6 +247,7 @@ class Disruption:
     reason: str
     by: str
     since: float  # its lastTransitionTime, seconds since the epoch
+    whole_gang: bool = False  # its gang was chosen whole
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 
 import structlog
 
-from scheduler.codecs.objects import podgroup_status_to_dict
+from scheduler.codecs.objects import WHOLE_GANG_MARK, podgroup_status_to_dict
 from scheduler.model import names
 from scheduler.model.decisions import (
     Eviction,
@@ -309,15 +309,24 @@ class Patcher:
             "type": "DisruptionTarget",
             "status": "True",
             "reason": "StaleGang" if eviction.stale else "PreemptionByScheduler",
-            "message": f"{self._identity}: {eviction.message}"
-            if self._identity
-            else eviction.message,
+            "message": (
+                f"{self._identity}: {WHOLE_GANG_MARK if eviction.whole_gang else ''}"
+                f"{eviction.message}"
+                if self._identity
+                else eviction.message
+            ),
             "lastTransitionTime": _timestamp(self._clock()),
         }
         try:
             async with self._slots:
+                if self._closed.is_set() or not self._fence():
+                    return None  # it waited for a slot past the Lease: the next leader's
+                # The uid makes the mark a precondition too: never on another pod by the
+                # same name (a StatefulSet's, made again after a delete that did land).
                 await self._api.strategic_patch(
-                    f"{path}/status", {"status": {"conditions": [condition]}}, retries=self._retries
+                    f"{path}/status",
+                    {"metadata": {"uid": ref.uid}, "status": {"conditions": [condition]}},
+                    retries=self._retries,
                 )
                 await self._api.request(
                     "DELETE",
@@ -345,6 +354,8 @@ class Patcher:
         }
         try:
             async with self._slots:
+                if self._closed.is_set() or not self._fence():
+                    return None  # it waited for a slot past the Lease: nothing more is sent
                 await self._api.post(f"{path}/eviction", body)
         except Exception as error:
             if not isinstance(error, ApiError):

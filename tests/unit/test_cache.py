@@ -291,3 +291,21 @@ def test_a_gang_of_two_jobs_pods_lets_go_of_both_jobs_when_it_goes() -> None:
     cache.remove_pod(a.ref.uid)
     cache.remove_pod(b.ref.uid)
     assert not cache.snapshot().owners
+
+
+def test_a_gang_with_a_member_marked_for_eviction_is_in_every_pass() -> None:
+    """Nothing of it waits or changes, yet a pass must look at it when its marks are due
+    (finish-evictions): a leader that stopped part-way through a victim set left it."""
+    from scheduler.model.pods import Disruption  # noqa: PLC0415
+
+    running = [
+        replace(p, node_name="n0", phase="Running")
+        for p in (pod("g-0", gang="g", min_available=2), pod("g-1", gang="g", min_available=2))
+    ]
+    mark = Disruption("PreemptionByScheduler", SCHEDULER, 90.0, whole_gang=True)
+    cache = cache_with(replace(running[0], disrupted=mark), running[1])
+    cache.snapshot(now=100.0)
+    assert sorted(p.ref.name for p in cache.snapshot(now=130.0).pods) == ["g-0", "g-1"]
+    cache.upsert_pod(running[0])  # the mark is gone (or the pod): the gang is left alone
+    cache.snapshot(now=131.0)
+    assert cache.snapshot(now=200.0).pods == ()

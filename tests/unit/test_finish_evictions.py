@@ -22,8 +22,11 @@ def gang_on_n0(count: int, *, minimum: int) -> list[Pod]:
     return [replace(p, node_name="n0", phase="Running") for p in members]
 
 
-def marked(p: Pod, *, ago: float, by: str = SCHEDULER, reason: str = PREEMPTED) -> Pod:
-    return replace(p, disrupted=Disruption(reason, by, T0 - ago))
+def marked(
+    p: Pod, *, ago: float, by: str = SCHEDULER, reason: str = PREEMPTED, whole: bool = True
+) -> Pod:
+    """``p`` marked ``ago`` seconds ago; ``whole``: its gang was chosen whole."""
+    return replace(p, disrupted=Disruption(reason, by, T0 - ago, whole_gang=whole))
 
 
 def test_a_victim_gang_marked_in_part_by_a_leader_that_stopped_is_evicted_whole() -> None:
@@ -46,10 +49,32 @@ def test_nothing_is_finished_while_a_mark_is_fresh_its_sender_may_still_be_sendi
 
 def test_members_above_the_minimum_marked_long_ago_are_sent_again_and_the_rest_kept() -> None:
     members = gang_on_n0(4, minimum=2)
-    pods = [marked(members[0], ago=60), marked(members[1], ago=2), *members[2:]]
+    pods = [
+        marked(members[0], ago=60, whole=False),
+        marked(members[1], ago=2, whole=False),
+        *members[2:],
+    ]
     assert schedule(snapshot([node("n0")], pods), now=T0).evictions == (), "g-1 is fresh"
     later = schedule(snapshot([node("n0")], pods), now=T0 + RESEND_SECONDS)
     assert evicted(later) == ["g-0", "g-1"], "two left unmarked: the minimum runs on"
+
+
+def test_a_gang_at_its_minimum_keeps_its_members_though_some_carry_old_marks() -> None:
+    """Its two members above the minimum of 4 were marked alone (a sender stopped), and two
+    others went since: 4 run, the minimum; none is taken, nor its gang whole."""
+    members = gang_on_n0(4, minimum=4)
+    pods = [
+        marked(members[0], ago=60, whole=False),
+        marked(members[1], ago=60, whole=False),
+        *members[2:],
+    ]
+    assert schedule(snapshot([node("n0")], pods), now=T0).evictions == ()
+
+
+def test_a_fresh_mark_asks_for_a_pass_when_it_is_due() -> None:
+    members = gang_on_n0(2, minimum=2)
+    result = schedule(snapshot([node("n0")], [marked(members[0], ago=10), members[1]]), now=T0)
+    assert result.wake_at == T0 - 10 + RESEND_SECONDS
 
 
 def test_marks_another_scheduler_wrote_are_left_to_it() -> None:
@@ -81,12 +106,13 @@ def test_the_mark_is_read_from_the_pods_disruption_target_condition() -> None:
 
     ours = with_condition(
         status="True", reason="PreemptionByScheduler",
-        message=f"{SCHEDULER}: Preempted by gang default/hi (priority 100) on node n0",
+        message=f"{SCHEDULER}: [whole gang] Preempted by gang default/hi (priority 100)",
         lastTransitionTime="2026-01-01T00:00:00Z",
     )  # fmt: skip
     assert ours.disrupted is not None
     assert (ours.disrupted.reason, ours.disrupted.by) == ("PreemptionByScheduler", SCHEDULER)
     assert ours.disrupted.since > 0
+    assert ours.disrupted.whole_gang
     evicted_by_api = with_condition(status="True", reason="EvictionByEvictionAPI", message="x")
     assert evicted_by_api.disrupted is None, "the API server's eviction deletes at once"
     cleared = with_condition(status="False", reason="PreemptionByScheduler", message="x")

@@ -25,6 +25,7 @@ from scheduler.core.solvers.victims import (
     fewest,
     greedy,
     minimum_asked,
+    own_holds,
     reprieve,
 )
 from scheduler.core.statement import Statement
@@ -94,7 +95,10 @@ def _consolidate_for(
 ) -> list[Pod]:
     """Move the fewest pods of ``units`` that make room for the group, if each fits
     elsewhere; the pods moved."""
+    own = own_holds(session, gangs)
     base = session.ledger.scratch()
+    for pod, node in own:
+        base.give(node, pod.requests)
     chosen, placements = greedy(session, base, units, gangs)
     if placements is None:
         session.finder.restore()
@@ -103,7 +107,9 @@ def _consolidate_for(
     choice = fewest(session, base, gangs, units=units, chosen=chosen, placements=placements)
     homes = rehome(session, base, choice) if len(choice.pods) <= left else None
     session.finder.restore()
-    if homes is None:
+    if homes is None or not choice.pods:
         return []
+    for pod, node in own:
+        statement.release(pod, node)
     evict_and_nominate(session, statement, gangs, choice, moves=homes)
     return choice.pods

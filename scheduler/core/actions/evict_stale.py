@@ -143,7 +143,9 @@ def check_stale(session: Session, gang: Gang, *, running: int, placing: int = 0)
     session.add(
         session.evictions,
         *(
-            Eviction(p.ref, p.node_name, message, priority=p.priority or 0, stale=True)
+            Eviction(
+                p.ref, p.node_name, message, priority=p.priority or 0, stale=True, whole_gang=True
+            )
             for p in members
         ),
     )

@@ -8,12 +8,12 @@ members of a victim gang neither: the gang runs below its minimum, and nothing w
 it again (its preemptor may fit by then). The marks say what was decided, so every pass,
 whichever replica leads:
 
-- a pod of ours still running with its mark on it is evicted again, once every mark on its
-  gang is ``RESEND_SECONDS`` old (not while the first send may still be under way: a
-  leader sends a victim set's marks and deletes over several round trips);
-- and then a gang of ours with fewer than its minimum members running unmarked has them
-  evicted too: a victim gang goes whole, and only a whole gang was ever chosen to leave
-  fewer than its minimum (members above it are the only ones taken alone).
+- once every mark on a gang of ours is ``RESEND_SECONDS`` old (not while the first send may
+  still be under way: a leader sends a victim set's marks and deletes over several round
+  trips), a gang whose marks say it was chosen whole has its marked members evicted again
+  and the rest of it too;
+- members above the minimum marked alone are evicted again while the minimum runs
+  unmarked; a gang that has lost other members since keeps them.
 
 Marks of other schedulers (kube-scheduler writes the same condition) are theirs to finish.
 """
@@ -56,12 +56,21 @@ def finish_evictions(session: Session) -> None:
             continue
         running = [p for p in gang.members if p.bound and p.alive]
         marked = [p for p in running if p.disrupted is not None and p.disrupted.by in names]
-        if not marked or any(session.now - _since(p) < RESEND_SECONDS for p in marked):
-            continue  # a fresh mark: its sender may still be sending the rest
+        if not marked:
+            continue
+        newest = max(_since(p) for p in marked)
+        if session.now - newest < RESEND_SECONDS:
+            session.wake(newest + RESEND_SECONDS)  # a fresh mark: its sender may be sending
+            continue
         unmarked = [p for p in running if p.disrupted is None]
-        rest = unmarked if len(unmarked) < gang.min_member else []
+        if any(p.disrupted is not None and p.disrupted.whole_gang for p in marked):
+            going = [*marked, *unmarked]  # the gang was chosen whole
+        elif len(unmarked) >= gang.min_member:
+            going = marked  # members above the minimum: the rest runs on
+        else:
+            continue  # members above it were marked, and others went since: it keeps them
         with session.turn((key,), [gang]):
-            for pod in [*marked, *rest]:
+            for pod in going:
                 session.add(session.evictions, _eviction(session, gang, pod, marked[0]))
 
 
@@ -79,4 +88,5 @@ def _eviction(session: Session, gang: Gang, pod: Pod, marked: Pod) -> Eviction:
         f"{gang.min_member}",
         priority=priority_of(pod, session.snapshot.priority_classes),
         stale=reason == STALE_GANG,
+        whole_gang=marked.disrupted is not None and marked.disrupted.whole_gang,
     )

@@ -34,6 +34,7 @@ from scheduler.core.solvers.victims import (
     greedy,
     group_priority,
     minimum_asked,
+    own_holds,
     reprieve,
 )
 from scheduler.core.statement import Statement
@@ -153,7 +154,7 @@ def _preempt_for(
             for g in gangs
         ),
     )
-    own = _own_holds(session, gangs)
+    own = own_holds(session, gangs)
     if shape in pool.hopeless and not own:
         return
     # The room held for the group's own nominated members (a preemption that did not lead to
@@ -201,14 +202,3 @@ def _weighed(asked: Resources) -> frozenset[str]:
     measured in bytes: its extended resources (GPUs) if any, else its cpu."""
     counted = frozenset(asked) - {CPU, MEMORY, EPHEMERAL_STORAGE, PODS}
     return counted or (frozenset({CPU}) if CPU in asked else frozenset(asked))
-
-
-def _own_holds(session: Session, gangs: list[Gang]) -> list[tuple[Pod, str]]:
-    """The room this pass holds for the group's nominated members, with their pods."""
-    pods = {p.ref: p for g in gangs for p in pending(g)}
-    return [
-        (pods[ref], node)
-        for g in gangs
-        for ref, node in session.nominated_holds.get(g.key, {}).items()
-        if ref in pods
-    ]

@@ -86,7 +86,7 @@ def candidates(
         if flying
         else set()
     )
-    # Evicted by any action earlier in this pass: its room is counted free already.
+    # Evicted by any action earlier in this pass: not to be chosen twice.
     decided = {e.pod.uid for e in session.evictions}
     by_gang: dict[object, list[tuple[Pod, str]]] = defaultdict(list)
     for name, info in session.infos.items():
@@ -126,8 +126,12 @@ def candidates(
     budgets = session.snapshot.budgets
     if not budgets:
         return units
-    gone = list(taken.values())
-    return _keeping_budgets(units, budgets, gone=gone)
+    # What any action evicted earlier in this pass has spent the budgets' room already.
+    gone = {p.ref.uid: p for p in taken.values()}
+    if decided:
+        for info in session.infos.values():
+            gone.update((p.ref.uid, p) for p in info.pods if p.ref.uid in decided)
+    return _keeping_budgets(units, budgets, gone=list(gone.values()))
 
 
 def _keeping_budgets(
@@ -337,6 +341,7 @@ def evict_and_nominate(
     victim uid the node it was found to fit on instead (its controller makes it again)."""
     chosen, placements = choice.victims, choice.placements
     evicted: dict[str, tuple[Pod, str]] = {}
+    whole = {p.ref.uid for v in chosen if v.whole_gang for p, _ in v.pods}
     for victims in chosen:
         for pod, node in victims.pods:
             evicted.setdefault(pod.ref.uid, (pod, node))
@@ -375,6 +380,7 @@ def evict_and_nominate(
                 priority=priority_of(pod, session.snapshot.priority_classes),
                 reclaimed_from=session.queues.of(pod) if why and moves is None else "",
                 moved_to=moves[pod.ref.uid] if moves is not None else "",
+                whole_gang=pod.ref.uid in whole,
             ),
         )
     session.add(
@@ -759,3 +765,16 @@ def freeing_first(
         (v for v in units if id(v) not in placed), key=lambda v: (v.breaks_budget, rank[id(v)])
     )
     return ordered + rest
+
+
+def own_holds(session: Session, gangs: list[Gang]) -> list[tuple[Pod, str]]:
+    """The room this pass holds for the group's nominated members, with their pods: an
+    earlier preemption's or move's, whose members did not all bind; the group's to use
+    again, not in its way."""
+    pods = {p.ref: p for g in gangs for p in pending(g)}
+    return [
+        (pods[ref], node)
+        for g in gangs
+        for ref, node in session.nominated_holds.get(g.key, {}).items()
+        if ref in pods
+    ]
