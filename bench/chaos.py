@@ -2685,6 +2685,48 @@ def _ended_before_takeover(
     )
 
 
+def _replicas_lost_before_takeover(
+    inc: dict,
+    short: list[str],
+    pods: dict[str, PodState],
+    books: Books,
+    *,
+    leader_faults: Sequence[tuple[float, float]],
+    lease_seconds: float,
+) -> bool:
+    """Whether every replica left short in an incarnation cut by a leader fault (a kill or
+    a freeze between its binds) lost a member it had bound to the chaos (the pod deleted,
+    or its node) before a scheduler could complete it, and was given none after: such a
+    replica can never be whole again (seed 8608: two replicas cut at 1 and 2 of 3, a bound
+    member of each deleted 3 s later, before the restarted scheduler's first pass)."""
+    cuts = [
+        (start, end)
+        for start, end in leader_faults
+        if inc["start"] - EXCUSE_BEFORE <= start <= inc["last_bind"] + EXCUSE_AFTER
+    ]
+    if not cuts:
+        return False
+
+    def lost(uid: str) -> float | None:
+        t, was_bound = books.chaos_deleted.get(uid, (None, False))
+        return t if was_bound else books.deleted_nodes.get(pods[uid].node)
+
+    for replica in short:
+        mine = [
+            u
+            for u in inc["bound"]
+            if pods[u].replica == replica and pods[u].name not in books.rival_bound
+        ]
+        if not any(
+            t is not None
+            and any(start <= t <= end + lease_seconds + TAKEOVER_SECONDS for start, end in cuts)
+            and all((pods[v].bound_t or 0.0) <= t for v in mine)
+            for t in map(lost, mine)
+        ):
+            return False
+    return True
+
+
 def partial_incarnations(
     books: Books,
     pods: dict[str, PodState],
@@ -2728,6 +2770,10 @@ def partial_incarnations(
                 inc, pods, books, leader_faults=leader_faults, lease_seconds=lease_seconds
             ):
                 continue  # seed 7779: a leader killed between binds, their node deleted meanwhile
+            if len(ours) + done >= minimum and _replicas_lost_before_takeover(
+                inc, short, pods, books, leader_faults=leader_faults, lease_seconds=lease_seconds
+            ):
+                continue  # seed 8608: cut between binds, then a bound member deleted
             members = sorted(
                 (p for p in pods.values() if p.gang == gang and p.scheduler == books.scheduler),
                 key=lambda p: p.created_t,

@@ -750,3 +750,31 @@ def test_a_victim_gang_a_new_leader_finishes_is_counted_once_it_could_have() -> 
         books(gang), finished.pods, takeovers=[(1.0, 2.0)], takeover_seconds=5.0
     )
     assert [v.invariant for v in long_before] == ["I10"]
+
+
+def test_a_replica_cut_by_a_leader_fault_and_left_short_by_the_chaos_is_excused() -> None:
+    """Seed 8608: the scheduler was killed between a gang's binds, replica 1 with one of
+    its two members bound; the chaos deleted that member 3 s later, before a restarted
+    scheduler's first pass: the replica can never be whole again."""
+    gang = GangSpec("g", "koord", 4, 2, subgroup=2)
+    steps = [(0.0, pod(f"g-{i}", gang="g", replica=str(i // 2))) for i in range(4)]
+    seen = history(
+        *steps,
+        (1.0, pod("g-0", gang="g", replica="0", node=NODE)),
+        (1.0, pod("g-1", gang="g", replica="0", node=NODE)),
+        (1.1, pod("g-2", gang="g", replica="1", node="n1")),
+        (4.1, pod("g-2", gang="g", replica="1", node="n1", deleting=True)),
+    )
+
+    def judged(*, fault: tuple[float, float] | None, deleted_at: float) -> list[str]:
+        ledger = books(gang)
+        ledger.chaos_deleted["uid-g-2"] = (deleted_at, True)
+        faults = [fault] if fault else []
+        found = partial_incarnations(
+            ledger, seen.pods, seen.events, leader_faults=faults, lease_seconds=3
+        )
+        return [v.invariant for v in found]
+
+    assert judged(fault=(1.05, 1.2), deleted_at=4.0) == []
+    assert judged(fault=None, deleted_at=4.0) == ["I9"], "no leader fault: the binder's"
+    assert judged(fault=(1.05, 1.2), deleted_at=9.0) == ["I9"], "a scheduler had had time"
