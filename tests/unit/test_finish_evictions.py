@@ -12,6 +12,7 @@ from scheduler.core.actions.finish_evictions import RESEND_SECONDS
 from scheduler.core.scheduling import schedule
 from scheduler.model.pods import Disruption, Pod
 from tests.unit.builders import SCHEDULER, T0, gang_pods, node, snapshot
+from tests.unit.test_allocation import bind_map
 from tests.unit.test_preemption import evicted
 
 PREEMPTED = "PreemptionByScheduler"
@@ -117,3 +118,18 @@ def test_the_mark_is_read_from_the_pods_disruption_target_condition() -> None:
     assert evicted_by_api.disrupted is None, "the API server's eviction deletes at once"
     cleared = with_condition(status="False", reason="PreemptionByScheduler", message="x")
     assert cleared.disrupted is None
+
+
+def test_a_gang_whose_running_members_are_all_marked_starts_anew_whole() -> None:
+    """Chaos seed 8514: a preemption marked all 4 members of a StatefulSet's gang (min 3);
+    the first deleted was made again at once, and the pass bound it alone, the gang counting
+    as running on its three marked members still there; its peers bound 2 s later."""
+    members = gang_on_n0(4, minimum=3)
+    going = [marked(p, ago=1) for p in members[1:]]
+    again = gang_pods("g", 1, gang="g", min_available=3, cpu="2")[0]  # g-0 made again
+    result = schedule(snapshot([node("n0"), node("n1")], [*going, again]), now=T0)
+    assert bind_map(result) == {}, "one member of a gang of 3 is not bound alone"
+    # Marked alone (members above the minimum), the gang runs on: the new one joins it.
+    extra = [marked(members[1], ago=1, whole=False), *members[2:]]
+    kept = schedule(snapshot([node("n0"), node("n1")], [*extra, again]), now=T0)
+    assert list(bind_map(kept)) == ["g-0"]

@@ -30,9 +30,16 @@ def incarnation(session: Session, gang: Gang, remembered: GangState | None) -> G
     # Or enough of its members completed (Succeeded): the rest join them one by one,
     # unless something stops the gang from being tried at all (an invalid gang, a
     # PodGroup or owner that does not exist must say so, not bind).
-    live = any(p.bound and p.alive and p.ref.uid not in flying for p in gang.members) or (
-        gang.need == 0 and bool(pending(gang)) and session.readiness.blocker(gang) is None
-    )
+    # A member this scheduler marked for eviction keeps nothing running: it is going, and
+    # a gang of which only such members run starts anew, whole, not one member at a time.
+    ours = session.config.scheduler_names
+    live = any(
+        p.bound
+        and p.alive
+        and p.ref.uid not in flying
+        and not (p.disrupted is not None and p.disrupted.by in ours)
+        for p in gang.members
+    ) or (gang.need == 0 and bool(pending(gang)) and session.readiness.blocker(gang) is None)
     todo = pending(gang)
     state = remembered
     if state is not None and (
