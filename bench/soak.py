@@ -51,7 +51,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from bench.invariants import Invariants, allocatable_of
 from bench.metering import cpu_seconds
-from bench.report import table, write
+from bench.report import log, table, write
 from bench.schedulers import stop
 from bench.watching import BindWatch
 from scheduler.model import names
@@ -121,6 +121,7 @@ class Tally:
     create_errors: int = 0
     held_back: int = 0  # arrivals not made: the backlog was full
     preemptors: int = 0
+    samples_missed: int = 0  # /metrics did not answer in time: the sample was skipped
     created_at: dict[str, float] = field(default_factory=dict)
     # Gangs created and not yet seen whole, nor deleted while they waited.
     waiting: set[str] = field(default_factory=set)
@@ -342,7 +343,15 @@ async def sample(
         await asyncio.sleep(churn.sample)
         if process.poll() is not None:
             raise RuntimeError(f"the scheduler exited with {process.returncode} during the soak")
-        after = await asyncio.to_thread(_scrape, port)
+        try:
+            after = await asyncio.to_thread(_scrape, port)
+        except OSError as error:  # TimeoutError, a refused or reset connection
+            # A starved machine can leave /metrics unanswered for its 5 s: that sample is
+            # missed (the next spans both windows), the soak goes on (a 2-hour run on a
+            # busy machine died so at minute 63).
+            log(f"sample skipped: /metrics did not answer ({type(error).__name__})")
+            tally.samples_missed += 1
+            continue
         passes = _one(after, "gang_scheduler_pass_duration_seconds_count") - _one(
             before, "gang_scheduler_pass_duration_seconds_count"
         )
