@@ -386,6 +386,7 @@ def _ray_cluster(
         workers += replicas * hosts
         groups.append(f"{text(group.get('groupName')) or i}: {replicas * hosts}")
     size = 1 if grouping is Grouping.NONE else 1 + workers
+    size = _at_most_int32(size, "spec.workerGroupSpecs with the head", errors)
     shape = f"head and {_plural(workers, 'worker')} ({', '.join(groups) or 'no worker group'})"
     return {"parts": {"": size}, "shape": shape}
 

@@ -993,6 +993,12 @@ def test_the_volcano_podgroup_codec_returns_a_podgroup_for_any_json(obj: Any) ->
 @given(OWNERS | valid_owners())
 @example((OwnerKind.JOBSET, {"spec": {"replicatedJobs": [{"replicas": 2**31 - 1}]}}))
 @example((OwnerKind.RAY_CLUSTER, {"spec": {"workerGroupSpecs": [{"numOfHosts": 0}]}}))
+@example(  # the head and 2**31-1 workers passed an int32 (found by fuzzing)
+    (
+        OwnerKind.RAY_CLUSTER,
+        {"spec": {"workerGroupSpecs": [{"minReplicas": 1, "numOfHosts": 2**31 - 1}]}},
+    )
+)
 @example(  # summed over replica specs, each an int32, the size passed one (found by fuzzing)
     (
         OwnerKind.MPI_JOB,
