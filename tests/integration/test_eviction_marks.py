@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 
 import pytest
 
@@ -70,3 +71,35 @@ def test_a_mark_is_read_back_as_the_schedulers_and_lands_only_on_the_pod_chosen(
     assert (held.disrupted.by, held.disrupted.whole_gang) == ("gang-scheduler", True)
     cluster.access.kubectl("patch", "pod", "p", "-n", cluster.namespace, "--type=merge",
                            "-p", '{"metadata": {"finalizers": null}}')  # fmt: skip
+
+
+def test_a_move_its_disruption_budget_forbids_is_refused_by_the_api_server_and_not_sent_again(
+    cluster: Cluster,
+) -> None:
+    """The Eviction API's own refusal (429, a disruption budget), as kube-apiserver words
+    it, is read as such: the pod stays, and the move is not retried for minutes."""
+    [node] = cluster.nodes(1)
+    cluster.apply(cluster.pod("web", labels={"app": "web"}, spec={"nodeName": node}))
+    cluster.apply(
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web", "namespace": cluster.namespace},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}},
+        }
+    )
+
+    def observed() -> bool:
+        status = cluster.get("pdb", "web").get("status", {})
+        return status.get("observedGeneration", 0) >= 1 and status.get("currentHealthy") == 1
+
+    wait_for(observed, timeout=30, what="the disruption controller's status")
+    web = wait_for(lambda: _pod(cluster, "web"), timeout=30, what="pod web")
+    assert isinstance(web, Pod)
+    move = Eviction(web.ref, node, "Moved by consolidation", moved_to="elsewhere")
+    started = time.monotonic()
+    _evict(cluster, move)
+    assert time.monotonic() - started < 10, "a budget's refusal is final, not retried"
+    after = _pod(cluster, "web")
+    assert after is not None
+    assert after.ref.uid == web.ref.uid, "the budget kept it"
