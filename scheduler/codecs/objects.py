@@ -246,9 +246,7 @@ def host_ports(spec: Obj) -> tuple[HostPort, ...]:
     return tuple(ports)
 
 
-# The DisruptionTarget reasons of a scheduler's evictions: a preemption's (and reclaim's)
-# victims, kube-scheduler's as ours, and a stale gang's members.
-DISRUPTED_BY_SCHEDULER = frozenset({"PreemptionByScheduler", "StaleGang"})
+DISRUPTED_BY_SCHEDULER = frozenset({names.PREEMPTED_BY_SCHEDULER, names.STALE_GANG})
 # What a mark's message says after the scheduler's name when the pod's gang goes whole.
 WHOLE_GANG_MARK = "[whole gang] "
 

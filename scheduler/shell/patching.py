@@ -308,7 +308,7 @@ class Patcher:
         condition = {
             "type": "DisruptionTarget",
             "status": "True",
-            "reason": "StaleGang" if eviction.stale else "PreemptionByScheduler",
+            "reason": names.STALE_GANG if eviction.stale else names.PREEMPTED_BY_SCHEDULER,
             "message": (
                 f"{self._identity}: {WHOLE_GANG_MARK if eviction.whole_gang else ''}"
                 f"{eviction.message}"

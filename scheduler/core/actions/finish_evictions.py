@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from scheduler.core.gangs import priority_of
 from scheduler.core.session import Session
+from scheduler.model import names
 from scheduler.model.decisions import Eviction
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import Pod, gang_key_of
@@ -30,7 +31,6 @@ from scheduler.model.pods import Pod, gang_key_of
 # a while itself, and a pass must not race it; a send's own rewrite of the mark restarts
 # the count, so a pod whose deletion is refused for good is tried this often.
 RESEND_SECONDS = 30.0
-STALE_GANG = "StaleGang"
 
 
 class FinishEvictions:
@@ -87,6 +87,6 @@ def _eviction(session: Session, gang: Gang, pod: Pod, marked: Pod) -> Eviction:
         f"({reason}) by an earlier pass: it would otherwise run below its minimum "
         f"{gang.min_member}",
         priority=priority_of(pod, session.snapshot.priority_classes),
-        stale=reason == STALE_GANG,
+        stale=reason == names.STALE_GANG,
         whole_gang=marked.disrupted is not None and marked.disrupted.whole_gang,
     )
