@@ -27,6 +27,7 @@ from scheduler.codecs.shapes import MAX_COUNT, listed, obj, objs, text, texts, w
 from scheduler.codecs.subgroups import network_topology, subgroup_policy
 from scheduler.model import names
 from scheduler.model.budgets import DisruptionBudget
+from scheduler.model.decisions import PREEMPTED_BY_SCHEDULER, STALE_GANG
 from scheduler.model.gangs import Condition, PodGroup, PodGroupStatus, clip_message
 from scheduler.model.nodes import Node, Taint
 from scheduler.model.pods import (
@@ -246,7 +247,7 @@ def host_ports(spec: Obj) -> tuple[HostPort, ...]:
     return tuple(ports)
 
 
-DISRUPTED_BY_SCHEDULER = frozenset({names.PREEMPTED_BY_SCHEDULER, names.STALE_GANG})
+DISRUPTED_BY_SCHEDULER = frozenset({PREEMPTED_BY_SCHEDULER, STALE_GANG})
 # What a mark's message says after the scheduler's name when the pod's gang goes whole.
 WHOLE_GANG_MARK = "[whole gang] "
 

@@ -143,6 +143,12 @@ class VictimChoice:
         return self.victims - self.fewest_possible
 
 
+# The DisruptionTarget reasons a scheduler's evictions write: a preemption's (and reclaim's)
+# victims, as kube-scheduler's, and a stale gang's members.
+PREEMPTED_BY_SCHEDULER = "PreemptionByScheduler"
+STALE_GANG = "StaleGang"
+
+
 @dataclass(frozen=True, slots=True)
 class Eviction:
     """A pod to delete so that a gang of higher priority fits (gang preemption): marked

@@ -23,10 +23,6 @@ KOORD_GROUPS = KOORD_PREFIX + "groups"
 KOORD_TIMEOUT = KOORD_PREFIX + "timeout"  # written: "true" once the gang timed out
 
 OUR_PREFIX = "gang-scheduler.io/"
-# The DisruptionTarget reasons a scheduler's evictions write: a preemption's (and reclaim's)
-# victims, as kube-scheduler's, and a stale gang's members.
-PREEMPTED_BY_SCHEDULER = "PreemptionByScheduler"
-STALE_GANG = "StaleGang"
 # Constraint JSON (Sakkara's form) on a PodGroup, or on the pods of an annotation-only gang.
 TOPOLOGY_CONSTRAINTS = OUR_PREFIX + "topology-constraints"
 # Written on a PodGroup placed by the topology solver: the placement tree as JSON.

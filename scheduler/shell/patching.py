@@ -19,6 +19,8 @@ import structlog
 from scheduler.codecs.objects import WHOLE_GANG_MARK, podgroup_status_to_dict
 from scheduler.model import names
 from scheduler.model.decisions import (
+    PREEMPTED_BY_SCHEDULER,
+    STALE_GANG,
     Eviction,
     GangBinding,
     Nomination,
@@ -308,7 +310,7 @@ class Patcher:
         condition = {
             "type": "DisruptionTarget",
             "status": "True",
-            "reason": names.STALE_GANG if eviction.stale else names.PREEMPTED_BY_SCHEDULER,
+            "reason": STALE_GANG if eviction.stale else PREEMPTED_BY_SCHEDULER,
             "message": (
                 f"{self._identity}: {WHOLE_GANG_MARK if eviction.whole_gang else ''}"
                 f"{eviction.message}"

@@ -18,8 +18,7 @@ from dataclasses import replace
 
 from scheduler.core.session import Session
 from scheduler.core.statement import Statement
-from scheduler.model import names
-from scheduler.model.decisions import Attempt, Eviction, Verdict
+from scheduler.model.decisions import STALE_GANG, Attempt, Eviction, Verdict
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import SUCCEEDED
 from scheduler.model.snapshot import Staleness
@@ -150,5 +149,5 @@ def check_stale(session: Session, gang: Gang, *, running: int, placing: int = 0)
             for p in members
         ),
     )
-    session.reporting.say(gang, reason=names.STALE_GANG, message=message, pods=members)
+    session.reporting.say(gang, reason=STALE_GANG, message=message, pods=members)
     return True

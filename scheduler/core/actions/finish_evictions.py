@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from scheduler.core.gangs import priority_of
 from scheduler.core.session import Session
-from scheduler.model import names
-from scheduler.model.decisions import Eviction
+from scheduler.model.decisions import STALE_GANG, Eviction
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import Pod, gang_key_of
 
@@ -87,6 +86,6 @@ def _eviction(session: Session, gang: Gang, pod: Pod, marked: Pod) -> Eviction:
         f"({reason}) by an earlier pass: it would otherwise run below its minimum "
         f"{gang.min_member}",
         priority=priority_of(pod, session.snapshot.priority_classes),
-        stale=reason == names.STALE_GANG,
+        stale=reason == STALE_GANG,
         whole_gang=marked.disrupted is not None and marked.disrupted.whole_gang,
     )
