@@ -43,6 +43,7 @@ from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
+from scheduler.model.devices import DEVICE_CLASS_RESOURCE, EXTENDED_CLAIM_ANNOTATION
 from scheduler.model.nodes import Node
 from scheduler.model.pods import Pod
 from scheduler.model.snapshot import Snapshot
@@ -531,12 +532,24 @@ def random_dra_case(rng: random.Random, number: int) -> Case:
         channel_request = [{"name": "ch", "exactly": {"deviceClassName": domain_class}}]
         objects.append(_claim("channel", ns, channel_request))
         claims.append("channel")
+    requests: dict[str, str] = {"cpu": "500m"}
+    limits: dict[str, str] = {}
+    if rng.random() < 0.35:
+        # GPUs asked by resource name (KEP-5004): the class's extendedResourceName or its
+        # implicit name; now and then with no claim of the pod's own besides.
+        explicit = rng.random() < 0.5
+        resource = f"o{number}.example.com/gpu" if explicit else DEVICE_CLASS_RESOURCE + gpu_class
+        if explicit:
+            objects[0]["spec"]["extendedResourceName"] = resource
+        requests[resource] = limits[resource] = str(rng.choice([1, 1, 2, 3]))
+        if rng.random() < 0.3:
+            claims = []
     pending = {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "asked", "namespace": ns},
         "spec": {"schedulerName": "default-scheduler", "nodeSelector": {HOST: candidate},
                  "containers": [{**_container(rng, "500m"),
-                                 "resources": {"requests": {"cpu": "500m"},
+                                 "resources": {"requests": requests, "limits": limits,
                                                "claims": [{"name": c} for c in claims]}}],
                  "resourceClaims": [{"name": c, "resourceClaimName": c} for c in claims]},
     }  # fmt: skip
@@ -576,14 +589,18 @@ DRA_EVALUATOR = Selectors()
 
 
 def _devices_allocated(claims: list[dict], names_: list[str]) -> dict[str, int]:
-    return {
-        c["metadata"]["name"]: len(
-            (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results")
-            or []
-        )
-        for c in claims
-        if c["metadata"]["name"] in names_
-    }
+    """Devices allocated per claim of ``names_``; the claim made for the pod's extended
+    resources as "extended"."""
+    found = {}
+    for c in claims:
+        meta = c["metadata"]
+        made = (meta.get("annotations") or {}).get(EXTENDED_CLAIM_ANNOTATION) == "true"
+        if made or meta["name"] in names_:
+            results = (((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get(
+                "results"
+            ) or []
+            found["extended" if made else meta["name"]] = len(results)
+    return found
 
 
 def ask_dra(plane: Plane, case: Case) -> Answer:
@@ -598,7 +615,7 @@ def ask_dra(plane: Plane, case: Case) -> Answer:
         claim_names = [e["name"] for e in case.pending["spec"]["resourceClaims"]]
         ours = placed.get("asked") == case.candidate
         our_devices = {
-            w.name: len(w.allocation.results) if w.allocation else 0
+            "extended" if w.made_here else w.name: len(w.allocation.results) if w.allocation else 0
             for g in result.bindings
             for w in g.claims
         }

@@ -69,6 +69,10 @@ class ClusterCache:
         self._assumed_claims: dict[tuple[str, str], list[ClaimWrite]] = {}
         # Assumed writes that ended unsure, by id.
         self._unsure_claims: dict[int, ClaimWrite] = {}
+        # Claims being made for pods' extended resources, by the pod's uid, until a watch
+        # shows a claim made for that pod (or the write is forgotten): their devices are
+        # taken meanwhile.
+        self._made_claims: dict[str, ClaimWrite] = {}
         # Time-based fair share: the queues' recent usage, as the last pass left it.
         self.queue_usage: QueueUsage | None = None
         # The tree the last pass with a gang stating a tier placed on (for the
@@ -531,6 +535,11 @@ class ClusterCache:
         self.gangs.everything |= old is None or (
             old.allocation is not None and claim.allocation is None
         )
+        if claim.extended and claim.owner_uid in self._made_claims:
+            made = self._made_claims[claim.owner_uid]
+            if claim.allocation is not None or id(made) not in self._unsure_claims:
+                del self._made_claims[claim.owner_uid]
+                self._unsure_claims.pop(id(made), None)
         if claim.allocation is not None:
             # What a bind wrote has landed (or another's).
             for write in self._assumed_claims.pop(key, ()):
@@ -562,13 +571,21 @@ class ClusterCache:
         in-flight allocations also count their sharers)."""
         for write in writes:
             key = (write.namespace, write.name)
-            if key in self._resource_claims:
+            if write.made_here:
+                self._made_claims[write.pods[0].uid] = write
+            elif key in self._resource_claims:
                 self._assumed_claims.setdefault(key, []).append(write)
 
     def forget_claims(self, writes: Iterable[ClaimWrite]) -> None:
         """These writes (and only these: another group may still be writing the same
         claim) did not land, or were undone: the claims are as the watch shows."""
         for write in writes:
+            if write.made_here:
+                if self._made_claims.get(write.pods[0].uid) is write:
+                    del self._made_claims[write.pods[0].uid]
+                    self.gangs.everything = True
+                    self._changed()
+                continue
             key = (write.namespace, write.name)
             pending = self._assumed_claims.get(key)
             if pending is None or not any(w is write for w in pending):
@@ -610,6 +627,8 @@ class ClusterCache:
         when taking them back failed. With the uids of those pods."""
         found = []
         for claim in self._resource_claims.values():
+            if claim.extended:
+                continue  # ``leftover_made_claims``
             uids = frozenset(
                 c.uid
                 for c in claim.reserved_for
@@ -622,6 +641,19 @@ class ClusterCache:
             if uids:
                 found.append((claim, uids))
         return found
+
+    def leftover_made_claims(self) -> list[ResourceClaim]:
+        """Claims made for the extended resources of pods of ours that are not bound (nor
+        being bound): an attempt that did not bind, whose claim could not be deleted then.
+        Each attempt makes its own, as kube-scheduler's does."""
+        return [
+            claim
+            for claim in self._resource_claims.values()
+            if claim.extended
+            and (pod := self.gangs.ours.get(claim.owner_uid)) is not None
+            and not pod.bound
+            and claim.owner_uid not in self.nodes.assumed
+        ]
 
     def resource_claim(self, namespace: str, name: str) -> ResourceClaim | None:
         return self._resource_claims.get((namespace, name))
@@ -698,6 +730,7 @@ class ClusterCache:
                     for key in self._assumed_claims
                     if (claim := self._claim_as_written(key))
                 },
+                **{(c.namespace, c.name): c for c in map(_as_made, self._made_claims.values())},
             },
             selectors=self.selectors,
             volumes=dict(stored[kinds.PERSISTENT_VOLUMES.name]),
@@ -727,3 +760,17 @@ class ClusterCache:
 
     def _members_of(self, key: GangKey) -> Iterable[Pod]:
         return self.gangs.members.get(key, {}).values()
+
+
+def _as_made(write: ClaimWrite) -> ResourceClaim:
+    """A claim being made for a pod's extended resources, as it will be once written."""
+    pod = write.pods[0]
+    return ResourceClaim(
+        namespace=write.namespace,
+        name=write.name,
+        requests=write.requests,
+        allocation=write.allocation,
+        reserved_for=(Consumer("pods", pod.name, pod.uid),),
+        owner_uid=pod.uid,
+        extended=True,
+    )

@@ -9,13 +9,15 @@ binding conditions, slices with per-device node selection.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from scheduler.codecs.selectors import node_selector_terms, tolerations
-from scheduler.codecs.shapes import listed, obj, objs, text, whole
+from scheduler.codecs.shapes import listed, obj, objs, text, texts, whole
 from scheduler.model.devices import (
     EXACT_COUNT,
+    EXTENDED_CLAIM_ANNOTATION,
+    EXTENDED_CLAIM_NAME,
     Allocation,
     Attribute,
     Consumer,
@@ -29,8 +31,10 @@ from scheduler.model.devices import (
     ResourceClaim,
     ResourceSlice,
     SubRequest,
+    is_extended_resource,
 )
-from scheduler.model.pods import NodeSelectorTerm, PodClaim
+from scheduler.model.pods import ContainerAsk, NodeSelectorTerm, PodClaim
+from scheduler.model.times import parse_time
 
 Obj = Mapping[str, Any]
 
@@ -122,6 +126,7 @@ def device_class_from_dict(raw: object) -> DeviceClass:
         selectors=_selectors(spec.get("selectors")),
         config=tuple(objs(spec.get("config"))),
         extended_resource_name=text(spec.get("extendedResourceName")),
+        created=parse_time(obj(body.get("metadata")).get("creationTimestamp")) or 0.0,
     )
 
 
@@ -149,6 +154,20 @@ def _request(raw: Obj) -> DeviceRequest:
             _sub_request(s, text(s.get("name"))) for s in objs(raw.get("firstAvailable"))
         ),
     )
+
+
+def device_request_to_dict(request: DeviceRequest) -> dict[str, Any]:
+    """An ``exactly`` request as the API takes it (what the scheduler writes into the claims
+    it makes: a class and a count)."""
+    sub = request.exactly
+    if sub is None:
+        raise ValueError(f"request {request.name}: only an exactly request can be written")
+    body: dict[str, Any] = {"deviceClassName": sub.device_class, "allocationMode": sub.mode}
+    if sub.mode == EXACT_COUNT:
+        body["count"] = sub.count
+    if sub.selectors:
+        body["selectors"] = [{"cel": {"expression": e}} for e in sub.selectors]
+    return {"name": request.name, "exactly": body}
 
 
 def _node_selector_to_dict(terms: tuple[NodeSelectorTerm, ...]) -> dict[str, Any]:
@@ -232,6 +251,7 @@ def resource_claim_from_dict(raw: object) -> ResourceClaim:
         ),
         deleting=bool(meta.get("deletionTimestamp")),
         finalizers=tuple(f for f in listed(meta.get("finalizers")) if isinstance(f, str)),
+        extended=texts(meta.get("annotations")).get(EXTENDED_CLAIM_ANNOTATION) == "true",
         owner_uid=next(
             (
                 text(o.get("uid"))
@@ -259,6 +279,44 @@ def pod_claims(spec: Obj, status: Obj) -> tuple[PodClaim, ...]:
         claim = text(entry.get("resourceClaimName")) or (made.get(name, "") if template else "")
         claims.append(PodClaim(name=name, claim=claim, template=template))
     return tuple(claims)
+
+
+def container_asks(
+    spec: Obj, amounts: Callable[[object], Mapping[str, int]]
+) -> tuple[ContainerAsk, ...]:
+    """Each container's requests of extended resources (``amounts`` reads a ResourceList),
+    init containers first, as kube-scheduler numbers them; none for a pod that asks none."""
+    asks = []
+    inits = objs(spec.get("initContainers"))
+    for index, container in enumerate((*inits, *objs(spec.get("containers")))):
+        requests = amounts(obj(container.get("resources")).get("requests"))
+        extended = tuple(
+            (name, amount)
+            for name, amount in sorted(requests.items())
+            if amount > 0 and is_extended_resource(name)
+        )
+        if extended:
+            asks.append(
+                ContainerAsk(
+                    index=index,
+                    name=text(container.get("name")),
+                    short_lived=index < len(inits) and container.get("restartPolicy") != "Always",
+                    keys=tuple(sorted(requests)),
+                    asks=extended,
+                )
+            )
+    return tuple(asks)
+
+
+def extended_claim(status: Obj) -> tuple[PodClaim | None, frozenset[str]]:
+    """The claim ``status.extendedResourceClaimStatus`` names (as an entry of the pod's
+    claims) and the resources it serves; (None, none) if it names none."""
+    raw = obj(status.get("extendedResourceClaimStatus"))
+    name = text(raw.get("resourceClaimName"))
+    if not name:
+        return None, frozenset()
+    served = frozenset(text(m.get("resourceName")) for m in objs(raw.get("requestMappings")))
+    return PodClaim(name=EXTENDED_CLAIM_NAME, claim=name), served
 
 
 def allocation_to_dict(allocation: Allocation) -> dict[str, Any]:

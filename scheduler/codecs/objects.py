@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from scheduler.codecs.devices import pod_claims
+from scheduler.codecs.devices import container_asks, extended_claim, pod_claims
 from scheduler.codecs.gangs import claim_of, read_options
 from scheduler.codecs.owners import controlling_job, read_owner_claim
 from scheduler.codecs.quantities import QUANTITY_RULE, quantity
@@ -325,9 +325,18 @@ def pod_from_dict(raw: object) -> Pod:
     namespace = text(meta.get("namespace"), "default")
     affinity = obj(spec.get("affinity"))  # most pods have none: skip its six readings
     job, job_uid = controlling_job(refs) if (refs := meta.get("ownerReferences")) else ("", "")
+    # Only a bound pod's: a pending pod's names a claim of an attempt that did not bind
+    # (taken back; the next attempt makes one anew, as kube-scheduler does).
+    made, served = (
+        extended_claim(status)
+        if status.get("extendedResourceClaimStatus") and spec.get("nodeName")
+        else (None, ())
+    )
     return Pod(
         ref=PodRef(namespace, text(meta.get("name")), text(meta.get("uid"))),
-        requests=pod_requests(spec),
+        # Extended resources a claim the scheduler made serves are devices of that claim:
+        # counted there, not again as the pod's requests.
+        requests=pod_requests(spec).without(served) if made else pod_requests(spec),
         scheduler_name=text(spec.get("schedulerName"), "default-scheduler"),
         node_name=text(spec.get("nodeName")),
         phase=text(status.get("phase")) or "Pending",
@@ -358,7 +367,10 @@ def pod_from_dict(raw: object) -> Pod:
         if affinity
         else (),
         scoring=s if (s := annotations.get(names.SCORING, "")) in names.SCORINGS else "",
-        resource_claims=pod_claims(spec, status) if spec.get("resourceClaims") else (),
+        resource_claims=(*pod_claims(spec, status), *((made,) if made else ()))
+        if spec.get("resourceClaims") or made
+        else (),
+        extended=container_asks(spec, _amounts) if not made else (),
         gates=tuple(text(g.get("name")) or "(unnamed)" for g in objs(spec.get("schedulingGates"))),
         queue=queue_named(labels, annotations),
         disrupted=_disrupted(status) if status.get("conditions") else None,

@@ -888,7 +888,7 @@ class Arranger:
             for pod in members:
                 if node not in context.fit[id(pod)] or not ledger.admits(pod, node):
                     return [], [], Status.unschedulable(f"{pod.ref.name} does not fit on {node}")
-                if pod.resource_claims:
+                if ledger.asks_devices(pod):
                     ledger.place(pod, node)  # its devices, so the next member sees them taken
                 else:
                     ledger.take(node, pod.requests)

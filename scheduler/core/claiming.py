@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from scheduler.core.filtering import term_holds, tolerates
 from scheduler.model.devices import (
     ALL,
+    EXACT_COUNT,
+    EXTENDED_CLAIM_NAME,
     MAX_RESERVED,
     MAX_RESULTS,
     Allocation,
@@ -36,10 +38,11 @@ from scheduler.model.devices import (
     ResourceSlice,
     SelectorError,
     SubRequest,
+    extended_classes,
     served_by,
 )
 from scheduler.model.nodes import Node, Taint
-from scheduler.model.pods import NodeSelectorTerm, Pod, Requirement
+from scheduler.model.pods import ContainerAsk, NodeSelectorTerm, Pod, Requirement
 
 # kube-scheduler's words (the DynamicResources plugin), so that FailedScheduling reads the same.
 CANNOT_ALLOCATE = "cannot allocate all claims"
@@ -76,6 +79,79 @@ class ClaimPlan:
     node: str
     allocate: tuple[tuple[ResourceClaim, Allocation], ...] = ()
     reserve: tuple[ResourceClaim, ...] = ()
+    # The claim to make for the pod's extended resources that devices serve on this node
+    # (it is also in ``allocate`` and ``reserve``), and which device request serves each
+    # container's resource: (container, resource, request).
+    extended: ResourceClaim | None = None
+    mappings: tuple[tuple[str, str, str], ...] = ()
+
+
+def extended_requests(
+    asks: Sequence[ContainerAsk], resources: Mapping[str, str]
+) -> tuple[tuple[DeviceRequest, ...], tuple[tuple[str, str, str], ...]]:
+    """The device requests and mappings of the claim for ``resources`` (each by the class
+    that serves it), as kube-scheduler makes them (``createRequestsAndMappings``): a request
+    per container and resource, named after both; an init container that ends before the
+    others start reuses the devices of the containers after it, and the init containers
+    share one request, the largest."""
+    requests: list[DeviceRequest] = []
+    mappings: list[tuple[str, str, str]] = []
+    for resource in sorted(resources):
+        device_class = resources[resource]
+        long_lived: dict[int, DeviceRequest] = {}
+        long_mappings: list[tuple[str, str, str]] = []
+        for ask in asks:
+            if not ask.short_lived:
+                request, found = _container_request(ask, resource, device_class, ())
+                if request is not None:
+                    long_lived[ask.index] = request
+                long_mappings += found
+        largest: DeviceRequest | None = None
+        short_names: set[str] = set()
+        short_mappings: list[tuple[str, str, str]] = []
+        for ask in asks:
+            if ask.short_lived:
+                reusable = [r for i, r in sorted(long_lived.items()) if i >= ask.index]
+                request, found = _container_request(ask, resource, device_class, reusable)
+                if request is not None:
+                    short_names.add(request.name)
+                    if largest is None or _count(largest) < _count(request):
+                        largest = request
+                short_mappings += found
+        if largest is not None and len(short_names) > 1:
+            short_mappings = [
+                (c, r, largest.name if name in short_names else name)
+                for c, r, name in short_mappings
+            ]
+        if largest is not None:
+            requests.append(largest)
+        requests += [long_lived[i] for i in sorted(long_lived)]
+        mappings += long_mappings + short_mappings
+    requests.sort(key=lambda r: r.name)
+    return tuple(requests), tuple(mappings)
+
+
+def _count(request: DeviceRequest) -> int:
+    return request.exactly.count if request.exactly is not None else 0
+
+
+def _container_request(
+    ask: ContainerAsk, resource: str, device_class: str, reusable: Sequence[DeviceRequest]
+) -> tuple[DeviceRequest | None, list[tuple[str, str, str]]]:
+    wanted = dict(ask.asks).get(resource, 0)
+    if wanted <= 0:
+        return None, []
+    mappings: list[tuple[str, str, str]] = []
+    have = 0
+    for other in reusable:
+        have += _count(other)
+        mappings.append((ask.name, resource, other.name))
+        if have >= wanted:
+            return None, mappings
+    name = f"container-{ask.index}-request-{ask.keys.index(resource)}"
+    sub = SubRequest(name, device_class, mode=EXACT_COUNT, count=wanted - have)
+    mappings.append((ask.name, resource, name))
+    return DeviceRequest(name, exactly=sub), mappings
 
 
 def _slice_reaches(s: ResourceSlice, node: Node) -> bool:
@@ -199,6 +275,8 @@ class DeviceWorld:
         self.in_use: frozenset[DeviceId] = frozenset(
             d for c in claims.values() if c.allocation is not None for d in c.allocation.held
         )
+        # The class serving each extended resource name a pod may ask devices by.
+        self.extended = extended_classes(classes)
         self._pools: dict[str, list[Pool]] = {}
         self._served: dict[str, tuple[str, ...]] = {}
         self._counted_on: dict[tuple[str, str], frozenset[DeviceId]] = {}
@@ -247,6 +325,47 @@ class DeviceWorld:
             found.append(claim)
         return found
 
+    def asks_devices(self, pod: Pod) -> bool:
+        """Whether placing ``pod`` may allocate devices: it names claims, or asks an
+        extended resource a class serves (on nodes that do not publish it)."""
+        return bool(pod.resource_claims) or (
+            bool(pod.extended)
+            and any(r in self.extended for ask in pod.extended for r, _ in ask.asks)
+        )
+
+    def delegated(self, pod: Pod, node: Node) -> dict[str, str]:
+        """The extended resources ``pod`` asks that devices serve on ``node`` (it publishes
+        none of them: a device plugin's are counted as plain resources), each with the class
+        that serves it."""
+        if not pod.extended:
+            return {}
+        allocatable = node.allocatable
+        return {
+            resource: device_class
+            for ask in pod.extended
+            for resource, _ in ask.asks
+            if (device_class := self.extended.get(resource)) is not None
+            and not allocatable.get(resource, 0)
+        }
+
+    def extended_claim(self, pod: Pod, node: Node) -> ClaimPlan | None:
+        """The claim the scheduler makes for ``pod``'s extended resources served by devices
+        on ``node`` (unallocated, not yet named: the API server names it), with its
+        mappings; None where devices serve none of them there."""
+        resources = self.delegated(pod, node)
+        if not resources:
+            return None
+        requests, mappings = extended_requests(pod.extended, resources)
+        claim = ResourceClaim(
+            namespace=pod.ref.namespace,
+            # Unique per pod in a pass, and no name a claim in the API can have.
+            name=f"{EXTENDED_CLAIM_NAME}{pod.ref.name}",
+            requests=requests,
+            owner_uid=pod.ref.uid,
+            extended=True,
+        )
+        return ClaimPlan(node.name, extended=claim, mappings=mappings)
+
     def shape(
         self, pod: Pod, *, allocated: Callable[[tuple[str, str]], Allocation | None]
     ) -> tuple | None:
@@ -255,6 +374,8 @@ class DeviceWorld:
         same nodes, and a node that had none for one has none for the next in the pass
         (devices are only taken). None where a claim is allocated already (its node
         decides) or cannot be had."""
+        if pod.extended:
+            return None  # what its devices are depends on what each node publishes
         claims = self.claims_of(pod)
         if isinstance(claims, str):
             return None
@@ -387,6 +508,9 @@ class DeviceWorld:
         claims = self.claims_of(pod)
         if isinstance(claims, str):
             return claims
+        made = self.extended_claim(pod, node) if pod.extended else None
+        if made is not None:
+            claims = [*claims, made.extended]
         to_allocate: list[ResourceClaim] = []
         for claim in claims:
             allocation = claim.allocation or allocated(claim.key)
@@ -401,12 +525,15 @@ class DeviceWorld:
                 len(claim.reserved_for) + reserved(claim.key) >= MAX_RESERVED
             ):
                 return IN_USE
+        extended = (made.extended, made.mappings) if made is not None else (None, ())
         if not to_allocate:
-            return ClaimPlan(node.name, (), tuple(claims))
+            return ClaimPlan(node.name, (), tuple(claims), *extended)
         done = self.allocate(to_allocate, node, taken=taken, freed=freed)
         if isinstance(done, str):
             return done
-        return ClaimPlan(node.name, tuple(zip(to_allocate, done, strict=True)), tuple(claims))
+        return ClaimPlan(
+            node.name, tuple(zip(to_allocate, done, strict=True)), tuple(claims), *extended
+        )
 
     def allocate(
         self,

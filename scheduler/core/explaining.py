@@ -59,12 +59,14 @@ def _shape_lines(members: list[Pod], snapshot: Snapshot, ledger: Ledger) -> list
             if reason:
                 rejected[reason] += 1
                 continue
-            fits = _room(requests, dict(ledger.free(name)))
+            # Extended resources that devices serve count the node's free devices as room.
+            free = ledger.room(name, requests) if pod.extended else dict(ledger.free(name))
+            fits = _room(requests, free)
             if fits:
                 hosts += 1
                 room += fits
             else:
-                for resource in pod.requests.shortfalls(ledger.free(name)):
+                for resource in pod.requests.shortfalls(free):
                     rejected[f"Insufficient {resource}"] += 1
         shown = {k: v for k, v in requests.items() if k != "pods"}
         line = (

@@ -130,6 +130,23 @@ class Ledger:
         in_use = world.in_use if world is not None else frozenset()
         return (device in in_use and not self.freed(device)) or self.taken(device)
 
+    def asks_devices(self, pod: Pod) -> bool:
+        """Whether placing ``pod`` may allocate devices (its claims, or its extended
+        resources that devices serve)."""
+        world = self.devices
+        return world.asks_devices(pod) if world is not None else bool(pod.resource_claims)
+
+    def requests_on(self, pod: Pod, node: str) -> Resources:
+        """What of ``pod``'s requests ``node``'s room must hold: its extended resources
+        that devices serve there are asked of the devices instead (NodeResourcesFit leaves
+        them to the DynamicResources plugin)."""
+        world = self.devices
+        if not pod.extended or world is None:
+            return pod.requests
+        target = self._nodes_root().get(node)
+        delegated = world.delegated(pod, target) if target is not None else None
+        return pod.requests.without(delegated) if delegated else pod.requests
+
     def fits(self, node: str, requests: Mapping[str, int]) -> bool:
         # The hot loop of a pass: plain dicts, no Mapping protocol, no generator.
         get = self.free(node).get
@@ -213,7 +230,7 @@ class Ledger:
     def device_reason(self, pod: Pod, node: str) -> str:
         """Why ``pod``'s claims cannot be allocated on ``node`` now; "" if they can (or if
         this ledger knows no devices: a what-if of room only, as a head's target)."""
-        if not pod.resource_claims or self.devices is None:
+        if self.devices is None or not self.asks_devices(pod):
             return ""
         plan = self.plan(pod, node)
         return plan if isinstance(plan, str) else ""
@@ -226,7 +243,7 @@ class Ledger:
 
     def admits(self, pod: Pod, node: str) -> bool:
         """Room for the pod's requests on the node, and its claims' devices there."""
-        if not self.fits(node, pod.requests):
+        if not self.fits(node, self.requests_on(pod, node)):
             return False
         return not self.device_reason(pod, node)
 
@@ -294,17 +311,17 @@ class Ledger:
         """Take the pod's requests on the node (and its claims' devices), and remember it
         is there. ``strict``: its devices must be had there (else DeviceConflict); a hold
         keeps the room even where they cannot."""
-        self.take(node, pod.requests)
+        self.take(node, self.requests_on(pod, node))
         self._placed.append((pod, node))
         self._anti += bool(pod.pod_anti_affinity)
-        if pod.resource_claims:
+        if self.asks_devices(pod):
             self._claim_devices(pod, node, strict=strict)
 
     def unplace(self, pod: Pod, node: str) -> None:
         """Undo a ``place`` of this ledger (the last one of the pod there)."""
-        if pod.resource_claims:
+        if self.asks_devices(pod):
             self._release_devices(pod, node)
-        self.give(node, pod.requests)
+        self.give(node, self.requests_on(pod, node))
         for i in range(len(self._placed) - 1, -1, -1):
             if self._placed[i][0] is pod and self._placed[i][1] == node:
                 del self._placed[i]
@@ -513,7 +530,8 @@ class NodeFinder:
         fit = self._ordered_fit(signature, pod, strategy)
         # Pods whose claims ask alike find devices on the same nodes: the cursor moves past
         # those without (devices, like room, are only taken in a pass).
-        devices = ledger.device_shape(pod) if pod.resource_claims else None
+        asks_devices = ledger.asks_devices(pod)
+        devices = ledger.device_shape(pod) if asks_devices else None
         cursor_key = (signature, pod.requests, strategy, devices)
         requests = pod.requests
         start = self._cursors.get(cursor_key, 0)
@@ -527,7 +545,7 @@ class NodeFinder:
             if pod.prefers:
                 return self._best(pod, candidates, ledger)
             return self._emptiest(pod, candidates, ledger)
-        if check is None and (not pod.resource_claims or devices is not None):
+        if check is None and (not asks_devices or devices is not None):
             for i in range(start, len(fit)):
                 if ledger.fits(fit[i], requests) and (
                     devices is None or not ledger.device_reason(pod, fit[i])
@@ -542,7 +560,9 @@ class NodeFinder:
         roomy: int | None = None
         found: str | None = None
         for i in range(start, len(fit)):
-            if not ledger.fits(fit[i], requests):
+            if not ledger.fits(
+                fit[i], ledger.requests_on(pod, fit[i]) if pod.extended else requests
+            ):
                 continue
             if roomy is None:
                 roomy = i
@@ -563,7 +583,7 @@ class NodeFinder:
         roomy: int | None = None
         candidates = []
         for i in range(start, len(fit)):
-            if not ledger.fits(fit[i], pod.requests):
+            if not ledger.fits(fit[i], ledger.requests_on(pod, fit[i])):
                 continue
             if roomy is None:
                 roomy = i
@@ -657,7 +677,7 @@ class NodeFinder:
                     reasons[PORTS_TAKEN] = reasons.get(PORTS_TAKEN, 0) + 1
                     continue
             room = ledger.free(name)
-            short = pod.requests.shortfalls(room)
+            short = ledger.requests_on(pod, name).shortfalls(room)
             for resource in short:
                 key = f"Insufficient {resource}"
                 reasons[key] = reasons.get(key, 0) + 1

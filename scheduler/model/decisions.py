@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from scheduler.model.devices import Allocation
+from scheduler.model.devices import Allocation, DeviceRequest
 from scheduler.model.gangs import PodGroupStatus
 from scheduler.model.pods import GangKey, PodGroupApi, PodRef
 from scheduler.model.queues import QueueUsage
@@ -81,6 +81,16 @@ class ClaimWrite:
     resource_version: str
     allocation: Allocation | None
     pods: tuple[PodRef, ...]
+    # A claim to make first, for the extended resources of ``pods[0]`` that devices serve:
+    # its requests, and the pod's ``status.extendedResourceClaimStatus`` mappings
+    # (container, resource, request) to write once it is allocated. ``name`` is then a
+    # placeholder: the API server names the claim.
+    requests: tuple[DeviceRequest, ...] = ()
+    mappings: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def made_here(self) -> bool:
+        return bool(self.mappings)
 
 
 @dataclass(frozen=True, slots=True)

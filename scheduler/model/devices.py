@@ -27,6 +27,13 @@ ALL = "All"
 # a queue's capability, guarantee and holdings say devices by that name.
 DEVICE_CLASS_RESOURCE = "deviceclass.resource.kubernetes.io/"
 
+# A pod's extended resources that devices serve are asked through one ResourceClaim the
+# scheduler makes for the pod (KEP-5004): it carries this annotation ("true"), the pod as its
+# controlling owner, and is named in the pod's ``status.extendedResourceClaimStatus``. Until
+# it is made, its requests are planned under a name no real claim can have.
+EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+EXTENDED_CLAIM_NAME = "<extended-resources>"
+
 # The finalizer kube-scheduler puts on a claim before it writes an allocation; the
 # ResourceClaim controller clears the allocation (and the finalizer) once no pod is left.
 FINALIZER = "resource.kubernetes.io/delete-protection"
@@ -103,6 +110,8 @@ class DeviceClass:
     # spec.extendedResourceName: the extended resource (say nvidia.com/gpu) its devices
     # serve and are counted as; "" for none.
     extended_resource_name: str = ""
+    # Where two classes name the same extended resource, the newer serves it.
+    created: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +197,7 @@ class ResourceClaim:
     deleting: bool = False
     finalizers: tuple[str, ...] = ()
     owner_uid: str = ""  # the uid of its controlling owner (a pod, for claims from templates)
+    extended: bool = False  # made by a scheduler for a pod's extended resources
     # What the API server would have rejected (a constraint of no known kind, a request of
     # neither form): the claim cannot be allocated, and this says why.
     problem: str = ""
@@ -219,6 +229,31 @@ def served_by(resource: str, classes: Classes) -> tuple[str, ...]:
     not exist, nor for the implicit name of one that names an ``extendedResourceName``
     (its devices count as that)."""
     return tuple(sorted(name for name in classes if class_resource(name, classes) == resource))
+
+
+def is_extended_resource(name: str) -> bool:
+    """Whether a pod may ask devices for ``name`` as an extended resource: a name with a
+    domain outside ``kubernetes.io`` (``nvidia.com/gpu``), or a class's implicit name."""
+    if name.startswith(DEVICE_CLASS_RESOURCE):
+        return True
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("requests.")
+
+
+def extended_classes(classes: Classes) -> dict[str, str]:
+    """The class that serves each extended resource name: a class's implicit name always
+    its own; an ``extendedResourceName`` the newest class naming it (the lower name between
+    two of the same age), as kube-scheduler resolves a migration from one class to another."""
+    served: dict[str, str] = {DEVICE_CLASS_RESOURCE + name: name for name in classes}
+    chosen: dict[str, DeviceClass] = {}
+    for c in classes.values():
+        name = c.extended_resource_name
+        if not name:
+            continue
+        have = chosen.get(name)
+        if have is None or (c.created, have.name) > (have.created, c.name):
+            chosen[name] = c
+    served.update((name, c.name) for name, c in chosen.items())
+    return served
 
 
 def claim_devices(claim: ResourceClaim, classes: Classes | None = None) -> dict[str, int]:

@@ -45,6 +45,22 @@ class Requirement:
 
 
 @dataclass(frozen=True, slots=True)
+class ContainerAsk:
+    """One container's requests of extended resources (a name with a domain, say
+    ``nvidia.com/gpu``, or a device class's ``deviceclass.resource.kubernetes.io/<class>``),
+    kept for the nodes where devices serve them: kube-scheduler names each device request
+    after the container's ``index`` (init containers first) and the resource's index among
+    ``keys``, all its request names sorted. ``short_lived``: an init container that ends
+    before the others start (not a sidecar), whose devices the others may reuse."""
+
+    index: int
+    name: str
+    short_lived: bool
+    keys: tuple[str, ...]
+    asks: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PodClaim:
     """An entry of a pod's ``spec.resourceClaims`` (dynamic resource allocation): the
     ResourceClaim it names, or the template the ResourceClaim controller makes one from,
@@ -283,6 +299,10 @@ class Pod:
     # and the ResourceClaims it asks devices through (dynamic resource allocation).
     claims: tuple[str, ...] = ()
     resource_claims: tuple[PodClaim, ...] = ()
+    # Its containers' requests of extended resources, by container, while no ResourceClaim
+    # serves them: where no node publishes one but a DeviceClass serves it, the scheduler
+    # makes a claim for them (its status then names that claim, in ``resource_claims``).
+    extended: tuple[ContainerAsk, ...] = ()
     # Preferences, weighed when choosing among the nodes that fit: preferred node affinity
     # (weight, term), preferred pod affinity and anti-affinity (weight, term), and the
     # scoring the pod asks for by annotation ("pack" or "spread"; "" for the scheduler's).

@@ -83,6 +83,11 @@ class Resources(Mapping[str, int]):
             rest[name] = rest.get(name, 0) - amount
         return Resources(rest)
 
+    def without(self, names: Iterable[str]) -> Resources:
+        """These resources but ``names``."""
+        dropped = set(names)
+        return Resources({n: a for n, a in self.amounts.items() if n not in dropped})
+
     def shortfalls(self, free: Mapping[str, int]) -> tuple[str, ...]:
         """The names whose request exceeds what ``free`` offers, in name order."""
         return tuple(sorted(n for n, a in self.amounts.items() if a > free.get(n, 0)))

@@ -8,6 +8,11 @@ from claims that carry it), then ``status.allocation`` and ``status.reservedFor`
 status write, both conditional on the claim's resourceVersion. A claim that changed since
 the pass saw it is read again: if someone else allocated it meanwhile, the group is not
 bound (the devices planned may be another's now) and goes again after a backoff.
+
+A pod's extended resources that devices serve get a claim made for them first (KEP-5004, as
+kube-scheduler's PreBind makes it): named by the API server from ``<pod>-extended-resources-``,
+owned by the pod, annotated, with the finalizer; then its allocation and reservation as any
+claim's; then the pod's ``status.extendedResourceClaimStatus``. Taking it back deletes it.
 """
 
 from __future__ import annotations
@@ -21,9 +26,19 @@ from typing import Any
 import structlog
 
 from scheduler.cache.cluster import ClusterCache
-from scheduler.codecs.devices import allocation_to_dict, resource_claim_from_dict
+from scheduler.codecs.devices import (
+    allocation_to_dict,
+    device_request_to_dict,
+    resource_claim_from_dict,
+)
 from scheduler.model.decisions import ClaimWrite
-from scheduler.model.devices import FINALIZER, Consumer, DeviceId, ResourceClaim
+from scheduler.model.devices import (
+    EXTENDED_CLAIM_ANNOTATION,
+    FINALIZER,
+    Consumer,
+    DeviceId,
+    ResourceClaim,
+)
 from scheduler.model.pods import PodRef
 from scheduler.shell.api import ApiClient, ApiError
 
@@ -35,6 +50,10 @@ ATTEMPTS = 3
 
 def claim_path(namespace: str, name: str) -> str:
     return f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims/{name}"
+
+
+def pod_status_path(ref: PodRef) -> str:
+    return f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}/status"
 
 
 def _consumers(entries: Iterable[Consumer]) -> list[dict[str, str]]:
@@ -58,6 +77,9 @@ class Written:
     allocated: bool = False
     finalized: bool = False
     pods: list[PodRef] = field(default_factory=list)
+    # The name the API server gave a claim made here ("" if none was made, or the create
+    # got no answer: then the sweep of leftovers finds it by its owner).
+    made: str = ""
 
 
 class ClaimWriter:
@@ -80,12 +102,83 @@ class ClaimWriter:
         done: list[Written] = []
         for write in writes:
             written = Written(write)
-            error = await self._write_one(written)
-            if written.allocated or written.finalized or written.pods:
+            error = await (self._make_one(written) if write.made_here else self._write_one(written))
+            if written.allocated or written.finalized or written.pods or written.made:
                 done.append(written)
             if error:
                 return done, error
         return done, ""
+
+    async def _make_one(self, written: Written) -> str:
+        """Make the claim for a pod's extended resources, allocated and reserved for it, and
+        name it in the pod's status."""
+        write = written.write
+        pod = write.pods[0]
+        where = f"the ResourceClaim for the extended resources of pod {pod.namespace}/{pod.name}"
+        if not self._fence():
+            return "this replica no longer holds the leader Lease; nothing sent"
+        if write.allocation is None:
+            return f"{where} has no allocation planned (a bug: please report it)"
+        body = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaim",
+            "metadata": {
+                "generateName": f"{pod.name}-extended-resources-",
+                "namespace": pod.namespace,
+                "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
+                "finalizers": [FINALIZER],
+                "ownerReferences": [
+                    {
+                        "apiVersion": "v1",
+                        "kind": "Pod",
+                        "name": pod.name,
+                        "uid": pod.uid,
+                        "controller": True,
+                    }
+                ],
+            },
+            "spec": {"devices": {"requests": [device_request_to_dict(r) for r in write.requests]}},
+        }
+        try:
+            made = await self._api.post(
+                f"/apis/resource.k8s.io/v1/namespaces/{pod.namespace}/resourceclaims", body
+            )
+        except ApiError as error:
+            return f"creating {where} failed: {error}"
+        meta = made.get("metadata") or {}
+        written.made, written.finalized = str(meta.get("name", "")), True
+        path = claim_path(pod.namespace, written.made)
+        try:
+            status = {
+                "allocation": allocation_to_dict(write.allocation),
+                "reservedFor": _consumers([Consumer("pods", pod.name, pod.uid)]),
+            }
+            await self._api.merge_patch(
+                f"{path}/status",
+                {"metadata": {"resourceVersion": meta.get("resourceVersion")}, "status": status},
+            )
+            written.allocated, written.pods = True, [pod]
+            mappings = [
+                {"containerName": c, "resourceName": r, "requestName": q}
+                for c, r, q in write.mappings
+            ]
+            await self._api.merge_patch(
+                pod_status_path(pod),
+                {
+                    "metadata": {"uid": pod.uid},
+                    "status": {
+                        "extendedResourceClaimStatus": {
+                            "requestMappings": mappings,
+                            "resourceClaimName": written.made,
+                        }
+                    },
+                },
+            )
+        except ApiError as error:
+            if error.unsure:
+                written.allocated, written.pods = True, [pod]
+            return f"writing {where} ({written.made}) failed: {error}"
+        return ""
 
     async def _claim(self, write: ClaimWrite, *, fresh: bool) -> ResourceClaim | None:
         if not fresh:
@@ -181,6 +274,15 @@ class ClaimWriter:
         only = None if pods is None else {ref.uid for ref in pods}
         unreleased = []
         for entry in written:
+            if entry.made:
+                pod = entry.write.pods[0]
+                if only is not None and pod.uid not in only:
+                    continue
+                if await self._delete_made(entry, patience=patience):
+                    entry.pods, entry.made = [], ""
+                else:
+                    unreleased.append(entry)
+                continue
             leaving = [r for r in entry.pods if only is None or r.uid in only]
             if not leaving:
                 continue
@@ -189,6 +291,26 @@ class ClaimWriter:
             else:
                 unreleased.append(entry)
         return unreleased
+
+    async def _delete_made(self, entry: Written, *, patience: float) -> bool:
+        """Delete a claim made here for a pod that is not bound (Unreserve)."""
+        deadline = time.monotonic() + patience
+        attempt = 0
+        while True:
+            try:
+                await delete_claim(self._api, namespace=entry.write.namespace, name=entry.made)
+                return True
+            except ApiError as error:
+                if not error.transient or time.monotonic() >= deadline:
+                    log.warning(
+                        "could not delete a ResourceClaim made for a pod's extended resources; "
+                        "it is deleted at the next start or change of leader",
+                        claim=f"{entry.write.namespace}/{entry.made}",
+                        error=str(error),
+                    )
+                    return False
+            attempt += 1
+            await asyncio.sleep(min(0.2 * 2 ** (attempt - 1), 2.0))
 
     async def _release_one(self, entry: Written, leaving: list[PodRef], *, patience: float) -> bool:
         write = entry.write
@@ -277,6 +399,42 @@ async def release_claim(
         )
 
 
+async def delete_claim(api: ApiClient, *, namespace: str, name: str) -> None:
+    """Delete a claim made for a pod's extended resources: its finalizer first (nothing
+    else clears it from a claim whose pod never ran), then the claim; gone is done."""
+    path = claim_path(namespace, name)
+    for _ in range(ATTEMPTS):
+        try:
+            claim = resource_claim_from_dict(await api.request("GET", path))
+        except ApiError as error:
+            if error.status == 404:
+                return
+            raise
+        if FINALIZER not in claim.finalizers:
+            break
+        try:
+            await api.merge_patch(
+                path,
+                {
+                    "metadata": {
+                        "resourceVersion": claim.resource_version,
+                        "finalizers": [f for f in claim.finalizers if f != FINALIZER],
+                    }
+                },
+            )
+            break
+        except ApiError as error:
+            if error.status == 404:
+                return
+            if error.status != 409:
+                raise
+    try:
+        await api.request("DELETE", path)
+    except ApiError as error:
+        if error.status != 404:
+            raise
+
+
 async def release_leftover_claims(
     api: ApiClient, cache: ClusterCache, *, fence: Callable[[], bool] = lambda: True
 ) -> int:
@@ -284,6 +442,24 @@ async def release_leftover_claims(
     is in flight then). Failures are logged and left for the next start. How many claims
     were released."""
     released = 0
+    for claim in cache.leftover_made_claims():
+        if not fence():
+            break
+        try:
+            await delete_claim(api, namespace=claim.namespace, name=claim.name)
+        except ApiError as error:
+            log.warning(
+                "could not delete a claim made for a pod's extended resources, left by an "
+                "attempt that did not bind",
+                claim=f"{claim.namespace}/{claim.name}",
+                error=str(error),
+            )
+            continue
+        log.info(
+            "deleted a claim made for a pod's extended resources by an attempt that did not bind",
+            claim=f"{claim.namespace}/{claim.name}",
+        )
+        released += 1
     for claim, uids in cache.leftover_claims():
         if not fence():
             break

@@ -17,7 +17,14 @@ from scheduler.codecs.devices import resource_claim_from_dict
 from scheduler.codecs.objects import pod_from_dict
 from scheduler.model.config import Config
 from scheduler.model.decisions import Binding, ClaimWrite, GangBinding, GroupBinding
-from scheduler.model.devices import Allocation, DeviceId, DeviceResult
+from scheduler.model.devices import (
+    EXTENDED_CLAIM_ANNOTATION,
+    Allocation,
+    DeviceId,
+    DeviceRequest,
+    DeviceResult,
+    SubRequest,
+)
 from scheduler.model.pods import GangKey, PodRef
 from scheduler.shell.api import ApiClient, load_credentials
 from scheduler.shell.binding import Binder
@@ -199,3 +206,100 @@ def test_claims_left_reserved_for_unbound_pods_are_released_before_the_first_pas
     assert not claim.get("status", {}).get("allocation")
     assert not claim.get("status", {}).get("reservedFor")
     assert FINALIZER not in claim["metadata"].get("finalizers", [])
+
+
+# -- claims made for pods' extended resources (KEP-5004) --------------------------------------
+
+
+def _made(cluster: Cluster, ref: PodRef, node: str, device: str) -> ClaimWrite:
+    cls = f"gpu.{cluster.namespace}"
+    request = DeviceRequest(
+        "container-0-request-1", exactly=SubRequest("container-0-request-1", cls, count=1)
+    )
+    return ClaimWrite(
+        namespace=ref.namespace,
+        name=f"<extended-resources>{ref.name}",
+        uid="",
+        resource_version="",
+        allocation=Allocation(
+            results=(DeviceResult("container-0-request-1", DeviceId(GPU_DRIVER, node, device)),)
+        ),
+        pods=(ref,),
+        requests=(request,),
+        mappings=(("main", "example.com/gpu", "container-0-request-1"),),
+    )
+
+
+def _made_claims(cluster: Cluster) -> list[dict[str, Any]]:
+    return [
+        c
+        for c in _claims(cluster).values()
+        if c["metadata"].get("annotations", {}).get(EXTENDED_CLAIM_ANNOTATION) == "true"
+    ]
+
+
+def test_a_pod_binds_with_a_claim_made_for_its_extended_resources(cluster: Cluster) -> None:
+    node, cache, refs = _setup(cluster, ["m-0"])
+    ref = refs["m-0"]
+    group = GroupBinding(
+        (GangBinding(GANG, (Binding(ref, node),)),), claims=(_made(cluster, ref, node, "gpu-2"),)
+    )
+    asyncio.run(_apply(cluster, cache, group))
+    assert cluster.bound() == {"m-0"}
+    (claim,) = _made_claims(cluster)
+    assert claim["metadata"]["name"].startswith("m-0-extended-resources-")
+    (owner,) = claim["metadata"]["ownerReferences"]
+    assert (owner["name"], owner["uid"], owner["controller"]) == ("m-0", ref.uid, True)
+    assert FINALIZER in claim["metadata"]["finalizers"]
+    (result,) = claim["status"]["allocation"]["devices"]["results"]
+    assert (result["request"], result["device"]) == ("container-0-request-1", "gpu-2")
+    assert [r["uid"] for r in claim["status"]["reservedFor"]] == [ref.uid]
+    pod = cluster.get("pod", "m-0")
+    assert pod["status"]["extendedResourceClaimStatus"] == {
+        "resourceClaimName": claim["metadata"]["name"],
+        "requestMappings": [{"containerName": "main", "resourceName": "example.com/gpu",
+                             "requestName": "container-0-request-1"}],
+    }  # fmt: skip
+
+
+def test_a_claim_made_for_a_pod_whose_bind_is_rejected_is_deleted(cluster: Cluster) -> None:
+    node, cache, refs = _setup(cluster, ["m-0"])
+    ref = refs["m-0"]
+    stale = PodRef(cluster.namespace, "m-0", "not-the-uid")  # the bind's precondition fails
+    group = GroupBinding(
+        (GangBinding(GANG, (Binding(stale, node),)),), claims=(_made(cluster, ref, node, "gpu-2"),)
+    )
+    asyncio.run(_apply(cluster, cache, group))
+    assert cluster.bound() == set()
+    assert _made_claims(cluster) == []
+
+
+def test_a_claim_made_for_a_pod_that_did_not_bind_is_deleted_before_the_first_pass(
+    cluster: Cluster,
+) -> None:
+    _, cache, refs = _setup(cluster, ["m-0"])
+    ref = refs["m-0"]
+    # As a stop between the claim and the bind leaves it: made, allocated, finalizer on.
+    left = {
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "m-0-extended-resources-x", "namespace": cluster.namespace,
+                     "annotations": {EXTENDED_CLAIM_ANNOTATION: "true"},
+                     "finalizers": [FINALIZER],
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "m-0",
+                                          "uid": ref.uid, "controller": True}]},
+        "spec": {"devices": {"requests": [{"name": "container-0-request-1", "exactly": {
+            "deviceClassName": f"gpu.{cluster.namespace}", "count": 1}}]}},
+    }  # fmt: skip
+    cluster.apply(left)
+    (claim,) = _made_claims(cluster)
+    cache.upsert_resource_claim(resource_claim_from_dict(claim))
+
+    async def release() -> int:
+        api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
+        try:
+            return await release_leftover_claims(api, cache)
+        finally:
+            await api.close()
+
+    assert asyncio.run(release()) == 1
+    assert _made_claims(cluster) == []

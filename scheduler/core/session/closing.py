@@ -38,7 +38,7 @@ def claims_in_play(session: Session) -> bool:
     """Any claim in the snapshot, or any pod with one: a walk over every member, made
     once a pass (the early binds and the claim writes both ask)."""
     return bool(session.devices.claims) or any(
-        p.resource_claims for g in session.gangs.values() for p in g.members
+        session.devices.asks_devices(p) for g in session.gangs.values() for p in g.members
     )
 
 
@@ -54,16 +54,19 @@ def _claimed(session: Session, groups: list[GroupBinding]) -> tuple[GroupBinding
         made: dict[tuple[str, str], Allocation] = {}
         claims: dict[tuple[str, str], ResourceClaim] = {}
         reserve: dict[tuple[str, str], list[PodRef]] = {}
+        mappings: dict[tuple[str, str], tuple[tuple[str, str, str], ...]] = {}
         broken = ""
         for binding in group.bindings:
             pod = pods.get(binding.pod)
-            if pod is None or not pod.resource_claims:
+            if pod is None or not session.ledger.asks_devices(pod):
                 continue
             plan = session.ledger.plan_of(binding.pod, binding.node)
             if plan is None:
                 broken = f"{binding.pod} has no devices planned on {binding.node}"
                 break
             made.update((claim.key, allocation) for claim, allocation in plan.allocate)
+            if plan.extended is not None:
+                mappings[plan.extended.key] = plan.mappings
             for claim in plan.reserve:
                 claims[claim.key] = claim
                 reserve.setdefault(claim.key, []).append(binding.pod)
@@ -81,6 +84,8 @@ def _claimed(session: Session, groups: list[GroupBinding]) -> tuple[GroupBinding
                 # writer allocates it if the claim does not show it yet).
                 allocation=made.get(key) or claim.allocation or session.ledger.allocated(key),
                 pods=tuple(reserve[key]),
+                requests=claim.requests if key in mappings else (),
+                mappings=mappings.get(key, ()),
             )
             for key, claim in claims.items()
         )

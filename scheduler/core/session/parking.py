@@ -191,7 +191,11 @@ class Parking:
             return False
         shapes: dict[Resources, Pod] = {}
         for pod in pending(gang):
-            shapes.setdefault(pod.requests, pod)
+            # Extended resources that devices may serve are no node's room to wait for:
+            # leave them out (a pass then finds whether the devices are there).
+            served = pod.extended and self.session.devices.asks_devices(pod)
+            asked = pod.requests.without(r for a in pod.extended for r, _ in a.asks)
+            shapes.setdefault(asked if served else pod.requests, pod)
         for requests, pod in shapes.items():
             # First by room alone (cheap, shared by every gang of the shape), then by the
             # static filters of the pod, only where some changed node has the room.
@@ -214,7 +218,8 @@ class Parking:
         ):
             return None
         todo = self.session.order.ordered(pending(gang))
-        if any(p.claims or p.resource_claims for p in todo) or not all(
+        devices = self.session.devices
+        if any(p.claims or devices.asks_devices(p) for p in todo) or not all(
             self.session.finder.inert(p, self.session.ledger) for p in todo
         ):
             # The other pods matter, or its claims (each its own): a gang of the same shapes
