@@ -230,6 +230,18 @@ def _made(cluster: Cluster, ref: PodRef, node: str, device: str) -> ClaimWrite:
     )
 
 
+def _asker(cluster: Cluster) -> tuple[str, ClusterCache, PodRef]:
+    """A node with four GPUs and a pod m-0 asking one by resource name."""
+    node, cache, _ = _setup(cluster, [])
+    cluster.apply(
+        cluster.pod("m-0", scheduler="nobody", requests={"cpu": "1", "example.com/gpu": "1"})
+    )
+    pod = pod_from_dict(json.loads(cluster.access.kubectl(
+        "get", "pod", "m-0", "-n", cluster.namespace, "-o", "json").stdout))  # fmt: skip
+    cache.upsert_pod(pod)
+    return node, cache, pod.ref
+
+
 def _made_claims(cluster: Cluster) -> list[dict[str, Any]]:
     return [
         c
@@ -239,8 +251,7 @@ def _made_claims(cluster: Cluster) -> list[dict[str, Any]]:
 
 
 def test_a_pod_binds_with_a_claim_made_for_its_extended_resources(cluster: Cluster) -> None:
-    node, cache, refs = _setup(cluster, ["m-0"])
-    ref = refs["m-0"]
+    node, cache, ref = _asker(cluster)
     group = GroupBinding(
         (GangBinding(GANG, (Binding(ref, node),)),), claims=(_made(cluster, ref, node, "gpu-2"),)
     )
@@ -263,8 +274,7 @@ def test_a_pod_binds_with_a_claim_made_for_its_extended_resources(cluster: Clust
 
 
 def test_a_claim_made_for_a_pod_whose_bind_is_rejected_is_deleted(cluster: Cluster) -> None:
-    node, cache, refs = _setup(cluster, ["m-0"])
-    ref = refs["m-0"]
+    node, cache, ref = _asker(cluster)
     stale = PodRef(cluster.namespace, "m-0", "not-the-uid")  # the bind's precondition fails
     group = GroupBinding(
         (GangBinding(GANG, (Binding(stale, node),)),), claims=(_made(cluster, ref, node, "gpu-2"),)
@@ -277,8 +287,7 @@ def test_a_claim_made_for_a_pod_whose_bind_is_rejected_is_deleted(cluster: Clust
 def test_a_claim_made_for_a_pod_that_did_not_bind_is_deleted_before_the_first_pass(
     cluster: Cluster,
 ) -> None:
-    _, cache, refs = _setup(cluster, ["m-0"])
-    ref = refs["m-0"]
+    _, cache, ref = _asker(cluster)
     # As a stop between the claim and the bind leaves it: made, allocated, finalizer on.
     left = {
         "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
