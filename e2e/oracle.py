@@ -748,8 +748,11 @@ def run(
             case = random_gang_case(rng, case_number)
             answer = ask_gang(plane, case)
         elif (number - cases - gangs) % 4 != 3:
-            kind = "dra"
             case = random_dra_case(rng, case_number)
+            # GPUs asked by resource name (KEP-5004) counted apart: the tally shows them.
+            (main,) = case.pending["spec"]["containers"]
+            by_name = any("gpu" in r for r in main["resources"]["requests"])
+            kind = "dra by name" if by_name else "dra"
             answer = ask_dra(plane, case)
         else:  # every fourth device case: a gang sharing an NVLink domain's claim
             kind = "dra gang"
