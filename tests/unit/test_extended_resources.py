@@ -17,6 +17,7 @@ from scheduler.model.devices import DEVICE_CLASS_RESOURCE, extended_classes
 from tests.unit.builders import T0, gang_pods, node, pod
 from tests.unit.test_allocation import bind_map, events
 from tests.unit.test_dra import DRIVER, claim, device_class, dra_snapshot, exactly, gpu_slice
+from tests.unit.test_preemption import evicted
 
 GPU = "nvidia.com/gpu"
 
@@ -277,3 +278,46 @@ def test_a_pending_pods_status_from_an_attempt_that_did_not_bind_is_not_its_clai
     assert pending.requests[GPU] == 2
     assert pending.resource_claims == ()
     assert pending.extended
+
+
+def _running_by_name(name: str, *, on: str, priority: int) -> tuple[Any, dict[str, Any]]:
+    """A pod bound on ``on`` whose four GPUs asked by name are held by the claim made for it."""
+    running = pod_from_dict({
+        "metadata": {"name": name, "namespace": "default", "uid": f"uid-default-{name}",
+                     "creationTimestamp": "2026-11-29T00:00:00Z"},
+        "spec": {"nodeName": on, "schedulerName": "gang-scheduler", "priority": priority,
+                 "containers": [container("main", {"cpu": "1", GPU: "4"})]},
+        "status": {"phase": "Running", "extendedResourceClaimStatus": {
+            "resourceClaimName": f"{name}-extended-resources-x",
+            "requestMappings": [{"containerName": "main", "resourceName": GPU,
+                                 "requestName": "container-0-request-1"}]}},
+    })  # fmt: skip
+    held = claim(
+        f"{name}-extended-resources-x",
+        exactly("container-0-request-1", 4, cls="gpu"),
+        owner=name,
+        status={"allocation": {"devices": {"results": [
+            {"request": "container-0-request-1", "driver": DRIVER, "pool": on,
+             "device": f"gpu-{i}"} for i in range(4)]}},
+            "reservedFor": [{"resource": "pods", "name": name, "uid": f"uid-default-{name}"}]},
+    )  # fmt: skip
+    held["metadata"]["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+    return running, held
+
+
+def test_a_high_priority_pod_asking_gpus_by_name_preempts_the_pod_whose_claim_holds_them() -> None:
+    low, held = _running_by_name("low", on="n0", priority=10)
+    high = pod("high", gpu=4, gang="high", min_available=1, priority=100, created=T0)
+    result = schedule(
+        dra_snapshot(
+            [node("n0")],
+            [low, high],
+            slices=[gpu_slice("n0", 4)],
+            claims=[held],
+            classes=[gpu_class()],
+        ),
+        now=T0,
+    )
+    assert evicted(result) == ["low"]
+    assert bind_map(result) == {}  # nominated: its devices are the victim's until let go
+    assert made(result) == []
