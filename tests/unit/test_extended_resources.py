@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
 from scheduler.codecs.devices import device_class_from_dict
-from scheduler.codecs.objects import pod_from_dict
+from scheduler.codecs.objects import node_from_dict, pod_from_dict
 from scheduler.core.claiming import extended_requests
 from scheduler.core.scheduling import schedule
 from scheduler.model.devices import DEVICE_CLASS_RESOURCE, extended_classes
-from tests.unit.builders import T0, gang_pods, node, pod
+from tests.unit.builders import T0, gang_pods, node, node_manifest, pod
 from tests.unit.test_allocation import bind_map, events
 from tests.unit.test_dra import DRIVER, claim, device_class, dra_snapshot, exactly, gpu_slice
 from tests.unit.test_preemption import evicted
@@ -321,3 +324,53 @@ def test_a_high_priority_pod_asking_gpus_by_name_preempts_the_pod_whose_claim_ho
     assert evicted(result) == ["low"]
     assert bind_map(result) == {}  # nominated: its devices are the victim's until let go
     assert made(result) == []
+
+
+# -- any mix of pods, classes and nodes ------------------------------------------------------
+
+NAMES = ("example.com/gpu", "example.com/tpu", DEVICE_CLASS_RESOURCE + "gpu")
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> tuple[list, list[Any], list[dict], list[dict]]:
+    classes = [gpu_class("gpu", extended=draw(st.sampled_from(["example.com/gpu", ""])))]
+    if draw(st.booleans()):
+        classes.append(gpu_class("tpu", extended="example.com/tpu"))
+    nodes, slices = [], []
+    for i in range(draw(st.integers(1, 3))):
+        published = draw(st.sampled_from([0, 0, 2]))
+        manifest = node_manifest(f"n{i}")
+        if published:  # a device plugin's
+            manifest["status"]["allocatable"]["example.com/gpu"] = str(published)
+        nodes.append(node_from_dict(manifest))
+        if (count := draw(st.integers(0, 6))) > 0:
+            slices.append(gpu_slice(f"n{i}", count))
+    asked = st.dictionaries(st.sampled_from(NAMES), st.integers(0, 4).map(str), max_size=2)
+    pods = []
+    for p in range(draw(st.integers(1, 4))):
+        inits = [
+            container(f"i{j}", {"cpu": "100m", **draw(asked)}, sidecar=draw(st.booleans()))
+            for j in range(draw(st.integers(0, 2)))
+        ]
+        mains = [container(f"c{j}", {"cpu": "100m", **draw(asked)})
+                 for j in range(draw(st.integers(1, 2)))]  # fmt: skip
+        pods.append(pod(f"p{p}", spec={"initContainers": inits, "containers": mains}))
+    return nodes, pods, slices, classes
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters())
+def test_any_mix_binds_each_pod_with_its_named_devices_and_never_one_device_twice(
+    cluster: tuple[list, list[Any], list[dict], list[dict]],
+) -> None:
+    nodes, pods, slices, classes = cluster
+    result = schedule(dra_snapshot(nodes, pods, slices=slices, claims=[], classes=classes),
+                      now=T0)  # fmt: skip
+    assert not [m for m in events(result, "FailedScheduling") if "internal error" in m]
+    devices = [d for w in made(result) for d in w.allocation.devices]
+    assert len(devices) == len(set(devices)), "a device in two claims"
+    event(f"claims made: {min(len(made(result)), 2)}{'+' if len(made(result)) > 2 else ''}")
+    for write in made(result):
+        asked = sum(r.exactly.count for r in write.requests)
+        assert len(write.allocation.devices) == asked
+        assert {r.name for r in write.requests} == {q for _, _, q in write.mappings}
