@@ -4,6 +4,7 @@ them would fit instead once a GangGroup is placed on the room they leave."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from scheduler.core.gangs import priority_of
 from scheduler.core.placing import DeviceConflict, Ledger
@@ -26,7 +27,7 @@ def movable_units(session: Session, *, taken: Mapping[str, Pod]) -> list[Victims
 
     below = session.config.movable_below_priority
     return [
-        unit
+        replace(unit, moving=True)
         for unit in candidates(session, below=below, taken=taken, admit=admit)
         if not unit.whole_gang and not unit.breaks_budget
     ]

@@ -45,6 +45,9 @@ class Victims:
     # Every member of a gang of ours: its going leaves the gang nothing running, not a gang
     # that runs on (a pod on its own, or members above the minimum).
     whole_gang: bool = False
+    # Moved, not evicted (consolidation): their controllers make them again, into the same
+    # queues, so the what-if gives back their room on the nodes but not in the queues.
+    moving: bool = False
 
     def order(self) -> tuple:
         """Lowest priority, fewest pods, youngest first; then by name, so the same cluster
@@ -264,7 +267,8 @@ def evicted(ledger: Ledger, chosen: Iterable[Victims]) -> Ledger:
 
 def fits(session: Session, base: Ledger, gangs: list[Gang], chosen: list[Victims]) -> list | None:
     """The group's placements with the ``chosen`` victims gone from ``base`` (their room
-    given back, on the nodes and in their queues) if it fits whole, else None. The finder's
+    given back on the nodes, and in their queues unless they are moved) if it fits whole,
+    else None. The finder's
     cursors assume room only shrinks: after evictions they start over (a what-if's Statement
     puts them back at its marks, as a turn's does)."""
     session.finder.restore()
@@ -276,6 +280,8 @@ def fits(session: Session, base: Ledger, gangs: list[Gang], chosen: list[Victims
         names = session.config.scheduler_names
         seen: set[str] = set()
         for victims in chosen:
+            if victims.moving:
+                continue
             for pod, _ in victims.pods:
                 if pod.scheduler_name in names and pod.ref.uid not in seen:
                     seen.add(pod.ref.uid)
