@@ -707,8 +707,10 @@ def test_half_the_plans_consolidate_with_movable_gangs_made_by_statefulsets() ->
             assert gang.kind in ("koord", "podgroup")
             assert gang.min < gang.size, "a member above its minimum, for a move to take"
             assert not any((gang.group, gang.subgroup, gang.gpus, gang.high, gang.total))
-        whole = [g for g in plan.gangs if g.name == "wn0"]
-        assert [g.cpu_m for g in whole] == [chaos.NODE_CPU_M], "members a node empties"
+        (whole,) = [g for g in plan.gangs if g.name == "wn0"]
+        assert whole.cpu_m > chaos.NODE_CPU_M // 2, "most of a node: room only moves make"
+    assert {g.cpu_m for p in consolidating for g in p.gangs if g.name == "wn0"} > {
+        chaos.NODE_CPU_M}, "less than a whole node in some runs"  # fmt: skip
     plan = consolidating[0]
     gang = next(g for g in plan.gangs if g.movable)
     made = [obj for _, obj in wave_objects(plan, gang.wave, NS, NS)]
