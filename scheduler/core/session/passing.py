@@ -142,6 +142,10 @@ class Session:
         self.attempts: list[Attempt] = []
         self.errors: list[ActionError] = []
         self.action = ""  # the action running now (``framework.run_actions``)
+        # False inside a what-if whose placements are weighed and dropped (a victim search):
+        # nobody reads why a member did not fit there, and saying it (every node's reason,
+        # devices tried on each) took a third of a preemption for devices.
+        self.explaining = True
         self.open: Statement | None = None  # the Statement of the turn open now
         self._watchers: list[tuple[Watcher, frozenset[Verdict]]] = []
         self._uncounted: list[GroupBinding] = []  # committed in the open turn

@@ -39,9 +39,11 @@ def place_members(
             if first_miss is None and len(got) < need:
                 if refused:
                     first_miss = Status.unschedulable(refused)
-                else:
+                elif session.explaining:
                     detail = finder.explain(pod, statement.ledger).message
                     first_miss = Status.unschedulable(f"{pod.ref.name}: {detail}")
+                else:
+                    first_miss = Status.unschedulable(f"{pod.ref.name} does not fit")
             continue
         statement.allocate(pod, node, queue=gang.queue)
         got.append(Binding(pod.ref, node))
@@ -71,9 +73,10 @@ def place_each(
         node = None if refused else finder.find(pod, statement.ledger)
         if node is None:
             if not first_miss:
-                first_miss = (
-                    refused or f"{pod.ref.name}: {finder.explain(pod, statement.ledger).message}"
-                )
+                if refused or not session.explaining:
+                    first_miss = refused or f"{pod.ref.name} does not fit"
+                else:
+                    first_miss = f"{pod.ref.name}: {finder.explain(pod, statement.ledger).message}"
             continue
         statement.allocate(pod, node, queue=gang.queue)
         got.append(Binding(pod.ref, node))

@@ -286,10 +286,13 @@ def fits(session: Session, base: Ledger, gangs: list[Gang], chosen: list[Victims
                 if pod.scheduler_name in names and pod.ref.uid not in seen:
                     seen.add(pod.ref.uid)
                     room.give(session.queues.of(pod), session.queues.amounts(pod))
+    session.explaining = False
     try:
         placed = place_group(session, statement, gangs, room)
     except DeviceConflict:  # a what-if: a placement its devices would not allow is no plan
         return None
+    finally:
+        session.explaining = True
     if placed is None:
         return None
     return [(op.pod, op.node) for op in statement.operations if op.kind is Kind.ALLOCATE]
