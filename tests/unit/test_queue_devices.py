@@ -295,3 +295,23 @@ def test_the_gpus_of_a_cordoned_node_are_no_free_room_for_a_guarantee() -> None:
     )
     snap = with_queues(snap, queue("team-a", guarantee={"resource": {GPUS: "4"}}), queue("team-b"))
     assert bind_map(schedule(snap, now=T0)) == {}
+
+
+def test_gpus_asked_by_a_classs_implicit_name_count_by_its_extended_resource_name() -> None:
+    """The class counts as nvidia.com/gpu; a pod asking its devices by the implicit name
+    counts there too (as it will once the claim made for it holds them)."""
+    named = device_class()
+    named["spec"]["extendedResourceName"] = "nvidia.com/gpu"
+    main = {"name": "main", "resources": {"requests": {"cpu": "1", GPUS: "8"}}}
+    asker = pod("new", gang="new", min_available=1, labels=in_queue("team-a"),
+                spec={"containers": [main]})  # fmt: skip
+    snap = _cluster(
+        {"n0": "team-a"},
+        [(asker, claim("unused", exactly(count=1)))],
+        queue("team-a", capability={"nvidia.com/gpu": "8"}),
+        classes=[named],
+    )
+    result = schedule(snap, now=T0)
+    assert bind_map(result) == {}, "n1's 8 GPUs are free, but team-a holds its 8 already"
+    (message,) = set(events(result, "FailedScheduling"))
+    assert "queue team-a is at its capability for nvidia.com/gpu: 8 of 8" in message

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from scheduler.core.placing import Ledger
 from scheduler.core.queues import QueueBook, QueueRoom, decayed_usage
 from scheduler.core.session.outcomes import pending
-from scheduler.model.devices import pod_devices
+from scheduler.model.devices import DEVICE_CLASS_RESOURCE, class_resource, pod_devices
 from scheduler.model.gangs import Gang, queue_of_pod
 from scheduler.model.holdings import holdings
 from scheduler.model.nodes import Node
@@ -43,14 +43,30 @@ class Queues:
 
     def amounts(self, pod: Pod) -> Resources:
         """What ``pod`` counts for in its queue: its requests and its devices
-        (``pod_devices``)."""
-        if not pod.resource_claims:
+        (``pod_devices``). A class's devices asked by its implicit name count by the name
+        the class is counted by (its ``extendedResourceName``, if it has one), as they will
+        once the claim made for them holds them."""
+        implicit = pod.extended and any(
+            r.startswith(DEVICE_CLASS_RESOURCE) for a in pod.extended for r, _ in a.asks
+        )
+        if not pod.resource_claims and not implicit:
             return pod.requests
         found = self._amounts.get(pod.ref)
         if found is None:
             world = self.session.devices
+            requests = pod.requests
+            if implicit:
+                renamed: dict[str, int] = {}
+                for name, amount in requests.items():
+                    counted = (
+                        class_resource(name.removeprefix(DEVICE_CLASS_RESOURCE), world.classes)
+                        if name.startswith(DEVICE_CLASS_RESOURCE)
+                        else name
+                    )
+                    renamed[counted] = renamed.get(counted, 0) + amount
+                requests = Resources(renamed)
             devices = pod_devices(pod, world.claims, world.classes, users=self._users)
-            found = self._amounts[pod.ref] = pod.requests + Resources(devices)
+            found = self._amounts[pod.ref] = requests + Resources(devices)
         return found
 
     @cached_property
