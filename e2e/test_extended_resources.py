@@ -54,3 +54,37 @@ def test_a_gang_asking_gpus_by_resource_name_binds_whole_with_a_claim_made_for_e
         assert {(r["driver"], r["pool"]) for r in results} == {(GPU_DRIVER, placements[member])}
         seen.update((r["pool"], r["device"]) for r in results)
     assert len(seen) == 16  # no device in two claims
+
+
+def test_a_claim_an_earlier_attempt_left_is_deleted_and_the_pod_binds_with_a_new_one(
+    cluster: Cluster, scheduler: SchedulerProcess
+) -> None:
+    (node,) = cluster.nodes(1)
+    resource = f"{cluster.namespace}.example.com/gpu"
+    cls = device_class(f"gpu.{cluster.namespace}", labels={TEST_LABEL: cluster.namespace})
+    cls["spec"]["extendedResourceName"] = resource
+    cluster.apply(cls, gpu_slice(node, gpus=4, labels={TEST_LABEL: cluster.namespace}))
+    # Gated while the leftover is made: an attempt that did not bind, as a stop leaves it.
+    gated = cluster.pod("p", requests={"cpu": "1", resource: "2"},
+                        spec={"schedulingGates": [{"name": "test/hold"}]})  # fmt: skip
+    cluster.apply(gated)
+    uid = cluster.get("pod", "p")["metadata"]["uid"]
+    cluster.apply({
+        "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": "p-extended-resources-old", "namespace": cluster.namespace,
+                     "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"},
+                     "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "p",
+                                          "uid": uid, "controller": True}]},
+        "spec": {"devices": {"requests": [{"name": "container-0-request-1", "exactly": {
+            "deviceClassName": cls["metadata"]["name"], "count": 2}}]}},
+    })  # fmt: skip
+    cluster.access.kubectl(
+        "patch", "pod", "p", "-n", cluster.namespace, "--type=json",
+        "-p", '[{"op": "remove", "path": "/spec/schedulingGates"}]',
+    )  # fmt: skip
+    wait_bound(cluster, {"p"})
+    claims = claims_of(cluster)
+    assert "p-extended-resources-old" not in claims
+    (made,) = claims.values()
+    assert cluster.get("pod", "p")["status"]["extendedResourceClaimStatus"][
+        "resourceClaimName"] == made["metadata"]["name"]  # fmt: skip

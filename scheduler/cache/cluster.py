@@ -301,6 +301,9 @@ class ClusterCache:
     def remove_pod(self, uid: str) -> None:
         self.deliveries.gone("pods", uid)
         self.nodes.assumed.pop(uid, None)
+        made = self._made_claims.pop(uid, None)  # its claim goes with it (owned by it)
+        if made is not None:
+            self._unsure_claims.pop(id(made), None)
         self._track(uid, None)
         old = self.nodes.pods.pop(uid, None)
         if old is not None:
@@ -535,11 +538,12 @@ class ClusterCache:
         self.gangs.everything |= old is None or (
             old.allocation is not None and claim.allocation is None
         )
-        if claim.extended and claim.owner_uid in self._made_claims:
-            made = self._made_claims[claim.owner_uid]
-            if claim.allocation is not None or id(made) not in self._unsure_claims:
-                del self._made_claims[claim.owner_uid]
-                self._unsure_claims.pop(id(made), None)
+        if claim.extended and claim.allocation is not None and claim.owner_uid in self._made_claims:
+            # Shown allocated: its devices are held by what the watch shows. Not before: a
+            # claim is made first and allocated by a second write, and in between its
+            # devices must stay taken.
+            made = self._made_claims.pop(claim.owner_uid)
+            self._unsure_claims.pop(id(made), None)
         if claim.allocation is not None:
             # What a bind wrote has landed (or another's).
             for write in self._assumed_claims.pop(key, ()):
@@ -561,6 +565,10 @@ class ClusterCache:
         old = self._resource_claims.pop((namespace, name), None)
         for write in self._assumed_claims.pop((namespace, name), ()):
             self._unsure_claims.pop(id(write), None)
+        if old is not None and old.extended and old.owner_uid in self._made_claims:
+            # The claim made for the pod is gone: nothing holds the devices planned for it.
+            made = self._made_claims.pop(old.owner_uid)
+            self._unsure_claims.pop(id(made), None)
         if old is not None:
             self.gangs.everything |= old.allocation is not None
             self._changed()

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from scheduler.core.filtering import term_holds, tolerates
 from scheduler.model.devices import (
     ALL,
+    DEVICE_CLASS_RESOURCE,
     EXACT_COUNT,
     EXTENDED_CLAIM_NAME,
     MAX_RESERVED,
@@ -38,11 +39,13 @@ from scheduler.model.devices import (
     ResourceSlice,
     SelectorError,
     SubRequest,
+    class_resource,
     extended_classes,
     served_by,
 )
 from scheduler.model.nodes import Node, Taint
 from scheduler.model.pods import ContainerAsk, NodeSelectorTerm, Pod, Requirement
+from scheduler.model.resources import Resources
 
 # kube-scheduler's words (the DynamicResources plugin), so that FailedScheduling reads the same.
 CANNOT_ALLOCATE = "cannot allocate all claims"
@@ -277,6 +280,13 @@ class DeviceWorld:
         )
         # The class serving each extended resource name a pod may ask devices by.
         self.extended = extended_classes(classes)
+        # The claims made for pods' extended resources, by their pod's uid (the ones in the
+        # API server; not those a bind in flight is making).
+        self.made_for: dict[str, ResourceClaim] = {
+            c.owner_uid: c
+            for c in claims.values()
+            if c.extended and c.owner_uid and not c.name.startswith(EXTENDED_CLAIM_NAME)
+        }
         self._pools: dict[str, list[Pool]] = {}
         self._served: dict[str, tuple[str, ...]] = {}
         self._counted_on: dict[tuple[str, str], frozenset[DeviceId]] = {}
@@ -291,6 +301,13 @@ class DeviceWorld:
     def claims_of(self, pod: Pod) -> list[ResourceClaim] | str:
         """The pod's claims, or why it cannot be placed anywhere now (kube-scheduler's
         PreFilter: a claim not made yet, missing, being deleted, not the pod's own)."""
+        if pod.extended and (left := self.made_for.get(pod.ref.uid)) is not None:
+            # kube-scheduler's words, and why: each attempt makes a claim of its own.
+            return (
+                f"cannot schedule extended resource claim: ResourceClaim "
+                f"{left.namespace}/{left.name}, made by an attempt that did not bind, is "
+                "being deleted"
+            )
         found = []
         for entry in pod.resource_claims:
             if not entry.claim:
@@ -332,6 +349,22 @@ class DeviceWorld:
             bool(pod.extended)
             and any(r in self.extended for ask in pod.extended for r, _ in ask.asks)
         )
+
+    def counted(self, requests: Resources) -> Resources:
+        """``requests`` with each class's devices asked by its implicit name renamed to the
+        name the class is counted by (its ``extendedResourceName``, where it has one): as a
+        queue counts them, and as ``served`` knows them."""
+        if not any(name.startswith(DEVICE_CLASS_RESOURCE) for name in requests):
+            return requests
+        renamed: dict[str, int] = {}
+        for name, amount in requests.items():
+            counted = (
+                class_resource(name.removeprefix(DEVICE_CLASS_RESOURCE), self.classes)
+                if name.startswith(DEVICE_CLASS_RESOURCE)
+                else name
+            )
+            renamed[counted] = renamed.get(counted, 0) + amount
+        return Resources(renamed)
 
     def delegated(self, pod: Pod, node: Node) -> dict[str, str]:
         """The extended resources ``pod`` asks that devices serve on ``node`` (it publishes

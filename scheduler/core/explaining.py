@@ -50,7 +50,8 @@ def _shape_lines(members: list[Pod], snapshot: Snapshot, ledger: Ledger) -> list
     total_nodes = len(snapshot.nodes)
     for shape, count in shapes.items():
         pod = example[shape]
-        requests = dict(pod.requests)
+        # Devices asked by a class's implicit name, by the name the class counts by.
+        requests = dict(ledger.asks(pod)) if pod.extended else dict(pod.requests)
         rejected: Counter[str] = Counter()
         hosts = 0
         room = 0

@@ -93,9 +93,12 @@ class Ledger:
         names them, and as ``room`` counts them): what a unit of a topology must have free
         for it."""
         world = self.devices
-        if not pod.resource_claims or world is None:
+        if world is None or not (pod.resource_claims or pod.extended):
             return pod.requests
-        return pod.requests + pod_devices(pod, world.claims, world.classes, asked_only=True)
+        requests = world.counted(pod.requests) if pod.extended else pod.requests
+        if not pod.resource_claims:
+            return requests
+        return requests + pod_devices(pod, world.claims, world.classes, asked_only=True)
 
     def room(self, node: str, asked: Iterable[str]) -> dict[str, int]:
         """``free(node)``, with the free devices counted as each of ``asked`` that devices
@@ -108,7 +111,10 @@ class Ledger:
             return room
         for resource in asked:
             if world.served(resource):
-                room[resource] = room.get(resource, 0) + self.free_devices_of(node, resource)
+                # A pod being bound still counts what its claim holds against the node
+                # until the watch shows it bound: never below none.
+                plain = max(room.get(resource, 0), 0)
+                room[resource] = plain + self.free_devices_of(node, resource)
         return room
 
     def free_devices_of(self, node: str, resource: str) -> int:

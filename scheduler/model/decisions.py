@@ -260,6 +260,9 @@ class Result:
     topology_notes: tuple[str, ...] = ()
     # With --fair-share-half-life: the queues' recent usage, for the next pass.
     queue_usage: QueueUsage | None = None
+    # ResourceClaims made for the extended resources of pods still pending, by attempts
+    # that did not bind: deleted before the pods are tried again, as kube-scheduler does.
+    stale_claims: tuple[tuple[str, str], ...] = ()
     # The tree the pass placed on, for the stranded-by-topology gauge; None when no
     # gang of the pass states a tier (the tree is then not built).
     topology: Topology | None = None

@@ -293,6 +293,8 @@ class SchedulingLoop:
             )
         for nomination in result.nominations:
             self._spawn(self._patcher.nominate(nomination))
+        for namespace, name in result.stale_claims:
+            self._spawn(self._patcher.delete_made_claim(namespace, name))
         for update in result.status_updates:
             self._spawn(self._patcher.status(update))
         for event in result.events:

@@ -30,6 +30,7 @@ from scheduler.model.decisions import (
 )
 from scheduler.model.pods import GangKey, PodGroupApi, PodRef
 from scheduler.shell.api import ApiClient, ApiError
+from scheduler.shell.claiming import delete_claim
 
 log = structlog.get_logger()
 
@@ -71,6 +72,7 @@ class Patcher:
         self._added = 0
         self._evict_again_seconds = max(evict_again_seconds, 0.001)  # never a spin
         self._evicting: set[str] = set()  # uids of the pods being evicted now
+        self._deleting_claims: set[tuple[str, str]] = set()
         self._evict_for_seconds = evict_for_seconds
         self._closed = asyncio.Event()
         # True while this replica may write (it holds the leader Lease, or runs alone): a
@@ -364,6 +366,27 @@ class Patcher:
                 self._errored()
             return error
         return None
+
+    async def delete_made_claim(self, namespace: str, name: str) -> None:
+        """Delete a claim an attempt that did not bind made for a pod's extended resources
+        (``delete_claim``); the next pass after it is gone tries the pod again."""
+        key = (namespace, name)
+        if not self._fence() or key in self._deleting_claims:
+            return  # one delete at a time: every pass names it until the watch shows it gone
+        self._deleting_claims.add(key)
+        try:
+            async with self._slots:
+                await delete_claim(self._api, namespace=namespace, name=name)
+        except Exception as error:
+            if not isinstance(error, ApiError):
+                self._errored()
+            log.warning(
+                "claim left by an attempt that did not bind not deleted; tried again next pass",
+                claim=f"{namespace}/{name}",
+                error=str(error),
+            )
+        finally:
+            self._deleting_claims.discard(key)
 
     async def nominate(self, nomination: Nomination) -> None:
         """``status.nominatedNodeName`` (cleared with ""), as kube-scheduler sets it."""

@@ -7,6 +7,7 @@ requests and mappings are kube-scheduler's (``createRequestsAndMappings``, its t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from hypothesis import event, given, settings
@@ -16,11 +17,15 @@ from scheduler.codecs.devices import device_class_from_dict
 from scheduler.codecs.objects import node_from_dict, pod_from_dict
 from scheduler.core.claiming import extended_requests
 from scheduler.core.scheduling import schedule
+from scheduler.model import names
 from scheduler.model.devices import DEVICE_CLASS_RESOURCE, extended_classes
-from tests.unit.builders import T0, gang_pods, node, node_manifest, pod
+from scheduler.model.pods import GangKey
+from tests.unit.builders import T0, gang_pods, group, node, node_manifest, pod
 from tests.unit.test_allocation import bind_map, events
 from tests.unit.test_dra import DRIVER, claim, device_class, dra_snapshot, exactly, gpu_slice
 from tests.unit.test_preemption import evicted
+from tests.unit.test_topology_devices import PACKED
+from tests.unit.test_topology_scheduling import SEED
 
 GPU = "nvidia.com/gpu"
 
@@ -374,3 +379,58 @@ def test_any_mix_binds_each_pod_with_its_named_devices_and_never_one_device_twic
         asked = sum(r.exactly.count for r in write.requests)
         assert len(write.allocation.devices) == asked
         assert {r.name for r in write.requests} == {q for _, _, q in write.mappings}
+
+
+# -- what earlier attempts left, and topologies --------------------------------------------------
+
+
+def _left_claim(owner: str, *, allocated: bool) -> dict[str, Any]:
+    """A claim made for ``owner``'s extended resources by an attempt that did not bind."""
+    status = {"allocation": {"devices": {"results": [
+        {"request": "container-0-request-2", "driver": DRIVER, "pool": "n0", "device": d}
+        for d in ("gpu-0", "gpu-1")]}}} if allocated else None  # fmt: skip
+    left = claim(f"{owner}-extended-resources-old", exactly("container-0-request-2", 2,
+                 cls="gpu"), owner=owner, status=status)  # fmt: skip
+    left["metadata"]["annotations"] = {"resource.kubernetes.io/extended-resource-claim": "true"}
+    return left
+
+
+def test_a_claim_left_by_an_attempt_that_did_not_bind_is_deleted_before_the_pod_goes_again() -> (
+    None
+):
+    left = _left_claim("p", allocated=True)
+    snap = dra_snapshot([node("n0")], [pod("p", gpu=2)], slices=[gpu_slice("n0", 4)],
+                        claims=[left], classes=[gpu_class()])  # fmt: skip
+    result = schedule(snap, now=T0)
+    assert bind_map(result) == {}
+    assert result.stale_claims == (("default", "p-extended-resources-old"),)
+    (message,) = set(events(result, "FailedScheduling"))
+    assert "cannot schedule extended resource claim" in message
+    gone = replace(snap, resource_claims={})
+    again = schedule(gone, now=T0 + 1)
+    assert bind_map(again) == {"p": "n0"}
+    assert again.stale_claims == ()
+
+
+def test_a_packed_gang_asking_a_classs_implicit_name_finds_the_devices_of_a_rack() -> None:
+    """Class gpu counts as nvidia.com/gpu; members asking deviceclass.resource.kubernetes.io/gpu
+    are weighed against the free devices of each rack all the same."""
+    main = {
+        "name": "main",
+        "resources": {"requests": {"cpu": "1", DEVICE_CLASS_RESOURCE + "gpu": "8"}},
+    }
+    members = [
+        pod(f"g-{i}", labels={names.SAKKARA_GROUP_NAME: "g"}, created=T0,
+            spec={"containers": [main]})
+        for i in range(2)
+    ]  # fmt: skip
+    nodes = [node(f"node-{i}") for i in range(6)]
+    snap = dra_snapshot(nodes, members, slices=[gpu_slice(n.name, 8) for n in nodes], claims=[],
+                        classes=[gpu_class()])  # fmt: skip
+    snap = replace(
+        snap,
+        topology=SEED,
+        groups={GangKey("default", "g"): group("g", size=2, constraints=PACKED)},
+    )
+    result = schedule(snap, now=T0)
+    assert len(bind_map(result)) == 2, [e.message for e in result.events]

@@ -93,6 +93,22 @@ def _claimed(session: Session, groups: list[GroupBinding]) -> tuple[GroupBinding
     return tuple(done)
 
 
+def _stale_claims(session: Session) -> tuple[tuple[str, str], ...]:
+    """The claims made for pending pods' extended resources (an attempt that did not
+    bind left them): to be deleted, so that the pods are tried again with new ones."""
+    made_for = session.devices.made_for
+    if not made_for:
+        return ()
+    return tuple(
+        sorted(
+            made_for[p.ref.uid].key
+            for g in session.gangs.values()
+            for p in g.members
+            if p.extended and not p.node_name and p.ref.uid in made_for
+        )
+    )
+
+
 def close(session: Session) -> Result:
     statuses: list[StatusUpdate] = []
     # Gangs the snapshot left out (settled, or parked) keep what was remembered of them;
@@ -157,6 +173,7 @@ def close(session: Session) -> Result:
         attempts=tuple(a for a in session.attempts if a.verdict.tried),
         errors=tuple(session.errors),
         topology_notes=session.topology_notes,
+        stale_claims=_stale_claims(session),
         topology=session.topology if any_tiered else None,
         pending_gangs=waiting,
     )

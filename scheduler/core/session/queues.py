@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from scheduler.core.placing import Ledger
 from scheduler.core.queues import QueueBook, QueueRoom, decayed_usage
 from scheduler.core.session.outcomes import pending
-from scheduler.model.devices import DEVICE_CLASS_RESOURCE, class_resource, pod_devices
+from scheduler.model.devices import DEVICE_CLASS_RESOURCE, pod_devices
 from scheduler.model.gangs import Gang, queue_of_pod
 from scheduler.model.holdings import holdings
 from scheduler.model.nodes import Node
@@ -54,17 +54,7 @@ class Queues:
         found = self._amounts.get(pod.ref)
         if found is None:
             world = self.session.devices
-            requests = pod.requests
-            if implicit:
-                renamed: dict[str, int] = {}
-                for name, amount in requests.items():
-                    counted = (
-                        class_resource(name.removeprefix(DEVICE_CLASS_RESOURCE), world.classes)
-                        if name.startswith(DEVICE_CLASS_RESOURCE)
-                        else name
-                    )
-                    renamed[counted] = renamed.get(counted, 0) + amount
-                requests = Resources(renamed)
+            requests = world.counted(pod.requests) if implicit else pod.requests
             devices = pod_devices(pod, world.claims, world.classes, users=self._users)
             found = self._amounts[pod.ref] = requests + Resources(devices)
         return found

@@ -33,7 +33,7 @@ class Readiness:
 
     def volume_problem(self, pod: Pod) -> str:
         """Why the pod's storage or devices keep it from being placed anywhere yet."""
-        if pod.resource_claims:
+        if pod.resource_claims or pod.extended:
             claims = self.session.devices.claims_of(pod)
             if isinstance(claims, str):
                 return claims
