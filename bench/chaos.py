@@ -2853,7 +2853,8 @@ def victims_below_minimum(
     that overlaps it (``takeovers``: a leader killed or frozen, or in HA an outage that
     may cost the Lease), and ``takeover_seconds`` beyond, or until the marks are
     ``RESEND_SECONDS`` old: the next leader finishes a victim set its predecessor left
-    half-sent then (seed 8035)."""
+    half-sent then (seed 8035), whether the window ends before the set's last mark is
+    seen or after (seed 9056)."""
     found: list[Violation] = []
     by_gang: dict[str, list[PodState]] = defaultdict(list)
     for pod in pods.values():
@@ -2871,8 +2872,14 @@ def victims_below_minimum(
         )  # fmt: skip
         if excused:
             continue
-        ends = [t for i, t in enumerate(times) if i + 1 == len(times) or times[i + 1] - t > 2.0]
-        for end in ends:
+        # Marks at most 2 s apart are one victim set: (its first mark, its last).
+        sets: list[list[float]] = []
+        for t in times:
+            if sets and t - sets[-1][1] <= 2.0:
+                sets[-1][1] = t
+            else:
+                sets.append([t, t])
+        for first, end in sets:
             after = end + EVICTION_SETTLE
             windows = sorted(
                 [(start, stop, False) for start, stop in outages]
@@ -2880,8 +2887,10 @@ def victims_below_minimum(
             )
             for start, stop, leader in windows:
                 # The observer was blind in the window, or the leader changed in it: the
-                # next one finishes the set once its marks are RESEND_SECONDS old.
-                if start <= after and stop >= end:
+                # next one finishes the set once its marks are RESEND_SECONDS old. From the
+                # set's first mark: the observer may see the last ones after a kill that cut
+                # the set short (seed 9056: the last seen 12 ms after the kill's end).
+                if start <= after and stop >= first:
                     later = max(stop + takeover_seconds, end + RESEND_SECONDS) if leader else stop
                     after = max(after, later + EVICTION_SETTLE)
             left = [

@@ -754,6 +754,29 @@ def test_a_victim_gang_a_new_leader_finishes_is_counted_once_it_could_have() -> 
     assert [v.invariant for v in long_before] == ["I10"]
 
 
+def test_a_victim_set_a_kill_cut_short_is_excused_though_its_last_mark_is_seen_after_it() -> None:
+    """Seed 9056: the leader was killed while marking a whole gang; the observer saw the
+    set's last mark 12 ms after the kill's end. The next leader evicted the rest at t=28.5:
+    the kill overlaps the set (from its first mark), so the count waits for it."""
+    gang = GangSpec("g", "koord", 4, 4)
+    bound = [(float(i), pod(f"g-{i}", gang="g", node=NODE)) for i in range(4)]
+    cut = history(*bound, (19.05, pod("g-0", gang="g", node=NODE, evicted=True)),
+                  (19.29, pod("g-1", gang="g", node=NODE, evicted=True)),
+                  *((28.5, pod(f"g-{i}", gang="g", node=NODE, evicted=True))
+                    for i in (2, 3)))  # fmt: skip
+    assert (
+        victims_below_minimum(
+            books(gang), cut.pods, takeovers=[(19.039, 19.278)], takeover_seconds=5.0
+        )
+        == []
+    )
+    never = history(*bound, (19.05, pod("g-0", gang="g", node=NODE, evicted=True)),
+                    (19.29, pod("g-1", gang="g", node=NODE, evicted=True)))  # fmt: skip
+    assert [v.invariant for v in victims_below_minimum(
+        books(gang), never.pods, takeovers=[(19.039, 19.278)], takeover_seconds=5.0
+    )] == ["I10"], "a set nobody finishes is still found"  # fmt: skip
+
+
 def test_a_replica_cut_by_a_leader_fault_and_left_short_by_the_chaos_is_excused() -> None:
     """Seed 8608: the scheduler was killed between a gang's binds, replica 1 with one of
     its two members bound; the chaos deleted that member 3 s later, before a restarted
