@@ -2089,7 +2089,11 @@ class Run:
             if expected and now - said_at >= WAITING_SAID_EVERY:
                 self.say(still_waiting(expected, since=last_fault_end, now=now))
                 said_at = now
-            if not expected and not canaries_pending:
+            # A victim set left short (a leader fault cut it) is finished by the next leader
+            # once its marks are RESEND_SECONDS old: waited for, or I10 would be counted
+            # before it could be.
+            short = victim_sets_short(self.books, pods, now=now)
+            if not expected and not canaries_pending and not short:
                 recovered_at = recovered_at if recovered_at is not None else now
                 quiet = time.monotonic() - self.observer.last_bind
                 if quiet >= SETTLE_SECONDS and now >= last_fault_end + SETTLE_SECONDS:
@@ -2832,6 +2836,28 @@ def partial_incarnations(
 # Evictions of one gang closer than this are one preemption's (its victims are marked and
 # deleted by concurrent requests); its members are counted this long after the last.
 EVICTION_SETTLE = 2.0
+
+
+def victim_sets_short(books: Books, pods: dict[str, PodState], *, now: float) -> list[str]:
+    """The gangs of ours with victims marked less than ``RESEND_SECONDS`` and the settle
+    ago whose unmarked members still running are fewer than the minimum: a set that may
+    yet be finished (I10 counts them once it could have been)."""
+    by_gang: dict[str, list[PodState]] = defaultdict(list)
+    for pod in pods.values():
+        if pod.scheduler == books.scheduler:
+            by_gang[pod.gang].append(pod)
+    short = []
+    for gang, members in sorted(by_gang.items()):
+        spec = books.specs.get(gang)
+        marks = [p.evicted_t for p in members if p.evicted_t is not None]
+        if spec is None or spec.kind == "job" or not marks:
+            continue
+        if now - max(marks) > RESEND_SECONDS + 2 * EVICTION_SETTLE:
+            continue
+        running = sum(1 for p in members if p.holds and p.alive and p.evicted_t is None)
+        if 0 < running < spec.min:
+            short.append(gang)
+    return short
 
 
 def victims_below_minimum(

@@ -17,6 +17,7 @@ from bench.chaos import (
     expectations,
     make_plan,
     partial_incarnations,
+    victim_sets_short,
     victims_below_minimum,
     wave_objects,
 )
@@ -803,3 +804,16 @@ def test_a_replica_cut_by_a_leader_fault_and_left_short_by_the_chaos_is_excused(
     assert judged(fault=(1.05, 1.2), deleted_at=4.0) == []
     assert judged(fault=None, deleted_at=4.0) == ["I9"], "no leader fault: the binder's"
     assert judged(fault=(1.05, 1.2), deleted_at=9.0) == ["I9"], "a scheduler had had time"
+
+
+def test_a_run_waits_for_a_victim_set_left_short_until_its_marks_could_be_finished() -> None:
+    """A whole gang's set cut short by a leader fault: the run keeps watching until the next
+    leader could have finished it (RESEND_SECONDS after its marks), not a set that took
+    only members above the minimum."""
+    gang = GangSpec("g", "koord", 4, 4)
+    bound = [(float(i), pod(f"g-{i}", gang="g", node=NODE)) for i in range(4)]
+    cut = history(*bound, (10.0, pod("g-0", gang="g", node=NODE, evicted=True)))
+    assert victim_sets_short(books(gang), cut.pods, now=12.0) == ["g"]
+    assert victim_sets_short(books(gang), cut.pods, now=10.0 + chaos.RESEND_SECONDS + 5) == []
+    extras = GangSpec("g", "koord", 4, 3)
+    assert victim_sets_short(books(extras), cut.pods, now=12.0) == [], "3 left of minimum 3"
