@@ -345,10 +345,11 @@ class DeviceWorld:
     def asks_devices(self, pod: Pod) -> bool:
         """Whether placing ``pod`` may allocate devices: it names claims, or asks an
         extended resource a class serves (on nodes that do not publish it)."""
-        return bool(pod.resource_claims) or (
-            bool(pod.extended)
-            and any(r in self.extended for ask in pod.extended for r, _ in ask.asks)
-        )
+        if pod.resource_claims:
+            return True
+        if not pod.extended or not self.extended:  # most pods, and clusters of no classes
+            return False
+        return any(r in self.extended for ask in pod.extended for r, _ in ask.asks)
 
     def counted(self, requests: Resources) -> Resources:
         """``requests`` with each class's devices asked by its implicit name renamed to the

@@ -147,7 +147,7 @@ class Ledger:
         that devices serve there are asked of the devices instead (NodeResourcesFit leaves
         them to the DynamicResources plugin)."""
         world = self.devices
-        if not pod.extended or world is None:
+        if not pod.extended or world is None or not world.extended:
             return pod.requests
         target = self._nodes_root().get(node)
         delegated = world.delegated(pod, target) if target is not None else None
