@@ -278,7 +278,6 @@ class SchedulingLoop:
                 self._metrics.reclaim_victims.labels(queue=eviction.reclaimed_from).inc()
             else:
                 self._metrics.preemption_victims.labels(priority=str(eviction.priority)).inc()
-            self._spawn(self._patcher.evict(eviction))
             if eviction.stale:
                 continue  # the pass said StaleGang on the gang and its pods already
             ref = eviction.pod
@@ -291,6 +290,9 @@ class SchedulingLoop:
                     eviction.message,
                 )
             )
+        if result.evictions:
+            # Sent together: every mark of the pass before any delete (``Patcher.evict``).
+            self._spawn(self._patcher.evict(result.evictions))
         for nomination in result.nominations:
             self._spawn(self._patcher.nominate(nomination))
         for namespace, name in result.stale_claims:

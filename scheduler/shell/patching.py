@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 from datetime import UTC, datetime
 
 import structlog
@@ -250,26 +250,54 @@ class Patcher:
             if not (isinstance(error, ApiError) and error.status == 404):
                 log.warning("pod condition not written", pod=str(update.pod), error=str(error))
 
-    async def evict(self, eviction: Eviction) -> None:
-        """Gang preemption's victim, or a stale gang's member: the
-        ``DisruptionTarget`` condition first (so its controller and the kubelet know why it
-        goes, as kube-scheduler marks its victims), then a graceful delete, only of this
-        very pod (uid precondition).
+    async def evict(self, evictions: Iterable[Eviction]) -> None:
+        """A pass's victims (gang preemption's, a stale gang's members, consolidation's
+        moves). Each is marked first, its ``DisruptionTarget`` condition (so its controller
+        and the kubelet know why it goes, as kube-scheduler marks its victims), then deleted
+        gracefully, only this very pod (uid precondition); a move goes through the Eviction
+        API, which marks it itself.
 
-        An eviction that fails for want of an answer (the API server down, a 5xx, a 429)
-        is sent again, with a growing wait, for ``evict_for_seconds``: the rest of a victim
-        gang is gone already, and a pass would not choose this pod again (the preemptor
-        may fit by then), so the gang would run on below its minimum."""
-        ref = eviction.pod
-        if ref.uid in self._evicting:
-            return  # a pass decided it again while it is being sent: one sender is enough
-        self._evicting.add(ref.uid)
+        Every mark of the pass is written before any delete is sent: a stop, or a Lease
+        lost, between the two leaves every victim marked and running, or none deleted,
+        never a gang's members deleted beside unmarked ones that nothing would choose
+        again (the next leader finishes what is marked, ``finish-evictions``). A mark that
+        cannot be written sends no delete of the pass.
+
+        A write that fails for want of an answer (the API server down, a 5xx, a 429) is
+        sent again, with a growing wait, for ``evict_for_seconds``."""
+        mine = [e for e in evictions if e.pod.uid not in self._evicting]
+        # A pass may decide a pod again while it is being sent: one sender is enough.
+        self._evicting.update(e.pod.uid for e in mine)
         try:
-            await self._evicting_until_done(eviction)
+            moves = [e for e in mine if e.moved_to]
+            marked = [e for e in mine if not e.moved_to]
+            sent = await asyncio.gather(
+                *(self._until_done(e, self._move_once) for e in moves),
+                *(self._until_done(e, self._mark_once) for e in marked),
+            )
+            outcomes = sent[len(moves) :]
+            if FAILED in outcomes:
+                log.warning(
+                    "victims marked but not deleted: a mark could not be written; the next "
+                    "pass finishes what is marked",
+                    victims=len(marked),
+                )
+                return
+            await asyncio.gather(
+                *(
+                    self._until_done(e, self._delete_once)
+                    for e, outcome in zip(marked, outcomes, strict=True)
+                    if outcome is DONE
+                )
+            )
         finally:
-            self._evicting.discard(ref.uid)
+            self._evicting.difference_update(e.pod.uid for e in mine)
 
-    async def _evicting_until_done(self, eviction: Eviction) -> None:
+    async def _until_done(
+        self, eviction: Eviction, step: Callable[[Eviction], Awaitable[Exception | None]]
+    ) -> str:
+        """``step`` until it is done or cannot be: DONE, GONE (the pod is gone already, or
+        another by its name is there) or FAILED."""
         ref = eviction.pod
         started = time.monotonic()
         wait = self._evict_again_seconds
@@ -279,36 +307,33 @@ class Patcher:
                 # for a slot): this replica writes nothing more; the next leader finishes
                 # what was marked.
                 log.warning("victim not evicted: no longer the leader", pod=str(ref))
-                return
-            error = await self._evict_once(eviction)
+                return FAILED
+            error = await step(eviction)
             if error is None:
-                return
+                return DONE
             if isinstance(error, ApiError) and error.status in (404, 409):
-                return  # gone already, or another pod by that name now: nothing to evict
+                return GONE  # gone already, or another pod by that name now: nothing to do
             if eviction.moved_to and _budget_forbids(error):
                 # The Eviction API keeps the pod's PodDisruptionBudget: it stays, and a
                 # later pass (which weighs budgets too) may move another.
                 log.info("pod not moved: its PodDisruptionBudget forbids it now", pod=str(ref))
-                return
+                return DONE
             # A failure of ours (not the API server's) would fail again: said, not retried.
             transient = isinstance(error, ApiError) and error.transient
             if not transient or time.monotonic() - started + wait > self._evict_for_seconds:
                 log.warning("victim not evicted", pod=str(ref), error=str(error))
-                return
+                return FAILED
             log.info("victim not evicted yet; sending it again", pod=str(ref), error=str(error))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._closed.wait(), wait)
             if self._closed.is_set() or not self._fence():
                 # Shutting down, or the Lease is lost: this replica writes nothing more.
                 log.warning("victim not evicted", pod=str(ref), error=str(error))
-                return
+                return FAILED
             wait = min(wait * 2, EVICT_AGAIN_MOST_SECONDS)
 
-    async def _evict_once(self, eviction: Eviction) -> Exception | None:
+    async def _mark_once(self, eviction: Eviction) -> Exception | None:
         ref = eviction.pod
-        path = f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"
-        if eviction.moved_to:
-            return await self._move_once(eviction, path)
         condition = {
             "type": "DisruptionTarget",
             "status": "True",
@@ -328,13 +353,25 @@ class Patcher:
                 # The uid makes the mark a precondition too: never on another pod by the
                 # same name (a StatefulSet's, made again after a delete that did land).
                 await self._api.strategic_patch(
-                    f"{path}/status",
+                    f"{_pod_path(ref)}/status",
                     {"metadata": {"uid": ref.uid}, "status": {"conditions": [condition]}},
                     retries=self._retries,
                 )
+        except Exception as error:
+            if not isinstance(error, ApiError):
+                self._errored()
+            return error
+        return None
+
+    async def _delete_once(self, eviction: Eviction) -> Exception | None:
+        ref = eviction.pod
+        try:
+            async with self._slots:
+                if self._closed.is_set() or not self._fence():
+                    return None  # it waited for a slot past the Lease: the next leader's
                 await self._api.request(
                     "DELETE",
-                    path,
+                    _pod_path(ref),
                     body={"apiVersion": "v1", "kind": "DeleteOptions",
                           "preconditions": {"uid": ref.uid}},
                     retries=self._retries,
@@ -345,7 +382,7 @@ class Patcher:
             return error
         return None
 
-    async def _move_once(self, eviction: Eviction, path: str) -> Exception | None:
+    async def _move_once(self, eviction: Eviction) -> Exception | None:
         """Consolidation's eviction: through the Eviction API, which marks the pod
         (DisruptionTarget, EvictionByEvictionAPI) and refuses what its
         PodDisruptionBudget forbids; only this very pod (uid precondition)."""
@@ -360,7 +397,7 @@ class Patcher:
             async with self._slots:
                 if self._closed.is_set() or not self._fence():
                     return None  # it waited for a slot past the Lease: nothing more is sent
-                await self._api.post(f"{path}/eviction", body)
+                await self._api.post(f"{_pod_path(ref)}/eviction", body)
         except Exception as error:
             if not isinstance(error, ApiError):
                 self._errored()
@@ -484,3 +521,11 @@ def _budget_forbids(error: Exception) -> bool:
         and error.status == 429
         and "disruption budget" in error.message.lower()
     )
+
+
+# What came of sending one victim's mark, delete or move (``Patcher._until_done``).
+DONE, GONE, FAILED = "done", "gone", "failed"
+
+
+def _pod_path(ref: PodRef) -> str:
+    return f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}"

@@ -30,7 +30,7 @@ def _evict(cluster: Cluster, eviction: Eviction) -> None:
     async def run() -> None:
         api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
         try:
-            await Patcher(api, retries=0, identity="gang-scheduler").evict(eviction)
+            await Patcher(api, retries=0, identity="gang-scheduler").evict([eviction])
         finally:
             await api.close()
 

@@ -157,7 +157,7 @@ def test_a_stale_member_is_marked_stale_gang_then_deleted_and_a_gone_one_is_left
             patcher = Patcher(api, retries=0)
             for name in ("g-0", "gone"):
                 ref = PodRef("default", name, f"uid-{name}")
-                await patcher.evict(Eviction(ref, "n0", "stale", stale=True))
+                await patcher.evict([Eviction(ref, "n0", "stale", stale=True)])
 
     asyncio.run(run())
     (mark, delete, gone) = seen
