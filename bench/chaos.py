@@ -2839,9 +2839,10 @@ EVICTION_SETTLE = 2.0
 
 
 def victim_sets_short(books: Books, pods: dict[str, PodState], *, now: float) -> list[str]:
-    """The gangs of ours with victims marked less than ``RESEND_SECONDS`` and the settle
-    ago whose unmarked members still running are fewer than the minimum: a set that may
-    yet be finished (I10 counts them once it could have been)."""
+    """The gangs of ours with victims marked less than ``EVICTION_SETTLE`` ago (a set being
+    sent), or less than ``RESEND_SECONDS`` and the settle ago whose unmarked members still
+    running are fewer than the minimum: a set that may yet be finished (I10 counts them
+    once it could have been)."""
     by_gang: dict[str, list[PodState]] = defaultdict(list)
     for pod in pods.values():
         if pod.scheduler == books.scheduler:
@@ -2851,6 +2852,9 @@ def victim_sets_short(books: Books, pods: dict[str, PodState], *, now: float) ->
         spec = books.specs.get(gang)
         marks = [p.evicted_t for p in members if p.evicted_t is not None]
         if spec is None or spec.kind == "job" or not marks:
+            continue
+        if now - max(marks) < EVICTION_SETTLE:
+            short.append(gang)  # a set being sent: counted once it has settled
             continue
         if now - max(marks) > RESEND_SECONDS + 2 * EVICTION_SETTLE:
             continue
@@ -2915,8 +2919,10 @@ def victims_below_minimum(
                 # The observer was blind in the window, or the leader changed in it: the
                 # next one finishes the set once its marks are RESEND_SECONDS old. From the
                 # set's first mark: the observer may see the last ones after a kill that cut
-                # the set short (seed 9056: the last seen 12 ms after the kill's end).
-                if start <= after and stop >= first:
+                # the set short (seed 9056: the last seen 12 ms after the kill's end), and the
+                # first too (seeds 9076, 9114: 0.15 s after; a restarted scheduler takes ~2 s
+                # to sync, so marks seen that soon after a kill are the killed one's).
+                if start <= after and stop + EVICTION_SETTLE >= first:
                     later = max(stop + takeover_seconds, end + RESEND_SECONDS) if leader else stop
                     after = max(after, later + EVICTION_SETTLE)
             left = [

@@ -771,6 +771,11 @@ def test_a_victim_set_a_kill_cut_short_is_excused_though_its_last_mark_is_seen_a
         )
         == []
     )
+    # Seeds 9076, 9114: even the set's first mark was seen after the kill's end (0.15 s).
+    assert (
+        victims_below_minimum(books(gang), cut.pods, takeovers=[(18.7, 18.9)], takeover_seconds=5.0)
+        == []
+    )
     never = history(*bound, (19.05, pod("g-0", gang="g", node=NODE, evicted=True)),
                     (19.29, pod("g-1", gang="g", node=NODE, evicted=True)))  # fmt: skip
     assert [v.invariant for v in victims_below_minimum(
@@ -816,4 +821,5 @@ def test_a_run_waits_for_a_victim_set_left_short_until_its_marks_could_be_finish
     assert victim_sets_short(books(gang), cut.pods, now=12.0) == ["g"]
     assert victim_sets_short(books(gang), cut.pods, now=10.0 + chaos.RESEND_SECONDS + 5) == []
     extras = GangSpec("g", "koord", 4, 3)
-    assert victim_sets_short(books(extras), cut.pods, now=12.0) == [], "3 left of minimum 3"
+    assert victim_sets_short(books(extras), cut.pods, now=12.5) == [], "3 left of minimum 3"
+    assert victim_sets_short(books(extras), cut.pods, now=11.0) == ["g"], "a set being sent"
