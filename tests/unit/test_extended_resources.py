@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from scheduler.codecs.devices import device_class_from_dict
 from scheduler.codecs.objects import node_from_dict, pod_from_dict
-from scheduler.core.claiming import extended_requests
+from scheduler.core.extending import extended_requests
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.devices import DEVICE_CLASS_RESOURCE, extended_classes
