@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -294,52 +294,52 @@ class ClaimWriter:
 
     async def _delete_made(self, entry: Written, *, patience: float) -> bool:
         """Delete a claim made here for a pod that is not bound (Unreserve)."""
-        deadline = time.monotonic() + patience
-        attempt = 0
-        while True:
-            try:
-                await delete_claim(self._api, namespace=entry.write.namespace, name=entry.made)
-                return True
-            except ApiError as error:
-                if not error.transient or time.monotonic() >= deadline:
-                    log.warning(
-                        "could not delete a ResourceClaim made for a pod's extended resources; "
-                        "it is deleted at the next start or change of leader",
-                        claim=f"{entry.write.namespace}/{entry.made}",
-                        error=str(error),
-                    )
-                    return False
-            attempt += 1
-            await asyncio.sleep(min(0.2 * 2 ** (attempt - 1), 2.0))
+        namespace = entry.write.namespace
+        return await _patiently(
+            lambda: delete_claim(self._api, namespace=namespace, name=entry.made),
+            patience=patience,
+            failed="could not delete a ResourceClaim made for a pod's extended resources; "
+            "the next pass names it to be deleted again",
+            claim=f"{namespace}/{entry.made}",
+        )
 
     async def _release_one(self, entry: Written, leaving: list[PodRef], *, patience: float) -> bool:
         write = entry.write
-        deadline = time.monotonic() + patience
-        attempt = 0
-        while True:
-            try:
-                await release_claim(
-                    self._api,
-                    namespace=write.namespace,
-                    name=write.name,
-                    uids={r.uid for r in leaving},
-                    deallocate=entry.allocated,
-                    # Only ours: a write that got no answer may not have landed, and the
-                    # claim may hold someone else's allocation by now.
-                    devices=write.allocation.devices if write.allocation is not None else None,
-                )
-                return True
-            except ApiError as error:
-                if not error.transient or time.monotonic() >= deadline:
-                    log.warning(
-                        "could not release a ResourceClaim; it is released at the next start "
-                        "or change of leader (release_leftover_claims)",
-                        claim=f"{write.namespace}/{write.name}",
-                        error=str(error),
-                    )
-                    return False
-            attempt += 1
-            await asyncio.sleep(min(0.2 * 2 ** (attempt - 1), 2.0))
+        return await _patiently(
+            lambda: release_claim(
+                self._api,
+                namespace=write.namespace,
+                name=write.name,
+                uids={r.uid for r in leaving},
+                deallocate=entry.allocated,
+                # Only ours: a write that got no answer may not have landed, and the
+                # claim may hold someone else's allocation by now.
+                devices=write.allocation.devices if write.allocation is not None else None,
+            ),
+            patience=patience,
+            failed="could not release a ResourceClaim; it is released at the next start "
+            "or change of leader (release_leftover_claims)",
+            claim=f"{write.namespace}/{write.name}",
+        )
+
+
+async def _patiently(
+    call: Callable[[], Awaitable[None]], *, patience: float, failed: str, claim: str
+) -> bool:
+    """``call`` until it succeeds, tried again on a transient failure for ``patience``
+    seconds: whether it succeeded (else ``failed`` is logged)."""
+    deadline = time.monotonic() + patience
+    attempt = 0
+    while True:
+        try:
+            await call()
+            return True
+        except ApiError as error:
+            if not error.transient or time.monotonic() >= deadline:
+                log.warning(failed, claim=claim, error=str(error))
+                return False
+        attempt += 1
+        await asyncio.sleep(min(0.2 * 2 ** (attempt - 1), 2.0))
 
 
 async def release_claim(
