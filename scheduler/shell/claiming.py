@@ -356,12 +356,9 @@ async def release_claim(
     allocation. Conflicts are tried through."""
     path = claim_path(namespace, name)
     for _ in range(ATTEMPTS):
-        try:
-            claim = resource_claim_from_dict(await api.request("GET", path))
-        except ApiError as error:
-            if error.status == 404:
-                return
-            raise
+        claim = await _read_claim(api, path)
+        if claim is None:
+            return
         left = [c for c in claim.reserved_for if not (c.resource == "pods" and c.uid in uids)]
         clear = (
             deallocate
@@ -399,17 +396,24 @@ async def release_claim(
         )
 
 
+async def _read_claim(api: ApiClient, path: str) -> ResourceClaim | None:
+    """The claim at ``path``; None if it is gone."""
+    try:
+        return resource_claim_from_dict(await api.request("GET", path))
+    except ApiError as error:
+        if error.status == 404:
+            return None
+        raise
+
+
 async def delete_claim(api: ApiClient, *, namespace: str, name: str) -> None:
     """Delete a claim made for a pod's extended resources: its finalizer first (nothing
     else clears it from a claim whose pod never ran), then the claim; gone is done."""
     path = claim_path(namespace, name)
     for _ in range(ATTEMPTS):
-        try:
-            claim = resource_claim_from_dict(await api.request("GET", path))
-        except ApiError as error:
-            if error.status == 404:
-                return
-            raise
+        claim = await _read_claim(api, path)
+        if claim is None:
+            return
         if FINALIZER not in claim.finalizers:
             break
         try:
