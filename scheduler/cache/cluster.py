@@ -73,6 +73,10 @@ class ClusterCache:
         # shows a claim made for that pod (or the write is forgotten): their devices are
         # taken meanwhile.
         self._made_claims: dict[str, ClaimWrite] = {}
+        # Pods a pass chose to evict or move (uids), from when the pass is applied until
+        # the watch shows them going (deleting, finished, gone) or their eviction is known
+        # not to have been sent: the next pass may come before the watch does.
+        self._leaving: set[str] = set()
         # Time-based fair share: the queues' recent usage, as the last pass left it.
         self.queue_usage: QueueUsage | None = None
         # The tree the last pass with a gang stating a tier placed on (for the
@@ -273,6 +277,8 @@ class ClusterCache:
     def upsert_pod(self, pod: Pod) -> None:
         uid = pod.ref.uid
         self.deliveries.seen("pods", uid)
+        if uid in self._leaving and not pod.alive:
+            self._leaving.discard(uid)  # seen going: the pod says it from here on
         confirmed = False
         if uid in self.nodes.assumed:
             if not pod.bound:  # not confirmed yet: keep counting it where we assumed it
@@ -300,6 +306,7 @@ class ClusterCache:
 
     def remove_pod(self, uid: str) -> None:
         self.deliveries.gone("pods", uid)
+        self._leaving.discard(uid)
         self.nodes.assumed.pop(uid, None)
         made = self._made_claims.pop(uid, None)  # its claim goes with it (owned by it)
         if made is not None:
@@ -317,6 +324,31 @@ class ClusterCache:
         assumed = replace(pod, node_name=node)
         self._track(ref.uid, assumed)  # no pass needed: the one that assumed it counted it
         self.nodes.pods[ref.uid] = assumed
+
+    def assume_leaving(self, uids: Iterable[str]) -> None:
+        """A pass's victims (and moved pods) are going, as far as the passes after it are
+        concerned, before the watch shows them marked or deleted: no victim twice, and
+        no gang running on members that are going. Their gangs are looked at again."""
+        for uid in uids:
+            pod = self.nodes.pods.get(uid)
+            if pod is not None and pod.alive:
+                self._leaving.add(uid)
+                self._look_again(pod)
+
+    def settle_leaving(self, uids: Iterable[str]) -> None:
+        """These victims' evictions were not sent (a mark refused, the Lease lost) or found
+        them gone: what the API server says of them counts again."""
+        for uid in uids:
+            if uid in self._leaving:
+                self._leaving.discard(uid)
+                if (pod := self.nodes.pods.get(uid)) is not None:
+                    self._look_again(pod)
+
+    def _look_again(self, pod: Pod) -> None:
+        if pod.scheduler_name in self._names:
+            self.touch_gang(gang_key_of(pod))
+        else:
+            self._changed()
 
     def forget(self, ref: PodRef) -> None:  # the pod is pending again: work
         original = self.nodes.assumed.pop(ref.uid, None)
@@ -714,6 +746,7 @@ class ClusterCache:
             node_infos=dict(self.nodes.infos),
             generation=self.nodes.generation,
             in_flight=frozenset(self.nodes.assumed),
+            leaving=frozenset(self._leaving),
             pods=pods,
             podgroups=podgroups,
             priority_classes=dict(stored[kinds.PRIORITY_CLASSES.name]),

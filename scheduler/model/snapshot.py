@@ -125,6 +125,10 @@ class Snapshot:
     # Pods assumed bound whose bind is not confirmed yet (uids): they hold their node's room,
     # but do not make their gang satisfied (the group's first bind may still be rejected).
     in_flight: frozenset[str] = frozenset()
+    # Pods this scheduler chose to evict or move whose going the cache has not seen yet
+    # (uids): they still hold their node's room, but keep no gang running and are no victims
+    # again (a pass may come before the watch shows their mark or their deletion).
+    leaving: frozenset[str] = frozenset()
     # The cache's generation when the snapshot was taken: a node whose info has a higher
     # generation than a gang's last failure changed since, and may help it.
     generation: int = 0

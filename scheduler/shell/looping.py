@@ -19,7 +19,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 import structlog
 
@@ -27,7 +27,7 @@ from scheduler.cache.cluster import ClusterCache
 from scheduler.core import fragmentation
 from scheduler.core.scheduling import schedule
 from scheduler.model.config import Config
-from scheduler.model.decisions import NORMAL, Event, GroupBinding, ObjectRef, Result
+from scheduler.model.decisions import NORMAL, Event, Eviction, GroupBinding, ObjectRef, Result
 from scheduler.shell.binding import Binder
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
@@ -291,8 +291,10 @@ class SchedulingLoop:
                 )
             )
         if result.evictions:
+            # Going from now on, for the passes that come before the watch shows it.
+            self._cache.assume_leaving(e.pod.uid for e in result.evictions)
             # Sent together: every mark of the pass before any delete (``Patcher.evict``).
-            self._spawn(self._patcher.evict(result.evictions))
+            self._spawn(self._evict(result.evictions))
         for nomination in result.nominations:
             self._spawn(self._patcher.nominate(nomination))
         for namespace, name in result.stale_claims:
@@ -301,6 +303,13 @@ class SchedulingLoop:
             self._spawn(self._patcher.status(update))
         for event in result.events:
             self._recorder.emit(event)
+
+    async def _evict(self, evictions: tuple[Eviction, ...]) -> None:
+        staying: Iterable[str] = {e.pod.uid for e in evictions}
+        try:
+            staying = await self._patcher.evict(evictions)
+        finally:
+            self._cache.settle_leaving(staying)
 
     async def drain(self) -> None:
         """Wait for the writes in flight (used on shutdown and in tests)."""

@@ -250,7 +250,7 @@ class Patcher:
             if not (isinstance(error, ApiError) and error.status == 404):
                 log.warning("pod condition not written", pod=str(update.pod), error=str(error))
 
-    async def evict(self, evictions: Iterable[Eviction]) -> None:
+    async def evict(self, evictions: Iterable[Eviction]) -> set[str]:
         """A pass's victims (gang preemption's, a stale gang's members, consolidation's
         moves). Each is marked first, its ``DisruptionTarget`` condition (so its controller
         and the kubelet know why it goes, as kube-scheduler marks its victims), then deleted
@@ -264,7 +264,10 @@ class Patcher:
         cannot be written sends no delete of the pass.
 
         A write that fails for want of an answer (the API server down, a 5xx, a 429) is
-        sent again, with a growing wait, for ``evict_for_seconds``."""
+        sent again, with a growing wait, for ``evict_for_seconds``.
+
+        Returns the uids of the victims it sent that are not going by its hand: not deleted
+        (nothing sent, or refused) or gone before it came."""
         mine = [e for e in evictions if e.pod.uid not in self._evicting]
         # A pass may decide a pod again while it is being sent: one sender is enough.
         self._evicting.update(e.pod.uid for e in mine)
@@ -276,20 +279,20 @@ class Patcher:
                 *(self._until_done(e, self._mark_once) for e in marked),
             )
             outcomes = sent[len(moves) :]
+            staying = _not_done(moves, sent[: len(moves)])
             if FAILED in outcomes:
                 log.warning(
                     "victims marked but not deleted: a mark could not be written; the next "
                     "pass finishes what is marked",
                     victims=len(marked),
                 )
-                return
-            await asyncio.gather(
-                *(
-                    self._until_done(e, self._delete_once)
-                    for e, outcome in zip(marked, outcomes, strict=True)
-                    if outcome is DONE
-                )
+                return staying | {e.pod.uid for e in marked}
+            staying |= _not_done(marked, outcomes)
+            deleting = [e for e in marked if e.pod.uid not in staying]
+            deleted = await asyncio.gather(
+                *(self._until_done(e, self._delete_once) for e in deleting)
             )
+            return staying | _not_done(deleting, deleted)
         finally:
             self._evicting.difference_update(e.pod.uid for e in mine)
 
@@ -525,6 +528,10 @@ def _budget_forbids(error: Exception) -> bool:
 
 # What came of sending one victim's mark, delete or move (``Patcher._until_done``).
 DONE, GONE, FAILED = "done", "gone", "failed"
+
+
+def _not_done(evictions: list[Eviction], outcomes: list[str]) -> set[str]:
+    return {e.pod.uid for e, outcome in zip(evictions, outcomes, strict=True) if outcome != DONE}
 
 
 def _pod_path(ref: PodRef) -> str:

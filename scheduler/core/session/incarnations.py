@@ -30,13 +30,16 @@ def incarnation(session: Session, gang: Gang, remembered: GangState | None) -> G
     # Or enough of its members completed (Succeeded): the rest join them one by one,
     # unless something stops the gang from being tried at all (an invalid gang, a
     # PodGroup or owner that does not exist must say so, not bind).
-    # A member this scheduler marked for eviction keeps nothing running: it is going, and
-    # a gang of which only such members run starts anew, whole, not one member at a time.
+    # A member this scheduler marked for eviction, or chose to evict or move in a pass whose
+    # writes the cache has not seen yet, keeps nothing running: it is going, and a gang of
+    # which only such members run starts anew, whole, not one member at a time.
     ours = session.config.scheduler_names
+    leaving = session.snapshot.leaving
     live = any(
         p.bound
         and p.alive
         and p.ref.uid not in flying
+        and p.ref.uid not in leaving
         and not (p.disrupted is not None and p.disrupted.by in ours)
         for p in gang.members
     ) or (gang.need == 0 and bool(pending(gang)) and session.readiness.blocker(gang) is None)

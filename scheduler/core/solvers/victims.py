@@ -89,8 +89,10 @@ def candidates(
         if flying
         else set()
     )
-    # Evicted by any action earlier in this pass: not to be chosen twice.
-    decided = {e.pod.uid for e in session.evictions}
+    # Evicted by any action earlier in this pass, or by an earlier pass whose evictions the
+    # cache has not seen land: not to be chosen twice. A gang's members left are what it
+    # runs with, so a gang that loses members above its minimum has none left to spare.
+    decided = {e.pod.uid for e in session.evictions} | session.snapshot.leaving
     by_gang: dict[object, list[tuple[Pod, str]]] = defaultdict(list)
     for name, info in session.infos.items():
         if name not in nodes:
@@ -100,6 +102,8 @@ def candidates(
                 continue
             if pod.ref.uid in decided:
                 continue
+            if pod.disrupted is not None and pod.disrupted.by in ours:
+                continue  # marked by a pass before: going (``finish-evictions`` sees to it)
             if binding and pod.scheduler_name in ours and gang_key_of(pod) in binding:
                 continue
             if below is not None and priority_of(pod, classes) >= below:
