@@ -775,7 +775,7 @@ class ClusterCache:
             },
             selectors=self.selectors,
             volumes=dict(stored[kinds.PERSISTENT_VOLUMES.name]),
-            binding_modes=dict(stored[kinds.STORAGE_CLASSES.name]),
+            storage_classes=dict(stored[kinds.STORAGE_CLASSES.name]),
             budgets=tuple(b for _, b in sorted(stored[kinds.DISRUPTION_BUDGETS.name].items())),
             owners=self._owners_of_ours(),
             owner_kinds=frozenset(self._owner_kinds),

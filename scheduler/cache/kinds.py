@@ -52,7 +52,7 @@ def _in_namespace(obj: Any) -> str:
 PRIORITY_CLASSES = Kind("priorityclasses", _named)
 PERSISTENT_VOLUME_CLAIMS = Kind("persistentvolumeclaims", _in_namespace)
 PERSISTENT_VOLUMES = Kind("persistentvolumes", _named)
-# A StorageClass is kept as its volumeBindingMode, by name.
+# StorageClasses by name.
 STORAGE_CLASSES = Kind("storageclasses")
 # A slice removed takes devices away: work (a pass may say so), never room for anyone.
 RESOURCE_SLICES = Kind("resourceslices", _named, removal=Change.WORK)

@@ -47,7 +47,6 @@ from scheduler.model.queues import DEFAULT_QUEUE
 from scheduler.model.resources import PODS, Resources
 from scheduler.model.snapshot import PriorityClass
 from scheduler.model.times import parse_time
-from scheduler.model.volumes import Claim, Volume
 
 Obj = Mapping[str, Any]
 
@@ -618,29 +617,6 @@ def podgroup_of(api: PodGroupApi, raw: object) -> PodGroup:
     return podgroup_from_dict(raw)
 
 
-def claim_from_dict(raw: object) -> Claim:
-    """A PersistentVolumeClaim."""
-    body = obj(raw)
-    meta, spec = obj(body.get("metadata")), obj(body.get("spec"))
-    return Claim(
-        namespace=text(meta.get("namespace"), "default"),
-        name=text(meta.get("name")),
-        volume=text(spec.get("volumeName")),
-        storage_class=text(spec.get("storageClassName")),
-        deleting=bool(meta.get("deletionTimestamp")),
-    )
-
-
-def volume_from_dict(raw: object) -> Volume:
-    """A PersistentVolume: its name and required node affinity."""
-    body = obj(raw)
-    required = obj(obj(body.get("spec")).get("nodeAffinity")).get("required")
-    return Volume(
-        name=text(obj(body.get("metadata")).get("name")),
-        node_affinity=node_selector_terms(required),
-    )
-
-
 def budget_from_dict(raw: object) -> DisruptionBudget:
     """A PodDisruptionBudget (policy/v1): its selector and what its status allows. A status
     not written yet (no disruption controller has seen it) allows nothing, as kube-scheduler
@@ -654,14 +630,6 @@ def budget_from_dict(raw: object) -> DisruptionBudget:
         selector=label_selector(spec.get("selector")),
         disruptions_allowed=max(allowed, 0) if allowed is not None else 0,
         disrupted=frozenset(texts(status.get("disruptedPods"))),
-    )
-
-
-def storage_class_from_dict(raw: object) -> tuple[str, str]:
-    """A StorageClass's name and volumeBindingMode (Immediate unless it says otherwise)."""
-    body = obj(raw)
-    return text(obj(body.get("metadata")).get("name")), text(
-        body.get("volumeBindingMode"), "Immediate"
     )
 
 

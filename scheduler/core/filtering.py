@@ -10,7 +10,7 @@ from collections.abc import Mapping
 
 from scheduler.model.nodes import NO_EXECUTE, NO_SCHEDULE, Node, Taint
 from scheduler.model.pods import LabelSelector, NodeSelectorTerm, Pod, Requirement, Toleration
-from scheduler.model.volumes import WAIT_FOR_FIRST_CONSUMER, Claim, Volume
+from scheduler.model.volumes import Claim, StorageClass, Volume
 
 NOT_READY_TAINT = Taint("node.kubernetes.io/not-ready", "", NO_SCHEDULE)
 UNSCHEDULABLE_TAINT = Taint("node.kubernetes.io/unschedulable", "", NO_SCHEDULE)
@@ -90,7 +90,7 @@ def volume_problem(
     pod: Pod,
     *,
     claims: Mapping[tuple[str, str], Claim],
-    modes: Mapping[str, str],
+    classes: Mapping[str, StorageClass],
 ) -> str:
     """Why ``pod`` cannot be placed anywhere yet because of its storage, in kube-scheduler's
     words where it has them; "" if nothing stops it (its devices: ``claiming``)."""
@@ -102,7 +102,8 @@ def volume_problem(
             return f'persistentvolumeclaim "{name}" is being deleted'
         if claim.volume:
             continue
-        if modes.get(claim.storage_class) == WAIT_FOR_FIRST_CONSUMER:
+        storage_class = classes.get(claim.storage_class)
+        if storage_class is not None and storage_class.waits_for_first_consumer:
             return (
                 f'persistentvolumeclaim "{name}" waits for its first consumer (storage class '
                 f'"{claim.storage_class}" binds WaitForFirstConsumer): gang-scheduler does '

@@ -16,7 +16,7 @@ from scheduler.model.pods import GangKey, Pod, PodRef
 from scheduler.model.queues import Queue, QueueUsage
 from scheduler.model.resources import Resources
 from scheduler.model.topology import SakkaraGroup, Topology
-from scheduler.model.volumes import Claim, Volume
+from scheduler.model.volumes import Claim, StorageClass, Volume
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,10 +134,10 @@ class Snapshot:
     generation: int = 0
     # Namespace name -> its labels, for the namespaceSelector of pod (anti-)affinity terms.
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    # Storage: claims by (namespace, name), volumes by name, storage classes' binding mode.
+    # Storage: claims by (namespace, name), volumes by name, storage classes by name.
     claims: Mapping[tuple[str, str], Claim] = field(default_factory=dict)
     volumes: Mapping[str, Volume] = field(default_factory=dict)
-    binding_modes: Mapping[str, str] = field(default_factory=dict)
+    storage_classes: Mapping[str, StorageClass] = field(default_factory=dict)
     # PodDisruptionBudgets: which victims preemption prefers (those that break none).
     budgets: tuple[DisruptionBudget, ...] = ()
     # The owners that make gangs of pods that declare none (Jobs, JobSets, …), and the owner

@@ -22,17 +22,15 @@ from scheduler.codecs.devices import (
 )
 from scheduler.codecs.objects import (
     budget_from_dict,
-    claim_from_dict,
     namespace_from_dict,
     node_from_dict,
     pod_from_dict,
     podgroup_of,
     priority_class_from_dict,
-    storage_class_from_dict,
-    volume_from_dict,
 )
 from scheduler.codecs.owners import owner_from_dict
 from scheduler.codecs.queues import queue_from_dict, queue_status_from_dict
+from scheduler.codecs.volumes import claim_from_dict, storage_class_from_dict, volume_from_dict
 from scheduler.model.owners import OwnerKind
 from scheduler.model.pods import GangKey, PodGroupApi
 from scheduler.model.queues import QUEUE_API

@@ -59,7 +59,6 @@ from scheduler.codecs.devices import (
 from scheduler.codecs.gangs import read_claim, read_options
 from scheduler.codecs.objects import (
     budget_from_dict,
-    claim_from_dict,
     namespace_from_dict,
     node_from_dict,
     pod_from_dict,
@@ -68,9 +67,7 @@ from scheduler.codecs.objects import (
     podgroup_status_to_dict,
     priority_class_from_dict,
     quantity,
-    storage_class_from_dict,
     volcano_podgroup_from_dict,
-    volume_from_dict,
     workload_podgroup_from_dict,
 )
 from scheduler.codecs.owners import owner_from_dict
@@ -80,6 +77,7 @@ from scheduler.codecs.topology import (
     read_constraints,
     topology_from_configmap,
 )
+from scheduler.codecs.volumes import claim_from_dict, storage_class_from_dict, volume_from_dict
 from scheduler.core.claiming import DeviceWorld
 from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
@@ -917,9 +915,12 @@ def test_the_storage_namespace_and_budget_codecs_take_any_json(obj: Any) -> None
     assert isinstance(claim.volume, str)
     volume = volume_from_dict(obj)
     assert isinstance(volume.node_affinity, tuple)
-    name, mode = storage_class_from_dict(obj)
+    name, storage_class = storage_class_from_dict(obj)
     assert isinstance(name, str)
-    assert isinstance(mode, str)
+    assert storage_class.name == name
+    assert isinstance(storage_class.binding_mode, str)
+    assert claim.requested >= 0
+    assert volume.capacity >= 0
     name, labels = namespace_from_dict(obj)
     assert isinstance(name, str)
     assert all(isinstance(v, str) for v in labels.values())

@@ -78,7 +78,7 @@ def test_a_plain_kind_reaches_the_snapshot_field_a_pass_reads() -> None:
     assert snap.priority_classes["high"].value == 100
     assert ("ns", "data") in snap.claims
     assert "pv-1" in snap.volumes
-    assert snap.binding_modes == {"local": "Immediate"}
+    assert snap.storage_classes["local"].binding_mode == "Immediate"
     assert [b.name for b in snap.budgets] == ["b"]
     assert [s.name for s in snap.resource_slices] == ["s"]
     assert "gpu" in snap.device_classes

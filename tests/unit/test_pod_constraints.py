@@ -8,7 +8,7 @@ from dataclasses import replace
 from scheduler.core.scheduling import schedule
 from scheduler.model.config import Config
 from scheduler.model.pods import NodeSelectorTerm, Pod, Requirement
-from scheduler.model.volumes import Claim, Volume
+from scheduler.model.volumes import WAIT_FOR_FIRST_CONSUMER, Claim, StorageClass, Volume
 from tests.unit.builders import T0, gang_pods, node, pod, podgroup, snapshot
 from tests.unit.test_allocation import bind_map, events
 
@@ -332,7 +332,8 @@ def test_unbound_claims_wait_and_wait_for_first_consumer_says_it_is_not_supporte
         "pod has unbound immediate PersistentVolumeClaims"
         in events(immediate, "FailedScheduling")[0]
     )
-    delayed = schedule(replace(snap, binding_modes={"local": "WaitForFirstConsumer"}), now=T0)
+    local = StorageClass("local", WAIT_FOR_FIRST_CONSUMER)
+    delayed = schedule(replace(snap, storage_classes={"local": local}), now=T0)
     assert bind_map(delayed) == {}
     assert "does not provision volumes yet" in events(delayed, "FailedScheduling")[0]
 

@@ -40,7 +40,7 @@ class Readiness:
         if not pod.claims:
             return ""
         snapshot = self.session.snapshot
-        return volume_problem(pod, claims=snapshot.claims, modes=snapshot.binding_modes)
+        return volume_problem(pod, claims=snapshot.claims, classes=snapshot.storage_classes)
 
     def timed_out(self, gang: Gang) -> bool:
         state = self.session.outcomes[gang.key].state

@@ -1,0 +1,133 @@
+"""PersistentVolumeClaims, PersistentVolumes and StorageClasses, read as the scheduler needs
+them (``model/volumes.py``). A malformed field never raises: the object carries an error
+naming it, and the claim or volume is not matched to anything."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from scheduler.codecs.quantities import QUANTITY_RULE, quantity
+from scheduler.codecs.selectors import label_selector, node_selector_terms
+from scheduler.codecs.shapes import listed, obj, objs, text, texts
+from scheduler.model.volumes import (
+    BETA_STORAGE_CLASS_ANNOTATION,
+    BIND_COMPLETED_ANNOTATION,
+    IMMEDIATE,
+    SELECTED_NODE_ANNOTATION,
+    Claim,
+    ClaimRef,
+    StorageClass,
+    TopologyTerm,
+    Volume,
+)
+
+STORAGE = "storage"
+BLOCK = "Block"
+
+
+def _storage(raw: object, field: str, errors: list[str]) -> int:
+    """A storage quantity in bytes; 0 where none is given (a claim asking for no size takes
+    any volume, as the PV controller compares with a zero quantity)."""
+    if raw is None:
+        return 0
+    try:
+        return quantity(STORAGE, raw)
+    except ValueError:
+        errors.append(f"{field}: {raw!r} is not {QUANTITY_RULE}")
+        return 0
+
+
+def _class_of(meta: Mapping[str, Any], spec: Mapping[str, Any], field: str) -> str:
+    """The storage class: the beta annotation first, as the PV controller reads it."""
+    annotations = texts(meta.get("annotations"))
+    if BETA_STORAGE_CLASS_ANNOTATION in annotations:
+        return annotations[BETA_STORAGE_CLASS_ANNOTATION]
+    return text(spec.get(field))
+
+
+def claim_from_dict(raw: object) -> Claim:
+    """A PersistentVolumeClaim."""
+    body = obj(raw)
+    meta, spec = obj(body.get("metadata")), obj(body.get("spec"))
+    annotations = texts(meta.get("annotations"))
+    errors: list[str] = []
+    requested = _storage(
+        obj(obj(spec.get("resources")).get("requests")).get(STORAGE),
+        "spec.resources.requests.storage",
+        errors,
+    )
+    selector = spec.get("selector")
+    return Claim(
+        namespace=text(meta.get("namespace"), "default"),
+        name=text(meta.get("name")),
+        volume=text(spec.get("volumeName")),
+        storage_class=_class_of(meta, spec, "storageClassName"),
+        deleting=bool(meta.get("deletionTimestamp")),
+        uid=text(meta.get("uid")),
+        requested=requested,
+        access_modes=frozenset(m for m in listed(spec.get("accessModes")) if isinstance(m, str)),
+        block=text(spec.get("volumeMode")) == BLOCK,
+        selector=label_selector(selector) if selector is not None else None,
+        attributes_class=text(spec.get("volumeAttributesClassName")),
+        bind_completed=BIND_COMPLETED_ANNOTATION in annotations,
+        selected_node=annotations.get(SELECTED_NODE_ANNOTATION),
+        errors=tuple(errors),
+    )
+
+
+def volume_from_dict(raw: object) -> Volume:
+    """A PersistentVolume."""
+    body = obj(raw)
+    meta, spec = obj(body.get("metadata")), obj(body.get("spec"))
+    errors: list[str] = []
+    capacity = _storage(obj(spec.get("capacity")).get(STORAGE), "spec.capacity.storage", errors)
+    ref = spec.get("claimRef")
+    claim = (
+        ClaimRef(
+            namespace=text(obj(ref).get("namespace")),
+            name=text(obj(ref).get("name")),
+            uid=text(obj(ref).get("uid")),
+        )
+        if type(ref) is dict
+        else None
+    )
+    return Volume(
+        name=text(meta.get("name")),
+        node_affinity=node_selector_terms(obj(spec.get("nodeAffinity")).get("required")),
+        capacity=capacity,
+        storage_class=_class_of(meta, spec, "storageClassName"),
+        access_modes=frozenset(m for m in listed(spec.get("accessModes")) if isinstance(m, str)),
+        block=text(spec.get("volumeMode")) == BLOCK,
+        attributes_class=text(spec.get("volumeAttributesClassName")),
+        claim=claim,
+        phase=text(obj(body.get("status")).get("phase")),
+        labels=texts(meta.get("labels")),
+        deleting=bool(meta.get("deletionTimestamp")),
+        csi_driver=text(obj(spec.get("csi")).get("driver")),
+        errors=tuple(errors),
+    )
+
+
+def storage_class_from_dict(raw: object) -> tuple[str, StorageClass]:
+    """A StorageClass by name: its volumeBindingMode (Immediate unless it says otherwise),
+    provisioner and allowedTopologies."""
+    body = obj(raw)
+    name = text(obj(body.get("metadata")).get("name"))
+    return name, StorageClass(
+        name=name,
+        binding_mode=text(body.get("volumeBindingMode"), IMMEDIATE),
+        provisioner=text(body.get("provisioner")),
+        allowed_topologies=tuple(
+            TopologyTerm(
+                tuple(
+                    (
+                        text(e.get("key")),
+                        tuple(v for v in listed(e.get("values")) if isinstance(v, str)),
+                    )
+                    for e in objs(term.get("matchLabelExpressions"))
+                )
+            )
+            for term in objs(body.get("allowedTopologies"))
+        ),
+    )
