@@ -91,19 +91,27 @@ def volume_problem(
     *,
     claims: Mapping[tuple[str, str], Claim],
     classes: Mapping[str, StorageClass],
+    binds: bool = False,
 ) -> str:
     """Why ``pod`` cannot be placed anywhere yet because of its storage, in kube-scheduler's
-    words where it has them; "" if nothing stops it (its devices: ``claiming``)."""
+    words where it has them; "" if nothing stops it (its devices: ``claiming``). ``binds``:
+    the pass binds and provisions the volumes of claims that wait for their first consumer
+    (kube-scheduler's VolumeBinding), and a claim is bound once its binding is complete."""
     for name in pod.claims:
         claim = claims.get((pod.ref.namespace, name))
         if claim is None:
             return f'persistentvolumeclaim "{name}" not found'
         if claim.deleting:
             return f'persistentvolumeclaim "{name}" is being deleted'
-        if claim.volume:
+        if claim.fully_bound if binds else claim.volume:
             continue
         storage_class = classes.get(claim.storage_class)
-        if storage_class is not None and storage_class.waits_for_first_consumer:
+        waits = storage_class is not None and storage_class.waits_for_first_consumer
+        if binds and waits and not claim.volume:
+            if claim.errors:
+                return f'persistentvolumeclaim "{name}" cannot be read: {claim.errors[0]}'
+            continue
+        if waits and not binds:
             return (
                 f'persistentvolumeclaim "{name}" waits for its first consumer (storage class '
                 f'"{claim.storage_class}" binds WaitForFirstConsumer): gang-scheduler does '

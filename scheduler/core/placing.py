@@ -16,6 +16,7 @@ from scheduler.core.claiming import ClaimPlan, DeviceWorld
 from scheduler.core.filtering import VolumeTerms, static_reason, volume_reason
 from scheduler.core.neighbouring import PORTS_TAKEN, Check, Neighbours
 from scheduler.core.scoring import best_node, fullness, pods_on
+from scheduler.core.volume_binding import VolumeLayer, VolumePlan, VolumeWorld
 from scheduler.model.devices import Allocation, DeviceId, pod_devices
 from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.pods import Pod, PodRef
@@ -25,6 +26,10 @@ from scheduler.model.status import Status
 
 class DeviceConflict(Exception):
     """A pod with claims placed where its devices cannot be had (a bug of a placing path)."""
+
+
+class VolumeConflict(Exception):
+    """A pod placed where its volumes cannot be bound or made (a bug of a placing path)."""
 
 
 class Ledger:
@@ -54,6 +59,11 @@ class Ledger:
         self._anti = 0  # how many of them carry required anti-affinity
         self._nodes: Mapping[str, Node] = {}
         self._infos: Mapping[str, NodeInfo] = {}
+        # Volumes its placements bind or have made (claims waiting for their first
+        # consumer), over its parent's; None where the pass binds no volume.
+        self.volumes: VolumeLayer | None = (
+            parent.volumes.child() if parent is not None and parent.volumes is not None else None
+        )
 
     @classmethod
     def of(cls, nodes: Mapping[str, Node], pods: Iterable[Pod]) -> Ledger:
@@ -67,11 +77,13 @@ class Ledger:
         infos: Mapping[str, NodeInfo],
         *,
         devices: DeviceWorld | None = None,
+        volumes: VolumeWorld | None = None,
     ) -> Ledger:
         """Allocatable minus what each node's info says is requested, node by node on use."""
         ledger = cls({})
         ledger._nodes, ledger._infos = nodes, infos
         ledger.devices = devices
+        ledger.volumes = VolumeLayer(volumes) if volumes is not None else None
         return ledger
 
     def free(self, node: str) -> Mapping[str, int]:
@@ -248,10 +260,34 @@ class Ledger:
         return self.devices.shape(pod, allocated=self.allocated)
 
     def admits(self, pod: Pod, node: str) -> bool:
-        """Room for the pod's requests on the node, and its claims' devices there."""
+        """Room for the pod's requests on the node, its volumes and its claims' devices
+        there."""
         if not self.fits(node, self.requests_on(pod, node)):
             return False
-        return not self.device_reason(pod, node)
+        return not self.volume_reason(pod, node) and not self.device_reason(pod, node)
+
+    # -- volumes (claims waiting for their first consumer) ----------------------------------
+
+    def asks_volumes(self, pod: Pod) -> bool:
+        """Whether placing ``pod`` binds or provisions volumes."""
+        return self.volumes is not None and self.volumes.world.asks(pod)
+
+    def volume_reasons(self, pod: Pod, node: str) -> tuple[str, ...]:
+        """Why ``pod``'s volumes cannot be had on ``node`` now, in kube-scheduler's words;
+        () if they can (or if it asks none)."""
+        if not self.asks_volumes(pod):
+            return ()
+        target = self._nodes_root().get(node)
+        if target is None:
+            return ("node not found",)
+        return self.volumes.reasons(pod, target)  # type: ignore[union-attr]
+
+    def volume_reason(self, pod: Pod, node: str) -> str:
+        reasons = self.volume_reasons(pod, node)
+        return reasons[0] if reasons else ""
+
+    def volume_plan_of(self, ref: PodRef, node: str) -> VolumePlan | None:
+        return self.volumes.plan_of(ref, node) if self.volumes is not None else None
 
     def plan_of(self, ref: PodRef, node: str) -> ClaimPlan | None:
         own = self._plans.get((ref, node))
@@ -320,13 +356,25 @@ class Ledger:
         self.take(node, self.requests_on(pod, node))
         self._placed.append((pod, node))
         self._anti += bool(pod.pod_anti_affinity)
+        if self.asks_volumes(pod):
+            self._choose_volumes(pod, node, strict=strict)
         if self.asks_devices(pod):
             self._claim_devices(pod, node, strict=strict)
+
+    def _choose_volumes(self, pod: Pod, node: str, *, strict: bool) -> None:
+        target, layer = self._nodes_root().get(node), self.volumes
+        why = "node not found" if target is None else layer.place(pod, target)  # type: ignore[union-attr]
+        if why and strict:
+            # As with devices: a pod is never bound without the volumes it needs; the
+            # turn's Statement is discarded whole. A hold keeps its room without them.
+            raise VolumeConflict(f"{pod.ref} was placed on {node}, but {why}")
 
     def unplace(self, pod: Pod, node: str) -> None:
         """Undo a ``place`` of this ledger (the last one of the pod there)."""
         if self.asks_devices(pod):
             self._release_devices(pod, node)
+        if self.volumes is not None:
+            self.volumes.unplace(pod, node)
         self.give(node, self.requests_on(pod, node))
         for i in range(len(self._placed) - 1, -1, -1):
             if self._placed[i][0] is pod and self._placed[i][1] == node:
@@ -360,6 +408,8 @@ class Ledger:
             self._parent._reserved[key] = self._parent._reserved.get(key, 0) + count
         self._parent._plans.update(self._plans)
         self._parent._pending.clear()
+        if self.volumes is not None:
+            self.volumes.commit()
         self._free = {}
         self._placed = []
         self._anti = 0
@@ -551,7 +601,8 @@ class NodeFinder:
             if pod.prefers:
                 return self._best(pod, candidates, ledger)
             return self._emptiest(pod, candidates, ledger)
-        if check is None and (not asks_devices or devices is not None):
+        volumes = ledger.asks_volumes(pod)
+        if check is None and not volumes and (not asks_devices or devices is not None):
             for i in range(start, len(fit)):
                 if ledger.fits(fit[i], requests) and (
                     devices is None or not ledger.device_reason(pod, fit[i])
@@ -561,8 +612,9 @@ class NodeFinder:
             self._writable()[cursor_key] = len(fit)
             return None
         # The cursor moves only past nodes without room (room only shrinks in a pass); a
-        # node turned away by the other pods, or without the devices this pod's claims ask
-        # (claims differ from pod to pod), may take the next pod of the same shape.
+        # node turned away by the other pods, or without the volumes or devices this pod's
+        # claims ask (claims differ from pod to pod), may take the next pod of the same
+        # shape.
         roomy: int | None = None
         found: str | None = None
         for i in range(start, len(fit)):
@@ -572,8 +624,10 @@ class NodeFinder:
                 continue
             if roomy is None:
                 roomy = i
-            if (check is None or not check.reason(fit[i])) and not ledger.device_reason(
-                pod, fit[i]
+            if (
+                (check is None or not check.reason(fit[i]))
+                and not (volumes and ledger.volume_reason(pod, fit[i]))
+                and not ledger.device_reason(pod, fit[i])
             ):
                 found = fit[i]
                 break
@@ -593,8 +647,10 @@ class NodeFinder:
                 continue
             if roomy is None:
                 roomy = i
-            if (check is None or not check.reason(fit[i])) and not ledger.device_reason(
-                pod, fit[i]
+            if (
+                (check is None or not check.reason(fit[i]))
+                and not ledger.volume_reason(pod, fit[i])
+                and not ledger.device_reason(pod, fit[i])
             ):
                 candidates.append(fit[i])
         return candidates, roomy if roomy is not None else len(fit)
@@ -687,7 +743,12 @@ class NodeFinder:
             for resource in short:
                 key = f"Insufficient {resource}"
                 reasons[key] = reasons.get(key, 0) + 1
-            if (
+            if not short and (volume_reasons := ledger.volume_reasons(pod, name)):
+                # VolumeBinding runs after NodeResourcesFit, before the pod (anti-)affinity
+                # and spread filters; each of its reasons counts.
+                for reason in volume_reasons:
+                    reasons[reason] = reasons.get(reason, 0) + 1
+            elif (
                 not short
                 and check is not None
                 and (reason := check.spread_reason(name) or check.affinity_reason(name))

@@ -13,12 +13,12 @@ not publish their capacity."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler.core.filtering import selector_matches, term_holds
 from scheduler.model.nodes import Node
-from scheduler.model.pods import Pod
+from scheduler.model.pods import Pod, PodRef
 from scheduler.model.volumes import AVAILABLE, Claim, StorageClass, Volume
 
 # kube-scheduler's ConflictReasons, word for word.
@@ -87,7 +87,7 @@ def pod_claims(
 
 
 def matching_volume(
-    claim: Claim, volumes: Iterable[Volume], *, node: Node, taken: Collection[str] = ()
+    claim: Claim, volumes: Iterable[Volume], *, node: Node, taken: Container[str] = ()
 ) -> Volume | None:
     """The volume to bind ``claim`` to on ``node``: one pre-bound to it (None if that one
     cannot be reached from the node), else the smallest that serves it, is Available, and
@@ -131,7 +131,7 @@ def plan_volumes(
     volumes: Mapping[str, Volume],
     classes: Mapping[str, StorageClass],
     by_class: Mapping[str, tuple[Volume, ...]],
-    taken: Collection[str] = (),
+    taken: Container[str] = (),
 ) -> VolumePlan | tuple[str, ...]:
     """``FindPodVolumes``: the pod's plan on ``node``, or kube-scheduler's reasons why the
     node will not do. ``by_class`` lists the volumes of each class, in a fixed order;
@@ -156,7 +156,7 @@ def plan_volumes(
         else:
             to_match.append(claim)
     bindings: list[tuple[Claim, Volume]] = []
-    chosen = set(taken)
+    chosen = _Either(taken, set())
     satisfied = True
     for claim in sorted(to_match, key=lambda c: c.requested):
         volume = matching_volume(
@@ -166,7 +166,7 @@ def plan_volumes(
             to_make.append(claim)
             satisfied = False
             continue
-        chosen.add(volume.name)
+        chosen.mine.add(volume.name)
         bindings.append((claim, volume))
     if to_make:
         satisfied = all(_may_provision(claim, node=node, classes=classes) for claim in to_make)
@@ -175,6 +175,18 @@ def plan_volumes(
     if reasons:
         return tuple(reasons)
     return VolumePlan(tuple(bindings), tuple(to_make))
+
+
+class _Either:
+    """Volumes taken before (by other pods), or by this pod's claims so far."""
+
+    __slots__ = ("before", "mine")
+
+    def __init__(self, before: Container[str], mine: set[str]) -> None:
+        self.before, self.mine = before, mine
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.mine or name in self.before
 
 
 def _may_provision(claim: Claim, *, node: Node, classes: Mapping[str, StorageClass]) -> bool:
@@ -193,3 +205,118 @@ def _may_provision(claim: Claim, *, node: Node, classes: Mapping[str, StorageCla
 
 def _reachable(volume: Volume, node: Node) -> bool:
     return not volume.node_affinity or any(term_holds(t, node) for t in volume.node_affinity)
+
+
+class VolumeWorld:
+    """A pass's storage, for the pods whose claims wait for their first consumer: their
+    claims sorted once, the volumes of each class in a fixed order."""
+
+    def __init__(
+        self,
+        *,
+        claims: Mapping[tuple[str, str], Claim],
+        volumes: Mapping[str, Volume],
+        classes: Mapping[str, StorageClass],
+    ) -> None:
+        self.claims = claims
+        self.volumes = volumes
+        self.classes = classes
+        by_class: dict[str, list[Volume]] = {}
+        for name in sorted(volumes):
+            volume = volumes[name]
+            by_class.setdefault(volume.storage_class, []).append(volume)
+        self.by_class = {k: tuple(v) for k, v in by_class.items()}
+        self._sorted: dict[PodRef, PodClaims | str] = {}
+
+    def sorted_claims(self, pod: Pod) -> PodClaims | str:
+        known = self._sorted.get(pod.ref)
+        if known is None:
+            known = self._sorted[pod.ref] = pod_claims(
+                pod, claims=self.claims, classes=self.classes
+            )
+        return known
+
+    def asks(self, pod: Pod) -> bool:
+        """Whether placing ``pod`` binds or provisions volumes (an unbound claim of a
+        WaitForFirstConsumer class)."""
+        if not pod.claims:
+            return False
+        claims = self.sorted_claims(pod)
+        return not isinstance(claims, str) and bool(claims.delayed)
+
+    def plan(
+        self, pod: Pod, node: Node, *, taken: Container[str]
+    ) -> VolumePlan | tuple[str, ...] | str:
+        claims = self.sorted_claims(pod)
+        if isinstance(claims, str):
+            return claims
+        return plan_volumes(
+            claims,
+            node=node,
+            volumes=self.volumes,
+            classes=self.classes,
+            by_class=self.by_class,
+            taken=taken,
+        )
+
+
+class VolumeLayer:
+    """The volumes one ledger's placements chose, on top of its parent's: a scratch
+    ledger's layer reaches its parent only when committed, and is forgotten with it."""
+
+    def __init__(self, world: VolumeWorld, parent: VolumeLayer | None = None) -> None:
+        self.world = world
+        self._parent = parent
+        self._taken: set[str] = set()
+        self._plans: dict[tuple[PodRef, str], VolumePlan] = {}
+
+    def child(self) -> VolumeLayer:
+        return VolumeLayer(self.world, self)
+
+    def __contains__(self, name: object) -> bool:
+        """Whether the placements of this layer, or of those below it, chose the volume."""
+        layer: VolumeLayer | None = self
+        while layer is not None:
+            if name in layer._taken:
+                return True
+            layer = layer._parent
+        return False
+
+    def plan(self, pod: Pod, node: Node) -> VolumePlan | tuple[str, ...] | str:
+        """What placing ``pod`` on ``node`` binds and provisions, or why it cannot."""
+        return self.world.plan(pod, node, taken=self)
+
+    def reasons(self, pod: Pod, node: Node) -> tuple[str, ...]:
+        """Why ``pod``'s volumes cannot be had on ``node``; () if they can."""
+        plan = self.plan(pod, node)
+        if isinstance(plan, VolumePlan):
+            return ()
+        return (plan,) if isinstance(plan, str) else plan
+
+    def place(self, pod: Pod, node: Node) -> str:
+        """Choose ``pod``'s volumes on ``node``; returns why it cannot ("" when done)."""
+        plan = self.plan(pod, node)
+        if not isinstance(plan, VolumePlan):
+            return plan if isinstance(plan, str) else plan[0]
+        self._plans[(pod.ref, node.name)] = plan
+        self._taken.update(volume.name for _, volume in plan.bindings)
+        return ""
+
+    def unplace(self, pod: Pod, node: str) -> None:
+        plan = self._plans.pop((pod.ref, node), None)
+        if plan is not None:
+            self._taken.difference_update(volume.name for _, volume in plan.bindings)
+
+    def plan_of(self, ref: PodRef, node: str) -> VolumePlan | None:
+        own = self._plans.get((ref, node))
+        if own is not None:
+            return own
+        return self._parent.plan_of(ref, node) if self._parent is not None else None
+
+    def commit(self) -> None:
+        parent = self._parent
+        if parent is None:
+            raise ValueError("only a child layer can be committed")
+        parent._taken.update(self._taken)
+        parent._plans.update(self._plans)
+        self._taken, self._plans = set(), {}

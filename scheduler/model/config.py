@@ -48,6 +48,10 @@ class Config:
     # may move in one pass, and the priority a movable pod must be below to be moved.
     max_moves_per_pass: int = 4
     movable_below_priority: int = 1_000_000_000
+    # Claims that wait for their first consumer get their volumes chosen or provisioned on
+    # the node each pod is placed on (kube-scheduler's VolumeBinding). Off: nothing writes
+    # those choices to the API server yet, so such pods wait, and say why.
+    bind_volumes: bool = False
 
     @property
     def scheduler_names(self) -> frozenset[str]:

@@ -94,6 +94,25 @@ class ClaimWrite:
 
 
 @dataclass(frozen=True, slots=True)
+class VolumeWrite:
+    """What binding a group writes for one of its pods' claims before any bind, as
+    kube-scheduler's PreBind does: the existing volume chosen for it (the volume's claimRef
+    names the claim), or the node its volume is to be made on (the claim's selected-node
+    annotation, for its provisioner). The pods are bound once every claim is bound."""
+
+    namespace: str
+    name: str  # the claim's
+    uid: str
+    pod: PodRef  # the pod it is bound for
+    volume: str = ""
+    node: str = ""  # set when the volume is to be made there
+
+    @property
+    def provisions(self) -> bool:
+        return bool(self.node)
+
+
+@dataclass(frozen=True, slots=True)
 class GroupBinding:
     """One commit point: the gangs of one GangGroup bound in this pass.
 
@@ -107,6 +126,7 @@ class GroupBinding:
     gangs: tuple[GangBinding, ...]
     all_or_nothing: bool = True
     claims: tuple[ClaimWrite, ...] = ()  # dynamic resource allocation
+    volumes: tuple[VolumeWrite, ...] = ()  # claims waiting for their first consumer
 
     @property
     def bindings(self) -> tuple[Binding, ...]:

@@ -17,6 +17,7 @@ from scheduler.model.decisions import (
     ObjectRef,
     Result,
     StatusUpdate,
+    VolumeWrite,
 )
 from scheduler.model.devices import Allocation, ResourceClaim
 from scheduler.model.pods import GangKey, PodGroupApi, PodRef
@@ -37,8 +38,14 @@ def _held_back(session: Session, group: GroupBinding, why: str) -> None:
 def claims_in_play(session: Session) -> bool:
     """Any claim in the snapshot, or any pod with one: a walk over every member, made
     once a pass (the early binds and the claim writes both ask)."""
-    return bool(session.devices.claims) or any(
-        session.devices.asks_devices(p) for g in session.gangs.values() for p in g.members
+    ledger = session.ledger
+    return (
+        bool(session.devices.claims)
+        or any(session.devices.asks_devices(p) for g in session.gangs.values() for p in g.members)
+        or (
+            ledger.volumes is not None
+            and any(ledger.asks_volumes(p) for g in session.gangs.values() for p in g.members)
+        )
     )
 
 
@@ -90,6 +97,41 @@ def _claimed(session: Session, groups: list[GroupBinding]) -> tuple[GroupBinding
             for key, claim in claims.items()
         )
         done.append(replace(group, claims=writes) if writes else group)
+    return tuple(done)
+
+
+def _volumed(session: Session, groups: tuple[GroupBinding, ...]) -> tuple[GroupBinding, ...]:
+    """Each group with the volumes its binds choose or have made first. A pod asking
+    volumes with no plan for them (a bug of a placing path) is never bound: its whole group
+    is held back, and says so."""
+    ledger = session.ledger
+    if ledger.volumes is None or not session.claims_in_play:
+        return groups
+    pods = {p.ref: p for g in session.gangs.values() for p in g.members}
+    done: list[GroupBinding] = []
+    for group in groups:
+        writes: list[VolumeWrite] = []
+        broken = ""
+        for binding in group.bindings:
+            pod = pods.get(binding.pod)
+            if pod is None or not ledger.asks_volumes(pod):
+                continue
+            plan = ledger.volume_plan_of(binding.pod, binding.node)
+            if plan is None:
+                broken = f"{binding.pod} has no volumes planned on {binding.node}"
+                break
+            writes.extend(
+                VolumeWrite(claim.namespace, claim.name, claim.uid, binding.pod, volume=v.name)
+                for claim, v in plan.bindings
+            )
+            writes.extend(
+                VolumeWrite(claim.namespace, claim.name, claim.uid, binding.pod, node=binding.node)
+                for claim in plan.provisions
+            )
+        if broken:
+            _held_back(session, group, broken)
+            continue
+        done.append(replace(group, volumes=tuple(writes)) if writes else group)
     return tuple(done)
 
 
@@ -158,7 +200,7 @@ def close(session: Session) -> Result:
         if status != gang.podgroup.status:
             statuses.append(StatusUpdate(key, status, gang.podgroup.api))
     return Result(
-        bindings=_claimed(session, session.bindings),
+        bindings=_volumed(session, _claimed(session, session.bindings)),
         pod_patches=tuple(session.patches),
         pod_conditions=tuple(session.conditions),
         # One eviction a pod: a stale gang's member may be a preemption's victim too.

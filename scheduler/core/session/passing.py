@@ -38,6 +38,7 @@ from scheduler.core.session.readiness import Readiness
 from scheduler.core.session.reporting import Reporting
 from scheduler.core.statement import Kind, Operation, Statement
 from scheduler.core.statuses import NOT_TRIED
+from scheduler.core.volume_binding import VolumeWorld
 from scheduler.model.config import Config
 from scheduler.model.decisions import (
     ActionError,
@@ -119,7 +120,18 @@ class Session:
         self.topology_notes: tuple[str, ...] = ()
         self.infos = snapshot.infos()  # worked out from the pods, when the cache gave none
         self.devices = self._device_world()
-        self.ledger = Ledger.over(snapshot.nodes, self.infos, devices=self.devices)
+        self.ledger = Ledger.over(
+            snapshot.nodes,
+            self.infos,
+            devices=self.devices,
+            volumes=VolumeWorld(
+                claims=snapshot.claims,
+                volumes=snapshot.volumes,
+                classes=snapshot.storage_classes,
+            )
+            if config.bind_volumes
+            else None,
+        )
         self.order = Order(self)
         self.queues = Queues(self)
         self.readiness = Readiness(self)

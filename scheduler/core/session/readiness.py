@@ -40,7 +40,12 @@ class Readiness:
         if not pod.claims:
             return ""
         snapshot = self.session.snapshot
-        return volume_problem(pod, claims=snapshot.claims, classes=snapshot.storage_classes)
+        return volume_problem(
+            pod,
+            claims=snapshot.claims,
+            classes=snapshot.storage_classes,
+            binds=self.session.ledger.volumes is not None,
+        )
 
     def timed_out(self, gang: Gang) -> bool:
         state = self.session.outcomes[gang.key].state
