@@ -17,7 +17,8 @@ from scheduler.cache.deliveries import Deliveries
 from scheduler.cache.gangs import GangQueue
 from scheduler.cache.kinds import Change, Kind
 from scheduler.cache.nodes import NodeCache
-from scheduler.model.decisions import ClaimWrite
+from scheduler.cache.volumes import AssumedVolumes
+from scheduler.model.decisions import ClaimWrite, VolumeWrite
 from scheduler.model.devices import Consumer, DeviceClass, ResourceClaim
 from scheduler.model.gangs import Owner, PodGroup, queue_of_pod
 from scheduler.model.nodes import Node
@@ -27,6 +28,7 @@ from scheduler.model.queues import DEFAULT_QUEUE, Queue, QueueStatus, QueueUsage
 from scheduler.model.resources import Resources
 from scheduler.model.snapshot import GangState, Snapshot
 from scheduler.model.topology import Topology
+from scheduler.model.volumes import Claim, Volume
 
 QUEUES = "queues"  # the kind Volcano's Queues are watched as
 
@@ -77,6 +79,7 @@ class ClusterCache:
         # the watch shows them going (deleting, finished, gone) or their eviction is known
         # not to have been sent: the next pass may come before the watch does.
         self._leaving: set[str] = set()
+        self._assumed_volumes = AssumedVolumes()
         # Time-based fair share: the queues' recent usage, as the last pass left it.
         self.queue_usage: QueueUsage | None = None
         # The tree the last pass with a gang stating a tier placed on (for the
@@ -741,6 +744,7 @@ class ClusterCache:
         if queues is None:
             nodes.forget_holdings()
         stored = self._stores
+        claims, volumes = self._storage()
         return Snapshot(
             nodes=dict(self.nodes.nodes),
             node_infos=dict(self.nodes.infos),
@@ -758,10 +762,7 @@ class ClusterCache:
                 for _, g in sorted(stored[kinds.GROUPS.name].items())
             },
             namespace_labels=dict(self._namespaces),
-            claims={
-                (c.namespace, c.name): c
-                for c in stored[kinds.PERSISTENT_VOLUME_CLAIMS.name].values()
-            },
+            claims=claims,
             resource_slices=tuple(stored[kinds.RESOURCE_SLICES.name].values()),
             device_classes=dict(stored[kinds.DEVICE_CLASSES.name]),
             resource_claims={
@@ -774,7 +775,7 @@ class ClusterCache:
                 **{(c.namespace, c.name): c for c in map(_as_made, self._made_claims.values())},
             },
             selectors=self.selectors,
-            volumes=dict(stored[kinds.PERSISTENT_VOLUMES.name]),
+            volumes=volumes,
             storage_classes=dict(stored[kinds.STORAGE_CLASSES.name]),
             budgets=tuple(b for _, b in sorted(stored[kinds.DISRUPTION_BUDGETS.name].items())),
             owners=self._owners_of_ours(),
@@ -790,6 +791,36 @@ class ClusterCache:
             if queues is not None
             else None,
         )
+
+    def _storage(self) -> tuple[dict[tuple[str, str], Claim], dict[str, Volume]]:
+        stored = self._stores
+        claims = {
+            (c.namespace, c.name): c for c in stored[kinds.PERSISTENT_VOLUME_CLAIMS.name].values()
+        }
+        volumes = dict(stored[kinds.PERSISTENT_VOLUMES.name])
+        if not self._assumed_volumes:
+            return claims, volumes
+        return self._assumed_volumes.overlay(claims, volumes)
+
+    def assume_volumes(self, writes: Iterable[VolumeWrite]) -> None:
+        """A group's volume choices are about to be written: the next passes see them made
+        until the watch shows them (``cache.volumes``)."""
+        self._assumed_volumes.assume(writes)
+
+    def forget_volumes(self, writes: Iterable[VolumeWrite]) -> None:
+        """These volume writes did not land, or were taken back: the claims and volumes are
+        as the watch shows. Whatever waited for them may fare otherwise now."""
+        self._assumed_volumes.forget(writes)
+        self.gangs.everything = True
+        self._changed()
+
+    def claim(self, namespace: str, name: str) -> Claim | None:
+        """A PersistentVolumeClaim as the watch shows it."""
+        return self._stores[kinds.PERSISTENT_VOLUME_CLAIMS.name].get(f"{namespace}/{name}")
+
+    def volume(self, name: str) -> Volume | None:
+        """A PersistentVolume as the watch shows it."""
+        return self._stores[kinds.PERSISTENT_VOLUMES.name].get(name)
 
     def _parent_queue(self, name: str) -> str | None:
         known = self._queues.get(name)

@@ -73,6 +73,7 @@ def claim_from_dict(raw: object) -> Claim:
         bind_completed=BIND_COMPLETED_ANNOTATION in annotations,
         selected_node=annotations.get(SELECTED_NODE_ANNOTATION),
         errors=tuple(errors),
+        resource_version=text(meta.get("resourceVersion")),
     )
 
 
@@ -106,6 +107,7 @@ def volume_from_dict(raw: object) -> Volume:
         deleting=bool(meta.get("deletionTimestamp")),
         csi_driver=text(obj(spec.get("csi")).get("driver")),
         errors=tuple(errors),
+        resource_version=text(meta.get("resourceVersion")),
     )
 
 

@@ -52,6 +52,9 @@ class Config:
     # the node each pod is placed on (kube-scheduler's VolumeBinding). Off: nothing writes
     # those choices to the API server yet, so such pods wait, and say why.
     bind_volumes: bool = False
+    # How long a group's claims may take to be bound (their volumes made) before its pods
+    # are, after which it is tried again (kube-scheduler's bindTimeoutSeconds).
+    volume_bind_timeout_seconds: float = 600.0
 
     @property
     def scheduler_names(self) -> frozenset[str]:

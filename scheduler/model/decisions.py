@@ -106,6 +106,8 @@ class VolumeWrite:
     pod: PodRef  # the pod it is bound for
     volume: str = ""
     node: str = ""  # set when the volume is to be made there
+    # The volume's, as the pass saw it: its claimRef is written only if no one changed it.
+    resource_version: str = ""
 
     @property
     def provisions(self) -> bool:

@@ -49,6 +49,7 @@ class Claim:
     bind_completed: bool = False
     selected_node: str | None = None
     errors: tuple[str, ...] = ()
+    resource_version: str = ""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -98,6 +99,8 @@ class Volume:
     deleting: bool = False
     csi_driver: str = ""
     errors: tuple[str, ...] = ()
+    # What a write of its claimRef is conditional on: no other binder took it meanwhile.
+    resource_version: str = ""
 
 
 @dataclass(frozen=True, slots=True)

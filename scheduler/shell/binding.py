@@ -40,6 +40,7 @@ from scheduler.shell.api import ApiClient, ApiError
 from scheduler.shell.claiming import ClaimWriter, Written
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.recording import EventRecorder
+from scheduler.shell.volume_binding import VolumeWriter
 
 log = structlog.get_logger()
 
@@ -230,6 +231,10 @@ class Binder:
         self.in_flight = 0
         # Dynamic resource allocation: claims written before a group's first bind.
         self._claims = ClaimWriter(api, cache, fence=fence, on_conflict=metrics.claim_conflicts.inc)
+        # Claims waiting for their first consumer: volumes chosen or asked for, then bound.
+        self._volumes = VolumeWriter(
+            api, cache, fence=fence, timeout_seconds=config.volume_bind_timeout_seconds
+        )
 
     def assume(self, group: GroupBinding) -> None:
         """Count the pods against their nodes (and the devices of their claims) now; called
@@ -238,6 +243,8 @@ class Binder:
             self._cache.assume(binding.pod, binding.node)
         if group.claims:
             self._cache.assume_claims(group.claims)
+        if group.volumes:
+            self._cache.assume_volumes(group.volumes)
 
     async def apply(
         self, group: GroupBinding, *, decided: asyncio.Future[float] | None = None
@@ -285,6 +292,8 @@ class Binder:
             # What landed of them shows in the watch; a reservation left for a pod that is
             # not bound is taken back by the sweep (``ClaimWriter``'s caller).
             self._cache.forget_claims(group.claims)
+        if group.volumes:
+            self._cache.forget_volumes(group.volumes)
         self._poke()
 
     async def _apply(
@@ -302,6 +311,10 @@ class Binder:
         if not bindings:
             return
         failed: set[Binding] = set()
+        if group.volumes and (error := await self._bind_volumes(group)):
+            await pass_seconds()
+            self._group_failed(group, f"{error}; nothing of {_subject(group)} was bound")
+            return
         if group.claims:
             # Claims first, as kube-scheduler's PreBind: a pod bound before its claims are
             # allocated and reserved would start without its devices.
@@ -350,6 +363,20 @@ class Binder:
             await self._write_ranks(group, bound, seconds)
             return
         await self._gangs_bound(group, failed, seconds)
+
+    async def _bind_volumes(self, group: GroupBinding) -> str:
+        """Volumes first, as kube-scheduler's PreBind (VolumeBinding before
+        DynamicResources): every claim of the group bound before any pod is. "" once they
+        are; else why not, with what landed taken back and forgotten."""
+        started = time.monotonic()
+        chosen, error = await self._volumes.bind(group.volumes)
+        self._metrics.volume_binding_seconds.labels(outcome="failed" if error else "bound").observe(
+            time.monotonic() - started
+        )
+        if error:
+            await self._volumes.take_back(chosen)
+            self._cache.forget_volumes(group.volumes)
+        return error
 
     async def _gangs_bound(self, group: GroupBinding, failed: set[Binding], seconds: float) -> None:
         """Each gang of the group bound whole: its bind latency measured, its placement

@@ -25,6 +25,7 @@ class Metrics:
     attempts: Counter
     gang_bound_seconds: Histogram
     bind_seconds: Histogram
+    volume_binding_seconds: Histogram
     bind_errors: Counter
     claim_writes: Counter
     claim_conflicts: Counter
@@ -82,6 +83,15 @@ class Metrics:
             bind_seconds=Histogram(
                 "gang_scheduler_bind_duration_seconds",
                 "Duration of one pods/binding request.",
+                buckets=_LATENCY_BUCKETS,
+                registry=registry,
+            ),
+            volume_binding_seconds=Histogram(
+                "gang_scheduler_volume_binding_duration_seconds",
+                "From a group's first volume write to every one of its claims bound (or the "
+                "wait given up), by outcome: the wait for volumes to be bound or made before "
+                "its pods are bound.",
+                ["outcome"],
                 buckets=_LATENCY_BUCKETS,
                 registry=registry,
             ),

@@ -121,7 +121,14 @@ def _volumed(session: Session, groups: tuple[GroupBinding, ...]) -> tuple[GroupB
                 broken = f"{binding.pod} has no volumes planned on {binding.node}"
                 break
             writes.extend(
-                VolumeWrite(claim.namespace, claim.name, claim.uid, binding.pod, volume=v.name)
+                VolumeWrite(
+                    claim.namespace,
+                    claim.name,
+                    claim.uid,
+                    binding.pod,
+                    volume=v.name,
+                    resource_version=v.resource_version,
+                )
                 for claim, v in plan.bindings
             )
             writes.extend(

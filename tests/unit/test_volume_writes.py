@@ -1,0 +1,268 @@
+"""A group's volume choices are written before any bind, as kube-scheduler's PreBind writes
+them, and its pods wait until every claim is bound; a wait that cannot end well ends at
+once with why, and what landed for claims not bound is taken back. Against a real HTTP
+server on localhost; the watch's part is played by folding objects into the cache, as the
+informers do."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from scheduler.cache import kinds
+from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.objects import pod_from_dict
+from scheduler.model.config import Config
+from scheduler.model.decisions import Binding, GangBinding, GroupBinding, VolumeWrite
+from scheduler.model.pods import GangKey, PodRef
+from scheduler.model.volumes import Claim, ClaimRef, Volume
+from scheduler.shell.binding import Binder
+from scheduler.shell.metrics import Metrics
+from scheduler.shell.recording import EventRecorder
+from scheduler.shell.volume_binding import VolumeWriter
+from tests.unit.servers import server
+
+POD = PodRef("ml", "w-0", "p0")
+STATIC = VolumeWrite("ml", "d-0", "c0", POD, volume="pv-n1", resource_version="7")
+MADE = VolumeWrite("ml", "d-0", "c0", POD, node="n1")
+
+
+def _claim(**kw: Any) -> Claim:
+    return Claim("ml", "d-0", uid="c0", storage_class="local", **kw)
+
+
+def _cache(*, claim: Claim | None = None, volume: Volume | None = None) -> ClusterCache:
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+    cache.upsert(kinds.PERSISTENT_VOLUME_CLAIMS, claim or _claim())
+    cache.upsert(kinds.PERSISTENT_VOLUMES, volume or Volume("pv-n1", storage_class="local"))
+    return cache
+
+
+Seen = list[tuple[str, str, Any]]
+
+
+def _recording(seen: Seen, answer: Callable[[str, str], tuple[int, Any]]):
+    async def handler(request: web.Request) -> web.StreamResponse:
+        body = await request.json() if request.can_read_body else None
+        seen.append((request.method, request.path, body))
+        status, payload = answer(request.method, request.path)
+        return web.json_response(payload, status=status)
+
+    return handler
+
+
+def _run(
+    writes: tuple[VolumeWrite, ...],
+    cache: ClusterCache,
+    *,
+    answer: Callable[[str, str], tuple[int, Any]] = lambda method, path: (200, {}),
+    meanwhile: Callable[[ClusterCache], Awaitable[None]] | None = None,
+    timeout: float = 5.0,
+) -> tuple[list[VolumeWrite], str, Seen]:
+    seen: Seen = []
+
+    async def run() -> tuple[list[VolumeWrite], str]:
+        async with server(_recording(seen, answer)) as api:
+            writer = VolumeWriter(api, cache, timeout_seconds=timeout, poll_seconds=0.01)
+            binding = asyncio.create_task(writer.bind(writes))
+            if meanwhile is not None:
+                await meanwhile(cache)
+            return await binding
+
+    landed, error = asyncio.run(asyncio.wait_for(run(), 10))
+    return landed, error, seen
+
+
+async def _bound_after_a_while(cache: ClusterCache, *, volume: str = "pv-n1") -> None:
+    await asyncio.sleep(0.05)
+    cache.upsert(kinds.PERSISTENT_VOLUME_CLAIMS, _claim(volume=volume, bind_completed=True))
+
+
+def test_an_existing_volume_gets_its_claim_ref_and_the_pods_wait_for_the_binding() -> None:
+    landed, error, seen = _run((STATIC,), _cache(), meanwhile=_bound_after_a_while)
+    assert (landed, error) == ([STATIC], "")
+    [(method, path, body)] = seen
+    assert (method, path) == ("PATCH", "/api/v1/persistentvolumes/pv-n1")
+    assert body["metadata"]["resourceVersion"] == "7", "no one else took it meanwhile"
+    assert body["metadata"]["annotations"] == {"pv.kubernetes.io/bound-by-controller": "yes"}
+    assert body["spec"]["claimRef"] == {
+        "kind": "PersistentVolumeClaim", "apiVersion": "v1",
+        "namespace": "ml", "name": "d-0", "uid": "c0",
+    }  # fmt: skip
+
+
+def test_a_volume_to_be_made_is_asked_for_on_the_pods_node() -> None:
+    async def provisioned(cache: ClusterCache) -> None:
+        await asyncio.sleep(0.02)
+        cache.upsert(kinds.PERSISTENT_VOLUME_CLAIMS, _claim(selected_node="n1"))
+        await _bound_after_a_while(cache, volume="pvc-made")
+
+    landed, error, seen = _run((MADE,), _cache(), meanwhile=provisioned)
+    assert (landed, error) == ([MADE], "")
+    [(method, path, body)] = seen
+    assert (method, path) == ("PATCH", "/api/v1/namespaces/ml/persistentvolumeclaims/d-0")
+    selected = {"volume.kubernetes.io/selected-node": "n1"}
+    assert body == {"metadata": {"uid": "c0", "annotations": selected}}
+
+
+def test_a_volume_taken_since_the_pass_is_a_conflict_and_nothing_waits() -> None:
+    landed, error, _ = _run((STATIC,), _cache(), answer=lambda m, p: (409, {"reason": "Conflict"}))
+    assert landed == []
+    assert "it changed since the pass saw it" in error
+
+
+def test_a_provisioner_that_gives_the_claim_back_ends_the_wait_at_once() -> None:
+    async def given_back(cache: ClusterCache) -> None:
+        await asyncio.sleep(0.02)
+        cache.upsert(kinds.PERSISTENT_VOLUME_CLAIMS, _claim(selected_node="n1"))
+        await asyncio.sleep(0.05)
+        cache.upsert(kinds.PERSISTENT_VOLUME_CLAIMS, _claim())
+
+    landed, error, _ = _run((MADE,), _cache(), meanwhile=given_back, timeout=30)
+    assert landed == [MADE]
+    assert "provisioner gave it back" in error
+
+
+def test_a_claim_deleted_or_bound_elsewhere_ends_the_wait() -> None:
+    async def deleted(cache: ClusterCache) -> None:
+        await asyncio.sleep(0.02)
+        cache.remove(kinds.PERSISTENT_VOLUME_CLAIMS, "ml/d-0")
+
+    assert "was deleted" in _run((STATIC,), _cache(), meanwhile=deleted, timeout=30)[1]
+    elsewhere = _run((STATIC,), _cache(), meanwhile=lambda c: _bound_after_a_while(c, volume="x"))
+    assert "was bound to x, not pv-n1" in elsewhere[1]
+
+    async def taken(cache: ClusterCache) -> None:
+        await asyncio.sleep(0.02)
+        other = Volume("pv-n1", claim=ClaimRef("ml", "other", "c9"))
+        cache.upsert(kinds.PERSISTENT_VOLUMES, other)
+
+    assert "was taken by another claim" in _run((STATIC,), _cache(), meanwhile=taken)[1]
+
+
+def test_claims_not_bound_in_time_end_the_wait() -> None:
+    landed, error, _ = _run((STATIC,), _cache(), timeout=0.1)
+    assert landed == [STATIC]
+    assert error == "1 of the group's persistentvolumeclaims were not bound within 0.1s"
+
+
+def _taking_back(write: VolumeWrite, objects: dict[str, Any]) -> Seen:
+    seen: Seen = []
+
+    def answer(method: str, path: str) -> tuple[int, Any]:
+        if method == "GET":
+            return (200, objects[path]) if path in objects else (404, {"reason": "NotFound"})
+        return 200, {}
+
+    async def run() -> None:
+        async with server(_recording(seen, answer)) as api:
+            await VolumeWriter(api, _cache()).take_back([write])
+
+    asyncio.run(asyncio.wait_for(run(), 10))
+    return seen
+
+
+CLAIM_PATH = "/api/v1/namespaces/ml/persistentvolumeclaims/d-0"
+VOLUME_PATH = "/api/v1/persistentvolumes/pv-n1"
+
+
+def test_taking_back_clears_the_selected_node_of_a_claim_not_bound_yet() -> None:
+    claim = {"metadata": {"name": "d-0", "namespace": "ml", "uid": "c0", "resourceVersion": "3",
+                          "annotations": {"volume.kubernetes.io/selected-node": "n1"}}}  # fmt: skip
+    seen = _taking_back(MADE, {CLAIM_PATH: claim})
+    assert [(m, p) for m, p, _ in seen] == [("GET", CLAIM_PATH), ("PATCH", CLAIM_PATH)]
+    assert seen[1][2]["metadata"]["annotations"] == {"volume.kubernetes.io/selected-node": None}
+    assert seen[1][2]["metadata"]["resourceVersion"] == "3"
+
+
+def test_taking_back_frees_a_volume_whose_claim_is_not_bound_yet() -> None:
+    claim = {"metadata": {"name": "d-0", "namespace": "ml", "uid": "c0"}}
+    volume = {"metadata": {"name": "pv-n1", "resourceVersion": "8"},
+              "spec": {"claimRef": {"namespace": "ml", "name": "d-0", "uid": "c0"}}}  # fmt: skip
+    seen = _taking_back(STATIC, {CLAIM_PATH: claim, VOLUME_PATH: volume})
+    assert [(m, p) for m, p, _ in seen] == [
+        ("GET", CLAIM_PATH), ("GET", VOLUME_PATH), ("PATCH", VOLUME_PATH)
+    ]  # fmt: skip
+    assert seen[2][2] == {"metadata": {"resourceVersion": "8"}, "spec": {"claimRef": None}}
+
+
+def test_a_claim_bound_meanwhile_keeps_its_volume_and_a_claim_gone_needs_nothing() -> None:
+    bound = {"metadata": {"name": "d-0", "namespace": "ml", "uid": "c0",
+                          "annotations": {"pv.kubernetes.io/bind-completed": "yes"}},
+             "spec": {"volumeName": "pv-n1"}}  # fmt: skip
+    assert [m for m, _, _ in _taking_back(STATIC, {CLAIM_PATH: bound})] == ["GET"]
+    assert [m for m, _, _ in _taking_back(MADE, {})] == ["GET"]
+
+
+def test_a_replica_that_no_longer_leads_writes_nothing() -> None:
+    seen: Seen = []
+
+    async def run() -> tuple[list[VolumeWrite], str]:
+        async with server(_recording(seen, lambda m, p: (200, {}))) as api:
+            writer = VolumeWriter(api, _cache(), fence=lambda: False)
+            result = await writer.bind((STATIC,))
+            await writer.take_back([STATIC])
+            return result
+
+    landed, error = asyncio.run(asyncio.wait_for(run(), 10))
+    assert landed == []
+    assert "no longer holds the leader Lease" in error
+    assert seen == []
+
+
+# -- the binder: volumes first, then the binds ----------------------------------------------
+
+
+def _group_run(answer: Callable[[str, str], tuple[int, Any]]) -> tuple[Seen, ClusterCache, list]:
+    """A group of one pod whose claim takes pv-n1, through the Binder; the watch shows the
+    claim bound as soon as the volume's claimRef is written."""
+    cache = _cache()
+    member = pod_from_dict({"metadata": {"name": "w-0", "namespace": "ml", "uid": "p0"},
+                            "spec": {"schedulerName": "gang-scheduler"}})  # fmt: skip
+    cache.upsert_pod(member)
+    group = GroupBinding(
+        (GangBinding(GangKey("ml", "w"), (Binding(member.ref, "n1"),)),), volumes=(STATIC,)
+    )
+    seen: Seen = []
+    bound_when_bind_sent: list[bool] = []
+
+    def answering(method: str, path: str) -> tuple[int, Any]:
+        status, body = answer(method, path)
+        if method == "PATCH" and path.endswith("/pv-n1") and status == 200:
+            cache.upsert(
+                kinds.PERSISTENT_VOLUME_CLAIMS, _claim(volume="pv-n1", bind_completed=True)
+            )
+        if path.endswith("/binding"):
+            claim = cache.claim("ml", "d-0")
+            bound_when_bind_sent.append(claim is not None and claim.fully_bound)
+        return status, body
+
+    async def scenario() -> None:
+        async with server(_recording(seen, answering)) as api:
+            binder = Binder(api, cache, EventRecorder(api, component="test"), config=Config(),
+                            metrics=Metrics.create())  # fmt: skip
+            binder.assume(group)
+            await binder.apply(group)
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+    return seen, cache, bound_when_bind_sent
+
+
+def test_a_group_binds_its_pods_only_once_every_claim_is_bound() -> None:
+    seen, _, bound_when_bind_sent = _group_run(lambda m, p: (200, {}))
+    paths = [p for m, p, _ in seen if m in ("PATCH", "POST") and "/events" not in p]
+    assert paths == ["/api/v1/persistentvolumes/pv-n1", "/api/v1/namespaces/ml/pods/w-0/binding"]
+    assert bound_when_bind_sent == [True]
+
+
+def test_a_group_whose_volume_write_fails_binds_nothing_and_forgets_its_choices() -> None:
+    seen, cache, _ = _group_run(
+        lambda m, p: (409, {"reason": "Conflict"}) if "pv-n1" in p else (200, {})
+    )
+    assert not [p for _, p, _ in seen if p.endswith("/binding")]
+    snapshot = cache.snapshot(whole=True)
+    assert snapshot.in_flight == frozenset(), "the pod is pending again"
+    assert snapshot.volumes["pv-n1"].claim is None, "the volume is free again"
