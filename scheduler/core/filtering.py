@@ -7,6 +7,7 @@ in a FailedScheduling event read the same), or "" if the node is suitable.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from scheduler.model.nodes import NO_EXECUTE, NO_SCHEDULE, Node, Taint
 from scheduler.model.pods import LabelSelector, NodeSelectorTerm, Pod, Requirement, Toleration
@@ -21,9 +22,31 @@ AFFINITY_MISMATCH = "node(s) didn't match Pod's node affinity/selector"
 VOLUME_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 MISSING_VOLUME = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 
-# Where a pod's bound volumes let it go: per claim, the volume's node selector terms (any
-# may hold; () for anywhere), or None where the volume does not exist.
-VolumeTerms = tuple[tuple[NodeSelectorTerm, ...] | None, ...]
+VOLUME_ZONE_CONFLICT = "node(s) had no available volume zone"
+
+# kube-scheduler's VolumeZone: a volume's zone and region labels (several zones joined by
+# "__") against the node's; a beta label of the volume matches the node's GA one too.
+ZONE_LABELS = (
+    "failure-domain.beta.kubernetes.io/zone",
+    "failure-domain.beta.kubernetes.io/region",
+    "topology.kubernetes.io/zone",
+    "topology.kubernetes.io/region",
+)
+_GA_LABEL = {ZONE_LABELS[0]: ZONE_LABELS[2], ZONE_LABELS[1]: ZONE_LABELS[3]}
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeReach:
+    """Where a bound claim's volume can be reached from: its node affinity's terms (any may
+    hold; () for anywhere) and its zone labels, each (label, the zones it names)."""
+
+    affinity: tuple[NodeSelectorTerm, ...] = ()
+    zones: tuple[tuple[str, frozenset[str]], ...] = ()
+
+
+# Where a pod's bound volumes let it go: per claim, its volume's reach, or None where the
+# volume does not exist.
+VolumeTerms = tuple[VolumeReach | None, ...]
 
 
 def tolerates(tolerations: tuple[Toleration, ...], taint: Taint) -> bool:
@@ -125,23 +148,47 @@ def volume_problem(
 def volume_terms(
     pod: Pod, *, claims: Mapping[tuple[str, str], Claim], volumes: Mapping[str, Volume]
 ) -> VolumeTerms:
-    """The node affinity of the volumes the pod's bound claims are bound to."""
-    terms: list[tuple[NodeSelectorTerm, ...] | None] = []
+    """The reach of the volumes the pod's bound claims are bound to."""
+    terms: list[VolumeReach | None] = []
     for name in pod.claims:
         claim = claims.get((pod.ref.namespace, name))
         if claim is None or not claim.volume:
             continue
         volume = volumes.get(claim.volume)
-        terms.append(volume.node_affinity if volume is not None else None)
+        terms.append(
+            VolumeReach(volume.node_affinity, _zones(volume.labels)) if volume is not None else None
+        )
     return tuple(terms)
 
 
+def _zones(labels: Mapping[str, str]) -> tuple[tuple[str, frozenset[str]], ...]:
+    zones = []
+    for key in ZONE_LABELS:
+        value = labels.get(key)
+        if value is None:
+            continue
+        named = [zone.strip() for zone in value.split("__")]
+        if all(named):  # a malformed label is passed over, as kube-scheduler does
+            zones.append((key, frozenset(named)))
+    return tuple(zones)
+
+
 def volume_reason(terms: VolumeTerms, node: Node) -> str:
-    for selector in terms:
-        if selector is None:
+    """VolumeBinding's filter on the pod's bound volumes, then VolumeZone's."""
+    for reach in terms:
+        if reach is None:
             return MISSING_VOLUME
-        if selector and not any(term_holds(term, node) for term in selector):
+        affinity = reach.affinity
+        if affinity and not any(term_holds(term, node) for term in affinity):
             return VOLUME_NODE_CONFLICT
+    labels = node.labels
+    if not any(key in labels for key in ZONE_LABELS):
+        return ""  # a node without zones (a cluster of one zone) takes any volume
+    for reach in terms:
+        for key, zones in reach.zones if reach is not None else ():
+            value = labels.get(key, labels.get(_GA_LABEL.get(key, key)))
+            if value is None or value not in zones:
+                return VOLUME_ZONE_CONFLICT
     return ""
 
 
