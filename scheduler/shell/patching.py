@@ -266,8 +266,8 @@ class Patcher:
         A write that fails for want of an answer (the API server down, a 5xx, a 429) is
         sent again, with a growing wait, for ``evict_for_seconds``.
 
-        Returns the uids of the victims it sent that are not going by its hand: not deleted
-        (nothing sent, or refused) or gone before it came."""
+        Returns the uids of the victims it sent that still run: nothing was sent for them,
+        or it was refused (a move its PodDisruptionBudget forbids). One found gone is going."""
         mine = [e for e in evictions if e.pod.uid not in self._evicting]
         # A pass may decide a pod again while it is being sent: one sender is enough.
         self._evicting.update(e.pod.uid for e in mine)
@@ -279,7 +279,7 @@ class Patcher:
                 *(self._until_done(e, self._mark_once) for e in marked),
             )
             outcomes = sent[len(moves) :]
-            staying = _not_done(moves, sent[: len(moves)])
+            staying = _staying(moves, sent[: len(moves)])
             if FAILED in outcomes:
                 log.warning(
                     "victims marked but not deleted: a mark could not be written; the next "
@@ -287,12 +287,11 @@ class Patcher:
                     victims=len(marked),
                 )
                 return staying | {e.pod.uid for e in marked}
-            staying |= _not_done(marked, outcomes)
-            deleting = [e for e in marked if e.pod.uid not in staying]
+            deleting = [e for e, outcome in zip(marked, outcomes, strict=True) if outcome is DONE]
             deleted = await asyncio.gather(
                 *(self._until_done(e, self._delete_once) for e in deleting)
             )
-            return staying | _not_done(deleting, deleted)
+            return staying | _staying(deleting, deleted)
         finally:
             self._evicting.difference_update(e.pod.uid for e in mine)
 
@@ -300,7 +299,8 @@ class Patcher:
         self, eviction: Eviction, step: Callable[[Eviction], Awaitable[Exception | None]]
     ) -> str:
         """``step`` until it is done or cannot be: DONE, GONE (the pod is gone already, or
-        another by its name is there) or FAILED."""
+        another by its name is there), REFUSED (a move its PodDisruptionBudget forbids) or
+        FAILED."""
         ref = eviction.pod
         started = time.monotonic()
         wait = self._evict_again_seconds
@@ -320,7 +320,7 @@ class Patcher:
                 # The Eviction API keeps the pod's PodDisruptionBudget: it stays, and a
                 # later pass (which weighs budgets too) may move another.
                 log.info("pod not moved: its PodDisruptionBudget forbids it now", pod=str(ref))
-                return DONE
+                return REFUSED
             # A failure of ours (not the API server's) would fail again: said, not retried.
             transient = isinstance(error, ApiError) and error.transient
             if not transient or time.monotonic() - started + wait > self._evict_for_seconds:
@@ -527,11 +527,17 @@ def _budget_forbids(error: Exception) -> bool:
 
 
 # What came of sending one victim's mark, delete or move (``Patcher._until_done``).
-DONE, GONE, FAILED = "done", "gone", "failed"
+DONE, GONE, REFUSED, FAILED = "done", "gone", "refused", "failed"
 
 
-def _not_done(evictions: list[Eviction], outcomes: list[str]) -> set[str]:
-    return {e.pod.uid for e, outcome in zip(evictions, outcomes, strict=True) if outcome != DONE}
+def _staying(evictions: list[Eviction], outcomes: list[str]) -> set[str]:
+    """The victims that still run: nothing was sent for them, or it was refused. One found
+    gone is going (the watch shows it gone soon), as is one whose write landed."""
+    return {
+        e.pod.uid
+        for e, outcome in zip(evictions, outcomes, strict=True)
+        if outcome in (FAILED, REFUSED)
+    }
 
 
 def _pod_path(ref: PodRef) -> str:

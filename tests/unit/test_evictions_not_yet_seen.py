@@ -63,13 +63,23 @@ OTHER = Eviction(pod("other").ref, "n0", "preempted by default/big", priority=1)
 MOVED = Eviction(pod("moved").ref, "n0", "moved for default/big", priority=1, moved_to="n1")
 
 
+BUDGET_REFUSAL = {
+    "kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": "TooManyRequests",
+    "code": 429,
+    "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+}  # fmt: skip
+
+
 def _staying(statuses: dict[tuple[str, str], int]) -> set[str]:
     """The Patcher's answer for three victims (one moved) when the API server answers
-    each (method, pod name) with ``statuses`` (200 otherwise)."""
+    each (method, pod name) with ``statuses`` (200 otherwise); a 429 to a move is the
+    Eviction API's refusal for a PodDisruptionBudget, in its words."""
 
     async def handler(request: web.Request) -> web.StreamResponse:
         name = request.path.split("/")[6]
         status = statuses.get((request.method, name), 200)
+        if status == 429:
+            return web.json_response(BUDGET_REFUSAL, status=429)
         return web.json_response({"reason": "x"} if status >= 400 else {}, status=status)
 
     async def run() -> set[str]:
@@ -84,7 +94,10 @@ def test_every_victim_deleted_or_moved_stays_none() -> None:
     assert _staying({}) == set()
 
 
-def test_a_move_refused_by_its_budget_stays() -> None:
+def test_a_move_its_budget_forbids_stays_and_so_does_one_refused_otherwise() -> None:
+    """A pod whose move a PodDisruptionBudget refuses is neither marked nor deleted: left
+    leaving, it would be no victim again for good (review of 06d03a4)."""
+    assert _staying({("POST", "moved"): 429}) == {MOVED.pod.uid}
     assert _staying({("POST", "moved"): 403}) == {MOVED.pod.uid}
 
 
@@ -92,6 +105,13 @@ def test_a_mark_refused_keeps_every_marked_victim_of_the_pass() -> None:
     assert _staying({("PATCH", "other"): 403}) == {VICTIM.pod.uid, OTHER.pod.uid}
 
 
-def test_a_delete_refused_or_finding_the_pod_gone_stays_that_victim_only() -> None:
-    assert _staying({("DELETE", "other"): 404}) == {OTHER.pod.uid}
+def test_a_delete_refused_stays_that_victim_only() -> None:
     assert _staying({("DELETE", "other"): 403}) == {OTHER.pod.uid}
+
+
+def test_a_victim_found_gone_is_going_not_staying() -> None:
+    """Gone already (404), or replaced by another pod of its name (409 on the uid
+    precondition): until the watch shows it gone, the passes must not choose it again."""
+    assert _staying({("DELETE", "other"): 404}) == set()
+    assert _staying({("PATCH", "other"): 409}) == set()
+    assert _staying({("POST", "moved"): 404}) == set()
