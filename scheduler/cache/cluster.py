@@ -777,6 +777,8 @@ class ClusterCache:
             selectors=self.selectors,
             volumes=volumes,
             storage_classes=dict(stored[kinds.STORAGE_CLASSES.name]),
+            csi_nodes=dict(stored[kinds.CSI_NODES.name]),
+            volume_attachments=tuple(stored[kinds.VOLUME_ATTACHMENTS.name].values()),
             budgets=tuple(b for _, b in sorted(stored[kinds.DISRUPTION_BUDGETS.name].items())),
             owners=self._owners_of_ours(),
             owner_kinds=frozenset(self._owner_kinds),

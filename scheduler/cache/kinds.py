@@ -54,6 +54,9 @@ PERSISTENT_VOLUME_CLAIMS = Kind("persistentvolumeclaims", _in_namespace)
 PERSISTENT_VOLUMES = Kind("persistentvolumes", _named)
 # StorageClasses by name.
 STORAGE_CLASSES = Kind("storageclasses")
+# Nodes' CSI attach limits, and the volumes attached: a change may let a gang go anywhere.
+CSI_NODES = Kind("csinodes", _named)
+VOLUME_ATTACHMENTS = Kind("volumeattachments", _named)
 # A slice removed takes devices away: work (a pass may say so), never room for anyone.
 RESOURCE_SLICES = Kind("resourceslices", _named, removal=Change.WORK)
 DEVICE_CLASSES = Kind("deviceclasses", _named)
@@ -71,6 +74,8 @@ STORED = (
     PERSISTENT_VOLUME_CLAIMS,
     PERSISTENT_VOLUMES,
     STORAGE_CLASSES,
+    CSI_NODES,
+    VOLUME_ATTACHMENTS,
     RESOURCE_SLICES,
     DEVICE_CLASSES,
     DISRUPTION_BUDGETS,

@@ -9,7 +9,7 @@ from typing import Any
 
 from scheduler.codecs.quantities import QUANTITY_RULE, quantity
 from scheduler.codecs.selectors import label_selector, node_selector_terms
-from scheduler.codecs.shapes import listed, obj, objs, text, texts
+from scheduler.codecs.shapes import listed, obj, objs, text, texts, whole
 from scheduler.model.volumes import (
     BETA_STORAGE_CLASS_ANNOTATION,
     BIND_COMPLETED_ANNOTATION,
@@ -17,9 +17,11 @@ from scheduler.model.volumes import (
     SELECTED_NODE_ANNOTATION,
     Claim,
     ClaimRef,
+    CsiNode,
     StorageClass,
     TopologyTerm,
     Volume,
+    VolumeAttachment,
 )
 
 STORAGE = "storage"
@@ -106,6 +108,7 @@ def volume_from_dict(raw: object) -> Volume:
         labels=texts(meta.get("labels")),
         deleting=bool(meta.get("deletionTimestamp")),
         csi_driver=text(obj(spec.get("csi")).get("driver")),
+        volume_handle=text(obj(spec.get("csi")).get("volumeHandle")),
         errors=tuple(errors),
         resource_version=text(meta.get("resourceVersion")),
     )
@@ -132,4 +135,28 @@ def storage_class_from_dict(raw: object) -> tuple[str, StorageClass]:
             )
             for term in objs(body.get("allowedTopologies"))
         ),
+    )
+
+
+def csi_node_from_dict(raw: object) -> CsiNode:
+    """A CSINode: its drivers' attach limits (a count that is not a whole number >= 0 is
+    left out: no limit is read from it)."""
+    body = obj(raw)
+    limits: dict[str, int] = {}
+    for driver in objs(obj(body.get("spec")).get("drivers")):
+        count = whole(obj(driver.get("allocatable")).get("count"))
+        name = text(driver.get("name"))
+        if name and count is not None and count >= 0:
+            limits[name] = count
+    return CsiNode(name=text(obj(body.get("metadata")).get("name")), limits=limits)
+
+
+def volume_attachment_from_dict(raw: object) -> VolumeAttachment:
+    body = obj(raw)
+    spec = obj(body.get("spec"))
+    return VolumeAttachment(
+        name=text(obj(body.get("metadata")).get("name")),
+        node=text(spec.get("nodeName")),
+        attacher=text(spec.get("attacher")),
+        volume=text(obj(spec.get("source")).get("persistentVolumeName")),
     )

@@ -280,7 +280,19 @@ class Ledger:
         target = self._nodes_root().get(node)
         if target is None:
             return ("node not found",)
-        return self.volumes.reasons(pod, target)  # type: ignore[union-attr]
+        layer = self.volumes
+        # NodeVolumeLimits comes before VolumeBinding in kube-scheduler's filters.
+        over = layer.world.limit_reason(pod, target, self.pods_on(node))  # type: ignore[union-attr]
+        return (over,) if over else layer.reasons(pod, target)  # type: ignore[union-attr]
+
+    def pods_on(self, node: str) -> list[Pod]:
+        """The pods on ``node``: the snapshot's and those placed on this ledger."""
+        root = self
+        while root._parent is not None:
+            root = root._parent
+        info = root._infos.get(node)
+        there = list(info.pods) if info is not None else []
+        return there + [pod for pod, name in self.placed() if name == node]
 
     def volume_reason(self, pod: Pod, node: str) -> str:
         reasons = self.volume_reasons(pod, node)

@@ -15,11 +15,20 @@ from __future__ import annotations
 
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from scheduler.core.filtering import selector_matches, term_holds
+from scheduler.core.volume_limits import limit_reason
 from scheduler.model.nodes import Node
 from scheduler.model.pods import Pod, PodRef
-from scheduler.model.volumes import AVAILABLE, Claim, StorageClass, Volume
+from scheduler.model.volumes import (
+    AVAILABLE,
+    Claim,
+    CsiNode,
+    StorageClass,
+    Volume,
+    VolumeAttachment,
+)
 
 # kube-scheduler's ConflictReasons, word for word.
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
@@ -217,10 +226,17 @@ class VolumeWorld:
         claims: Mapping[tuple[str, str], Claim],
         volumes: Mapping[str, Volume],
         classes: Mapping[str, StorageClass],
+        csi_nodes: Mapping[str, CsiNode] = MappingProxyType({}),
+        attachments: Iterable[VolumeAttachment] = (),
     ) -> None:
         self.claims = claims
         self.volumes = volumes
         self.classes = classes
+        # Nodes with CSI attach limits, and the volumes attached to each.
+        self.csi_nodes = {name: n for name, n in csi_nodes.items() if n.limits}
+        self.attachments: dict[str, list[VolumeAttachment]] = {}
+        for attachment in attachments:
+            self.attachments.setdefault(attachment.node, []).append(attachment)
         by_class: dict[str, list[Volume]] = {}
         for name in sorted(volumes):
             volume = volumes[name]
@@ -237,12 +253,38 @@ class VolumeWorld:
         return known
 
     def asks(self, pod: Pod) -> bool:
-        """Whether placing ``pod`` binds or provisions volumes (an unbound claim of a
-        WaitForFirstConsumer class)."""
+        """Whether where ``pod`` may go depends on what this pass places: it binds or
+        provisions volumes (an unbound claim of a WaitForFirstConsumer class), or counts
+        against nodes' CSI attach limits."""
+        if not pod.claims:
+            return False
+        if self.csi_nodes:
+            return True
+        claims = self.sorted_claims(pod)
+        return not isinstance(claims, str) and bool(claims.delayed)
+
+    def delays(self, pod: Pod) -> bool:
+        """Whether ``pod`` has claims whose volumes its placement chooses or has made."""
         if not pod.claims:
             return False
         claims = self.sorted_claims(pod)
         return not isinstance(claims, str) and bool(claims.delayed)
+
+    def limit_reason(self, pod: Pod, node: Node, others: Iterable[Pod]) -> str:
+        """NodeVolumeLimits: whether ``pod`` would pass ``node``'s CSI attach limits,
+        ``others`` the pods on it."""
+        csi_node = self.csi_nodes.get(node.name)
+        if csi_node is None:
+            return ""
+        return limit_reason(
+            pod,
+            csi_node=csi_node,
+            others=others,
+            attachments=self.attachments.get(node.name, ()),
+            claims=self.claims,
+            volumes=self.volumes,
+            classes=self.classes,
+        )
 
     def plan(
         self, pod: Pod, node: Node, *, taken: Container[str]
@@ -288,6 +330,8 @@ class VolumeLayer:
 
     def reasons(self, pod: Pod, node: Node) -> tuple[str, ...]:
         """Why ``pod``'s volumes cannot be had on ``node``; () if they can."""
+        if not self.world.delays(pod):
+            return ()
         plan = self.plan(pod, node)
         if isinstance(plan, VolumePlan):
             return ()
@@ -295,6 +339,8 @@ class VolumeLayer:
 
     def place(self, pod: Pod, node: Node) -> str:
         """Choose ``pod``'s volumes on ``node``; returns why it cannot ("" when done)."""
+        if not self.world.delays(pod):
+            return ""
         plan = self.plan(pod, node)
         if not isinstance(plan, VolumePlan):
             return plan if isinstance(plan, str) else plan[0]

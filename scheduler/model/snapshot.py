@@ -16,7 +16,7 @@ from scheduler.model.pods import GangKey, Pod, PodRef
 from scheduler.model.queues import Queue, QueueUsage
 from scheduler.model.resources import Resources
 from scheduler.model.topology import SakkaraGroup, Topology
-from scheduler.model.volumes import Claim, StorageClass, Volume
+from scheduler.model.volumes import Claim, CsiNode, StorageClass, Volume, VolumeAttachment
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +138,9 @@ class Snapshot:
     claims: Mapping[tuple[str, str], Claim] = field(default_factory=dict)
     volumes: Mapping[str, Volume] = field(default_factory=dict)
     storage_classes: Mapping[str, StorageClass] = field(default_factory=dict)
+    # Nodes' CSI attach limits by node name, and the volumes attached to nodes.
+    csi_nodes: Mapping[str, CsiNode] = field(default_factory=dict)
+    volume_attachments: tuple[VolumeAttachment, ...] = ()
     # PodDisruptionBudgets: which victims preemption prefers (those that break none).
     budgets: tuple[DisruptionBudget, ...] = ()
     # The owners that make gangs of pods that declare none (Jobs, JobSets, …), and the owner

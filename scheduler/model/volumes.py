@@ -98,6 +98,7 @@ class Volume:
     labels: Mapping[str, str] = field(default_factory=dict)
     deleting: bool = False
     csi_driver: str = ""
+    volume_handle: str = ""  # spec.csi.volumeHandle
     errors: tuple[str, ...] = ()
     # What a write of its claimRef is conditional on: no other binder took it meanwhile.
     resource_version: str = ""
@@ -129,3 +130,22 @@ class StorageClass:
     @property
     def provisions(self) -> bool:
         return bool(self.provisioner) and self.provisioner != NO_PROVISIONER
+
+
+@dataclass(frozen=True, slots=True)
+class CsiNode:
+    """A node's CSINode: how many volumes of each CSI driver it may have attached
+    (``allocatable.count``, where the driver states one)."""
+
+    name: str
+    limits: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class VolumeAttachment:
+    """A volume attached (or being attached) to a node by a CSI driver (``attacher``)."""
+
+    name: str
+    node: str
+    attacher: str
+    volume: str  # the PersistentVolume's name; "" for an inline volume

@@ -30,7 +30,13 @@ from scheduler.codecs.objects import (
 )
 from scheduler.codecs.owners import owner_from_dict
 from scheduler.codecs.queues import queue_from_dict, queue_status_from_dict
-from scheduler.codecs.volumes import claim_from_dict, storage_class_from_dict, volume_from_dict
+from scheduler.codecs.volumes import (
+    claim_from_dict,
+    csi_node_from_dict,
+    storage_class_from_dict,
+    volume_attachment_from_dict,
+    volume_from_dict,
+)
 from scheduler.model.owners import OwnerKind
 from scheduler.model.pods import GangKey, PodGroupApi
 from scheduler.model.queues import QUEUE_API
@@ -162,6 +168,17 @@ _ALL = (
     _plain(kinds.PERSISTENT_VOLUMES, "/api/v1/persistentvolumes", volume_from_dict),
     _plain(
         kinds.STORAGE_CLASSES, "/apis/storage.k8s.io/v1/storageclasses", storage_class_from_dict
+    ),
+    # Attach limits: where RBAC lets us not read them (a role from before they were read),
+    # no node has a limit, and nothing else stops.
+    _plain(
+        kinds.CSI_NODES, "/apis/storage.k8s.io/v1/csinodes", csi_node_from_dict, restricted=True
+    ),
+    _plain(
+        kinds.VOLUME_ATTACHMENTS,
+        "/apis/storage.k8s.io/v1/volumeattachments",
+        volume_attachment_from_dict,
+        restricted=True,
     ),
     _plain(
         kinds.DISRUPTION_BUDGETS,

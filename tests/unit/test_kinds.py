@@ -30,6 +30,18 @@ BODIES: dict[str, dict[str, Any]] = {
         "spec": {"driver": "gpu.example.com", "pool": {"name": "p"}, "nodeName": "n0"},
     },
     "deviceclasses": {"metadata": {"name": "gpu"}, "spec": {}},
+    "csinodes": {
+        "metadata": {"name": "n0"},
+        "spec": {"drivers": [{"name": "ebs.csi.aws.com", "allocatable": {"count": 25}}]},
+    },
+    "volumeattachments": {
+        "metadata": {"name": "csi-1"},
+        "spec": {
+            "attacher": "ebs.csi.aws.com",
+            "nodeName": "n0",
+            "source": {"persistentVolumeName": "pv-1"},
+        },
+    },
 }
 PLAIN = [kind for kind in kinds.STORED if kind.name in BODIES]
 
@@ -79,6 +91,10 @@ def test_a_plain_kind_reaches_the_snapshot_field_a_pass_reads() -> None:
     assert ("ns", "data") in snap.claims
     assert "pv-1" in snap.volumes
     assert snap.storage_classes["local"].binding_mode == "Immediate"
+    assert snap.csi_nodes["n0"].limits == {"ebs.csi.aws.com": 25}
+    assert [(a.node, a.attacher, a.volume) for a in snap.volume_attachments] == [
+        ("n0", "ebs.csi.aws.com", "pv-1")
+    ]
     assert [b.name for b in snap.budgets] == ["b"]
     assert [s.name for s in snap.resource_slices] == ["s"]
     assert "gpu" in snap.device_classes

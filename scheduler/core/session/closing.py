@@ -114,7 +114,7 @@ def _volumed(session: Session, groups: tuple[GroupBinding, ...]) -> tuple[GroupB
         broken = ""
         for binding in group.bindings:
             pod = pods.get(binding.pod)
-            if pod is None or not ledger.asks_volumes(pod):
+            if pod is None or not ledger.volumes.world.delays(pod):
                 continue
             plan = ledger.volume_plan_of(binding.pod, binding.node)
             if plan is None:

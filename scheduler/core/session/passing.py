@@ -128,6 +128,8 @@ class Session:
                 claims=snapshot.claims,
                 volumes=snapshot.volumes,
                 classes=snapshot.storage_classes,
+                csi_nodes=snapshot.csi_nodes,
+                attachments=snapshot.volume_attachments,
             )
             if config.bind_volumes
             else None,
