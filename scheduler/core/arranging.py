@@ -888,8 +888,10 @@ class Arranger:
             for pod in members:
                 if node not in context.fit[id(pod)] or not ledger.admits(pod, node):
                     return [], [], Status.unschedulable(f"{pod.ref.name} does not fit on {node}")
-                if ledger.asks_devices(pod):
-                    ledger.place(pod, node)  # its devices, so the next member sees them taken
+                if ledger.asks_devices(pod) or ledger.asks_volumes(pod):
+                    # Its devices and volumes, so that the next member sees them taken (and
+                    # counted against the node's attach limits).
+                    ledger.place(pod, node)
                 else:
                     ledger.take(node, pod.requests)
             return [(pod, node) for pod in members], [], Status.success()

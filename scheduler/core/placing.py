@@ -57,6 +57,9 @@ class Ledger:
         # that look at the other pods: anti-affinity, host ports.
         self._placed: list[tuple[Pod, str]] = []
         self._anti = 0  # how many of them carry required anti-affinity
+        # Pods evicted on this ledger (a what-if's victims, a turn's): gone from their nodes
+        # for the filters that count the pods there (CSI attach limits).
+        self._gone: set[str] = set()
         self._nodes: Mapping[str, Node] = {}
         self._infos: Mapping[str, NodeInfo] = {}
         # Volumes its placements bind or have made (claims waiting for their first
@@ -181,6 +184,32 @@ class Ledger:
         for resource, amount in requests.items():
             room[resource] = room.get(resource, 0) - amount
 
+    def evict(self, pod: Pod, node: str) -> None:
+        """A victim goes: its room is given back, and it is no longer among the node's
+        pods."""
+        self.give(node, pod.requests)
+        self._gone.add(pod.ref.uid)
+
+    def unevict(self, pod: Pod, node: str) -> None:
+        """Undo an ``evict`` of this ledger."""
+        self.take(node, pod.requests)
+        self._gone.discard(pod.ref.uid)
+
+    def _evicted(self, uid: str) -> bool:
+        ledger: Ledger | None = self
+        while ledger is not None:
+            if uid in ledger._gone:
+                return True
+            ledger = ledger._parent
+        return False
+
+    def set_aside(self, pod: Pod, node: str) -> None:
+        """Room (and volumes) held by the ledgers below for ``pod`` on ``node`` is free on
+        this one: a preemptor's own held room, its to use again in a what-if."""
+        self.give(node, pod.requests)
+        if self.volumes is not None:
+            self.volumes.set_aside(pod, node)
+
     def give(self, node: str, requests: Mapping[str, int]) -> None:
         """Undo a ``take`` (a Statement discarded) or free a victim's share (an eviction)."""
         room = self._free.get(node)
@@ -291,7 +320,7 @@ class Ledger:
         while root._parent is not None:
             root = root._parent
         info = root._infos.get(node)
-        there = list(info.pods) if info is not None else []
+        there = [p for p in info.pods if not self._evicted(p.ref.uid)] if info is not None else []
         return there + [pod for pod, name in self.placed() if name == node]
 
     def volume_reason(self, pod: Pod, node: str) -> str:
@@ -414,6 +443,7 @@ class Ledger:
             self._parent._free[node] = room
         self._parent._placed.extend(self._placed)
         self._parent._anti += self._anti
+        self._parent._gone |= self._gone
         self._parent._allocated.update(self._allocated)
         self._parent._taken.update(self._taken)
         for key, count in self._reserved.items():
@@ -425,6 +455,7 @@ class Ledger:
         self._free = {}
         self._placed = []
         self._anti = 0
+        self._gone = set()
         self._allocated, self._taken, self._reserved, self._plans = {}, set(), {}, {}
         self._pending = {}
 
@@ -654,6 +685,7 @@ class NodeFinder:
         pass; a node turned away by the other pods may take the next pod of the shape)."""
         roomy: int | None = None
         candidates = []
+        volumes = ledger.asks_volumes(pod)
         for i in range(start, len(fit)):
             if not ledger.fits(fit[i], ledger.requests_on(pod, fit[i])):
                 continue
@@ -661,7 +693,7 @@ class NodeFinder:
                 roomy = i
             if (
                 (check is None or not check.reason(fit[i]))
-                and not ledger.volume_reason(pod, fit[i])
+                and not (volumes and ledger.volume_reason(pod, fit[i]))
                 and not ledger.device_reason(pod, fit[i])
             ):
                 candidates.append(fit[i])

@@ -110,7 +110,7 @@ class Statement:
         self._log(Operation(Kind.CLAIM, claim=key))
 
     def evict(self, pod: Pod, node: str) -> None:
-        self.ledger.give(node, pod.requests)
+        self.ledger.evict(pod, node)
         self._log(Operation(Kind.EVICT, pod, node))
 
     def release(self, pod: Pod, node: str) -> None:
@@ -162,7 +162,7 @@ class Statement:
             if kind is Kind.ALLOCATE or kind is Kind.HOLD:
                 ledger.unplace(op.pod, op.node)
             elif kind is Kind.EVICT:
-                ledger.take(op.node, op.pod.requests)  # type: ignore[union-attr]
+                ledger.unevict(op.pod, op.node)  # type: ignore[arg-type]
             elif kind is Kind.RELEASE:
                 ledger.place(op.pod, op.node, strict=False)  # type: ignore[arg-type]
             elif kind is Kind.CLAIM:

@@ -13,8 +13,10 @@ not publish their capacity."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from types import MappingProxyType
 
 from scheduler.core.filtering import selector_matches, term_holds
@@ -103,7 +105,7 @@ def matching_volume(
     is neither ``taken`` nor out of the node's reach."""
     smallest: Volume | None = None
     for volume in volumes:
-        if volume.name in taken:
+        if volume.name in taken or volume.errors:
             continue
         if volume.claim is not None and not volume.claim.names(claim):
             continue
@@ -115,22 +117,40 @@ def matching_volume(
             continue
         if volume.deleting:
             continue
-        reachable = _reachable(volume, node)
+        near = reachable(volume, node)
         if volume.claim is not None:  # pre-bound to this claim
-            return volume if reachable else None
+            return volume if near else None
         if volume.phase != AVAILABLE:
             # One about to become Available would match, but binding it now is likely to
             # fail on a conflict.
             continue
         if claim.selector is not None and not selector_matches(claim.selector, volume.labels):
             continue
-        if volume.storage_class != claim.storage_class or not reachable:
+        if volume.storage_class != claim.storage_class or not near:
             continue
         if not claim.access_modes <= volume.access_modes:
             continue
         if smallest is None or volume.capacity < smallest.capacity:
             smallest = volume
     return smallest
+
+
+class Choices:
+    """What a pass chose for claims not bound yet: none (a what-if on its own)."""
+
+    def __contains__(self, name: object) -> bool:
+        """Whether a volume was chosen for some claim."""
+        return False
+
+    def volume_for(self, key: tuple[str, str]) -> Volume | None:
+        return None
+
+    def node_for(self, key: tuple[str, str]) -> str | None:
+        """The node a claim's volume is to be made on."""
+        return None
+
+
+NO_CHOICES = Choices()
 
 
 def plan_volumes(
@@ -140,33 +160,44 @@ def plan_volumes(
     volumes: Mapping[str, Volume],
     classes: Mapping[str, StorageClass],
     by_class: Mapping[str, tuple[Volume, ...]],
-    taken: Container[str] = (),
+    taken: Choices = NO_CHOICES,
 ) -> VolumePlan | tuple[str, ...]:
     """``FindPodVolumes``: the pod's plan on ``node``, or kube-scheduler's reasons why the
     node will not do. ``by_class`` lists the volumes of each class, in a fixed order;
-    ``taken``: volumes chosen for other pods not yet bound."""
+    ``taken``: what this pass chose for claims not bound yet (kube-scheduler's assume cache
+    shows them so): a volume chosen for a claim is no other claim's, and a claim shared
+    with a pod placed before keeps the volume, or the node, chosen for it then."""
     reasons: list[str] = []
     for claim in claims.bound:
         volume = volumes.get(claim.volume)
         if volume is None:
             return (VOLUME_MISSING,)
-        if not _reachable(volume, node):
+        if not reachable(volume, node):
             reasons.append(NODE_CONFLICT)
             break
     if not claims.delayed:
         return tuple(reasons) or EMPTY
     to_match: list[Claim] = []
     to_make: list[Claim] = []
+    bindings: list[tuple[Claim, Volume]] = []
+    satisfied = True
     for claim in claims.delayed:
-        if claim.selected_node is not None:
-            if claim.selected_node != node.name:
+        selected = claim.selected_node
+        if selected is None:
+            selected = taken.node_for(claim.key)
+        if selected is not None:
+            if selected != node.name:
                 return (*reasons, BIND_CONFLICT)  # asked to be made elsewhere
             to_make.append(claim)
+        elif (volume := taken.volume_for(claim.key)) is not None:
+            # As a volume pre-bound to it: there, or nowhere.
+            if reachable(volume, node):
+                bindings.append((claim, volume))
+            else:
+                satisfied = False
         else:
             to_match.append(claim)
-    bindings: list[tuple[Claim, Volume]] = []
     chosen = _Either(taken, set())
-    satisfied = True
     for claim in sorted(to_match, key=lambda c: c.requested):
         volume = matching_volume(
             claim, by_class.get(claim.storage_class, ()), node=node, taken=chosen
@@ -212,13 +243,15 @@ def _may_provision(claim: Claim, *, node: Node, classes: Mapping[str, StorageCla
     )
 
 
-def _reachable(volume: Volume, node: Node) -> bool:
+def reachable(volume: Volume, node: Node) -> bool:
+    """Whether ``volume``'s node affinity lets ``node`` reach it."""
     return not volume.node_affinity or any(term_holds(t, node) for t in volume.node_affinity)
 
 
 class VolumeWorld:
     """A pass's storage, for the pods whose claims wait for their first consumer: their
-    claims sorted once, the volumes of each class in a fixed order."""
+    claims sorted once, the volumes of each class in a fixed order (sorted when a pod first
+    asks), and the nodes' CSI attach limits."""
 
     def __init__(
         self,
@@ -237,12 +270,15 @@ class VolumeWorld:
         self.attachments: dict[str, list[VolumeAttachment]] = {}
         for attachment in attachments:
             self.attachments.setdefault(attachment.node, []).append(attachment)
-        by_class: dict[str, list[Volume]] = {}
-        for name in sorted(volumes):
-            volume = volumes[name]
-            by_class.setdefault(volume.storage_class, []).append(volume)
-        self.by_class = {k: tuple(v) for k, v in by_class.items()}
         self._sorted: dict[PodRef, PodClaims | str] = {}
+
+    @cached_property
+    def by_class(self) -> dict[str, tuple[Volume, ...]]:
+        by_class: dict[str, list[Volume]] = {}
+        for name in sorted(self.volumes):
+            volume = self.volumes[name]
+            by_class.setdefault(volume.storage_class, []).append(volume)
+        return {k: tuple(v) for k, v in by_class.items()}
 
     def sorted_claims(self, pod: Pod) -> PodClaims | str:
         known = self._sorted.get(pod.ref)
@@ -258,10 +294,7 @@ class VolumeWorld:
         against nodes' CSI attach limits."""
         if not pod.claims:
             return False
-        if self.csi_nodes:
-            return True
-        claims = self.sorted_claims(pod)
-        return not isinstance(claims, str) and bool(claims.delayed)
+        return bool(self.csi_nodes) or self.delays(pod)
 
     def delays(self, pod: Pod) -> bool:
         """Whether ``pod`` has claims whose volumes its placement chooses or has made."""
@@ -286,9 +319,7 @@ class VolumeWorld:
             classes=self.classes,
         )
 
-    def plan(
-        self, pod: Pod, node: Node, *, taken: Container[str]
-    ) -> VolumePlan | tuple[str, ...] | str:
+    def plan(self, pod: Pod, node: Node, *, taken: Choices) -> VolumePlan | tuple[str, ...] | str:
         claims = self.sorted_claims(pod)
         if isinstance(claims, str):
             return claims
@@ -302,31 +333,60 @@ class VolumeWorld:
         )
 
 
-class VolumeLayer:
-    """The volumes one ledger's placements chose, on top of its parent's: a scratch
-    ledger's layer reaches its parent only when committed, and is forgotten with it."""
+class VolumeLayer(Choices):
+    """What one ledger's placements chose for claims not bound yet, over its parent's: a
+    scratch ledger's layer reaches its parent only when committed, and is forgotten with
+    it. Two pods sharing a claim share its choice (counted, so that one placement undone
+    leaves the other's). A layer may set aside choices below it (``set_aside``: a
+    preemptor's own held room, its to use again in a what-if)."""
 
     def __init__(self, world: VolumeWorld, parent: VolumeLayer | None = None) -> None:
         self.world = world
         self._parent = parent
-        self._taken: set[str] = set()
+        self._volumes: dict[tuple[str, str], Volume] = {}  # claim -> volume chosen
+        self._nodes: dict[tuple[str, str], str] = {}  # claim -> node its volume is made on
+        self._holders: dict[str, tuple[str, str]] = {}  # volume -> its claim
+        self._uses: Counter[tuple[str, str]] = Counter()  # placements relying on a choice
+        self._aside: set[tuple[str, str]] = set()  # claims whose choice below is set aside
         self._plans: dict[tuple[PodRef, str], VolumePlan] = {}
+        self._pending: dict[tuple[PodRef, str], VolumePlan | tuple[str, ...] | str] = {}
 
     def child(self) -> VolumeLayer:
         return VolumeLayer(self.world, self)
 
-    def __contains__(self, name: object) -> bool:
-        """Whether the placements of this layer, or of those below it, chose the volume."""
+    # -- Choices: what the layers from this one down chose ---------------------------------
+
+    def _find(self, table: str, key: object) -> object:
+        aside: set[tuple[str, str]] = set()
         layer: VolumeLayer | None = self
         while layer is not None:
-            if name in layer._taken:
-                return True
+            found = getattr(layer, table).get(key)
+            if found is not None:
+                claim = found if table == "_holders" else key
+                return None if claim in aside else found
+            aside |= layer._aside
             layer = layer._parent
-        return False
+        return None
+
+    def __contains__(self, name: object) -> bool:
+        return self._find("_holders", name) is not None
+
+    def volume_for(self, key: tuple[str, str]) -> Volume | None:
+        return self._find("_volumes", key)  # type: ignore[return-value]
+
+    def node_for(self, key: tuple[str, str]) -> str | None:
+        return self._find("_nodes", key)  # type: ignore[return-value]
+
+    # -- plans -------------------------------------------------------------------------------
 
     def plan(self, pod: Pod, node: Node) -> VolumePlan | tuple[str, ...] | str:
-        """What placing ``pod`` on ``node`` binds and provisions, or why it cannot."""
-        return self.world.plan(pod, node, taken=self)
+        """What placing ``pod`` on ``node`` binds and provisions, or why it cannot. Kept
+        until this layer's choices change."""
+        key = (pod.ref, node.name)
+        known = self._pending.get(key)
+        if known is None:
+            known = self._pending[key] = self.world.plan(pod, node, taken=self)
+        return known
 
     def reasons(self, pod: Pod, node: Node) -> tuple[str, ...]:
         """Why ``pod``'s volumes cannot be had on ``node``; () if they can."""
@@ -344,14 +404,45 @@ class VolumeLayer:
         plan = self.plan(pod, node)
         if not isinstance(plan, VolumePlan):
             return plan if isinstance(plan, str) else plan[0]
+        self._pending.clear()
         self._plans[(pod.ref, node.name)] = plan
-        self._taken.update(volume.name for _, volume in plan.bindings)
+        for claim, volume in plan.bindings:
+            self._use(claim.key)
+            self._volumes[claim.key] = volume
+            self._holders[volume.name] = claim.key
+        for claim in plan.provisions:
+            self._use(claim.key)
+            self._nodes[claim.key] = node.name
         return ""
+
+    def _use(self, key: tuple[str, str]) -> None:
+        self._uses[key] += 1
+        self._aside.discard(key)
 
     def unplace(self, pod: Pod, node: str) -> None:
         plan = self._plans.pop((pod.ref, node), None)
-        if plan is not None:
-            self._taken.difference_update(volume.name for _, volume in plan.bindings)
+        if plan is None:
+            return
+        self._pending.clear()
+        for claim in (*(c for c, _ in plan.bindings), *plan.provisions):
+            self._uses[claim.key] -= 1
+            if self._uses[claim.key] <= 0:  # no other pod placed here shares the claim
+                self._drop(claim.key)
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        self._uses.pop(key, None)
+        self._nodes.pop(key, None)
+        volume = self._volumes.pop(key, None)
+        if volume is not None:
+            self._holders.pop(volume.name, None)
+
+    def set_aside(self, pod: Pod, node: str) -> None:
+        """Treat the choices made below for ``pod`` on ``node`` as not made, on this layer."""
+        plan = self.plan_of(pod.ref, node)
+        if plan is None:
+            return
+        self._pending.clear()
+        self._aside.update(c.key for c in (*(c for c, _ in plan.bindings), *plan.provisions))
 
     def plan_of(self, ref: PodRef, node: str) -> VolumePlan | None:
         own = self._plans.get((ref, node))
@@ -363,6 +454,14 @@ class VolumeLayer:
         parent = self._parent
         if parent is None:
             raise ValueError("only a child layer can be committed")
-        parent._taken.update(self._taken)
+        for key in self._aside:  # set aside here, and not chosen again
+            parent._drop(key)
+            parent._aside.add(key)
+        parent._volumes.update(self._volumes)
+        parent._nodes.update(self._nodes)
+        parent._holders.update(self._holders)
+        parent._uses.update(self._uses)
         parent._plans.update(self._plans)
-        self._taken, self._plans = set(), {}
+        parent._pending.clear()
+        self._volumes, self._nodes, self._holders = {}, {}, {}
+        self._uses, self._aside, self._plans, self._pending = Counter(), set(), {}, {}

@@ -65,15 +65,15 @@ def limit_reason(
     for other in others:
         if other.claims and other.ref.uid != pod.ref.uid:
             attached.update(attachable(other, claims=claims, volumes=volumes, classes=classes))
+    for unique in attached:
+        new.pop(unique, None)  # a volume a pod there uses already counts once
+    counted = Counter(attached.values())
     for attachment in attachments:
         volume = volumes.get(attachment.volume) if attachment.volume else None
-        if attachment.attacher and volume is not None and volume.volume_handle:
-            attached.setdefault(
-                f"{attachment.attacher}/{volume.volume_handle}", attachment.attacher
-            )
-    for unique in attached:
-        new.pop(unique, None)  # a volume the node has already counts once
-    counted = Counter(attached.values())
+        if not attachment.attacher or volume is None or not volume.volume_handle:
+            continue
+        if f"{attachment.attacher}/{volume.volume_handle}" not in attached:
+            counted[attachment.attacher] += 1  # not counted twice with a pod's
     for driver, count in Counter(new.values()).items():
         limit = csi_node.limits.get(driver)
         if limit is not None and counted[driver] + count > limit:

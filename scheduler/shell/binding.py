@@ -33,6 +33,7 @@ from scheduler.model.decisions import (
     GangBinding,
     GroupBinding,
     ObjectRef,
+    VolumeWrite,
 )
 from scheduler.model.pods import PodRef
 from scheduler.model.snapshot import GangState
@@ -43,6 +44,9 @@ from scheduler.shell.recording import EventRecorder
 from scheduler.shell.volume_binding import VolumeWriter
 
 log = structlog.get_logger()
+
+# How long a shutdown waits for a group's volume requests to be taken back.
+TAKE_BACK_SECONDS = 5.0
 
 
 class Slots:
@@ -369,12 +373,22 @@ class Binder:
         DynamicResources): every claim of the group bound before any pod is. "" once they
         are; else why not, with what landed taken back and forgotten."""
         started = time.monotonic()
-        chosen, error = await self._volumes.bind(group.volumes)
+        landed: list[VolumeWrite] = []
+        nodes = {b.pod: b.node for b in group.bindings}
+        try:
+            error = await self._volumes.bind(group.volumes, nodes=nodes, landed=landed)
+        except asyncio.CancelledError:
+            # A shutdown while this replica leads: what it asked for is taken back (briefly:
+            # the shutdown waits), so that no claim is left asked for on a node the gang
+            # may not get.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._volumes.take_back(landed), TAKE_BACK_SECONDS)
+            raise
         self._metrics.volume_binding_seconds.labels(outcome="failed" if error else "bound").observe(
             time.monotonic() - started
         )
         if error:
-            await self._volumes.take_back(chosen)
+            await self._volumes.take_back(landed)
             self._cache.forget_volumes(group.volumes)
         return error
 

@@ -21,13 +21,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import structlog
 
 from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.shapes import obj, text
 from scheduler.codecs.volumes import claim_from_dict, volume_from_dict
+from scheduler.core.volume_binding import reachable
 from scheduler.model.decisions import VolumeWrite
+from scheduler.model.pods import PodRef
 from scheduler.model.volumes import BOUND_BY_CONTROLLER_ANNOTATION, SELECTED_NODE_ANNOTATION
 from scheduler.shell.api import ApiClient, ApiError
 
@@ -61,41 +65,50 @@ class VolumeWriter:
         self._timeout = timeout_seconds
         self._poll = poll_seconds
 
-    async def bind(self, writes: tuple[VolumeWrite, ...]) -> tuple[list[VolumeWrite], str]:
-        """Write every choice, then wait until every claim is bound. Returns the writes
-        that landed, and what went wrong ("" once every claim is bound)."""
-        landed: list[VolumeWrite] = []
+    async def bind(
+        self,
+        writes: tuple[VolumeWrite, ...],
+        *,
+        nodes: Mapping[PodRef, str],
+        landed: list[VolumeWrite],
+    ) -> str:
+        """Write every choice, then wait until every claim is bound (``nodes``: where each
+        pod goes). ``landed`` gets each write as it lands, so that a caller whose wait is
+        cancelled knows what to take back. Returns what went wrong ("" once every claim is
+        bound)."""
+        written: dict[int, int] = {}  # id(write) -> the resourceVersion it left
         for write in writes:
             if not self._fence():
-                return landed, "this replica no longer holds the leader Lease; nothing sent"
-            error = await self._write(write)
-            if error:
-                return landed, error
+                return "this replica no longer holds the leader Lease; nothing sent"
+            answer = await self._write(write)
+            if isinstance(answer, str):
+                return answer
             landed.append(write)
-        return landed, await self._bound(writes)
+            written[id(write)] = _version(text(obj(answer.get("metadata")).get("resourceVersion")))
+        return await self._bound(writes, nodes=nodes, written=written)
 
-    async def _write(self, write: VolumeWrite) -> str:
+    async def _write(self, write: VolumeWrite) -> dict[str, Any] | str:
+        """The object as the write left it, or what went wrong."""
         try:
             if write.provisions:
-                await self._api.merge_patch(
+                return await self._api.merge_patch(
                     claim_path(write.namespace, write.name),
                     {"metadata": {"uid": write.uid,
                                   "annotations": {SELECTED_NODE_ANNOTATION: write.node}}},
                 )  # fmt: skip
-            else:
-                await self._api.merge_patch(
-                    volume_path(write.volume),
-                    {
-                        "metadata": {
-                            "resourceVersion": write.resource_version,
-                            "annotations": {BOUND_BY_CONTROLLER_ANNOTATION: "yes"},
-                        },
-                        "spec": {"claimRef": {
-                            "kind": "PersistentVolumeClaim", "apiVersion": "v1",
-                            "namespace": write.namespace, "name": write.name, "uid": write.uid,
-                        }},
+            return await self._api.merge_patch(
+                volume_path(write.volume),
+                {
+                    "metadata": {
+                        "resourceVersion": write.resource_version,
+                        "annotations": {BOUND_BY_CONTROLLER_ANNOTATION: "yes"},
                     },
-                )  # fmt: skip
+                    "spec": {"claimRef": {
+                        "kind": "PersistentVolumeClaim", "apiVersion": "v1",
+                        "namespace": write.namespace, "name": write.name, "uid": write.uid,
+                    }},
+                },
+            )  # fmt: skip
         except ApiError as error:
             what = (
                 f"asking for the volume of persistentvolumeclaim {write.namespace}/"
@@ -107,16 +120,20 @@ class VolumeWriter:
             if error.status == 409:
                 return f"{what}: it changed since the pass saw it"
             return f"{what} failed: {error.message or error.reason}"
-        return ""
 
-    async def _bound(self, writes: tuple[VolumeWrite, ...]) -> str:
+    async def _bound(
+        self,
+        writes: tuple[VolumeWrite, ...],
+        *,
+        nodes: Mapping[PodRef, str],
+        written: Mapping[int, int],
+    ) -> str:
         """Wait until the watch shows every claim bound; "" then, else why not."""
         deadline = time.monotonic() + self._timeout
-        asked: set[tuple[str, str]] = set()  # claims seen with their selected-node
         while True:
             waiting = 0
             for write in writes:
-                why = self._state(write, asked)
+                why = self._state(write, nodes.get(write.pod, write.node), written[id(write)])
                 if why is None:
                     waiting += 1
                 elif why:
@@ -132,33 +149,47 @@ class VolumeWriter:
                 return "this replica no longer holds the leader Lease"
             await asyncio.sleep(self._poll)
 
-    def _state(self, write: VolumeWrite, asked: set[tuple[str, str]]) -> str | None:
-        """ "" when the write's claim is bound as planned, None while it may still be, else
-        why it will not be."""
-        key = (write.namespace, write.name)
+    def _state(self, write: VolumeWrite, node_name: str, version: int) -> str | None:
+        """kube-scheduler's ``checkBindings`` for one write: "" when its claim is bound as
+        planned, None while it may still be (or while the watch shows the object older than
+        the write), else why it will not be."""
         subject = f"persistentvolumeclaim {write.namespace}/{write.name}"
-        claim = self._cache.claim(*key)
+        claim = self._cache.claim(write.namespace, write.name)
         if claim is None or claim.uid != write.uid:
             return f"{subject} was deleted"
-        if claim.fully_bound:
-            if not write.provisions and claim.volume != write.volume:
-                return f"{subject} was bound to {claim.volume}, not {write.volume}"
-            return ""
+        node = self._cache.nodes.nodes.get(node_name)
+        if node is None:
+            return f"node {node_name} was deleted"
         if write.provisions:
-            if claim.selected_node == write.node:
-                asked.add(key)
-            elif key in asked:
+            if _version(claim.resource_version) < version:
+                return None  # the watch has not shown our write yet
+            if claim.selected_node != write.node:
+                # A provisioner that cannot make it takes its selected-node off.
                 return (
                     f"provisioning the volume of {subject} on node {write.node} failed: its "
                     "provisioner gave it back (the selected-node annotation was removed)"
                 )
-            return None
+            made = self._cache.volume(claim.volume) if claim.volume else None
+            if made is not None and not reachable(made, node):
+                return (
+                    f"persistentvolume {made.name} made for {subject} is out of reach of node "
+                    f"{node_name}"
+                )
+            return "" if claim.fully_bound and made is not None else None
         volume = self._cache.volume(write.volume)
         if volume is None:
             return f"persistentvolume {write.volume} was deleted"
-        if volume.claim is not None and not volume.claim.names(claim):
+        if _version(volume.resource_version) < version:
+            return None
+        if not reachable(volume, node):
+            return f"persistentvolume {write.volume} is out of reach of node {node_name}"
+        if volume.claim is None or not volume.claim.uid:
+            return f"the claimRef of persistentvolume {write.volume} was reset"
+        if not volume.claim.names(claim):
             return f"persistentvolume {write.volume} was taken by another claim"
-        return None
+        if claim.fully_bound and claim.volume != write.volume:
+            return f"{subject} was bound to {claim.volume}, not {write.volume}"
+        return "" if claim.fully_bound else None
 
     async def take_back(self, writes: Iterable[VolumeWrite]) -> None:
         """Undo what landed for claims not bound yet, read afresh from the API server (the
@@ -197,5 +228,19 @@ class VolumeWriter:
             return
         await self._api.merge_patch(
             volume_path(write.volume),
-            {"metadata": {"resourceVersion": volume.resource_version}, "spec": {"claimRef": None}},
+            {
+                "metadata": {
+                    "resourceVersion": volume.resource_version,
+                    "annotations": {BOUND_BY_CONTROLLER_ANNOTATION: None},
+                },
+                "spec": {"claimRef": None},
+            },
         )
+
+
+def _version(resource_version: str) -> int:
+    """A resourceVersion as kube-scheduler compares them (a number); 0 if it is not one."""
+    try:
+        return int(resource_version)
+    except ValueError:
+        return 0

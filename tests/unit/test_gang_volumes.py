@@ -9,16 +9,18 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.core.scheduling import schedule
+from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.pods import NodeSelectorTerm, Requirement
 from scheduler.model.volumes import (
     NO_PROVISIONER,
     WAIT_FOR_FIRST_CONSUMER,
     Claim,
+    CsiNode,
     StorageClass,
     Volume,
 )
-from tests.unit.builders import T0, node, pod, snapshot
+from tests.unit.builders import T0, group, node, pod, snapshot, tree_topology
 
 HOST = "kubernetes.io/hostname"
 BINDS = Config(bind_volumes=True)
@@ -124,3 +126,69 @@ def test_without_volume_binding_such_pods_wait_and_say_so() -> None:
     assert _placed(result) == {}
     failed = [e.message for e in result.events if e.reason == "FailedScheduling"]
     assert any("does not provision volumes yet" in m for m in failed), failed
+
+
+# -- review of e88abb9..137f7b3 -----------------------------------------------------------
+
+
+def test_a_topology_placed_gang_takes_each_local_volume_once() -> None:
+    """The arranger took room only for pods without devices: both members were packed on
+    the node of the first volume, and the turn raised (an internal error, nothing placed)."""
+    pods = [
+        pod(f"g-{i}", labels={names.SAKKARA_GROUP_NAME: "g"}, cpu="1",
+            spec={"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": f"d-{i}"}}]})
+        for i in range(2)
+    ]  # fmt: skip
+    claims = {("default", f"d-{i}"): Claim("default", f"d-{i}", storage_class="local", uid=f"c{i}")
+              for i in range(2)}  # fmt: skip
+    snap = replace(
+        snapshot(
+            _nodes(2),
+            pods,
+            topology=tree_topology({"rack": {"n0": {}, "n1": {}}}, ("rack", "node")),
+            groups=[group("g", size=2, constraints='{"rack": {"type": "pack"}}')],
+        ),
+        claims=claims,
+        volumes={"pv-a": _local_volume("pv-a", "n0"), "pv-b": _local_volume("pv-b", "n1")},
+        storage_classes={"local": LOCAL},
+    )
+    result = schedule(snap, now=T0, config=BINDS)
+    assert result.errors == ()
+    assert sorted(_placed(result).values()) == ["n0", "n1"]
+    assert sorted(v for v, _ in _written(result).values()) == ["pv-a", "pv-b"]
+
+
+def test_a_gang_stopped_only_by_an_attach_limit_preempts_the_pod_holding_it() -> None:
+    """Victims still counted against the node's CSI attach limit in the what-if: such a
+    gang could never preempt."""
+    ebs = StorageClass("ebs", WAIT_FOR_FIRST_CONSUMER, "ebs.csi.aws.com")
+    low = replace(
+        pod("low", priority=1, cpu="1", spec={"volumes": [
+            {"name": "d", "persistentVolumeClaim": {"claimName": "old"}}]}),
+        node_name="n0", phase="Running",
+    )  # fmt: skip
+    mounted = {"name": "d", "persistentVolumeClaim": {"claimName": "new"}}
+    high = pod("high", priority=100, cpu="1", created=T0, spec={"volumes": [mounted]})
+    claims = {
+        ("default", "old"): Claim("default", "old", volume="pv-old", bind_completed=True),
+        ("default", "new"): Claim("default", "new", storage_class="ebs", uid="cn"),
+    }
+    snap = replace(
+        snapshot(_nodes(1), [low, high]),
+        claims=claims,
+        volumes={"pv-old": Volume("pv-old", csi_driver="ebs.csi.aws.com", volume_handle="h")},
+        storage_classes={"ebs": ebs},
+        csi_nodes={"n0": CsiNode("n0", {"ebs.csi.aws.com": 1})},
+    )
+    result = schedule(snap, now=T0, config=BINDS)
+    assert [e.pod.name for e in result.evictions] == ["low"]
+
+
+def test_members_sharing_a_claim_share_its_volume_and_it_is_written_once() -> None:
+    shared = {"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "shared"}}]}
+    pods = [pod(f"w-{i}", gang="w", min_available=2, cpu="1", spec=shared) for i in range(2)]
+    claims = {("default", "shared"): Claim("default", "shared", storage_class="local", uid="s")}
+    snap = _snap(pods, claims, [_local_volume("pv-n1", "n1")])
+    result = schedule(snap, now=T0, config=BINDS)
+    assert _placed(result) == {"w-0": "n1", "w-1": "n1"}, "both where its one volume is"
+    assert [(w.name, w.volume) for g in result.bindings for w in g.volumes] == [("shared", "pv-n1")]

@@ -14,8 +14,9 @@ from scheduler.core.volume_binding import (
     EMPTY,
     NODE_CONFLICT,
     VOLUME_MISSING,
-    PodClaims,
+    VolumeLayer,
     VolumePlan,
+    VolumeWorld,
     matching_volume,
     plan_volumes,
     pod_claims,
@@ -263,15 +264,65 @@ def test_a_claim_not_found_or_being_deleted_is_said_by_name() -> None:
     )
 
 
+def _mounting(name: str, *claims: str):
+    volumes = [{"name": c, "persistentVolumeClaim": {"claimName": c}} for c in claims]
+    return pod(name, namespace="testns", spec={"volumes": volumes})
+
+
+def _world(claims: list[Claim], volumes: list[Volume]) -> VolumeWorld:
+    return VolumeWorld(
+        claims={c.key: c for c in claims}, volumes={v.name: v for v in volumes}, classes=CLASSES
+    )
+
+
 def test_a_volume_taken_by_another_pod_of_the_turn_is_not_chosen_again() -> None:
-    claims = pod_claims(
-        pod("p", namespace="testns", spec={"volumes": [
-            {"name": "u", "persistentVolumeClaim": {"claimName": "unbound-pvc"}}]}),
-        claims={UNBOUND.key: UNBOUND}, classes=CLASSES,
-    )  # fmt: skip
-    assert isinstance(claims, PodClaims)
-    found = plan_volumes(
-        claims, node=NODE1, volumes={}, classes=CLASSES,
-        by_class={"waitClass": (PV_NODE1A, PV_NODE1B)}, taken=frozenset({"pv-node1a"}),
-    )  # fmt: skip
-    assert found == VolumePlan(((UNBOUND, PV_NODE1B),))
+    layer = VolumeLayer(_world([UNBOUND, UNBOUND2], [PV_NODE1A, PV_NODE1B]))
+    assert layer.place(_mounting("first", "unbound-pvc"), NODE1) == ""
+    second = layer.plan(_mounting("second", "unbound-pvc2"), NODE1)
+    assert second == VolumePlan(((UNBOUND2, PV_NODE1B),))
+
+
+def test_pods_sharing_a_claim_share_the_volume_chosen_for_it() -> None:
+    """Review of e88abb9: each pod of a shared claim got a volume of its own."""
+    node2 = node("node2", labels={"nodeKey": "node2"})
+    layer = VolumeLayer(_world([UNBOUND], [PV_NODE1A, PV_NODE2]))
+    assert layer.place(_mounting("a", "unbound-pvc"), NODE1) == ""
+    assert layer.plan(_mounting("b", "unbound-pvc"), NODE1) == VolumePlan(((UNBOUND, PV_NODE1A),))
+    assert layer.plan(_mounting("b", "unbound-pvc"), node2) == (BIND_CONFLICT,), "there or nowhere"
+    made = VolumeLayer(_world([PROVISIONED], []))
+    assert made.place(_mounting("a", "provisioned-pvc"), NODE1) == ""
+    assert made.plan(_mounting("b", "provisioned-pvc"), node2) == (BIND_CONFLICT,)
+
+
+def test_a_choice_undone_for_one_pod_stays_for_the_other_that_shares_it() -> None:
+    layer = VolumeLayer(_world([UNBOUND], [PV_NODE1A, PV_NODE1B]))
+    a, b = _mounting("a", "unbound-pvc"), _mounting("b", "unbound-pvc")
+    layer.place(a, NODE1)
+    layer.place(b, NODE1)
+    layer.unplace(a, "node1")
+    assert "pv-node1a" in layer
+    layer.unplace(b, "node1")
+    assert "pv-node1a" not in layer
+
+
+def test_a_scratch_layer_reaches_its_parent_only_when_committed() -> None:
+    root = VolumeLayer(_world([UNBOUND, UNBOUND2], [PV_NODE1A, PV_NODE1B]))
+    scratch = root.child()
+    scratch.place(_mounting("a", "unbound-pvc"), NODE1)
+    assert "pv-node1a" in scratch
+    assert "pv-node1a" not in root
+    scratch.commit()
+    assert "pv-node1a" in root
+
+
+def test_choices_set_aside_in_a_what_if_are_free_there_only() -> None:
+    root = VolumeLayer(_world([UNBOUND], [PV_NODE1A]))
+    held = _mounting("held", "unbound-pvc")
+    root.place(held, NODE1)
+    what_if = root.child()
+    what_if.set_aside(held, "node1")
+    assert "pv-node1a" not in what_if
+    assert what_if.volume_for(UNBOUND.key) is None
+    assert "pv-node1a" in root
+    assert what_if.place(held, NODE1) == "", "its own volume is its to take again"
+    assert what_if.volume_for(UNBOUND.key) == PV_NODE1A

@@ -144,3 +144,16 @@ def test_a_gang_is_spread_by_its_nodes_attach_limits_and_says_so_when_they_are_f
     assert not result.bindings
     failed = {e.message for e in result.events if e.reason == "FailedScheduling"}
     assert any("2 node(s) exceed max volume count" in m for m in failed), failed
+
+
+def test_an_attachment_of_the_new_pods_own_volume_still_counts_as_kube_scheduler_counts_it() -> (
+    None
+):
+    """Only a volume a pod on the node uses is taken off the new pod's; one merely attached
+    (its pod gone) counts beside it."""
+    claims, volumes, classes = _world((EBS,))
+    attachment = VolumeAttachment("va", "node", EBS, f"csi-{EBS}-0")
+    assert limit_reason(
+        EBS_ONE, csi_node=CsiNode("node", {EBS: 1}), others=[], attachments=[attachment],
+        claims=claims, volumes=volumes, classes=classes,
+    ) == MAX_VOLUME_COUNT  # fmt: skip

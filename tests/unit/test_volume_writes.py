@@ -7,6 +7,7 @@ informers do."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,27 +18,39 @@ from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.objects import pod_from_dict
 from scheduler.model.config import Config
 from scheduler.model.decisions import Binding, GangBinding, GroupBinding, VolumeWrite
-from scheduler.model.pods import GangKey, PodRef
+from scheduler.model.pods import GangKey, NodeSelectorTerm, PodRef, Requirement
 from scheduler.model.volumes import Claim, ClaimRef, Volume
 from scheduler.shell.binding import Binder
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.recording import EventRecorder
 from scheduler.shell.volume_binding import VolumeWriter
+from tests.unit.builders import node
 from tests.unit.servers import server
 
 POD = PodRef("ml", "w-0", "p0")
 STATIC = VolumeWrite("ml", "d-0", "c0", POD, volume="pv-n1", resource_version="7")
 MADE = VolumeWrite("ml", "d-0", "c0", POD, node="n1")
+NODES = {POD: "n1"}
+# What the API server answers a write with: the object at resourceVersion 10.
+WRITTEN = {"metadata": {"resourceVersion": "10"}}
 
 
-def _claim(**kw: Any) -> Claim:
-    return Claim("ml", "d-0", uid="c0", storage_class="local", **kw)
+def _claim(version: int = 1, **kw: Any) -> Claim:
+    return Claim("ml", "d-0", uid="c0", storage_class="local", resource_version=str(version), **kw)
+
+
+def _volume(version: int = 1, **kw: Any) -> Volume:
+    return Volume("pv-n1", storage_class="local", resource_version=str(version), **kw)
+
+
+OURS = ClaimRef("ml", "d-0", "c0")
 
 
 def _cache(*, claim: Claim | None = None, volume: Volume | None = None) -> ClusterCache:
     cache = ClusterCache(scheduler_name="gang-scheduler")
+    cache.upsert_node(node("n1"))
     cache.upsert(kinds.PERSISTENT_VOLUME_CLAIMS, claim or _claim())
-    cache.upsert(kinds.PERSISTENT_VOLUMES, volume or Volume("pv-n1", storage_class="local"))
+    cache.upsert(kinds.PERSISTENT_VOLUMES, volume or _volume())
     return cache
 
 
@@ -58,27 +71,32 @@ def _run(
     writes: tuple[VolumeWrite, ...],
     cache: ClusterCache,
     *,
-    answer: Callable[[str, str], tuple[int, Any]] = lambda method, path: (200, {}),
+    answer: Callable[[str, str], tuple[int, Any]] = lambda method, path: (200, WRITTEN),
     meanwhile: Callable[[ClusterCache], Awaitable[None]] | None = None,
     timeout: float = 5.0,
 ) -> tuple[list[VolumeWrite], str, Seen]:
     seen: Seen = []
+    landed: list[VolumeWrite] = []
 
-    async def run() -> tuple[list[VolumeWrite], str]:
+    async def run() -> str:
         async with server(_recording(seen, answer)) as api:
             writer = VolumeWriter(api, cache, timeout_seconds=timeout, poll_seconds=0.01)
-            binding = asyncio.create_task(writer.bind(writes))
+            binding = asyncio.create_task(writer.bind(writes, nodes=NODES, landed=landed))
             if meanwhile is not None:
                 await meanwhile(cache)
             return await binding
 
-    landed, error = asyncio.run(asyncio.wait_for(run(), 10))
+    error = asyncio.run(asyncio.wait_for(run(), 10))
     return landed, error, seen
 
 
 async def _bound_after_a_while(cache: ClusterCache, *, volume: str = "pv-n1") -> None:
-    await asyncio.sleep(0.05)
-    cache.upsert(kinds.PERSISTENT_VOLUME_CLAIMS, _claim(volume=volume, bind_completed=True))
+    """The watch shows what the PV controller does: the volume's claimRef (ours), then the
+    claim bound."""
+    await asyncio.sleep(0.03)
+    cache.upsert(kinds.PERSISTENT_VOLUMES, _volume(10, claim=OURS))
+    await asyncio.sleep(0.03)
+    cache.upsert(kinds.PERSISTENT_VOLUME_CLAIMS, _claim(12, volume=volume, bind_completed=True))
 
 
 def test_an_existing_volume_gets_its_claim_ref_and_the_pods_wait_for_the_binding() -> None:
@@ -94,11 +112,36 @@ def test_an_existing_volume_gets_its_claim_ref_and_the_pods_wait_for_the_binding
     }  # fmt: skip
 
 
+def test_a_watch_older_than_the_write_is_waited_for_not_read_as_a_reset() -> None:
+    """kube-scheduler's checkBindings skips an object older than its write: the volume
+    still shown without its claimRef is the watch behind, not the PV controller's reset."""
+
+    async def late(cache: ClusterCache) -> None:
+        await asyncio.sleep(0.05)  # the old object, claimRef unset, stays in view meanwhile
+        await _bound_after_a_while(cache)
+
+    assert _run((STATIC,), _cache(), meanwhile=late)[1] == ""
+
+
+def test_a_claim_ref_reset_ends_the_wait_at_once() -> None:
+    async def reset(cache: ClusterCache) -> None:
+        await asyncio.sleep(0.02)
+        cache.upsert(kinds.PERSISTENT_VOLUMES, _volume(11))
+
+    error = _run((STATIC,), _cache(), meanwhile=reset, timeout=30)[1]
+    assert error == "the claimRef of persistentvolume pv-n1 was reset"
+
+
 def test_a_volume_to_be_made_is_asked_for_on_the_pods_node() -> None:
     async def provisioned(cache: ClusterCache) -> None:
         await asyncio.sleep(0.02)
-        cache.upsert(kinds.PERSISTENT_VOLUME_CLAIMS, _claim(selected_node="n1"))
-        await _bound_after_a_while(cache, volume="pvc-made")
+        cache.upsert(kinds.PERSISTENT_VOLUME_CLAIMS, _claim(10, selected_node="n1"))
+        cache.upsert(kinds.PERSISTENT_VOLUMES, Volume("pvc-made", claim=OURS))
+        await asyncio.sleep(0.02)
+        cache.upsert(
+            kinds.PERSISTENT_VOLUME_CLAIMS,
+            _claim(12, selected_node="n1", volume="pvc-made", bind_completed=True),
+        )
 
     landed, error, seen = _run((MADE,), _cache(), meanwhile=provisioned)
     assert (landed, error) == ([MADE], "")
@@ -106,6 +149,22 @@ def test_a_volume_to_be_made_is_asked_for_on_the_pods_node() -> None:
     assert (method, path) == ("PATCH", "/api/v1/namespaces/ml/persistentvolumeclaims/d-0")
     selected = {"volume.kubernetes.io/selected-node": "n1"}
     assert body == {"metadata": {"uid": "c0", "annotations": selected}}
+
+
+def test_a_volume_made_out_of_the_nodes_reach_ends_the_wait() -> None:
+    elsewhere = (NodeSelectorTerm((Requirement("kubernetes.io/hostname", "In", ("n9",)),)),)
+
+    async def provisioned(cache: ClusterCache) -> None:
+        await asyncio.sleep(0.02)
+        cache.upsert(kinds.PERSISTENT_VOLUMES, Volume("pvc-made", node_affinity=elsewhere))
+        cache.upsert(
+            kinds.PERSISTENT_VOLUME_CLAIMS,
+            _claim(12, selected_node="n1", volume="pvc-made", bind_completed=True),
+        )
+
+    error = _run((MADE,), _cache(), meanwhile=provisioned, timeout=30)[1]
+    assert "pvc-made" in error
+    assert "out of reach of node n1" in error
 
 
 def test_a_volume_taken_since_the_pass_is_a_conflict_and_nothing_waits() -> None:
@@ -117,9 +176,9 @@ def test_a_volume_taken_since_the_pass_is_a_conflict_and_nothing_waits() -> None
 def test_a_provisioner_that_gives_the_claim_back_ends_the_wait_at_once() -> None:
     async def given_back(cache: ClusterCache) -> None:
         await asyncio.sleep(0.02)
-        cache.upsert(kinds.PERSISTENT_VOLUME_CLAIMS, _claim(selected_node="n1"))
+        cache.upsert(kinds.PERSISTENT_VOLUME_CLAIMS, _claim(10, selected_node="n1"))
         await asyncio.sleep(0.05)
-        cache.upsert(kinds.PERSISTENT_VOLUME_CLAIMS, _claim())
+        cache.upsert(kinds.PERSISTENT_VOLUME_CLAIMS, _claim(11))
 
     landed, error, _ = _run((MADE,), _cache(), meanwhile=given_back, timeout=30)
     assert landed == [MADE]
@@ -137,14 +196,14 @@ def test_a_claim_deleted_or_bound_elsewhere_ends_the_wait() -> None:
 
     async def taken(cache: ClusterCache) -> None:
         await asyncio.sleep(0.02)
-        other = Volume("pv-n1", claim=ClaimRef("ml", "other", "c9"))
-        cache.upsert(kinds.PERSISTENT_VOLUMES, other)
+        cache.upsert(kinds.PERSISTENT_VOLUMES, _volume(11, claim=ClaimRef("ml", "other", "c9")))
 
     assert "was taken by another claim" in _run((STATIC,), _cache(), meanwhile=taken)[1]
 
 
 def test_claims_not_bound_in_time_end_the_wait() -> None:
-    landed, error, _ = _run((STATIC,), _cache(), timeout=0.1)
+    cache = _cache(volume=_volume(10, claim=OURS))
+    landed, error, _ = _run((STATIC,), cache, timeout=0.1)
     assert landed == [STATIC]
     assert error == "1 of the group's persistentvolumeclaims were not bound within 0.1s"
 
@@ -186,7 +245,11 @@ def test_taking_back_frees_a_volume_whose_claim_is_not_bound_yet() -> None:
     assert [(m, p) for m, p, _ in seen] == [
         ("GET", CLAIM_PATH), ("GET", VOLUME_PATH), ("PATCH", VOLUME_PATH)
     ]  # fmt: skip
-    assert seen[2][2] == {"metadata": {"resourceVersion": "8"}, "spec": {"claimRef": None}}
+    assert seen[2][2] == {
+        "metadata": {"resourceVersion": "8",
+                     "annotations": {"pv.kubernetes.io/bound-by-controller": None}},
+        "spec": {"claimRef": None},
+    }  # fmt: skip
 
 
 def test_a_claim_bound_meanwhile_keeps_its_volume_and_a_claim_gone_needs_nothing() -> None:
@@ -200,14 +263,16 @@ def test_a_claim_bound_meanwhile_keeps_its_volume_and_a_claim_gone_needs_nothing
 def test_a_replica_that_no_longer_leads_writes_nothing() -> None:
     seen: Seen = []
 
-    async def run() -> tuple[list[VolumeWrite], str]:
+    landed: list[VolumeWrite] = []
+
+    async def run() -> str:
         async with server(_recording(seen, lambda m, p: (200, {}))) as api:
             writer = VolumeWriter(api, _cache(), fence=lambda: False)
-            result = await writer.bind((STATIC,))
+            result = await writer.bind((STATIC,), nodes=NODES, landed=landed)
             await writer.take_back([STATIC])
             return result
 
-    landed, error = asyncio.run(asyncio.wait_for(run(), 10))
+    error = asyncio.run(asyncio.wait_for(run(), 10))
     assert landed == []
     assert "no longer holds the leader Lease" in error
     assert seen == []
@@ -232,8 +297,9 @@ def _group_run(answer: Callable[[str, str], tuple[int, Any]]) -> tuple[Seen, Clu
     def answering(method: str, path: str) -> tuple[int, Any]:
         status, body = answer(method, path)
         if method == "PATCH" and path.endswith("/pv-n1") and status == 200:
+            cache.upsert(kinds.PERSISTENT_VOLUMES, _volume(10, claim=OURS))
             cache.upsert(
-                kinds.PERSISTENT_VOLUME_CLAIMS, _claim(volume="pv-n1", bind_completed=True)
+                kinds.PERSISTENT_VOLUME_CLAIMS, _claim(11, volume="pv-n1", bind_completed=True)
             )
         if path.endswith("/binding"):
             claim = cache.claim("ml", "d-0")
@@ -252,7 +318,7 @@ def _group_run(answer: Callable[[str, str], tuple[int, Any]]) -> tuple[Seen, Clu
 
 
 def test_a_group_binds_its_pods_only_once_every_claim_is_bound() -> None:
-    seen, _, bound_when_bind_sent = _group_run(lambda m, p: (200, {}))
+    seen, _, bound_when_bind_sent = _group_run(lambda m, p: (200, WRITTEN))
     paths = [p for m, p, _ in seen if m in ("PATCH", "POST") and "/events" not in p]
     assert paths == ["/api/v1/persistentvolumes/pv-n1", "/api/v1/namespaces/ml/pods/w-0/binding"]
     assert bound_when_bind_sent == [True]
@@ -266,3 +332,36 @@ def test_a_group_whose_volume_write_fails_binds_nothing_and_forgets_its_choices(
     snapshot = cache.snapshot(whole=True)
     assert snapshot.in_flight == frozenset(), "the pod is pending again"
     assert snapshot.volumes["pv-n1"].claim is None, "the volume is free again"
+
+
+def test_a_group_cancelled_while_it_waits_for_its_volumes_takes_back_what_it_asked() -> None:
+    """A shutdown while this replica leads: the selected-node it wrote is taken off, so the
+    claim is not left asked for on a node the gang may not get."""
+    cache = _cache()
+    member = pod_from_dict({"metadata": {"name": "w-0", "namespace": "ml", "uid": "p0"},
+                            "spec": {"schedulerName": "gang-scheduler"}})  # fmt: skip
+    cache.upsert_pod(member)
+    group = GroupBinding(
+        (GangBinding(GangKey("ml", "w"), (Binding(member.ref, "n1"),)),), volumes=(MADE,)
+    )
+    asked = {"metadata": {"name": "d-0", "namespace": "ml", "uid": "c0", "resourceVersion": "10",
+                          "annotations": {"volume.kubernetes.io/selected-node": "n1"}}}  # fmt: skip
+    seen: Seen = []
+
+    async def scenario() -> None:
+        answer = lambda m, p: (200, asked if m == "GET" else WRITTEN)  # noqa: E731
+        async with server(_recording(seen, answer)) as api:
+            binder = Binder(api, cache, EventRecorder(api, component="test"), config=Config(),
+                            metrics=Metrics.create())  # fmt: skip
+            binder.assume(group)
+            applying = asyncio.create_task(binder.apply(group))
+            await asyncio.sleep(0.2)  # written, and waiting for the claim to be bound
+            applying.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await applying
+
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+    writes = [(m, body) for m, p, body in seen if p.endswith("/persistentvolumeclaims/d-0")]
+    assert [m for m, _ in writes] == ["PATCH", "GET", "PATCH"]
+    assert writes[2][1]["metadata"]["annotations"] == {"volume.kubernetes.io/selected-node": None}
+    assert cache.snapshot(whole=True).in_flight == frozenset(), "the pod is pending again"

@@ -98,7 +98,7 @@ def _consolidate_for(
     own = own_holds(session, gangs)
     base = session.ledger.scratch()
     for pod, node in own:
-        base.give(node, pod.requests)
+        base.set_aside(pod, node)
     chosen, placements = greedy(session, base, units, gangs)
     if placements is None:
         session.finder.restore()

@@ -161,7 +161,7 @@ def _preempt_for(
     # a bind: a member's room was taken meanwhile) is its to use again: not in its way.
     base = session.ledger.scratch()
     for pod, node in own:
-        base.give(node, pod.requests)
+        base.set_aside(pod, node)
     chosen, placements = greedy(session, base, units, gangs)
     if placements is None and any(v.breaks_budget for v in units):
         # The budgets' order ran out of tries: the plain order, as if there were no budget.

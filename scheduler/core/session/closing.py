@@ -44,7 +44,9 @@ def claims_in_play(session: Session) -> bool:
         or any(session.devices.asks_devices(p) for g in session.gangs.values() for p in g.members)
         or (
             ledger.volumes is not None
-            and any(ledger.asks_volumes(p) for g in session.gangs.values() for p in g.members)
+            and any(
+                ledger.volumes.world.delays(p) for g in session.gangs.values() for p in g.members
+            )
         )
     )
 
@@ -107,6 +109,7 @@ def _volumed(session: Session, groups: tuple[GroupBinding, ...]) -> tuple[GroupB
     ledger = session.ledger
     if ledger.volumes is None or not session.claims_in_play:
         return groups
+    world = ledger.volumes.world
     pods = {p.ref: p for g in session.gangs.values() for p in g.members}
     done: list[GroupBinding] = []
     for group in groups:
@@ -114,7 +117,7 @@ def _volumed(session: Session, groups: tuple[GroupBinding, ...]) -> tuple[GroupB
         broken = ""
         for binding in group.bindings:
             pod = pods.get(binding.pod)
-            if pod is None or not ledger.volumes.world.delays(pod):
+            if pod is None or not world.delays(pod):
                 continue
             plan = ledger.volume_plan_of(binding.pod, binding.node)
             if plan is None:
@@ -138,7 +141,11 @@ def _volumed(session: Session, groups: tuple[GroupBinding, ...]) -> tuple[GroupB
         if broken:
             _held_back(session, group, broken)
             continue
-        done.append(replace(group, volumes=tuple(writes)) if writes else group)
+        # A claim its pods share is written once: by the first pod of the group to use it.
+        once: dict[tuple[str, str], VolumeWrite] = {}
+        for write in writes:
+            once.setdefault((write.namespace, write.name), write)
+        done.append(replace(group, volumes=tuple(once.values())) if writes else group)
     return tuple(done)
 
 

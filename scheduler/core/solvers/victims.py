@@ -252,7 +252,7 @@ def evicted(ledger: Ledger, chosen: Iterable[Victims]) -> Ledger:
         for pod, node in victims.pods:
             if pod.ref.uid not in gone:
                 gone[pod.ref.uid] = pod
-                trial.give(node, pod.requests)
+                trial.evict(pod, node)
     world = ledger.devices
     if world is not None:
         trial.free_devices(
