@@ -288,7 +288,11 @@ def _queue_lines(snapshot: Snapshot, gang: Gang, *, now: float, config: Config) 
     """The gang's queue and the tree of queues: what each holds against its fair
     share, and what holds its gangs back."""
     assert snapshot.queues is not None
-    book = Session(snapshot, now=now, config=config).queues.book_of(snapshot.queues)
+    session = Session(snapshot, now=now, config=config)
+    try:
+        book = session.queues.book_of(snapshot.queues)
+    finally:
+        session.close()
     name = book.name_of(gang.queue)
 
     def amounts(values: dict) -> str:

@@ -57,8 +57,11 @@ def schedule(
     pass. Passes with ResourceClaims tell nothing: their claim writes are known at the end."""
     actions = actions_named(config.actions)
     session = Session(snapshot, now=now, config=config, committed=committed)
-    run_actions(session, actions)
-    return session.result()
+    try:
+        run_actions(session, actions)
+        return session.result()
+    finally:
+        session.close()
 
 
 def after_failed_bind(

@@ -386,3 +386,10 @@ class Session:
     def result(self) -> Result:
         """What the pass decided, as data for the shell."""
         return closing.close(self)
+
+    def close(self) -> None:
+        """Let go of everything the pass held. Its parts and its gangs' outcomes point back
+        at it, a cycle only the cyclic collector frees; under the shell's collector
+        thresholds (few collections of the older generations) such a cycle outlived many
+        passes, each holding its whole snapshot: memory grew all day."""
+        self.__dict__.clear()
