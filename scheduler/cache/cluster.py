@@ -249,6 +249,7 @@ class ClusterCache:
         if was is not None and (not ours or gang_key_of(was) != gang_key_of(pod)):
             for node in self.gangs.leave(uid, was):
                 self.nodes.touch(node)
+            self._forget_naming(gang_key_of(was))
         if ours:
             self.gangs.join(uid, pod)
         else:
@@ -393,7 +394,14 @@ class ClusterCache:
         self.deliveries.gone(api.kind, str(key))
         self.gangs.touched.add(key)
         if self._podgroups[api].pop(key, None) is not None:
+            self._forget_naming(key)
             self._changed()
+
+    def _forget_naming(self, key: GangKey) -> None:
+        """A gang with neither members nor a PodGroup names no group any more (else the
+        groups named by every gang there ever was would be kept)."""
+        if key not in self.gangs.members and self._podgroup(key) is None:
+            self.gangs.unname(key)
 
     def _podgroup(self, key: GangKey) -> PodGroup | None:
         """The PodGroup of gang ``key``: of the kind its members name, when more than one

@@ -140,6 +140,14 @@ class GangQueue:
             self.owned.setdefault(owner, set()).add(key)
             self._owners_of_gang.setdefault(key, set()).add(owner)
 
+    def unname(self, key: GangKey) -> None:
+        """``key`` names no group now."""
+        for named in [n for n, by in self.named_by.items() if key in by]:
+            by = self.named_by[named]
+            by.discard(key)
+            if not by:
+                del self.named_by[named]
+
     def leave(self, uid: str, pod: Pod) -> set[str]:
         """Our pod ``uid`` (``pod`` as it was) left its gang. Returns the nodes where the
         gang held room, if that was its last member: the room is free now (``remember``)."""

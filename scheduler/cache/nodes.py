@@ -98,6 +98,7 @@ class NodeCache:
             pods = self._on_node.get(name)
             if name not in self.nodes and not pods:
                 self.infos.pop(name, None)
+                self._node_generation.pop(name, None)
                 continue
             info = self.infos[name] = NodeInfo.with_requested(
                 name,
