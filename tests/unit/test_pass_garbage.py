@@ -28,7 +28,7 @@ def _no_collector() -> Iterator[None]:
         gc.enable()
 
 
-def _cluster():  # noqa: ANN202
+def _cluster():
     nodes = [node("n0", cpu="32"), node("n1", cpu="32"), node("n2", cpu="8")]
     low = running("low", 4, on="n0", priority=1, cpu="8")
     waiting = gang_pods("w", 4, gang="w", min_available=4, cpu="2", created=T0 - 10)
