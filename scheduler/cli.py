@@ -163,6 +163,24 @@ def build_parser(prog: str = "gang-scheduler") -> argparse.ArgumentParser:
         "by a controller, whose priority is below PRIORITY (default: %(default)s)",
     )
     run.add_argument(
+        "--bind-volumes",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.bind_volumes,
+        help="bind or provision the volumes of claims that wait for their first consumer "
+        "(a WaitForFirstConsumer StorageClass) on the nodes their pods are placed on, as "
+        "kube-scheduler does, a gang's all before any of its pods is bound; off, such pods "
+        "wait (default: %(default)s)",
+    )
+    run.add_argument(
+        "--volume-bind-timeout",
+        type=float,
+        default=defaults.volume_bind_timeout_seconds,
+        metavar="SECONDS",
+        help="how long a gang's claims may take to be bound (their volumes made) before its "
+        "pods are bound; past it, nothing of the gang is bound and it is tried again "
+        "(kube-scheduler's bindTimeoutSeconds) (default: %(default)s)",
+    )
+    run.add_argument(
         "--bind-concurrency",
         type=int,
         default=32,
@@ -376,6 +394,8 @@ async def _run(args: argparse.Namespace) -> None:
         actions=args.actions,
         max_moves_per_pass=args.consolidation_max_moves,
         movable_below_priority=args.consolidation_below_priority,
+        bind_volumes=args.bind_volumes,
+        volume_bind_timeout_seconds=args.volume_bind_timeout,
     )
     structlog.get_logger().info(
         "starting",

@@ -411,13 +411,15 @@ def up(
             log=logs / "kube-apiserver.log",
         )
 
-        # Only the Job controller and the garbage collector: Jobs make pods (seed 004's groups
+        # The Job controller and the garbage collector: Jobs make pods (seed 004's groups
         # are Jobs), and pods owned by a deleted Job go; the disruption controller keeps
         # PodDisruptionBudgets' status; the StatefulSet controller makes LeaderWorkerSets'
         # pods (e2e/test_clients.py); the ResourceClaim controller makes claims from
         # ResourceClaimTemplates and clears reservations (and allocations) of pods that are
-        # gone (dynamic resource allocation, e2e/test_dra.py). The node-lifecycle controller
-        # stays off: KWOK's fast stages send no heartbeats, it would mark every node NotReady.
+        # gone (dynamic resource allocation, e2e/test_dra.py); the PV controller binds claims
+        # to volumes, those the scheduler chose or had made (e2e/test_gang_volumes.py). The
+        # node-lifecycle controller stays off: KWOK's fast stages send no heartbeats, it would
+        # mark every node NotReady.
         kcm = _start(
             "kube-controller-manager",
             binaries.kube_controller_manager,
@@ -425,7 +427,8 @@ def up(
                 f"--kubeconfig={plane.kubeconfig}",
                 f"--authentication-kubeconfig={plane.kubeconfig}",
                 f"--authorization-kubeconfig={plane.kubeconfig}",
-                "--controllers=job,garbagecollector,disruption,statefulset,resourceclaim-controller",
+                "--controllers=job,garbagecollector,disruption,statefulset,"
+                "resourceclaim-controller,persistentvolume-binder-controller",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={kcm_port}",

@@ -15,7 +15,15 @@ from typing import Any
 import pykube
 import requests
 
-CORE_RESOURCES = ("pods", "configmaps", "nodes", "namespaces", "events")
+CORE_RESOURCES = (
+    "pods",
+    "configmaps",
+    "nodes",
+    "namespaces",
+    "events",
+    "persistentvolumeclaims",
+    "persistentvolumes",
+)
 # Resources named without their group, where the name is not a core one.
 GROUPS = {"resourceslices": "resource.k8s.io", "deviceclasses": "resource.k8s.io",
           "resourceclaims": "resource.k8s.io"}  # fmt: skip

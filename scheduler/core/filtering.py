@@ -137,9 +137,9 @@ def volume_problem(
         if waits and not binds:
             return (
                 f'persistentvolumeclaim "{name}" waits for its first consumer (storage class '
-                f'"{claim.storage_class}" binds WaitForFirstConsumer): gang-scheduler does '
-                "not provision volumes yet, so the pod is not placed; use a class with "
-                "volumeBindingMode Immediate, or bind the claim to a volume first"
+                f'"{claim.storage_class}" binds WaitForFirstConsumer), and gang-scheduler '
+                "runs with --no-bind-volumes: it binds no such claim, so the pod is not "
+                "placed; bind the claim to a volume first, or run it with --bind-volumes"
             )
         return "pod has unbound immediate PersistentVolumeClaims"
     return ""

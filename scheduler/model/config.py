@@ -49,9 +49,9 @@ class Config:
     max_moves_per_pass: int = 4
     movable_below_priority: int = 1_000_000_000
     # Claims that wait for their first consumer get their volumes chosen or provisioned on
-    # the node each pod is placed on (kube-scheduler's VolumeBinding). Off: nothing writes
-    # those choices to the API server yet, so such pods wait, and say why.
-    bind_volumes: bool = False
+    # the node each pod is placed on (kube-scheduler's VolumeBinding); off, such pods wait
+    # and say why (a cluster whose volumes some other component binds).
+    bind_volumes: bool = True
     # How long a group's claims may take to be bound (their volumes made) before its pods
     # are, after which it is tried again (kube-scheduler's bindTimeoutSeconds).
     volume_bind_timeout_seconds: float = 600.0

@@ -122,10 +122,10 @@ def test_a_claim_asked_for_on_one_node_keeps_its_pod_there() -> None:
 
 def test_without_volume_binding_such_pods_wait_and_say_so() -> None:
     pods, claims = _gang(1, storage_class="made")
-    result = schedule(_snap(pods, claims, []), now=T0)
+    result = schedule(_snap(pods, claims, []), now=T0, config=Config(bind_volumes=False))
     assert _placed(result) == {}
     failed = [e.message for e in result.events if e.reason == "FailedScheduling"]
-    assert any("does not provision volumes yet" in m for m in failed), failed
+    assert any("--no-bind-volumes" in m for m in failed), failed
 
 
 # -- review of e88abb9..137f7b3 -----------------------------------------------------------

@@ -309,7 +309,7 @@ def test_a_bound_volumes_node_affinity_decides_the_node() -> None:
     on_n1 = NodeSelectorTerm(match_expressions=(Requirement(HOST, "In", ("n1",)),))
     snap = replace(
         snapshot(hosts(3), [with_claim("db", "data")]),
-        claims={("default", "data"): Claim("default", "data", volume="pv")},
+        claims={("default", "data"): Claim("default", "data", volume="pv", bind_completed=True)},
         volumes={"pv": Volume("pv", node_affinity=(on_n1,))},
     )
     assert bind_map(schedule(snap, now=T0)) == {"db": "n1"}
@@ -321,7 +321,7 @@ def test_a_bound_volumes_node_affinity_decides_the_node() -> None:
     )
 
 
-def test_unbound_claims_wait_and_wait_for_first_consumer_says_it_is_not_supported() -> None:
+def test_unbound_claims_wait_and_wait_for_first_consumer_ones_wait_for_a_volume() -> None:
     claim = Claim("default", "data", storage_class="local")
     snap = replace(
         snapshot(hosts(1), [with_claim("db", "data")]), claims={("default", "data"): claim}
@@ -335,7 +335,16 @@ def test_unbound_claims_wait_and_wait_for_first_consumer_says_it_is_not_supporte
     local = StorageClass("local", WAIT_FOR_FIRST_CONSUMER)
     delayed = schedule(replace(snap, storage_classes={"local": local}), now=T0)
     assert bind_map(delayed) == {}
-    assert "does not provision volumes yet" in events(delayed, "FailedScheduling")[0]
+    assert (
+        "0/1 nodes are available: 1 node(s) didn't find available persistent volumes to bind"
+        in events(delayed, "FailedScheduling")[0]
+    ), "no volume there, and nothing to make one"
+    off = schedule(
+        replace(snap, storage_classes={"local": local}),
+        now=T0,
+        config=Config(bind_volumes=False),
+    )
+    assert "--no-bind-volumes" in events(off, "FailedScheduling")[0]
 
 
 def test_a_pod_whose_resource_claim_does_not_exist_is_not_placed_and_says_why() -> None:

@@ -1,0 +1,214 @@
+"""Gangs whose pods' claims wait for their first consumer, on the real API server with the
+PV controller (kube-controller-manager's persistentvolume-binder) and the testbed's
+provisioner (testbed/provisioner.py), as a cluster with a CSI driver has them: a gang binds
+whole with each volume made on its pod's node, no pod bound before its claim; a gang with no
+room asks for no volume; a claim the provisioner refuses sends the whole gang back, nothing
+bound meanwhile; static local volumes steer a gang to their nodes."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+
+from e2e.fixtures import Cluster, PrivateSchedulers, wait_for
+from e2e.test_gang_scheduling import BIND_TIMEOUT, koord, stays_unbound, wait_bound
+from testbed.provisioner import FAIL_ANNOTATION, SELECTED_NODE, provisioning, storage_class
+
+pytestmark = pytest.mark.cluster
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def _class(cluster: Cluster, short: str, **kw: Any) -> str:
+    name = f"{cluster.namespace}-{short}"
+    cluster.apply(storage_class(name, **kw))
+    return name
+
+
+def _claim(cluster: Cluster, name: str, storage_class: str, **annotations: str) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": cluster.namespace, "annotations": annotations},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": storage_class,
+                 "resources": {"requests": {"storage": "1Gi"}}},
+    }  # fmt: skip
+
+
+def _member(cluster: Cluster, name: str, claim: str, scheduler: str, **kw: Any) -> dict:
+    volume = {"name": "data", "persistentVolumeClaim": {"claimName": claim}}
+    return cluster.pod(name, scheduler=scheduler, spec={"volumes": [volume]}, **kw)
+
+
+def _claims(cluster: Cluster) -> dict[str, dict]:
+    items = cluster.access.rest.read("persistentvolumeclaims", namespace=cluster.namespace)
+    return {c["metadata"]["name"]: c for c in items.get("items") or []}
+
+
+def _volume_node(cluster: Cluster, claim: dict) -> str:
+    volume = cluster.access.rest.read("persistentvolumes", claim["spec"]["volumeName"])
+    terms = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    return terms[0]["matchExpressions"][0]["values"][0]
+
+
+class BoundBeforeItsClaim:
+    """Looks every 50 ms for a pod bound while one of its claims is not (what a correct
+    scheduler never lets happen); ``seen`` names any."""
+
+    def __init__(self, cluster: Cluster, pods: dict[str, str]) -> None:
+        self.cluster, self.pods = cluster, pods  # pod -> its claim
+        self.seen: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.05):
+            claims = _claims(self.cluster)
+            placed = self.cluster.placements()
+            for pod, claim in self.pods.items():
+                phase = (claims.get(claim, {}).get("status") or {}).get("phase")
+                if placed.get(pod) and phase != "Bound":
+                    self.seen.append(f"{pod} bound while {claim} was {phase}")
+
+    def __enter__(self) -> BoundBeforeItsClaim:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def test_a_gang_binds_whole_with_each_volume_made_on_its_pods_node(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    nodes = cluster.nodes(3, cpu="4")
+    scheduler = private_scheduler.start("--bind-volumes")
+    made = _class(cluster, "made")
+    members = {f"w-{i}": f"data-{i}" for i in range(3)}
+    with provisioning(cluster.access.rest, cluster.namespace, {made}) as provisioner:
+        cluster.apply(*(_claim(cluster, claim, made) for claim in members.values()))
+        with BoundBeforeItsClaim(cluster, members) as watcher:
+            cluster.apply(*(
+                _member(cluster, pod, claim, private_scheduler.name, requests={"cpu": "3"},
+                        annotations=koord("w", 3))
+                for pod, claim in members.items()
+            ))  # fmt: skip
+            wait_bound(cluster, set(members))
+        assert watcher.seen == [], "a pod was bound before its claim"
+        assert sorted(provisioner.made) == sorted(members.values())
+    placed = cluster.placements()
+    assert sorted(placed[pod] for pod in members) == sorted(nodes), "one a node"
+    claims = _claims(cluster)
+    for pod, claim in members.items():
+        assert claims[claim]["status"]["phase"] == "Bound"
+        assert _volume_node(cluster, claims[claim]) == placed[pod], f"{claim} is on its pod's node"
+    scheduler.assert_alive()
+
+
+def test_a_gang_with_no_room_asks_for_no_volume(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    cluster.nodes(2, cpu="4")
+    scheduler = private_scheduler.start("--bind-volumes")
+    made = _class(cluster, "made")
+    members = {f"w-{i}": f"data-{i}" for i in range(3)}
+    with provisioning(cluster.access.rest, cluster.namespace, {made}) as provisioner:
+        cluster.apply(*(_claim(cluster, claim, made) for claim in members.values()))
+        cluster.apply(*(
+            _member(cluster, pod, claim, private_scheduler.name, requests={"cpu": "3"},
+                    annotations=koord("w", 3))
+            for pod, claim in members.items()
+        ))  # fmt: skip
+        wait_for(
+            lambda: any("w-" in m for m in cluster.events("FailedScheduling")),
+            timeout=BIND_TIMEOUT,
+            what="the gang said it does not fit",
+        )
+        stays_unbound(cluster, set(members), seconds=2)
+        asked = [
+            n
+            for n, c in _claims(cluster).items()
+            if SELECTED_NODE in c["metadata"].get("annotations", {})
+        ]
+        assert asked == [], "no volume is asked for a gang that cannot be placed whole"
+        assert provisioner.made == []
+    scheduler.assert_alive()
+
+
+def test_a_refused_claim_sends_the_whole_gang_back_with_nothing_bound(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    cluster.nodes(3, cpu="4")
+    scheduler = private_scheduler.start("--bind-volumes")
+    made = _class(cluster, "made")
+    members = {f"w-{i}": f"data-{i}" for i in range(3)}
+    with provisioning(cluster.access.rest, cluster.namespace, {made}) as provisioner:
+        cluster.apply(
+            _claim(cluster, "data-0", made),
+            _claim(cluster, "data-1", made, **{FAIL_ANNOTATION: "fail"}),
+            _claim(cluster, "data-2", made),
+        )
+        with BoundBeforeItsClaim(cluster, members) as watcher:
+            cluster.apply(*(
+                _member(cluster, pod, claim, private_scheduler.name, requests={"cpu": "3"},
+                        annotations=koord("w", 3))
+                for pod, claim in members.items()
+            ))  # fmt: skip
+            wait_for(
+                lambda: any("gave it back" in m for m in cluster.events("FailedScheduling")),
+                timeout=BIND_TIMEOUT,
+                what="a FailedScheduling event saying the provisioner gave the claim back",
+            )
+            stays_unbound(cluster, set(members), seconds=2)
+            assert provisioner.refused, "the provisioner refused data-1"
+            # The driver can make it now: the gang goes again and binds whole.
+            cluster.access.kubectl(
+                "annotate", "pvc", "data-1", f"{FAIL_ANNOTATION}-", "-n", cluster.namespace
+            )
+            wait_bound(cluster, set(members))
+        assert watcher.seen == []
+    scheduler.assert_alive()
+
+
+def test_static_local_volumes_steer_a_gang_to_their_nodes(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    nodes = sorted(cluster.nodes(4, cpu="8"))
+    scheduler = private_scheduler.start("--bind-volumes")
+    local = _class(cluster, "local", provisioner="kubernetes.io/no-provisioner")
+    chosen = nodes[1:3]
+    volumes = [
+        {
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": f"{cluster.namespace}-local-{i}"},
+            "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                     "storageClassName": local, "local": {"path": "/mnt/disk"},
+                     "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                         {"key": HOSTNAME, "operator": "In", "values": [node]}]}]}}},
+        }
+        for i, node in enumerate(chosen)
+    ]  # fmt: skip
+    try:
+        cluster.apply(*volumes)
+        cluster.apply(*(_claim(cluster, f"data-{i}", local) for i in range(2)))
+        cluster.apply(*(
+            _member(cluster, f"w-{i}", f"data-{i}", private_scheduler.name,
+                    annotations=koord("w", 2))
+            for i in range(2)
+        ))  # fmt: skip
+        wait_bound(cluster, {"w-0", "w-1"})
+        placed = cluster.placements()
+        assert sorted(placed[p] for p in ("w-0", "w-1")) == chosen
+        wait_for(
+            lambda: all(
+                c.get("status", {}).get("phase") == "Bound" for c in _claims(cluster).values()
+            ),
+            timeout=BIND_TIMEOUT,
+            what="both claims bound",
+        )
+    finally:
+        for volume in volumes:
+            cluster.access.rest.remove("persistentvolumes", volume["metadata"]["name"])
+    scheduler.assert_alive()
