@@ -2123,18 +2123,27 @@ class Run:
             for f in self.result.faults
             if f["kind"] in ("scheduler-kill", "leader-kill", "leader-freeze")
         ]
-        violations += partial_incarnations(
-            self.books,
-            pods,
-            events,
-            leader_faults=leader_faults,
-            lease_seconds=self.plan.lease_seconds,
-        )
         outages = [
             (f["started"], f["ended"])
             for f in self.result.faults
             if f["kind"] in ("apiserver-restart", "etcd-restart")
         ]
+        # In HA, an outage longer than the leader's renew deadline (its Lease less a 7.5th,
+        # scheduler/operator.py) takes its Lease as a kill does: the binds it had in flight
+        # are cut, and no replica leads until the store is back (seed 10046).
+        renew_deadline = self.plan.lease_seconds * (1 - 1 / 7.5)
+        lapses = [
+            (start, end)
+            for start, end in outages
+            if self.plan.mode == "ha" and end - start >= renew_deadline
+        ]
+        violations += partial_incarnations(
+            self.books,
+            pods,
+            events,
+            leader_faults=leader_faults + lapses,
+            lease_seconds=self.plan.lease_seconds,
+        )
         takeovers = leader_faults + (outages if self.plan.mode == "ha" else [])
         violations += victims_below_minimum(
             self.books,
