@@ -109,6 +109,16 @@ def matches_node(pod: Pod, node: Node) -> bool:
     return not pod.affinity or any(term_holds(term, node) for term in pod.affinity)
 
 
+def named_claim(pod: Pod, name: str, claims: Mapping[tuple[str, str], Claim]) -> Claim | str:
+    """The claim ``pod`` names, or why it cannot be used (kube-scheduler's PreFilter words)."""
+    claim = claims.get((pod.ref.namespace, name))
+    if claim is None:
+        return f'persistentvolumeclaim "{name}" not found'
+    if claim.deleting:
+        return f'persistentvolumeclaim "{name}" is being deleted'
+    return claim
+
+
 def volume_problem(
     pod: Pod,
     *,
@@ -121,11 +131,9 @@ def volume_problem(
     the pass binds and provisions the volumes of claims that wait for their first consumer
     (kube-scheduler's VolumeBinding), and a claim is bound once its binding is complete."""
     for name in pod.claims:
-        claim = claims.get((pod.ref.namespace, name))
-        if claim is None:
-            return f'persistentvolumeclaim "{name}" not found'
-        if claim.deleting:
-            return f'persistentvolumeclaim "{name}" is being deleted'
+        claim = named_claim(pod, name, claims)
+        if isinstance(claim, str):
+            return claim
         if claim.fully_bound if binds else claim.volume:
             continue
         storage_class = classes.get(claim.storage_class)

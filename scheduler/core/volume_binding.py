@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from types import MappingProxyType
 
-from scheduler.core.filtering import selector_matches, term_holds
+from scheduler.core.filtering import named_claim, selector_matches, term_holds
 from scheduler.core.volume_limits import limit_reason
 from scheduler.model.nodes import Node
 from scheduler.model.pods import Pod, PodRef
@@ -80,11 +80,9 @@ def pod_claims(
     delayed: list[Claim] = []
     immediate: list[Claim] = []
     for name in pod.claims:
-        claim = claims.get((pod.ref.namespace, name))
-        if claim is None:
-            return f'persistentvolumeclaim "{name}" not found'
-        if claim.deleting:
-            return f'persistentvolumeclaim "{name}" is being deleted'
+        claim = named_claim(pod, name, claims)
+        if isinstance(claim, str):
+            return claim
         if claim.fully_bound:
             bound.append(claim)
             continue
