@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 from scheduler.core.claiming import ClaimPlan, DeviceWorld
+from scheduler.core.device_layer import DeviceLayer
 from scheduler.core.filtering import VolumeTerms, static_reason, volume_reason
 from scheduler.core.neighbouring import PORTS_TAKEN, Check, Neighbours
 from scheduler.core.scoring import best_node, fullness, pods_on
@@ -24,35 +26,35 @@ from scheduler.model.resources import Resources
 from scheduler.model.status import Status
 
 
-class DeviceConflict(Exception):
-    """A pod with claims placed where its devices cannot be had (a bug of a placing path)."""
+class PlacementConflict(Exception):
+    """A pod placed where its devices or volumes cannot be had (a bug of a placing path, or
+    a what-if's placement that is no plan)."""
 
 
-class VolumeConflict(Exception):
-    """A pod placed where its volumes cannot be bound or made (a bug of a placing path)."""
+class Book(Protocol):
+    """What a ledger keeps beyond room, layered as the ledger is: a scratch ledger's book is
+    a child of its parent's, committed and forgotten with it. Placing a pod asks every book
+    that the pod asks anything of, and undoing it undoes it in every one."""
+
+    def asks(self, pod: Pod) -> bool: ...
+    def reasons(self, pod: Pod, node: Node) -> tuple[str, ...]: ...
+    def place(self, pod: Pod, node: Node) -> str: ...
+    def unplace(self, pod: Pod, node: str) -> None: ...
+    def set_aside(self, pod: Pod, node: str) -> None: ...
+    def child(self) -> Book: ...
+    def commit(self) -> None: ...
 
 
 class Ledger:
-    """Free resources per node. ``scratch()`` makes a child whose changes reach this ledger
-    only on ``commit()``; dropping the child forgets them. A root ledger made ``over`` node
-    infos works out a node's free room on first use, so a pass that looks at few nodes pays
-    for few."""
+    """Free resources per node, and the books of what placements did beyond room: the
+    devices their claims took, the volumes they chose. ``scratch()`` makes a child whose
+    changes reach this ledger only on ``commit()``; dropping the child forgets them. A root
+    ledger made ``over`` node infos works out a node's free room on first use, so a pass
+    that looks at few nodes pays for few."""
 
     def __init__(self, free: dict[str, dict[str, int]], parent: Ledger | None = None) -> None:
         self._free = free
         self._parent = parent
-        # Dynamic resource allocation: the devices of the pass (the root's, shared), and what
-        # placements on this ledger did to claims: allocations made (by claim, with the pod
-        # that made it), devices taken, reservations added, each pod's plan.
-        self.devices: DeviceWorld | None = parent.devices if parent is not None else None
-        # (the pod that made it; None for one a gang's turn made before placing members)
-        self._allocated: dict[tuple[str, str], tuple[Allocation, PodRef | None]] = {}
-        self._taken: set[DeviceId] = set()
-        # Devices the snapshot's claims hold, given back in a what-if (``free_devices``).
-        self._freed: set[DeviceId] = set()
-        self._reserved: dict[tuple[str, str], int] = {}
-        self._plans: dict[tuple[PodRef, str], ClaimPlan] = {}
-        self._pending: dict[tuple[PodRef, str], ClaimPlan | str] = {}
         # Pods placed on this ledger (not in the snapshot's node infos), for the filters
         # that look at the other pods: anti-affinity, host ports.
         self._placed: list[tuple[Pod, str]] = []
@@ -62,10 +64,16 @@ class Ledger:
         self._gone: set[str] = set()
         self._nodes: Mapping[str, Node] = {}
         self._infos: Mapping[str, NodeInfo] = {}
-        # Volumes its placements bind or have made (claims waiting for their first
-        # consumer), over its parent's; None where the pass binds no volume.
-        self.volumes: VolumeLayer | None = (
-            parent.volumes.child() if parent is not None and parent.volumes is not None else None
+        # The books, each None where the pass has nothing of its kind (no device is known,
+        # no claim waits for its first consumer). Volumes come first: kube-scheduler's
+        # VolumeBinding filters before DynamicResources.
+        self.volumes: VolumeLayer | None = None
+        self.claims: DeviceLayer | None = None
+        if parent is not None:
+            self.volumes = parent.volumes.child() if parent.volumes is not None else None
+            self.claims = parent.claims.child() if parent.claims is not None else None
+        self._books: tuple[Book, ...] = tuple(
+            book for book in (self.volumes, self.claims) if book is not None
         )
 
     @classmethod
@@ -85,9 +93,15 @@ class Ledger:
         """Allocatable minus what each node's info says is requested, node by node on use."""
         ledger = cls({})
         ledger._nodes, ledger._infos = nodes, infos
-        ledger.devices = devices
         ledger.volumes = VolumeLayer(volumes) if volumes is not None else None
+        ledger.claims = DeviceLayer(devices) if devices is not None else None
+        ledger._books = tuple(b for b in (ledger.volumes, ledger.claims) if b is not None)
         return ledger
+
+    @property
+    def devices(self) -> DeviceWorld | None:
+        """The pass's devices; None for a what-if of room only (a head's target)."""
+        return self.claims.world if self.claims is not None else None
 
     def free(self, node: str) -> Mapping[str, int]:
         own = self._free.get(node)
@@ -136,26 +150,21 @@ class Ledger:
         """How many devices counted as ``resource`` that ``node`` reaches no claim holds on
         this ledger (those a what-if gave back are free, those its placements took are
         not)."""
-        world, root = self.devices, self
-        while root._parent is not None:
-            root = root._parent
-        known = root._nodes.get(node)
-        if world is None or known is None:
+        claims, known = self.claims, self._nodes_root().get(node)
+        if claims is None or known is None:
             return 0
-        return sum(1 for device in world.on_node(known, resource) if not self.holds(device))
+        on_node = claims.world.on_node(known, resource)
+        return sum(1 for device in on_node if not claims.holds(device))
 
     def holds(self, device: DeviceId) -> bool:
         """Whether a claim holds ``device`` on this ledger: the snapshot's (unless a what-if
         gave it back) or a placement's."""
-        world = self.devices
-        in_use = world.in_use if world is not None else frozenset()
-        return (device in in_use and not self.freed(device)) or self.taken(device)
+        return self.claims is not None and self.claims.holds(device)
 
     def asks_devices(self, pod: Pod) -> bool:
         """Whether placing ``pod`` may allocate devices (its claims, or its extended
         resources that devices serve)."""
-        world = self.devices
-        return world.asks_devices(pod) if world is not None else bool(pod.resource_claims)
+        return self.claims.asks(pod) if self.claims is not None else bool(pod.resource_claims)
 
     def requests_on(self, pod: Pod, node: str) -> Resources:
         """What of ``pod``'s requests ``node``'s room must hold: its extended resources
@@ -184,6 +193,14 @@ class Ledger:
         for resource, amount in requests.items():
             room[resource] = room.get(resource, 0) - amount
 
+    def give(self, node: str, requests: Mapping[str, int]) -> None:
+        """Undo a ``take`` (a Statement discarded) or free a victim's share (an eviction)."""
+        room = self._free.get(node)
+        if room is None:
+            room = self._free[node] = dict(self.free(node))
+        for resource, amount in requests.items():
+            room[resource] = room.get(resource, 0) + amount
+
     def evict(self, pod: Pod, node: str) -> None:
         """A victim goes: its room is given back, and it is no longer among the node's
         pods."""
@@ -203,117 +220,6 @@ class Ledger:
             ledger = ledger._parent
         return False
 
-    def set_aside(self, pod: Pod, node: str) -> None:
-        """Room (and volumes) held by the ledgers below for ``pod`` on ``node`` is free on
-        this one: a preemptor's own held room, its to use again in a what-if."""
-        self.give(node, pod.requests)
-        if self.volumes is not None:
-            self.volumes.set_aside(pod, node)
-
-    def give(self, node: str, requests: Mapping[str, int]) -> None:
-        """Undo a ``take`` (a Statement discarded) or free a victim's share (an eviction)."""
-        room = self._free.get(node)
-        if room is None:
-            room = self._free[node] = dict(self.free(node))
-        for resource, amount in requests.items():
-            room[resource] = room.get(resource, 0) + amount
-
-    # -- devices (dynamic resource allocation) -------------------------------------------------
-
-    def allocated(self, key: tuple[str, str]) -> Allocation | None:
-        """The allocation this pass made for a claim, if it made one."""
-        own = self._allocated.get(key)
-        if own is not None:
-            return own[0]
-        return self._parent.allocated(key) if self._parent is not None else None
-
-    def taken(self, device: DeviceId) -> bool:
-        """Whether a placement of this pass took the device."""
-        if device in self._taken:
-            return True
-        return self._parent.taken(device) if self._parent is not None else False
-
-    def freed(self, device: DeviceId) -> bool:
-        """Whether a what-if gave back the device (its claim's pods evicted)."""
-        if device in self._freed:
-            return True
-        return self._parent.freed(device) if self._parent is not None else False
-
-    def free_devices(self, devices: Iterable[DeviceId]) -> None:
-        """A what-if's victims' devices, usable on this ledger. Never on a ledger whose
-        placements are bound: until the ResourceClaim controller deallocates the victims'
-        claims, the devices are theirs (a claim written with one would put a device in two
-        claims)."""
-        self._pending.clear()
-        self._freed.update(devices)
-
-    def reserved(self, key: tuple[str, str]) -> int:
-        """How many pods this pass reserved a claim for."""
-        own = self._reserved.get(key, 0)
-        return own + (self._parent.reserved(key) if self._parent is not None else 0)
-
-    def plan(self, pod: Pod, node: str) -> ClaimPlan | str:
-        """What placing ``pod`` on ``node`` does to its claims, or why its devices cannot be
-        had there. Kept until the next placement on this ledger changes what is free."""
-        key = (pod.ref, node)
-        known = self._pending.get(key)
-        if known is not None:
-            return known
-        world, target = self.devices, self._nodes_root().get(node)
-        if world is None or target is None:
-            known = "devices are not known to this pass" if world is None else "node not found"
-        else:
-            known = world.plan(
-                pod,
-                target,
-                taken=self.taken,
-                allocated=self.allocated,
-                reserved=self.reserved,
-                freed=self.freed,
-            )
-        self._pending[key] = known
-        return known
-
-    def device_reason(self, pod: Pod, node: str) -> str:
-        """Why ``pod``'s claims cannot be allocated on ``node`` now; "" if they can (or if
-        this ledger knows no devices: a what-if of room only, as a head's target)."""
-        if self.devices is None or not self.asks_devices(pod):
-            return ""
-        plan = self.plan(pod, node)
-        return plan if isinstance(plan, str) else ""
-
-    def device_shape(self, pod: Pod) -> tuple | None:
-        """``DeviceWorld.shape`` as of this ledger."""
-        if self.devices is None:
-            return None
-        return self.devices.shape(pod, allocated=self.allocated)
-
-    def admits(self, pod: Pod, node: str) -> bool:
-        """Room for the pod's requests on the node, its volumes and its claims' devices
-        there."""
-        if not self.fits(node, self.requests_on(pod, node)):
-            return False
-        return not self.volume_reason(pod, node) and not self.device_reason(pod, node)
-
-    # -- volumes (claims waiting for their first consumer) ----------------------------------
-
-    def asks_volumes(self, pod: Pod) -> bool:
-        """Whether placing ``pod`` binds or provisions volumes."""
-        return self.volumes is not None and self.volumes.world.asks(pod)
-
-    def volume_reasons(self, pod: Pod, node: str) -> tuple[str, ...]:
-        """Why ``pod``'s volumes cannot be had on ``node`` now, in kube-scheduler's words;
-        () if they can (or if it asks none)."""
-        if not self.asks_volumes(pod):
-            return ()
-        target = self._nodes_root().get(node)
-        if target is None:
-            return ("node not found",)
-        layer = self.volumes
-        # NodeVolumeLimits comes before VolumeBinding in kube-scheduler's filters.
-        over = layer.world.limit_reason(pod, target, self.pods_on(node))  # type: ignore[union-attr]
-        return (over,) if over else layer.reasons(pod, target)  # type: ignore[union-attr]
-
     def pods_on(self, node: str) -> list[Pod]:
         """The pods on ``node``: the snapshot's and those placed on this ledger."""
         root = self
@@ -323,105 +229,147 @@ class Ledger:
         there = [p for p in info.pods if not self._evicted(p.ref.uid)] if info is not None else []
         return there + [pod for pod, name in self.placed() if name == node]
 
-    def volume_reason(self, pod: Pod, node: str) -> str:
-        reasons = self.volume_reasons(pod, node)
-        return reasons[0] if reasons else ""
-
-    def volume_plan_of(self, ref: PodRef, node: str) -> VolumePlan | None:
-        return self.volumes.plan_of(ref, node) if self.volumes is not None else None
-
-    def plan_of(self, ref: PodRef, node: str) -> ClaimPlan | None:
-        own = self._plans.get((ref, node))
-        if own is not None:
-            return own
-        return self._parent.plan_of(ref, node) if self._parent is not None else None
-
     def _nodes_root(self) -> Mapping[str, Node]:
         ledger = self
         while ledger._parent is not None:
             ledger = ledger._parent
         return ledger._nodes
 
-    def preallocate(self, key: tuple[str, str], allocation: Allocation) -> None:
-        """A claim allocated before the pods that share it are placed."""
-        self._pending.clear()
-        self._allocated[key] = (allocation, None)
-        self._taken.update(allocation.held)
+    # -- the books -----------------------------------------------------------------------------
 
-    def unallocate(self, key: tuple[str, str]) -> None:
-        """Undo ``preallocate``."""
-        self._pending.clear()
-        made = self._allocated.pop(key, None)
-        if made is not None:
-            self._taken.difference_update(made[0].held)
+    def refusal(self, pod: Pod, node: str) -> str:
+        """Why a book turns ``pod`` away from ``node`` now (its volumes, its claims'
+        devices), the first reason of the first that does; "" if none does."""
+        for book in self._books:
+            if book.asks(pod):
+                reasons = self._reasons(book, pod, node)
+                if reasons:
+                    return reasons[0]
+        return ""
 
-    def _claim_devices(self, pod: Pod, node: str, *, strict: bool) -> None:
-        if self.devices is None:
-            return  # a what-if ledger (a head's target on empty nodes): room only
-        plan = self.plan(pod, node)
-        self._pending.clear()  # what is free changes: every plan worked out is stale
-        if isinstance(plan, str):
-            if not strict:
-                return  # a hold: room kept; bound only with a plan (``closing.close``)
-            # Every path admits a pod before it places it. Should one not, the pod must not
-            # be bound without its devices: the turn's Statement is discarded whole.
-            raise DeviceConflict(f"{pod.ref} was placed on {node}, but {plan}")
-        self._plans[(pod.ref, node)] = plan
-        for claim, allocation in plan.allocate:
-            self._allocated[claim.key] = (allocation, pod.ref)
-            self._taken.update(allocation.held)
-        for claim in plan.reserve:
-            self._reserved[claim.key] = self._reserved.get(claim.key, 0) + 1
+    def _reasons(self, book: Book, pod: Pod, node: str) -> tuple[str, ...]:
+        target = self._nodes_root().get(node)
+        if target is None:
+            return ("node not found",)
+        if book is self.volumes:
+            # NodeVolumeLimits comes before VolumeBinding in kube-scheduler's filters.
+            over = self.volumes.world.limit_reason(pod, target, self.pods_on(node))
+            if over:
+                return (over,)
+        return book.reasons(pod, target)
 
-    def _release_devices(self, pod: Pod, node: str) -> None:
-        self._pending.clear()
-        plan = self._plans.pop((pod.ref, node), None)
-        if plan is None:
-            return
-        for claim, allocation in plan.allocate:
-            made = self._allocated.get(claim.key)
-            if made is not None and made[1] == pod.ref:
-                del self._allocated[claim.key]
-                self._taken.difference_update(allocation.held)
-        for claim in plan.reserve:
-            left = self._reserved.get(claim.key, 0) - 1
-            if left > 0:
-                self._reserved[claim.key] = left
-            else:
-                self._reserved.pop(claim.key, None)
+    def volume_reasons(self, pod: Pod, node: str) -> tuple[str, ...]:
+        """Why ``pod``'s volumes cannot be had on ``node`` now, in kube-scheduler's words;
+        () if they can (or if it asks none)."""
+        if not self.asks_volumes(pod):
+            return ()
+        return self._reasons(self.volumes, pod, node)  # type: ignore[arg-type]
+
+    def device_reason(self, pod: Pod, node: str) -> str:
+        """Why ``pod``'s claims cannot be allocated on ``node`` now; "" if they can (or if
+        this ledger knows no devices: a what-if of room only, as a head's target)."""
+        if self.claims is None or not self.claims.asks(pod):
+            return ""
+        reasons = self._reasons(self.claims, pod, node)
+        return reasons[0] if reasons else ""
+
+    def asks_volumes(self, pod: Pod) -> bool:
+        """Whether placing ``pod`` binds or provisions volumes."""
+        return self.volumes is not None and self.volumes.asks(pod)
+
+    def admits(self, pod: Pod, node: str) -> bool:
+        """Room for the pod's requests on the node, and every book's leave."""
+        return self.fits(node, self.requests_on(pod, node)) and not self.refusal(pod, node)
 
     def place(self, pod: Pod, node: str, *, strict: bool = True) -> None:
-        """Take the pod's requests on the node (and its claims' devices), and remember it
-        is there. ``strict``: its devices must be had there (else DeviceConflict); a hold
-        keeps the room even where they cannot."""
+        """Take the pod's requests on the node, record it in every book it asks anything
+        of, and remember it is there. ``strict``: every book must take it (else
+        PlacementConflict, and the turn's Statement is discarded whole: a pod is never
+        bound without its devices or volumes); a hold keeps the room even where a book
+        cannot take it, and is bound only with a plan (``closing.close``)."""
         self.take(node, self.requests_on(pod, node))
         self._placed.append((pod, node))
         self._anti += bool(pod.pod_anti_affinity)
-        if self.asks_volumes(pod):
-            self._choose_volumes(pod, node, strict=strict)
-        if self.asks_devices(pod):
-            self._claim_devices(pod, node, strict=strict)
-
-    def _choose_volumes(self, pod: Pod, node: str, *, strict: bool) -> None:
-        target, layer = self._nodes_root().get(node), self.volumes
-        why = "node not found" if target is None else layer.place(pod, target)  # type: ignore[union-attr]
-        if why and strict:
-            # As with devices: a pod is never bound without the volumes it needs; the
-            # turn's Statement is discarded whole. A hold keeps its room without them.
-            raise VolumeConflict(f"{pod.ref} was placed on {node}, but {why}")
+        for book in self._books:
+            if not book.asks(pod):
+                continue
+            target = self._nodes_root().get(node)
+            why = "node not found" if target is None else book.place(pod, target)
+            if why and strict:
+                raise PlacementConflict(f"{pod.ref} was placed on {node}, but {why}")
 
     def unplace(self, pod: Pod, node: str) -> None:
         """Undo a ``place`` of this ledger (the last one of the pod there)."""
-        if self.asks_devices(pod):
-            self._release_devices(pod, node)
-        if self.volumes is not None:
-            self.volumes.unplace(pod, node)
+        for book in reversed(self._books):
+            book.unplace(pod, node)
         self.give(node, self.requests_on(pod, node))
         for i in range(len(self._placed) - 1, -1, -1):
             if self._placed[i][0] is pod and self._placed[i][1] == node:
                 del self._placed[i]
                 self._anti -= bool(pod.pod_anti_affinity)
                 break
+
+    def set_aside(self, pod: Pod, node: str) -> None:
+        """Room and choices held by the ledgers below for ``pod`` on ``node`` are free on
+        this one: a preemptor's own held room, its to use again in a what-if."""
+        self.give(node, pod.requests)
+        for book in self._books:
+            book.set_aside(pod, node)
+
+    # -- devices: what gangs and what-ifs ask of the claims' book ---------------------------
+
+    def plan(self, pod: Pod, node: str) -> ClaimPlan | str:
+        """What placing ``pod`` on ``node`` does to its claims, or why its devices cannot be
+        had there."""
+        target = self._nodes_root().get(node)
+        if self.claims is None or target is None:
+            return "devices are not known to this pass" if self.claims is None else "node not found"
+        return self.claims.plan(pod, target)
+
+    def plan_of(self, ref: PodRef, node: str) -> ClaimPlan | None:
+        return self.claims.plan_of(ref, node) if self.claims is not None else None
+
+    def volume_plan_of(self, ref: PodRef, node: str) -> VolumePlan | None:
+        return self.volumes.plan_of(ref, node) if self.volumes is not None else None
+
+    def device_shape(self, pod: Pod) -> tuple | None:
+        """``DeviceWorld.shape`` as of this ledger."""
+        if self.claims is None:
+            return None
+        return self.claims.world.shape(pod, allocated=self.claims.allocated)
+
+    def allocated(self, key: tuple[str, str]) -> Allocation | None:
+        """The allocation this pass made for a claim, if it made one."""
+        return self.claims.allocated(key) if self.claims is not None else None
+
+    def taken(self, device: DeviceId) -> bool:
+        """Whether a placement of this pass took the device."""
+        return self.claims is not None and self.claims.taken(device)
+
+    def freed(self, device: DeviceId) -> bool:
+        """Whether a what-if gave back the device (its claim's pods evicted)."""
+        return self.claims is not None and self.claims.freed(device)
+
+    def free_devices(self, devices: Iterable[DeviceId]) -> None:
+        """A what-if's victims' devices, usable on this ledger. Never on a ledger whose
+        placements are bound: until the ResourceClaim controller deallocates the victims'
+        claims, the devices are theirs (a claim written with one would put a device in two
+        claims)."""
+        if self.claims is not None:
+            self.claims.free(devices)
+
+    def preallocate(self, key: tuple[str, str], allocation: Allocation) -> None:
+        """A claim allocated before the pods that share it are placed."""
+        if self.claims is None:
+            raise PlacementConflict(f"claim {key} allocated on a ledger that knows no devices")
+        self.claims.preallocate(key, allocation)
+
+    def unallocate(self, key: tuple[str, str]) -> None:
+        """Undo ``preallocate``."""
+        if self.claims is not None:
+            self.claims.unallocate(key)
+
+    # -- transactions --------------------------------------------------------------------------
 
     def placed_anti_affinity(self) -> bool:
         """Whether a pod placed here (or on the ledgers below) carries anti-affinity."""
@@ -444,20 +392,12 @@ class Ledger:
         self._parent._placed.extend(self._placed)
         self._parent._anti += self._anti
         self._parent._gone |= self._gone
-        self._parent._allocated.update(self._allocated)
-        self._parent._taken.update(self._taken)
-        for key, count in self._reserved.items():
-            self._parent._reserved[key] = self._parent._reserved.get(key, 0) + count
-        self._parent._plans.update(self._plans)
-        self._parent._pending.clear()
-        if self.volumes is not None:
-            self.volumes.commit()
+        for book in self._books:
+            book.commit()
         self._free = {}
         self._placed = []
         self._anti = 0
         self._gone = set()
-        self._allocated, self._taken, self._reserved, self._plans = {}, set(), {}, {}
-        self._pending = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -667,11 +607,7 @@ class NodeFinder:
                 continue
             if roomy is None:
                 roomy = i
-            if (
-                (check is None or not check.reason(fit[i]))
-                and not (volumes and ledger.volume_reason(pod, fit[i]))
-                and not ledger.device_reason(pod, fit[i])
-            ):
+            if (check is None or not check.reason(fit[i])) and not ledger.refusal(pod, fit[i]):
                 found = fit[i]
                 break
         self._writable()[cursor_key] = roomy if roomy is not None else len(fit)
@@ -685,17 +621,12 @@ class NodeFinder:
         pass; a node turned away by the other pods may take the next pod of the shape)."""
         roomy: int | None = None
         candidates = []
-        volumes = ledger.asks_volumes(pod)
         for i in range(start, len(fit)):
             if not ledger.fits(fit[i], ledger.requests_on(pod, fit[i])):
                 continue
             if roomy is None:
                 roomy = i
-            if (
-                (check is None or not check.reason(fit[i]))
-                and not (volumes and ledger.volume_reason(pod, fit[i]))
-                and not ledger.device_reason(pod, fit[i])
-            ):
+            if (check is None or not check.reason(fit[i])) and not ledger.refusal(pod, fit[i]):
                 candidates.append(fit[i])
         return candidates, roomy if roomy is not None else len(fit)
 

@@ -352,6 +352,10 @@ class VolumeLayer(Choices):
     def child(self) -> VolumeLayer:
         return VolumeLayer(self.world, self)
 
+    def asks(self, pod: Pod) -> bool:
+        """Whether placing ``pod`` binds or provisions volumes."""
+        return self.world.asks(pod)
+
     # -- Choices: what the layers from this one down chose ---------------------------------
 
     def _find(self, table: str, key: object) -> object:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from scheduler.core.gangs import priority_of
-from scheduler.core.placing import DeviceConflict, Ledger
+from scheduler.core.placing import Ledger, PlacementConflict
 from scheduler.core.session import Session
 from scheduler.core.solvers.victims import Choice, Victims, candidates, evicted, pods_of
 from scheduler.model.pods import Pod
@@ -42,7 +42,7 @@ def rehome(session: Session, base: Ledger, choice: Choice) -> dict[str, str] | N
     try:
         for pod, node in choice.placements:
             trial.place(pod, node)
-    except DeviceConflict:
+    except PlacementConflict:
         return None
     finder = session.finder
     own = {pod.ref.uid: node for unit in choice.victims for pod, node in unit.pods}

@@ -19,7 +19,7 @@ from types import MappingProxyType
 
 from scheduler.core.filtering import selector_matches
 from scheduler.core.gangs import priority_of, subgroups_of
-from scheduler.core.placing import DeviceConflict, Ledger
+from scheduler.core.placing import Ledger, PlacementConflict
 from scheduler.core.session import Session, pending
 from scheduler.core.solvers.gangs import place_group
 from scheduler.core.statement import Kind, Statement
@@ -293,7 +293,7 @@ def fits(session: Session, base: Ledger, gangs: list[Gang], chosen: list[Victims
     session.explaining = False
     try:
         placed = place_group(session, statement, gangs, room)
-    except DeviceConflict:  # a what-if: a placement its devices would not allow is no plan
+    except PlacementConflict:  # a what-if: a placement its devices or volumes refuse is no plan
         return None
     finally:
         session.explaining = True
