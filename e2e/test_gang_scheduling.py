@@ -56,6 +56,9 @@ def test_gang_of_eight_binds_all_eight(cluster: Cluster, scheduler: SchedulerPro
     members = cluster.gang("train", 8, labels={names.POD_GROUP_LABEL: "train"}, requests={GPU: "1"})
     wait_bound(cluster, members)
     assert Counter(cluster.placements().values()) == Counter({n: 4 for n in cluster.node_names()})
+    # Each bind marks its pod: the API server copies the Binding's annotations onto it.
+    pods = [cluster.get("pod", name) for name in sorted(members)]
+    assert {p["metadata"]["annotations"].get(names.BOUND_BY) for p in pods} == {scheduler.name}
 
     def podgroup_running() -> bool:
         status = cluster.get("podgroups.scheduling.x-k8s.io", "train").get("status", {})

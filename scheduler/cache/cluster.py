@@ -320,12 +320,13 @@ class ClusterCache:
         if old is not None:
             self._pod_changed(old, None)
 
-    def assume(self, ref: PodRef, node: str) -> None:
+    def assume(self, ref: PodRef, node: str, *, by: str = "") -> None:
+        """``ref`` is being bound to ``node`` by the scheduler named ``by``."""
         pod = self.nodes.pods.get(ref.uid)
         if pod is None or pod.bound:
             return
         self.nodes.assumed[ref.uid] = pod
-        assumed = replace(pod, node_name=node)
+        assumed = replace(pod, node_name=node, bound_by=by)
         self._track(ref.uid, assumed)  # no pass needed: the one that assumed it counted it
         self.nodes.pods[ref.uid] = assumed
 

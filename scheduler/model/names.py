@@ -42,6 +42,11 @@ STARVATION_AFTER = OUR_PREFIX + "starvation-after"
 # "never"); --stale-gang-after otherwise (off by default).
 STALE_AFTER = OUR_PREFIX + "stale-after"
 
+# Written on a pod by its bind (a Binding's annotations reach the pod): the scheduler name
+# that bound it. A new leader finds the gangs whose all-or-nothing bind its predecessor
+# was cut off in by this mark; a gang another binder started is not one of them.
+BOUND_BY = OUR_PREFIX + "bound-by"
+
 # On a pod: "true" lets consolidation move it (evict it so that its controller makes it
 # again, where it fits elsewhere) to make room for a gang; a pod no controller owns never
 # moves, whatever it says.

@@ -284,6 +284,7 @@ class Pod:
     gang: GangClaim | None = None
     timed_out: bool = False  # carries gang.scheduling.koordinator.sh/timeout=true
     first_attempt: float | None = None  # gang-scheduler.io/first-attempt, when written
+    bound_by: str = ""  # gang-scheduler.io/bound-by: the scheduler whose bind placed it
     # spec.schedulingGates by name: while any is left the pod is not placed (kube-scheduler's
     # PreEnqueue), whatever its gang does.
     gates: tuple[str, ...] = ()

@@ -24,6 +24,7 @@ import structlog
 
 from scheduler.cache.cluster import ClusterCache
 from scheduler.core.scheduling import after_failed_bind
+from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.decisions import (
     NORMAL,
@@ -244,7 +245,7 @@ class Binder:
         """Count the pods against their nodes (and the devices of their claims) now; called
         by the loop before any await."""
         for binding in group.bindings:
-            self._cache.assume(binding.pod, binding.node)
+            self._cache.assume(binding.pod, binding.node, by=self._config.scheduler_name)
         if group.claims:
             self._cache.assume_claims(group.claims)
         if group.volumes:
@@ -468,7 +469,14 @@ class Binder:
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
-            "metadata": {"name": ref.name, "namespace": ref.namespace, "uid": ref.uid},
+            "metadata": {
+                "name": ref.name,
+                "namespace": ref.namespace,
+                "uid": ref.uid,
+                # The API server copies a Binding's annotations onto the pod, in the same
+                # write that binds it: no request more.
+                "annotations": {names.BOUND_BY: self._config.scheduler_name},
+            },
             "target": {"apiVersion": "v1", "kind": "Node", "name": binding.node},
         }
         self.in_flight += 1

@@ -305,7 +305,12 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
                     pod = pods.get(binding.pod.uid)
                     if pod is None:
                         continue
-                    bound = replace(pod, node_name=binding.node, phase="Running")
+                    bound = replace(
+                        pod,
+                        node_name=binding.node,
+                        phase="Running",
+                        bound_by=config.scheduler_name,
+                    )
                     pods[binding.pod.uid] = bound
                     hold(bound, +1)
                     cache.upsert_pod(bound)

@@ -226,7 +226,13 @@ def test_a_gang_cut_short_by_a_crash_gets_its_room_before_older_gangs() -> None:
     already holds part of the cluster, and its commit had room for the rest."""
     nodes = [node("n0", cpu="3")]
     first = replace(
-        pod("young-0", gang="young", min_available=3, created=T0 - 10),
+        pod(
+            "young-0",
+            gang="young",
+            min_available=3,
+            created=T0 - 10,
+            annotations={names.BOUND_BY: "gang-scheduler"},
+        ),
         node_name="n0",
         phase="Running",
     )

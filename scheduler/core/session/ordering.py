@@ -68,11 +68,18 @@ class Order:
 
     def cut_short(self, gang: Gang) -> bool:
         """Satisfied, yet with fewer than min_member members bound and alive, and some
-        waiting: an all-or-nothing commit that was interrupted."""
+        waiting: an all-or-nothing commit of ours that was interrupted. A gang satisfied by
+        another binder's bind alone (no member carries our bound-by mark) had no room
+        decided for it: it goes in its turn, or it would take the room of one that had."""
         if not self.session.outcomes[gang.key].state.satisfied:
             return False
-        bound = sum(1 for p in gang.members if p.bound and p.alive)
-        return bound + gang.completed < gang.min_member and bool(pending(gang))
+        bound = [p for p in gang.members if p.bound and p.alive]
+        ours = self.session.config.scheduler_names
+        return (
+            len(bound) + gang.completed < gang.min_member
+            and bool(pending(gang))
+            and any(p.bound_by in ours for p in bound)
+        )
 
     def ordered(self, pods: list[Pod]) -> list[Pod]:
         """Members in the order they are placed: priority, then age, then name."""
