@@ -212,3 +212,61 @@ def test_static_local_volumes_steer_a_gang_to_their_nodes(
         for volume in volumes:
             cluster.access.rest.remove("persistentvolumes", volume["metadata"]["name"])
     scheduler.assert_alive()
+
+
+def _scratch_member(cluster: Cluster, name: str, storage_class: str, scheduler: str) -> dict:
+    template = {
+        "volumeClaimTemplate": {
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": storage_class,
+                "resources": {"requests": {"storage": "1Gi"}},
+            }
+        }
+    }
+    return cluster.pod(
+        name,
+        scheduler=scheduler,
+        spec={"volumes": [{"name": "scratch", "ephemeral": template}]},
+        requests={"cpu": "3"},
+        annotations=koord("w", 2),
+    )
+
+
+def test_a_gang_with_ephemeral_volumes_binds_with_the_claims_made_for_its_pods(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    cluster.nodes(2, cpu="4")
+    scheduler = private_scheduler.start("--bind-volumes")
+    made = _class(cluster, "made")
+    members = ["w-0", "w-1"]
+    with provisioning(cluster.access.rest, cluster.namespace, {made}) as provisioner:
+        cluster.apply(*(_scratch_member(cluster, m, made, private_scheduler.name) for m in members))
+        wait_bound(cluster, set(members))
+        assert sorted(provisioner.made) == [f"{m}-scratch" for m in members]
+    claims, placed = _claims(cluster), cluster.placements()
+    for pod in members:
+        claim = claims[f"{pod}-scratch"]
+        assert claim["status"]["phase"] == "Bound"
+        assert _volume_node(cluster, claim) == placed[pod], f"{pod}'s volume is on its node"
+    scheduler.assert_alive()
+
+
+def test_a_gang_whose_ephemeral_claim_name_is_taken_waits_and_says_whose_it_is(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    cluster.nodes(2, cpu="4")
+    scheduler = private_scheduler.start("--bind-volumes")
+    made = _class(cluster, "made")
+    members = ["w-0", "w-1"]
+    with provisioning(cluster.access.rest, cluster.namespace, {made}):
+        cluster.apply(_claim(cluster, "w-1-scratch", made))  # made by hand: no pod controls it
+        cluster.apply(*(_scratch_member(cluster, m, made, private_scheduler.name) for m in members))
+        wanted = f"PVC {cluster.namespace}/w-1-scratch was not created for pod"
+        wait_for(
+            lambda: any(wanted in m for m in cluster.events("FailedScheduling")),
+            timeout=BIND_TIMEOUT,
+            what=f"FailedScheduling saying {wanted!r}",
+        )
+        stays_unbound(cluster, set(members), seconds=2)
+    scheduler.assert_alive()

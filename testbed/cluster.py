@@ -417,9 +417,10 @@ def up(
         # pods (e2e/test_clients.py); the ResourceClaim controller makes claims from
         # ResourceClaimTemplates and clears reservations (and allocations) of pods that are
         # gone (dynamic resource allocation, e2e/test_dra.py); the PV controller binds claims
-        # to volumes, those the scheduler chose or had made (e2e/test_gang_volumes.py). The
-        # node-lifecycle controller stays off: KWOK's fast stages send no heartbeats, it would
-        # mark every node NotReady.
+        # to volumes, those the scheduler chose or had made (e2e/test_gang_volumes.py), and
+        # the ephemeral volume controller makes the claims of pods' generic ephemeral
+        # volumes. The node-lifecycle controller stays off: KWOK's fast stages send no
+        # heartbeats, it would mark every node NotReady.
         kcm = _start(
             "kube-controller-manager",
             binaries.kube_controller_manager,
@@ -428,7 +429,8 @@ def up(
                 f"--authentication-kubeconfig={plane.kubeconfig}",
                 f"--authorization-kubeconfig={plane.kubeconfig}",
                 "--controllers=job,garbagecollector,disruption,statefulset,"
-                "resourceclaim-controller,persistentvolume-binder-controller",
+                "resourceclaim-controller,persistentvolume-binder-controller,"
+                "ephemeral-volume-controller",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={kcm_port}",

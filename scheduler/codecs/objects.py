@@ -143,6 +143,15 @@ def _claims(name: str, spec: Obj) -> tuple[str, ...]:
     return tuple(claims)
 
 
+def _ephemeral_claims(name: str, spec: Obj) -> frozenset[str]:
+    return frozenset(
+        f"{name}-{text(volume.get('name'))}"
+        for volume in objs(spec.get("volumes"))
+        if not text(obj(volume.get("persistentVolumeClaim")).get("claimName"))
+        and isinstance(volume.get("ephemeral"), Mapping)
+    )
+
+
 def _pod_affinity_terms(raw: object, namespace: str) -> tuple[PodAffinityTerm, ...]:
     terms = []
     for term in objs(raw):
@@ -361,6 +370,7 @@ def pod_from_dict(raw: object) -> Pod:
         host_ports=host_ports(spec),
         spread=_spread(spec),
         claims=_claims(text(meta.get("name")), spec),
+        ephemeral_claims=_ephemeral_claims(text(meta.get("name")), spec),
         preferred_affinity=_preferred_node_affinity(affinity) if affinity else (),
         preferred_pod_affinity=_preferred(affinity, "podAffinity", namespace) if affinity else (),
         preferred_pod_anti_affinity=_preferred(affinity, "podAntiAffinity", namespace)

@@ -26,6 +26,7 @@ from scheduler.model.volumes import (
 
 STORAGE = "storage"
 BLOCK = "Block"
+LOST = "Lost"
 
 
 def _storage(raw: object, field: str, errors: list[str]) -> int:
@@ -76,6 +77,15 @@ def claim_from_dict(raw: object) -> Claim:
         selected_node=annotations.get(SELECTED_NODE_ANNOTATION),
         errors=tuple(errors),
         resource_version=text(meta.get("resourceVersion")),
+        controller_uid=next(
+            (
+                text(owner.get("uid"))
+                for owner in objs(meta.get("ownerReferences"))
+                if owner.get("controller") is True
+            ),
+            "",
+        ),
+        lost=text(obj(body.get("status")).get("phase")) == LOST,
     )
 
 

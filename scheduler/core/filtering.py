@@ -110,12 +110,32 @@ def matches_node(pod: Pod, node: Node) -> bool:
 
 
 def named_claim(pod: Pod, name: str, claims: Mapping[tuple[str, str], Claim]) -> Claim | str:
-    """The claim ``pod`` names, or why it cannot be used (kube-scheduler's PreFilter words)."""
+    """The claim ``pod`` names, or why it cannot be used (kube-scheduler's PreFilter words,
+    in its order)."""
     claim = claims.get((pod.ref.namespace, name))
+    ephemeral = name in pod.ephemeral_claims
     if claim is None:
+        if ephemeral:  # normal right after the pod is made
+            return (
+                "waiting for ephemeral volume controller to create the persistentvolumeclaim "
+                f'"{name}"'
+            )
         return f'persistentvolumeclaim "{name}" not found'
+    if claim.lost:
+        return (
+            f'persistentvolumeclaim "{name}" bound to non-existent persistentvolume '
+            f'"{claim.volume}"'
+        )
     if claim.deleting:
         return f'persistentvolumeclaim "{name}" is being deleted'
+    if ephemeral and claim.controller_uid != pod.ref.uid:
+        # A claim of that name the pod did not make (by hand, or for an earlier pod of the
+        # same name) is never its volume.
+        namespace = pod.ref.namespace
+        return (
+            f"PVC {namespace}/{name} was not created for pod {namespace}/{pod.ref.name} "
+            "(pod is not owner)"
+        )
     return claim
 
 

@@ -299,6 +299,9 @@ class Pod:
     # The PersistentVolumeClaims its volumes name (generic ephemeral ones as <pod>-<volume>),
     # and the ResourceClaims it asks devices through (dynamic resource allocation).
     claims: tuple[str, ...] = ()
+    # Those of ``claims`` that generic ephemeral volumes name: made by the ephemeral volume
+    # controller, and only usable by the pod that controls them.
+    ephemeral_claims: frozenset[str] = frozenset()
     resource_claims: tuple[PodClaim, ...] = ()
     # Its containers' requests of extended resources, by container, while no ResourceClaim
     # serves them: where no node publishes one but a DeviceClass serves it, the scheduler

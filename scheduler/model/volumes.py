@@ -50,6 +50,10 @@ class Claim:
     selected_node: str | None = None
     errors: tuple[str, ...] = ()
     resource_version: str = ""
+    # The uid of the object that controls it (its controller ownerReference): for a
+    # generic ephemeral volume's claim, the pod it was made for.
+    controller_uid: str = ""
+    lost: bool = False  # status.phase Lost: its volume is gone
 
     @property
     def key(self) -> tuple[str, str]:
