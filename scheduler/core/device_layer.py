@@ -134,6 +134,12 @@ class DeviceLayer:
             else:
                 self._reserved.pop(claim.key, None)
 
+    def evict(self, pod: Pod) -> None:
+        """A victim's devices are freed only by ``free``: a what-if's alone."""
+
+    def unevict(self, pod: Pod) -> None:
+        pass
+
     def set_aside(self, pod: Pod, node: str) -> None:
         """Not done for devices: in a preemptor's what-if, its own held members keep the
         devices their holds took (a hold takes them only where its plan held); only their

@@ -19,6 +19,7 @@ from scheduler.core.filtering import VolumeTerms, static_reason, volume_reason
 from scheduler.core.neighbouring import PORTS_TAKEN, Check, Neighbours
 from scheduler.core.scoring import best_node, fullness, pods_on
 from scheduler.core.volume_binding import VolumeLayer, VolumePlan, VolumeWorld
+from scheduler.core.volume_restrictions import ExclusiveClaims, ExclusiveLayer
 from scheduler.model.devices import Allocation, DeviceId, pod_devices
 from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.pods import Pod, PodRef
@@ -40,6 +41,8 @@ class Book(Protocol):
     def reasons(self, pod: Pod, node: Node) -> tuple[str, ...]: ...
     def place(self, pod: Pod, node: Node) -> str: ...
     def unplace(self, pod: Pod, node: str) -> None: ...
+    def evict(self, pod: Pod) -> None: ...
+    def unevict(self, pod: Pod) -> None: ...
     def set_aside(self, pod: Pod, node: str) -> None: ...
     def child(self) -> Book: ...
     def commit(self) -> None: ...
@@ -64,17 +67,17 @@ class Ledger:
         self._gone: set[str] = set()
         self._nodes: Mapping[str, Node] = {}
         self._infos: Mapping[str, NodeInfo] = {}
-        # The books, each None where the pass has nothing of its kind (no device is known,
-        # no claim waits for its first consumer). Volumes come first: kube-scheduler's
-        # VolumeBinding filters before DynamicResources.
+        # The books, each None where the pass has nothing of its kind (no ReadWriteOncePod
+        # claim, no claim waiting for its first consumer, no device), in kube-scheduler's
+        # filter order: VolumeRestrictions, VolumeBinding, DynamicResources.
+        self.exclusive: ExclusiveLayer | None = None
         self.volumes: VolumeLayer | None = None
         self.claims: DeviceLayer | None = None
         if parent is not None:
+            self.exclusive = parent.exclusive.child() if parent.exclusive is not None else None
             self.volumes = parent.volumes.child() if parent.volumes is not None else None
             self.claims = parent.claims.child() if parent.claims is not None else None
-        self._books: tuple[Book, ...] = tuple(
-            book for book in (self.volumes, self.claims) if book is not None
-        )
+        self._books: tuple[Book, ...] = self._present()
 
     @classmethod
     def of(cls, nodes: Mapping[str, Node], pods: Iterable[Pod]) -> Ledger:
@@ -89,14 +92,20 @@ class Ledger:
         *,
         devices: DeviceWorld | None = None,
         volumes: VolumeWorld | None = None,
+        exclusive: ExclusiveClaims | None = None,
     ) -> Ledger:
         """Allocatable minus what each node's info says is requested, node by node on use."""
         ledger = cls({})
         ledger._nodes, ledger._infos = nodes, infos
+        ledger.exclusive = ExclusiveLayer(exclusive) if exclusive is not None else None
         ledger.volumes = VolumeLayer(volumes) if volumes is not None else None
         ledger.claims = DeviceLayer(devices) if devices is not None else None
-        ledger._books = tuple(b for b in (ledger.volumes, ledger.claims) if b is not None)
+        ledger._books = ledger._present()
         return ledger
+
+    def _present(self) -> tuple[Book, ...]:
+        books = (self.exclusive, self.volumes, self.claims)
+        return tuple(book for book in books if book is not None)
 
     @property
     def devices(self) -> DeviceWorld | None:
@@ -203,14 +212,18 @@ class Ledger:
 
     def evict(self, pod: Pod, node: str) -> None:
         """A victim goes: its room is given back, and it is no longer among the node's
-        pods."""
+        pods (nor among the users of its claims)."""
         self.give(node, pod.requests)
         self._gone.add(pod.ref.uid)
+        for book in self._books:
+            book.evict(pod)
 
     def unevict(self, pod: Pod, node: str) -> None:
         """Undo an ``evict`` of this ledger."""
         self.take(node, pod.requests)
         self._gone.discard(pod.ref.uid)
+        for book in self._books:
+            book.unevict(pod)
 
     def _evicted(self, uid: str) -> bool:
         ledger: Ledger | None = self
@@ -259,11 +272,15 @@ class Ledger:
         return book.reasons(pod, target)
 
     def volume_reasons(self, pod: Pod, node: str) -> tuple[str, ...]:
-        """Why ``pod``'s volumes cannot be had on ``node`` now, in kube-scheduler's words;
-        () if they can (or if it asks none)."""
-        if not self.asks_volumes(pod):
-            return ()
-        return self._reasons(self.volumes, pod, node)  # type: ignore[arg-type]
+        """Why ``pod``'s volumes cannot be had on ``node`` now, in kube-scheduler's words (a
+        claim another pod uses exclusively, attach limits, binding); () if they can (or if
+        it asks none)."""
+        for book in (self.exclusive, self.volumes):
+            if book is not None and book.asks(pod):
+                reasons = self._reasons(book, pod, node)
+                if reasons:
+                    return reasons
+        return ()
 
     def device_reason(self, pod: Pod, node: str) -> str:
         """Why ``pod``'s claims cannot be allocated on ``node`` now; "" if they can (or if
@@ -274,8 +291,10 @@ class Ledger:
         return reasons[0] if reasons else ""
 
     def asks_volumes(self, pod: Pod) -> bool:
-        """Whether placing ``pod`` binds or provisions volumes."""
-        return self.volumes is not None and self.volumes.asks(pod)
+        """Whether placing ``pod`` binds, provisions or takes exclusive use of volumes."""
+        return (self.volumes is not None and self.volumes.asks(pod)) or (
+            self.exclusive is not None and self.exclusive.asks(pod)
+        )
 
     def admits(self, pod: Pod, node: str) -> bool:
         """Room for the pod's requests on the node, and every book's leave."""
@@ -296,6 +315,7 @@ class Ledger:
             target = self._nodes_root().get(node)
             why = "node not found" if target is None else book.place(pod, target)
             if why and strict:
+                self.unplace(pod, node)  # nothing of it stays: the ledger is as it was
                 raise PlacementConflict(f"{pod.ref} was placed on {node}, but {why}")
 
     def unplace(self, pod: Pod, node: str) -> None:

@@ -438,6 +438,12 @@ class VolumeLayer(Choices):
         if volume is not None:
             self._holders.pop(volume.name, None)
 
+    def evict(self, pod: Pod) -> None:
+        """A victim's bound volumes stay its claims': nothing to choose again."""
+
+    def unevict(self, pod: Pod) -> None:
+        pass
+
     def set_aside(self, pod: Pod, node: str) -> None:
         """Treat the choices made below for ``pod`` on ``node`` as not made, on this layer."""
         plan = self.plan_of(pod.ref, node)

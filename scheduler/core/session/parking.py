@@ -68,7 +68,19 @@ class Parking:
             if book is not None
             else ()
         )
-        return (*gang.members, spec, tree, sized, queues)
+        # How many pods use each ReadWriteOncePod claim its members name: its user going,
+        # on whatever node, may help it anywhere.
+        exclusive = self.session.ledger.exclusive
+        users = (
+            tuple(
+                exclusive.world.users.get(key, 0)
+                for p in gang.members
+                for key in exclusive.world.of_pod(p)
+            )
+            if exclusive is not None
+            else ()
+        )
+        return (*gang.members, spec, tree, sized, queues, users)
 
     def park(self, gang: Gang) -> None:
         """The gang failed for want of room: into the unschedulable set until a change could

@@ -39,6 +39,7 @@ from scheduler.core.session.reporting import Reporting
 from scheduler.core.statement import Kind, Operation, Statement
 from scheduler.core.statuses import NOT_TRIED
 from scheduler.core.volume_binding import VolumeWorld
+from scheduler.core.volume_restrictions import ExclusiveClaims
 from scheduler.model.config import Config
 from scheduler.model.decisions import (
     ActionError,
@@ -133,6 +134,7 @@ class Session:
             )
             if config.bind_volumes
             else None,
+            exclusive=ExclusiveClaims.of(snapshot.claims, self.infos),
         )
         self.order = Order(self)
         self.queues = Queues(self)
