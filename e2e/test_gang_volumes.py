@@ -8,6 +8,7 @@ bound meanwhile; static local volumes steer a gang to their nodes."""
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -269,4 +270,39 @@ def test_a_gang_whose_ephemeral_claim_name_is_taken_waits_and_says_whose_it_is(
             what=f"FailedScheduling saying {wanted!r}",
         )
         stays_unbound(cluster, set(members), seconds=2)
+    scheduler.assert_alive()
+
+
+def test_a_gang_is_spread_over_pools_a_driver_says_hold_two_of_its_volumes_each(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    """The driver publishes 100Gi left on each node (CSIStorageCapacity) and the gang's
+    three members ask 40Gi each: no node's pool holds all three."""
+    nodes = cluster.nodes(2, cpu="8")
+    scheduler = private_scheduler.start("--bind-volumes")
+    driver = f"{cluster.namespace}.csi.example.com"
+    cluster.apply({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+                   "metadata": {"name": driver}, "spec": {"storageCapacity": True}})  # fmt: skip
+    made = _class(cluster, "lvm", provisioner=driver)
+    cluster.apply(*(
+        {"apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+         "metadata": {"name": f"cap-{n}", "namespace": cluster.namespace},
+         "storageClassName": made, "capacity": "100Gi",
+         "nodeTopology": {"matchLabels": {HOSTNAME: n}}}
+        for n in nodes
+    ))  # fmt: skip
+    members = {f"w-{i}": f"data-{i}" for i in range(3)}
+    with provisioning(cluster.access.rest, cluster.namespace, {made}):
+        claims = [_claim(cluster, claim, made) for claim in members.values()]
+        for claim in claims:
+            claim["spec"]["resources"]["requests"]["storage"] = "40Gi"
+        cluster.apply(*claims)
+        cluster.apply(*(
+            _member(cluster, pod, claim, private_scheduler.name, requests={"cpu": "1"},
+                    annotations=koord("w", 3))
+            for pod, claim in members.items()
+        ))  # fmt: skip
+        wait_bound(cluster, set(members))
+    per_node = sorted(Counter(cluster.placements()[pod] for pod in members).values())
+    assert per_node == [1, 2], "two volumes of 40Gi in a pool of 100Gi, never three"
     scheduler.assert_alive()

@@ -788,6 +788,10 @@ class ClusterCache:
             storage_classes=dict(stored[kinds.STORAGE_CLASSES.name]),
             csi_nodes=dict(stored[kinds.CSI_NODES.name]),
             volume_attachments=tuple(stored[kinds.VOLUME_ATTACHMENTS.name].values()),
+            csi_drivers=dict(stored[kinds.CSI_DRIVERS.name]),
+            storage_capacities=tuple(
+                c for _, c in sorted(stored[kinds.STORAGE_CAPACITIES.name].items())
+            ),
             budgets=tuple(b for _, b in sorted(stored[kinds.DISRUPTION_BUDGETS.name].items())),
             owners=self._owners_of_ours(),
             owner_kinds=frozenset(self._owner_kinds),

@@ -57,6 +57,9 @@ STORAGE_CLASSES = Kind("storageclasses")
 # Nodes' CSI attach limits, and the volumes attached: a change may let a gang go anywhere.
 CSI_NODES = Kind("csinodes", _named)
 VOLUME_ATTACHMENTS = Kind("volumeattachments", _named)
+# Storage capacity published by CSI drivers that opt in: a change may let a gang go anywhere.
+CSI_DRIVERS = Kind("csidrivers", _named)
+STORAGE_CAPACITIES = Kind("csistoragecapacities", _in_namespace)
 # A slice removed takes devices away: work (a pass may say so), never room for anyone.
 RESOURCE_SLICES = Kind("resourceslices", _named, removal=Change.WORK)
 DEVICE_CLASSES = Kind("deviceclasses", _named)
@@ -76,6 +79,8 @@ STORED = (
     STORAGE_CLASSES,
     CSI_NODES,
     VOLUME_ATTACHMENTS,
+    CSI_DRIVERS,
+    STORAGE_CAPACITIES,
     RESOURCE_SLICES,
     DEVICE_CLASSES,
     DISRUPTION_BUDGETS,

@@ -17,7 +17,9 @@ from scheduler.model.volumes import (
     SELECTED_NODE_ANNOTATION,
     Claim,
     ClaimRef,
+    CsiDriver,
     CsiNode,
+    StorageCapacity,
     StorageClass,
     TopologyTerm,
     Volume,
@@ -159,6 +161,39 @@ def csi_node_from_dict(raw: object) -> CsiNode:
         if name and count is not None and count >= 0:
             limits[name] = count
     return CsiNode(name=text(obj(body.get("metadata")).get("name")), limits=limits)
+
+
+def csi_driver_from_dict(raw: object) -> CsiDriver:
+    body = obj(raw)
+    return CsiDriver(
+        name=text(obj(body.get("metadata")).get("name")),
+        storage_capacity=obj(body.get("spec")).get("storageCapacity") is True,
+    )
+
+
+def _size(raw: object) -> int | None:
+    """A storage quantity in bytes; None where none is given or it cannot be read (a
+    capacity that cannot be read holds no volume)."""
+    if raw is None:
+        return None
+    try:
+        return quantity(STORAGE, raw)
+    except ValueError:
+        return None
+
+
+def storage_capacity_from_dict(raw: object) -> StorageCapacity:
+    """A CSIStorageCapacity (its fields are at the top level, not under a spec)."""
+    body = obj(raw)
+    meta = obj(body.get("metadata"))
+    return StorageCapacity(
+        namespace=text(meta.get("namespace"), "default"),
+        name=text(meta.get("name")),
+        storage_class=text(body.get("storageClassName")),
+        node_topology=label_selector(body.get("nodeTopology")),
+        capacity=_size(body.get("capacity")),
+        maximum_volume_size=_size(body.get("maximumVolumeSize")),
+    )
 
 
 def volume_attachment_from_dict(raw: object) -> VolumeAttachment:

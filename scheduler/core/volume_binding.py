@@ -7,14 +7,16 @@ binds the pod only once every claim is bound.
 Ported from kube-scheduler v1.36 (``volumebinding/binder.go``: ``GetPodVolumeClaims``,
 ``FindPodVolumes``, ``findMatchingVolumes``, ``checkVolumeProvisions``) and
 component-helpers (``FindMatchingVolume``, scheduler path: a node is always given, so an
-unbound volume may be chosen). Storage capacity (CSIStorageCapacity) is not checked: a
-class's provisioner is assumed to have room, as kube-scheduler assumes for drivers that do
-not publish their capacity."""
+unbound volume may be chosen), with ``hasEnoughCapacity``: a volume is made only where a
+CSIStorageCapacity of its class says there is room, for drivers that publish their capacity.
+Unlike kube-scheduler, which weighs each pod alone, the volumes a pass has asked to be made
+count against the capacity they were checked against: a gang's members do not all count on
+the same free space."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from types import MappingProxyType
@@ -26,7 +28,9 @@ from scheduler.model.pods import Pod, PodRef
 from scheduler.model.volumes import (
     AVAILABLE,
     Claim,
+    CsiDriver,
     CsiNode,
+    StorageCapacity,
     StorageClass,
     Volume,
     VolumeAttachment,
@@ -60,6 +64,8 @@ class VolumePlan:
 
     bindings: tuple[tuple[Claim, Volume], ...] = ()
     provisions: tuple[Claim, ...] = ()
+    # The bytes the provisions newly take of each published capacity (by its key).
+    capacities: tuple[tuple[tuple[str, str], int], ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.bindings or self.provisions)
@@ -147,8 +153,53 @@ class Choices:
         """The node a claim's volume is to be made on."""
         return None
 
+    def capacity_used(self, key: tuple[str, str]) -> int:
+        """How many bytes of a published capacity the volumes asked for take."""
+        return 0
+
 
 NO_CHOICES = Choices()
+
+
+class Capacities:
+    """The storage capacity CSI drivers publish, for the drivers that opt in."""
+
+    def __init__(
+        self, drivers: Mapping[str, CsiDriver], capacities: Iterable[StorageCapacity]
+    ) -> None:
+        self.publishing = frozenset(name for name, d in drivers.items() if d.storage_capacity)
+        self.by_class: dict[str, list[StorageCapacity]] = {}
+        for capacity in sorted(capacities, key=lambda c: c.key):
+            self.by_class.setdefault(capacity.storage_class, []).append(capacity)
+
+    def room_for(
+        self,
+        claim: Claim,
+        storage_class: StorageClass,
+        node: Node,
+        *,
+        used: Callable[[tuple[str, str]], int],
+    ) -> tuple[str, str] | bool:
+        """``hasEnoughCapacity``: True where nothing is to be checked (no size asked, a
+        driver that publishes no capacity), else the key of the first capacity of its class
+        that reaches ``node`` and holds it (what ``used`` says is taken counted), or False."""
+        size = claim.requested
+        if not size or storage_class.provisioner not in self.publishing:
+            return True
+        for capacity in self.by_class.get(storage_class.name, ()):
+            limit = capacity.maximum_volume_size
+            if limit is None:
+                limit = capacity.capacity
+            if limit is None or limit < size:
+                continue
+            if capacity.capacity is not None and capacity.capacity - used(capacity.key) < size:
+                continue
+            if selector_matches(capacity.node_topology, node.labels):
+                return capacity.key
+        return False
+
+
+NO_CAPACITIES = Capacities({}, ())
 
 
 def plan_volumes(
@@ -159,6 +210,7 @@ def plan_volumes(
     classes: Mapping[str, StorageClass],
     by_class: Mapping[str, tuple[Volume, ...]],
     taken: Choices = NO_CHOICES,
+    capacities: Capacities = NO_CAPACITIES,
 ) -> VolumePlan | tuple[str, ...]:
     """``FindPodVolumes``: the pod's plan on ``node``, or kube-scheduler's reasons why the
     node will not do. ``by_class`` lists the volumes of each class, in a fixed order;
@@ -206,13 +258,19 @@ def plan_volumes(
             continue
         chosen.mine.add(volume.name)
         bindings.append((claim, volume))
+    taking: list[tuple[tuple[str, str], int]] = []
+    sufficient = True
     if to_make:
-        satisfied = all(_may_provision(claim, node=node, classes=classes) for claim in to_make)
+        satisfied, sufficient = _may_provision(
+            to_make, node=node, classes=classes, capacities=capacities, taken=taken, into=taking
+        )
     if not satisfied:
         reasons.append(BIND_CONFLICT)
+    if not sufficient:
+        reasons.append(NOT_ENOUGH_SPACE)
     if reasons:
         return tuple(reasons)
-    return VolumePlan(tuple(bindings), tuple(to_make))
+    return VolumePlan(tuple(bindings), tuple(to_make), tuple(taking))
 
 
 class _Either:
@@ -227,18 +285,41 @@ class _Either:
         return name in self.mine or name in self.before
 
 
-def _may_provision(claim: Claim, *, node: Node, classes: Mapping[str, StorageClass]) -> bool:
-    """``checkVolumeProvisions`` for one claim: its class provisions, and may make its
-    volume where the node is."""
-    storage_class = classes.get(claim.storage_class)
-    if storage_class is None or not storage_class.provisions:
-        return False
-    topologies = storage_class.allowed_topologies
-    # An empty term selects no node; an empty list, every node.
-    return not topologies or any(
-        term.match and all(node.labels.get(key) in values for key, values in term.match)
-        for term in topologies
-    )
+def _may_provision(
+    claims: list[Claim],
+    *,
+    node: Node,
+    classes: Mapping[str, StorageClass],
+    capacities: Capacities,
+    taken: Choices,
+    into: list[tuple[tuple[str, str], int]],
+) -> tuple[bool, bool]:
+    """``checkVolumeProvisions``: (whether each claim's class provisions and may make its
+    volume where the node is, whether there is room for it), the first claim that fails
+    deciding. What each claim newly made takes of a published capacity goes ``into``."""
+    mine: Counter[tuple[str, str]] = Counter()
+    for claim in claims:
+        storage_class = classes.get(claim.storage_class)
+        if storage_class is None or not storage_class.provisions:
+            return False, True
+        topologies = storage_class.allowed_topologies
+        # An empty term selects no node; an empty list, every node.
+        if topologies and not any(
+            term.match and all(node.labels.get(key) in values for key, values in term.match)
+            for term in topologies
+        ):
+            return False, True
+        if taken.node_for(claim.key) is not None:
+            continue  # chosen in this pass, its room counted then
+        room = capacities.room_for(
+            claim, storage_class, node, used=lambda key: taken.capacity_used(key) + mine[key]
+        )
+        if room is False:
+            return True, False
+        if isinstance(room, tuple) and claim.selected_node is None:
+            mine[room] += claim.requested
+            into.append((room, claim.requested))
+    return True, True
 
 
 def reachable(volume: Volume, node: Node) -> bool:
@@ -259,7 +340,9 @@ class VolumeWorld:
         classes: Mapping[str, StorageClass],
         csi_nodes: Mapping[str, CsiNode] = MappingProxyType({}),
         attachments: Iterable[VolumeAttachment] = (),
+        capacities: Capacities = NO_CAPACITIES,
     ) -> None:
+        self.capacities = capacities
         self.claims = claims
         self.volumes = volumes
         self.classes = classes
@@ -328,6 +411,7 @@ class VolumeWorld:
             classes=self.classes,
             by_class=self.by_class,
             taken=taken,
+            capacities=self.capacities,
         )
 
 
@@ -346,6 +430,7 @@ class VolumeLayer(Choices):
         self._holders: dict[str, tuple[str, str]] = {}  # volume -> its claim
         self._uses: Counter[tuple[str, str]] = Counter()  # placements relying on a choice
         self._aside: set[tuple[str, str]] = set()  # claims whose choice below is set aside
+        self._used: Counter[tuple[str, str]] = Counter()  # bytes of published capacities
         self._plans: dict[tuple[PodRef, str], VolumePlan] = {}
         self._pending: dict[tuple[PodRef, str], VolumePlan | tuple[str, ...] | str] = {}
 
@@ -378,6 +463,14 @@ class VolumeLayer(Choices):
 
     def node_for(self, key: tuple[str, str]) -> str | None:
         return self._find("_nodes", key)  # type: ignore[return-value]
+
+    def capacity_used(self, key: tuple[str, str]) -> int:
+        used = 0
+        layer: VolumeLayer | None = self
+        while layer is not None:
+            used += layer._used.get(key, 0)
+            layer = layer._parent
+        return used
 
     # -- plans -------------------------------------------------------------------------------
 
@@ -415,6 +508,8 @@ class VolumeLayer(Choices):
         for claim in plan.provisions:
             self._use(claim.key)
             self._nodes[claim.key] = node.name
+        for key, size in plan.capacities:
+            self._used[key] += size
         return ""
 
     def _use(self, key: tuple[str, str]) -> None:
@@ -430,6 +525,8 @@ class VolumeLayer(Choices):
             self._uses[claim.key] -= 1
             if self._uses[claim.key] <= 0:  # no other pod placed here shares the claim
                 self._drop(claim.key)
+        for key, size in plan.capacities:
+            self._used[key] -= size
 
     def _drop(self, key: tuple[str, str]) -> None:
         self._uses.pop(key, None)
@@ -451,6 +548,8 @@ class VolumeLayer(Choices):
             return
         self._pending.clear()
         self._aside.update(c.key for c in (*(c for c, _ in plan.bindings), *plan.provisions))
+        for key, size in plan.capacities:
+            self._used[key] -= size
 
     def plan_of(self, ref: PodRef, node: str) -> VolumePlan | None:
         own = self._plans.get((ref, node))
@@ -469,7 +568,9 @@ class VolumeLayer(Choices):
         parent._nodes.update(self._nodes)
         parent._holders.update(self._holders)
         parent._uses.update(self._uses)
+        parent._used.update(self._used)
         parent._plans.update(self._plans)
         parent._pending.clear()
         self._volumes, self._nodes, self._holders = {}, {}, {}
         self._uses, self._aside, self._plans, self._pending = Counter(), set(), {}, {}
+        self._used = Counter()

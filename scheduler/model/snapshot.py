@@ -16,7 +16,15 @@ from scheduler.model.pods import GangKey, Pod, PodRef
 from scheduler.model.queues import Queue, QueueUsage
 from scheduler.model.resources import Resources
 from scheduler.model.topology import SakkaraGroup, Topology
-from scheduler.model.volumes import Claim, CsiNode, StorageClass, Volume, VolumeAttachment
+from scheduler.model.volumes import (
+    Claim,
+    CsiDriver,
+    CsiNode,
+    StorageCapacity,
+    StorageClass,
+    Volume,
+    VolumeAttachment,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +149,9 @@ class Snapshot:
     # Nodes' CSI attach limits by node name, and the volumes attached to nodes.
     csi_nodes: Mapping[str, CsiNode] = field(default_factory=dict)
     volume_attachments: tuple[VolumeAttachment, ...] = ()
+    # CSI drivers by name, and the storage capacity those that publish it have left.
+    csi_drivers: Mapping[str, CsiDriver] = field(default_factory=dict)
+    storage_capacities: tuple[StorageCapacity, ...] = ()
     # PodDisruptionBudgets: which victims preemption prefers (those that break none).
     budgets: tuple[DisruptionBudget, ...] = ()
     # The owners that make gangs of pods that declare none (Jobs, JobSets, …), and the owner

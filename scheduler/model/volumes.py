@@ -146,6 +146,34 @@ class CsiNode:
 
 
 @dataclass(frozen=True, slots=True)
+class CsiDriver:
+    """A CSIDriver: whether it publishes its storage capacity, so that a volume of a class
+    it provisions is made only where a CSIStorageCapacity says there is room."""
+
+    name: str
+    storage_capacity: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class StorageCapacity:
+    """A CSIStorageCapacity: how much a driver may still make for ``storage_class`` on the
+    nodes ``node_topology`` selects (None: on none). ``maximum_volume_size`` (bytes), where
+    given, bounds one volume; ``capacity`` (bytes) is what is left in all; None where not
+    given (or not readable)."""
+
+    namespace: str
+    name: str
+    storage_class: str
+    node_topology: LabelSelector | None = None
+    capacity: int | None = None
+    maximum_volume_size: int | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+
+@dataclass(frozen=True, slots=True)
 class VolumeAttachment:
     """A volume attached (or being attached) to a node by a CSI driver (``attacher``)."""
 

@@ -32,7 +32,9 @@ from scheduler.codecs.owners import owner_from_dict
 from scheduler.codecs.queues import queue_from_dict, queue_status_from_dict
 from scheduler.codecs.volumes import (
     claim_from_dict,
+    csi_driver_from_dict,
     csi_node_from_dict,
+    storage_capacity_from_dict,
     storage_class_from_dict,
     volume_attachment_from_dict,
     volume_from_dict,
@@ -178,6 +180,21 @@ _ALL = (
         kinds.VOLUME_ATTACHMENTS,
         "/apis/storage.k8s.io/v1/volumeattachments",
         volume_attachment_from_dict,
+        restricted=True,
+    ),
+    # Storage capacity: where RBAC lets us not read it, every provisioner is taken to have
+    # room, as kube-scheduler takes a driver that publishes none.
+    _plain(
+        kinds.CSI_DRIVERS,
+        "/apis/storage.k8s.io/v1/csidrivers",
+        csi_driver_from_dict,
+        restricted=True,
+    ),
+    _plain(
+        kinds.STORAGE_CAPACITIES,
+        "/apis/storage.k8s.io/v1/csistoragecapacities",
+        storage_capacity_from_dict,
+        namespaced=True,
         restricted=True,
     ),
     _plain(

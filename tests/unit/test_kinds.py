@@ -42,6 +42,13 @@ BODIES: dict[str, dict[str, Any]] = {
             "source": {"persistentVolumeName": "pv-1"},
         },
     },
+    "csidrivers": {"metadata": {"name": "lvm.example.com"}, "spec": {"storageCapacity": True}},
+    "csistoragecapacities": {
+        "metadata": {"name": "cap-n0", "namespace": "kube-system"},
+        "storageClassName": "local",
+        "nodeTopology": {"matchLabels": {"kubernetes.io/hostname": "n0"}},
+        "capacity": "100Gi",
+    },
 }
 PLAIN = [kind for kind in kinds.STORED if kind.name in BODIES]
 

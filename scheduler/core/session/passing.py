@@ -38,7 +38,7 @@ from scheduler.core.session.readiness import Readiness
 from scheduler.core.session.reporting import Reporting
 from scheduler.core.statement import Kind, Operation, Statement
 from scheduler.core.statuses import NOT_TRIED
-from scheduler.core.volume_binding import VolumeWorld
+from scheduler.core.volume_binding import Capacities, VolumeWorld
 from scheduler.core.volume_restrictions import ExclusiveClaims
 from scheduler.model.config import Config
 from scheduler.model.decisions import (
@@ -131,6 +131,7 @@ class Session:
                 classes=snapshot.storage_classes,
                 csi_nodes=snapshot.csi_nodes,
                 attachments=snapshot.volume_attachments,
+                capacities=Capacities(snapshot.csi_drivers, snapshot.storage_capacities),
             )
             if config.bind_volumes
             else None,
