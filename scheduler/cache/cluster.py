@@ -28,7 +28,7 @@ from scheduler.model.queues import DEFAULT_QUEUE, Queue, QueueStatus, QueueUsage
 from scheduler.model.resources import Resources
 from scheduler.model.snapshot import GangState, Snapshot
 from scheduler.model.topology import Topology
-from scheduler.model.volumes import Claim, Volume
+from scheduler.model.volumes import READ_WRITE_ONCE_POD, Claim, Volume
 
 QUEUES = "queues"  # the kind Volcano's Queues are watched as
 
@@ -202,6 +202,9 @@ class ClusterCache:
         freed = old is not None and old.holds_resources and (new is None or not new.holds_resources)
         if freed and old.bound and old.scheduler_name in self._names:
             self._free_queue(old)  # before any return below
+        if freed and old.claims and self._uses_exclusive(old):
+            # The claim it used may be what a gang waits for, on whatever node: not room.
+            self.gangs.everything = True
         counts = False
         for pod in (old, new):
             if pod is None or pod.scheduler_name not in self._names:
@@ -222,6 +225,14 @@ class ClusterCache:
             self._changed()
         elif counts:
             self._changed(urgent=False)
+
+    def _uses_exclusive(self, pod: Pod) -> bool:
+        """Whether ``pod`` names a ReadWriteOncePod claim (one pod's at a time)."""
+        for name in pod.claims:
+            claim = self.claim(pod.ref.namespace, name)
+            if claim is not None and READ_WRITE_ONCE_POD in claim.access_modes:
+                return True
+        return False
 
     def _free_queue(self, pod: Pod) -> None:
         """A bound pod of ours stopped holding its room: its queue (and those above it)

@@ -18,9 +18,8 @@ from collections.abc import Iterable, Mapping
 
 from scheduler.model.nodes import Node, NodeInfo
 from scheduler.model.pods import Pod
-from scheduler.model.volumes import Claim
+from scheduler.model.volumes import READ_WRITE_ONCE_POD, Claim
 
-READ_WRITE_ONCE_POD = "ReadWriteOncePod"
 CONFLICT = (
     "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
 )
@@ -41,20 +40,30 @@ class ExclusiveClaims:
 
     @classmethod
     def of(
-        cls, claims: Mapping[tuple[str, str], Claim], infos: Mapping[str, NodeInfo]
+        cls,
+        claims: Mapping[tuple[str, str], Claim],
+        infos: Mapping[str, NodeInfo],
+        *,
+        placing: Iterable[Pod],
     ) -> ExclusiveClaims | None:
-        """None where no claim is ReadWriteOncePod: the pass keeps no such book."""
+        """The ReadWriteOncePod claims the pods ``placing`` name, and their users; None
+        where they name none: the pass keeps no such book (and counts no pod's claims)."""
         exclusive = frozenset(
-            key for key, claim in claims.items() if READ_WRITE_ONCE_POD in claim.access_modes
+            key
+            for pod in placing
+            if pod.claims
+            for key in _keys(pod)
+            if (claim := claims.get(key)) is not None and READ_WRITE_ONCE_POD in claim.access_modes
         )
         if not exclusive:
             return None
         users: Counter = Counter()
         for info in infos.values():
             for pod in info.pods:
-                for key in _keys(pod):
-                    if key in exclusive:
-                        users[key] += 1
+                if pod.claims:
+                    for key in _keys(pod):
+                        if key in exclusive:
+                            users[key] += 1
         return cls(exclusive, users)
 
     def of_pod(self, pod: Pod) -> tuple[tuple[str, str], ...]:

@@ -23,6 +23,8 @@ BOUND_BY_CONTROLLER_ANNOTATION = "pv.kubernetes.io/bound-by-controller"
 BETA_STORAGE_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
 
 AVAILABLE = "Available"  # a PersistentVolume's status.phase when no claim holds it
+# The access mode of a claim one pod in the cluster may use at a time.
+READ_WRITE_ONCE_POD = "ReadWriteOncePod"
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ class Loop:
         self.cache.remember(dict(result.memory))
         for group in result.bindings:
             for b in group.bindings:
-                self.cache.assume(b.pod, b.node)
+                self.cache.assume(b.pod, b.node, by=SCHEDULER)
         return result
 
 

@@ -106,3 +106,31 @@ def test_a_gang_waiting_for_its_claim_is_tried_again_when_its_user_goes_from_ano
     assert not loop.run(T0 + 20).attempts  # parked: nothing it needs changed
     loop.cache.upsert_pod(replace(user, phase="Succeeded"))
     assert bind_map(loop.run(T0 + 21)) == {"new": "n1"}
+
+
+def test_a_gang_waiting_for_its_claim_is_woken_when_its_user_leaves_a_node_that_stays_full() -> (
+    None
+):
+    user = _user("user", node_name="n0", phase="Running", cpu="1")
+    filler = pod("filler", scheduler="x", node_name="n0", phase="Running", cpu="3")
+    waiting = _user("new", gang="new", min_available=1, cpu="2", node_selector={"disk": "fast"})
+    nodes = [node("n0", cpu="4"), node("n1", cpu="4", labels={"disk": "fast"})]
+    loop = Loop(user, filler, waiting, nodes=nodes)
+    claim, volume = _bound()
+    loop.cache.upsert(kinds.PERSISTENT_VOLUME_CLAIMS, claim)
+    loop.cache.upsert(kinds.PERSISTENT_VOLUMES, volume)
+    assert not bind_map(loop.run(T0))
+    assert not loop.run(T0 + 20).attempts
+    loop.cache.upsert_pod(replace(user, phase="Succeeded"))
+    assert bind_map(loop.run(T0 + 21)) == {"new": "n1"}
+
+
+def test_a_gang_preemption_cannot_help_does_not_hide_one_whose_claim_a_victim_frees() -> None:
+    """Two gangs of one shape: the first's claim is used by a pod of higher priority (no
+    victim), the second's by one of lower priority."""
+    x_user = _user("x-user", claim="x", node_name="n0", phase="Running", priority=1000, cpu="1")
+    y_user = _user("y-user", claim="y", node_name="n1", phase="Running", priority=1, cpu="1")
+    a = _user("a-0", claim="x", gang="a", min_available=1, priority=100, created=T0 - 20)
+    b = _user("b-0", claim="y", gang="b", min_available=1, priority=100, created=T0 - 10)
+    result = schedule(_snap([x_user, y_user, a, b], _bound("x"), _bound("y")), now=T0)
+    assert sorted(e.pod.name for e in result.evictions) == ["y-user"]

@@ -338,6 +338,7 @@ class GangMachine(RuleBasedStateMachine):
         if api is None or api.name != binding.pod.name or api.node_name or not ok:
             return False
         api.node_name = binding.node
+        api.annotations[names.BOUND_BY] = SCHEDULER  # the Binding's annotations reach the pod
         self.unconfirmed.add(api.uid)
         self._emit(api.uid)
         if binding.node not in self.nodes:
@@ -425,7 +426,7 @@ class GangMachine(RuleBasedStateMachine):
         self.cache.remember(dict(result.memory))
         for group in result.bindings:
             for b in group.bindings:
-                self.cache.assume(b.pod, b.node)
+                self.cache.assume(b.pod, b.node, by=SCHEDULER)
         for patch in result.pod_patches:  # merge patches by name, as the Patcher sends them
             for api in list(self.pods.values()):
                 if api.name == patch.pod.name:

@@ -136,7 +136,9 @@ def _preempt_for(
         priority,
         gangs[0].queue,
         tuple(
-            (session.finder.signature(p), p.requests, p.neighbourly)
+            # Its claims too: whether a victim frees a ReadWriteOncePod claim depends on
+            # which claim, and on who uses it.
+            (session.finder.signature(p), p.requests, p.neighbourly, p.ref.namespace, p.claims)
             for g in gangs
             for p in session.order.ordered(pending(g))
         ),

@@ -135,7 +135,11 @@ class Session:
             )
             if config.bind_volumes
             else None,
-            exclusive=ExclusiveClaims.of(snapshot.claims, self.infos),
+            exclusive=ExclusiveClaims.of(
+                snapshot.claims,
+                self.infos,
+                placing=(p for g in self.gangs.values() for p in g.members if not p.bound),
+            ),
         )
         self.order = Order(self)
         self.queues = Queues(self)
