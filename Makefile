@@ -150,9 +150,10 @@ soak: setup binaries
 ORACLE_CASES ?= 500
 ORACLE_GANG_CASES ?= 60
 ORACLE_DRA_CASES ?= 300
+ORACLE_VOLUME_CASES ?= 120
 ORACLE_SEED ?= 1
 oracle: setup binaries
-	$(PY) -m e2e.oracle --cases $(ORACLE_CASES) --gangs $(ORACLE_GANG_CASES) --dra $(ORACLE_DRA_CASES) --seed $(ORACLE_SEED)
+	$(PY) -m e2e.oracle --cases $(ORACLE_CASES) --gangs $(ORACLE_GANG_CASES) --dra $(ORACLE_DRA_CASES) --volumes $(ORACLE_VOLUME_CASES) --seed $(ORACLE_SEED)
 
 test-unit: setup
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)

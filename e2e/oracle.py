@@ -39,6 +39,13 @@ from scheduler.codecs.devices import (
     slice_from_dict,
 )
 from scheduler.codecs.objects import node_from_dict, pod_from_dict
+from scheduler.codecs.volumes import (
+    claim_from_dict,
+    csi_driver_from_dict,
+    storage_capacity_from_dict,
+    storage_class_from_dict,
+    volume_from_dict,
+)
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
@@ -49,6 +56,8 @@ from scheduler.model.pods import Pod
 from scheduler.model.snapshot import Snapshot
 from testbed import cluster as local_cluster
 from testbed.nodes import FakeNode, node_manifest
+from testbed.provisioner import NAME as PROVISIONER
+from testbed.provisioner import provisioning
 from testbed.rest import Rest
 
 HOST = "kubernetes.io/hostname"
@@ -261,7 +270,13 @@ class Answer:
         return self.kube == self.ours
 
 
-def _kube_answer(plane: Plane, case: Case, *, name: str = "asked") -> tuple[bool, str]:
+def _kube_answer(
+    plane: Plane, case: Case, *, name: str = "asked", ungated: bool = False
+) -> tuple[bool, str]:
+    """``ungated``: its gates were just removed, so a SchedulingGated condition is the one
+    from before, not an answer."""
+    final = ("Unschedulable", "SchedulerError") if ungated else (
+        "Unschedulable", "SchedulingGated", "SchedulerError")  # fmt: skip
     deadline = time.monotonic() + ANSWER_SECONDS
     while time.monotonic() < deadline:
         pod = plane.rest.read("pods", name, namespace=case.namespace)
@@ -270,11 +285,7 @@ def _kube_answer(plane: Plane, case: Case, *, name: str = "asked") -> tuple[bool
         for c in pod.get("status", {}).get("conditions", []):
             # SchedulerError: a filter failed with an error (the DynamicResources plugin's
             # for some allocations it gives up on): it is not placed, and retried.
-            if (c["type"], c["status"]) == ("PodScheduled", "False") and c.get("reason") in (
-                "Unschedulable",
-                "SchedulingGated",
-                "SchedulerError",
-            ):
+            if (c["type"], c["status"]) == ("PodScheduled", "False") and c.get("reason") in final:
                 return False, f"{c.get('reason')}: {c.get('message', '')}"
         time.sleep(0.1)
     raise TimeoutError(f"kube-scheduler said nothing of case {case.number} in {ANSWER_SECONDS}s")
@@ -722,6 +733,268 @@ def _devices_staged(plane: Plane, case: Case) -> Iterator[None]:
             plane.rest.remove(kind, labelSelector=f"oracle-case={case.number}")
 
 
+# -- volumes (kube-scheduler's VolumeBinding, VolumeRestrictions, storage capacity) ---------
+
+GI = "Gi"
+
+
+def _pvc(name: str, namespace: str, storage_class: str, size: str, mode: str, **spec: Any) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"accessModes": [mode], "storageClassName": storage_class,
+                 "resources": {"requests": {"storage": size}}, **spec},
+    }  # fmt: skip
+
+
+def _local_pv(
+    name: str, mark: str, storage_class: str, *, node: str, size: str, modes: list[str],
+    **spec: Any,
+) -> dict:  # fmt: skip
+    return {
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": {"oracle-case": mark}},
+        "spec": {"capacity": {"storage": size}, "accessModes": modes,
+                 "storageClassName": storage_class, "persistentVolumeReclaimPolicy": "Retain",
+                 "local": {"path": f"/mnt/{name}"},
+                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                     {"key": HOST, "operator": "In", "values": [node]}]}]}}, **spec},
+    }  # fmt: skip
+
+
+def random_volume_case(rng: random.Random, number: int) -> Case:
+    """Nodes; storage classes (local volumes made by hand, volumes made by a provisioner
+    where a pod goes, perhaps only in one zone or only where a CSI driver publishes room,
+    and an Immediate class); local volumes; and a pod pinned to a candidate node whose
+    claims are of each kind: waiting for their first consumer, bound to a volume on some
+    node, missing, generic ephemeral (perhaps with its name taken by a claim made by hand),
+    ReadWriteOncePod and perhaps used by another pod."""
+    ns, mark = f"oracle-{number}", str(number)
+    zones = [f"o{number}-z{i}" for i in range(2)]
+    zone = "topology.kubernetes.io/zone"
+    nodes = [
+        node_manifest(FakeNode(f"o{number}-n{i}", {zone: rng.choice(zones)}), cpu="4", memory="8Gi")
+        for i in range(rng.randint(1, 3))
+    ]
+    names_ = [n["metadata"]["name"] for n in nodes]
+    candidate = rng.choice(names_)
+    local, made, fixed = f"o{number}-local", f"o{number}-made", f"o{number}-fixed"
+    capacity = rng.random() < 0.35
+    driver = f"o{number}.csi.example.com" if capacity else PROVISIONER
+    labels = {"oracle-case": mark}
+    made_class: dict[str, Any] = {
+        "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        "metadata": {"name": made, "labels": labels}, "provisioner": driver,
+        "volumeBindingMode": "WaitForFirstConsumer",
+    }  # fmt: skip
+    if rng.random() < 0.25:
+        made_class["allowedTopologies"] = [{"matchLabelExpressions": [
+            {"key": "topology.kubernetes.io/zone", "values": [rng.choice(zones)]}]}]  # fmt: skip
+    objects: list[dict] = [
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+         "metadata": {"name": local, "labels": labels},
+         "provisioner": "kubernetes.io/no-provisioner",
+         "volumeBindingMode": "WaitForFirstConsumer"},
+        made_class,
+        {"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+         "metadata": {"name": fixed, "labels": labels},
+         "provisioner": "kubernetes.io/no-provisioner", "volumeBindingMode": "Immediate"},
+    ]  # fmt: skip
+    if capacity:
+        objects.append({"apiVersion": "storage.k8s.io/v1", "kind": "CSIDriver",
+                        "metadata": {"name": driver, "labels": labels},
+                        "spec": {"storageCapacity": True, "attachRequired": False}})  # fmt: skip
+        for node_name in rng.sample(names_, rng.randint(0, len(names_))):
+            held: dict[str, Any] = {
+                "apiVersion": "storage.k8s.io/v1", "kind": "CSIStorageCapacity",
+                "metadata": {"name": f"cap-{node_name}", "namespace": ns},
+                "storageClassName": made, "capacity": f"{rng.choice([1, 3, 10])}{GI}",
+                "nodeTopology": {"matchLabels": {HOST: node_name}},
+            }  # fmt: skip
+            if rng.random() < 0.3:
+                held["maximumVolumeSize"] = f"{rng.choice([1, 2])}{GI}"
+            objects.append(held)
+    for i in range(rng.randint(0, 3)):  # local volumes, free for claims of the local class
+        modes = [rng.choice(["ReadWriteOnce", "ReadWriteOncePod"])]
+        objects.append(_local_pv(f"o{number}-pv{i}", mark, local, node=rng.choice(names_),
+                                 size=f"{rng.choice([1, 2, 4])}{GI}", modes=modes))  # fmt: skip
+    volumes: list[dict] = []
+    bound: list[dict] = []
+    for v in range(rng.randint(1, 2)):
+        kind = rng.choice(
+            ["local"] * 4 + ["made"] * 4 + ["bound"] * 2 + ["ephemeral"] * 2 + ["missing", "taken"]
+        )
+        name = f"c{v}"
+        mode = "ReadWriteOncePod" if rng.random() < 0.25 else "ReadWriteOnce"
+        size = f"{rng.choice([1, 2])}{GI}"
+        if kind == "taken":  # an ephemeral volume whose claim's name a claim made by hand has
+            objects.append(_pvc(f"asked-{name}", ns, made, size, mode))
+            kind = "ephemeral"
+        if kind == "ephemeral":
+            volumes.append({"name": name, "ephemeral": {"volumeClaimTemplate": {"spec": {
+                "accessModes": [mode], "storageClassName": made,
+                "resources": {"requests": {"storage": size}}}}}})  # fmt: skip
+            continue
+        volumes.append({"name": name, "persistentVolumeClaim": {"claimName": name}})
+        if kind == "missing":
+            continue
+        if kind == "bound":  # bound by the PV controller to a volume on some node
+            pv = f"o{number}-bound{v}"
+            ref = {"namespace": ns, "name": name}
+            objects.append(_local_pv(pv, mark, fixed, node=rng.choice(names_), size=size,
+                                     modes=[mode], claimRef=ref))  # fmt: skip
+            objects.append(_pvc(name, ns, fixed, size, mode, volumeName=pv))
+        else:
+            objects.append(_pvc(name, ns, local if kind == "local" else made, size, mode))
+        if mode == "ReadWriteOncePod" and kind != "bound" and rng.random() < 0.5:
+            # Another pod uses it (bound by name: no scheduler sees it).
+            bound.append({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": f"user{v}", "namespace": ns},
+                "spec": {"nodeName": rng.choice(names_), "containers": [_container(rng, "100m")],
+                         "volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": name}}]},
+            })  # fmt: skip
+    pending = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "asked", "namespace": ns},
+        "spec": {"schedulerName": "default-scheduler", "nodeSelector": {HOST: candidate},
+                 "schedulingGates": [{"name": "example.com/oracle"}],
+                 "containers": [_container(rng, "500m")], "volumes": volumes},
+    }  # fmt: skip
+    return Case(number, nodes, bound, pending, candidate, ns, objects=objects)
+
+
+def _storage(plane: Plane, case: Case) -> dict[str, Any]:
+    """Claims, volumes, classes and published capacity as the API server holds them."""
+    selector = f"oracle-case={case.number}"
+
+    def items(resource: str, **params: str) -> list[dict]:
+        return plane.rest.read(resource, **params).get("items") or []
+
+    claims = [claim_from_dict(c) for c in items("persistentvolumeclaims", namespace=case.namespace)]
+    classes = [storage_class_from_dict(c) for c in items("storageclasses", labelSelector=selector)]
+    drivers = [csi_driver_from_dict(d) for d in items("csidrivers", labelSelector=selector)]
+    return {
+        "claims": {c.key: c for c in claims},
+        "volumes": {v.name: v for v in map(volume_from_dict, items("persistentvolumes",
+                                                                 labelSelector=selector))},
+        "storage_classes": dict(classes),
+        "csi_drivers": {d.name: d for d in drivers},
+        "storage_capacities": tuple(
+            storage_capacity_from_dict(c)
+            for c in items("csistoragecapacities", namespace=case.namespace)
+        ),
+    }  # fmt: skip
+
+
+def _settled(plane: Plane, case: Case) -> None:
+    """Until the PV controller has bound the claims made bound and marked every volume
+    Available or Bound (a volume still Pending is no match for anyone), and the ephemeral
+    volume controller has made the pod's ephemeral claims (a bounded wait: the case goes
+    on)."""
+    volumes = case.pending["spec"]["volumes"]
+    wanted = {f"asked-{v['name']}" for v in volumes if "ephemeral" in v}
+    fixed = {o["metadata"]["name"] for o in case.objects
+             if o["kind"] == "PersistentVolumeClaim" and o["spec"].get("volumeName")}  # fmt: skip
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        claims = plane.rest.read("persistentvolumeclaims", namespace=case.namespace)["items"]
+        seen = {c["metadata"]["name"]: c for c in claims}
+        volumes = plane.rest.read("persistentvolumes", labelSelector=f"oracle-case={case.number}")
+        if (
+            wanted <= set(seen)
+            and all((seen.get(n, {}).get("status") or {}).get("phase") == "Bound" for n in fixed)
+            and all(
+                (v.get("status") or {}).get("phase") in ("Available", "Bound")
+                for v in volumes.get("items") or []
+            )
+        ):
+            return
+        time.sleep(0.1)
+
+
+def _static_bindings(claims: list[dict]) -> dict[str, str]:
+    """Which existing volume each claim of the local class got (by claim name)."""
+    return {
+        c["metadata"]["name"]: c["spec"].get("volumeName", "")
+        for c in claims
+        if c["spec"].get("storageClassName", "").endswith("-local")
+    }
+
+
+def ask_volumes(plane: Plane, case: Case) -> Answer:
+    """The core first, on the claims as they are before anything binds them (the pod
+    gated meanwhile, so that its ephemeral claims are made), then kube-scheduler; both
+    "may it go there" and which local volume each claim got."""
+    with _staged(plane, case) as names_:
+        try:
+            plane.rest.create(*case.objects, *case.bound, case.pending)
+            _settled(plane, case)
+            nodes = _nodes(plane, names_)
+            users = tuple(pod_from_dict(plane.rest.read("pods", b["metadata"]["name"],
+                                                       namespace=case.namespace))
+                          for b in case.bound)  # fmt: skip
+            raw = plane.rest.read("pods", "asked", namespace=case.namespace)
+            asked = replace(pod_from_dict(raw), scheduler_name=OURS, gates=())
+            snap = Snapshot(nodes=nodes, pods=(asked, *users), **_storage(plane, case))
+            result = schedule(snap, now=time.time())
+            placed = {b.pod.name: b.node for g in result.bindings for b in g.bindings}
+            ours = placed.get("asked") == case.candidate
+            our_volumes = {
+                w.name: w.volume for g in result.bindings for w in g.volumes if not w.provisions
+            }
+            said = [e.message for e in result.events if e.regarding.name == "asked"]
+            our_message = (
+                f"bound to {case.candidate} with volumes {dict(sorted(our_volumes.items()))}"
+                if ours
+                else (said[0] if said else "no event")
+            )
+            with provisioning(plane.rest, case.namespace, {f"o{case.number}-made"}):
+                _ungate(plane, case)
+                kube, kube_message = _kube_answer(plane, case, ungated=True)
+                if kube:
+                    claims = plane.rest.read("persistentvolumeclaims",
+                                             namespace=case.namespace)["items"]  # fmt: skip
+                    kube_volumes = {
+                        name: volume
+                        for name, volume in _static_bindings(claims).items()
+                        if name in our_volumes or volume
+                    }
+                    kube_message += f" with volumes {dict(sorted(kube_volumes.items()))}"
+                    if ours and kube_volumes != {k: v for k, v in our_volumes.items()
+                                                 if k in kube_volumes}:  # fmt: skip
+                        return Answer(kube, kube_message, False, our_message + " (volumes differ)")
+                elif not ours and reasons_of(kube_message) != reasons_of(our_message):
+                    # Both say no: in the same words, node by node.
+                    return Answer(kube, kube_message, True, our_message + " (reasons differ)")
+            return Answer(kube, kube_message, ours, our_message)
+        finally:
+            for kind in ("storageclasses", "csidrivers", "persistentvolumes"):
+                plane.rest.remove(kind, labelSelector=f"oracle-case={case.number}")
+
+
+def reasons_of(message: str) -> frozenset[str]:
+    """The reasons of a FailedScheduling message, counts and all ("1 node(s) didn't find
+    ..."), kube-scheduler's (after "Unschedulable: ") or ours (after "<pod>: "), without
+    what kube-scheduler says of preemption."""
+    said = message.split("Unschedulable: ", 1)[-1].split("asked: ", 1)[-1]
+    if "nodes are available: " in said:
+        said = said.split("nodes are available: ", 1)[1]
+    said = said.split(". ", 1)[0]  # the first sentence: what follows is of preemption
+    return frozenset(r.strip().rstrip(".") for r in said.split(", ") if r.strip())
+
+
+def _ungate(plane: Plane, case: Case) -> None:
+    path = plane.rest.path("pods", namespace=case.namespace)
+    answer = plane.rest.session.patch(
+        f"{plane.rest.url}{path}/asked",
+        json={"spec": {"schedulingGates": None}},
+        headers={"Content-Type": "application/merge-patch+json"},
+        timeout=plane.rest.timeout,
+    )
+    answer.raise_for_status()
+
+
 def run(
     plane: Plane,
     *,
@@ -729,6 +1002,7 @@ def run(
     seed: int,
     gangs: int = 0,
     dra: int = 0,
+    volumes: int = 0,
     tally: Counter | None = None,
 ) -> list[tuple[Case, Answer]]:
     """Ask ``cases`` single-pod questions, ``gangs`` gang ones and ``dra`` ones about
@@ -737,9 +1011,13 @@ def run(
     rng = random.Random(seed)
     disagreements = []
     tally = tally if tally is not None else Counter()
-    for number in range(cases + gangs + dra):
+    for number in range(cases + gangs + dra + volumes):
         case_number = seed * 100_000 + number
-        if number < cases:
+        if number >= cases + gangs + dra:
+            kind = "volumes"
+            case = random_volume_case(rng, case_number)
+            answer = ask_volumes(plane, case)
+        elif number < cases:
             kind = "pod"
             case = random_case(rng, case_number)
             answer = ask(plane, case)
@@ -777,18 +1055,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=300)
     parser.add_argument("--gangs", type=int, default=40, help="gang cases besides")
     parser.add_argument("--dra", type=int, default=100, help="device (DRA) cases besides")
+    parser.add_argument("--volumes", type=int, default=0, help="volume cases besides")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
     started = time.monotonic()
     tally: Counter = Counter()
     with oracle_plane() as plane:
         found = run(
-            plane, cases=args.cases, seed=args.seed, gangs=args.gangs, dra=args.dra, tally=tally
+            plane,
+            cases=args.cases,
+            seed=args.seed,
+            gangs=args.gangs,
+            dra=args.dra,
+            volumes=args.volumes,
+            tally=tally,
         )
     for case, answer in found:
         print(describe(case, answer))
     print(
-        f"{args.cases} pod cases, {args.gangs} gang cases and {args.dra} device cases, "
+        f"{args.cases} pod cases, {args.gangs} gang cases, {args.dra} device cases and "
+        f"{args.volumes} volume cases, "
         f"{len(found)} disagreements, "
         f"{time.monotonic() - started:.0f}s; kube-scheduler's answers: "
         f"{dict(sorted(tally.items()))}"

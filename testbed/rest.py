@@ -26,7 +26,8 @@ CORE_RESOURCES = (
 )
 # Resources named without their group, where the name is not a core one.
 GROUPS = {"resourceslices": "resource.k8s.io", "deviceclasses": "resource.k8s.io",
-          "resourceclaims": "resource.k8s.io"}  # fmt: skip
+          "resourceclaims": "resource.k8s.io", "storageclasses": "storage.k8s.io",
+          "csidrivers": "storage.k8s.io", "csistoragecapacities": "storage.k8s.io"}  # fmt: skip
 
 
 class RequestFailed(AssertionError):

@@ -15,7 +15,12 @@ from typing import Protocol
 
 from scheduler.core.claiming import ClaimPlan, DeviceWorld
 from scheduler.core.device_layer import DeviceLayer
-from scheduler.core.filtering import VolumeTerms, static_reason, volume_reason
+from scheduler.core.filtering import (
+    VOLUME_NODE_CONFLICT,
+    VolumeTerms,
+    static_reason,
+    volume_reason,
+)
 from scheduler.core.neighbouring import PORTS_TAKEN, Check, Neighbours
 from scheduler.core.scoring import best_node, fullness, pods_on
 from scheduler.core.volume_binding import VolumeLayer, VolumePlan, VolumeWorld
@@ -716,14 +721,24 @@ class NodeFinder:
         fit, rejected = self._candidates(signature, pod)
         reasons = dict(rejected)
         total = len(self._nodes)
-        if self._fence is not None:  # counted over the fenced nodes alone
-            fit = self._ordered_fit(signature, pod, "pack")
-            reasons, total = {}, len(self._fence)
-            for name in self._fence.difference(fit):
+        binding = VOLUME_NODE_CONFLICT in reasons and ledger.asks_volumes(pod)
+        if self._fence is not None or binding:
+            # Counted over the fenced nodes alone; and where a bound volume is out of a
+            # node's reach, VolumeBinding says at once what the pod's other claims find
+            # there too.
+            if self._fence is not None:
+                fit = self._ordered_fit(signature, pod, "pack")
+            among = self._fence if self._fence is not None else self._nodes.keys()
+            reasons, total = {}, len(among)
+            for name in among - set(fit):
                 reason = static_reason(pod, self._nodes[name]) or (
                     volume_reason(signature.volumes, self._nodes[name]) if signature.volumes else ""
                 )
-                reasons[reason] = reasons.get(reason, 0) + 1
+                said = (reason,)
+                if reason == VOLUME_NODE_CONFLICT and binding:
+                    said = ledger.volume_reasons(pod, name) or said
+                for each in said:
+                    reasons[each] = reasons.get(each, 0) + 1
         check = self.check(pod, ledger)
         for name in fit:
             # kube-scheduler's filter order: NodePorts, NodeResourcesFit, PodTopologySpread,

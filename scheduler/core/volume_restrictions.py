@@ -21,7 +21,8 @@ from scheduler.model.pods import Pod
 from scheduler.model.volumes import READ_WRITE_ONCE_POD, Claim
 
 CONFLICT = (
-    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already "
+    "in-use by another pod"
 )
 
 

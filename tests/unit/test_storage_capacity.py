@@ -17,13 +17,15 @@ from scheduler.core.volume_binding import (
     plan_volumes,
 )
 from scheduler.model.config import Config
-from scheduler.model.pods import LabelSelector
+from scheduler.model.pods import LabelSelector, NodeSelectorTerm, Requirement
 from scheduler.model.volumes import (
     WAIT_FOR_FIRST_CONSUMER,
     Claim,
+    ClaimRef,
     CsiDriver,
     StorageCapacity,
     StorageClass,
+    Volume,
 )
 from tests.unit.builders import T0, node, pod, snapshot
 
@@ -134,3 +136,28 @@ def test_a_gang_whose_volumes_no_pool_holds_binds_nothing_and_says_why() -> None
     assert [b for g in result.bindings for b in g.bindings] == []
     failed = {e.message for e in result.events if e.reason == "FailedScheduling"}
     assert any(f"0/2 nodes are available: 2 {NOT_ENOUGH_SPACE}." in m for m in failed), failed
+
+
+def test_a_node_a_bound_volume_cannot_reach_says_what_the_other_claims_find_there_too() -> None:
+    """kube-scheduler's VolumeBinding gives every reason it has for a node at once (oracle
+    case 900015): the bound volume out of reach, and no room for the claim to be made."""
+    fixed = StorageClass("fixed", "Immediate", "kubernetes.io/no-provisioner")
+    bound = Claim("default", "c1", storage_class="fixed", uid="u1", volume="pv",
+                  bind_completed=True, requested=GI)  # fmt: skip
+    pv = Volume("pv", capacity=GI, storage_class="fixed", phase="Bound",
+                claim=ClaimRef("default", "c1", "u1"),
+                node_affinity=(NodeSelectorTerm((Requirement(HOST, "In", ("n0",)),)),))  # fmt: skip
+    volumes = [{"name": n, "persistentVolumeClaim": {"claimName": n}} for n in ("c0", "c1")]
+    asked = pod("asked", spec={"nodeSelector": {HOST: "n1"}, "volumes": volumes})
+    shot = replace(
+        _snap([asked], {("default", "c0"): _claim("c0", 2 * GI), bound.key: bound},
+              [_on("n0", capacity=3 * GI)]),
+        volumes={"pv": pv},
+        storage_classes={"lvm": LVM, "fixed": fixed},
+    )  # fmt: skip
+    [said] = [e.message for e in schedule(shot, now=T0).events]
+    assert said.endswith(
+        "asked: 0/2 nodes are available: 1 node(s) did not have enough free storage, "
+        "1 node(s) didn't match PersistentVolume's node affinity, "
+        "1 node(s) didn't match Pod's node affinity/selector."
+    ), said
