@@ -306,3 +306,31 @@ def test_a_gang_is_spread_over_pools_a_driver_says_hold_two_of_its_volumes_each(
     per_node = sorted(Counter(cluster.placements()[pod] for pod in members).values())
     assert per_node == [1, 2], "two volumes of 40Gi in a pool of 100Gi, never three"
     scheduler.assert_alive()
+
+
+def test_a_gang_is_spread_by_the_csi_attach_limits_of_its_nodes(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    """Each node may attach one volume of the driver (its CSINode's allocatable.count):
+    the gang's two members, packed on one node by their cpu, go one to a node."""
+    nodes = cluster.nodes(2, cpu="8")
+    scheduler = private_scheduler.start("--bind-volumes")
+    driver = f"attach-{cluster.namespace[-5:]}.example.com"  # a CSINode names it in 63 bytes
+    cluster.apply(*(
+        {"apiVersion": "storage.k8s.io/v1", "kind": "CSINode", "metadata": {"name": n},
+         "spec": {"drivers": [{"name": driver, "nodeID": n, "allocatable": {"count": 1}}]}}
+        for n in nodes
+    ))  # fmt: skip
+    made = _class(cluster, "attached", provisioner=driver)
+    members = {f"w-{i}": f"data-{i}" for i in range(2)}
+    with provisioning(cluster.access.rest, cluster.namespace, {made}):
+        cluster.apply(*(_claim(cluster, claim, made) for claim in members.values()))
+        cluster.apply(*(
+            _member(cluster, pod, claim, private_scheduler.name, requests={"cpu": "1"},
+                    annotations=koord("w", 2))
+            for pod, claim in members.items()
+        ))  # fmt: skip
+        wait_bound(cluster, set(members))
+    placed = cluster.placements()
+    assert sorted(placed[pod] for pod in members) == sorted(nodes), "one a node"
+    scheduler.assert_alive()
