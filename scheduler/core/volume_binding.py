@@ -192,7 +192,11 @@ class Capacities:
                 limit = capacity.capacity
             if limit is None or limit < size:
                 continue
-            if capacity.capacity is not None and capacity.capacity - used(capacity.key) < size:
+            # What this pass asked of it is no longer there; with nothing asked yet the
+            # answer is kube-scheduler's alone (which weighs a maximumVolumeSize larger
+            # than the capacity, as a driver may publish it, over the capacity).
+            taken = used(capacity.key)
+            if taken and capacity.capacity is not None and capacity.capacity - taken < size:
                 continue
             if selector_matches(capacity.node_topology, node.labels):
                 return capacity.key
@@ -296,8 +300,9 @@ def _may_provision(
 ) -> tuple[bool, bool]:
     """``checkVolumeProvisions``: (whether each claim's class provisions and may make its
     volume where the node is, whether there is room for it), the first claim that fails
-    deciding. What each claim newly made takes of a published capacity goes ``into``."""
-    mine: Counter[tuple[str, str]] = Counter()
+    deciding. What each claim newly made takes of a published capacity goes ``into``; what
+    the pass's earlier placements took counts against it (``taken``), not what this pod's
+    other claims take: for one pod the answer is kube-scheduler's, claim by claim."""
     for claim in claims:
         storage_class = classes.get(claim.storage_class)
         if storage_class is None or not storage_class.provisions:
@@ -311,13 +316,10 @@ def _may_provision(
             return False, True
         if taken.node_for(claim.key) is not None:
             continue  # chosen in this pass, its room counted then
-        room = capacities.room_for(
-            claim, storage_class, node, used=lambda key: taken.capacity_used(key) + mine[key]
-        )
+        room = capacities.room_for(claim, storage_class, node, used=taken.capacity_used)
         if room is False:
             return True, False
         if isinstance(room, tuple) and claim.selected_node is None:
-            mine[room] += claim.requested
             into.append((room, claim.requested))
     return True, True
 

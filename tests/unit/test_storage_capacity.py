@@ -161,3 +161,24 @@ def test_a_node_a_bound_volume_cannot_reach_says_what_the_other_claims_find_ther
         "1 node(s) didn't match PersistentVolume's node affinity, "
         "1 node(s) didn't match Pod's node affinity/selector."
     ), said
+
+
+def test_a_maximum_volume_size_above_the_capacity_is_taken_as_kube_scheduler_takes_it() -> None:
+    """Oracle case 2100022: 1Gi left but volumes of up to 2Gi, and a claim of 2Gi:
+    kube-scheduler looks at the maximum alone, and so does a pass that asked nothing yet."""
+    assert isinstance(
+        _plan(_claim(size=2 * GI), _on("n0", capacity=GI, largest=2 * GI)), VolumePlan
+    )
+
+
+def test_one_pods_claims_are_each_weighed_against_the_capacity_as_kube_scheduler_weighs_them() -> (
+    None
+):
+    """Oracle case 2200074: two claims of 1Gi of one pod, 1Gi left: kube-scheduler weighs
+    each alone and binds the pod; only other pods' volumes asked in the pass count."""
+    both = PodClaims(delayed=(_claim("c0", GI), _claim("c1", GI)))
+    plan = plan_volumes(
+        both, node=node("n0", labels={HOST: "n0"}), volumes={}, classes={"lvm": LVM},
+        by_class={}, capacities=Capacities(PUBLISHING, [_on("n0", capacity=GI)]),
+    )  # fmt: skip
+    assert isinstance(plan, VolumePlan)
