@@ -42,6 +42,15 @@ def _member(cluster: Cluster, name: str, claim: str, scheduler: str, **kw: Any) 
     return cluster.pod(name, scheduler=scheduler, spec={"volumes": [volume]}, **kw)
 
 
+def _apply_members(cluster: Cluster, members: dict[str, str], scheduler: str, *, cpu: str) -> None:
+    """A Strict gang of ``members`` (pod -> the claim it names), each asking ``cpu``."""
+    cluster.apply(*(
+        _member(cluster, pod, claim, scheduler, requests={"cpu": cpu},
+                annotations=koord("w", len(members)))
+        for pod, claim in members.items()
+    ))  # fmt: skip
+
+
 def _claims(cluster: Cluster) -> dict[str, dict]:
     items = cluster.access.rest.read("persistentvolumeclaims", namespace=cluster.namespace)
     return {c["metadata"]["name"]: c for c in items.get("items") or []}
@@ -51,6 +60,14 @@ def _volume_node(cluster: Cluster, claim: dict) -> str:
     volume = cluster.access.rest.read("persistentvolumes", claim["spec"]["volumeName"])
     terms = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
     return terms[0]["matchExpressions"][0]["values"][0]
+
+
+def _each_bound_on_its_pods_node(cluster: Cluster, members: dict[str, str]) -> None:
+    """Every claim of ``members`` (pod -> claim) is bound, to a volume on its pod's node."""
+    claims, placed = _claims(cluster), cluster.placements()
+    for pod, name in members.items():
+        assert claims[name]["status"]["phase"] == "Bound", f"{name} is bound"
+        assert _volume_node(cluster, claims[name]) == placed[pod], f"{name} is on {pod}'s node"
 
 
 class BoundBeforeItsClaim:
@@ -91,20 +108,13 @@ def test_a_gang_binds_whole_with_each_volume_made_on_its_pods_node(
     with provisioning(cluster.access.rest, cluster.namespace, {made}) as provisioner:
         cluster.apply(*(_claim(cluster, claim, made) for claim in members.values()))
         with BoundBeforeItsClaim(cluster, members) as watcher:
-            cluster.apply(*(
-                _member(cluster, pod, claim, private_scheduler.name, requests={"cpu": "3"},
-                        annotations=koord("w", 3))
-                for pod, claim in members.items()
-            ))  # fmt: skip
+            _apply_members(cluster, members, private_scheduler.name, cpu="3")
             wait_bound(cluster, set(members))
         assert watcher.seen == [], "a pod was bound before its claim"
         assert sorted(provisioner.made) == sorted(members.values())
     placed = cluster.placements()
     assert sorted(placed[pod] for pod in members) == sorted(nodes), "one a node"
-    claims = _claims(cluster)
-    for pod, claim in members.items():
-        assert claims[claim]["status"]["phase"] == "Bound"
-        assert _volume_node(cluster, claims[claim]) == placed[pod], f"{claim} is on its pod's node"
+    _each_bound_on_its_pods_node(cluster, members)
     scheduler.assert_alive()
 
 
@@ -117,11 +127,7 @@ def test_a_gang_with_no_room_asks_for_no_volume(
     members = {f"w-{i}": f"data-{i}" for i in range(3)}
     with provisioning(cluster.access.rest, cluster.namespace, {made}) as provisioner:
         cluster.apply(*(_claim(cluster, claim, made) for claim in members.values()))
-        cluster.apply(*(
-            _member(cluster, pod, claim, private_scheduler.name, requests={"cpu": "3"},
-                    annotations=koord("w", 3))
-            for pod, claim in members.items()
-        ))  # fmt: skip
+        _apply_members(cluster, members, private_scheduler.name, cpu="3")
         wait_for(
             lambda: any("w-" in m for m in cluster.events("FailedScheduling")),
             timeout=BIND_TIMEOUT,
@@ -152,11 +158,7 @@ def test_a_refused_claim_sends_the_whole_gang_back_with_nothing_bound(
             _claim(cluster, "data-2", made),
         )
         with BoundBeforeItsClaim(cluster, members) as watcher:
-            cluster.apply(*(
-                _member(cluster, pod, claim, private_scheduler.name, requests={"cpu": "3"},
-                        annotations=koord("w", 3))
-                for pod, claim in members.items()
-            ))  # fmt: skip
+            _apply_members(cluster, members, private_scheduler.name, cpu="3")
             wait_for(
                 lambda: any("gave it back" in m for m in cluster.events("FailedScheduling")),
                 timeout=BIND_TIMEOUT,
@@ -245,11 +247,7 @@ def test_a_gang_with_ephemeral_volumes_binds_with_the_claims_made_for_its_pods(
         cluster.apply(*(_scratch_member(cluster, m, made, private_scheduler.name) for m in members))
         wait_bound(cluster, set(members))
         assert sorted(provisioner.made) == [f"{m}-scratch" for m in members]
-    claims, placed = _claims(cluster), cluster.placements()
-    for pod in members:
-        claim = claims[f"{pod}-scratch"]
-        assert claim["status"]["phase"] == "Bound"
-        assert _volume_node(cluster, claim) == placed[pod], f"{pod}'s volume is on its node"
+    _each_bound_on_its_pods_node(cluster, {pod: f"{pod}-scratch" for pod in members})
     scheduler.assert_alive()
 
 
@@ -297,11 +295,7 @@ def test_a_gang_is_spread_over_pools_a_driver_says_hold_two_of_its_volumes_each(
         for claim in claims:
             claim["spec"]["resources"]["requests"]["storage"] = "40Gi"
         cluster.apply(*claims)
-        cluster.apply(*(
-            _member(cluster, pod, claim, private_scheduler.name, requests={"cpu": "1"},
-                    annotations=koord("w", 3))
-            for pod, claim in members.items()
-        ))  # fmt: skip
+        _apply_members(cluster, members, private_scheduler.name, cpu="1")
         wait_bound(cluster, set(members))
     per_node = sorted(Counter(cluster.placements()[pod] for pod in members).values())
     assert per_node == [1, 2], "two volumes of 40Gi in a pool of 100Gi, never three"
@@ -325,11 +319,7 @@ def test_a_gang_is_spread_by_the_csi_attach_limits_of_its_nodes(
     members = {f"w-{i}": f"data-{i}" for i in range(2)}
     with provisioning(cluster.access.rest, cluster.namespace, {made}):
         cluster.apply(*(_claim(cluster, claim, made) for claim in members.values()))
-        cluster.apply(*(
-            _member(cluster, pod, claim, private_scheduler.name, requests={"cpu": "1"},
-                    annotations=koord("w", 2))
-            for pod, claim in members.items()
-        ))  # fmt: skip
+        _apply_members(cluster, members, private_scheduler.name, cpu="1")
         wait_bound(cluster, set(members))
     placed = cluster.placements()
     assert sorted(placed[pod] for pod in members) == sorted(nodes), "one a node"
