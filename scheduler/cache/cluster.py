@@ -17,7 +17,7 @@ from scheduler.cache.deliveries import Deliveries
 from scheduler.cache.gangs import GangQueue
 from scheduler.cache.kinds import Change, Kind
 from scheduler.cache.nodes import NodeCache
-from scheduler.cache.volumes import AssumedVolumes
+from scheduler.cache.volumes import AssumedVolumes, names_exclusive, storage_of
 from scheduler.model.decisions import ClaimWrite, VolumeWrite
 from scheduler.model.devices import Consumer, DeviceClass, ResourceClaim
 from scheduler.model.gangs import Owner, PodGroup, queue_of_pod
@@ -28,7 +28,7 @@ from scheduler.model.queues import DEFAULT_QUEUE, Queue, QueueStatus, QueueUsage
 from scheduler.model.resources import Resources
 from scheduler.model.snapshot import GangState, Snapshot
 from scheduler.model.topology import Topology
-from scheduler.model.volumes import READ_WRITE_ONCE_POD, Claim, Volume
+from scheduler.model.volumes import Claim, Volume
 
 QUEUES = "queues"  # the kind Volcano's Queues are watched as
 
@@ -202,9 +202,8 @@ class ClusterCache:
         freed = old is not None and old.holds_resources and (new is None or not new.holds_resources)
         if freed and old.bound and old.scheduler_name in self._names:
             self._free_queue(old)  # before any return below
-        if freed and old.claims and self._uses_exclusive(old):
-            # The claim it used may be what a gang waits for, on whatever node: not room.
-            self.gangs.everything = True
+        if freed and old.claims and names_exclusive(old, self.claim):
+            self.gangs.everything = True  # not room: a claim, on whatever node
         counts = False
         for pod in (old, new):
             if pod is None or pod.scheduler_name not in self._names:
@@ -225,14 +224,6 @@ class ClusterCache:
             self._changed()
         elif counts:
             self._changed(urgent=False)
-
-    def _uses_exclusive(self, pod: Pod) -> bool:
-        """Whether ``pod`` names a ReadWriteOncePod claim (one pod's at a time)."""
-        for name in pod.claims:
-            claim = self.claim(pod.ref.namespace, name)
-            if claim is not None and READ_WRITE_ONCE_POD in claim.access_modes:
-                return True
-        return False
 
     def _free_queue(self, pod: Pod) -> None:
         """A bound pod of ours stopped holding its room: its queue (and those above it)
@@ -796,13 +787,7 @@ class ClusterCache:
             },
             selectors=self.selectors,
             volumes=volumes,
-            storage_classes=dict(stored[kinds.STORAGE_CLASSES.name]),
-            csi_nodes=dict(stored[kinds.CSI_NODES.name]),
-            volume_attachments=tuple(stored[kinds.VOLUME_ATTACHMENTS.name].values()),
-            csi_drivers=dict(stored[kinds.CSI_DRIVERS.name]),
-            storage_capacities=tuple(
-                c for _, c in sorted(stored[kinds.STORAGE_CAPACITIES.name].items())
-            ),
+            **storage_of(stored),
             budgets=tuple(b for _, b in sorted(stored[kinds.DISRUPTION_BUDGETS.name].items())),
             owners=self._owners_of_ours(),
             owner_kinds=frozenset(self._owner_kinds),

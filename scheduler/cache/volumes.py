@@ -6,11 +6,39 @@ could choose the same volume for another claim before the watch shows it gone.""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 
+from scheduler.cache import kinds
 from scheduler.model.decisions import VolumeWrite
+from scheduler.model.pods import Pod
 from scheduler.model.volumes import Claim, ClaimRef, Volume
+
+
+def storage_of(stored: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """The snapshot's storage fields that the stores hold as they are (classes, CSI nodes
+    and attachments, drivers and their published capacity)."""
+    return {
+        "storage_classes": dict(stored[kinds.STORAGE_CLASSES.name]),
+        "csi_nodes": dict(stored[kinds.CSI_NODES.name]),
+        "volume_attachments": tuple(stored[kinds.VOLUME_ATTACHMENTS.name].values()),
+        "csi_drivers": dict(stored[kinds.CSI_DRIVERS.name]),
+        "storage_capacities": tuple(
+            c for _, c in sorted(stored[kinds.STORAGE_CAPACITIES.name].items())
+        ),
+    }
+
+
+def names_exclusive(pod: Pod, claim_of: Callable[[str, str], Claim | None]) -> bool:
+    """Whether ``pod`` names a ReadWriteOncePod claim by ``persistentVolumeClaim`` (the
+    claims kube-scheduler counts users of): its going may be what a gang waits for, on
+    whatever node."""
+    return any(
+        (claim := claim_of(pod.ref.namespace, name)) is not None and claim.exclusive
+        for name in pod.claims
+        if name not in pod.ephemeral_claims
+    )
 
 
 class AssumedVolumes:

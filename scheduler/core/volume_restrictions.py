@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 
 from scheduler.model.nodes import Node, NodeInfo
 from scheduler.model.pods import Pod
-from scheduler.model.volumes import READ_WRITE_ONCE_POD, Claim
+from scheduler.model.volumes import Claim
 
 CONFLICT = (
     "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode already "
@@ -54,7 +54,7 @@ class ExclusiveClaims:
             for pod in placing
             if pod.claims
             for key in _keys(pod)
-            if (claim := claims.get(key)) is not None and READ_WRITE_ONCE_POD in claim.access_modes
+            if (claim := claims.get(key)) is not None and claim.exclusive
         )
         if not exclusive:
             return None

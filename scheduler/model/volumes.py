@@ -62,6 +62,11 @@ class Claim:
         return (self.namespace, self.name)
 
     @property
+    def exclusive(self) -> bool:
+        """One pod's at a time in the whole cluster (ReadWriteOncePod)."""
+        return READ_WRITE_ONCE_POD in self.access_modes
+
+    @property
     def fully_bound(self) -> bool:
         """Bound as kube-scheduler requires before it binds a pod using it: it names its
         volume and the PV controller has completed the binding."""
