@@ -49,6 +49,8 @@ class ExclusiveClaims:
     ) -> ExclusiveClaims | None:
         """The ReadWriteOncePod claims the pods ``placing`` name, and their users; None
         where they name none: the pass keeps no such book (and counts no pod's claims)."""
+        if not claims:
+            return None  # a cluster without claims looks at no pod for them
         exclusive = frozenset(
             key
             for pod in placing
