@@ -93,6 +93,12 @@ an API server or etcd restart) and checks:
   annotated movable): a moved pod (``DisruptionTarget`` reason ``EvictionByEvictionAPI``)
   counts as a victim, so no gang is left below its minimum by a move.
 
+- **I11 to I14, volumes** (#45). Half the runs give some gangs a scratch volume a pod, of a
+  WaitForFirstConsumer class the testbed's provisioner serves on the node the scheduler
+  chooses (``bench/chaos_volumes.py`` says exactly what each checks): no pod bound before its
+  claim (I11), no volume bound to two claims (I12), each volume on its pod's node (I13), no
+  claim asking for its volume on a node its pod will not use (I14).
+
 Also reported (not violations): scheduler exits (a leader that lost its Lease exits by
 design), incomplete gangs, errors of the harness itself. Results of ``make chaos`` go to
 ``bench/results/chaos.{json,md}``.
@@ -123,6 +129,15 @@ from typing import Any
 import pykube
 import requests
 
+from bench.chaos_volumes import (
+    Mounting,
+    Volumes,
+    class_object,
+    made_for,
+    scratch_claim,
+    volume_violations,
+    with_scratch,
+)
 from bench.report import RESULTS, table, write
 from bench.watching import Following
 from scheduler.core.actions.finish_evictions import RESEND_SECONDS
@@ -130,7 +145,7 @@ from scheduler.model import names
 from scheduler.shell.api import ApiClient, ApiError, load_credentials
 from testbed import cluster as local_cluster
 from testbed.nodes import GPU_DRIVER, FakeNode, gpu_slice, node_manifest
-from testbed.rest import is_ready
+from testbed.rest import Rest, is_ready
 
 REPO = Path(__file__).resolve().parent.parent
 CHAOS_DIR = REPO / ".cluster-chaos"
@@ -208,6 +223,8 @@ class GangSpec:
     # Consolidation may move its members: a StatefulSet's pods (their controller makes them
     # again), annotated movable; a koord gang with room above its minimum.
     movable: bool = False
+    # Each pod mounts a scratch volume made for it, of the run's WaitForFirstConsumer class.
+    volume: bool = False
 
 
 @dataclass(frozen=True)
@@ -242,6 +259,8 @@ class Plan:
     # Consolidation: the scheduler runs the consolidate action, and some gangs are movable
     # (``_plan_moves``).
     consolidation: bool = False
+    # Volumes: the run's StorageClass and provisioner, and gangs with scratch volumes.
+    volumes: bool = False
 
     @property
     def pods(self) -> int:
@@ -402,6 +421,7 @@ def make_plan(seed: int, *, small: bool = False) -> Plan:
     gangs, queues, devices = _plan_features(
         seed, gangs, small=small, surviving=surviving, last_wave=wave_count - 1
     )
+    gangs = _plan_volumes(seed, gangs)
     return Plan(
         seed=seed,
         small=small,
@@ -416,6 +436,7 @@ def make_plan(seed: int, *, small: bool = False) -> Plan:
         devices=devices,
         preemption=any(g.high for g in gangs),
         consolidation=any(g.movable for g in gangs),
+        volumes=any(g.volume for g in gangs),
     )
 
 
@@ -433,6 +454,25 @@ def _plan_features(
         seed, small=small, free=surviving * NODE_CPU_M - asked, asked=asked, wave=last_wave
     )
     return gangs, queues, devices
+
+
+def _plan_volumes(seed: int, gangs: list[GangSpec]) -> list[GangSpec]:
+    """Half the runs give two in five of their gangs (a GangGroup's together; not movable
+    ones, whose pods come again under the same names while their old claims go, nor the
+    preemptors) a scratch volume a pod. From a random generator of its own, after every other
+    feature: a seed's plan is the same with volumes as without, but for the volumes."""
+    rng = random.Random(seed * 7919 + 45)
+    if rng.random() < 0.5:
+        return gangs
+    chosen: dict[tuple[str, ...], bool] = {}
+    out = []
+    for gang in gangs:
+        key = gang.group or (gang.name,)
+        if key not in chosen:
+            chosen[key] = rng.random() < 0.4
+        mounts = chosen[key] and not (gang.movable or gang.high)
+        out.append(replace(gang, volume=True) if mounts else gang)
+    return out
 
 
 def _plan_moves(seed: int, gangs: list[GangSpec], *, wave: int) -> list[GangSpec]:
@@ -689,6 +729,8 @@ def wave_objects(plan: Plan, wave: int, namespace: str, scheduler: str) -> list[
         spec = pod_spec(scheduler, selector, gang.cpu_m, gang.memory_mi)
         if gang.gpus:
             spec = with_gpus(spec, gang.gpus)
+        if gang.volume:
+            spec = with_scratch(spec, namespace)
         if gang.high:
             spec = {**spec, "priorityClassName": high_priority_class(namespace)}
         pod_group = gang.kind == "podgroup" or gang.job_gang == "podgroup"
@@ -930,6 +972,8 @@ class PodState:
     # moved by consolidation, the only user of the Eviction API in a run).
     evicted_t: float | None = None
     moved: bool = False
+    scratch: str = ""  # the claim its scratch volume makes, if it has one
+    bound_rv: int = 0  # the resourceVersion at which it was first seen bound
 
     @property
     def alive(self) -> bool:
@@ -1135,6 +1179,7 @@ class Observer:
                 replica=(meta.get("labels") or {}).get(REPLICA_LABEL, ""),
                 priority=int(spec.get("priority") or 0),
                 created_t=t,
+                scratch=scratch_claim(obj),
             )
             self.pods[uid] = pod
         reasons = {
@@ -1146,6 +1191,9 @@ class Observer:
             pod.evicted_t, pod.moved = t, MOVED in reasons
         if pod.claimed_t is None and _claims_made(spec, status):
             pod.claimed_t = t
+        if not pod.node and spec.get("nodeName"):
+            with contextlib.suppress(ValueError):
+                pod.bound_rv = int(meta.get("resourceVersion") or 0)
         self._update(
             pod,
             t,
@@ -1612,6 +1660,11 @@ class RunResult:
     # members' claims from templates: its lag, excused from I4 and reported.
     claims_not_made: list[str] = field(default_factory=list)
     evicted: int = 0  # pods a preemption or a reclaim evicted, or consolidation moved
+    # Runs with volumes: claims seen bound; pods whose claim's bind I11 could not order
+    # against theirs (first seen bound in a re-list); the provisioner's errors.
+    volumes_bound: int = 0
+    volume_binds_unordered: int = 0
+    provisioner_errors: list[str] = field(default_factory=list)
     moved: int = 0  # of those, moved
     # What the plan had: queues, devices, subgroups, preemption.
     features: list[str] = field(default_factory=list)
@@ -1647,6 +1700,7 @@ class Run:
                 ("subgroups", any(g.subgroup for g in plan.gangs)),
                 ("preemption", plan.preemption),
                 ("consolidation", plan.consolidation),
+                ("volumes", plan.volumes),
             )
             if present
         ]
@@ -1673,6 +1727,7 @@ class Run:
         self.observer: Observer | None = None
         self.replicas: Replicas | None = None
         self.devices: DeviceWatch | None = None
+        self.volumes: Volumes | None = None
 
     def clock(self) -> float:
         return round(time.monotonic() - self.t0, 3)
@@ -1731,6 +1786,7 @@ class Run:
         allocatable[self.canary_node] = (8000, 32 * 1024, NODE_PODS)
         self._create_cluster_wide()
         self._create_devices()
+        self._create_volumes()
         self.observer = Observer(
             self.api,
             self.namespace,
@@ -1766,6 +1822,8 @@ class Run:
         self.result.setup_seconds = round(time.monotonic() - self.t0, 1)
         self.t0 = time.monotonic()  # the plan's clock starts now
         self.observer.t0 = self.t0
+        if self.volumes is not None:
+            self.volumes.watch.t0 = self.t0
         self.say("schedulers up; the plan's clock starts")
 
     def _create_cluster_wide(self) -> None:
@@ -1793,6 +1851,15 @@ class Run:
         if self.plan.devices:
             self.devices = DeviceWatch(self.api, self.namespace).start()
 
+    def _create_volumes(self) -> None:
+        if not self.plan.volumes:
+            return
+        made = class_object(self.namespace, {RUN_LABEL: self.namespace})
+        if not self.api.create("/apis/storage.k8s.io/v1/storageclasses", made):
+            raise RuntimeError("the run's StorageClass could not be created")
+        rest = Rest(self.api.client, timeout=HTTP_TIMEOUT)
+        self.volumes = Volumes(rest, self.api.kubeconfig, self.namespace, self.t0).start()
+
     def teardown(self) -> None:
         if self.replicas is not None:
             self.replicas.stop_all()
@@ -1800,6 +1867,8 @@ class Run:
             self.observer.stop()
         if self.devices is not None:
             self.devices.stop()
+        if self.volumes is not None:
+            self.volumes.stop()
         ns = self.namespace
         with contextlib.suppress(Exception):
             self.api.retrying(
@@ -1841,6 +1910,8 @@ class Run:
                 within=15,
                 params={"labelSelector": f"{RUN_LABEL}={ns}"},
             )
+        if self.volumes is not None:
+            self.volumes.remove()
         for kind in ("resourceslices", "deviceclasses"):
             with contextlib.suppress(Exception):
                 self.api.retrying(
@@ -2065,11 +2136,24 @@ class Run:
         """The pods as observed and the gangs that should be bound, looked at for the
         scheduler's part of the recovery."""
         assert self.observer is not None
-        pods = self.observer.copy()
+        pods = self.with_volumes_made(self.observer.copy())
         expected, _, _ = expectations(self.books, pods)
         if self.waited is not None:
             self.waited.look(expected, pods, self.books, now=self.clock())
         return pods, expected
+
+    def with_volumes_made(self, pods: dict[str, PodState]) -> dict[str, PodState]:
+        """The pods, each with a scratch volume counted as having its claims made only once
+        the ephemeral volume controller made that claim for it too (until then no scheduler
+        can place it)."""
+        if self.volumes is None:
+            return pods
+        claims = self.volumes.watch.copy()
+        for pod in pods.values():
+            if pod.scratch and pod.claimed_t is not None:
+                claim = made_for(claims, pod.scratch, pod.uid)
+                pod.claimed_t = None if claim is None else max(pod.claimed_t, claim.seen_t)
+        return pods
 
     def quiesce(self, last_fault_end: float) -> None:
         assert self.observer is not None
@@ -2113,7 +2197,7 @@ class Run:
 
     def check(self) -> None:
         assert self.observer is not None
-        pods = self.observer.copy()
+        pods = self.with_volumes_made(self.observer.copy())
         with self.observer.lock:
             events = list(self.observer.events)
             seen = list(self.observer.violations)
@@ -2211,6 +2295,8 @@ class Run:
                     violations.append(
                         Violation("I5", f"canary {gang} bound after {latency}s", {"gang": gang})
                     )
+        if self.volumes is not None:
+            violations += self.check_volumes(pods)
         if self.devices is not None:
             violations += self.devices.violations()
             violations += self.devices.outliving(self.observer.copy)
@@ -2226,6 +2312,24 @@ class Run:
             self.result.violations.append(
                 {"invariant": v.invariant, "what": v.what, "details": v.details}
             )
+
+    def check_volumes(self, pods: dict[str, PodState]) -> list[Violation]:
+        assert self.volumes is not None
+        claims = self.volumes.watch.copy()
+        mounting = [
+            Mounting(p.name, p.uid, p.scratch, p.node, p.bound_rv, p.alive)
+            for p in pods.values()
+            if p.scratch and not p.gone
+        ]
+        found, unordered = volume_violations(
+            mounting, claims, self.volumes.volumes(), rival_bound=self.rival_bound
+        )
+        self.result.volumes_bound = sum(1 for c in claims.values() if c.bound)
+        self.result.volume_binds_unordered = unordered
+        self.result.provisioner_errors = self.volumes.provisioner.errors[-10:]
+        with self.volumes.watch.lock:
+            found = [*self.volumes.watch.violations, *found]
+        return [Violation(v.invariant, v.what, v.details) for v in found]
 
     def explain(self, gang: str) -> list[str]:
         """What ``gang-scheduler explain`` says of a gang left unbound, computed afresh on
@@ -3024,6 +3128,8 @@ def summarize(results: list[RunResult], *, base_seed: int, small: bool, wall: fl
         "evicted": sum(r.evicted for r in results),
         "moved": sum(r.moved for r in results),
         "claims_allocated": sum(r.claims_allocated for r in results),
+        "volumes_bound": sum(r.volumes_bound for r in results),
+        "volume_binds_unordered": sum(r.volume_binds_unordered for r in results),
         "claims_not_made": {r.seed: r.claims_not_made for r in results if r.claims_not_made},
         "claims_controller_lag": {
             r.seed: r.claims_controller_lag for r in results if r.claims_controller_lag
@@ -3068,7 +3174,10 @@ def markdown(summary: dict) -> str:
         f"ResourceClaim controller for pods done or gone: {summary.get('claims_controller_lag')}; "
         "gangs whose claims it had not made by the check, excused from I4: "
         f"{summary.get('claims_not_made', {})})",
-        f"- runs with queues, devices, subgroups, preemptors: {summary.get('runs_with', {})}; "
+        f"- runs with each feature: {summary.get('runs_with', {})}; "
+        f"claims bound to volumes made on their pods' nodes: {summary.get('volumes_bound', 0)} "
+        f"(binds I11 could not order, first seen in a re-list: "
+        f"{summary.get('volume_binds_unordered', 0)}); "
         f"pods evicted by a preemption or a reclaim, or moved by consolidation: "
         f"{summary.get('evicted', 0)} (moved: {summary.get('moved', 0)})",
         f"- faults: {summary['faults']}: "

@@ -1,0 +1,169 @@
+"""The chaos harness's volume checks (bench/chaos_volumes.py), on claim and pod histories
+made up here: each violation it claims to see is seen, and what it cannot order is counted,
+not judged."""
+
+from __future__ import annotations
+
+from bench import chaos
+from bench.chaos import make_plan, wave_objects
+from bench.chaos_volumes import (
+    BIND_COMPLETED,
+    ClaimWatch,
+    Mounting,
+    scratch_class,
+    volume_violations,
+)
+from testbed.provisioner import SELECTED_NODE
+
+NS = "chaos-v"
+
+
+def claim(
+    name: str, *, owner: str, rv: int, volume: str = "", node: str = "", done: bool = True
+) -> dict:
+    annotations = {}
+    if node:
+        annotations[SELECTED_NODE] = node
+    if volume and done:
+        annotations[BIND_COMPLETED] = "yes"
+    return {
+        "metadata": {
+            "name": name, "namespace": NS, "uid": f"uid-{name}", "resourceVersion": str(rv),
+            "annotations": annotations, "ownerReferences": [{"kind": "Pod", "uid": owner}],
+        },
+        "spec": {"volumeName": volume} if volume else {},
+    }  # fmt: skip
+
+
+def volume(name: str, node: str) -> dict:
+    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In",
+                                  "values": [node]}]}  # fmt: skip
+    return {"metadata": {"name": name},
+            "spec": {"nodeAffinity": {"required": {"nodeSelectorTerms": [term]}}}}  # fmt: skip
+
+
+def watch() -> ClaimWatch:
+    return ClaimWatch("unused", NS, 0.0)
+
+
+def mounting(node: str = "n0", *, rv: int = 20, alive: bool = True) -> Mounting:
+    return Mounting("w-0", "pod-uid", "w-0-scratch", node, rv, alive)
+
+
+def test_a_pod_bound_after_its_claim_breaks_nothing() -> None:
+    claims = watch()
+    claims.changed("ADDED", claim("w-0-scratch", owner="pod-uid", rv=5))
+    claims.changed("MODIFIED", claim("w-0-scratch", owner="pod-uid", rv=10, volume="pv-1"))
+    found, unordered = volume_violations(
+        [mounting(rv=20)], claims.copy(), {"pv-1": volume("pv-1", "n0")}, rival_bound=()
+    )
+    assert (found, unordered) == ([], 0)
+
+
+def test_a_pod_bound_before_its_claim_is_an_i11_violation() -> None:
+    claims = watch()
+    claims.changed("ADDED", claim("w-0-scratch", owner="pod-uid", rv=5))
+    claims.changed("MODIFIED", claim("w-0-scratch", owner="pod-uid", rv=30, volume="pv-1"))
+    found, _ = volume_violations(
+        [mounting(rv=20)], claims.copy(), {"pv-1": volume("pv-1", "n0")}, rival_bound=()
+    )
+    assert [v.invariant for v in found] == ["I11"]
+    assert "before its claim" in found[0].what
+
+
+def test_a_claim_first_seen_bound_in_a_list_is_counted_not_judged() -> None:
+    claims = watch()
+    claims.listed([claim("w-0-scratch", owner="pod-uid", rv=30, volume="pv-1")])
+    found, unordered = volume_violations(
+        [mounting(rv=20)], claims.copy(), {"pv-1": volume("pv-1", "n0")}, rival_bound=()
+    )
+    assert (found, unordered) == ([], 1)
+
+
+def test_a_claim_the_pv_controller_has_not_finished_is_not_bound() -> None:
+    claims = watch()
+    claims.changed("ADDED", claim("w-0-scratch", owner="pod-uid", rv=5, volume="pv-1", done=False))
+    found, _ = volume_violations(
+        [mounting(rv=20)], claims.copy(), {"pv-1": volume("pv-1", "n0")}, rival_bound=()
+    )
+    assert [v.invariant for v in found] == ["I11"]
+    assert "unbound" in found[0].what
+
+
+def test_a_bound_pod_whose_claim_was_made_for_another_pod_of_its_name_is_an_i11_violation() -> None:
+    claims = watch()
+    claims.changed("ADDED", claim("w-0-scratch", owner="older-uid", rv=5, volume="pv-1"))
+    found, _ = volume_violations(
+        [mounting(rv=20)], claims.copy(), {"pv-1": volume("pv-1", "n0")}, rival_bound=()
+    )
+    assert [v.invariant for v in found] == ["I11"]
+    assert "missing" in found[0].what
+
+
+def test_a_volume_made_on_another_node_than_its_pods_is_an_i13_violation() -> None:
+    claims = watch()
+    claims.changed("ADDED", claim("w-0-scratch", owner="pod-uid", rv=5))
+    claims.changed("MODIFIED", claim("w-0-scratch", owner="pod-uid", rv=10, volume="pv-1"))
+    found, _ = volume_violations(
+        [mounting("n0", rv=20)], claims.copy(), {"pv-1": volume("pv-1", "n1")}, rival_bound=()
+    )
+    assert [v.invariant for v in found] == ["I13"]
+    assert "made on n1" in found[0].what
+
+
+def test_a_claim_asking_for_a_node_while_its_pod_waits_is_an_i14_violation() -> None:
+    claims = watch()
+    claims.changed("ADDED", claim("w-0-scratch", owner="pod-uid", rv=5, node="n3"))
+    found, _ = volume_violations([mounting("", rv=0)], claims.copy(), {}, rival_bound=())
+    assert [v.invariant for v in found] == ["I14"]
+    assert "waits unbound" in found[0].what
+
+
+def test_a_claim_asking_for_a_node_for_a_pod_that_finished_breaks_nothing() -> None:
+    claims = watch()
+    claims.changed("ADDED", claim("w-0-scratch", owner="pod-uid", rv=5, node="n3"))
+    found, _ = volume_violations(
+        [mounting("", rv=0, alive=False)], claims.copy(), {}, rival_bound=()
+    )
+    assert found == []
+
+
+def test_a_pod_the_rival_bound_without_its_volume_is_excused() -> None:
+    claims = watch()
+    claims.changed("ADDED", claim("w-0-scratch", owner="pod-uid", rv=5))
+    found, _ = volume_violations([mounting("rival")], claims.copy(), {}, rival_bound=["w-0"])
+    assert found == []
+
+
+def test_two_claims_naming_one_volume_is_an_i12_violation_said_once() -> None:
+    claims = watch()
+    claims.changed("ADDED", claim("a-scratch", owner="a", rv=5, volume="pv-1"))
+    claims.changed("ADDED", claim("b-scratch", owner="b", rv=6, volume="pv-1"))
+    claims.changed("MODIFIED", claim("b-scratch", owner="b", rv=7, volume="pv-1"))
+    assert [v.invariant for v in claims.violations] == ["I12"]
+    assert "a-scratch and b-scratch" in claims.violations[0].what
+
+
+def test_a_volume_named_again_after_its_claim_went_is_no_i12_violation() -> None:
+    claims = watch()
+    claims.changed("ADDED", claim("a-scratch", owner="a", rv=5, volume="pv-1"))
+    claims.changed("DELETED", claim("a-scratch", owner="a", rv=6, volume="pv-1"))
+    claims.changed("ADDED", claim("b-scratch", owner="b", rv=7, volume="pv-1"))
+    assert claims.violations == []
+
+
+def test_some_plans_give_gangs_scratch_volumes_of_the_runs_class_never_to_movable_ones() -> None:
+    plans = [make_plan(seed) for seed in range(40)]
+    with_volumes = [p for p in plans if p.volumes]
+    assert 8 <= len(with_volumes) <= 32
+    for plan in with_volumes:
+        assert not any(g.volume and (g.movable or g.high) for g in plan.gangs)
+        mounted = {g.name for g in plan.gangs if g.volume}
+        for wave in range(len(plan.waves)):
+            for _, obj in wave_objects(plan, wave, NS, "s"):
+                if obj["kind"] != "Pod" or chaos.gang_of(obj) not in mounted:
+                    continue
+                (scratch,) = obj["spec"]["volumes"]
+                template = scratch["ephemeral"]["volumeClaimTemplate"]["spec"]
+                assert template["storageClassName"] == scratch_class(NS)
+    assert not any(g.volume for p in plans if not p.volumes for g in p.gangs)
