@@ -84,5 +84,5 @@ class AssumedVolumes:
             if claim is None or claim.uid != write.uid or claim.selected_node == write.node:
                 del self._claims[key]
                 continue
-            claims[key] = replace(claim, selected_node=write.node)
+            claims[key] = replace(claim, selected_node=write.node, selected_at=None)
         return claims, volumes

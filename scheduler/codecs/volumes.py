@@ -10,6 +10,7 @@ from typing import Any
 from scheduler.codecs.quantities import QUANTITY_RULE, quantity
 from scheduler.codecs.selectors import label_selector, node_selector_terms
 from scheduler.codecs.shapes import listed, obj, objs, text, texts, whole
+from scheduler.model.times import parse_time
 from scheduler.model.volumes import (
     BETA_STORAGE_CLASS_ANNOTATION,
     BIND_COMPLETED_ANNOTATION,
@@ -51,6 +52,17 @@ def _class_of(meta: Mapping[str, Any], spec: Mapping[str, Any], field: str) -> s
     return text(spec.get(field))
 
 
+def _selected(meta: Mapping[str, Any]) -> tuple[str, float | None]:
+    """Who last wrote the claim's selected-node annotation, and when: the managedFields
+    entry that owns the field (its manager, its time), ("", None) where none says."""
+    field = f"f:{SELECTED_NODE_ANNOTATION}"
+    for entry in objs(meta.get("managedFields")):
+        owned = obj(obj(obj(entry.get("fieldsV1")).get("f:metadata")).get("f:annotations"))
+        if field in owned:
+            return text(entry.get("manager")), parse_time(entry.get("time"))
+    return "", None
+
+
 def claim_from_dict(raw: object) -> Claim:
     """A PersistentVolumeClaim."""
     body = obj(raw)
@@ -63,6 +75,9 @@ def claim_from_dict(raw: object) -> Claim:
         errors,
     )
     selector = spec.get("selector")
+    selected_by, selected_at = (
+        _selected(meta) if SELECTED_NODE_ANNOTATION in annotations else ("", None)
+    )
     return Claim(
         namespace=text(meta.get("namespace"), "default"),
         name=text(meta.get("name")),
@@ -77,6 +92,8 @@ def claim_from_dict(raw: object) -> Claim:
         attributes_class=text(spec.get("volumeAttributesClassName")),
         bind_completed=BIND_COMPLETED_ANNOTATION in annotations,
         selected_node=annotations.get(SELECTED_NODE_ANNOTATION),
+        selected_by=selected_by,
+        selected_at=selected_at,
         errors=tuple(errors),
         resource_version=text(meta.get("resourceVersion")),
         controller_uid=next(

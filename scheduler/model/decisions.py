@@ -115,6 +115,19 @@ class VolumeWrite:
 
 
 @dataclass(frozen=True, slots=True)
+class VolumeRelease:
+    """A claim's selected-node to take off: this scheduler asked for its volume on ``node``
+    longer ago than any group waits, and nothing will use it (``volume_leftovers``). Written
+    only if the claim is still as the pass saw it."""
+
+    namespace: str
+    name: str
+    uid: str
+    node: str
+    resource_version: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class GroupBinding:
     """One commit point: the gangs of one GangGroup bound in this pass.
 
@@ -285,6 +298,9 @@ class Result:
     # ResourceClaims made for the extended resources of pods still pending, by attempts
     # that did not bind: deleted before the pods are tried again, as kube-scheduler does.
     stale_claims: tuple[tuple[str, str], ...] = ()
+    # Claims whose volume this scheduler asked for on a node, long ago, that nothing will
+    # use there: their selected-node is taken off, so their pods may go elsewhere.
+    volume_releases: tuple[VolumeRelease, ...] = ()
     # The tree the pass placed on, for the stranded-by-topology gauge; None when no
     # gang of the pass states a tier (the tree is then not built).
     topology: Topology | None = None

@@ -50,6 +50,10 @@ class Claim:
     attributes_class: str = ""  # spec.volumeAttributesClassName
     bind_completed: bool = False
     selected_node: str | None = None
+    # Who last wrote the selected-node annotation (the field manager owning it in
+    # metadata.managedFields) and when (seconds since the epoch; None if unknown).
+    selected_by: str = ""
+    selected_at: float | None = None
     errors: tuple[str, ...] = ()
     resource_version: str = ""
     # The uid of the object that controls it (its controller ownerReference): for a

@@ -238,8 +238,16 @@ class Binder:
         self._claims = ClaimWriter(api, cache, fence=fence, on_conflict=metrics.claim_conflicts.inc)
         # Claims waiting for their first consumer: volumes chosen or asked for, then bound.
         self._volumes = VolumeWriter(
-            api, cache, fence=fence, timeout_seconds=config.volume_bind_timeout_seconds
+            api,
+            cache,
+            fence=fence,
+            timeout_seconds=config.volume_bind_timeout_seconds,
+            manager=config.scheduler_name,
         )
+
+    @property
+    def volumes(self) -> VolumeWriter:
+        return self._volumes
 
     def assume(self, group: GroupBinding) -> None:
         """Count the pods against their nodes (and the devices of their claims) now; called

@@ -299,6 +299,8 @@ class SchedulingLoop:
             self._spawn(self._patcher.nominate(nomination))
         for namespace, name in result.stale_claims:
             self._spawn(self._patcher.delete_made_claim(namespace, name))
+        for leftover in result.volume_releases:
+            self._spawn(self._binder.volumes.release(leftover))
         for update in result.status_updates:
             self._spawn(self._patcher.status(update))
         for event in result.events:

@@ -15,12 +15,18 @@ selected-node (its provisioner gave it back: provisioning failed), or when the g
 volumes are not all bound within ``timeout_seconds`` (kube-scheduler's
 ``bindTimeoutSeconds``). Taking back clears the claimRef of a volume whose claim is not bound
 yet, and the selected-node of a claim not bound yet, so that no claim points at a node the
-gang will not use."""
+gang will not use.
+
+Claims are written under the scheduler's name as their field manager, so that the passes
+know, from the claim alone, which selected-node is this scheduler's and since when: one left
+by a replica that died mid-wait is released once the wait is long over (``release``,
+``core/volume_leftovers.py``)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -30,7 +36,7 @@ from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.shapes import obj, text
 from scheduler.codecs.volumes import claim_from_dict, volume_from_dict
 from scheduler.core.volume_binding import reachable
-from scheduler.model.decisions import VolumeWrite
+from scheduler.model.decisions import VolumeRelease, VolumeWrite
 from scheduler.model.pods import PodRef
 from scheduler.model.volumes import BOUND_BY_CONTROLLER_ANNOTATION, SELECTED_NODE_ANNOTATION
 from scheduler.shell.api import ApiClient, ApiError
@@ -58,8 +64,10 @@ class VolumeWriter:
         fence: Callable[[], bool] = lambda: True,
         timeout_seconds: float = BIND_TIMEOUT_SECONDS,
         poll_seconds: float = 0.1,
+        manager: str = "gang-scheduler",
     ) -> None:
         self._api = api
+        self._manager = f"?fieldManager={urllib.parse.quote(manager)}"
         self._cache = cache
         self._fence = fence
         self._timeout = timeout_seconds
@@ -92,7 +100,7 @@ class VolumeWriter:
         try:
             if write.provisions:
                 return await self._api.merge_patch(
-                    claim_path(write.namespace, write.name),
+                    claim_path(write.namespace, write.name) + self._manager,
                     {"metadata": {"uid": write.uid,
                                   "annotations": {SELECTED_NODE_ANNOTATION: write.node}}},
                 )  # fmt: skip
@@ -218,7 +226,7 @@ class VolumeWriter:
         if write.provisions:
             if claim.selected_node == write.node:
                 await self._api.merge_patch(
-                    claim_path(write.namespace, write.name),
+                    claim_path(write.namespace, write.name) + self._manager,
                     {"metadata": {"uid": write.uid, "resourceVersion": claim.resource_version,
                                   "annotations": {SELECTED_NODE_ANNOTATION: None}}},
                 )  # fmt: skip
@@ -235,6 +243,31 @@ class VolumeWriter:
                 },
                 "spec": {"claimRef": None},
             },
+        )
+
+    async def release(self, leftover: VolumeRelease) -> None:
+        """Take a leftover selected-node off its claim, if the claim is still as the pass saw
+        it (its uid and resourceVersion): a claim changed since is the next pass's to judge.
+        Best effort, and only while this replica leads."""
+        if not self._fence():
+            return
+        subject = f"persistentvolumeclaim {leftover.namespace}/{leftover.name}"
+        try:
+            await self._api.merge_patch(
+                claim_path(leftover.namespace, leftover.name) + self._manager,
+                {"metadata": {"uid": leftover.uid, "resourceVersion": leftover.resource_version,
+                              "annotations": {SELECTED_NODE_ANNOTATION: None}}},
+            )  # fmt: skip
+        except ApiError as error:
+            if error.status not in (404, 409):
+                log.warning(
+                    "volume choice not released", claim=subject, error=error.message or error.reason
+                )
+            return
+        log.info(
+            "volume choice released: no volume was made and no pod uses it there",
+            claim=subject,
+            node=leftover.node,
         )
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from scheduler.core.fragmentation import tier_needs, tiered
 from scheduler.core.session.outcomes import pending
 from scheduler.core.statuses import desired_status
+from scheduler.core.volume_leftovers import leftover_choices
 from scheduler.model.decisions import (
     WARNING,
     ClaimWrite,
@@ -17,6 +18,7 @@ from scheduler.model.decisions import (
     ObjectRef,
     Result,
     StatusUpdate,
+    VolumeRelease,
     VolumeWrite,
 )
 from scheduler.model.devices import Allocation, ResourceClaim
@@ -165,6 +167,22 @@ def _stale_claims(session: Session) -> tuple[tuple[str, str], ...]:
     )
 
 
+def _volume_releases(session: Session) -> tuple[VolumeRelease, ...]:
+    config = session.config
+    if not config.bind_volumes:
+        return ()
+    due, later = leftover_choices(
+        session.snapshot.claims,
+        session.infos.values(),
+        manager=config.scheduler_name,
+        timeout=config.volume_bind_timeout_seconds,
+        now=session.now,
+    )
+    if later is not None:
+        session.wake(later)
+    return due
+
+
 def close(session: Session) -> Result:
     statuses: list[StatusUpdate] = []
     # Gangs the snapshot left out (settled, or parked) keep what was remembered of them;
@@ -230,6 +248,7 @@ def close(session: Session) -> Result:
         errors=tuple(session.errors),
         topology_notes=session.topology_notes,
         stale_claims=_stale_claims(session),
+        volume_releases=_volume_releases(session),
         topology=session.topology if any_tiered else None,
         pending_gangs=waiting,
     )
