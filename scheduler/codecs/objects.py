@@ -523,11 +523,33 @@ def _count(raw: object, field: str, errors: list[str], *, absent: int | None = N
     return 1
 
 
-def workload_podgroup_from_dict(raw: object) -> PodGroup:
-    """An upstream PodGroup (``scheduling.k8s.io/v1alpha2``, the Workload API): exactly one
-    of ``spec.schedulingPolicy.gang`` (``minCount`` pods all or nothing) and ``basic`` (no
+# spec.disruptionMode: v1alpha2's string, and the one-of object of v1beta1 and v1alpha3.
+_DISRUPTION_MODES = {"Pod": "single", "PodGroup": "all"}
+
+
+def _disruption_mode(raw: object, errors: list[str]) -> str:
+    """ "single" (the default: its members may go one at a time) or "all"."""
+    if raw is None:
+        return "single"
+    if isinstance(raw, str) and raw in _DISRUPTION_MODES:
+        return _DISRUPTION_MODES[raw]
+    if isinstance(raw, Mapping) and len(raw) == 1 and next(iter(raw)) in ("single", "all"):
+        return str(next(iter(raw)))
+    errors.append(
+        f"spec.disruptionMode must be {{single: {{}}}} or {{all: {{}}}} (Pod or PodGroup in "
+        f"v1alpha2), got {raw!r}"
+    )
+    return "single"
+
+
+def workload_podgroup_from_dict(raw: object, *, version: str = "") -> PodGroup:
+    """An upstream PodGroup (``scheduling.k8s.io``, the Workload API; ``version``: the
+    apiVersion it was read at, else the object's own, else v1alpha2): exactly one of
+    ``spec.schedulingPolicy.gang`` (``minCount`` pods all or nothing) and ``basic`` (no
     gang: each pod on its own, as kube-scheduler places pods). Our Koordinator annotations
-    and topology constraints on it count as on our own PodGroups."""
+    and topology constraints on it count as on our own PodGroups. What it asks that is not
+    honoured yet (a CompositePodGroup parent, claims for the whole group) makes it invalid,
+    never silently ignored."""
     body = obj(raw)
     meta, spec = obj(body.get("metadata")), obj(body.get("spec"))
     namespace = text(meta.get("namespace"), "default")
@@ -559,6 +581,19 @@ def workload_podgroup_from_dict(raw: object) -> PodGroup:
             f"gang-scheduler yet: remove it, or state the placement in the annotation "
             f"{names.TOPOLOGY_CONSTRAINTS}"
         )
+    parent = spec.get("parentCompositePodGroupName")
+    if parent:
+        errors.append(
+            f"spec.parentCompositePodGroupName ({parent!r}): a PodGroup inside a "
+            "CompositePodGroup is not supported by gang-scheduler yet: state the gang of gangs "
+            f"with the annotation {names.KOORD_GROUPS} on its pods instead"
+        )
+    if spec.get("resourceClaims"):
+        errors.append(
+            "spec.resourceClaims (claims shared by the whole group) is not supported by "
+            "gang-scheduler yet: claim the devices in each pod's spec.resourceClaims instead"
+        )
+    disruption = _disruption_mode(spec.get("disruptionMode"), errors)
     return PodGroup(
         key=GangKey(namespace, text(meta.get("name"))),
         uid=text(meta.get("uid")),
@@ -574,6 +609,8 @@ def workload_podgroup_from_dict(raw: object) -> PodGroup:
         basic=basic,
         priority_class=text(spec.get("priorityClassName")),
         priority=whole(spec.get("priority")),
+        api_version=version or text(body.get("apiVersion")) or names.WORKLOAD_V1ALPHA2,
+        disruption_mode=disruption,
     )
 
 
@@ -669,7 +706,7 @@ def podgroup_status_to_dict(
     if api is PodGroupApi.WORKLOAD:
         ours = replace(
             status,
-            conditions=tuple(c for c in status.conditions if c.type == names.UPSTREAM_SCHEDULED),
+            conditions=tuple(c for c in status.conditions if c.type in names.UPSTREAM_CONDITIONS),
         )
         return {"conditions": _conditions(ours, metav1=True)}
     if api is PodGroupApi.VOLCANO:

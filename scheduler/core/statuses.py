@@ -30,7 +30,6 @@ NOT_TRIED = ("False", "Waiting", "not tried yet")
 
 # The upstream PodGroup (scheduling.k8s.io/v1alpha2): one condition, the type and reasons
 # kube-scheduler writes (schedule_one_podgroup.go).
-UPSTREAM_SCHEDULED = names.UPSTREAM_SCHEDULED
 UPSTREAM_REASONS = ("Scheduled", "Unschedulable", "SchedulerError")
 # Volcano's PodGroup: its conditions and reasons as its gang plugin writes them, and its
 # phases (it has no Failed: a gang that failed or timed out is Unknown).
@@ -156,7 +155,8 @@ def _condition(
 def _upstream(
     gang: Gang, current: PodGroupStatus, *, condition: tuple[str, str, str], now: float
 ) -> PodGroupStatus:
-    """kube-scheduler's ``PodGroupScheduled``: True/Scheduled once placed, else
+    """kube-scheduler's ``PodGroupScheduled`` (``PodGroupInitiallyScheduled`` from v1beta1
+    on: the PodGroup's ``scheduled_condition``): True/Scheduled once placed, else
     False/Unschedulable (or SchedulerError for an internal error), never back from True to
     False (kube-scheduler's rule: later members of a scheduled group do not regress it),
     nothing before a first attempt. The transition time moves only when the status does
@@ -164,7 +164,8 @@ def _upstream(
     status, reason, message = condition
     if condition == NOT_TRIED:
         return current
-    previous = next((c for c in current.conditions if c.type == UPSTREAM_SCHEDULED), None)
+    kind = gang.podgroup.scheduled_condition if gang.podgroup else names.UPSTREAM_SCHEDULED
+    previous = next((c for c in current.conditions if c.type == kind), None)
     if previous is not None and previous.status == "True" and status != "True":
         return current
     if status == "True":
@@ -177,7 +178,7 @@ def _upstream(
         else format_time(now)
     )
     written = Condition(
-        type=UPSTREAM_SCHEDULED,
+        type=kind,
         status=status,
         reason=reason,
         message=clip_message(message),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from scheduler.model import names
 from scheduler.model.owners import Grouping, OwnerKey
 from scheduler.model.pods import (
     SUCCEEDED,
@@ -101,6 +102,17 @@ class PodGroup:
     subgroup_policy: tuple[SubGroupPolicy, ...] = ()
     # Volcano's spec.networkTopology: the whole gang inside one domain of a tier.
     network_topology: NetworkTopology | None = None
+    # The upstream kind's: the version it was read at (the served one), and its
+    # spec.disruptionMode, "single" (its members may go one at a time) or "all".
+    api_version: str = ""
+    disruption_mode: str = ""
+
+    @property
+    def scheduled_condition(self) -> str:
+        """The condition kube-scheduler writes on an upstream PodGroup of this version."""
+        if self.api_version in ("", names.WORKLOAD_V1ALPHA2):
+            return names.UPSTREAM_SCHEDULED
+        return names.UPSTREAM_INITIALLY_SCHEDULED
 
 
 @dataclass(frozen=True, slots=True)

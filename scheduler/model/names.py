@@ -102,5 +102,11 @@ SUBGROUP_POLICY = OUR_PREFIX + "subgroup-policy"
 NETWORK_TOPOLOGY = OUR_PREFIX + "network-topology"
 
 # The condition kube-scheduler writes on an upstream (scheduling.k8s.io) PodGroup, and so do we;
-# only it is sent (a strategic merge by type), so other writers' conditions are left alone.
+# only it is sent (a strategic merge by type), so other writers' conditions are left alone. Its
+# type is the served version's: PodGroupScheduled in v1alpha2 (Kubernetes 1.36), renamed
+# PodGroupInitiallyScheduled in v1beta1 and v1alpha3 (1.37).
 UPSTREAM_SCHEDULED = "PodGroupScheduled"
+UPSTREAM_INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
+UPSTREAM_CONDITIONS = (UPSTREAM_SCHEDULED, UPSTREAM_INITIALLY_SCHEDULED)
+# The Workload API version that named the condition PodGroupScheduled.
+WORKLOAD_V1ALPHA2 = "scheduling.k8s.io/v1alpha2"

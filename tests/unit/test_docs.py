@@ -53,7 +53,7 @@ def _keys() -> dict[str, str]:
         if name.isupper()
         and isinstance(value, str)
         and not name.endswith("_PREFIX")
-        and name != "UPSTREAM_SCHEDULED"
+        and not name.startswith(("UPSTREAM_", "WORKLOAD_"))  # condition types, a version
     }
 
 
