@@ -231,6 +231,8 @@ class StatusUpdate:
     gang: GangKey
     status: PodGroupStatus
     api: PodGroupApi = PodGroupApi.OURS  # the kind of PodGroup: where and how it is written
+    # The upstream kind's version, as it was read (the one served): where it is written.
+    api_version: str = ""
 
 
 class Verdict(Enum):

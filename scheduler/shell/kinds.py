@@ -65,6 +65,10 @@ class Watched:
     # A kind the API server may or may not serve, which the cache must be told
     # (``ClusterCache.serve``): owners and Queues.
     served: bool = False
+    # Group versions that serve it, most wanted first, for a kind Kubernetes releases serve
+    # at different versions: the one served is listed (``discovery.served_path``), ``path``
+    # where none is.
+    versions: tuple[str, ...] = ()
 
     def key_of(self, obj: Mapping[str, Any]) -> str:
         """The key of a raw object of this kind, as the cache and a re-list name it."""
@@ -102,7 +106,16 @@ def _podgroups(api: PodGroupApi) -> Watched:
         drop,
         namespaced=True,
         optional=True,
+        versions=WORKLOAD_VERSIONS if api is PodGroupApi.WORKLOAD else (),
     )
+
+
+# The upstream PodGroup: v1beta1 and v1alpha3 (Kubernetes 1.37), v1alpha2 (1.36).
+WORKLOAD_VERSIONS = (
+    "scheduling.k8s.io/v1beta1",
+    "scheduling.k8s.io/v1alpha3",
+    "scheduling.k8s.io/v1alpha2",
+)
 
 
 # Where each owner kind is listed: the versions the operators serve (JobSet v0.10,

@@ -170,7 +170,8 @@ class Patcher:
         self._sent_status[update.gang] = body
         self._remembered()
         ns, name = update.gang.namespace, update.gang.name
-        path = f"/apis/{update.api.value}/namespaces/{ns}/podgroups/{name}"
+        version = update.api_version if update.api is PodGroupApi.WORKLOAD else ""
+        path = f"/apis/{version or update.api.value}/namespaces/{ns}/podgroups/{name}"
         try:
             async with self._slots:
                 if update.api is PodGroupApi.WORKLOAD:

@@ -20,6 +20,7 @@ import structlog
 
 from scheduler.cache.cluster import ClusterCache
 from scheduler.shell.api import ApiClient, ApiError
+from scheduler.shell.discovery import group_version, served_path
 from scheduler.shell.kinds import WATCHED
 
 log = structlog.get_logger()
@@ -59,6 +60,15 @@ async def list_versioned(
 PAGE_SIZE = 1000
 
 
+async def listed_path(api: ApiClient, kind: str) -> str:
+    """Where ``kind`` is listed and watched: its path, at the version served if it has
+    several."""
+    watched = WATCHED[kind]
+    if not watched.versions:
+        return watched.path
+    return await served_path(api, watched.path, watched.versions)
+
+
 async def list_pages(
     api: ApiClient,
     kind: str,
@@ -66,21 +76,30 @@ async def list_pages(
     each: Callable[[list[dict[str, Any]]], Awaitable[None]],
     metadata_only: bool = False,
     readable_only: bool = False,
+    path: str | None = None,
 ) -> str | None:
-    """Every page of a LIST of ``kind`` handed to ``each`` in turn; returns the LIST's
-    resourceVersion, or None (and no pages) for a PodGroup kind the API server does not
-    serve. The next page is asked for before ``each`` gets this one: the API server reads
-    and encodes it while we decode and fold (``each`` should hand the event loop back now
-    and then, so the request goes out). At start-up, 5,000 pods at 1,000 nodes, folding
-    was a third of the LIST's time and waited for the last page."""
+    """Every page of a LIST of ``kind`` (at ``path``: else the version of it served, found
+    now) handed to ``each`` in turn; returns the LIST's resourceVersion, or None (and no
+    pages) for a PodGroup kind the API server does not serve. A kind listed at one of
+    several versions has each item stamped with its apiVersion (a LIST's items carry none),
+    as a watch's objects are. The next page is asked for before ``each`` gets this one: the
+    API server reads and encodes it while we decode and fold (``each`` should hand the event
+    loop back now and then, so the request goes out). At start-up, 5,000 pods at 1,000
+    nodes, folding was a third of the LIST's time and waited for the last page."""
     accept = METADATA_ONLY if metadata_only else "application/json"
     watched = WATCHED[kind]
-    path = watched.path
+    if path is None:
+        path = await listed_path(api, kind)
     query = "&" if "?" in path else "?"
+    stamp = group_version(path) if watched.versions else ""
 
     async def fetch(token: str) -> dict[str, Any]:
         page = f"limit={PAGE_SIZE}&continue={token}" if token else f"limit={PAGE_SIZE}"
-        return await api.request("GET", path + query + page, accept=accept)
+        answer = await api.request("GET", path + query + page, accept=accept)
+        if stamp:
+            for item in answer.get("items") or []:
+                item.setdefault("apiVersion", stamp)
+        return answer
 
     following: asyncio.Future[dict[str, Any]] | None = asyncio.ensure_future(fetch(""))
     try:

@@ -33,7 +33,7 @@ from scheduler.model.owners import OwnerKind
 from scheduler.model.pods import PodGroupApi
 from scheduler.shell.api import ApiClient, ApiError
 from scheduler.shell.kinds import WATCHED
-from scheduler.shell.syncing import Folding, list_pages
+from scheduler.shell.syncing import Folding, list_pages, listed_path
 
 log = structlog.get_logger()
 
@@ -104,6 +104,7 @@ class Informer:
         self._absent_seconds = absent_seconds
         self._relist_after = relist_after
         self._watched = WATCHED[kind]
+        self._path = self._watched.path  # at the version served, found before each LIST
         self._version: str | None = None  # where the watch takes up; None: LIST first
         self._failures = 0  # in a row, with no watch event between them (a LIST is none)
         self._served = True
@@ -190,7 +191,8 @@ class Informer:
                 await asyncio.sleep(0)
 
         try:
-            version = await list_pages(self._api, self.kind, each=fold)
+            self._path = await listed_path(self._api, self.kind)
+            version = await list_pages(self._api, self.kind, each=fold, path=self._path)
             if version is None:
                 if not self._gone_for_good():
                     raise ApiError(404, "NotFound", "not served just now; looking again")
@@ -261,7 +263,7 @@ class Informer:
             self._watching = None
 
     async def _watch(self) -> None:
-        path = self._watched.path
+        path = self._path
         query = "&" if "?" in path else "?"
         query += (
             f"watch=1&allowWatchBookmarks=true&resourceVersion={self._version}"

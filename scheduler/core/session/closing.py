@@ -230,7 +230,7 @@ def close(session: Session) -> Result:
             and session.queues.holds_back(gang),
         )
         if status != gang.podgroup.status:
-            statuses.append(StatusUpdate(key, status, gang.podgroup.api))
+            statuses.append(StatusUpdate(key, status, gang.podgroup.api, gang.podgroup.api_version))
     return Result(
         bindings=_volumed(session, _claimed(session, session.bindings)),
         pod_patches=tuple(session.patches),
