@@ -974,6 +974,8 @@ class PodState:
     moved: bool = False
     scratch: str = ""  # the claim its scratch volume makes, if it has one
     bound_rv: int = 0  # the resourceVersion at which it was first seen bound
+    # The node a volume already made for its claim is on: the only node it may go to.
+    pinned: str = ""
 
     @property
     def alive(self) -> bool:
@@ -2150,9 +2152,15 @@ class Run:
             return pods
         claims = self.volumes.watch.copy()
         for pod in pods.values():
-            if pod.scratch and pod.claimed_t is not None:
-                claim = made_for(claims, pod.scratch, pod.uid)
+            if not pod.scratch:
+                continue
+            claim = made_for(claims, pod.scratch, pod.uid)
+            if pod.claimed_t is not None:
                 pod.claimed_t = None if claim is None else max(pod.claimed_t, claim.seen_t)
+            if claim is not None and claim.volume and not pod.node:
+                # A volume made where a gang was meant to go (its node deleted since, or
+                # its room taken) holds the pod there: the first fit must know.
+                pod.pinned = self.volumes.node_of(claim.volume)
         return pods
 
     def quiesce(self, last_fault_end: float) -> None:
@@ -2622,12 +2630,17 @@ def _without_room(
 
 
 def _take(free: dict[str, list[int]], pod: PodState, *, node: str | None = None) -> str | None:
-    """Place ``pod`` on ``node``, or on the first node with room for it; where, or None."""
+    """Place ``pod`` on ``node``, or on the first node with room for it (for a pod whose
+    volume was made on a node, that node or none); where, or None."""
     spot = node or next(
         (
             n
-            for n, f in free.items()
-            if f[0] >= pod.cpu_m and f[1] >= pod.memory_mi and f[2] >= 1 and f[3] >= pod.gpus
+            for n in ([pod.pinned] if pod.pinned else free)
+            if (f := free.get(n)) is not None
+            and f[0] >= pod.cpu_m
+            and f[1] >= pod.memory_mi
+            and f[2] >= 1
+            and f[3] >= pod.gpus
         ),
         None,
     )

@@ -324,6 +324,18 @@ class Volumes:
         self.namespace = namespace
         self.provisioner = Provisioner(rest, namespace, {scratch_class(namespace)})
         self.watch = ClaimWatch(kubeconfig, namespace, t0)
+        self._nodes: dict[str, str] = {}  # volume -> its node, once read
+
+    def node_of(self, volume: str) -> str:
+        """The node ``volume`` was made on ("" while it cannot be read)."""
+        if volume not in self._nodes:
+            try:
+                found = node_of(self.rest.read("persistentvolumes", volume))
+            except Exception:  # the API server away, or the volume not made yet: ask again
+                return ""
+            if found:
+                self._nodes[volume] = found
+        return self._nodes.get(volume, "")
 
     def start(self) -> Volumes:
         self.provisioner.start()

@@ -167,3 +167,32 @@ def test_some_plans_give_gangs_scratch_volumes_of_the_runs_class_never_to_movabl
                 template = scratch["ephemeral"]["volumeClaimTemplate"]["spec"]
                 assert template["storageClassName"] == scratch_class(NS)
     assert not any(g.volume for p in plans if not p.volumes for g in p.gangs)
+
+
+def test_a_pod_whose_volume_was_made_on_a_deleted_node_has_no_room_anywhere() -> None:
+    """Its volume holds it to that node: the first fit of I4 places it there or nowhere."""
+    from bench.chaos import Books, GangSpec, Observer, expectations  # noqa: PLC0415
+    from scheduler.model import names  # noqa: PLC0415
+
+    spec = GangSpec("g", "koord", 2, 2)
+    seen = Observer(None, NS, {}, 0.0)  # type: ignore[arg-type]
+    for i in range(2):
+        seen._apply(
+            {"metadata": {"name": f"g-{i}", "namespace": NS, "uid": f"u{i}",
+                          "annotations": {names.KOORD_NAME: "g",
+                                          names.KOORD_MIN_AVAILABLE: "2"}},
+             "spec": {"schedulerName": NS, "containers": [{"name": "m", "resources": {
+                 "requests": {"cpu": "1", "memory": "1Gi"}}}]},
+             "status": {"phase": "Pending"}},
+            1.0,
+        )  # fmt: skip
+    books = Books(NS, {"g": spec}, ["n0", "n1"])
+    expected, _, no_room = expectations(books, seen.pods)
+    assert sorted(expected) == ["g"]
+    seen.pods["u0"].pinned = "n1"
+    books.deleted_nodes["n1"] = 2.0
+    expected, _, no_room = expectations(books, seen.pods)
+    assert (expected, no_room) == ({}, ["g"])
+    seen.pods["u0"].pinned = "n0"  # its node is there: it fits
+    expected, _, _ = expectations(books, seen.pods)
+    assert sorted(expected) == ["g"]
