@@ -136,7 +136,7 @@ def test_pod_naming_an_upstream_podgroup_that_does_not_exist_waits_and_says_so(
         lambda: cluster.events("PodGroupNotFound"), timeout=BIND_TIMEOUT, what="PodGroupNotFound"
     )
     message = cluster.events("PodGroupNotFound")[0]
-    assert f"PodGroup {cluster.namespace}/ghost (scheduling.k8s.io/v1alpha2)" in message
+    assert f"PodGroup {cluster.namespace}/ghost (scheduling.k8s.io)" in message
     stays_unbound(cluster, pods, seconds=1)
     cluster.apply(upstream_podgroup("ghost", cluster.namespace, {"gang": {"minCount": 2}}))
     wait_bound(cluster, pods)

@@ -28,7 +28,7 @@ FAILED_PHASE = "Failed"
 # The Scheduled condition of a gang no pass has tried yet.
 NOT_TRIED = ("False", "Waiting", "not tried yet")
 
-# The upstream PodGroup (scheduling.k8s.io/v1alpha2): one condition, the type and reasons
+# The upstream PodGroup (scheduling.k8s.io): one condition, the type and reasons
 # kube-scheduler writes (schedule_one_podgroup.go).
 UPSTREAM_REASONS = ("Scheduled", "Unschedulable", "SchedulerError")
 # Volcano's PodGroup: its conditions and reasons as its gang plugin writes them, and its

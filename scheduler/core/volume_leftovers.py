@@ -9,7 +9,10 @@ longer fits there would wait for good. Once the wait the writer allowed is over,
 grace for its last writes and its take-back, the choice is released, so that the pod may
 go elsewhere. Only this scheduler's own writes (the field manager that owns the
 annotation) are released: another scheduler's choice is its to finish. A claim any bound
-pod uses is left alone, assumed pods included, as is a group's still waiting.
+pod uses is left alone, assumed pods included, as is a group's still waiting and one this
+very pass asks for again; so is a claim whose volume was made already (a volume names it,
+not yet bound by the PV controller): releasing it would not free the pod, whose volume is
+on that node.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections.abc import Iterable, Mapping
 
 from scheduler.model.decisions import VolumeRelease
 from scheduler.model.nodes import NodeInfo
-from scheduler.model.volumes import Claim
+from scheduler.model.volumes import Claim, Volume
 
 # After the writer's own wait: its deadline is counted from its last write, and its
 # take-back needs a moment. A short wait (a test's) gets as short a grace.
@@ -43,20 +46,24 @@ def leftover_choices(
     claims: Mapping[tuple[str, str], Claim],
     infos: Iterable[NodeInfo],
     *,
+    volumes: Iterable[Volume] = (),
+    asked_now: Iterable[tuple[str, str]] = (),
     manager: str,
     timeout: float,
     now: float,
 ) -> tuple[tuple[VolumeRelease, ...], float | None]:
     """The choices of ``manager`` to release now, and when the next one falls due (None if
-    none will)."""
+    none will). ``asked_now``: the claims this pass writes a choice for."""
     asked = [c for c in claims.values() if _asked(c, manager)]
     if not asked:
         return (), None
     used = {(pod.ref.namespace, name) for info in infos for pod in info.pods for name in pod.claims}
+    used.update(asked_now)
+    made = {v.claim.uid for v in volumes if v.claim is not None and v.claim.uid}
     due: list[VolumeRelease] = []
     later: float | None = None
     for claim in sorted(asked, key=lambda c: c.key):
-        if claim.key in used:
+        if claim.key in used or claim.uid in made:
             continue
         at = (claim.selected_at or 0.0) + timeout + grace(timeout)
         if at <= now:

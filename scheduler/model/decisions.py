@@ -55,6 +55,7 @@ class Placement:
     group: tuple[str, str] | None = None  # Sakkara group ConfigMap (namespace, name)
     podgroup: GangKey | None = None
     podgroup_api: PodGroupApi = PodGroupApi.OURS
+    podgroup_version: str = ""  # its apiVersion as read (the upstream kind's varies)
 
 
 @dataclass(frozen=True, slots=True)

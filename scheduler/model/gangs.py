@@ -108,6 +108,14 @@ class PodGroup:
     disruption_mode: str = ""
 
     @property
+    def served_as(self) -> str:
+        """The apiVersion it is written at: the version it was read at, for the upstream
+        kind (served at different versions by different releases)."""
+        if self.api is PodGroupApi.WORKLOAD and self.api_version:
+            return self.api_version
+        return self.api.value
+
+    @property
     def scheduled_condition(self) -> str:
         """The condition kube-scheduler writes on an upstream PodGroup of this version."""
         if self.api_version in ("", names.WORKLOAD_V1ALPHA2):

@@ -160,6 +160,12 @@ class PodGroupApi(Enum):
         """The name the cache and the watches know this kind by (a LIST's key)."""
         return _KINDS[self]
 
+    @property
+    def said(self) -> str:
+        """How messages name the kind: the upstream one by its group, as it is served at
+        the version the cluster's release serves (``value`` is only its 1.36 version)."""
+        return "scheduling.k8s.io" if self is PodGroupApi.WORKLOAD else self.value
+
 
 _KINDS = {
     PodGroupApi.OURS: "podgroups",

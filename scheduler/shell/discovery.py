@@ -24,21 +24,26 @@ def _split(path: str) -> tuple[str, str]:
 async def served_path(api: ApiClient, path: str, versions: Sequence[str]) -> str:
     """``path`` (``/apis/GROUP/VERSION/RESOURCE``) at the first of ``versions`` (group
     versions, most wanted first) whose resources the API server says include RESOURCE;
-    ``path`` itself when none does, or discovery cannot say (its LIST then says 404, as for
-    any kind not served)."""
+    ``path`` itself when none does (its LIST then says 404, as for any kind not served).
+    Raises ApiError when discovery fails otherwise (the API server starting, say): guessing
+    then would list a version that is not served and take the kind for absent."""
     group, resource = _split(path)
     try:
         listed = await api.request("GET", f"/apis/{group}")
-    except ApiError:
-        return path
+    except ApiError as error:
+        if error.status == 404:
+            return path
+        raise
     offered = {text(v.get("groupVersion")) for v in objs(obj(listed).get("versions"))}
     for version in versions:
         if version not in offered:
             continue
         try:
             resources = await api.request("GET", f"/apis/{version}")
-        except ApiError:
-            continue
+        except ApiError as error:
+            if error.status == 404:
+                continue
+            raise
         if any(text(r.get("name")) == resource for r in objs(obj(resources).get("resources"))):
             return f"/apis/{version}/{resource}"
     return path

@@ -474,7 +474,8 @@ class Patcher:
             ns, name = placement.podgroup.namespace, placement.podgroup.name
             writes.append(
                 self._write(
-                    f"/apis/{placement.podgroup_api.value}/namespaces/{ns}/podgroups/{name}",
+                    f"/apis/{placement.podgroup_version or placement.podgroup_api.value}"
+                    f"/namespaces/{ns}/podgroups/{name}",
                     {"metadata": {"annotations": {names.PLACEMENT: placement.tree}}},
                     what=f"podgroup {ns}/{name}",
                     gang=str(gang_binding.gang),

@@ -33,7 +33,7 @@ async def list_objects(
     api: ApiClient, kind: str, *, metadata_only: bool = False
 ) -> list[dict[str, Any]]:
     """Every object of a watched kind, paging through large lists; [] for a PodGroup kind
-    the API server does not serve (its CRD not installed, v1alpha2 not enabled): the watch
+    the API server does not serve (its CRD not installed, the Workload API off): the watch
     of such a kind delivers nothing, and the first sync must not wait for it."""
     items, _ = await list_versioned(api, kind, metadata_only=metadata_only)
     return items

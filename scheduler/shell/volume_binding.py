@@ -68,6 +68,9 @@ class VolumeWriter:
     ) -> None:
         self._api = api
         self._manager = f"?fieldManager={urllib.parse.quote(manager)}"
+        # Releases sent, by (claim uid, resourceVersion): the passes until the watch shows
+        # one ask for it again, and once is enough.
+        self._released: set[tuple[str, str]] = set()
         self._cache = cache
         self._fence = fence
         self._timeout = timeout_seconds
@@ -249,8 +252,12 @@ class VolumeWriter:
         """Take a leftover selected-node off its claim, if the claim is still as the pass saw
         it (its uid and resourceVersion): a claim changed since is the next pass's to judge.
         Best effort, and only while this replica leads."""
-        if not self._fence():
+        sent = (leftover.uid, leftover.resource_version)
+        if not self._fence() or sent in self._released:
             return
+        if len(self._released) > 10_000:  # kept small: only the latest matter
+            self._released.clear()
+        self._released.add(sent)
         subject = f"persistentvolumeclaim {leftover.namespace}/{leftover.name}"
         try:
             await self._api.merge_patch(

@@ -141,7 +141,7 @@ def test_a_podgroup_of_another_kind_with_the_same_name_is_not_the_gangs() -> Non
     result = schedule(snapshot([node("n0")], pods, podgroups=[ours]), now=T0)
     assert bind_map(result) == {}
     (message,) = set(events(result, "PodGroupNotFound"))
-    assert message.startswith("waiting for PodGroup default/mpi (scheduling.k8s.io/v1alpha2)")
+    assert message.startswith("waiting for PodGroup default/mpi (scheduling.k8s.io)")
 
 
 def test_the_cache_keeps_each_kind_apart_and_hands_the_gang_the_kind_its_pods_name() -> None:

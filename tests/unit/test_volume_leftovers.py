@@ -19,7 +19,7 @@ from scheduler.model.config import Config
 from scheduler.model.decisions import VolumeRelease
 from scheduler.model.nodes import NodeInfo
 from scheduler.model.times import format_time
-from scheduler.model.volumes import WAIT_FOR_FIRST_CONSUMER, Claim, StorageClass
+from scheduler.model.volumes import WAIT_FOR_FIRST_CONSUMER, Claim, ClaimRef, StorageClass, Volume
 from scheduler.shell.volume_binding import VolumeWriter
 from tests.unit.builders import T0, node, pod, snapshot
 from tests.unit.servers import server
@@ -157,3 +157,42 @@ def test_a_release_takes_the_annotation_off_the_claim_as_the_pass_saw_it_under_o
 def test_a_claim_changed_since_is_left_and_a_replica_that_does_not_lead_sends_nothing() -> None:
     assert len(_releasing(409)) == 1  # said once, never raised, never retried
     assert _releasing(200, leads=False) == []
+
+
+def test_a_choice_this_pass_asks_for_again_is_not_released() -> None:
+    """Room on the node it names came back: the gang goes there, its choice kept."""
+    nodes = [node(f"n{i}", cpu="4", labels={HOST: f"n{i}"}) for i in range(2)]
+    pinned = replace(
+        snapshot(nodes, [_member()]),
+        claims={("default", "d-0"): _claim()},
+        storage_classes={"made": MADE},
+    )
+    result = schedule(pinned, now=DUE, config=CONFIG)
+    [group] = result.bindings
+    assert [(w.name, w.node) for w in group.volumes] == [("d-0", "n0")]
+    assert result.volume_releases == ()
+
+
+def test_a_claim_whose_volume_was_made_but_not_yet_bound_is_not_released() -> None:
+    made = Volume("pvc-c0", claim=ClaimRef("default", "d-0", "c0"))
+    due, _ = leftover_choices(
+        {_claim().key: _claim()}, (), volumes=[made], manager=US, timeout=TIMEOUT, now=DUE
+    )
+    assert due == ()
+
+
+def test_a_release_is_sent_once_however_many_passes_ask_for_it() -> None:
+    seen: list[str] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        seen.append(request.method)
+        return web.json_response({})
+
+    async def run() -> None:
+        async with server(handler) as api:
+            writer = VolumeWriter(api, ClusterCache(scheduler_name=US))
+            await writer.release(RELEASE)
+            await writer.release(RELEASE)
+
+    asyncio.run(asyncio.wait_for(run(), 10))
+    assert seen == ["PATCH"]

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from scheduler.cache.cluster import ClusterCache
@@ -134,3 +135,43 @@ def test_a_status_is_written_at_the_version_the_podgroup_was_read_at() -> None:
     assert seen == [
         ("PATCH", "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups/train/status")
     ]
+
+
+def test_discovery_that_fails_otherwise_than_404_raises_rather_than_guess() -> None:
+    """An API server starting answers 503: listing v1alpha2 then would take a 1.37 cluster's
+    PodGroups for absent."""
+    from scheduler.shell.api import ApiError  # noqa: PLC0415
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"kind": "Status", "code": 503}, status=503)
+
+    async def run() -> str:
+        async with server(handler) as api:
+            return await served_path(api, DEFAULT, WORKLOAD_VERSIONS)
+
+    with pytest.raises(ApiError) as raised:
+        asyncio.run(asyncio.wait_for(run(), 10))
+    assert raised.value.status == 503
+
+
+def test_a_placement_is_written_on_the_podgroup_at_the_version_it_was_read_at() -> None:
+    from scheduler.model.decisions import GangBinding, Placement  # noqa: PLC0415
+    from scheduler.shell.patching import Patcher  # noqa: PLC0415
+
+    seen: list[tuple[str, str]] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        seen.append((request.method, request.path))
+        return web.json_response({})
+
+    placement = Placement(
+        ranks=(), tree="{}", retries=1, begin=0.0, podgroup=GangKey("ml", "train"),
+        podgroup_api=PodGroupApi.WORKLOAD, podgroup_version="scheduling.k8s.io/v1beta1",
+    )  # fmt: skip
+
+    async def run() -> None:
+        async with server(handler) as api:
+            await Patcher(api).placement(GangBinding(GangKey("ml", "train"), (), placement), 0.1)
+
+    asyncio.run(asyncio.wait_for(run(), 10))
+    assert seen == [("PATCH", "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups/train")]

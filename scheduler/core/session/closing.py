@@ -167,13 +167,17 @@ def _stale_claims(session: Session) -> tuple[tuple[str, str], ...]:
     )
 
 
-def _volume_releases(session: Session) -> tuple[VolumeRelease, ...]:
+def _volume_releases(
+    session: Session, bindings: tuple[GroupBinding, ...]
+) -> tuple[VolumeRelease, ...]:
     config = session.config
     if not config.bind_volumes:
         return ()
     due, later = leftover_choices(
         session.snapshot.claims,
         session.infos.values(),
+        volumes=session.snapshot.volumes.values(),
+        asked_now=((w.namespace, w.name) for g in bindings for w in g.volumes),
         manager=config.scheduler_name,
         timeout=config.volume_bind_timeout_seconds,
         now=session.now,
@@ -231,8 +235,10 @@ def close(session: Session) -> Result:
         )
         if status != gang.podgroup.status:
             statuses.append(StatusUpdate(key, status, gang.podgroup.api, gang.podgroup.api_version))
+    bindings = _volumed(session, _claimed(session, session.bindings))
+    releases = _volume_releases(session, bindings)  # before wake_at is read: it may wake
     return Result(
-        bindings=_volumed(session, _claimed(session, session.bindings)),
+        bindings=bindings,
         pod_patches=tuple(session.patches),
         pod_conditions=tuple(session.conditions),
         # One eviction a pod: a stale gang's member may be a preemption's victim too.
@@ -248,7 +254,7 @@ def close(session: Session) -> Result:
         errors=tuple(session.errors),
         topology_notes=session.topology_notes,
         stale_claims=_stale_claims(session),
-        volume_releases=_volume_releases(session),
+        volume_releases=releases,
         topology=session.topology if any_tiered else None,
         pending_gangs=waiting,
     )

@@ -103,12 +103,12 @@ class Readiness:
             served = (
                 ""
                 if api is PodGroupApi.OURS
-                else f" (if the API server does not serve {api.value}, install or enable it)"
+                else f" (if the API server does not serve {api.said}, install or enable it)"
             )
             return (
                 REASON_WAITING,
                 "PodGroupNotFound",
-                f"waiting for PodGroup {gang.key} ({api.value}), which does not exist: "
+                f"waiting for PodGroup {gang.key} ({api.said}), which does not exist: "
                 f"create it{served}, or give the pods the annotation "
                 f"{names.KOORD_MIN_AVAILABLE}",
             )

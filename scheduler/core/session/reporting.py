@@ -50,7 +50,7 @@ class Reporting:
             pg = gang.podgroup
             said.append(
                 Event(
-                    ObjectRef("PodGroup", pg.key.namespace, pg.key.name, pg.uid, pg.api.value),
+                    ObjectRef("PodGroup", pg.key.namespace, pg.key.name, pg.uid, pg.served_as),
                     kind,
                     reason,
                     message,
@@ -138,7 +138,7 @@ class Reporting:
         outcome.state = replace(outcome.state, below_min_said=True)
         if gang.podgroup is not None:
             pg = gang.podgroup
-            ref = ObjectRef("PodGroup", pg.key.namespace, pg.key.name, pg.uid, pg.api.value)
+            ref = ObjectRef("PodGroup", pg.key.namespace, pg.key.name, pg.uid, pg.served_as)
         else:
             alive = next(p for p in gang.members if p.bound and p.alive)
             ref = ObjectRef("Pod", alive.ref.namespace, alive.ref.name, alive.ref.uid)
@@ -157,6 +157,7 @@ class Reporting:
             group=(group.namespace, group.configmap) if group else None,
             podgroup=gang.key if gang.podgroup is not None else None,
             podgroup_api=gang.podgroup.api if gang.podgroup is not None else PodGroupApi.OURS,
+            podgroup_version=gang.podgroup.served_as if gang.podgroup is not None else "",
         )
 
     def refill_ranks(self, gang: Gang, bindings: list[Binding]) -> Placement | None:
