@@ -157,6 +157,10 @@ NODE_GPUS = 8  # DRA devices per workload node, in runs with devices (#24)
 WORKLOAD_LABEL = "gang-scheduler.io/test"  # the workload's nodeSelector: NAMESPACE
 RUN_LABEL = "gang-scheduler.io/chaos-run"  # on every node of a run, for clean-up
 CANARY_LABEL = "gang-scheduler.io/chaos-canary"
+# In runs with volumes: the scheduler's --volume-bind-timeout, short enough that the waits
+# the provisioner makes too long (chaos_volumes.Delaying) end, are taken back and go again
+# within a run, and that a choice a killed leader left is released within the recovery.
+VOLUME_BIND_TIMEOUT = 4.0
 FIT_SHARE = 0.6  # the workload's requests: at most this share of the surviving capacity
 RECOVERY_SECONDS = 60.0  # I4 and I5: the bound after the last fault / a canary's creation
 RECOVERY_SECONDS_SMALL = 30.0  # the same, for the small workloads of the short version
@@ -974,6 +978,7 @@ class PodState:
     moved: bool = False
     scratch: str = ""  # the claim its scratch volume makes, if it has one
     bound_rv: int = 0  # the resourceVersion at which it was first seen bound
+    bind_watched: bool = False  # that version is its bind's (a watch event), not a LIST's
     # The node a volume already made for its claim is on: the only node it may go to.
     pinned: str = ""
 
@@ -1154,11 +1159,11 @@ class Observer:
                     pod = self.pods[obj["metadata"]["uid"]]
                 self._update(pod, t, gone=True)
             else:
-                self._apply(obj, t)
+                self._apply(obj, t, watched=True)
 
     # the state
 
-    def _apply(self, obj: dict, t: float) -> None:
+    def _apply(self, obj: dict, t: float, *, watched: bool = False) -> None:
         meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
         uid = meta["uid"]
         pod = self.pods.get(uid)
@@ -1196,6 +1201,7 @@ class Observer:
         if not pod.node and spec.get("nodeName"):
             with contextlib.suppress(ValueError):
                 pod.bound_rv = int(meta.get("resourceVersion") or 0)
+            pod.bind_watched = watched
         self._update(
             pod,
             t,
@@ -1478,9 +1484,11 @@ class Replicas:
         lease_seconds: int,
         clock: Callable[[], float],
         consolidating: bool = False,
+        volume_bind_timeout: float | None = None,
     ) -> None:
         self.directory = directory
         self.consolidating = consolidating
+        self.volume_bind_timeout = volume_bind_timeout
         self.kubeconfig = kubeconfig
         self.name = name
         self.namespace = namespace
@@ -1514,6 +1522,8 @@ class Replicas:
             ]
         if self.consolidating:
             argv += ["--actions", CONSOLIDATING]
+        if self.volume_bind_timeout is not None:
+            argv += ["--volume-bind-timeout", f"{self.volume_bind_timeout:g}"]
         return argv
 
     def start(self, replica: Replica) -> None:
@@ -1807,6 +1817,7 @@ class Run:
             lease_seconds=self.plan.lease_seconds,
             clock=self.clock,
             consolidating=self.plan.consolidation,
+            volume_bind_timeout=VOLUME_BIND_TIMEOUT if self.plan.volumes else None,
         )
         self.replicas.start_all()
         deadline = time.monotonic() + 45
@@ -1860,7 +1871,15 @@ class Run:
         if not self.api.create("/apis/storage.k8s.io/v1/storageclasses", made):
             raise RuntimeError("the run's StorageClass could not be created")
         rest = Rest(self.api.client, timeout=HTTP_TIMEOUT)
-        self.volumes = Volumes(rest, self.api.kubeconfig, self.namespace, self.t0).start()
+        self.volumes = Volumes(
+            rest,
+            self.api.kubeconfig,
+            self.namespace,
+            self.t0,
+            seed=self.plan.seed,
+            bind_timeout=VOLUME_BIND_TIMEOUT,
+        )
+        self.volumes.start()
 
     def teardown(self) -> None:
         if self.replicas is not None:
@@ -1914,6 +1933,13 @@ class Run:
             )
         if self.volumes is not None:
             self.volumes.remove()
+        with contextlib.suppress(Exception):  # made before a failure to start its provisioner
+            self.api.retrying(
+                "DELETE",
+                "/apis/storage.k8s.io/v1/storageclasses",
+                within=15,
+                params={"labelSelector": f"{RUN_LABEL}={ns}"},
+            )
         for kind in ("resourceslices", "deviceclasses"):
             with contextlib.suppress(Exception):
                 self.api.retrying(
@@ -2325,7 +2351,7 @@ class Run:
         assert self.volumes is not None
         claims = self.volumes.watch.copy()
         mounting = [
-            Mounting(p.name, p.uid, p.scratch, p.node, p.bound_rv, p.alive)
+            Mounting(p.name, p.uid, p.scratch, p.node, p.bound_rv, p.alive, p.bind_watched)
             for p in pods.values()
             if p.scratch and not p.gone
         ]

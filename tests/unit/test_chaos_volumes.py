@@ -196,3 +196,26 @@ def test_a_pod_whose_volume_was_made_on_a_deleted_node_has_no_room_anywhere() ->
     seen.pods["u0"].pinned = "n0"  # its node is there: it fits
     expected, _, _ = expectations(books, seen.pods)
     assert sorted(expected) == ["g"]
+
+
+def test_a_pod_first_seen_bound_in_a_list_is_counted_not_judged() -> None:
+    claims = watch()
+    claims.changed("ADDED", claim("w-0-scratch", owner="pod-uid", rv=5))
+    claims.changed("MODIFIED", claim("w-0-scratch", owner="pod-uid", rv=30, volume="pv-1"))
+    listed = Mounting("w-0", "pod-uid", "w-0-scratch", "n0", 40, True, bind_watched=False)
+    found, unordered = volume_violations(
+        [listed], claims.copy(), {"pv-1": volume("pv-1", "n0")}, rival_bound=()
+    )
+    assert (found, unordered) == ([], 1)
+
+
+def test_one_volume_in_five_is_made_past_the_schedulers_wait_and_the_rest_within_a_second() -> None:
+    from bench.chaos_volumes import Delaying  # noqa: PLC0415
+
+    slow = Delaying(None, NS, set(), seed=7, bind_timeout=4.0)  # type: ignore[arg-type]
+    delays = [slow._delay() for _ in range(1000)]
+    late = [d for d in delays if d > 4.0]
+    assert 150 <= len(late) <= 250
+    assert slow.slow == len(late)
+    assert all(5.0 <= d <= 7.0 for d in late)
+    assert all(d < 1.0 for d in delays if d <= 4.0)
