@@ -310,7 +310,7 @@ def _kube_scheduler(
         limits=limits,
         profile={"schedulerName": "kube-scheduler-gang"},
     )
-    gates = "GenericWorkload=true,GangScheduling=true"
+    gates = local_cluster.scheduler_gates(local_cluster.binary_release(kube_scheduler_binary()))
     return Contender(
         key="kube_scheduler",
         label="kube-scheduler (GangScheduling)",

@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -116,13 +117,56 @@ class ControlPlane:
         return [p for p in self.processes if p.alive()]
 
 
-# The upstream Workload API: scheduling.k8s.io/v1alpha2 PodGroups and the pods'
-# spec.schedulingGroup. A gang source we read (#13), and what kube-scheduler's own gang
-# scheduling, a peer in make bench, needs on the API server (v1.36).
+# The upstream Workload API: scheduling.k8s.io PodGroups and the pods' spec.schedulingGroup.
+# A gang source we read (#13), and what kube-scheduler's own gang scheduling, a peer in make
+# bench, needs on the API server: v1alpha2 behind GenericWorkload and GangScheduling in 1.36;
+# v1beta1 behind GenericWorkload alone in 1.37, which refuses the GangScheduling gate.
 WORKLOAD_API_FLAGS = (
     "--feature-gates=GenericWorkload=true,GangScheduling=true",
     "--runtime-config=scheduling.k8s.io/v1alpha2=true",
 )
+WORKLOAD_API_FLAGS_1_37 = (
+    "--feature-gates=GenericWorkload=true",
+    "--runtime-config=scheduling.k8s.io/v1beta1=true",
+)
+
+
+def release_of(version: str) -> tuple[int, int]:
+    """(major, minor) of a ``--version`` line ("Kubernetes v1.37.2"); (0, 0) if unreadable."""
+    found = re.search(r"v(\d+)\.(\d+)", version)
+    return (int(found.group(1)), int(found.group(2))) if found else (0, 0)
+
+
+def apiserver_flags(release: tuple[int, int], *, workload_api: bool) -> tuple[str, ...]:
+    """What the local API server needs beyond the common flags, by its release. From 1.37 it
+    refuses a loopback --advertise-address with the default endpoint reconciler (the
+    kubernetes Service's endpoints would point at a loopback address): none is run, as
+    nothing here needs that Service."""
+    newer = release >= (1, 37)
+    flags: tuple[str, ...] = ("--advertise-address=127.0.0.1",)
+    if newer:
+        flags += ("--endpoint-reconciler-type=none",)
+    if workload_api:
+        flags += WORKLOAD_API_FLAGS_1_37 if newer else WORKLOAD_API_FLAGS
+    return flags
+
+
+def scheduler_gates(release: tuple[int, int]) -> str:
+    """kube-scheduler's feature gates for its own gang scheduling, by its release."""
+    return (
+        "GenericWorkload=true" if release >= (1, 37) else "GenericWorkload=true,GangScheduling=true"
+    )
+
+
+def binary_release(binary: Path) -> tuple[int, int]:
+    """The release of a Kubernetes binary, from its ``--version``."""
+    try:
+        said = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return (0, 0)
+    return release_of(said)
 
 
 def resolve_binaries(*, bin_dir: Path | None = None) -> Binaries:
@@ -299,6 +343,14 @@ def install_crds(plane: ControlPlane, crds: Path = CRDS) -> None:
             time.sleep(0.2)
 
 
+def _client_flags(client: tuple[float, int] | None) -> tuple[str, ...]:
+    """A Kubernetes component's client QPS and burst as its flags (None: none, its defaults)."""
+    if client is None:
+        return ()
+    qps, burst = client
+    return (f"--kube-api-qps={qps:g}", f"--kube-api-burst={burst}")
+
+
 def up(
     directory: Path = DEFAULT_DIR,
     *,
@@ -306,6 +358,7 @@ def up(
     audit_policy: str | None = None,
     bin_dir: Path | None = None,
     workload_api: bool = True,
+    controller_client: tuple[float, int] | None = None,
 ) -> ControlPlane:
     """Start etcd, kube-apiserver, kube-controller-manager (Jobs only) and KWOK in
     ``directory``, install the CRDs. With ``audit_policy`` (an audit Policy as YAML) the API
@@ -313,6 +366,9 @@ def up(
     requests from it). ``bin_dir``: binaries that replace the built ones (an older API
     server, say; ``resolve_binaries``); ``workload_api`` False leaves out the v1.36 feature
     gates and API group of the upstream Workload API, which an older API server refuses.
+    ``controller_client``: the controller-manager's client QPS and burst (None: its own
+    defaults, 20 and 30); make bench's backlog with volumes waits on its PV controller,
+    which at 20 QPS would bind a few claims a second whatever the scheduler.
 
     Raises AlreadyRunning if that folder's control plane still runs. A folder left by a
     control plane that died is cleaned first. On any failure, whatever was started is stopped.
@@ -378,7 +434,6 @@ def up(
             [
                 f"--etcd-servers=http://127.0.0.1:{etcd_port}",
                 "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
                 f"--secure-port={api_port}",
                 f"--cert-dir={directory / 'pki'}",
                 f"--tls-cert-file={pki.serving_cert}",
@@ -395,7 +450,9 @@ def up(
                 "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
                 "--allow-privileged=true",
                 "--profiling=false",
-                *(WORKLOAD_API_FLAGS if workload_api else ()),
+                *apiserver_flags(
+                    binary_release(binaries.kube_apiserver), workload_api=workload_api
+                ),
                 *_audit_flags(directory, audit_policy),
             ],
             logs,
@@ -435,6 +492,7 @@ def up(
                 "--bind-address=127.0.0.1",
                 f"--secure-port={kcm_port}",
                 f"--cert-dir={directory / 'pki' / 'kube-controller-manager'}",
+                *_client_flags(controller_client),
             ],
             logs,
         )
