@@ -117,6 +117,7 @@ def stated_options(
     total = _count(annotations, names.KOORD_TOTAL_NUMBER, errors)
     waiting = _duration(annotations, names.KOORD_WAITING_TIME, errors)
     starvation = _duration(annotations, names.STARVATION_AFTER, errors)
+    expected = _duration(annotations, names.EXPECTED_DURATION, errors)
     stale = (
         math.inf
         if str(annotations.get(names.STALE_AFTER, "")).strip().lower() == "never"
@@ -148,6 +149,7 @@ def stated_options(
         "total_number": total,
         "waiting_seconds": waiting,
         "starvation_seconds": starvation,
+        "expected_seconds": expected,
         "stale_seconds": stale,
         "mode": mode,
         "groups": groups,

@@ -349,6 +349,7 @@ def pod_from_dict(raw: object) -> Pod:
         node_name=text(spec.get("nodeName")),
         phase=text(status.get("phase")) or "Pending",
         priority=whole(spec.get("priority")),
+        deadline_seconds=whole(spec.get("activeDeadlineSeconds")),
         preempts=text(spec.get("preemptionPolicy")) != "Never",
         nominated_node=text(status.get("nominatedNodeName")),
         priority_class=text(spec.get("priorityClassName")),
@@ -471,6 +472,7 @@ def _stated_options(options: GangOptions) -> dict[str, Any]:
         "groups": options.groups,
         "constraints": options.constraints,
         "starvation_seconds": options.starvation_seconds,
+        "expected_seconds": options.expected_seconds,
         "stale_seconds": options.stale_seconds,
         "network_topology": options.network_topology,
     }

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from scheduler.core import fragmentation
 from scheduler.core.arranging import Arranger, Tree, tree_order
 from scheduler.core.arranging import describe as describe_constraint
+from scheduler.core.durations import expected_duration
 from scheduler.core.filtering import static_reason
 from scheduler.core.gangs import priority_of, resolve
 from scheduler.core.placing import Ledger, NodeFinder
@@ -145,6 +146,7 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
     ]
     if gang.origin:
         lines.append(gang.origin)
+    lines.extend(_duration_lines(gang))
     if len(gang.group) > 1:
         lines.append("GangGroup: " + ", ".join(str(k) for k in gang.group))
     lines.extend([*(f"invalid: {error}" for error in gang.errors), *_subgroup_lines(gang)])
@@ -186,6 +188,15 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
             lines.append("nothing pending: every member is bound or finished")
         lines.extend(_preemption_lines(result, snapshot, members, pending, key))
     return lines
+
+
+def _duration_lines(gang: Gang) -> list[str]:
+    """How long it is expected to run, when it says (nothing when it does not: the gangs
+    that state nothing are most, and say nothing else either)."""
+    duration = expected_duration(gang)
+    if duration.p50 is None:
+        return []
+    return [f"expected to run for {_age(duration.p50)} once bound ({duration.basis})"]
 
 
 def _memory_lines(state: GangState | None, *, now: float) -> list[str]:

@@ -81,6 +81,7 @@ class PodGroup:
     min_resources: Resources | None = None
     timeout_seconds: float | None = None
     starvation_seconds: float | None = None  # gang-scheduler.io/starvation-after
+    expected_seconds: float | None = None  # gang-scheduler.io/expected-duration
     stale_seconds: float | None = None  # gang-scheduler.io/stale-after
     created: float = 0.0
     mode: Mode | None = None
@@ -153,6 +154,8 @@ class Gang:
     stale_seconds: float | None = None
     # How long it may wait before it is the head gang; None: --starvation-after.
     starvation_seconds: float | None = None
+    # How long it is expected to run once bound, as stated; None: not stated.
+    expected_seconds: float | None = None
     sakkara: SakkaraGroup | None = None
     priority: int | None = None  # a Sakkara group's own priority, over its pods'
     # How the gang was formed, when its owner formed it ("gang from JobSet ml/llama: …").

@@ -37,6 +37,9 @@ SCORINGS = ("pack", "spread")
 # On a PodGroup or the pods of a gang: how long it may wait before it becomes the head gang,
 # whose room is held as it frees (a duration, like waiting-time); --starvation-after otherwise.
 STARVATION_AFTER = OUR_PREFIX + "starvation-after"
+# On a PodGroup, the pods of a gang or their owner: how long the gang is expected to run once
+# bound (a duration): what the scheduler counts on to say when waiting gangs will start.
+EXPECTED_DURATION = OUR_PREFIX + "expected-duration"
 # On a PodGroup, the pods of a gang or their owner: how long a running gang may have
 # fewer running members than its minimum before the rest are evicted (a duration, or
 # "never"); --stale-gang-after otherwise (off by default).

@@ -236,6 +236,7 @@ class GangOptions:
     total_number: int | None = None
     waiting_seconds: float | None = None
     starvation_seconds: float | None = None  # gang-scheduler.io/starvation-after
+    expected_seconds: float | None = None  # gang-scheduler.io/expected-duration
     stale_seconds: float | None = None  # gang-scheduler.io/stale-after; inf: "never"
     mode: Mode | None = None
     groups: tuple[GangKey, ...] | None = None
@@ -291,6 +292,8 @@ class Pod:
     timed_out: bool = False  # carries gang.scheduling.koordinator.sh/timeout=true
     first_attempt: float | None = None  # gang-scheduler.io/first-attempt, when written
     bound_by: str = ""  # gang-scheduler.io/bound-by: the scheduler whose bind placed it
+    # spec.activeDeadlineSeconds: the kubelet ends it that long after it starts, at the latest.
+    deadline_seconds: int | None = None
     # spec.schedulingGates by name: while any is left the pod is not placed (kube-scheduler's
     # PreEnqueue), whatever its gang does.
     gates: tuple[str, ...] = ()
