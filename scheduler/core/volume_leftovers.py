@@ -54,28 +54,29 @@ def leftover_choices(
 ) -> tuple[tuple[VolumeRelease, ...], float | None]:
     """The choices of ``manager`` to release now, and when the next one falls due (None if
     none will). ``asked_now``: the claims this pass writes a choice for."""
-    asked = [c for c in claims.values() if _asked(c, manager)]
-    if not asked:
+    due_at = {
+        claim.key: (claim.selected_at or 0.0) + timeout + grace(timeout)
+        for claim in claims.values()
+        if _asked(claim, manager)
+    }
+    if not due_at:
         return (), None
+    later = min((at for at in due_at.values() if at > now), default=None)
+    ripe = sorted(key for key, at in due_at.items() if at <= now)
+    if not ripe:  # the common case while choices are fresh: no walk over every pod
+        return (), later
     used = {(pod.ref.namespace, name) for info in infos for pod in info.pods for name in pod.claims}
     used.update(asked_now)
     made = {v.claim.uid for v in volumes if v.claim is not None and v.claim.uid}
-    due: list[VolumeRelease] = []
-    later: float | None = None
-    for claim in sorted(asked, key=lambda c: c.key):
-        if claim.key in used or claim.uid in made:
-            continue
-        at = (claim.selected_at or 0.0) + timeout + grace(timeout)
-        if at <= now:
-            due.append(
-                VolumeRelease(
-                    claim.namespace,
-                    claim.name,
-                    uid=claim.uid,
-                    node=claim.selected_node or "",
-                    resource_version=claim.resource_version,
-                )
-            )
-        elif later is None or at < later:
-            later = at
-    return tuple(due), later
+    due = tuple(
+        VolumeRelease(
+            claim.namespace,
+            claim.name,
+            uid=claim.uid,
+            node=claim.selected_node or "",
+            resource_version=claim.resource_version,
+        )
+        for key in ripe
+        if key not in used and (claim := claims[key]).uid not in made
+    )
+    return due, later
