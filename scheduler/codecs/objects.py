@@ -31,6 +31,7 @@ from scheduler.model.decisions import PREEMPTED_BY_SCHEDULER, STALE_GANG
 from scheduler.model.gangs import Condition, PodGroup, PodGroupStatus, clip_message
 from scheduler.model.nodes import Node, Taint
 from scheduler.model.pods import (
+    TERMINAL_PHASES,
     Disruption,
     GangClaim,
     GangKey,
@@ -325,6 +326,20 @@ def pod_gang(
     )
 
 
+def _run_of(status: Mapping[str, Any]) -> dict[str, float | None]:
+    """A finished pod's start and end: status.startTime, and the last of its containers'
+    terminated.finishedAt."""
+    ends = [
+        parse_time(obj(obj(obj(c).get("state")).get("terminated")).get("finishedAt"))
+        for c in objs(status.get("containerStatuses"))
+    ]
+    known = [end for end in ends if end is not None]
+    return {
+        "started": parse_time(status.get("startTime")),
+        "finished": max(known) if known and len(known) == len(ends) else None,
+    }
+
+
 def pod_from_dict(raw: object) -> Pod:
     body = obj(raw)
     meta, spec, status = obj(body.get("metadata")), obj(body.get("spec")), obj(body.get("status"))
@@ -350,6 +365,7 @@ def pod_from_dict(raw: object) -> Pod:
         phase=text(status.get("phase")) or "Pending",
         priority=whole(spec.get("priority")),
         deadline_seconds=whole(spec.get("activeDeadlineSeconds")),
+        **(_run_of(status) if text(status.get("phase")) in TERMINAL_PHASES else {}),
         preempts=text(spec.get("preemptionPolicy")) != "Never",
         nominated_node=text(status.get("nominatedNodeName")),
         priority_class=text(spec.get("priorityClassName")),

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from scheduler.core import fragmentation
 from scheduler.core.arranging import Arranger, Tree, tree_order
 from scheduler.core.arranging import describe as describe_constraint
-from scheduler.core.durations import expected_duration
+from scheduler.core.durations import expected_duration, history
 from scheduler.core.filtering import static_reason
 from scheduler.core.gangs import priority_of, resolve
 from scheduler.core.placing import Ledger, NodeFinder
@@ -146,7 +146,7 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
     ]
     if gang.origin:
         lines.append(gang.origin)
-    lines.extend(_duration_lines(gang))
+    lines.extend(_duration_lines(gang, history(resolution.gangs.values())))
     if len(gang.group) > 1:
         lines.append("GangGroup: " + ", ".join(str(k) for k in gang.group))
     lines.extend([*(f"invalid: {error}" for error in gang.errors), *_subgroup_lines(gang)])
@@ -190,13 +190,14 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
     return lines
 
 
-def _duration_lines(gang: Gang) -> list[str]:
-    """How long it is expected to run, when it says (nothing when it does not: the gangs
-    that state nothing are most, and say nothing else either)."""
-    duration = expected_duration(gang)
-    if duration.p50 is None:
+def _duration_lines(gang: Gang, runs: dict[str, tuple[float, ...]]) -> list[str]:
+    """How long it is expected to run, when that is known (nothing when it is not: most
+    gangs state nothing, and nothing else is said of them either)."""
+    duration = expected_duration(gang, runs=runs)
+    if duration.p50 is None or duration.p90 is None:
         return []
-    return [f"expected to run for {_age(duration.p50)} once bound ({duration.basis})"]
+    spread = f", {_age(duration.p90)} at p90" if duration.p90 != duration.p50 else ""
+    return [f"expected to run for {_age(duration.p50)}{spread} once bound ({duration.basis})"]
 
 
 def _memory_lines(state: GangState | None, *, now: float) -> list[str]:

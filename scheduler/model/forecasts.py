@@ -10,6 +10,7 @@ class DurationSource(Enum):
     """Where a gang's expected run time comes from, the most trusted first."""
 
     DECLARED = "declared"  # gang-scheduler.io/expected-duration
+    HISTORY = "history"  # how long gangs like it ran
     DEADLINE = "deadline"  # activeDeadlineSeconds: an upper bound, never a guess
     UNKNOWN = "unknown"
 

@@ -40,6 +40,9 @@ STARVATION_AFTER = OUR_PREFIX + "starvation-after"
 # On a PodGroup, the pods of a gang or their owner: how long the gang is expected to run once
 # bound (a duration): what the scheduler counts on to say when waiting gangs will start.
 EXPECTED_DURATION = OUR_PREFIX + "expected-duration"
+# On the pods of a gang: the gangs whose past runs tell how long it runs (within its namespace);
+# without it, gangs whose names differ only by a generated tail (train-x7k2p, train-28374650).
+DURATION_CLASS = OUR_PREFIX + "duration-class"
 # On a PodGroup, the pods of a gang or their owner: how long a running gang may have
 # fewer running members than its minimum before the rest are evicted (a duration, or
 # "never"); --stale-gang-after otherwise (off by default).
