@@ -27,9 +27,18 @@ from e2e.fixtures import (
     wait_for,
 )
 from e2e.test_gang_scheduling import koord as _koord
-from e2e.test_gang_scheduling import podgroup
+from e2e.test_gang_scheduling import podgroup, wait_bound
+from e2e.test_gang_volumes import (
+    BoundBeforeItsClaim,
+    _apply_members,
+    _claim,
+    _claims,
+    _class,
+    _each_bound_on_its_pods_node,
+)
 from scheduler.model import names
 from testbed import cluster as local_cluster
+from testbed.provisioner import SELECTED_NODE, provisioning
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
 
@@ -124,6 +133,40 @@ def test_api_server_killed_mid_burst_then_every_gang_ends_whole_and_a_new_one_bi
     assert recovered < RECOVERY_SECONDS
     scheduler.assert_alive()
     print(json.dumps({"recovered_seconds": round(recovered, 1)}))
+
+
+def test_a_gang_waiting_for_its_volumes_binds_whole_after_an_api_server_restart(
+    plane: ClusterAccess, cluster: Cluster, scheduler: SchedulerProcess
+) -> None:
+    """The scheduler has asked for the gang's volumes on their nodes and waits for them when
+    the API server dies; the provisioner only comes after it is back. The wait goes on
+    across the outage (the claims' watch re-lists), and the gang binds whole, each volume on
+    its pod's node, no pod before its claim."""
+    nodes = cluster.nodes(3, cpu="4")
+    wait_for(lambda: "cache synced" in scheduler.log.read_text(), timeout=30, what="a sync")
+    made = _class(cluster, "made")
+    members = {f"w-{i}": f"data-{i}" for i in range(3)}
+    cluster.apply(*(_claim(cluster, claim, made) for claim in members.values()))
+    with BoundBeforeItsClaim(cluster, members) as watcher:
+        _apply_members(cluster, members, scheduler.name, cpu="3")
+
+        def asked() -> bool:
+            claims = _claims(cluster)
+            return all(
+                SELECTED_NODE in (claims[c]["metadata"].get("annotations") or {})
+                for c in members.values()
+            )
+
+        wait_for(asked, timeout=30, what="a node selected for every claim of the gang")
+        local_cluster.restart(plane.kubeconfig.parent, "kube-apiserver", down_seconds=3)
+        assert not cluster.bound() & set(members), "a pod was bound before its volume was made"
+        with provisioning(plane.rest, cluster.namespace, {made}) as provisioner:
+            wait_bound(cluster, set(members))
+        assert watcher.seen == [], "a pod was bound before its claim"
+    assert sorted(provisioner.made) == sorted(members.values()), provisioner.errors
+    assert sorted(cluster.placements()[pod] for pod in members) == sorted(nodes), "one a node"
+    _each_bound_on_its_pods_node(cluster, members)
+    scheduler.assert_alive()
 
 
 def _freeze(pid: int) -> None:

@@ -324,3 +324,43 @@ def test_a_gang_is_spread_by_the_csi_attach_limits_of_its_nodes(
     placed = cluster.placements()
     assert sorted(placed[pod] for pod in members) == sorted(nodes), "one a node"
     scheduler.assert_alive()
+
+
+def test_a_node_a_killed_scheduler_asked_for_is_released_and_the_gang_goes_elsewhere(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    """The scheduler asks for the gang's volume on a node and is killed while it waits (no
+    provisioner yet): nothing takes its choice back, and the node fills up meanwhile. The
+    next scheduler may not put the gang there, nor elsewhere while the claim names that
+    node; once the wait (--volume-bind-timeout) and its grace are over, it releases the
+    choice, and the gang binds on the node left, with its volume made there."""
+    from e2e.test_incarnations import occupy  # noqa: PLC0415
+
+    nodes = cluster.nodes(2, cpu="4")
+    flags = ("--bind-volumes", "--volume-bind-timeout", "3")
+    first = private_scheduler.start(*flags)
+    made = _class(cluster, "made")
+    members = {"w-0": "data-0"}
+    cluster.apply(_claim(cluster, "data-0", made))
+    _apply_members(cluster, members, private_scheduler.name, cpu="3")
+
+    def asked() -> str:
+        return (_claims(cluster)["data-0"]["metadata"].get("annotations") or {}).get(
+            SELECTED_NODE, ""
+        )
+
+    chosen = wait_for(asked, timeout=BIND_TIMEOUT, what="a node asked for the claim's volume")
+    first.kill()
+    occupy(cluster, chosen, cpu="4")
+    second = private_scheduler.start(*flags)
+    stays_unbound(cluster, set(members), seconds=2)  # held to the full node meanwhile
+    wait_for(lambda: not asked(), timeout=BIND_TIMEOUT, what="the choice released")
+    # The provisioner only now: it would make the volume wherever the claim says.
+    with provisioning(cluster.access.rest, cluster.namespace, {made}) as provisioner:
+        wait_bound(cluster, set(members))
+    (other,) = set(nodes) - {chosen}
+    assert cluster.placements()["w-0"] == other
+    assert provisioner.made == ["data-0"]
+    _each_bound_on_its_pods_node(cluster, members)
+    assert "volume choice released" in second.log.read_text()
+    second.assert_alive()

@@ -80,7 +80,16 @@ class Parking:
             if exclusive is not None
             else ()
         )
-        return (*gang.members, spec, tree, sized, queues, users)
+        # Its members' PersistentVolumeClaims as they were: one bound, made, or no longer
+        # asked for on a node (a choice released, a provisioner giving it back) may let it
+        # go where it could not.
+        stored = self.session.snapshot.claims
+        claims = (
+            tuple(stored.get((p.ref.namespace, name)) for p in gang.members for name in p.claims)
+            if stored
+            else ()
+        )
+        return (*gang.members, spec, tree, sized, queues, users, claims)
 
     def park(self, gang: Gang) -> None:
         """The gang failed for want of room: into the unschedulable set until a change could
