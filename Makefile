@@ -73,6 +73,9 @@ clients: setup binaries
 # makes a quick one; BENCH_ARGS=--scale the scale tier (5,000 nodes, 30,000 pods; long),
 # BENCH_ARGS=--scale-xl the bigger one (10,000 nodes, 60,000 pods in gangs of 1 to 256);
 # BENCH_ARGS="--rounds 1" one round instead of three. make bench-curve: our cost curve.
+# The standard tier's last workload is the backlog with volumes (#45: 3,000 pods in gangs of 4
+# to 8, a WaitForFirstConsumer claim each, kube-scheduler's as single pods; bench/volumes.py):
+# BENCH_ARGS="--workload backlog_volumes --nodes 100 --volume-pods 200 --rounds 1" alone.
 BENCH_ARGS ?=
 bench: setup binaries
 	$(PY) -m bench.solver

@@ -26,6 +26,13 @@ KWOK nodes (1,000 by default), and ``--rounds`` rounds (3 by default) of, in tha
      holding part of the cluster (some members bound, not all), time to the K-th whole
      gang, and pods sent back (a pod held a node at Permit, then was rejected: its
      FailedScheduling event says so).
+   - **Backlog with volumes** (``--volume-pods``, 3,000 by default, in gangs of
+     ``--volume-gangs`` 4 to 8; kube-scheduler's as single pods, its default profile): a
+     backlog as above whose every pod names a claim of its own, of a WaitForFirstConsumer
+     StorageClass; the bench's provisioner makes each volume on the node a scheduler chose
+     and kube-controller-manager's PV controller (its client at the schedulers' QPS) binds
+     it. Also checked: every bound pod's claim Bound to a volume on its node, and bound
+     before the pod was (bench/volumes.py); a scheduler that breaks either fails.
 
    For each: the scheduler's CPU seconds (utime + stime from /proc) and peak RSS at its
    last bind and at its last write of the workload (bench/metering.py), and its API
@@ -81,6 +88,19 @@ from bench.schedulers import (
     skewed_control_plane,
     stop,
 )
+from bench.volumes import (
+    BindOrder,
+    Provisioning,
+    claim_name,
+    events_settled,
+    gang_sizes,
+    make_claims,
+    volumes_of,
+    with_claim,
+)
+from bench.volumes import check as check_volumes
+from bench.volumes import clear as clear_volumes
+from bench.volumes import timings as volume_timings
 from bench.watching import BindWatch
 from scheduler.shell.api import ApiClient, ApiError, load_credentials
 from testbed import cluster as local_cluster
@@ -106,11 +126,13 @@ class Gangs:
         return Gangs(sizes=(size,) * (pods // size)) if size > 1 else Gangs(None, singles=pods)
 
     @staticmethod
-    def mixed(pods: int, *, largest: int, seed: int) -> Gangs:
+    def mixed(pods: int, *, largest: int, seed: int, smallest: int = 1) -> Gangs:
+        """Gangs of ``smallest`` to ``largest`` members, drawn with ``seed``, ``pods`` in
+        all: the last takes what is left (it may be smaller)."""
         rng = random.Random(seed)
         sizes: list[int] = []
         while sum(sizes) < pods:
-            sizes.append(min(rng.randint(1, largest), pods - sum(sizes)))
+            sizes.append(min(rng.randint(smallest, largest), pods - sum(sizes)))
         return Gangs(sizes=tuple(sizes))
 
     @property
@@ -136,9 +158,10 @@ async def submit(
     concurrency: int,
     rate: float | None = None,
     shuffle: random.Random | None = None,
+    each_pod: Callable[[dict], dict] | None = None,
 ) -> dict[str, float]:
-    """Create the PodGroups, then the pods (gang after gang, or shuffled); returns when each
-    pod's creation was acknowledged."""
+    """Create the PodGroups, then the pods (gang after gang, or shuffled; ``each_pod``: a last
+    touch to each pod's manifest); returns when each pod's creation was acknowledged."""
     if gangs.sizes is not None:
         posts = [
             contender.podgroup(namespace=namespace, name=f"g{g}", size=size, requests=requests)
@@ -150,6 +173,8 @@ async def submit(
         for gang, pods in gangs.members().items()
         for pod in pods
     ]
+    if each_pod is not None:
+        manifests = [each_pod(m) for m in manifests]
     if shuffle is not None:
         shuffle.shuffle(manifests)
     return await create_pods(api, namespace, manifests, concurrency=concurrency, rate=rate)
@@ -200,6 +225,9 @@ class Setting:
     # last of a run is never cleared, as its control plane goes down with it (30,000 pods
     # took over 13 minutes to delete at 5,000 nodes).
     left: list[str] = field(default_factory=list)
+    # Those of them with claims (the backlog with volumes): their claims, volumes and
+    # StorageClass go too, once their pods are gone.
+    with_volumes: set[str] = field(default_factory=set)
 
 
 async def fresh(setting: Setting, name: str) -> str:
@@ -207,6 +235,9 @@ async def fresh(setting: Setting, name: str) -> str:
     workload left behind would load every later one)."""
     while setting.left:
         await clear_namespace(setting.api, setting.left[0])
+        if setting.left[0] in setting.with_volumes:
+            await clear_volumes(setting.api, setting.left[0], concurrency=setting.concurrency)
+            setting.with_volumes.discard(setting.left[0])
         setting.left.pop(0)
     return await fresh_namespace(setting.api, name)
 
@@ -394,11 +425,17 @@ async def watched_ceiling(setting: Setting, *, pods: int) -> dict | None:
         return None
 
 
-async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: Gangs) -> dict:
+async def backlog(
+    setting: Setting, contender: Contender, *, name: str, gangs: Gangs, volumes: bool = False
+) -> dict:
     """Pods created while the scheduler is stopped; timed from its process start to the last
-    bind, and to its last write."""
+    bind, and to its last write. ``volumes``: every pod names a claim of its own, of a
+    WaitForFirstConsumer class, its volume made by the bench's provisioner once a scheduler
+    chose its node (bench/volumes.py), and each checked bound on its pod's node before its
+    pod."""
     api = setting.api
     namespace = await fresh(setting, f"{name}-{contender.key}")
+    storage = await _claims_made(setting, namespace, gangs) if volumes else None
     await submit(
         api,
         contender,
@@ -406,9 +443,22 @@ async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: G
         gangs=gangs,
         requests=CPU_REQUEST,
         concurrency=setting.concurrency,
+        each_pod=with_claim if volumes else None,
     )
     invariants = _invariants(setting, gangs)
-    watch = await BindWatch(api, namespace, invariants=invariants).start().until_listed(timeout=120)
+    watching = BindOrder if volumes else BindWatch
+    watch = await watching(api, namespace, invariants=invariants).start().until_listed(timeout=120)
+    provisioner: Provisioning | None = None
+    if storage is not None:
+        provisioner = Provisioning(api, namespace, storage)
+        try:
+            await events_settled(api, namespace, at_least=gangs.pods)
+            await provisioner.start().until_listed(timeout=120)
+        except BaseException:  # no scheduler started: nothing of it to wind up
+            await provisioner.stop()
+            await watch.stop()
+            setting.left.append(namespace)
+            raise
     log_path = _scheduler_log(setting, contender)
     offset = log_size(log_path)
     started = time.monotonic()
@@ -421,15 +471,35 @@ async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: G
             scheduler=scheduler, pods=gangs.pods, timeout=setting.timeout,
         )  # fmt: skip
         usage(scheduler)  # still running
-        first, last = watch.span()
-        quiet, used = await _to_quiescence(setting, meter, watched_last_bind=last)
+        quiet, used = await _to_quiescence(setting, meter, watched_last_bind=watch.span()[1])
         checked_at = await _gangs_settled(watch, invariants)
+        if provisioner is not None:
+            assert isinstance(watch, BindOrder)
+            claimed = await _volumes_checked(setting, contender, watch, provisioner, namespace)
     finally:
+        if provisioner is not None:
+            await provisioner.stop()
         counted = await _wind_up(
             setting, scheduler=scheduler, meter=meter, watch=watch, namespace=namespace,
             quiet=quiet,
         )  # fmt: skip
     used |= counted | longest_loop_lag_ms(log_path, offset)
+    figures = _backlog_figures(gangs, watch, started=started, used=used)
+    if provisioner is not None:
+        figures |= claimed
+    _verdict(contender, invariants, figures, at=checked_at)
+    if provisioner is not None and (count := claimed["volume_problem_count"]):
+        more = f"; and {count - 5} more" if count > 5 else ""
+        raise Broken(f"{contender.label} left pods without their volumes, or bound them "
+                     "first: " + "; ".join(claimed["volume_problems"][:5]) + more,
+                     figures)  # fmt: skip
+    return figures
+
+
+def _backlog_figures(gangs: Gangs, watch: BindWatch, *, started: float, used: dict) -> dict:
+    """A backlog's figures: to the last bind from the process start and from the first bind,
+    to the last write and the last Event, with what the scheduler used (``used``)."""
+    first, last = watch.span()
     figures = {
         "pods": gangs.pods,
         "gangs": len(gangs.sizes) if gangs.sizes else 0,
@@ -451,7 +521,51 @@ async def backlog(setting: Setting, contender: Contender, *, name: str, gangs: G
         figures["pods_per_second_to_last_event"] = round(gangs.pods / to_event, 1)
     if "api_requests_total" in figures:
         figures["api_requests_per_pod"] = round(figures["api_requests_total"] / gangs.pods, 2)
-    _verdict(contender, invariants, figures, at=checked_at)
+    return figures
+
+
+async def _claims_made(setting: Setting, namespace: str, gangs: Gangs) -> str:
+    """The backlog with volumes' StorageClass and a claim for each of its pods (to be cleared
+    with the namespace); the class's name."""
+    setting.with_volumes.add(namespace)
+    pods = [pod for members in gangs.members().values() for pod in members]
+    return await make_claims(setting.api, namespace, pods, concurrency=setting.concurrency)
+
+
+async def _volumes_checked(
+    setting: Setting,
+    contender: Contender,
+    watch: BindOrder,
+    provisioner: Provisioning,
+    namespace: str,
+) -> dict:
+    """Once every pod is bound: each one's claim Bound on its node, and bound before it
+    (bench/volumes.py's ``check``), and where the time went; ``volume_problems`` says what
+    is wrong, the first 20 (the run then fails, as for a broken invariant)."""
+    await provisioner.wait_bound(
+        (claim_name(pod) for pod in watch.nodes), timeout=min(setting.timeout, 60.0)
+    )
+    verdict = check_volumes(
+        pods=watch.nodes,
+        pod_bound=watch.seen,
+        claim_bound=provisioner.bound,
+        claims=provisioner.claims,
+        volumes=await volumes_of(setting.api, namespace),
+    )
+    figures = {
+        "claims": len(provisioner.claims),
+        "volumes_made": len(provisioner.made),
+        "provisioning_errors": provisioner.errors[:5],
+        **verdict.figures(),
+        **volume_timings(
+            pod_bound=watch.seen, selected=provisioner.selected, claim_bound=provisioner.bound
+        ),
+        "volume_problem_count": len(verdict.problems),
+        "volume_problems": list(verdict.problems[:20]),
+    }
+    if verdict.problems:
+        log(f"{contender.label}: {len(verdict.problems)} volume problems, the first: "
+            f"{verdict.problems[0]}")  # fmt: skip
     return figures
 
 
@@ -653,12 +767,17 @@ async def workloads(setting: Setting, peers: list[Contender], args: argparse.Nam
     async def shuffled(c: Contender) -> dict:
         return await contention(setting, c, shuffled=True, settle=args.settle, seed=args.seed)
 
+    async def with_volumes(c: Contender) -> dict:
+        gangs = volume_gangs(c, args)
+        return await backlog(setting, c, name="volumes", gangs=gangs, volumes=True)
+
     plan = {
         "backlog_gangs_of_8": gangs_of_8,
         "backlog_single_pods": single_pods,
         "latency_gangs_of_8": steady,
         "contention_in_order": in_order,
         "contention_shuffled": shuffled,
+        "backlog_volumes": with_volumes,
     }
     if args.smoke:
         plan = {k: plan[k] for k in ("backlog_gangs_of_8", "latency_gangs_of_8",
@@ -669,6 +788,19 @@ async def workloads(setting: Setting, peers: list[Contender], args: argparse.Nam
         key: await each(setting, peers, name=key, workload=workload)
         for key, workload in plan.items()
     }
+
+
+# Who runs the backlog with volumes as single pods, no PodGroup (#45: "against kube-scheduler
+# v1.36, single pods"), its default profile binding their volumes (VolumeBinding).
+VOLUMES_AS_SINGLE_PODS = frozenset({"kube_scheduler"})
+
+
+def volume_gangs(contender: Contender, args: argparse.Namespace) -> Gangs:
+    """The backlog with volumes' pods: ``--volume-pods`` in gangs of ``--volume-gangs``
+    sizes (seeded), or as many single pods for those of ``VOLUMES_AS_SINGLE_PODS``."""
+    smallest, largest = args.volume_gangs
+    gangs = Gangs.mixed(args.volume_pods, smallest=smallest, largest=largest, seed=args.seed)
+    return Gangs(None, singles=gangs.pods) if contender.key in VOLUMES_AS_SINGLE_PODS else gangs
 
 
 async def scale_workloads(
@@ -828,6 +960,45 @@ def _requests_table(results: Results, workload: str) -> list[str]:
     )
 
 
+VOLUME_COLUMNS = [
+    ("pods", "pods"),
+    ("claims Bound on their pod's node", "claims_on_pod_node"),
+    ("pods bound before their claim", "pods_bound_before_claim"),
+    ("order not read", "bind_order_unchecked"),
+    ("node chosen to claim bound p50 ms", "claim_binding_p50_ms"),
+    ("p99 ms", "claim_binding_p99_ms"),
+    ("claim bound to pod bound p50 ms", "bind_after_claim_p50_ms"),
+    ("p99 ms", "bind_after_claim_p99_ms"),
+]
+
+
+def _volumes_section(results: Results, key: str) -> list[str]:
+    """The backlog with volumes' own table, and what it is."""
+    qps = (results.setting("client") or {}).get("qps", 0)
+    rows = _table(results, key, columns=VOLUME_COLUMNS, figure="bind_after_claim_p99_ms",
+                  higher=False)  # fmt: skip
+    return [
+        "",
+        "Volumes (ratios: claim bound to pod bound, p99):",
+        "",
+        *rows,
+        "",
+        "Every pod names a claim of its own, created with it, of a StorageClass that binds "
+        "WaitForFirstConsumer; kube-scheduler's pods are single pods (no PodGroup), its "
+        "default profile binding their volumes (VolumeBinding), the others' are gangs. When "
+        "a scheduler writes a claim's selected node, the bench's provisioner (the same for "
+        "every scheduler: a watch of the claims, several volumes made at once) makes a "
+        "volume reachable from that node alone, and kube-controller-manager's PV controller "
+        f"(client QPS {qps:g}, as the schedulers') "
+        "binds the claim to it: every pod waits on the control plane, which may set the "
+        "pace. Node chosen to claim bound is that wait; claim bound to pod bound is the "
+        "scheduler's own (kube-scheduler's VolumeBinding looks once a second). Checked: "
+        "every bound pod's claim Bound to a volume on its node, and bound (volumeName and "
+        "bind-completed) at an earlier resourceVersion than the pod's binding; a pod whose "
+        "order was read from a LIST, not a watch event, is counted as not read.",
+    ]
+
+
 def markdown(results: Results) -> str:
     rounds = results.rounds
     settings = results.settings
@@ -968,11 +1139,14 @@ def markdown(results: Results) -> str:
         ("last write after last bind s", "last_write_after_last_bind_seconds"),
         ("API requests", "api_requests_total"),
     ]
+    smallest, largest = settings.get("volume_gangs") or (4, 8)
     backlogs = [
         ("backlog_gangs_of_8", "Backlog, gangs of 8 (PodGroups)"),
         ("backlog_single_pods", "Backlog, single pods"),
         ("backlog_mixed_gangs", f"Backlog, gangs of 1 to {settings.get('largest_gang', 64)}"),
-    ]
+        ("backlog_volumes", f"Backlog with volumes, gangs of {smallest} to {largest} (kube-"
+         "scheduler: single pods), a WaitForFirstConsumer claim a pod"),
+    ]  # fmt: skip
     for key, title in backlogs:
         rows = _table(results, key, columns=to_bind, figure="pods_per_second", higher=True,
                       ceiling=ceiling_columns)  # fmt: skip
@@ -991,6 +1165,8 @@ def markdown(results: Results) -> str:
         if requests := _requests_table(results, key):
             lines += ["", "API requests from start to last write, by verb and resource:", ""]
             lines += requests
+        if key == "backlog_volumes":
+            lines += _volumes_section(results, key)
     others = [
         ("latency_gangs_of_8", "Latency, gangs of 8 at a steady creation rate", lat,
          "gang_latency_p99_ms", False),
@@ -1028,11 +1204,14 @@ async def main_async(
 ) -> Results:
     # --skew: an API server and controller-manager of Coscheduling's own release, without
     # the Workload API (v1.36) they do not have.
+    # The controller-manager's client held to the schedulers' QPS and burst: the backlog
+    # with volumes waits on its PV controller (at its default 20 QPS, a few claims a second).
     plane = local_cluster.up(
         directory,
         audit_policy=audit.POLICY,
         bin_dir=skewed_control_plane() if args.skew else None,
         workload_api=not args.skew,
+        controller_client=(args.qps, args.burst),
     )
     try:
         limits = ClientLimits(qps=args.qps, burst=args.burst, bind_concurrency=args.concurrency)
@@ -1081,6 +1260,9 @@ async def main_async(
                 "quiet_cap_seconds": args.quiet_cap,
                 "largest_gang": args.largest_gang,
             }
+            if runs_volumes(args):
+                settings["volume_pods"] = args.volume_pods
+                settings["volume_gangs"] = list(args.volume_gangs)
             results = Results(settings, schedulers={p.key: p.describe() for p in peers})
             run = scale_workloads if args.scale else workloads
             for number in range(args.rounds):
@@ -1140,6 +1322,19 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--burst", type=int, default=5000, help="and burst (default: %(default)s)")
     p.add_argument("--latency-pods", type=int, default=2000, help="pods of the latency phase")
+    p.add_argument(
+        "--volume-pods",
+        type=int,
+        help=f"pods of the backlog with volumes, a claim each (default: {VOLUME_PODS}, or "
+        "--pods if fewer)",
+    )
+    p.add_argument(
+        "--volume-gangs",
+        type=gang_sizes,
+        default=VOLUME_GANGS,
+        metavar="SMALLEST-LARGEST",
+        help="sizes of its gangs, drawn with --seed (default: {}-{})".format(*VOLUME_GANGS),
+    )
     p.add_argument(
         "--latency-rate",
         type=float,
@@ -1210,7 +1405,7 @@ def parser() -> argparse.ArgumentParser:
         action="append",
         choices=[
             "backlog_gangs_of_8", "backlog_single_pods", "latency_gangs_of_8",
-            "contention_in_order", "contention_shuffled",
+            "contention_in_order", "contention_shuffled", "backlog_volumes",
             "backlog_mixed_gangs", "latency_mixed_gangs",
         ],
         help="run only these workloads (repeatable; the mixed ones are the scale tiers')",
@@ -1232,6 +1427,10 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+# The backlog with volumes at the standard tier (1,000 nodes): pods, gang sizes.
+VOLUME_PODS = 3000
+VOLUME_GANGS = (4, 8)
+
 # Each tier: its results' name, nodes, pods and largest gang.
 TIERS = {
     "standard": ("gang-scheduling", 1000, 5000, 8),
@@ -1251,12 +1450,20 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.nodes = args.nodes or nodes
     args.pods = args.pods or pods
     args.largest_gang = largest
+    args.volume_pods = args.volume_pods or min(VOLUME_PODS, args.pods)
     if args.skew:
         # kube-scheduler v1.36's gang scheduling needs the v1.36 Workload API.
         if args.only and "kube_scheduler" in args.only:
             parser().error("--skew runs an older control plane: kube_scheduler cannot run on it")
         args.only = args.only or ["coscheduling", "coscheduling_tuned"]
     return args
+
+
+def runs_volumes(args: argparse.Namespace) -> bool:
+    """Whether the run has the backlog with volumes (the standard tier's, not the smoke's)."""
+    return not (args.scale or args.smoke) and (
+        not args.workload or "backlog_volumes" in args.workload
+    )
 
 
 def results_name(args: argparse.Namespace) -> str:
@@ -1277,6 +1484,11 @@ def results_name(args: argparse.Namespace) -> str:
         name += "".join(f"-{w.replace('_', '-')}" for w in sorted(set(args.workload)))
     if args.latency_rate != parser().get_default("latency_rate"):
         name += f"-at-{args.latency_rate:g}-pods-per-second"
+    if runs_volumes(args) and (
+        args.volume_pods != min(VOLUME_PODS, args.pods) or args.volume_gangs != VOLUME_GANGS
+    ):
+        smallest, largest = args.volume_gangs
+        name += f"-volumes-{args.volume_pods}-pods-in-gangs-of-{smallest}-to-{largest}"
     if args.skew:
         return name + "-skew"
     if args.only and set(args.only) != set(DEFAULT_SCHEDULERS):

@@ -7,7 +7,11 @@ PersistentVolume reachable from that node alone, pre-bound to the claim; the PV 
 A claim annotated ``testbed.gang-scheduler.io/provisioning: fail`` is refused as a driver
 refuses one it cannot make there: a ``ProvisioningFailed`` Event, and the selected-node
 annotation removed so that the scheduler chooses again (external-provisioner's
-reschedule). It runs in a thread of the test process, looking every ``interval`` seconds."""
+reschedule). It runs in a thread of the test process, looking every ``interval`` seconds.
+
+Which claims it acts on (``selected_node``) and the volume it makes (``volume_for``) are
+shared with the bench's provisioner (bench/volumes.py), which follows thousands of claims
+by a watch, not by a LIST every ``interval``, and makes their volumes several at once."""
 
 from __future__ import annotations
 
@@ -23,6 +27,9 @@ NAME = "testbed.gang-scheduler.io/provisioner"
 FAIL_ANNOTATION = "testbed.gang-scheduler.io/provisioning"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 HOSTNAME = "kubernetes.io/hostname"
+# On every volume made: its claim's namespace, so that a namespace's volumes are found (and
+# cleared) with one label selector.
+CLAIM_NAMESPACE_LABEL = "testbed.gang-scheduler.io/claim-namespace"
 
 
 def storage_class(name: str, *, provisioner: str = NAME) -> dict[str, Any]:
@@ -37,9 +44,20 @@ def storage_class(name: str, *, provisioner: str = NAME) -> dict[str, Any]:
     }
 
 
+def selected_node(claim: dict[str, Any], classes: set[str]) -> str | None:
+    """The node a scheduler chose for ``claim`` (its selected-node annotation), if the claim
+    is of one of ``classes`` and has no volume yet: a claim its provisioner must act on,
+    by making its volume there or refusing it. None for any other claim."""
+    meta, spec = claim["metadata"], claim.get("spec") or {}
+    node = (meta.get("annotations") or {}).get(SELECTED_NODE)
+    if not node or spec.get("volumeName") or spec.get("storageClassName") not in classes:
+        return None
+    return node
+
+
 def volume_for(claim: dict[str, Any], node: str) -> dict[str, Any]:
     """The PersistentVolume made for ``claim`` on ``node``: its size, modes and class,
-    reachable from that node alone, pre-bound to it."""
+    reachable from that node alone, pre-bound to it, labelled with the claim's namespace."""
     meta, spec = claim["metadata"], claim["spec"]
     return {
         "apiVersion": "v1",
@@ -47,6 +65,7 @@ def volume_for(claim: dict[str, Any], node: str) -> dict[str, Any]:
         "metadata": {
             "name": f"pvc-{meta['uid']}",
             "annotations": {"pv.kubernetes.io/provisioned-by": NAME},
+            "labels": {CLAIM_NAMESPACE_LABEL: meta["namespace"]},
         },
         "spec": {
             "capacity": {"storage": spec["resources"]["requests"]["storage"]},
@@ -90,14 +109,10 @@ class Provisioner:
         """One look at the namespace's claims."""
         claims = self.rest.read("persistentvolumeclaims", namespace=self.namespace)
         for claim in claims.get("items") or []:
-            meta, spec = claim["metadata"], claim["spec"]
-            node = (meta.get("annotations") or {}).get(SELECTED_NODE)
-            if (
-                not node
-                or spec.get("volumeName")
-                or spec.get("storageClassName") not in self.classes
-            ):
+            node = selected_node(claim, self.classes)
+            if node is None:
                 continue
+            meta = claim["metadata"]
             name = meta["name"]
             if (meta.get("annotations") or {}).get(FAIL_ANNOTATION) == "fail":
                 self._refuse(claim, node)
