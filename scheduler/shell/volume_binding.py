@@ -267,6 +267,9 @@ class VolumeWriter:
             )  # fmt: skip
         except ApiError as error:
             if error.status not in (404, 409):
+                # Not an answer about the claim (the API server away, a 5xx): the next pass
+                # that finds it due sends it again.
+                self._released.discard(sent)
                 log.warning(
                     "volume choice not released", claim=subject, error=error.message or error.reason
                 )

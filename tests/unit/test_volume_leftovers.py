@@ -196,3 +196,24 @@ def test_a_release_is_sent_once_however_many_passes_ask_for_it() -> None:
 
     asyncio.run(asyncio.wait_for(run(), 10))
     assert seen == ["PATCH"]
+
+
+def test_a_release_the_api_server_did_not_answer_is_sent_again_one_it_refused_is_not() -> None:
+    seen: list[int] = []
+    answers = iter([503, 200, 409])
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        status = next(answers)
+        seen.append(status)
+        return web.json_response({"reason": "x"}, status=status)
+
+    async def run() -> None:
+        async with server(handler) as api:
+            writer = VolumeWriter(api, ClusterCache(scheduler_name=US))
+            for _ in range(3):
+                await writer.release(RELEASE)
+            await writer.release(replace(RELEASE, resource_version="42"))
+            await writer.release(replace(RELEASE, resource_version="42"))
+
+    asyncio.run(asyncio.wait_for(run(), 30))
+    assert seen == [503, 200, 409], "503 sent again, 200 once; a 409 not retried"
