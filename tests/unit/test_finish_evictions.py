@@ -133,3 +133,24 @@ def test_a_gang_whose_running_members_are_all_marked_starts_anew_whole() -> None
     extra = [marked(members[1], ago=1, whole=False), *members[2:]]
     kept = schedule(snapshot([node("n0"), node("n1")], [*extra, again]), now=T0)
     assert list(bind_map(kept)) == ["g-0"]
+
+
+def test_marked_victims_whose_eviction_is_in_flight_are_not_sent_again() -> None:
+    """Soak d233f5c: deletes queued behind binds left ~400 marked pods alive past
+    RESEND_SECONDS, and every pass sent them again (14,880 evictions counted for ~724
+    deleted). A victim this replica is still evicting (``leaving``) is not finished anew."""
+    members = gang_on_n0(4, minimum=4)
+    pods = [marked(p, ago=60) for p in members]
+    going = frozenset(p.ref.uid for p in pods)
+    result = schedule(replace(snapshot([node("n0")], pods), leaving=going), now=T0)
+    assert result.evictions == ()
+
+
+def test_only_the_marked_victims_not_in_flight_are_sent_again() -> None:
+    """Two of four marks' deletes are in flight; the other two were never sent (a leader
+    stopped): those two go, and nothing of the gang twice."""
+    members = gang_on_n0(4, minimum=4)
+    pods = [marked(p, ago=60) for p in members]
+    going = frozenset(p.ref.uid for p in pods[:2])
+    result = schedule(replace(snapshot([node("n0")], pods), leaving=going), now=T0)
+    assert evicted(result) == ["g-2", "g-3"]

@@ -15,7 +15,9 @@ whichever replica leads:
 - members above the minimum marked alone are evicted again while the minimum runs
   unmarked; a gang that has lost other members since keeps them.
 
-Marks of other schedulers (kube-scheduler writes the same condition) are theirs to finish.
+Marks of other schedulers (kube-scheduler writes the same condition) are theirs to finish,
+and victims this replica is still evicting (``snapshot.leaving``: their deletes may wait
+behind a backlog of binds for longer than ``RESEND_SECONDS``) are its sender's.
 """
 
 from __future__ import annotations
@@ -43,17 +45,22 @@ class FinishEvictions:
 
 def finish_evictions(session: Session) -> None:
     names = session.config.scheduler_names
+    leaving = session.snapshot.leaving
     # Marks are rare: one look at the pods, and most passes are done.
     keys = {
         gang_key_of(p)
         for p in session.snapshot.pods
-        if p.disrupted is not None and p.disrupted.by in names and p.bound and p.alive
+        if p.disrupted is not None
+        and p.disrupted.by in names
+        and p.bound
+        and p.alive
+        and p.ref.uid not in leaving
     }
     for key in sorted(keys):
         gang = session.gangs.get(key)
         if gang is None:
             continue
-        running = [p for p in gang.members if p.bound and p.alive]
+        running = [p for p in gang.members if p.bound and p.alive and p.ref.uid not in leaving]
         marked = [p for p in running if p.disrupted is not None and p.disrupted.by in names]
         if not marked:
             continue
