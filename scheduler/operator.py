@@ -289,6 +289,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         busy=lambda: binder.in_flight > 0 or recorder.pending > 0,
         fence=lambda: leadership.held(),  # noqa: PLW0108 (leadership is made below)
         pod_known=cache.knows_pod,
+        pod_placed=cache.placed,
         gang_known=cache.knows_gang,
         identity=config.scheduler_name,
     )

@@ -262,6 +262,11 @@ class ClusterCache:
         """Whether the pod is one of ours the cache holds."""
         return ref.uid in self.gangs.ours
 
+    def placed(self, ref: PodRef) -> bool:
+        """Whether the pod is bound, or being bound, as far as the cache knows."""
+        pod = self.nodes.pods.get(ref.uid)
+        return pod is not None and bool(pod.node_name)
+
     def knows_gang(self, key: GangKey) -> bool:
         """Whether the gang has pods of ours or a PodGroup in the cache."""
         return key in self.gangs.members or self._podgroup(key) is not None

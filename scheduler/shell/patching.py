@@ -58,6 +58,7 @@ class Patcher:
         evict_again_seconds: float = 1.0,
         evict_for_seconds: float = 300.0,
         pod_known: Callable[[PodRef], bool] = lambda ref: True,
+        pod_placed: Callable[[PodRef], bool] = lambda ref: False,
         gang_known: Callable[[GangKey], bool] = lambda key: True,
         identity: str = "",
     ) -> None:
@@ -68,6 +69,7 @@ class Patcher:
         # SWEEP_EVERY new entries (kept for good, it grows by one per pod and gang ever
         # written).
         self._pod_known = pod_known
+        self._pod_placed = pod_placed
         self._gang_known = gang_known
         self._added = 0
         self._evict_again_seconds = max(evict_again_seconds, 0.001)  # never a spin
@@ -435,6 +437,10 @@ class Patcher:
         body = {"status": {"nominatedNodeName": nomination.node or None}}
         try:
             async with self._slots:
+                if nomination.node and self._pod_placed(ref):
+                    # It waited for the slot while a later pass bound it: the API server
+                    # refuses a nomination on a bound pod, and it would say nothing.
+                    return
                 await self._api.merge_patch(
                     f"/api/v1/namespaces/{ref.namespace}/pods/{ref.name}/status",
                     body,
