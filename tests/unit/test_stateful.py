@@ -193,6 +193,12 @@ def _fits(requests: Pod, free: dict[str, int]) -> bool:
     return all(free.get(r, 0) >= a for r, a in requests.requests.items())
 
 
+def _slots(requests: Pod, free: dict[str, int]) -> int:
+    """How many pods like ``requests`` fit in ``free``."""
+    asked = [(free.get(r, 0), a) for r, a in requests.requests.items() if a > 0]
+    return min((have // a for have, a in asked), default=0)
+
+
 class GangMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -634,7 +640,23 @@ class GangMachine(RuleBasedStateMachine):
         self._refresh()
         free = self._free()
         for gang in sorted(self.gangs):
-            if not self._alive_bound(gang):
+            live = self._alive_bound(gang)
+            if not live:
+                continue
+            waiting = [p for p in self.pods.values() if p.gang == gang and p.pending]
+            lacking = self.gangs[gang].size - live - self._completed(gang)
+            if lacking > 0:
+                # Below its minimum, the members it lacks go together or not at all (and
+                # wait for the rest to exist); a gang's members are all alike.
+                slots = (
+                    sum(_slots(waiting[0].model(), room) for room in free.values())
+                    if waiting
+                    else 0
+                )
+                assert lacking > len(waiting) or slots < lacking, (
+                    f"satisfied gang {gang} runs {live} below its minimum and stays so "
+                    f"although the {lacking} members it lacks fit"
+                )
                 continue
             for api in sorted(self.pods.values(), key=lambda p: p.uid):
                 if api.gang == gang and api.pending:

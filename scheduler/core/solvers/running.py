@@ -28,8 +28,22 @@ def place_pending_members(
     if isinstance(fence, Status):  # its tier names no level: nothing goes, and it says so
         session.reporting.failed_attempt(gang, fence.message, pods=todo)
         return []
+    # Below its minimum (raised at run time, members lost, or started by another binder), the
+    # members it lacks go together or not at all, as kube-scheduler's Permit lets none go
+    # until the minimum can be scheduled: one bound alone would leave it running short.
+    running = sum(1 for p in gang.members if p.bound and p.alive) + gang.completed
+    lacking = gang.min_member - running
+    if lacking > len(todo):
+        _below_minimum(session, gang, todo, running=running, why=f"only {len(todo)} exist")
+        return []
+    since = statement.mark()
     if gang.subgroup_minimums:
-        return place_after_subgroups(session, statement, gang, room, todo, fence=fence)
+        groups = place_after_subgroups(session, statement, gang, room, todo, fence=fence)
+        if 0 < len(outcome.bindings) < lacking:  # none placed: it said why already
+            statement.undo_to(since)
+            _below_minimum(session, gang, todo, running=running, why="not all of them fit now")
+            return []
+        return groups
     if fence is None:
         failures = _one_by_one(session, statement, gang, room, todo)
     else:  # inside the unit where the rest of it runs; a soft one anywhere after that
@@ -39,6 +53,11 @@ def place_pending_members(
         if failures and not fence.hard:
             left = [p for p in todo if p.ref not in placed]
             failures = _one_by_one(session, statement, gang, room, left)
+    if 0 < len(outcome.bindings) < lacking:
+        statement.undo_to(since)
+        why = "not all of them fit now: " + "; ".join(failures)
+        _below_minimum(session, gang, todo, running=running, why=why)
+        return []
     if failures:
         placed = {b.pod for b in outcome.bindings}
         unplaced = [p for p in todo if p.ref not in placed]
@@ -49,7 +68,21 @@ def place_pending_members(
         session.reporting.refill_ranks(gang, outcome.bindings) if gang.topology_placed else None
     )
     binding = GangBinding(gang.key, tuple(outcome.bindings), placement=placement)
+    # Bound one by one even when they bring it to its minimum: the gang is running, and a
+    # member's bind that fails is retried while it holds its room (``Binder``).
     return [GroupBinding((binding,), all_or_nothing=False)]
+
+
+def _below_minimum(
+    session: Session, gang: Gang, todo: list[Pod], *, running: int, why: str
+) -> None:
+    lacking = gang.min_member - running
+    session.reporting.failed_attempt(
+        gang,
+        f"gang {gang.key} runs {running} of its minimum {gang.min_member} members: the "
+        f"{lacking} more it needs are bound together or not at all, and {why}",
+        pods=todo,
+    )
 
 
 def _one_by_one(
