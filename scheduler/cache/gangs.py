@@ -320,12 +320,7 @@ class GangQueue:
 
 
 def _holds(states: Iterable[GangState]) -> set[tuple[PodRef, str]]:
-    return {
-        (ref, node)
-        for s in states
-        for where in (s.reservations, s.nominated, s.head_target)
-        for ref, node in where.items()
-    }
+    return {hold for s in states for hold in s.holds}
 
 
 def _owners_of_pod(pod: Pod) -> tuple[OwnerKey, ...]:

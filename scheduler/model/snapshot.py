@@ -114,6 +114,16 @@ class GangState:
     # (level, GPUs) its hard networkTopology (and each subgroup's) needs inside one unit.
     tier_needs: tuple[tuple[str, int], ...] = ()
 
+    @property
+    def holds(self) -> set[tuple[PodRef, str]]:
+        """The room it holds, member by member: NonStrict reservations, a preemptor's
+        nominated room, a head gang's target. Let go, it frees room as a finished pod does."""
+        return {
+            (ref, node)
+            for where in (self.reservations, self.nominated, self.head_target)
+            for ref, node in where.items()
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class Snapshot:

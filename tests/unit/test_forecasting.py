@@ -1,0 +1,180 @@
+"""The forward play: a waiting gang's expected start is when the runs ahead of it end, as
+the real pass would place it then."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scheduler.core.forecasting import forecast
+from scheduler.model import names
+from scheduler.model.config import Config
+from scheduler.model.forecasts import EtaState
+from scheduler.model.pods import GangKey, Pod
+from tests.unit.builders import T0, gang_pods, node, snapshot
+
+# No timeout unless a test gives one: the default (600 s) would end most plays here.
+CONFIG = Config(default_timeout_seconds=1e9)
+
+
+def running(name: str, count: int, *, cpu: str = "2", ago: float, lasts: str | None) -> list[Pod]:
+    """A gang of ours that has run on n0 for ``ago`` seconds; ``lasts``: its declared
+    expected duration (None: unknown)."""
+    said = {names.EXPECTED_DURATION: lasts} if lasts else None
+    return [
+        replace(p, node_name="n0", phase="Running", started=T0 - ago)
+        for p in gang_pods(name, count, gang=name, min_available=count, cpu=cpu, annotations=said)
+    ]
+
+
+def waiting(name: str, count: int, *, cpu: str = "2", lasts: str | None = None, **kw) -> list[Pod]:
+    said = {names.EXPECTED_DURATION: lasts} if lasts else None
+    return gang_pods(name, count, gang=name, min_available=count, cpu=cpu, annotations=said, **kw)
+
+
+def past_runs(*seconds: float) -> list[Pod]:
+    """Gangs job-x-0, job-x-1, ... of one pod that ran to their end on n1, taking
+    ``seconds`` each."""
+    return [
+        replace(p, node_name="n1", phase="Succeeded", started=T0 - 5000, finished=T0 - 5000 + s)
+        for i, s in enumerate(seconds)
+        for p in gang_pods(f"job-x-{i}", 1, gang=f"job-x-{i}", min_available=1)
+    ]
+
+
+def key(name: str) -> GangKey:
+    return GangKey("default", name)
+
+
+def test_a_gang_that_fits_now_is_expected_now() -> None:
+    snap = snapshot([node("n0", cpu="8")], waiting("w", 2))
+    eta = forecast(snap, now=T0, config=CONFIG).etas[key("w")]
+    assert (eta.state, eta.p50, eta.p90) == (EtaState.FITS_NOW, T0, T0)
+
+
+def test_a_gang_waits_until_the_run_holding_its_room_ends() -> None:
+    """r has run 2 of its 10 minutes on the only node: w starts in 8."""
+    pods = [*running("r", 4, ago=120, lasts="10m"), *waiting("w", 4)]
+    eta = forecast(snapshot([node("n0", cpu="8")], pods), now=T0, config=CONFIG).etas[key("w")]
+    assert eta.state is EtaState.ESTIMATED
+    assert eta.p50 == T0 + 480
+    assert eta.behind == (key("r"),)
+
+
+def test_gangs_in_line_start_one_after_the_other() -> None:
+    """a is older than b; each takes the whole node for 5 minutes once r has ended."""
+    pods = [
+        *running("r", 4, ago=0, lasts="5m"),
+        *waiting("a", 4, lasts="5m", created=T0 - 200),
+        *waiting("b", 4, lasts="5m", created=T0 - 100),
+    ]
+    etas = forecast(snapshot([node("n0", cpu="8")], pods), now=T0, config=CONFIG).etas
+    assert etas[key("a")].p50 == T0 + 300
+    assert etas[key("b")].p50 == T0 + 600
+    assert etas[key("b")].behind == (key("r"), key("a"))
+
+
+def test_ends_are_rounded_up_to_the_resolution() -> None:
+    pods = [*running("r", 4, ago=0, lasts="61s"), *waiting("w", 4)]
+    snap = snapshot([node("n0", cpu="8")], pods)
+    assert forecast(snap, now=T0, config=CONFIG, resolution=60).etas[key("w")].p50 == T0 + 120
+    assert forecast(snap, now=T0, config=CONFIG, resolution=10).etas[key("w")].p50 == T0 + 70
+
+
+def test_the_p90_play_takes_every_run_at_its_90th_percentile() -> None:
+    """Three finished runs of job-x took 100, 200 and 1000 s: one running since now ends
+    at 200 s in the median play and at 1000 s in the bad one."""
+    finished = past_runs(100, 200, 1000)
+    run = [
+        replace(p, node_name="n0", phase="Running", started=T0)
+        for p in gang_pods("job-x-9", 4, gang="job-x-9", min_available=4, cpu="2")
+    ]
+    pods = [*finished, *run, *waiting("w", 4)]
+    eta = forecast(
+        snapshot([node("n0", cpu="8"), node("n1", cpu="1")], pods),
+        now=T0,
+        config=CONFIG,
+        resolution=10,
+    ).etas[key("w")]
+    assert (eta.p50, eta.p90) == (T0 + 200, T0 + 1000)
+
+
+def test_a_run_past_its_median_is_expected_to_its_90th_percentile() -> None:
+    finished = past_runs(100, 200, 1000)
+    run = [
+        replace(p, node_name="n0", phase="Running", started=T0 - 300)
+        for p in gang_pods("job-x-9", 4, gang="job-x-9", min_available=4, cpu="2")
+    ]
+    pods = [*finished, *run, *waiting("w", 4)]
+    eta = forecast(
+        snapshot([node("n0", cpu="8"), node("n1", cpu="1")], pods),
+        now=T0,
+        config=CONFIG,
+        resolution=10,
+    ).etas[key("w")]
+    assert eta.p50 == T0 + 700
+
+
+def test_a_gang_behind_a_run_of_unknown_length_says_so() -> None:
+    pods = [*running("r", 4, ago=60, lasts=None), *waiting("w", 4)]
+    eta = forecast(snapshot([node("n0", cpu="8")], pods), now=T0, config=CONFIG).etas[key("w")]
+    assert eta.state is EtaState.BEHIND_UNKNOWN
+    assert eta.p50 is None
+    assert "default/r" in eta.reason
+
+
+def test_a_gang_larger_than_the_cluster_never_fits() -> None:
+    pods = [*running("r", 1, ago=0, lasts="1m"), *waiting("w", 5)]
+    eta = forecast(snapshot([node("n0", cpu="8")], pods), now=T0, config=CONFIG).etas[key("w")]
+    assert eta.state is EtaState.NEVER_FITS
+    assert "does not fit even once every run with a known end has ended" in eta.reason
+
+
+def test_a_gang_whose_timeout_comes_first_times_out_in_the_play() -> None:
+    pods = [
+        *running("r", 4, ago=0, lasts="30m"),
+        *waiting("w", 4, waiting_time="5m"),
+    ]
+    eta = forecast(snapshot([node("n0", cpu="8")], pods), now=T0, config=CONFIG).etas[key("w")]
+    assert eta.state is EtaState.TIMES_OUT
+    assert eta.p50 is None
+
+
+def test_a_start_beyond_the_window_is_not_guessed() -> None:
+    pods = [*running("r", 4, ago=0, lasts="48h"), *waiting("w", 4)]
+    snap = snapshot([node("n0", cpu="8")], pods)
+    eta = forecast(snap, now=T0, config=CONFIG).etas[key("w")]
+    assert eta.state is EtaState.BEYOND_WINDOW
+
+
+def test_a_gang_not_ready_says_why() -> None:
+    pods = waiting("w", 4, total=5)
+    eta = forecast(snapshot([node("n0", cpu="8")], pods), now=T0, config=CONFIG).etas[key("w")]
+    assert eta.state is EtaState.NOT_READY
+    assert "5 members" in eta.reason
+
+
+def test_the_same_snapshot_gives_the_same_forecast() -> None:
+    pods = [
+        *running("r", 4, ago=30, lasts="5m"),
+        *waiting("a", 2, lasts="7m", created=T0 - 200),
+        *waiting("b", 4, lasts="5m", created=T0 - 100),
+        *waiting("c", 2, lasts="1m", created=T0 - 50),
+    ]
+    snap = snapshot([node("n0", cpu="8"), node("n1", cpu="4")], pods)
+    assert forecast(snap, now=T0, config=CONFIG) == forecast(snap, now=T0, config=CONFIG)
+
+
+def test_a_gang_that_preempts_is_expected_once_its_victims_are_gone() -> None:
+    """The pass evicts r for the higher-priority w; the play's next pass, one resolution
+    later, binds w where r ran."""
+    low = running("r", 4, ago=0, lasts="1h")
+    high = waiting("w", 4, priority=1000)
+    snap = snapshot([node("n0", cpu="8")], [*low, *high])
+    eta = forecast(snap, now=T0, config=CONFIG).etas[key("w")]
+    assert (eta.state, eta.p50) == (EtaState.ESTIMATED, T0 + 60)
+
+
+def test_only_waiting_gangs_get_an_eta() -> None:
+    pods = [*running("r", 4, ago=0, lasts="5m"), *waiting("w", 2)]
+    etas = forecast(snapshot([node("n0", cpu="16")], pods), now=T0, config=CONFIG).etas
+    assert set(etas) == {key("w")}
