@@ -327,15 +327,18 @@ def pod_gang(
 
 
 def _run_of(status: Mapping[str, Any]) -> dict[str, float | None]:
-    """A finished pod's start and end: status.startTime, and the last of its containers'
-    terminated.finishedAt."""
+    """A pod's start (status.startTime, once the kubelet took it) and, once it finished,
+    its end: the last of its containers' terminated.finishedAt."""
+    started = parse_time(status.get("startTime"))
+    if text(status.get("phase")) not in TERMINAL_PHASES:
+        return {"started": started}
     ends = [
         parse_time(obj(obj(obj(c).get("state")).get("terminated")).get("finishedAt"))
         for c in objs(status.get("containerStatuses"))
     ]
     known = [end for end in ends if end is not None]
     return {
-        "started": parse_time(status.get("startTime")),
+        "started": started,
         "finished": max(known) if known and len(known) == len(ends) else None,
     }
 
@@ -365,7 +368,7 @@ def pod_from_dict(raw: object) -> Pod:
         phase=text(status.get("phase")) or "Pending",
         priority=whole(spec.get("priority")),
         deadline_seconds=whole(spec.get("activeDeadlineSeconds")),
-        **(_run_of(status) if text(status.get("phase")) in TERMINAL_PHASES else {}),
+        **_run_of(status),
         preempts=text(spec.get("preemptionPolicy")) != "Never",
         nominated_node=text(status.get("nominatedNodeName")),
         priority_class=text(spec.get("priorityClassName")),

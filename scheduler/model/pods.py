@@ -294,8 +294,8 @@ class Pod:
     bound_by: str = ""  # gang-scheduler.io/bound-by: the scheduler whose bind placed it
     # spec.activeDeadlineSeconds: the kubelet ends it that long after it starts, at the latest.
     deadline_seconds: int | None = None
-    # A pod that ran to its end: when it started (status.startTime) and when its last
-    # container finished, seconds since the epoch; None while running, or if not said.
+    # When it started (status.startTime) and, once it ran to its end, when its last container
+    # finished, seconds since the epoch; None until then, or if not said.
     started: float | None = None
     finished: float | None = None
     # spec.schedulingGates by name: while any is left the pod is not placed (kube-scheduler's

@@ -139,3 +139,13 @@ def test_a_run_with_a_member_that_failed_or_never_said_its_end_is_not_counted() 
     unsaid = _finished("job-2", ran=10, ended=T0)
     unsaid[1] = replace(unsaid[1], finished=None)
     assert history(_resolved([*failed, *unsaid]).values()) == {}
+
+
+def test_a_running_pod_says_when_it_started_and_no_end() -> None:
+    """The forward play counts a running gang's time left from it."""
+    running = pod_from_dict({
+        "metadata": {"name": "p", "namespace": "default", "uid": "p"},
+        "spec": {"nodeName": "n0", "containers": [{"name": "main"}]},
+        "status": {"phase": "Running", "startTime": format_time(T0 - 60)},
+    })  # fmt: skip
+    assert (running.started, running.finished) == (T0 - 60, None)
