@@ -139,10 +139,9 @@ from bench.chaos_volumes import (
     with_scratch,
 )
 from bench.report import RESULTS, table, write
-from bench.watching import Following
+from bench.watching import follow_through_restarts
 from scheduler.core.actions.finish_evictions import RESEND_SECONDS
 from scheduler.model import names
-from scheduler.shell.api import ApiClient, ApiError, load_credentials
 from testbed import cluster as local_cluster
 from testbed.nodes import GPU_DRIVER, FakeNode, gpu_slice, node_manifest
 from testbed.rest import Rest, is_ready
@@ -1114,28 +1113,14 @@ class Observer:
         self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
         if self._stop.is_set():
             return
-        api = ApiClient(load_credentials(str(self.api.kubeconfig)), user_agent=USER_AGENT)
-        try:
-            while not self._stop.is_set():
-                following = Following(
-                    api,
-                    f"/api/v1/namespaces/{self.namespace}/pods",
-                    listed=self._listed,
-                    changed=self._changed,
-                    # The API server is restarted under it: a short watch sees that soon.
-                    timeout_seconds=30,
-                )
-                try:
-                    await following.run()
-                except ApiError:  # the first list failed: the API server is away
-                    await asyncio.sleep(0.3)
-                except Exception:  # a bug of the checker's: say so, and never die silently
-                    traceback.print_exc()
-                    await asyncio.sleep(0.5)
-        except asyncio.CancelledError:
-            pass
-        finally:
-            await api.close()
+        await follow_through_restarts(
+            kubeconfig=self.api.kubeconfig,
+            path=f"/api/v1/namespaces/{self.namespace}/pods",
+            listed=self._listed,
+            changed=self._changed,
+            stop=self._stop,
+            user_agent=USER_AGENT,
+        )
 
     def _listed(self, items: list[dict]) -> None:
         with self.lock:

@@ -33,13 +33,11 @@ import contextlib
 import random
 import threading
 import time
-import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from bench.watching import Following
-from scheduler.shell.api import ApiClient, ApiError, load_credentials
+from bench.watching import follow_through_restarts
 from testbed.provisioner import SELECTED_NODE, Provisioner, storage_class, volume_for
 from testbed.rest import RequestFailed, Rest
 
@@ -142,27 +140,14 @@ class ClaimWatch:
 
     async def _follow(self) -> None:
         self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
-        api = ApiClient(load_credentials(str(self.kubeconfig)), user_agent="gang-scheduler-chaos")
-        try:
-            while not self._stop.is_set():
-                following = Following(
-                    api,
-                    f"/api/v1/namespaces/{self.namespace}/persistentvolumeclaims",
-                    listed=self.listed,
-                    changed=self.changed,
-                    timeout_seconds=30,
-                )
-                try:
-                    await following.run()
-                except ApiError:
-                    await asyncio.sleep(0.3)
-                except Exception:  # a bug of the checker's: said, never silent
-                    traceback.print_exc()
-                    await asyncio.sleep(0.5)
-        except asyncio.CancelledError:
-            pass
-        finally:
-            await api.close()
+        await follow_through_restarts(
+            kubeconfig=self.kubeconfig,
+            path=f"/api/v1/namespaces/{self.namespace}/persistentvolumeclaims",
+            listed=self.listed,
+            changed=self.changed,
+            stop=self._stop,
+            user_agent="gang-scheduler-chaos",
+        )
 
     def now(self) -> float:
         return round(time.monotonic() - self.t0, 3)

@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from bench.invariants import Invariants, requests_of
 from bench.report import log
-from scheduler.shell.api import ApiClient, ApiError
+from scheduler.shell.api import ApiClient, ApiError, load_credentials
 
 # A watch that failed this many times in a row (the API server away, say) is given up for a
 # list: its resourceVersion may be compacted by the time the server is back.
@@ -94,6 +96,36 @@ class Following:
             if kind in ("ADDED", "MODIFIED", "DELETED"):
                 self.changed(kind, obj)
             self.version = (obj.get("metadata") or {}).get("resourceVersion") or self.version
+
+
+async def follow_through_restarts(
+    *,
+    kubeconfig: Path | str,
+    path: str,
+    listed: Callable[[list[dict]], None],
+    changed: Callable[[str, dict], None],
+    stop: asyncio.Event,
+    user_agent: str,
+) -> None:
+    """``Following`` for checkers that watch while the API server is restarted under them:
+    begun again whenever its first LIST fails (the API server away), with short watches
+    that see a restart soon, until ``stop`` is set or it is cancelled. A bug of the
+    checker's is printed, never silent, and the following goes on."""
+    api = ApiClient(load_credentials(str(kubeconfig)), user_agent=user_agent)
+    try:
+        while not stop.is_set():
+            following = Following(api, path, listed=listed, changed=changed, timeout_seconds=30)
+            try:
+                await following.run()
+            except ApiError:  # the first list failed: the API server is away
+                await asyncio.sleep(0.3)
+            except Exception:
+                traceback.print_exc()
+                await asyncio.sleep(0.5)
+    except asyncio.CancelledError:
+        pass
+    finally:
+        await api.close()
 
 
 def one_by_one(seen: Callable[[dict], None]) -> Callable[[list[dict]], None]:
