@@ -42,7 +42,7 @@ from urllib.parse import quote
 
 from bench.apiserver import gather_limited
 from bench.report import log
-from bench.watching import BindWatch, Following, one_by_one
+from bench.watching import BindWatch, Following, one_by_one, until_listed
 from scheduler.shell.api import ApiClient, ApiError
 from testbed.provisioner import (
     CLAIM_NAMESPACE_LABEL,
@@ -241,16 +241,8 @@ class Provisioning:
         return self
 
     async def until_listed(self, *, timeout: float) -> Provisioning:
-        assert self.task is not None, "start() first"
-        listed = asyncio.ensure_future(self.following.ready.wait())
-        try:
-            await asyncio.wait({listed, self.task}, timeout=timeout, return_when="FIRST_COMPLETED")
-        finally:
-            listed.cancel()
-        if self.task.done():
-            self.task.result()  # raises what ended it
-        if not self.following.ready.is_set():
-            raise TimeoutError(f"the claims of {self.namespace} not listed in {timeout:g}s")
+        what = f"the claims of {self.namespace}"
+        await until_listed(self.following.ready, self.task, timeout=timeout, what=what)
         return self
 
     async def wait_bound(self, claims: Iterable[str], *, timeout: float) -> None:

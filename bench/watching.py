@@ -128,6 +128,23 @@ async def follow_through_restarts(
         await api.close()
 
 
+async def until_listed(
+    listed: asyncio.Event, task: asyncio.Task | None, *, timeout: float, what: str
+) -> None:
+    """Wait for a follower's first LIST (``listed`` set) while its ``task`` runs: the error
+    that ended the task if it ended, TimeoutError naming ``what`` if the LIST did not come."""
+    assert task is not None, "start() first"
+    waiting = asyncio.ensure_future(listed.wait())
+    try:
+        await asyncio.wait({waiting, task}, timeout=timeout, return_when="FIRST_COMPLETED")
+    finally:
+        waiting.cancel()
+    if task.done():
+        task.result()  # raises what ended it
+    if not listed.is_set():
+        raise TimeoutError(f"{what} not listed in {timeout:g}s")
+
+
 def one_by_one(seen: Callable[[dict], None]) -> Callable[[list[dict]], None]:
     """A ``listed`` for followers that take a listed item as they take an added one."""
 
@@ -203,16 +220,8 @@ class BindWatch:
 
     async def until_listed(self, *, timeout: float) -> BindWatch:
         """Wait for the first LIST (a failed one raises its error)."""
-        assert self.task is not None, "start() first"
-        listed = asyncio.ensure_future(self.listed.wait())
-        try:
-            await asyncio.wait({listed, self.task}, timeout=timeout, return_when="FIRST_COMPLETED")
-        finally:
-            listed.cancel()
-        if self.task.done():
-            self.task.result()  # raises what ended it
-        if not self.listed.is_set():
-            raise TimeoutError(f"the pods of {self.namespace} not listed in {timeout:g}s")
+        what = f"the pods of {self.namespace}"
+        await until_listed(self.listed, self.task, timeout=timeout, what=what)
         return self
 
     async def wait_until(self, done: Callable[[], bool], *, timeout: float, what: str) -> None:
