@@ -131,6 +131,7 @@ import requests
 
 from bench.chaos_volumes import (
     Mounting,
+    Violation,
     Volumes,
     class_object,
     made_for,
@@ -1041,13 +1042,6 @@ def gang_of(obj: dict) -> str:
     if names.POD_GROUP_LABEL in labels:
         return labels[names.POD_GROUP_LABEL]
     return SINGLE + meta.get("name", "")
-
-
-@dataclass
-class Violation:
-    invariant: str
-    what: str
-    details: dict = field(default_factory=dict)
 
 
 class Observer:

@@ -34,7 +34,7 @@ import random
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench.watching import follow_through_restarts
@@ -101,9 +101,11 @@ class ClaimState:
 
 @dataclass
 class Violation:
+    """An invariant broken in a chaos run (the volume ones' and chaos's own)."""
+
     invariant: str
     what: str
-    details: dict
+    details: dict = field(default_factory=dict)
 
 
 class ClaimWatch:
