@@ -38,7 +38,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from bench.watching import follow_through_restarts
-from testbed.provisioner import SELECTED_NODE, Provisioner, storage_class, volume_for
+from testbed.provisioner import (
+    SELECTED_NODE,
+    Provisioner,
+    selected_node,
+    storage_class,
+    volume_for,
+)
 from testbed.rest import RequestFailed, Rest
 
 SCRATCH = "scratch"  # the volume's name in the pod spec; its claim is POD-scratch
@@ -327,14 +333,10 @@ class Delaying(Provisioner):
         claims = self.rest.read("persistentvolumeclaims", namespace=self.namespace)
         now = time.monotonic()
         for claim in claims.get("items") or []:
-            meta, spec = claim["metadata"], claim.get("spec") or {}
-            node = (meta.get("annotations") or {}).get(SELECTED_NODE)
-            if (
-                not node
-                or spec.get("volumeName")
-                or spec.get("storageClassName") not in self.classes
-            ):
+            node = selected_node(claim, self.classes)
+            if node is None:
                 continue
+            meta = claim["metadata"]
             key = (meta["uid"], node)
             due = self._due.setdefault(key, now + self._delay())
             if now < due or key[0] in self._made_for:
