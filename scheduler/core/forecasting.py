@@ -27,7 +27,7 @@ from scheduler.core.gangs import resolve
 from scheduler.core.scheduling import schedule
 from scheduler.core.session.outcomes import pending
 from scheduler.model.config import Config
-from scheduler.model.decisions import Result, Verdict
+from scheduler.model.decisions import Result
 from scheduler.model.forecasts import Duration, Eta, EtaState, Forecast
 from scheduler.model.gangs import Gang
 from scheduler.model.nodes import NodeInfo
@@ -107,7 +107,7 @@ class _Outcome:
     at: float | None = None
     behind: tuple[GangKey, ...] = ()
     reason: str = ""
-    verdict: Verdict | None = None
+    tried: bool = False  # a pass of the play tried to place it: it is ready
 
 
 @dataclass
@@ -129,6 +129,8 @@ class _Play:
     # Per node, (when, gang) of the runs that ended there in the play.
     freed: dict[str, list[tuple[float, GangKey]]] = field(init=False, default_factory=dict)
     leaving: set[str] = field(init=False, default_factory=set)
+    # Whether pods of other schedulers hold room: they never end in the play.
+    others: bool = field(init=False, default=False)
     passes: int = 0
     horizon: float = 0.0
 
@@ -136,8 +138,16 @@ class _Play:
         base = self.base
         self.pods = {p.ref.uid: p for p in base.pods}
         self.infos = dict(base.infos())
-        self.memory = dict(base.memory)
+        # Each waiting gang is tried afresh in the play's first pass, whatever its backoff or
+        # parking: a gang never tried in the play is one that is not ready.
+        self.memory = {
+            key: replace(state, parked=None, retry_at=0.0) for key, state in base.memory.items()
+        }
         self.generation = base.generation
+        ours = self.settings.config.scheduler_names
+        self.others = any(
+            p.scheduler_name not in ours for info in self.infos.values() for p in info.pods
+        )
         self.leaving = set(base.leaving)
         now = self.settings.now
         for key, gang in self.gangs.items():
@@ -212,9 +222,14 @@ class _Play:
                 self._touch(node, (p for p in info.pods if p.ref.uid not in going))
         return set(by_node)
 
+    def _bound(self, key: GangKey) -> set[str]:
+        """The uids of the members of ``key`` bound in the play's world."""
+        gang = self.gangs.get(key)
+        members = gang.members if gang is not None else ()
+        return {p.ref.uid for p in members if (now := self.pods.get(p.ref.uid)) and now.bound}
+
     def _end(self, key: GangKey, *, at: float) -> None:
-        members = self.gangs[key].members
-        uids = {p.ref.uid for p in members if (now := self.pods.get(p.ref.uid)) and now.bound}
+        uids = self._bound(key)
         for node in self._remove(uids):
             self.freed.setdefault(node, []).append((at, key))
 
@@ -259,7 +274,7 @@ class _Play:
             upcoming = [*self.ends.values()]
             if self.leaving:
                 upcoming.append(t)
-            if result.wake_at is not None:
+            if result.wake_at is not None and math.isfinite(result.wake_at):
                 upcoming.append(result.wake_at)
             if result.evictions:
                 upcoming.append(t)  # the victims are gone: the preemptor's pass comes next
@@ -314,11 +329,11 @@ class _Play:
 
     def _apply(self, result: Result, outcomes: dict[GangKey, _Outcome], *, at: float) -> None:
         s = self.settings
-        for attempt in result.attempts:
+        for attempt in result.attempts:  # the pass reports the turns that tried a placement
             for key in attempt.gangs:
                 outcome = outcomes.get(key)
                 if outcome is not None and outcome.state is None:
-                    outcome.verdict = attempt.verdict
+                    outcome.tried = True
                     outcome.reason = attempt.status.message
         # A gang not tried says why in Events on its pods (or its PodGroup).
         for event in result.events:
@@ -326,7 +341,7 @@ class _Play:
             pod = self.pods.get(about.uid) if about.kind == "Pod" else None
             gang = gang_key_of(pod) if pod is not None else GangKey(about.namespace, about.name)
             outcome = outcomes.get(gang)
-            if outcome is not None and outcome.state is None and outcome.verdict is None:
+            if outcome is not None and outcome.state is None and not outcome.tried:
                 outcome.reason = event.message
         for group in result.bindings:
             for placed in group.gangs:
@@ -335,6 +350,12 @@ class _Play:
                     self._place(binding.pod.uid, binding.node, at=at)
                     nodes.add(binding.node)
                 key = placed.gang
+                if key not in self.ends and key not in self.endless:  # a run begins
+                    left = self._remaining(self.durations.get(key, Duration()), elapsed=0.0)
+                    if left is None:
+                        self.endless.add(key)
+                    else:
+                        self.ends[key] = at + left
                 outcome = outcomes.get(key)
                 if outcome is None or outcome.state is not None:
                     continue
@@ -342,17 +363,14 @@ class _Play:
                 outcome.at = at
                 outcome.reason = ""
                 outcome.behind = self._behind(nodes)
-                left = self._remaining(self.durations[key], elapsed=0.0)
-                if left is None:
-                    self.endless.add(key)
-                else:
-                    self.ends[key] = at + left
         victims = {e.pod.uid for e in result.evictions}
         if victims:
-            for key in {gang_key_of(p) for uid, p in self.pods.items() if uid in victims}:
-                self.ends.pop(key, None)
-                self.endless.discard(key)
+            hit = {gang_key_of(p) for uid, p in self.pods.items() if uid in victims}
             self._remove(victims)
+            for key in hit:  # a gang that lost only some members runs on to its end
+                if not self._bound(key):
+                    self.ends.pop(key, None)
+                    self.endless.discard(key)
         self._remember(result.memory)
         for key, outcome in outcomes.items():
             state = self.memory.get(key)
@@ -376,15 +394,21 @@ class _Play:
 
     def _stuck(self, outcomes: dict[GangKey, _Outcome], open_: list[GangKey]) -> None:
         """Nothing more ends: what waits now waits for good, as far as the play knows."""
+        blockers = [str(k) for k in sorted(self.endless)[:BEHIND]]
+        if self.others:
+            blockers.append("pods of other schedulers")
         for key in open_:
             outcome = outcomes[key]
-            if outcome.verdict in (Verdict.NOT_READY, None):  # never tried: not ready
+            too_big = self._too_big(self.gangs[key])
+            if not outcome.tried:
                 outcome.state = EtaState.NOT_READY
-            elif self.endless:
-                named = ", ".join(str(k) for k in sorted(self.endless)[:BEHIND])
+            elif too_big:
+                outcome.state = EtaState.NEVER_FITS
+                outcome.reason = too_big
+            elif blockers:
                 outcome.state = EtaState.BEHIND_UNKNOWN
                 outcome.reason = (
-                    f"waits behind gangs whose run time is unknown ({named}); "
+                    f"waits behind what has no known end ({', '.join(blockers)}); "
                     f"{outcome.reason}".rstrip("; ")
                 )
             else:
@@ -394,11 +418,25 @@ class _Play:
                     f"{outcome.reason}".rstrip("; ")
                 )
 
+    def _too_big(self, gang: Gang) -> str:
+        """Why ``gang`` fits no cluster of these nodes, however empty: a member larger than
+        every node, or members that ask more than all of them have; "" if neither."""
+        nodes = [n.allocatable for n in self.base.nodes.values()]
+        waiting = pending(gang)
+        for pod in waiting:
+            for resource, amount in pod.requests.items():
+                if amount > max((a.get(resource, 0) for a in nodes), default=0):
+                    return f"{pod.ref.name} asks more {resource} than any node has"
+        for resource in {r for pod in waiting for r in pod.requests}:
+            asked = sum(pod.requests.get(resource, 0) for pod in waiting)
+            if asked > sum(a.get(resource, 0) for a in nodes):
+                return f"its members ask more {resource} than all nodes together have"
+        return ""
+
     def _stop(
         self, outcomes: dict[GangKey, _Outcome], open_: list[GangKey], state: EtaState, why: str
     ) -> None:
         for key in open_:
             outcome = outcomes[key]
-            ready = outcome.verdict not in (Verdict.NOT_READY, None)
-            outcome.state = state if ready else EtaState.NOT_READY
-            outcome.reason = outcome.reason if outcome.state is EtaState.NOT_READY else why
+            outcome.state = state if outcome.tried else EtaState.NOT_READY
+            outcome.reason = why if outcome.tried else outcome.reason

@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.core.forecasting import forecast
+from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.forecasts import EtaState
 from scheduler.model.pods import GangKey, Pod
-from tests.unit.builders import T0, gang_pods, node, snapshot
+from tests.unit.builders import T0, gang_pods, node, pod, snapshot
 
 # No timeout unless a test gives one: the default (600 s) would end most plays here.
 CONFIG = Config(default_timeout_seconds=1e9)
@@ -122,9 +123,13 @@ def test_a_gang_behind_a_run_of_unknown_length_says_so() -> None:
     assert "default/r" in eta.reason
 
 
-def test_a_gang_larger_than_the_cluster_never_fits() -> None:
-    pods = [*running("r", 1, ago=0, lasts="1m"), *waiting("w", 5)]
-    eta = forecast(snapshot([node("n0", cpu="8")], pods), now=T0, config=CONFIG).etas[key("w")]
+def test_a_gang_that_fits_no_way_the_nodes_are_filled_never_fits() -> None:
+    """Two members of 5 cpu, two nodes of 8 with a member of 4 each on them for a minute:
+    the nodes' room adds up, but no node takes two."""
+    pods = [*running("r", 1, cpu="4", ago=0, lasts="1m"), *waiting("w", 3, cpu="5")]
+    eta = forecast(
+        snapshot([node("n0", cpu="8"), node("n1", cpu="8")], pods), now=T0, config=CONFIG
+    ).etas[key("w")]
     assert eta.state is EtaState.NEVER_FITS
     assert "does not fit even once every run with a known end has ended" in eta.reason
 
@@ -178,3 +183,76 @@ def test_only_waiting_gangs_get_an_eta() -> None:
     pods = [*running("r", 4, ago=0, lasts="5m"), *waiting("w", 2)]
     etas = forecast(snapshot([node("n0", cpu="16")], pods), now=T0, config=CONFIG).etas
     assert set(etas) == {key("w")}
+
+
+def test_a_gang_whose_members_ask_more_than_the_nodes_have_never_fits() -> None:
+    eta = forecast(snapshot([node("n0", cpu="8")], waiting("w", 5)), now=T0, config=CONFIG).etas[
+        key("w")
+    ]
+    assert eta.state is EtaState.NEVER_FITS
+    assert eta.reason == "its members ask more cpu than all nodes together have"
+
+
+def test_a_non_strict_gang_behind_a_run_of_unknown_length_says_so() -> None:
+    """Its parking asks for no wake-up (no flush in the play, no head time for NonStrict):
+    an infinite time, which the clock must not jump to."""
+    pods = [*running("r", 4, ago=60, lasts=None), *waiting("w", 4, mode="NonStrict")]
+    eta = forecast(snapshot([node("n0", cpu="8")], pods), now=T0, config=CONFIG).etas[key("w")]
+    assert eta.state is EtaState.BEHIND_UNKNOWN
+
+
+def test_gangs_parked_by_the_live_pass_are_tried_afresh_in_the_play() -> None:
+    """Left parked, w would never be tried in the play, and look not ready."""
+    pods = [*running("r", 4, ago=0, lasts=None), *waiting("w", 4)]
+    bare = snapshot([node("n0", cpu="8")], pods)
+    snap = replace(bare, node_infos=bare.infos())  # as the cache gives it: gangs are parked
+    memory = schedule(snap, now=T0, config=CONFIG).memory
+    memory = schedule(replace(snap, memory=memory), now=T0 + 5, config=CONFIG).memory
+    assert memory[key("w")].parked is not None
+    eta = forecast(replace(snap, memory=memory), now=T0 + 5, config=CONFIG).etas[key("w")]
+    assert eta.state is EtaState.BEHIND_UNKNOWN
+
+
+def test_a_gang_that_lost_members_to_preemption_still_ends() -> None:
+    """r runs 6 members (minimum 4) for 10 minutes; w, higher, takes two of them; x needs
+    the whole node and starts once both have ended."""
+    r = [
+        replace(p, node_name="n0", phase="Running", started=T0)
+        for p in gang_pods(
+            "r", 6, gang="r", min_available=4, cpu="1",
+            annotations={names.EXPECTED_DURATION: "10m"},
+        )
+    ]  # fmt: skip
+    w = waiting("w", 2, cpu="1", lasts="20m", priority=1000)
+    x = waiting("x", 1, cpu="6", lasts="5m", created=T0 - 10)
+    etas = forecast(snapshot([node("n0", cpu="6")], [*r, *w, *x]), now=T0, config=CONFIG).etas
+    assert etas[key("w")].state is EtaState.ESTIMATED
+    assert etas[key("x")].p50 == T0 + 60 + 1200
+
+
+def test_members_that_start_a_new_run_in_the_play_end_too() -> None:
+    """r's two running members end at 5 minutes; its two others then run as a new
+    incarnation for another 5; w, needing the whole node, comes after them."""
+    r = [
+        replace(p, node_name="n0", phase="Running", started=T0) if i < 2 else p
+        for i, p in enumerate(
+            gang_pods(
+                "r", 4, gang="r", min_available=2, cpu="4",
+                annotations={names.EXPECTED_DURATION: "5m"},
+            )
+        )
+    ]  # fmt: skip
+    w = waiting("w", 2, cpu="4", created=T0 + 10)
+    etas = forecast(snapshot([node("n0", cpu="8")], [*r, *w]), now=T0, config=CONFIG).etas
+    assert etas[key("w")].p50 == T0 + 600
+
+
+def test_room_held_by_other_schedulers_pods_has_no_known_end() -> None:
+    theirs = pod("daemon", scheduler="default-scheduler", cpu="6", node_name="n0", phase="Running")
+    eta = forecast(
+        snapshot([node("n0", cpu="8")], [theirs, *waiting("w", 2, cpu="2")]),
+        now=T0,
+        config=CONFIG,
+    ).etas[key("w")]
+    assert eta.state is EtaState.BEHIND_UNKNOWN
+    assert "pods of other schedulers" in eta.reason

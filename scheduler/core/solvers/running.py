@@ -34,7 +34,8 @@ def place_pending_members(
     running = sum(1 for p in gang.members if p.bound and p.alive) + gang.completed
     lacking = gang.min_member - running
     if lacking > len(todo):
-        _below_minimum(session, gang, todo, running=running, why=f"only {len(todo)} exist")
+        why = f"only {len(todo)} of them exist and are not gated"
+        _below_minimum(session, gang, todo, running=running, why=why)
         return []
     since = statement.mark()
     if gang.subgroup_minimums:
@@ -69,7 +70,9 @@ def place_pending_members(
     )
     binding = GangBinding(gang.key, tuple(outcome.bindings), placement=placement)
     # Bound one by one even when they bring it to its minimum: the gang is running, and a
-    # member's bind that fails is retried while it holds its room (``Binder``).
+    # member's bind that fails for a reason that may pass is retried while it holds its room
+    # (``Binder``). An all-or-nothing group would, on a rejected first bind, say of a
+    # running gang that nothing of it was bound.
     return [GroupBinding((binding,), all_or_nothing=False)]
 
 
