@@ -71,6 +71,13 @@ def build_parser(prog: str = "gang-scheduler") -> argparse.ArgumentParser:
         help="say how fragmented the free room is: what is stranded on nodes that cannot "
         "take even the smallest waiting member, how many of it fit, whole GPU nodes free",
     )
+    why.add_argument(
+        "--forecast",
+        action="store_true",
+        help="say when the gang is expected to start: the passes to come played forward, "
+        "each run ending after its expected duration (gang-scheduler.io/expected-duration, "
+        "else how long gangs like it ran); at most 300 virtual passes",
+    )
     _looking_flags(why)
     top = commands.add_parser(
         "top",
@@ -452,6 +459,7 @@ def _explain(args: argparse.Namespace) -> int:
             config=_looking_config(args),
             topology_namespace=args.topology_namespace,
             cluster=args.cluster,
+            eta=args.forecast,
         ),
         kubeconfig=args.kubeconfig,
     )

@@ -16,17 +16,23 @@ from scheduler.core.arranging import Arranger, Tree, tree_order
 from scheduler.core.arranging import describe as describe_constraint
 from scheduler.core.durations import expected_duration, history
 from scheduler.core.filtering import static_reason
+from scheduler.core.forecasting import forecast
 from scheduler.core.gangs import priority_of, resolve
 from scheduler.core.placing import Ledger, NodeFinder
 from scheduler.core.scheduling import schedule, topology_of
 from scheduler.core.session import Session
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
+from scheduler.model.forecasts import EtaState
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import TERMINAL_PHASES, GangKey, Pod, gang_key_of
 from scheduler.model.queues import DEFAULT_QUEUE
 from scheduler.model.resources import describe
 from scheduler.model.snapshot import GangState, Snapshot
+
+# The virtual passes ``explain --forecast`` plays at most (each play): a one-off look must
+# answer in seconds, not minutes, on a big cluster.
+EXPLAIN_PASSES = 300
 
 
 def _room(requests: dict[str, int], free: dict[str, int]) -> int:
@@ -188,6 +194,24 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
             lines.append("nothing pending: every member is bound or finished")
         lines.extend(_preemption_lines(result, snapshot, members, pending, key))
     return lines
+
+
+def eta_lines(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> list[str]:
+    """When the gang is expected to start, from a forward play of the passes to come
+    (``forecasting``); nothing for a gang that is not waiting."""
+    eta = forecast(snapshot, now=now, config=config, max_passes=EXPLAIN_PASSES).etas.get(key)
+    if eta is None or eta.state is EtaState.FITS_NOW:
+        return []
+    if eta.state is EtaState.ESTIMATED and eta.p50 is not None:
+        bad = f" (p90 in {_age(eta.p90 - now)})" if eta.p90 not in (None, eta.p50) else ""
+        if eta.p90 is None:
+            bad = " (not within the play if every run takes its p90)"
+        after = f", once {', '.join(map(str, eta.behind))} ended" if eta.behind else ""
+        return [
+            f"expected to start in {_age(eta.p50 - now)}{bad}{after}: if the runs ahead of "
+            "it end when expected and no gang that sorts ahead of it arrives"
+        ]
+    return [f"no expected start ({eta.state.value}): {eta.reason}"]
 
 
 def _duration_lines(gang: Gang, runs: dict[str, tuple[float, ...]]) -> list[str]:

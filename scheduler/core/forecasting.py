@@ -24,19 +24,23 @@ from dataclasses import dataclass, field, replace
 
 from scheduler.core.durations import expected_duration, history
 from scheduler.core.gangs import resolve
+from scheduler.core.placing import Ledger, NodeFinder
 from scheduler.core.scheduling import schedule
 from scheduler.core.session.outcomes import pending
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
 from scheduler.model.forecasts import Duration, Eta, EtaState, Forecast
 from scheduler.model.gangs import Gang
-from scheduler.model.nodes import NodeInfo
+from scheduler.model.nodes import Node, NodeInfo
 from scheduler.model.pods import GangKey, Pod, gang_key_of
 from scheduler.model.snapshot import GangState, Snapshot
 
 DAY = 86_400.0
 # How many gangs a waiting gang's ETA names as the ones it waits behind.
 BEHIND = 3
+# How many gangs left waiting at the play's end are tried on empty nodes, to tell one that
+# never fits from one behind room that never frees.
+EMPTY_CHECKS = 100
 
 
 def forecast(
@@ -84,6 +88,19 @@ class _Settings:
     window: float
     resolution: float
     max_passes: int
+
+
+def _fits_empty(nodes: Mapping[str, Node], gang: Gang) -> bool:
+    """Whether the gang's waiting members fit on ``nodes`` emptied of every pod (as the
+    hold-head action finds a head gang's target)."""
+    empty = Ledger.over(nodes, {})
+    finder = NodeFinder(nodes, empty, scoring="spread")
+    for pod in pending(gang):
+        node = finder.find(replace(pod, scoring="spread"), empty)
+        if node is None:
+            return False
+        empty.place(pod, node)
+    return True
 
 
 def waiting_gangs(gangs: Mapping[GangKey, Gang]) -> list[GangKey]:
@@ -397,14 +414,21 @@ class _Play:
         blockers = [str(k) for k in sorted(self.endless)[:BEHIND]]
         if self.others:
             blockers.append("pods of other schedulers")
-        for key in open_:
+        for n, key in enumerate(open_):
             outcome = outcomes[key]
-            too_big = self._too_big(self.gangs[key])
+            # On nodes emptied of everything, or (past the first EMPTY_CHECKS gangs, where
+            # that costs too much) by the sums of what they have.
+            gang = self.gangs[key]
+            too_big = self._too_big(gang) or (
+                "it does not fit even on the nodes emptied of every pod"
+                if n < EMPTY_CHECKS and not _fits_empty(self.base.nodes, gang)
+                else ""
+            )
             if not outcome.tried:
                 outcome.state = EtaState.NOT_READY
             elif too_big:
                 outcome.state = EtaState.NEVER_FITS
-                outcome.reason = too_big
+                outcome.reason = f"{too_big}; {outcome.reason}".rstrip("; ")
             elif blockers:
                 outcome.state = EtaState.BEHIND_UNKNOWN
                 outcome.reason = (
@@ -426,11 +450,11 @@ class _Play:
         for pod in waiting:
             for resource, amount in pod.requests.items():
                 if amount > max((a.get(resource, 0) for a in nodes), default=0):
-                    return f"{pod.ref.name} asks more {resource} than any node has"
+                    return f"{pod.ref.name} asks for more {resource} than any node has"
         for resource in {r for pod in waiting for r in pod.requests}:
             asked = sum(pod.requests.get(resource, 0) for pod in waiting)
             if asked > sum(a.get(resource, 0) for a in nodes):
-                return f"its members ask more {resource} than all nodes together have"
+                return f"its members ask for more {resource} than all nodes together have"
         return ""
 
     def _stop(

@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import time
 
-from scheduler.core.explaining import explain, explain_cluster, top_lines, waiting_gangs
+from scheduler.core.explaining import (
+    eta_lines,
+    explain,
+    explain_cluster,
+    top_lines,
+    waiting_gangs,
+)
 from scheduler.model.config import Config
 from scheduler.model.pods import GangKey
 from scheduler.model.snapshot import Snapshot
@@ -20,13 +26,18 @@ async def explain_gang(
     config: Config,
     topology_namespace: str = "gang-scheduler-system",
     cluster: bool = False,
+    eta: bool = False,
 ) -> list[str]:
-    """What ``explain`` says of a gang (``key``), and with ``cluster`` of the cluster's free
-    room, computed on a fresh LIST of everything."""
+    """What ``explain`` says of a gang (``key``), with ``eta`` when it is expected to start,
+    and with ``cluster`` of the cluster's free room, computed on a fresh LIST of
+    everything."""
     snapshot = await cluster_snapshot(
         credentials, config=config, topology_namespace=topology_namespace
     )
-    said = explain(snapshot, key, now=time.time(), config=config) if key is not None else []
+    now = time.time()
+    said = explain(snapshot, key, now=now, config=config) if key is not None else []
+    if eta and key is not None:
+        said += eta_lines(snapshot, key, now=now, config=config)
     return [*said, *(explain_cluster(snapshot, config=config) if cluster else [])]
 
 

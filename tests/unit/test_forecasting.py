@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scheduler.core.explaining import eta_lines
 from scheduler.core.forecasting import forecast
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
@@ -131,7 +132,7 @@ def test_a_gang_that_fits_no_way_the_nodes_are_filled_never_fits() -> None:
         snapshot([node("n0", cpu="8"), node("n1", cpu="8")], pods), now=T0, config=CONFIG
     ).etas[key("w")]
     assert eta.state is EtaState.NEVER_FITS
-    assert "does not fit even once every run with a known end has ended" in eta.reason
+    assert eta.reason.startswith("it does not fit even on the nodes emptied of every pod")
 
 
 def test_a_gang_whose_timeout_comes_first_times_out_in_the_play() -> None:
@@ -190,7 +191,7 @@ def test_a_gang_whose_members_ask_more_than_the_nodes_have_never_fits() -> None:
         key("w")
     ]
     assert eta.state is EtaState.NEVER_FITS
-    assert eta.reason == "its members ask more cpu than all nodes together have"
+    assert eta.reason.startswith("its members ask for more cpu than all nodes together have")
 
 
 def test_a_non_strict_gang_behind_a_run_of_unknown_length_says_so() -> None:
@@ -256,3 +257,28 @@ def test_room_held_by_other_schedulers_pods_has_no_known_end() -> None:
     ).etas[key("w")]
     assert eta.state is EtaState.BEHIND_UNKNOWN
     assert "pods of other schedulers" in eta.reason
+
+
+def test_explain_says_when_a_waiting_gang_is_expected_to_start_and_behind_whom() -> None:
+    pods = [*running("r", 4, ago=120, lasts="10m"), *waiting("w", 4)]
+    said = eta_lines(snapshot([node("n0", cpu="8")], pods), key("w"), now=T0, config=CONFIG)
+    assert said == [
+        "expected to start in 8m, once default/r ended: if the runs ahead of it end when "
+        "expected and no gang that sorts ahead of it arrives"
+    ]
+
+
+def test_explain_says_why_there_is_no_expected_start() -> None:
+    pods = [*running("r", 4, ago=60, lasts=None), *waiting("w", 4)]
+    (said,) = eta_lines(snapshot([node("n0", cpu="8")], pods), key("w"), now=T0, config=CONFIG)
+    assert said.startswith("no expected start (behind-unknown): waits behind what has no known")
+
+
+def test_other_schedulers_pods_are_not_blamed_for_a_gang_its_nodes_cannot_take() -> None:
+    """Another scheduler's pod holds room on n0, but w's members select n1, too small for
+    them: that they never fit is said, not that they wait behind the pod."""
+    theirs = pod("daemon", scheduler="default-scheduler", cpu="6", node_name="n0", phase="Running")
+    w = waiting("w", 2, cpu="3", node_selector={"kubernetes.io/hostname": "n1"})
+    nodes = [node("n0", cpu="8"), node("n1", cpu="4")]
+    eta = forecast(snapshot(nodes, [theirs, *w]), now=T0, config=CONFIG).etas[key("w")]
+    assert eta.state is EtaState.NEVER_FITS
