@@ -5,7 +5,8 @@ group to the room they free.
 
 Victims come in units: a pod of another scheduler or a gang of one alone; of a gang of ours,
 each member above its minMember alone (youngest first), and then the whole gang, so that no
-victim gang is left running below its minimum. Units are taken lowest priority first, then
+victim gang is left running below its minimum; a gang whose PodGroup says
+``disruptionMode: {all: {}}`` only whole. Units are taken lowest priority first, then
 fewest pods, then youngest; PodDisruptionBudgets are kept where possible, as kube-scheduler
 keeps them: units whose eviction, together with those before them, would take a budget below
 zero come after every unit that breaks none, and are the first to be given back."""
@@ -122,7 +123,11 @@ def candidates(
             continue
         minimum = min_member_of(session, members[0][0])
         podgroup = _podgroup_of(session, members[0][0])
-        if podgroup is not None and podgroup.subgroup_policy:
+        # 1.37's disruptionMode all: the whole gang is one victim, never a part of it.
+        whole_only = podgroup is not None and podgroup.disruption_mode == "all"
+        if whole_only:
+            pass
+        elif podgroup is not None and podgroup.subgroup_policy:
             units.extend(_extra_subgroups(podgroup, members, priority, minimum=minimum))
         else:
             for extra in youngest_first[: max(len(members) - minimum, 0)]:
