@@ -64,6 +64,15 @@ def add_commands(commands: Any) -> None:
         metavar="SECONDS",
         help="stop this long after the start (default: once every job has ended)",
     )
+    sim.add_argument(
+        "--forecast-every",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="every that many seconds of virtual time, play the passes to come forward "
+        "(as explain --forecast does) and report each waiting gang's first expected start "
+        "against its actual start (default: never)",
+    )
     which = sim.add_mutually_exclusive_group()
     which.add_argument(
         "--config",
@@ -179,7 +188,7 @@ def _simulate(args: argparse.Namespace) -> int:
         try:
             run = simulate(
                 document, jobs, setup=setup, step=args.step, until=args.until,
-                reaction=args.reaction,
+                reaction=args.reaction, forecast_every=args.forecast_every,
             )  # fmt: skip
         except ValueError as error:  # --step, --reaction, a trace time that never comes
             print(f"error: {error}", file=sys.stderr)

@@ -177,7 +177,40 @@ def markdown(runs: Sequence[Run], *, title: str, inputs: Sequence[str]) -> str:
         lines += ["![shares](shares.png)", ""]
     else:
         lines += ["No queues: the snapshot serves none and the trace names none.", ""]
+    if any(run.forecasts for run in runs):
+        lines += _eta_lines(runs, names)
     return "\n".join(lines)
+
+
+def eta_errors(run: Run) -> dict[str, Any]:
+    """How the first forecast of each gang that had to wait compared with its start."""
+    errors = [abs(predicted - actual) for _, _, predicted, actual in run.etas]
+    ratios = [abs(p - a) / a for _, _, p, a in run.etas if a > 0]
+    return {
+        "forecasts made": run.forecasts,
+        "gangs estimated while waiting": len(run.etas),
+        "start error p50 (s)": quantile(errors, 0.5),
+        "start error p90 (s)": quantile(errors, 0.9),
+        "error / wait p50": round(quantile(ratios, 0.5), 3) if ratios else "-",
+        "within 10% of the wait": (
+            f"{sum(r <= 0.1 for r in ratios) / len(ratios):.0%}" if ratios else "-"
+        ),
+        "started later than predicted": sum(a > p for _, _, p, a in run.etas),
+    }
+
+
+def _eta_lines(runs: Sequence[Run], names: Sequence[str]) -> list[str]:
+    found = [eta_errors(run) for run in runs]
+    return [
+        "## Expected starts against actual starts",
+        "",
+        "Each gang that had to wait, at the first forward play (`core.forecasting`) made while "
+        "it waited: the start it predicted against the start it got, in seconds from that "
+        "play. Every run's duration is known to the play (the trace's); what it cannot know "
+        "is the jobs that arrive after it.",
+        "",
+        *_table(["", *names], [[key, *(f[key] for f in found)] for key in found[0]]),
+    ]
 
 
 def plots(runs: Sequence[Run], out: Path) -> list[Path]:  # noqa: PLR0915 (five figures)

@@ -31,15 +31,19 @@ from typing import Any
 
 from scheduler.cache.cluster import QUEUES
 from scheduler.codecs.objects import pod_from_dict
+from scheduler.core.forecasting import forecast
 from scheduler.core.fragmentation import measure
 from scheduler.core.queues import QueueBook
 from scheduler.core.scheduling import schedule
+from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
+from scheduler.model.forecasts import EtaState
 from scheduler.model.gangs import queue_of_pod
 from scheduler.model.pods import Pod
 from scheduler.model.queues import DEFAULT_QUEUE, QUEUE_API
 from scheduler.model.resources import CPU, GPU, Resources
+from scheduler.model.snapshot import Snapshot
 from scheduler.shell.snapshotting import fold
 from scheduler.sim.traces import Job, pod_bodies
 
@@ -126,6 +130,11 @@ class Run:
     nodes: int = 0
     # Wall-clock seconds of the whole play: said on the console only, never in the report.
     wall_seconds: float = 0.0
+    # With --forecast-every: per gang that started, the first forecast made while it waited:
+    # (job name, size bucket, seconds from that forecast to the predicted start, to the
+    # actual start); and the forecasts made.
+    etas: list[tuple[str, str, float, float]] = field(default_factory=list)
+    forecasts: int = 0
 
 
 @dataclass(frozen=True)
@@ -203,6 +212,7 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
     until: float | None = None,
     reaction: float = 0.0,
     observe: Callable[[Played], None] | None = None,
+    forecast_every: float = 0.0,
 ) -> Run:
     """Play ``jobs`` on the snapshot ``document``; ``until``: stop then (seconds from the
     start), else once every job of the trace has arrived and none runs. ``reaction``: how
@@ -210,7 +220,10 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
     pass): a pass sees them from then on, and a pod's room is held until then. 0: at once,
     even by a pass at the very instant; the real scheduler on a local control plane takes
     some 0.03 s (``bench/simcheck.py``), which matters only at steps of that order.
-    ``observe``: called with each pass (``Played``)."""
+    ``observe``: called with each pass (``Played``). ``forecast_every``: every that many
+    seconds of virtual time, a forward play (``core.forecasting``) from the pass's snapshot,
+    every job's duration known to it (its pods declare it); each gang's first estimate is
+    compared with when it started (``Run.etas``). 0: none, and the play is as without."""
     if not (math.isfinite(step) and step > 0):
         raise ValueError(f"--step must be a positive number of seconds, got {step!r}")
     if not (math.isfinite(reaction) and reaction >= 0):
@@ -247,6 +260,10 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
         bodies = pod_bodies(
             job, gang=gang, created=_stamp(t0 + at), scheduler=config.scheduler_name
         )
+        if forecast_every:  # what the play is told of each run: its real duration
+            for body in bodies:
+                notes = body["metadata"].setdefault("annotations", {})
+                notes[names.EXPECTED_DURATION] = f"{job.duration:g}s"
         members[gang] = []
         for body in bodies:
             pod = pod_from_dict(body)
@@ -276,6 +293,8 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
             remove(uid)
         ends.pop(gang, None)
 
+    predicted: dict[str, tuple[float, float]] = {}  # gang -> (forecast at, predicted start)
+    next_forecast = 0.0
     t = changed_at = 0.0
     while t <= horizon:
         now = t0 + t
@@ -292,6 +311,10 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
             next_arrival += 1
         arrived = next_arrival > arrivals_before
         snap = cache.snapshot(now=now)
+        if forecast_every and t >= next_forecast:
+            next_forecast = t + forecast_every
+            _forecast(snap, cache, config=config, now=now, t0=t0, into=predicted)
+            run.forecasts += 1
         moved.clear()
         started = time.perf_counter()
         result = schedule(snap, now=now, config=config)
@@ -310,6 +333,7 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
                         node_name=binding.node,
                         phase="Running",
                         bound_by=config.scheduler_name,
+                        started=now if forecast_every else pod.started,
                     )
                     pods[binding.pod.uid] = bound
                     hold(bound, +1)
@@ -322,6 +346,9 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
                         (job.name, job.queue or DEFAULT_QUEUE, size_bucket(job.gpus),
                          t - submitted[gang])
                     )  # fmt: skip
+                    if gang in predicted:
+                        made, start = predicted.pop(gang)
+                        run.etas.append((job.name, size_bucket(job.gpus), start - made, t - made))
         if observe is not None:
             observe(Played(t=t, result=result, pods=pods, job_of=job_of, seconds=took))
         evicted_gangs: set[str] = set()
@@ -375,6 +402,25 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
     run.seconds = t
     run.wall_seconds = time.perf_counter() - started_wall
     return run
+
+
+def _forecast(
+    snap: Snapshot,
+    cache: Any,
+    *,
+    config: Config,
+    now: float,
+    t0: float,
+    into: dict[str, tuple[float, float]],
+) -> None:
+    """A forward play from the pass's snapshot with every pod of ours (the parked gangs' too,
+    read from the cache without a second snapshot, which would change what the next pass
+    sees): the first estimate of each gang that has none yet, in seconds from the start."""
+    view = replace(snap, pods=tuple(cache.gangs.ours.values()))
+    found = forecast(view, now=now, config=config)
+    for key, eta in found.etas.items():  # one that fits now is no forecast: it just binds
+        if key.name not in into and eta.state is EtaState.ESTIMATED and eta.p50 is not None:
+            into[key.name] = (now - t0, eta.p50 - t0)
 
 
 def _next_time(
