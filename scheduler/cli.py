@@ -126,6 +126,16 @@ def build_parser(prog: str = "gang-scheduler") -> argparse.ArgumentParser:
         "otherwise with gang-scheduler.io/stale-after (default: never)",
     )
     run.add_argument(
+        "--forecast-interval",
+        type=_seconds,
+        default=0.0,
+        metavar="SECONDS",
+        help="every that many seconds while gangs wait, play the passes to come forward in a "
+        "worker thread and write each waiting gang's expected start on its PodGroup "
+        "(condition EstimatedStart); the play's own time stretches the interval "
+        "(default: 0, never)",
+    )
+    run.add_argument(
         "--fair-share-half-life",
         type=_seconds,
         default=defaults.fair_share_half_life_seconds,
@@ -426,6 +436,7 @@ async def _run(args: argparse.Namespace) -> None:
             else None
         ),
         topology_namespace=args.topology_namespace,
+        forecast_interval=args.forecast_interval,
         leader_election=(
             (
                 args.leader_elect_namespace,

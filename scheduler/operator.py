@@ -239,6 +239,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     stop: asyncio.Event | None = None,
     unreachable_limit: float = 60.0,
     api_rate_limit: tuple[float, int] | None = None,
+    forecast_interval: float = 0.0,
 ) -> None:
     """Run the watches and the scheduling loop until ``stop`` is set (or forever).
 
@@ -248,6 +249,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     good stops it with Unhealthy; an API server silent for ``unreachable_limit`` seconds
     fails /healthz. ``api_rate_limit`` = (qps, burst) limits our own requests as client-go
     limits kube-scheduler's (LISTs and the opening of watches count, as in client-go).
+    ``forecast_interval``: seconds between forward plays (``SchedulingLoop``); 0: none.
     """
     logging.getLogger("kopf").setLevel(logging.WARNING)
     cache = ClusterCache(
@@ -375,6 +377,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         settled=informers.settled,
         metrics=metrics,
         clock=clock,
+        forecast_interval=forecast_interval,
     )
     informing = informers.start()
     scheduling = asyncio.create_task(loop.run(), name="scheduling loop")

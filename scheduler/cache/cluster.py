@@ -20,6 +20,7 @@ from scheduler.cache.nodes import NodeCache
 from scheduler.cache.volumes import AssumedVolumes, names_exclusive, storage_of
 from scheduler.model.decisions import ClaimWrite, VolumeWrite
 from scheduler.model.devices import Consumer, DeviceClass, ResourceClaim
+from scheduler.model.forecasts import Eta, Forecast
 from scheduler.model.gangs import Owner, PodGroup, queue_of_pod
 from scheduler.model.nodes import Node
 from scheduler.model.owners import OwnerKey, OwnerKind
@@ -82,6 +83,8 @@ class ClusterCache:
         self._assumed_volumes = AssumedVolumes()
         # Time-based fair share: the queues' recent usage, as the last pass left it.
         self.queue_usage: QueueUsage | None = None
+        # The latest forward play (the loop's forecaster), for the statuses of the passes.
+        self.forecast: Forecast | None = None
         # The tree the last pass with a gang stating a tier placed on (for the
         # stranded-by-topology gauge).
         self.placed_on: Topology | None = None
@@ -730,6 +733,20 @@ class ClusterCache:
         for node in self.gangs.remember(memory):
             self.nodes.touch(node)
 
+    def ours(self) -> tuple[Pod, ...]:
+        """Every pod of ours, the parked gangs' too, without taking a snapshot (which would
+        change what the next pass looks at)."""
+        return tuple(self.gangs.ours.values())
+
+    def keep_forecast(self, found: Forecast) -> None:
+        """A forward play's result, for the passes' statuses: the gangs whose estimate it
+        changed (to the minute) are looked at again, the others are not."""
+        before = self.forecast.etas if self.forecast is not None else {}
+        self.forecast = found
+        for key, eta in found.etas.items():
+            if _said(before.get(key)) != _said(eta):
+                self.touch_gang(key)
+
     def update_memory(self, key: GangKey, state: GangState) -> None:
         self.gangs.update(key, state)
 
@@ -801,6 +818,7 @@ class ClusterCache:
             if bool(queues) and beyond_default(queues)
             else None,
             queue_usage=self.queue_usage,
+            forecast=self.forecast,
             queue_holdings=nodes.queue_holdings(
                 podgroups, ours=self._names, members=self._members_of
             )
@@ -862,3 +880,14 @@ def _as_made(write: ClaimWrite) -> ResourceClaim:
         owner_uid=pod.uid,
         extended=True,
     )
+
+
+def _said(eta: Eta | None) -> tuple | None:
+    """What a status says of an estimate: its state, the minutes, and whom it waits behind."""
+    if eta is None:
+        return None
+    return (eta.state, _minute(eta.p50), _minute(eta.p90), eta.behind, eta.reason)
+
+
+def _minute(epoch: float | None) -> int | None:
+    return None if epoch is None else int(epoch // 60)

@@ -6,15 +6,20 @@ no status writes; a condition keeps its lastTransitionTime while its status and 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from dataclasses import replace
 
 from scheduler.model import names
+from scheduler.model.forecasts import Eta, EtaState
 from scheduler.model.gangs import Condition, Gang, PodGroupStatus, clip_message
 from scheduler.model.pods import FAILED, RUNNING, SUCCEEDED, TERMINAL_PHASES, PodGroupApi, PodRef
 from scheduler.model.times import format_time
 
 SCHEDULED = "Scheduled"
+# While a gang waits and a forward play has run (``--forecast-interval``): when it is
+# expected to start, or why that is not known.
+ESTIMATED_START = "EstimatedStart"
 # Present once a gang was satisfied: False while its running, succeeded and pending members
 # together are fewer than minMember (the Coscheduling KEP), True again when they are not.
 MIN_MEMBER_AVAILABLE = "MinMemberAvailable"
@@ -59,6 +64,7 @@ def desired_status(
     below_min: str | None = None,
     satisfied: bool = False,
     queue_held: bool = False,
+    eta: Eta | None = None,
 ) -> PodGroupStatus:
     """``condition`` is the Scheduled condition as (status, reason, message).
 
@@ -113,13 +119,19 @@ def desired_status(
             current, phase=phase, counts=counts, condition=condition, now=now, short=short
         )
     wanted = {SCHEDULED: condition}
+    estimate = _estimated_start(eta) if waiting and not (satisfied or timed_out) else None
+    if estimate is not None:
+        wanted[ESTIMATED_START] = estimate
     if satisfied:
         wanted[MIN_MEMBER_AVAILABLE] = (
             ("False", "BelowMinMember", below_min)
             if below_min
             else ("True", "MinMemberAvailable", f"at least {need} members running or pending")
         )
-    others = tuple(c for c in current.conditions if c.type not in wanted)
+    # An estimate is said only while the gang waits: gone once it is placed.
+    others = tuple(
+        c for c in current.conditions if c.type not in wanted and c.type != ESTIMATED_START
+    )
     written = tuple(
         _condition(kind, value, current=current, now=now) for kind, value in wanted.items()
     )
@@ -135,6 +147,33 @@ def desired_status(
         occupied_by=current.occupied_by,
         conditions=(*others, *written),
     )
+
+
+def _estimated_start(eta: Eta | None) -> tuple[str, str, str] | None:
+    """The EstimatedStart condition of a waiting gang, from the latest forward play: True
+    with the time (to the minute, so that a play that moves it by seconds writes nothing)
+    and whom it waits behind, or False with why there is no estimate. None: no play has
+    looked at it, or it fits now (it is being placed)."""
+    if eta is None or eta.state is EtaState.FITS_NOW:
+        return None
+    if eta.state is EtaState.ESTIMATED and eta.p50 is not None:
+        at = format_time(_minute(eta.p50))
+        bad = f" (p90 {format_time(_minute(eta.p90))})" if eta.p90 is not None else ""
+        behind = f", once {', '.join(map(str, eta.behind))} ended" if eta.behind else ""
+        return (
+            "True",
+            "Estimated",
+            clip_message(
+                f"expected to start at {at}{bad}{behind}, if the runs ahead of it end when "
+                "expected and no gang that sorts ahead of it arrives"
+            ),
+        )
+    reason = "".join(word.capitalize() for word in eta.state.value.split("-"))
+    return ("False", reason, clip_message(eta.reason or eta.state.value))
+
+
+def _minute(epoch: float) -> float:
+    return float(math.ceil(epoch / 60) * 60)
 
 
 def _condition(

@@ -8,6 +8,7 @@ from typing import Any
 
 from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.devices import DeviceClass, ResourceClaim, ResourceSlice
+from scheduler.model.forecasts import Forecast
 from scheduler.model.gangs import Owner, PodGroup
 from scheduler.model.holdings import QueueHoldings
 from scheduler.model.nodes import Node, NodeInfo, node_infos
@@ -190,6 +191,9 @@ class Snapshot:
     device_classes: Mapping[str, DeviceClass] = field(default_factory=dict)
     resource_claims: Mapping[tuple[str, str], ResourceClaim] = field(default_factory=dict)
     selectors: Any = field(default=None, compare=False)
+    # The latest forward play (``--forecast-interval``): each waiting gang's expected start,
+    # written to our PodGroups' status; None while no play has run.
+    forecast: Forecast | None = None
 
     def infos(self) -> Mapping[str, NodeInfo]:
         """Per known node, what holds resources on it."""

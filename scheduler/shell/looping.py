@@ -20,14 +20,17 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 
 import structlog
 
 from scheduler.cache.cluster import ClusterCache
 from scheduler.core import fragmentation
+from scheduler.core.forecasting import forecast
 from scheduler.core.scheduling import schedule
 from scheduler.model.config import Config
 from scheduler.model.decisions import NORMAL, Event, Eviction, GroupBinding, ObjectRef, Result
+from scheduler.model.snapshot import Snapshot
 from scheduler.shell.binding import Binder
 from scheduler.shell.metrics import Metrics
 from scheduler.shell.patching import Patcher
@@ -102,6 +105,7 @@ class SchedulingLoop:
         batch_seconds: float = 0.02,
         recount_seconds: float = 1.0,
         clock: Callable[[], float] = time.time,
+        forecast_interval: float = 0.0,
     ) -> None:
         self._cache = cache
         self._config = config
@@ -123,6 +127,12 @@ class SchedulingLoop:
         # Set once the first pass has been applied (its binds handed to the binder) or has
         # failed: what may wait for the first binds (loading kopf's frame) waits for this.
         self.first_pass = asyncio.Event()
+        # The forward play (--forecast-interval; 0: none): at most one at a time, in a worker
+        # thread, begun from a pass's snapshot no sooner than the interval, nor than twice
+        # what the last play took, after the last began.
+        self._forecast_interval = forecast_interval
+        self._forecast_due = 0.0
+        self._forecasting: asyncio.Task[None] | None = None
 
     def poke(self) -> None:
         """Something changed: run a pass soon."""
@@ -178,6 +188,7 @@ class SchedulingLoop:
         started = time.perf_counter()
         now = self._clock()
         snapshot = self._cache.snapshot(now=now)
+        self._maybe_forecast(snapshot, now)
         loop = asyncio.get_running_loop()
         # The pass's seconds, once its memory is in the cache: what the binder does after a
         # bind that reads or writes a gang's memory waits for it (``Binder.apply``).
@@ -216,6 +227,38 @@ class SchedulingLoop:
                 seconds=round(time.perf_counter() - started, 4),
             )
         return result.wake_at
+
+    def _maybe_forecast(self, snapshot: Snapshot, now: float) -> None:
+        if not self._forecast_interval or self._forecasting is not None:
+            return
+        if time.monotonic() < self._forecast_due or not self._cache.waiting:
+            return
+        # Every pod of ours: the snapshot leaves out the gangs nothing woke.
+        view = replace(snapshot, pods=self._cache.ours())
+        self._forecast_due = time.monotonic() + self._forecast_interval
+        self._forecasting = asyncio.get_running_loop().create_task(self._forecast(view, now))
+
+    async def _forecast(self, view: Snapshot, now: float) -> None:
+        started = time.monotonic()
+        try:
+            found = await asyncio.to_thread(forecast, view, now=now, config=self._config)
+        except Exception:  # a bad play must not stop the forecasts, nor the passes
+            log.exception("forward play failed; the next comes at the interval")
+            self._metrics.background_errors.labels(worker="forecaster").inc()
+        else:
+            self._cache.keep_forecast(found)
+            seconds = time.monotonic() - started
+            self._metrics.forecast_seconds.observe(seconds)
+            self._forecast_due = max(self._forecast_due, time.monotonic() + seconds)
+            log.info(
+                "forward play",
+                gangs=len(found.etas),
+                passes=found.passes,
+                seconds=round(seconds, 2),
+            )
+            self.poke()
+        finally:
+            self._forecasting = None
 
     def _observe(self, result: Result, seconds: float) -> None:
         metrics = self._metrics

@@ -30,6 +30,7 @@ class Metrics:
     claim_writes: Counter
     claim_conflicts: Counter
     pass_seconds: Histogram
+    forecast_seconds: Histogram
     events_dropped: Counter
     loop_lag_seconds: Histogram
     loop_lag_max_seconds: Gauge
@@ -114,6 +115,13 @@ class Metrics:
             pass_seconds=Histogram(
                 "gang_scheduler_pass_duration_seconds",
                 "Duration of one scheduling pass (snapshot to decisions).",
+                buckets=_LATENCY_BUCKETS,
+                registry=registry,
+            ),
+            forecast_seconds=Histogram(
+                "gang_scheduler_forecast_duration_seconds",
+                "Duration of one forward play (--forecast-interval): each waiting gang's "
+                "expected start.",
                 buckets=_LATENCY_BUCKETS,
                 registry=registry,
             ),

@@ -283,3 +283,41 @@ def test_a_turn_that_raised_is_logged_with_its_action_and_gang_and_counted() -> 
         )
         == 1
     )
+
+
+def test_with_forecasts_on_a_waiting_gangs_podgroup_gets_its_expected_start() -> None:
+    """A forward play in a worker thread, its result kept by the cache; the pass after it
+    writes the estimate on the waiting gang's PodGroup."""
+    from scheduler.model import names  # noqa: PLC0415
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    cache.upsert_node(node("n0", cpu="4"))
+    lasts = {names.EXPECTED_DURATION: "5m"}
+    for i in range(2):
+        running = pod(f"r-{i}", gang="r", min_available=2, cpu="2", annotations=lasts)
+        cache.upsert_pod(replace(running, node_name="n0", phase="Running", started=time.time()))
+    cache.upsert_podgroup(podgroup("train", min_member=2))
+    for i in range(2):
+        cache.upsert_pod(pod(f"train-{i}", pod_group="train", cpu="2"))
+    written: list[str] = []
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        if request.path.endswith("/podgroups/train/status"):
+            written.append(await request.text())
+        return await _accept(request)
+
+    async def scenario() -> None:
+        async with server(answer) as api:
+            metrics = Metrics.create()
+            loop = _loop(api, cache, metrics, wake=asyncio.Event(), forecast_interval=0.1)
+            task = asyncio.create_task(loop.run())
+            try:
+                await _until(lambda: any("EstimatedStart" in body for body in written), timeout=20)
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(scenario())
+    said = next(body for body in written if "EstimatedStart" in body)
+    assert "expected to start at " in said
+    assert "once default/r ended" in said

@@ -208,6 +208,7 @@ def close(session: Session) -> Result:
         and state.parked is not None
         and not (state.satisfied or state.timed_out)
     )
+    forecast = session.snapshot.forecast
     # The tree only where a gang states a tier: a flat one sorts every node.
     any_tiered = False
     for key, gang in session.gangs.items():
@@ -232,6 +233,7 @@ def close(session: Session) -> Result:
             queue_held=gang.podgroup.api is PodGroupApi.VOLCANO
             and not outcome.bindings
             and session.queues.holds_back(gang),
+            eta=None if forecast is None or outcome.bindings else forecast.etas.get(key),
         )
         if status != gang.podgroup.status:
             statuses.append(StatusUpdate(key, status, gang.podgroup.api, gang.podgroup.api_version))
