@@ -84,6 +84,12 @@ def build_parser(prog: str = "gang-scheduler") -> argparse.ArgumentParser:
         help="list the gangs with members waiting: queue, members waiting of the minimum, "
         "how long, and why (what a pass on the cluster as it is now says)",
     )
+    top.add_argument(
+        "--forecast",
+        action="store_true",
+        help="add an ETA column: when each gang is expected to start, as explain --forecast "
+        "says it",
+    )
     _looking_flags(top)
     run = commands.add_parser("run", help="schedule the pods whose spec.schedulerName names us")
     defaults = Config()
@@ -481,7 +487,10 @@ def _top(args: argparse.Namespace) -> int:
 
     return _look(
         lambda credentials: top(
-            credentials, config=_looking_config(args), topology_namespace=args.topology_namespace
+            credentials,
+            config=_looking_config(args),
+            topology_namespace=args.topology_namespace,
+            forecasting=args.forecast,
         ),
         kubeconfig=args.kubeconfig,
     )

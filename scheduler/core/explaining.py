@@ -23,7 +23,7 @@ from scheduler.core.scheduling import schedule, topology_of
 from scheduler.core.session import Session
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
-from scheduler.model.forecasts import EtaState
+from scheduler.model.forecasts import Eta, EtaState
 from scheduler.model.gangs import Gang
 from scheduler.model.pods import TERMINAL_PHASES, GangKey, Pod, gang_key_of
 from scheduler.model.queues import DEFAULT_QUEUE
@@ -408,12 +408,21 @@ class Waiting:
     minimum: int
     since: float  # when its oldest waiting member was made
     why: str
+    eta: str = ""  # with --forecast: when it is expected to start ("" without)
 
 
-def waiting_gangs(snapshot: Snapshot, *, now: float, config: Config) -> list[Waiting]:
-    """Every gang with a member waiting, the longest waiting first (``kubectl gang top``)."""
+def waiting_gangs(
+    snapshot: Snapshot, *, now: float, config: Config, forecasting: bool = False
+) -> list[Waiting]:
+    """Every gang with a member waiting, the longest waiting first (``kubectl gang top``);
+    with ``forecasting``, when each is expected to start."""
     gangs = resolve(snapshot, config).gangs
     result = schedule(snapshot, now=now, config=config)
+    etas = (
+        forecast(snapshot, now=now, config=config, max_passes=EXPLAIN_PASSES).etas
+        if forecasting
+        else {}
+    )
     binding = {g.gang for group in result.bindings for g in group.gangs}
     found = []
     for key, gang in gangs.items():
@@ -431,19 +440,32 @@ def waiting_gangs(snapshot: Snapshot, *, now: float, config: Config) -> list[Wai
                 minimum=gang.min_member,
                 since=min(p.created for p in pending),
                 why=why,
+                eta=_eta_cell(etas[key], now=now) if key in etas else ("-" if etas else ""),
             )
         )
     return sorted(found, key=lambda w: (w.since, w.key))
+
+
+def _eta_cell(eta: Eta, *, now: float) -> str:
+    """``top``'s ETA: "now", "23m", "23m (p90 46m)", or "?" and the state without one."""
+    if eta.state is EtaState.FITS_NOW:
+        return "now"
+    if eta.p50 is None:
+        return f"? {eta.state.value}"
+    bad = f" (p90 {_age(eta.p90 - now)})" if eta.p90 not in (None, eta.p50) else ""
+    return f"{_age(eta.p50 - now)}{bad}"
 
 
 def top_lines(rows: list[Waiting], *, now: float) -> list[str]:
     """``rows`` as kubectl prints a table: fixed columns, the reason last and whole."""
     if not rows:
         return ["no gang is waiting"]
-    header = ("NAMESPACE", "GANG", "QUEUE", "WAITING", "AGE", "REASON")
+    timed = any(w.eta for w in rows)  # an ETA column only when forecasts were asked for
+    header = ("NAMESPACE", "GANG", "QUEUE", "WAITING", "AGE", *(("ETA",) if timed else ()),
+              "REASON")  # fmt: skip
     table = [
         (w.key.namespace, w.key.name, w.queue, f"{w.pending}/{w.minimum}",
-         _age(now - w.since), w.why)
+         _age(now - w.since), *((w.eta,) if timed else ()), w.why)
         for w in rows
     ]  # fmt: skip
     widths = [max(len(row[i]) for row in (header, *table)) for i in range(len(header) - 1)]

@@ -42,15 +42,21 @@ async def explain_gang(
 
 
 async def top(
-    credentials: Credentials, *, config: Config, topology_namespace: str = "gang-scheduler-system"
+    credentials: Credentials,
+    *,
+    config: Config,
+    topology_namespace: str = "gang-scheduler-system",
+    forecasting: bool = False,
 ) -> list[str]:
     """``kubectl gang top``: every gang with members waiting, with its queue, how long
-    it has waited and why, the longest waiting first."""
+    it has waited, with ``forecasting`` when it is expected to start, and why; the longest
+    waiting first."""
     snapshot = await cluster_snapshot(
         credentials, config=config, topology_namespace=topology_namespace
     )
     now = time.time()
-    return top_lines(waiting_gangs(snapshot, now=now, config=config), now=now)
+    rows = waiting_gangs(snapshot, now=now, config=config, forecasting=forecasting)
+    return top_lines(rows, now=now)
 
 
 async def cluster_snapshot(

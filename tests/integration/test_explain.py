@@ -107,6 +107,12 @@ def test_top_lists_a_waiting_gang_with_its_queue_and_why(cluster: Cluster) -> No
     (row,) = [line for line in lines if line.startswith(f"{cluster.namespace} ")]
     assert row.split()[1:4] == ["tall", "default", "2/2"]
     assert "Insufficient nvidia.com/gpu" in row
+    timed = _explain(
+        cluster, "--forecast", "--scheduler-name", "nobody-topped", command="top"
+    ).stdout.splitlines()
+    assert timed[0].split() == ["NAMESPACE", "GANG", "QUEUE", "WAITING", "AGE", "ETA", "REASON"]
+    (row,) = [line for line in timed if line.startswith(f"{cluster.namespace} ")]
+    assert row.split()[5:7] == ["?", "never-fits"], row
 
 
 def test_the_cli_is_a_kubectl_plugin(cluster: Cluster) -> None:

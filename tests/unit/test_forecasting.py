@@ -282,3 +282,15 @@ def test_other_schedulers_pods_are_not_blamed_for_a_gang_its_nodes_cannot_take()
     nodes = [node("n0", cpu="8"), node("n1", cpu="4")]
     eta = forecast(snapshot(nodes, [theirs, *w]), now=T0, config=CONFIG).etas[key("w")]
     assert eta.state is EtaState.NEVER_FITS
+
+
+def test_top_adds_an_eta_column_only_when_asked() -> None:
+    from scheduler.core.explaining import top_lines, waiting_gangs  # noqa: PLC0415
+
+    pods = [*running("r", 4, ago=120, lasts="10m"), *waiting("w", 4, created=T0 - 60)]
+    snap = snapshot([node("n0", cpu="8")], pods)
+    plain = top_lines(waiting_gangs(snap, now=T0, config=CONFIG), now=T0)
+    assert "ETA" not in plain[0]
+    timed = top_lines(waiting_gangs(snap, now=T0, config=CONFIG, forecasting=True), now=T0)
+    assert timed[0].split()[:6] == ["NAMESPACE", "GANG", "QUEUE", "WAITING", "AGE", "ETA"]
+    assert timed[1].split()[:6] == ["default", "w", "default", "4/4", "60s", "8m"]
