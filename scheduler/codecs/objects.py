@@ -18,6 +18,7 @@ from scheduler.codecs.gangs import claim_of, read_options
 from scheduler.codecs.owners import controlling_job, read_owner_claim
 from scheduler.codecs.quantities import QUANTITY_RULE, quantity
 from scheduler.codecs.selectors import (
+    label_key_error,
     label_selector,
     node_selector_terms,
     requirements,
@@ -37,6 +38,7 @@ from scheduler.model.pods import (
     GangKey,
     GangOptions,
     HostPort,
+    NetworkTopology,
     NodeSelectorTerm,
     Pod,
     PodAffinityTerm,
@@ -563,6 +565,29 @@ def _disruption_mode(raw: object, errors: list[str]) -> str:
     return "single"
 
 
+def _topology_constraint(raw: object, errors: list[str]) -> NetworkTopology | None:
+    """``schedulingConstraints.topology``: at most one ``{key: <node label key>}``, every pod
+    of the group in one domain of that label; a hard tier read from the label."""
+    if not raw:
+        return None
+    allowed = (
+        "spec.schedulingConstraints.topology must be a list of at most one an object with key "
+        "(a node label key, e.g. topology.kubernetes.io/rack)"
+    )
+    if not isinstance(raw, list) or len(raw) > 1:
+        errors.append(f"{allowed}: at most one, got {raw!r}")
+        return None
+    (entry,) = raw
+    key = entry.get("key") if isinstance(entry, Mapping) else None
+    if not isinstance(key, str) or not key:
+        errors.append(f"{allowed}, got {raw!r}")
+        return None
+    if bad := label_key_error(key):
+        errors.append(f"{allowed}: {bad}")
+        return None
+    return NetworkTopology(mode="hard", label_key=key)
+
+
 def workload_podgroup_from_dict(raw: object, *, version: str = "") -> PodGroup:
     """An upstream PodGroup (``scheduling.k8s.io``, the Workload API; ``version``: the
     apiVersion it was read at, else the object's own, else v1alpha2): exactly one of
@@ -594,14 +619,7 @@ def workload_podgroup_from_dict(raw: object, *, version: str = "") -> PodGroup:
             "nothing) and basic ({}: pod by pod), got "
             f"{policy!r}"
         )
-    topology = obj(spec.get("schedulingConstraints")).get("topology")
-    if topology:
-        # A hard colocation kube-scheduler would honour: never placed as if it were absent.
-        errors.append(
-            f"spec.schedulingConstraints.topology ({topology!r}) is not supported by "
-            f"gang-scheduler yet: remove it, or state the placement in the annotation "
-            f"{names.TOPOLOGY_CONSTRAINTS}"
-        )
+    colocated = _topology_constraint(obj(spec.get("schedulingConstraints")).get("topology"), errors)
     parent = spec.get("parentCompositePodGroupName")
     if parent:
         errors.append(
@@ -621,7 +639,7 @@ def workload_podgroup_from_dict(raw: object, *, version: str = "") -> PodGroup:
         queue=queue_named(texts(meta.get("labels")), texts(meta.get("annotations"))),
         min_member=min_member,
         created=parse_time(meta.get("creationTimestamp")) or 0.0,
-        **_stated_options(options),
+        **{**_stated_options(options), "network_topology": colocated or options.network_topology},
         subgroup_policy=options.subgroup_policy or (),
         status=_status(obj(body.get("status"))),
         errors=tuple(errors),

@@ -79,6 +79,11 @@ _PUNCTUATION = frozenset({"=", "==", "!=", "!", "(", "<", ">"})
 _OPERATORS = {"=": "In", "==": "In", "!=": "NotIn", "in": "In", "notin": "NotIn"}
 
 
+def label_key_error(key: str) -> str:
+    """Why ``key`` is not a label key ("" if it is)."""
+    return _key_error(key)
+
+
 def _key_error(key: str) -> str:
     prefix, slash, name = key.rpartition("/")
     if slash and (not prefix or len(prefix) > 253 or not _PREFIX.fullmatch(prefix)):

@@ -238,10 +238,23 @@ def topology_of(snapshot: Snapshot, config: Config) -> Topology:
     (--topology-from-labels), else flat (root and nodes)."""
     if snapshot.topology is not None:
         return snapshot.topology
-    if config.topology_labels:
+    levels = config.topology_labels or _label_levels(snapshot)
+    if levels:
         labels = {n.name: n.labels for n in snapshot.nodes.values()}
-        return topology_from_labels(config.topology_labels, labels)
+        return topology_from_labels(levels, labels)
     return Topology.flat(sorted(snapshot.nodes))
+
+
+def _label_levels(snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
+    """Without a tree of its own, the node labels 1.37 PodGroups name in their topology
+    constraints are the levels (as kube-scheduler needs no tree: the key is enough), each
+    level named by its label."""
+    keys = {
+        pg.network_topology.label_key
+        for pg in snapshot.podgroups.values()
+        if pg.network_topology is not None and pg.network_topology.label_key
+    }
+    return tuple((key, key) for key in sorted(keys))
 
 
 def tier_level(topology: Topology, spec: NetworkTopology, *, where: str) -> tuple[str, str]:
@@ -249,6 +262,15 @@ def tier_level(topology: Topology, spec: NetworkTopology, *, where: str) -> tupl
     above the nodes (Volcano's tiers: 1 the lowest), tier 0 one node; a tier name is a
     level's name. ("", why) when it names none (a soft one above the top: the top)."""
     levels = topology.levels  # top to bottom, the nodes last
+    if spec.label_key:
+        found = next((lv for lv, key in topology.label_keys.items() if key == spec.label_key), "")
+        if found:
+            return found, ""
+        return "", (
+            f"{where} no level of topology {topology.name!r} is read from node label "
+            f"{spec.label_key} (its levels: {', '.join(levels)}): add it to "
+            f"--topology-from-labels (LEVEL={spec.label_key}), or drop the constraint"
+        )
     if spec.highest_tier_name:
         if spec.highest_tier_name in levels:
             return spec.highest_tier_name, ""

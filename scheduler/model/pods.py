@@ -209,6 +209,9 @@ class NetworkTopology:
     mode: str = "hard"
     highest_tier: int | None = None
     highest_tier_name: str = ""
+    # Or the level whose domains are read from this node label (a 1.37 PodGroup's
+    # schedulingConstraints.topology key).
+    label_key: str = ""
 
 
 @dataclass(frozen=True, slots=True)

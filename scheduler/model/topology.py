@@ -22,6 +22,8 @@ class Topology:
     resource_names: tuple[str, ...] = ("cpu", "memory")
     # Tree entries that could not be used, said once (unknown nodes, duplicates).
     warnings: tuple[str, ...] = ()
+    # Level -> the node label its units are read from (a tree built from labels).
+    label_keys: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def flat(cls, nodes: tuple[str, ...] | list[str]) -> Topology:
@@ -105,7 +107,10 @@ def topology_from_labels(
         if all(units):
             paths[name] = (*units, name)
     return Topology(
-        name="node-labels", levels=(*(level for level, _ in levels), "node"), paths=paths
+        name="node-labels",
+        levels=(*(level for level, _ in levels), "node"),
+        paths=paths,
+        label_keys=dict(levels),
     )
 
 

@@ -249,23 +249,6 @@ def test_upstream_spec_priority_orders_the_gang() -> None:
     assert set(bind_map(schedule(snap, now=T0))) == {"urgent-0", "urgent-1"}
 
 
-def test_an_upstream_topology_constraint_is_refused_not_ignored() -> None:
-    """TopologyAwareWorkloadScheduling's colocation is a hard constraint this scheduler does
-    not read yet: the gang waits with an error rather than being placed across domains."""
-    group = workload_podgroup_from_dict(
-        {
-            "metadata": {"name": "t", "namespace": "default"},
-            "spec": {
-                "schedulingPolicy": {"gang": {"minCount": 2}},
-                "schedulingConstraints": {"topology": [{"key": "topology.kubernetes.io/zone"}]},
-            },
-        }
-    )
-    (error,) = group.errors
-    assert error.startswith("spec.schedulingConstraints.topology ([{'key': 'topology.kub")
-    assert names.TOPOLOGY_CONSTRAINTS in error
-
-
 def test_starvation_after_is_read_from_podgroups_of_every_kind() -> None:
     meta = {"name": "g", "namespace": "default", "annotations": {names.STARVATION_AFTER: "30s"}}
     assert podgroup_from_dict({"metadata": meta}).starvation_seconds == 30

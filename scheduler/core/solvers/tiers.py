@@ -39,6 +39,11 @@ Unit = tuple[str, str, frozenset[str]]  # (level, its name as people read it, it
 WHERE = "PodGroup spec.networkTopology"
 
 
+def _where(spec: NetworkTopology) -> str:
+    """What states the tier, as the user wrote it."""
+    return "PodGroup spec.schedulingConstraints.topology" if spec.label_key else WHERE
+
+
 def network_topology(gang: Gang) -> NetworkTopology | None:
     """The gang's own networkTopology, where it states one."""
     return gang.network_topology
@@ -61,7 +66,7 @@ def place_within_tier(
     spec = network_topology(gang)
     if spec is None or everywhere(session.topology, spec):
         return place()
-    level, problem = tier_level(session.topology, spec, where=WHERE)
+    level, problem = tier_level(session.topology, spec, where=_where(spec))
     if problem:
         return [], Status.unschedulable(problem)
     first_miss = ""
@@ -83,7 +88,8 @@ def place_within_tier(
     if len(units) > len(window):
         more = f" of {len(units)}, the next ones at its next attempt"
     return [], Status.unschedulable(
-        f"no {level} has room for the gang in one unit{anchored} ({WHERE} mode hard, "
+        f"no {level} has room for the gang in one unit{anchored} ({_where(spec)}"
+        f"{'' if spec.label_key else ' mode hard'}, "
         f"{len(window)} tried{more}){why}"
     )
 
@@ -138,7 +144,7 @@ def fence_of_running(session: Session, gang: Gang) -> Fence | Status | None:
     topology = session.topology
     if spec is None or everywhere(topology, spec):
         return _fence_of_placed(session, gang) if gang.topology_placed else None
-    level, problem = tier_level(topology, spec, where=WHERE)
+    level, problem = tier_level(topology, spec, where=_where(spec))
     if problem:
         return Status.unschedulable(problem)
     units = {session.unit_of(n, level) for n in _anchors(session, gang, {})}
