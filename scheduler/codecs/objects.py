@@ -385,6 +385,7 @@ def pod_from_dict(raw: object) -> Pod:
         job_uid=job_uid,
         timed_out=annotations.get(names.KOORD_TIMEOUT, "").lower() == "true",
         first_attempt=parse_time(annotations.get(names.FIRST_ATTEMPT)),
+        expected_start=text(annotations.get(names.EXPECTED_START)),
         bound_by=text(annotations.get(names.BOUND_BY)),
         scheduled_condition=_pod_scheduled(status),
         pod_affinity=_required(affinity, "podAffinity", namespace) if affinity else (),

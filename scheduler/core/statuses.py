@@ -172,6 +172,16 @@ def _estimated_start(eta: Eta | None) -> tuple[str, str, str] | None:
     return ("False", reason, clip_message(eta.reason or eta.state.value))
 
 
+def expected_start_mark(eta: Eta | None) -> str:
+    """What ``gang-scheduler.io/expected-start`` says of an estimate: the minute, or
+    "unknown: <state>"; "" when nothing is to be said (no play, or it fits now)."""
+    if eta is None or eta.state is EtaState.FITS_NOW:
+        return ""
+    if eta.state is EtaState.ESTIMATED and eta.p50 is not None:
+        return format_time(_minute(eta.p50))
+    return f"unknown: {eta.state.value}"
+
+
 def _minute(epoch: float) -> float:
     return float(math.ceil(epoch / 60) * 60)
 

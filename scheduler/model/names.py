@@ -30,6 +30,10 @@ PLACEMENT = OUR_PREFIX + "placement"
 # Written on the pods of a gang without a PodGroup when its first attempt fails: when that
 # attempt was (RFC 3339), so a restart or a failover does not restart the gang's timeout.
 FIRST_ATTEMPT = OUR_PREFIX + "first-attempt"
+# Written, with --forecast-interval, on the first waiting pod of a gang that has no PodGroup
+# of ours to carry the EstimatedStart condition: the minute it is expected to start (RFC
+# 3339), or "unknown: <why>"; taken off once it is placed.
+EXPECTED_START = OUR_PREFIX + "expected-start"
 # On the pods of a gang: how to choose among the nodes that fit, "pack" (most allocated
 # first: fewer fragmented nodes) or "spread" (least allocated first); --scoring otherwise.
 SCORING = OUR_PREFIX + "scoring"

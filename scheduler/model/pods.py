@@ -294,6 +294,7 @@ class Pod:
     gang: GangClaim | None = None
     timed_out: bool = False  # carries gang.scheduling.koordinator.sh/timeout=true
     first_attempt: float | None = None  # gang-scheduler.io/first-attempt, when written
+    expected_start: str = ""  # gang-scheduler.io/expected-start, when written
     bound_by: str = ""  # gang-scheduler.io/bound-by: the scheduler whose bind placed it
     # spec.activeDeadlineSeconds: the kubelet ends it that long after it starts, at the latest.
     deadline_seconds: int | None = None

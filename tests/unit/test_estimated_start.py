@@ -68,3 +68,47 @@ def test_a_placed_gang_drops_its_estimate() -> None:
     (update,) = [u for u in result.status_updates if u.gang == TRAIN]
     assert update.status.phase == "Scheduled"
     assert all(c.type != "EstimatedStart" for c in update.status.conditions)
+
+
+def _annotated(*, runs_for: str | None) -> object:
+    """r fills n0 for ``runs_for``; ko (Koordinator annotations, no PodGroup) waits."""
+    said = {names.EXPECTED_DURATION: runs_for} if runs_for else None
+    running = [
+        replace(p, node_name="n0", phase="Running", started=T0)
+        for p in gang_pods("r", 4, gang="r", min_available=4, cpu="2", annotations=said)
+    ]
+    waiting = gang_pods("ko", 2, gang="ko", min_available=2, cpu="4", created=T0 - 30)
+    return snapshot([node("n0", cpu="8")], [*running, *waiting])
+
+
+def _marks(result) -> dict[str, str | None]:
+    return {
+        p.pod.name: p.annotations[names.EXPECTED_START]
+        for p in result.pod_patches
+        if names.EXPECTED_START in p.annotations
+    }
+
+
+def test_a_gang_without_a_podgroup_says_it_on_its_first_waiting_pod() -> None:
+    snap = _annotated(runs_for="10m")
+    result = schedule(replace(snap, forecast=forecast(snap, now=T0, config=CONFIG)), now=T0)
+    assert _marks(result) == {"ko-0": format_time(T0 + 600)}
+
+
+def test_without_an_estimate_the_mark_says_why() -> None:
+    snap = _annotated(runs_for=None)
+    result = schedule(replace(snap, forecast=forecast(snap, now=T0, config=CONFIG)), now=T0)
+    assert _marks(result) == {"ko-0": "unknown: behind-unknown"}
+
+
+def test_the_mark_is_taken_off_once_the_gang_is_placed() -> None:
+    snap = _annotated(runs_for="10m")
+    freed = [p for p in snap.pods if not p.ref.name.startswith("r-")]
+    marked = [replace(p, expected_start="x") if p.ref.name == "ko-0" else p for p in freed]
+    result = schedule(replace(snap, pods=tuple(marked)), now=T0, config=CONFIG)
+    assert len(result.bindings) == 1
+    assert _marks(result) == {"ko-0": None}
+
+
+def test_no_forecast_no_mark_and_no_write() -> None:
+    assert _marks(schedule(_annotated(runs_for="10m"), now=T0, config=CONFIG)) == {}

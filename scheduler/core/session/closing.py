@@ -8,20 +8,24 @@ from typing import TYPE_CHECKING
 
 from scheduler.core.fragmentation import tier_needs, tiered
 from scheduler.core.session.outcomes import pending
-from scheduler.core.statuses import desired_status
+from scheduler.core.statuses import desired_status, expected_start_mark
 from scheduler.core.volume_leftovers import leftover_choices
+from scheduler.model import names
 from scheduler.model.decisions import (
     WARNING,
     ClaimWrite,
     Event,
     GroupBinding,
     ObjectRef,
+    PodPatch,
     Result,
     StatusUpdate,
     VolumeRelease,
     VolumeWrite,
 )
 from scheduler.model.devices import Allocation, ResourceClaim
+from scheduler.model.forecasts import Forecast
+from scheduler.model.gangs import Gang
 from scheduler.model.pods import GangKey, PodGroupApi, PodRef
 from scheduler.model.snapshot import GangState
 
@@ -187,6 +191,25 @@ def _volume_releases(
     return due
 
 
+def _expected_start_marks(
+    session: Session, gang: Gang, forecast: Forecast | None
+) -> list[PodPatch]:
+    """A gang whose PodGroup (if any) has no EstimatedStart condition of ours says its
+    estimate on its first waiting pod (``names.EXPECTED_START``); the mark is taken off the
+    others, and off every member once it is placed or no play has looked at it."""
+    outcome = session.outcomes[gang.key]
+    state = outcome.state
+    todo = [] if state.satisfied or state.timed_out or outcome.bindings else pending(gang)
+    lead = session.order.ordered(todo)[0].ref if todo else None
+    said = expected_start_mark(forecast.etas.get(gang.key)) if forecast and lead else ""
+    marks = []
+    for pod in gang.members:
+        wanted = said if pod.ref == lead else ""
+        if pod.expected_start != wanted:
+            marks.append(PodPatch(pod.ref, {names.EXPECTED_START: wanted or None}))
+    return marks
+
+
 def close(session: Session) -> Result:
     statuses: list[StatusUpdate] = []
     # Gangs the snapshot left out (settled, or parked) keep what was remembered of them;
@@ -219,6 +242,8 @@ def close(session: Session) -> Result:
         memory[key] = replace(outcome.state, condition=outcome.condition, tier_needs=needs)
         if not (outcome.state.satisfied or outcome.state.timed_out) and pending(gang):
             waiting += 1
+        if gang.podgroup is None or gang.podgroup.api is not PodGroupApi.OURS:
+            session.add(session.patches, *_expected_start_marks(session, gang, forecast))
         if gang.podgroup is None:
             continue
         status = desired_status(
