@@ -10,7 +10,7 @@ from scheduler.core.forecasting import forecast
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.forecasts import EtaState
+from scheduler.model.forecasts import Eta, EtaState
 from scheduler.model.pods import GangKey, Pod
 from tests.unit.builders import T0, gang_pods, node, pod, snapshot
 
@@ -85,35 +85,25 @@ def test_ends_are_rounded_up_to_the_resolution() -> None:
 def test_the_p90_play_takes_every_run_at_its_90th_percentile() -> None:
     """Three finished runs of job-x took 100, 200 and 1000 s: one running since now ends
     at 200 s in the median play and at 1000 s in the bad one."""
-    finished = past_runs(100, 200, 1000)
-    run = [
-        replace(p, node_name="n0", phase="Running", started=T0)
-        for p in gang_pods("job-x-9", 4, gang="job-x-9", min_available=4, cpu="2")
-    ]
-    pods = [*finished, *run, *waiting("w", 4)]
-    eta = forecast(
-        snapshot([node("n0", cpu="8"), node("n1", cpu="1")], pods),
-        now=T0,
-        config=CONFIG,
-        resolution=10,
-    ).etas[key("w")]
+    eta = _behind_a_job_x(ran=0)
     assert (eta.p50, eta.p90) == (T0 + 200, T0 + 1000)
 
 
 def test_a_run_past_its_median_is_expected_to_its_90th_percentile() -> None:
-    finished = past_runs(100, 200, 1000)
+    assert _behind_a_job_x(ran=300).p50 == T0 + 700
+
+
+def _behind_a_job_x(*, ran: float) -> Eta:
+    """w waits for n0, which job-x-9 fills, running for ``ran`` seconds; three earlier
+    job-x runs took 100, 200 and 1000 s."""
     run = [
-        replace(p, node_name="n0", phase="Running", started=T0 - 300)
+        replace(p, node_name="n0", phase="Running", started=T0 - ran)
         for p in gang_pods("job-x-9", 4, gang="job-x-9", min_available=4, cpu="2")
     ]
-    pods = [*finished, *run, *waiting("w", 4)]
-    eta = forecast(
-        snapshot([node("n0", cpu="8"), node("n1", cpu="1")], pods),
-        now=T0,
-        config=CONFIG,
-        resolution=10,
-    ).etas[key("w")]
-    assert eta.p50 == T0 + 700
+    pods = [*past_runs(100, 200, 1000), *run, *waiting("w", 4)]
+    nodes = [node("n0", cpu="8"), node("n1", cpu="1")]
+    found = forecast(snapshot(nodes, pods), now=T0, config=CONFIG, resolution=10)
+    return found.etas[key("w")]
 
 
 def test_a_gang_behind_a_run_of_unknown_length_says_so() -> None:
