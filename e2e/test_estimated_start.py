@@ -24,7 +24,8 @@ def test_a_waiting_gang_says_when_the_gang_ahead_of_it_will_have_ended(
 ) -> None:
     """r (2 pods, expected to run 10 minutes) fills the node; next waits for its room."""
     cluster.nodes(1, cpu="2")
-    scheduler = private_scheduler.start("--forecast-interval", "1")
+    # A timeout past r's end: with the default 600 s, next would time out before r ends.
+    scheduler = private_scheduler.start("--forecast-interval", "1", "--default-timeout", "3600")
     cluster.apply(podgroup("r", cluster.namespace, 2), podgroup("next", cluster.namespace, 2))
     running = cluster.gang(
         "r", 2, scheduler=scheduler.name,
