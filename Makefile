@@ -85,6 +85,7 @@ bench: setup binaries
 	$(PY) -m bench.backfill
 	$(PY) -m bench.fairness
 	$(PY) -m bench.forecast
+	$(PY) -m bench.eta
 	$(PY) -m bench.run $(BENCH_ARGS)
 
 # Each size's backlog and latency steps run apart, on control planes of their own (bench/curve.py).

@@ -213,6 +213,7 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
     reaction: float = 0.0,
     observe: Callable[[Played], None] | None = None,
     forecast_every: float = 0.0,
+    forecast_resolution: float = 60.0,
 ) -> Run:
     """Play ``jobs`` on the snapshot ``document``; ``until``: stop then (seconds from the
     start), else once every job of the trace has arrived and none runs. ``reaction``: how
@@ -223,7 +224,9 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
     ``observe``: called with each pass (``Played``). ``forecast_every``: every that many
     seconds of virtual time, a forward play (``core.forecasting``) from the pass's snapshot,
     every job's duration known to it (its pods declare it); each gang's first estimate is
-    compared with when it started (``Run.etas``). 0: none, and the play is as without."""
+    compared with when it started (``Run.etas``). 0: none, and the play is as without.
+    ``forecast_resolution``: the plays' clock step (durations of seconds want one of a
+    second)."""
     if not (math.isfinite(step) and step > 0):
         raise ValueError(f"--step must be a positive number of seconds, got {step!r}")
     if not (math.isfinite(reaction) and reaction >= 0):
@@ -313,7 +316,10 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
         snap = cache.snapshot(now=now)
         if forecast_every and t >= next_forecast:
             next_forecast = t + forecast_every
-            _forecast(snap, cache, config=config, now=now, t0=t0, into=predicted)
+            _forecast(
+                snap, cache, config=config, now=now, t0=t0, into=predicted,
+                resolution=forecast_resolution,
+            )  # fmt: skip
             run.forecasts += 1
         moved.clear()
         started = time.perf_counter()
@@ -412,12 +418,13 @@ def _forecast(
     now: float,
     t0: float,
     into: dict[str, tuple[float, float]],
+    resolution: float,
 ) -> None:
     """A forward play from the pass's snapshot with every pod of ours (the parked gangs' too,
     read from the cache without a second snapshot, which would change what the next pass
     sees): the first estimate of each gang that has none yet, in seconds from the start."""
     view = replace(snap, pods=tuple(cache.gangs.ours.values()))
-    found = forecast(view, now=now, config=config)
+    found = forecast(view, now=now, config=config, resolution=resolution)
     for key, eta in found.etas.items():  # one that fits now is no forecast: it just binds
         if key.name not in into and eta.state is EtaState.ESTIMATED and eta.p50 is not None:
             into[key.name] = (now - t0, eta.p50 - t0)
