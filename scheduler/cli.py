@@ -539,6 +539,13 @@ def main(argv: list[str] | None = None, *, prog: str = "gang-scheduler") -> int:
         from scheduler.sim.commands import main as sim_main  # noqa: PLC0415
 
         return sim_main(args)
+    if args.command == "run" and "reserve" in args.actions and not args.forecast_interval:
+        print(
+            "error: --actions names reserve, whose reservations come from the forward play: "
+            "give --forecast-interval too (30, say)",
+            file=sys.stderr,
+        )
+        return 2
     if args.command == "run":
         # No collections while the modules load (until _run freezes what they made): what
         # an import makes is not garbage, and at the default thresholds the collector ran

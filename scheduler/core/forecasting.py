@@ -32,7 +32,7 @@ from scheduler.model.decisions import Result
 from scheduler.model.forecasts import Duration, Eta, EtaState, Forecast
 from scheduler.model.gangs import Gang
 from scheduler.model.nodes import Node, NodeInfo
-from scheduler.model.pods import GangKey, Pod, gang_key_of
+from scheduler.model.pods import GangKey, Pod, PodRef, gang_key_of
 from scheduler.model.snapshot import GangState, Snapshot
 
 DAY = 86_400.0
@@ -125,6 +125,7 @@ class _Outcome:
     behind: tuple[GangKey, ...] = ()
     reason: str = ""
     tried: bool = False  # a pass of the play tried to place it: it is ready
+    placement: dict[PodRef, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -322,6 +323,7 @@ class _Play:
                 p50=o.at,
                 behind=o.behind,
                 reason=o.reason,
+                placement=o.placement,
             )
             for key, o in outcomes.items()
         }
@@ -380,6 +382,7 @@ class _Play:
                 outcome.at = at
                 outcome.reason = ""
                 outcome.behind = self._behind(nodes)
+                outcome.placement = {b.pod: b.node for b in placed.bindings}
         victims = {e.pod.uid for e in result.evictions}
         if victims:
             hit = {gang_key_of(p) for uid, p in self.pods.items() if uid in victims}

@@ -4,10 +4,10 @@ a waiting one is expected to start."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
-from scheduler.model.pods import GangKey
+from scheduler.model.pods import GangKey, PodRef
 
 
 class DurationSource(Enum):
@@ -62,6 +62,8 @@ class Eta:
     p90: float | None = None
     behind: tuple[GangKey, ...] = ()
     reason: str = ""
+    # Where the median play placed its members when it started (``reserve`` holds it).
+    placement: Mapping[PodRef, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,7 @@ def test_every_registered_action_is_known_by_its_own_name_and_the_default_order_
     ]  # fmt: skip
     # Every action runs unless configured out, but consolidation, which moves running pods
     # (as KAI's is) only where it is asked for.
-    assert set(REGISTRY) - set(DEFAULT_ACTIONS) == {"consolidate"}
+    assert set(REGISTRY) - set(DEFAULT_ACTIONS) == {"consolidate", "reserve"}
 
 
 def test_an_unknown_action_is_refused_with_the_names_of_the_known_ones() -> None:

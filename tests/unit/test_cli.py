@@ -166,3 +166,10 @@ def test_an_unknown_or_repeated_action_is_refused_at_start_with_the_known_ones(
         build_parser().parse_args(["run", "--actions", given])
     assert exit_.value.code == 2
     assert said in capsys.readouterr().err
+
+
+def test_reserve_without_forecasts_is_refused_at_start(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "--actions", "allocate,reserve"]) == 2
+    assert "give --forecast-interval too" in capsys.readouterr().err

@@ -18,6 +18,7 @@ from scheduler.core.actions.finish_evictions import FinishEvictions
 from scheduler.core.actions.hold_head import HoldHead
 from scheduler.core.actions.preempt import Preempt
 from scheduler.core.actions.reclaim import Reclaim
+from scheduler.core.actions.reserve import Reserve
 from scheduler.core.framework import Action
 
 REGISTRY: Mapping[str, Action] = MappingProxyType(
@@ -31,6 +32,7 @@ REGISTRY: Mapping[str, Action] = MappingProxyType(
             Preempt(),
             Reclaim(),
             Consolidate(),
+            Reserve(),
         )
     }
 )
@@ -55,4 +57,10 @@ def actions_named(names: Iterable[str]) -> tuple[Action, ...]:
         raise UnknownActions(f"action(s) named twice: {', '.join(twice)}; name each once")
     if not names:
         raise UnknownActions(f"no action named; the actions are: {', '.join(REGISTRY)}")
+    if "reserve" in names and "hold-head" in names:
+        # Both keep one gang's room in its memory (head_target): one keeper at a time.
+        raise UnknownActions(
+            "reserve and hold-head both hold room for one gang: name one of them (reserve "
+            "with --forecast-interval, hold-head without)"
+        )
     return tuple(REGISTRY[name] for name in names)

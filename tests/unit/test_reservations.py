@@ -1,0 +1,113 @@
+"""The reserve action: the first gang that does not fit gets, at once, the room the latest
+forward play started it on, held as it frees, so that later gangs cannot push its start
+back; what it does not need stays free for them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from scheduler.core.actions import UnknownActions, actions_named
+from scheduler.core.forecasting import forecast
+from scheduler.core.scheduling import schedule
+from scheduler.model import names
+from scheduler.model.config import Config
+from scheduler.model.pods import GangKey
+from tests.unit.builders import T0, gang_pods, node, snapshot
+from tests.unit.test_allocation import bind_map
+
+RESERVE = Config(
+    default_timeout_seconds=1e9,
+    actions=("finish-evictions", "allocate", "reserve", "evict-stale", "preempt", "reclaim"),
+)
+HOLD_HEAD = replace(RESERVE, actions=("finish-evictions", "allocate", "hold-head"))
+BIG = GangKey("default", "big")
+
+
+def _busy(*, a_ends: str, b_ends: str) -> tuple[list, list]:
+    """Two nodes of 4 cpu, each full with a gang of ours running for a known time; big (two
+    members of 4 cpu) waits for both."""
+    nodes = [node("n0", cpu="4"), node("n1", cpu="4")]
+    a = [
+        replace(p, node_name="n0", phase="Running", started=T0)
+        for p in gang_pods("a", 2, gang="a", min_available=2, cpu="2",
+                           annotations={names.EXPECTED_DURATION: a_ends})
+    ]  # fmt: skip
+    b = [
+        replace(p, node_name="n1", phase="Running", started=T0)
+        for p in gang_pods("b", 2, gang="b", min_available=2, cpu="2",
+                           annotations={names.EXPECTED_DURATION: b_ends})
+    ]  # fmt: skip
+    big = gang_pods("big", 2, gang="big", min_available=2, cpu="4", created=T0 - 100)
+    return nodes, [*a, *b, *big]
+
+
+def _late() -> list:
+    """A gang of one 2-cpu member that runs for an hour, arriving after big."""
+    return gang_pods(
+        "late", 1, gang="late", min_available=1, cpu="2", created=T0,
+        annotations={names.EXPECTED_DURATION: "1h"},
+    )  # fmt: skip
+
+
+def test_the_first_gang_that_does_not_fit_keeps_the_room_the_play_gave_it() -> None:
+    """a's node frees at 5 minutes, b's at 10: big starts at 10 on both. Once a ends, a
+    gang that arrives later does not take n0, which big needs."""
+    nodes, pods = _busy(a_ends="5m", b_ends="10m")
+    snap = snapshot(nodes, pods)
+    found = forecast(snap, now=T0, config=RESERVE)
+    assert found.etas[BIG].p50 == T0 + 600
+    first = schedule(replace(snap, forecast=found), now=T0, config=RESERVE)
+    assert [e for e in first.events if e.reason == "Reserved"]
+    # a ended; late arrives and would fit on n0.
+    still = [p for p in pods if not p.ref.name.startswith("a-")]
+    later = snapshot(nodes, [*still, *_late()], memory=first.memory)
+    result = schedule(replace(later, forecast=found), now=T0 + 300, config=RESERVE)
+    assert bind_map(result) == {}, "n0 is big's from the play on"
+
+
+def test_without_the_reservation_the_late_gang_takes_the_room_and_big_waits_longer() -> None:
+    nodes, pods = _busy(a_ends="5m", b_ends="10m")
+    still = [p for p in pods if not p.ref.name.startswith("a-")]
+    result = schedule(snapshot(nodes, [*still, *_late()]), now=T0 + 300, config=HOLD_HEAD)
+    assert bind_map(result) == {"late-0": "n0"}
+
+
+def test_the_nodes_a_reservation_does_not_name_stay_free_for_others() -> None:
+    """big (two members of 2 cpu, kept to n0) is reserved on n0; late takes the room n1
+    has beside b."""
+    nodes = [node("n0", cpu="4"), node("n1", cpu="4")]
+    a = [
+        replace(p, node_name="n0", phase="Running", started=T0)
+        for p in gang_pods("a", 2, gang="a", min_available=2, cpu="2",
+                           annotations={names.EXPECTED_DURATION: "5m"})
+    ]  # fmt: skip
+    b = [
+        replace(p, node_name="n1", phase="Running", started=T0)
+        for p in gang_pods("b", 1, gang="b", min_available=1, cpu="2",
+                           annotations={names.EXPECTED_DURATION: "10m"})
+    ]  # fmt: skip
+    big = gang_pods("big", 2, gang="big", min_available=2, cpu="2", created=T0 - 100)
+    big = [replace(p, node_selector={"kubernetes.io/hostname": "n0"}) for p in big]
+    snap = snapshot(nodes, [*a, *b, *big])
+    found = forecast(snap, now=T0, config=RESERVE)
+    first = schedule(replace(snap, forecast=found), now=T0, config=RESERVE)
+    result = schedule(
+        replace(snapshot(nodes, [*a, *b, *big, *_late()], memory=first.memory), forecast=found),
+        now=T0 + 1,
+        config=RESERVE,
+    )
+    assert bind_map(result) == {"late-0": "n1"}
+
+
+def test_without_a_forecast_reserve_does_nothing() -> None:
+    nodes, pods = _busy(a_ends="5m", b_ends="10m")
+    result = schedule(snapshot(nodes, pods), now=T0, config=RESERVE)
+    assert not [e for e in result.events if e.reason == "Reserved"]
+    assert all(not s.head_target for s in result.memory.values())
+
+
+def test_reserve_and_hold_head_are_not_named_together() -> None:
+    with pytest.raises(UnknownActions, match="reserve and hold-head both hold room"):
+        actions_named(("allocate", "hold-head", "reserve"))
