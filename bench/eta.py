@@ -17,14 +17,27 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from bench.report import RESULTS, table, write
 from scheduler.sim import traces
-from scheduler.sim.reporting import eta_errors
+from scheduler.sim.reporting import eta_errors, summary
 from scheduler.sim.simulating import SIM_CONFIG, Setup, simulate
 
 SIMCHECK = RESULTS / "simcheck"
+# Each workload twice: as the scheduler runs by default (hold-head after 300 s of waiting),
+# and with reservations (reserve, from the forecasts, at once).
+SETUPS = (
+    ("hold-head", SIM_CONFIG),
+    (
+        "reserve",
+        replace(
+            SIM_CONFIG,
+            actions=tuple("reserve" if a == "hold-head" else a for a in SIM_CONFIG.actions),
+        ),
+    ),
+)
 
 
 def _node(i: int) -> dict:
@@ -71,18 +84,25 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows, results = [], []
     for name, snapshot, jobs, every, resolution in workloads(short=args.short):
-        started = time.perf_counter()
-        run = simulate(
-            snapshot, jobs, setup=Setup(config=SIM_CONFIG), step=1.0 if every < 60 else 5.0,
-            forecast_every=every, forecast_resolution=resolution,
-        )  # fmt: skip
-        found = eta_errors(run)
-        found["wall s"] = round(time.perf_counter() - started, 1)
-        print(name, found, file=sys.stderr)
-        results.append({"workload": name, "forecast_every": every, "resolution": resolution,
-                        "jobs": len(jobs), **found})  # fmt: skip
-        rows.append([name, len(jobs), f"{every:g} s / {resolution:g} s", *found.values()])
-    header = ["workload", "jobs", "forecast every / resolution", *found.keys()]
+        for setup, config in SETUPS:
+            started = time.perf_counter()
+            run = simulate(
+                snapshot, jobs, setup=Setup(name=setup, config=config),
+                step=1.0 if every < 60 else 5.0,
+                forecast_every=every, forecast_resolution=resolution,
+            )  # fmt: skip
+            found = eta_errors(run)
+            waits = summary(run)
+            found["gang wait p50 (s)"] = waits["gang wait p50 (s)"]
+            found["gang wait p99 (s)"] = waits["gang wait p99 (s)"]
+            found["wall s"] = round(time.perf_counter() - started, 1)
+            print(name, setup, found, file=sys.stderr)
+            results.append({"workload": name, "setup": setup, "forecast_every": every,
+                            "resolution": resolution, "jobs": len(jobs), **found})  # fmt: skip
+            rows.append(
+                [name, setup, len(jobs), f"{every:g} s / {resolution:g} s", *found.values()]
+            )
+    header = ["workload", "actions", "jobs", "forecast every / resolution", *found.keys()]
     page = "\n".join(
         [
             "# Expected starts against actual starts (`python -m bench.eta`)",
@@ -90,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
             "The simulator plays each trace; every so often a forward play from the pass's "
             "snapshot, every run's duration known to it; each gang that had to wait keeps "
             "its first estimate. Errors in seconds from that play; error / wait is the "
-            "error over how long the gang still waited from that play.",
+            "error over how long the gang still waited from that play. Each workload with "
+            "the default actions (hold-head) and with reserve in its place.",
             "",
             *table(header, rows),
             "",

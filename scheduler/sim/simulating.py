@@ -422,9 +422,11 @@ def _forecast(
 ) -> None:
     """A forward play from the pass's snapshot with every pod of ours (the parked gangs' too,
     read from the cache without a second snapshot, which would change what the next pass
-    sees): the first estimate of each gang that has none yet, in seconds from the start."""
-    view = replace(snap, pods=tuple(cache.gangs.ours.values()))
+    sees): the first estimate of each gang that has none yet, in seconds from the start. The
+    cache keeps the forecast for the passes after it, as the live forecaster's."""
+    view = replace(snap, pods=cache.ours())
     found = forecast(view, now=now, config=config, resolution=resolution)
+    cache.keep_forecast(found)  # as the live forecaster does: the reserve action reads it
     for key, eta in found.etas.items():  # one that fits now is no forecast: it just binds
         if key.name not in into and eta.state is EtaState.ESTIMATED and eta.p50 is not None:
             into[key.name] = (now - t0, eta.p50 - t0)
