@@ -111,3 +111,79 @@ def test_without_a_forecast_reserve_does_nothing() -> None:
 def test_reserve_and_hold_head_are_not_named_together() -> None:
     with pytest.raises(UnknownActions, match="reserve and hold-head both hold room"):
         actions_named(("allocate", "hold-head", "reserve"))
+
+
+def _arrives(lasts: str) -> list:
+    """A gang of one 2-cpu member arriving after big, expected to run ``lasts``."""
+    return gang_pods(
+        "short", 1, gang="short", min_available=1, cpu="2", created=T0,
+        annotations={names.EXPECTED_DURATION: lasts},
+    )  # fmt: skip
+
+
+def _after_a_ended(arriving: list) -> dict:
+    """The reservation made at T0 (big starts at 10 minutes, when b ends), then a ended at
+    5 minutes and ``arriving`` came: what the pass binds."""
+    nodes, pods = _busy(a_ends="5m", b_ends="10m")
+    snap = snapshot(nodes, pods)
+    found = forecast(snap, now=T0, config=RESERVE)
+    first = schedule(replace(snap, forecast=found), now=T0, config=RESERVE)
+    still = [p for p in pods if not p.ref.name.startswith("a-")]
+    later = snapshot(nodes, [*still, *arriving], memory=first.memory)
+    return bind_map(schedule(replace(later, forecast=found), now=T0 + 300, config=RESERVE))
+
+
+def test_a_gang_that_ends_before_the_reservation_starts_backfills_onto_its_room() -> None:
+    """3 minutes from minute 5 end at 8: before big's start at 10, with a minute to spare."""
+    assert _after_a_ended(_arrives("3m")) == {"short-0": "n0"}
+
+
+def test_a_gang_that_would_still_run_when_it_starts_does_not() -> None:
+    assert _after_a_ended(_arrives("4m30s")) == {}, "ends at 9m30s: within the margin"
+    assert _after_a_ended(_late()) == {}
+
+
+def test_a_gang_of_unknown_length_does_not_backfill() -> None:
+    unknown = gang_pods("short", 1, gang="short", min_available=1, cpu="2", created=T0)
+    assert _after_a_ended(unknown) == {}
+
+
+def test_the_room_is_held_again_after_a_backfill() -> None:
+    """Two short gangs arrive; each takes 2 cpu of n0's 4 when admitted: the reservation's
+    holds come back after each turn, so a third, long one still finds nothing."""
+    two = [
+        *gang_pods("s1", 1, gang="s1", min_available=1, cpu="2", created=T0,
+                   annotations={names.EXPECTED_DURATION: "2m"}),
+        *gang_pods("s2", 1, gang="s2", min_available=1, cpu="2", created=T0 + 1,
+                   annotations={names.EXPECTED_DURATION: "2m"}),
+    ]  # fmt: skip
+    placed = _after_a_ended([*two, *_late()])
+    assert placed == {"s1-0": "n0", "s2-0": "n0"}
+
+
+def test_a_reservation_whose_gang_is_gone_holds_nothing() -> None:
+    """big reserved n0 and n1, then was deleted (its memory still there, as until the
+    cache forgets it): once a has ended, late takes n0."""
+    nodes, pods = _busy(a_ends="5m", b_ends="10m")
+    snap = snapshot(nodes, pods)
+    found = forecast(snap, now=T0, config=RESERVE)
+    first = schedule(replace(snap, forecast=found), now=T0, config=RESERVE)
+    assert first.memory[BIG].head_target
+    left = [p for p in pods if p.ref.name.startswith("b-")]
+    later = replace(snapshot(nodes, [*left, *_late()], memory=first.memory), forecast=found)
+    assert bind_map(schedule(later, now=T0 + 300, config=RESERVE)) == {"late-0": "n0"}
+
+
+def test_a_bound_gang_keeps_no_reservation() -> None:
+    nodes, pods = _busy(a_ends="5m", b_ends="10m")
+    snap = snapshot(nodes, pods)
+    found = forecast(snap, now=T0, config=RESERVE)
+    first = schedule(replace(snap, forecast=found), now=T0, config=RESERVE)
+    big_only = [p for p in pods if p.ref.name.startswith("big")]
+    freed = schedule(
+        replace(snapshot(nodes, big_only, memory=first.memory), forecast=found),
+        now=T0 + 600,
+        config=RESERVE,
+    )
+    assert sorted(bind_map(freed)) == ["big-0", "big-1"]
+    assert not freed.memory[BIG].head_target

@@ -2,9 +2,11 @@
 when it is expected to start comes from the latest forward play (``--forecast-interval``,
 ``Snapshot.forecast``), and from then on the room its members get there is held for it as
 it frees, negative where it is still taken, so that no gang behind it in the queue starts on
-it and pushes its start back. What the reservation does not need stays free for others
-(backfill), and gangs ahead of it in the queue have had their turn already. One reservation
-per pass; its nodes, once chosen, are kept while they still name a node for every member.
+it and pushes its start back, unless it is expected to end before the reservation starts
+(its 90th percentile or deadline, ``BACKFILL_MARGIN`` ahead): such a gang's turn sees the
+reserved room (EASY backfill). What the reservation does not need stays free for others,
+and gangs ahead of it in the queue have had their turn already. One reservation per pass;
+its nodes, once chosen, are kept while they still name a node for every member.
 
 Unlike ``hold-head``, which waits for a gang to starve and then picks the emptiest nodes, it
 reserves at once, on the nodes the play saw freeing first. It needs the forecasts: without
@@ -14,17 +16,22 @@ placed (``Verdict.UNSCHEDULABLE``, ``BACKING_OFF``, ``PARKED``).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 
+from scheduler.core.durations import expected_duration, history
 from scheduler.core.session import Session, pending
 from scheduler.core.statement import Statement
 from scheduler.model.decisions import Attempt, Verdict
 from scheduler.model.forecasts import EtaState
 from scheduler.model.gangs import Gang
-from scheduler.model.pods import Mode, PodRef
+from scheduler.model.pods import GangKey, Mode, Pod, PodRef
 from scheduler.model.times import format_time
 
 NOT_PLACED = frozenset({Verdict.UNSCHEDULABLE, Verdict.BACKING_OFF, Verdict.PARKED})
+# A gang backfills onto reserved room only if it is expected to end this long before the
+# reservation starts (at its 90th percentile, or its deadline).
+BACKFILL_MARGIN = 60.0
 
 
 class Reserve:
@@ -34,14 +41,24 @@ class Reserve:
     name = "reserve"
 
     def open(self, session: Session) -> None:
+        # Last pass's reservation is this pass's to make again (or another's): held only
+        # where its gang is still the first left unplaced, and given back (which wakes the
+        # gangs parked for that room) otherwise. Its nodes are kept for it meanwhile.
+        done = _Done()
+        for key, outcome in session.outcomes.items():
+            if outcome.state.head_target:
+                done.kept[key] = outcome.state.head_target
+                outcome.state = replace(outcome.state, head_target={})
         if session.snapshot.forecast is None:
             return  # no play yet: nothing says where, or when
-        done = _Done()
         session.watch(
             lambda session, attempt, statement, since: _attempted(
                 session, attempt, statement, done
             ),
             verdicts=NOT_PLACED,
+        )
+        session.around_turns(
+            lambda session, statement, gangs: _backfill(session, done, statement, gangs)
         )
 
     def run(self, session: Session) -> None:
@@ -49,10 +66,48 @@ class Reserve:
 
 
 class _Done:
-    """Whether this pass reserved already (one reservation per pass)."""
+    """Whether this pass reserved already (one reservation per pass), and what: the room
+    held (pod, node), from when (``start``), and the gangs it is for."""
 
     def __init__(self) -> None:
         self.done = False
+        self.held: list[tuple[Pod, str]] = []
+        self.start: float | None = None
+        self.gangs: frozenset[GangKey] = frozenset()
+        self.runs: dict[str, tuple[float, ...]] | None = None
+        # The nodes reserved for each gang by the passes before (its head_target).
+        self.kept: dict[GangKey, Mapping[PodRef, str]] = {}
+
+
+def _backfill(
+    session: Session, done: _Done, statement: Statement, gangs: list[Gang]
+) -> Callable[[], None] | None:
+    """In an allocate turn after the reservation: a GangGroup whose every gang is expected to
+    end ``BACKFILL_MARGIN`` before the reservation starts may use its room (EASY backfill);
+    the room is held again once the turn has placed it, negative where it took some."""
+    if (
+        not done.held
+        or done.start is None
+        or session.action != "allocate"
+        or any(g.key in done.gangs for g in gangs)
+    ):
+        return None
+    if done.runs is None:
+        done.runs = history(session.gangs.values())
+    for gang in gangs:
+        lasts = expected_duration(gang, runs=done.runs)
+        longest = lasts.bound if lasts.bound is not None else lasts.p90
+        if longest is None or session.now + longest > done.start - BACKFILL_MARGIN:
+            return None  # it could still run when the reservation starts
+    held = list(done.held)
+    for pod, node in held:
+        statement.release(pod, node)
+
+    def hold_again() -> None:
+        for pod, node in held:
+            statement.hold(pod, node)
+
+    return hold_again
 
 
 def _attempted(
@@ -61,17 +116,22 @@ def _attempted(
     if statement is None or done.done:
         return
     gangs = [session.gangs[key] for key in attempt.gangs]
-    if _reserve(session, statement, gangs):
+    if _reserve(session, statement, gangs, done):
         done.done = True
-        statement.changed(undo=lambda: setattr(done, "done", False))
+        done.gangs = frozenset(g.key for g in gangs)
+
+        def undo() -> None:
+            done.done, done.held, done.start, done.gangs = False, [], None, frozenset()
+
+        statement.changed(undo=undo)
 
 
-def _reserve(session: Session, statement: Statement, gangs: list[Gang]) -> bool:
+def _reserve(session: Session, statement: Statement, gangs: list[Gang], done: _Done) -> bool:
     """Hold the room the group is expected to start on, if the forecast says where; whether
     it did."""
-    if any(g.mode is not Mode.STRICT for g in gangs):
-        return False
-    targets = {gang.key: _target(session, gang) for gang in gangs}
+    if any(g.mode is not Mode.STRICT or session.outcomes[g.key].state.nominated for g in gangs):
+        return False  # a preemptor holds its nominated room already
+    targets = {gang.key: _target(session, gang, done.kept.get(gang.key, {})) for gang in gangs}
     if not all(targets.values()):
         return False  # the play found no start for it: nothing to keep
     etas = session.snapshot.forecast.etas if session.snapshot.forecast is not None else {}
@@ -79,6 +139,10 @@ def _reserve(session: Session, statement: Statement, gangs: list[Gang]) -> bool:
         target = targets[gang.key]
         for pod in pending(gang):
             statement.hold(pod, target[pod.ref])
+            done.held.append((pod, target[pod.ref]))
+        eta = etas.get(gang.key)
+        if eta is not None and eta.p50 is not None:
+            done.start = eta.p50 if done.start is None else min(done.start, eta.p50)
         outcome = session.outcomes[gang.key]
         outcome.state = replace(outcome.state, head_target=target)
         nodes = sorted(set(target.values()))
@@ -102,13 +166,12 @@ def _reserve(session: Session, statement: Statement, gangs: list[Gang]) -> bool:
     return True
 
 
-def _target(session: Session, gang: Gang) -> dict[PodRef, str]:
+def _target(session: Session, gang: Gang, known: Mapping[PodRef, str]) -> dict[PodRef, str]:
     """Where the gang's pending members are reserved: the nodes kept from an earlier pass
     while they name one for each, else where the forecast's play started it; {} if
     neither does."""
     todo = pending(gang)
     nodes = session.snapshot.nodes
-    known = session.outcomes[gang.key].state.head_target
     if todo and all(known.get(p.ref) in nodes for p in todo):
         return {p.ref: known[p.ref] for p in todo}
     forecast = session.snapshot.forecast

@@ -63,6 +63,9 @@ from scheduler.model.topology import Topology
 # Told what came of each turn, in the turn (``Session.watch``): the session, the record, the
 # open Statement (None outside a turn) and the mark where the turn's work for it began.
 Watcher = Callable[["Session", Attempt, "Statement | None", int], None]
+# Runs as a turn opens, on its Statement; what it returns (if anything) runs as the turn's
+# work ends, on the same Statement, before it is committed (``Session.around_turns``).
+Opener = Callable[["Session", "Statement", list[Gang]], "Callable[[], None] | None"]
 
 
 class _Cursors:
@@ -169,6 +172,7 @@ class Session:
         self.explaining = True
         self.open: Statement | None = None  # the Statement of the turn open now
         self._watchers: list[tuple[Watcher, frozenset[Verdict]]] = []
+        self._openers: list[Opener] = []
         self._uncounted: list[GroupBinding] = []  # committed in the open turn
         self.wake_at: float | None = None
         self._domains: dict[str, Mapping[tuple[str, ...], frozenset[str]]] = {}
@@ -263,9 +267,14 @@ class Session:
             turn.decide(into, start, items)
 
     def done(self, op: Operation) -> None:
-        if op.kind is Kind.EVICT:
-            # Room came back: a shape that failed earlier in the pass may fit now.
+        if op.kind is Kind.EVICT or op.kind is Kind.RELEASE:
+            # Room came back (a victim's, or held room given back to a turn): a shape that
+            # failed earlier in the pass may fit now.
             self.parking.failed_shapes.clear()
+        if op.kind is Kind.RELEASE:
+            # The node finder's cursors pass only nodes without room, as room only shrinks
+            # in a pass; held room given back makes it grow: they start over.
+            self.finder.restore()
 
     def committed(self, ops: tuple[Operation, ...]) -> None:
         """The bindings a commit keeps are final: the shell may start binding them. They
@@ -305,6 +314,12 @@ class Session:
     def wake(self, at: float) -> None:
         if at > self.now and (self.wake_at is None or at < self.wake_at):
             self.wake_at = at
+
+    def around_turns(self, opener: Opener) -> None:
+        """Call ``opener`` as every turn opens, and what it returns as the turn's work
+        ends: a change it makes for the turn alone (room set aside for the gangs of the
+        turn) and takes back after it, both on the turn's Statement."""
+        self._openers.append(opener)
 
     def watch(self, watcher: Watcher, *, verdicts: Collection[Verdict]) -> None:
         """Tell ``watcher`` what came of every turn with one of ``verdicts`` from now on
@@ -348,7 +363,10 @@ class Session:
         statement.subscribe(self)
         outer, self.open = self.open, statement
         try:
+            closers = [c for opener in self._openers if (c := opener(self, statement, gangs))]
             yield statement
+            for closer in closers:
+                closer()
         except Exception as error:  # isolation is the point: any error, one GangGroup
             statement.discard()
             self.open = outer
