@@ -572,10 +572,13 @@ def _topology_constraint(raw: object, errors: list[str]) -> NetworkTopology | No
     if not raw:
         return None
     allowed = (
-        "spec.schedulingConstraints.topology must be a list of at most one an object with key "
+        "spec.schedulingConstraints.topology must be a list of at most one object with key "
         "(a node label key, e.g. topology.kubernetes.io/rack)"
     )
-    if not isinstance(raw, list) or len(raw) > 1:
+    if not isinstance(raw, list):
+        errors.append(f"{allowed}, got {raw!r}")
+        return None
+    if len(raw) > 1:
         errors.append(f"{allowed}: at most one, got {raw!r}")
         return None
     (entry,) = raw

@@ -238,23 +238,10 @@ def topology_of(snapshot: Snapshot, config: Config) -> Topology:
     (--topology-from-labels), else flat (root and nodes)."""
     if snapshot.topology is not None:
         return snapshot.topology
-    levels = config.topology_labels or _label_levels(snapshot)
-    if levels:
+    if config.topology_labels:
         labels = {n.name: n.labels for n in snapshot.nodes.values()}
-        return topology_from_labels(levels, labels)
+        return topology_from_labels(config.topology_labels, labels)
     return Topology.flat(sorted(snapshot.nodes))
-
-
-def _label_levels(snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
-    """Without a tree of its own, the node labels 1.37 PodGroups name in their topology
-    constraints are the levels (as kube-scheduler needs no tree: the key is enough), each
-    level named by its label."""
-    keys = {
-        pg.network_topology.label_key
-        for pg in snapshot.podgroups.values()
-        if pg.network_topology is not None and pg.network_topology.label_key
-    }
-    return tuple((key, key) for key in sorted(keys))
 
 
 def tier_level(topology: Topology, spec: NetworkTopology, *, where: str) -> tuple[str, str]:
@@ -266,10 +253,20 @@ def tier_level(topology: Topology, spec: NetworkTopology, *, where: str) -> tupl
         found = next((lv for lv, key in topology.label_keys.items() if key == spec.label_key), "")
         if found:
             return found, ""
+        if topology.name == "flat" or topology.label_keys:
+            fix = (
+                "start the scheduler with --topology-from-labels naming it "
+                f"(LEVEL={spec.label_key})"
+            )
+        else:  # a sakkara.topology ConfigMap's tree, which no label makes
+            fix = (
+                "the sakkara.topology ConfigMap's tree is in use, whose levels no node label "
+                "makes: state the placement in the annotation "
+                f"{names.TOPOLOGY_CONSTRAINTS} instead"
+            )
         return "", (
             f"{where} no level of topology {topology.name!r} is read from node label "
-            f"{spec.label_key} (its levels: {', '.join(levels)}): add it to "
-            f"--topology-from-labels (LEVEL={spec.label_key}), or drop the constraint"
+            f"{spec.label_key} (its levels: {', '.join(levels)}): {fix}, or drop the constraint"
         )
     if spec.highest_tier_name:
         if spec.highest_tier_name in levels:
