@@ -8,6 +8,7 @@ takes the snapshot a pass decides on.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -886,8 +887,9 @@ def _said(eta: Eta | None) -> tuple | None:
     """What a status says of an estimate: its state, the minutes, and whom it waits behind."""
     if eta is None:
         return None
-    return (eta.state, _minute(eta.p50), _minute(eta.p90), eta.behind, eta.reason)
+    return (eta.state, _minute(eta.p50), _minute(eta.p90), eta.behind)
 
 
 def _minute(epoch: float | None) -> int | None:
-    return None if epoch is None else int(epoch // 60)
+    """The minute a status says (rounded up, as ``statuses`` writes it)."""
+    return None if epoch is None else math.ceil(epoch / 60)

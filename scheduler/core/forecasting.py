@@ -19,7 +19,7 @@ live loop. Timeouts stay on: a gang whose room comes after its timeout times out
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from scheduler.core.durations import expected_duration, history
@@ -51,16 +51,20 @@ def forecast(
     window: float = DAY,
     resolution: float = 60.0,
     max_passes: int = 1_000,
+    cancelled: Callable[[], bool] = lambda: False,
 ) -> Forecast:
     """Each waiting gang's expected start from ``snapshot`` (which must hold every pod of
     ours, parked gangs' included): played up to ``window`` seconds ahead and at most
-    ``max_passes`` virtual passes per play."""
+    ``max_passes`` virtual passes per play. ``cancelled`` is asked between virtual passes:
+    once it says yes, ``PlayCancelled`` (a scheduler shutting down does not wait for a
+    play to end)."""
     if not (resolution > 0 and math.isfinite(resolution)):
         raise ValueError(f"resolution must be a positive number of seconds, got {resolution!r}")
     gangs = resolve(snapshot, config).gangs
     runs = history(gangs.values())
     durations = {key: expected_duration(gang, runs=runs) for key, gang in gangs.items()}
     settings = _Settings(
+        cancelled=cancelled,
         now=now,
         config=replace(
             config,
@@ -81,8 +85,13 @@ def forecast(
     return Forecast(at=now, etas=etas, passes=median.passes + bad.passes, horizon=median.horizon)
 
 
+class PlayCancelled(Exception):
+    """The play was told to stop (``forecast``'s ``cancelled``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Settings:
+    cancelled: Callable[[], bool]
     now: float
     config: Config
     window: float
@@ -282,6 +291,8 @@ class _Play:
         outcomes = {key: _Outcome() for key in waiting_gangs(self.gangs)}
         t = s.now
         while True:
+            if s.cancelled():
+                raise PlayCancelled(f"stopped after {self.passes} virtual passes")
             result = schedule(self._view(), now=t, config=s.config)
             self.passes += 1
             self.horizon = t

@@ -26,7 +26,7 @@ import structlog
 
 from scheduler.cache.cluster import ClusterCache
 from scheduler.core import fragmentation
-from scheduler.core.forecasting import forecast
+from scheduler.core.forecasting import PlayCancelled, forecast
 from scheduler.core.scheduling import schedule
 from scheduler.model.config import Config
 from scheduler.model.decisions import NORMAL, Event, Eviction, GroupBinding, ObjectRef, Result
@@ -133,12 +133,25 @@ class SchedulingLoop:
         self._forecast_interval = forecast_interval
         self._forecast_due = 0.0
         self._forecasting: asyncio.Task[None] | None = None
+        # Set when the loop stops: a play in its thread stops at its next virtual pass
+        # (a shutdown waits for the executor's threads).
+        self._forecast_stop = threading.Event()
 
     def poke(self) -> None:
         """Something changed: run a pass soon."""
         self._wake.set()
 
     async def run(self) -> None:
+        try:
+            await self._run()
+        finally:
+            # Stopped (cancelled, the Lease lost): a play in its thread ends at its next
+            # virtual pass, and its task goes.
+            self._forecast_stop.set()
+            if self._forecasting is not None:
+                self._forecasting.cancel()
+
+    async def _run(self) -> None:
         while True:
             try:
                 await self._sync()
@@ -231,17 +244,25 @@ class SchedulingLoop:
     def _maybe_forecast(self, snapshot: Snapshot, now: float) -> None:
         if not self._forecast_interval or self._forecasting is not None:
             return
-        if time.monotonic() < self._forecast_due or not self._cache.waiting:
+        if not self._cache.waiting:
+            self._cache.forecast = None  # nothing waits: what it said is of gangs now placed
             return
-        # Every pod of ours: the snapshot leaves out the gangs nothing woke.
-        view = replace(snapshot, pods=self._cache.ours())
+        if time.monotonic() < self._forecast_due:
+            return
+        # Every pod of ours: the snapshot leaves out the gangs nothing woke. Its own CEL
+        # selectors: the cache's are the pass thread's, and not made for two threads.
+        view = replace(snapshot, pods=self._cache.ours(), selectors=None)
         self._forecast_due = time.monotonic() + self._forecast_interval
         self._forecasting = asyncio.get_running_loop().create_task(self._forecast(view, now))
 
     async def _forecast(self, view: Snapshot, now: float) -> None:
         started = time.monotonic()
         try:
-            found = await asyncio.to_thread(forecast, view, now=now, config=self._config)
+            found = await asyncio.to_thread(
+                forecast, view, now=now, config=self._config, cancelled=self._forecast_stop.is_set
+            )
+        except PlayCancelled:
+            return
         except Exception:  # a bad play must not stop the forecasts, nor the passes
             log.exception("forward play failed; the next comes at the interval")
             self._metrics.background_errors.labels(worker="forecaster").inc()

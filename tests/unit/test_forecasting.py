@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from scheduler.core.explaining import eta_lines
 from scheduler.core.forecasting import forecast
 from scheduler.core.scheduling import schedule
@@ -284,3 +286,17 @@ def test_top_adds_an_eta_column_only_when_asked() -> None:
     timed = top_lines(waiting_gangs(snap, now=T0, config=CONFIG, forecasting=True), now=T0)
     assert timed[0].split()[:6] == ["NAMESPACE", "GANG", "QUEUE", "WAITING", "AGE", "ETA"]
     assert timed[1].split()[:6] == ["default", "w", "default", "4/4", "60s", "8m"]
+
+
+def test_a_play_told_to_stop_stops_between_virtual_passes() -> None:
+    from scheduler.core.forecasting import PlayCancelled  # noqa: PLC0415
+
+    pods = [*running("r", 4, ago=0, lasts="10m"), *waiting("w", 4)]
+    asked: list[int] = []
+
+    def cancelled() -> bool:
+        asked.append(1)
+        return len(asked) > 1
+
+    with pytest.raises(PlayCancelled, match="stopped after 1 virtual passes"):
+        forecast(snapshot([node("n0", cpu="8")], pods), now=T0, config=CONFIG, cancelled=cancelled)

@@ -205,7 +205,7 @@ def _expected_start_marks(
     marks = []
     for pod in gang.members:
         wanted = said if pod.ref == lead else ""
-        if pod.expected_start != wanted:
+        if pod.expected_start != wanted and pod.alive:  # a pod going needs no word of it
             marks.append(PodPatch(pod.ref, {names.EXPECTED_START: wanted or None}))
     return marks
 
