@@ -1,13 +1,15 @@
-"""Expected starts (#47) on the local control plane: with --forecast-interval, a waiting
-gang's PodGroup says when it is expected to start (condition EstimatedStart), from the
-expected duration of the gang that holds its room."""
+"""Expected starts and reservations (#47) on the local control plane: with
+--forecast-interval, a waiting gang's PodGroup says when it is expected to start (condition
+EstimatedStart), from the expected duration of the gang that holds its room; with the
+reserve action, the first gang that does not fit keeps that room, and only a job that ends
+before it starts backfills onto it."""
 
 from __future__ import annotations
 
 import pytest
 
 from e2e.fixtures import Cluster, PrivateSchedulers, wait_for
-from e2e.test_gang_scheduling import BIND_TIMEOUT, podgroup, wait_bound
+from e2e.test_gang_scheduling import BIND_TIMEOUT, podgroup, stays_unbound, wait_bound
 from scheduler.model import names
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
@@ -43,4 +45,53 @@ def test_a_waiting_gang_says_when_the_gang_ahead_of_it_will_have_ended(
     assert (said["status"], said["reason"]) == ("True", "Estimated"), said
     assert said["message"].startswith("expected to start at "), said
     assert f"once {cluster.namespace}/r ended" in said["message"], said
+    scheduler.assert_alive()
+
+
+def test_a_short_job_backfills_onto_a_reservation_and_a_long_one_does_not(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    """One node of 4 cpu; r (2 cpu, 10 minutes) runs; big (4 cpu) waits for it and is
+    reserved the node; long (2 cpu, an hour) would still run when big starts, short (2
+    cpu, 2 minutes) would not: short binds beside r, long waits."""
+    cluster.nodes(1, cpu="4")
+    scheduler = private_scheduler.start(
+        "--forecast-interval", "1", "--default-timeout", "3600",
+        "--actions", "finish-evictions,allocate,reserve,evict-stale,preempt,reclaim",
+    )  # fmt: skip
+
+    def lasts(name: str, duration: str) -> dict[str, str]:
+        """A gang of one (Koordinator's annotations) expected to run ``duration``."""
+        return {
+            names.KOORD_NAME: name,
+            names.KOORD_MIN_AVAILABLE: "1",
+            names.EXPECTED_DURATION: duration,
+        }
+
+    cluster.apply(podgroup("big", cluster.namespace, 1))
+    running = cluster.gang(
+        "r", 1, scheduler=scheduler.name, annotations=lasts("r", "10m"), requests={"cpu": "2"}
+    )
+    wait_bound(cluster, running)
+    cluster.gang(
+        "big", 1, scheduler=scheduler.name, labels={names.POD_GROUP_LABEL: "big"},
+        requests={"cpu": "4"},
+    )  # fmt: skip
+    wait_for(
+        lambda: bool(cluster.events("Reserved")),
+        timeout=BIND_TIMEOUT,
+        what="a Reserved Event for big",
+    )
+    long = cluster.gang(
+        "long", 1, scheduler=scheduler.name, annotations=lasts("long", "1h"), requests={"cpu": "2"}
+    )
+    short = cluster.gang(
+        "short",
+        1,
+        scheduler=scheduler.name,
+        annotations=lasts("short", "2m"),
+        requests={"cpu": "2"},
+    )
+    wait_bound(cluster, short)
+    stays_unbound(cluster, long | {"big-0"}, seconds=3)
     scheduler.assert_alive()
