@@ -112,3 +112,16 @@ def test_the_mark_is_taken_off_once_the_gang_is_placed() -> None:
 
 def test_no_forecast_no_mark_and_no_write() -> None:
     assert _marks(schedule(_annotated(runs_for="10m"), now=T0, config=CONFIG)) == {}
+
+
+def test_a_pod_of_no_gang_gets_no_mark() -> None:
+    """A backlog of plain pods would cost a write each: they are placed as kube-scheduler
+    places them, and say nothing of a start."""
+    from tests.unit.builders import pod  # noqa: PLC0415
+
+    snap = _annotated(runs_for="10m")
+    alone = pod("alone", cpu="4", created=T0 - 60)
+    snap = replace(snap, pods=(*snap.pods, alone))
+    result = schedule(replace(snap, forecast=forecast(snap, now=T0, config=CONFIG)), now=T0)
+    assert "alone" not in _marks(result)
+    assert "ko-0" in _marks(result)

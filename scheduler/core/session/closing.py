@@ -26,7 +26,7 @@ from scheduler.model.decisions import (
 from scheduler.model.devices import Allocation, ResourceClaim
 from scheduler.model.forecasts import Forecast
 from scheduler.model.gangs import Gang
-from scheduler.model.pods import GangKey, PodGroupApi, PodRef
+from scheduler.model.pods import SINGLE_PREFIX, GangKey, PodGroupApi, PodRef
 from scheduler.model.snapshot import GangState
 
 if TYPE_CHECKING:
@@ -199,6 +199,10 @@ def _expected_start_marks(
     others, and off every member once it is placed or no play has looked at it."""
     outcome = session.outcomes[gang.key]
     state = outcome.state
+    if gang.key.name.startswith(SINGLE_PREFIX) and not any(p.expected_start for p in gang.members):
+        # A pod of no gang, placed as kube-scheduler would: a backlog of them would cost a
+        # write each.
+        return []
     todo = [] if state.satisfied or state.timed_out or outcome.bindings else pending(gang)
     lead = session.order.ordered(todo)[0].ref if todo else None
     said = expected_start_mark(forecast.etas.get(gang.key)) if forecast and lead else ""
