@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from scheduler.core.actions import UnknownActions, actions_named
 from scheduler.core.forecasting import forecast
@@ -187,3 +189,40 @@ def test_a_bound_gang_keeps_no_reservation() -> None:
     )
     assert sorted(bind_map(freed)) == ["big-0", "big-1"]
     assert not freed.memory[BIG].head_target
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    ends=st.lists(st.integers(1, 10), min_size=3, max_size=3),
+    arrivals=st.lists(st.tuples(st.sampled_from(["1", "2", "4"]), st.integers(1, 20)), max_size=5),
+)
+def test_no_backfilled_gang_delays_the_reservation_in_the_play(
+    ends: list[int], arrivals: list[tuple[str, int]]
+) -> None:
+    """Three nodes of 4 cpu, each full with a run ending at a whole number of minutes; big
+    needs two of them. The forecast before any arrival says when big starts (S). Gangs that
+    arrive then (younger, as big's priority) backfill only where they end before S: played
+    forward with that reservation, big starts at S all the same."""
+    nodes = [node(f"n{i}", cpu="4") for i in range(3)]
+    running = [
+        replace(p, node_name=f"n{i}", phase="Running", started=T0)
+        for i, minutes in enumerate(ends)
+        for p in gang_pods(f"r{i}", 1, gang=f"r{i}", min_available=1, cpu="4",
+                           annotations={names.EXPECTED_DURATION: f"{minutes}m"})
+    ]  # fmt: skip
+    big = gang_pods("big", 2, gang="big", min_available=2, cpu="4", created=T0 - 100)
+    before = forecast(snapshot(nodes, [*running, *big]), now=T0, config=RESERVE)
+    start = before.etas[BIG].p50
+    assert start is not None
+    came = [
+        p
+        for j, (cpu, minutes) in enumerate(arrivals)
+        for p in gang_pods(f"x{j}", 1, gang=f"x{j}", min_available=1, cpu=cpu, created=T0 + j,
+                           annotations={names.EXPECTED_DURATION: f"{minutes}m"})
+    ]  # fmt: skip
+    after = forecast(
+        replace(snapshot(nodes, [*running, *big, *came]), forecast=before),
+        now=T0,
+        config=RESERVE,
+    )
+    assert after.etas[BIG].p50 == start
