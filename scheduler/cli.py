@@ -267,7 +267,7 @@ def build_parser(prog: str = "gang-scheduler") -> argparse.ArgumentParser:
     )
     _topology_flags(run)
     run.add_argument("--verbose", "-v", action="store_true", help="log every pass")
-    add_sim_commands(commands)  # snapshot, simulate, trace
+    add_sim_commands(commands)  # snapshot, forecast, simulate, trace
     return parser
 
 
@@ -535,7 +535,7 @@ def main(argv: list[str] | None = None, *, prog: str = "gang-scheduler") -> int:
         return _explain(args)
     if args.command == "top":
         return _top(args)
-    if args.command in ("snapshot", "simulate", "trace"):
+    if args.command in ("snapshot", "forecast", "simulate", "trace"):
         from scheduler.sim.commands import main as sim_main  # noqa: PLC0415
 
         return sim_main(args)

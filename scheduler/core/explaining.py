@@ -29,6 +29,7 @@ from scheduler.model.pods import TERMINAL_PHASES, GangKey, Pod, gang_key_of
 from scheduler.model.queues import DEFAULT_QUEUE
 from scheduler.model.resources import describe
 from scheduler.model.snapshot import GangState, Snapshot
+from scheduler.model.times import age
 
 # The virtual passes ``explain --forecast`` plays at most (each play): a one-off look must
 # answer in seconds, not minutes, on a big cluster.
@@ -203,12 +204,12 @@ def eta_lines(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -
     if eta is None or eta.state is EtaState.FITS_NOW:
         return []
     if eta.state is EtaState.ESTIMATED and eta.p50 is not None:
-        bad = f" (p90 in {_age(eta.p90 - now)})" if eta.p90 not in (None, eta.p50) else ""
+        bad = f" (p90 in {age(eta.p90 - now)})" if eta.p90 not in (None, eta.p50) else ""
         if eta.p90 is None:
             bad = " (not within the play if every run takes its p90)"
         after = f", once {', '.join(map(str, eta.behind))} ended" if eta.behind else ""
         return [
-            f"expected to start in {_age(eta.p50 - now)}{bad}{after}: if the runs ahead of "
+            f"expected to start in {age(eta.p50 - now)}{bad}{after}: if the runs ahead of "
             "it end when expected and no gang that sorts ahead of it arrives"
         ]
     return [f"no expected start ({eta.state.value}): {eta.reason}"]
@@ -220,8 +221,8 @@ def _duration_lines(gang: Gang, runs: dict[str, tuple[float, ...]]) -> list[str]
     duration = expected_duration(gang, runs=runs)
     if duration.p50 is None or duration.p90 is None:
         return []
-    spread = f", {_age(duration.p90)} at p90" if duration.p90 != duration.p50 else ""
-    return [f"expected to run for {_age(duration.p50)}{spread} once bound ({duration.basis})"]
+    spread = f", {age(duration.p90)} at p90" if duration.p90 != duration.p50 else ""
+    return [f"expected to run for {age(duration.p50)}{spread} once bound ({duration.basis})"]
 
 
 def _memory_lines(state: GangState | None, *, now: float) -> list[str]:
@@ -452,8 +453,8 @@ def _eta_cell(eta: Eta, *, now: float) -> str:
         return "now"
     if eta.p50 is None:
         return f"? {eta.state.value}"
-    bad = f" (p90 {_age(eta.p90 - now)})" if eta.p90 not in (None, eta.p50) else ""
-    return f"{_age(eta.p50 - now)}{bad}"
+    bad = f" (p90 {age(eta.p90 - now)})" if eta.p90 not in (None, eta.p50) else ""
+    return f"{age(eta.p50 - now)}{bad}"
 
 
 def top_lines(rows: list[Waiting], *, now: float) -> list[str]:
@@ -465,7 +466,7 @@ def top_lines(rows: list[Waiting], *, now: float) -> list[str]:
               "REASON")  # fmt: skip
     table = [
         (w.key.namespace, w.key.name, w.queue, f"{w.pending}/{w.minimum}",
-         _age(now - w.since), *((w.eta,) if timed else ()), w.why)
+         age(now - w.since), *((w.eta,) if timed else ()), w.why)
         for w in rows
     ]  # fmt: skip
     widths = [max(len(row[i]) for row in (header, *table)) for i in range(len(header) - 1)]
@@ -475,31 +476,3 @@ def top_lines(rows: list[Waiting], *, now: float) -> list[str]:
         + row[-1]
         for row in (header, *table)
     ]
-
-
-def _age(seconds: float) -> str:
-    """As kubectl prints an age (apimachinery's duration.HumanDuration): 45s, 3m12s, 25m,
-    5h2m, 20h, 3d4h, 30d, 2y10d."""
-    s = int(seconds)
-    if s < -1:
-        return "<invalid>"
-    if s < 120:
-        return f"{max(s, 0)}s"
-    minutes, hours = s // 60, s // 3600
-    if minutes < 10:
-        return f"{minutes}m{s % 60}s" if s % 60 else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    if hours < 8:
-        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
-    if hours < 48:
-        return f"{hours}h"
-    days = hours // 24
-    if hours < 24 * 8:
-        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
-    if hours < 24 * 365 * 2:
-        return f"{days}d"
-    years = days // 365
-    if hours < 24 * 365 * 8:
-        return f"{years}y{days % 365}d" if days % 365 else f"{years}y"
-    return f"{years}y"

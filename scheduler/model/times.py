@@ -68,3 +68,31 @@ def parse_duration(value: str) -> float:
     if pos == 0 or pos != len(text) or not total <= MAX_DURATION_SECONDS:
         raise ValueError(value)
     return total
+
+
+def age(seconds: float) -> str:
+    """As kubectl prints an age (apimachinery's duration.HumanDuration): 45s, 3m12s, 25m,
+    5h2m, 20h, 3d4h, 30d, 2y10d."""
+    s = int(seconds)
+    if s < -1:
+        return "<invalid>"
+    if s < 120:
+        return f"{max(s, 0)}s"
+    minutes, hours = s // 60, s // 3600
+    if minutes < 10:
+        return f"{minutes}m{s % 60}s" if s % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    days = hours // 24
+    if hours < 24 * 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if hours < 24 * 365 * 2:
+        return f"{days}d"
+    years = days // 365
+    if hours < 24 * 365 * 8:
+        return f"{years}y{days % 365}d" if days % 365 else f"{years}y"
+    return f"{years}y"

@@ -1,4 +1,4 @@
-"""The simulator's subcommands: ``snapshot``, ``simulate`` and ``trace``.
+"""The simulator's subcommands: ``snapshot``, ``forecast``, ``simulate`` and ``trace``.
 
 Their flags are declared here and their modules imported only when one runs, so that
 ``gang-scheduler version`` and ``run`` load nothing of them (nor matplotlib).
@@ -32,6 +32,26 @@ def add_commands(commands: Any) -> None:
         "--topology-namespace",
         default="gang-scheduler-system",
         help="where the topology ConfigMap lives (default: %(default)s)",
+    )
+
+    ahead = commands.add_parser(
+        "forecast",
+        help="when each waiting gang of a snapshot is expected to start, if the runs end when "
+        "expected and nothing else arrives; with --add-nodes, beside what more nodes would do",
+    )
+    ahead.add_argument("snapshot", metavar="SNAPSHOT", help="a file written by `snapshot`")
+    ahead.add_argument(
+        "--add-nodes",
+        metavar="NODE=COUNT",
+        help="what if COUNT more nodes like NODE (copies of it, under new names) were there: "
+        "each gang's expected start beside today's",
+    )
+    ahead.add_argument(
+        "--resolution",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="the play's clock step: runs ending within it end together (default: %(default)s)",
     )
 
     sim = commands.add_parser(
@@ -134,6 +154,8 @@ def _pairs(raw: str) -> tuple[tuple[str, float], ...]:
 def main(args: argparse.Namespace) -> int:
     if args.command == "snapshot":
         return _snapshot(args)
+    if args.command == "forecast":
+        return _forecast(args)
     if args.command == "simulate":
         return _simulate(args)
     return _trace(args)
@@ -210,6 +232,31 @@ def _simulate(args: argparse.Namespace) -> int:
     report = reporting.write(runs, args.output, title=title, inputs=inputs)
     print(report)
     return 0
+
+
+def _forecast(args: argparse.Namespace) -> int:
+    from scheduler.shell.snapshotting import read  # noqa: PLC0415
+    from scheduler.sim.forecasting import forecast_lines  # noqa: PLC0415
+
+    try:
+        document = read(args.snapshot)
+        adding = _adding(args.add_nodes) if args.add_nodes else None
+        lines = forecast_lines(document, adding=adding, resolution=args.resolution)
+    except (OSError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
+def _adding(raw: str) -> tuple[str, int]:
+    """--add-nodes NODE=COUNT."""
+    name, _, count = raw.partition("=")
+    if not name or not count.isdigit() or not 0 < int(count) <= 10_000:
+        raise ValueError(
+            f"--add-nodes takes NODE=COUNT, a node of the snapshot and 1 to 10000, got {raw!r}"
+        )
+    return name, int(count)
 
 
 def _trace(args: argparse.Namespace) -> int:

@@ -7,9 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.core.explaining import _age, top_lines, waiting_gangs
+from scheduler.core.explaining import top_lines, waiting_gangs
 from scheduler.model import names
 from scheduler.model.config import Config
+from scheduler.model.times import age
 from tests.unit.builders import T0, gang_pods, node, snapshot
 
 
@@ -59,4 +60,4 @@ def test_top_says_so_when_nothing_waits() -> None:
 )  # fmt: skip
 def test_ages_read_as_kubectl_prints_them(seconds: int, shown: str) -> None:
     """apimachinery's duration.HumanDuration, as `kubectl get` prints AGE."""
-    assert _age(seconds) == shown
+    assert age(seconds) == shown
