@@ -156,6 +156,7 @@ class _Play:
     # Per node, (when, gang) of the runs that ended there in the play.
     freed: dict[str, list[tuple[float, GangKey]]] = field(init=False, default_factory=dict)
     leaving: set[str] = field(init=False, default_factory=set)
+    by_gang: dict[GangKey, list[str]] = field(init=False, default_factory=dict)
     # Whether pods of other schedulers hold room: they never end in the play.
     others: bool = field(init=False, default=False)
     passes: int = 0
@@ -164,6 +165,10 @@ class _Play:
     def __post_init__(self) -> None:
         base = self.base
         self.pods = {p.ref.uid: p for p in base.pods}
+        ours = self.settings.config.scheduler_names
+        for pod in base.pods:
+            if pod.scheduler_name in ours:
+                self.by_gang.setdefault(gang_key_of(pod), []).append(pod.ref.uid)
         self.infos = dict(base.infos())
         # Each waiting gang is tried afresh in the play's first pass, whatever its backoff or
         # parking: a gang never tried in the play is one that is not ready.
@@ -171,7 +176,6 @@ class _Play:
             key: replace(state, parked=None, retry_at=0.0) for key, state in base.memory.items()
         }
         self.generation = base.generation
-        ours = self.settings.config.scheduler_names
         self.others = any(
             p.scheduler_name not in ours for info in self.infos.values() for p in info.pods
         )
@@ -272,9 +276,20 @@ class _Play:
                 self._touch(node, info.pods)
 
     def _view(self) -> Snapshot:
+        # As the cache's snapshot: only the gangs with someone to place. A gang all of whose
+        # members run holds its room in the node infos, and resolving it again every
+        # virtual pass was half of a play's time.
+        pods = self.pods
+        active = tuple(
+            pod
+            for uids in self.by_gang.values()
+            if any((p := pods.get(uid)) is not None and not p.bound for uid in uids)
+            for uid in uids
+            if (pod := pods.get(uid)) is not None
+        )
         return replace(
             self.base,
-            pods=tuple(self.pods.values()),
+            pods=active,
             node_infos=self.infos,
             memory=self.memory,
             generation=self.generation,
