@@ -468,3 +468,18 @@ def test_a_preemptor_satisfied_meanwhile_is_not_kept_from_its_room_by_its_own_ho
                      now=T0 + 1)  # fmt: skip
     assert bind_map(after) == {"high-1": "n1"}
     assert {n.pod.name: n.node for n in after.nominations} == {"high-1": ""}, "cleared"
+
+
+def test_a_head_that_bound_or_went_keeps_no_hold() -> None:
+    """The head's nodes are kept in its memory while it waits; bound, it holds none (the
+    room it held is given back, which wakes gangs parked for it), and gone, none either."""
+    nodes, _, snap = starving_cluster(waited=400)
+    first = schedule(snap, now=T0)
+    assert first.memory[GangKey("default", "big")].head_target
+    big = [p for p in snap.pods if p.ref.name.startswith("big")]
+    bound = schedule(snapshot(nodes, big, memory=first.memory), now=T0 + 60)
+    assert len(bind_map(bound)) == 8
+    assert not bound.memory[GangKey("default", "big")].head_target
+    late = gang_pods("late", 2, gang="late", min_available=2, cpu="1", created=T0)
+    gone = schedule(snapshot(nodes, late, memory=first.memory), now=T0 + 60)
+    assert sorted(bind_map(gone)) == ["late-0", "late-1"]

@@ -13,6 +13,7 @@ It acts in the turns of the other actions whose GangGroup was not placed
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from scheduler.core.placing import Ledger, NodeFinder
@@ -20,7 +21,7 @@ from scheduler.core.session import Session, pending
 from scheduler.core.statement import Statement
 from scheduler.model.decisions import Attempt, Verdict
 from scheduler.model.gangs import Gang
-from scheduler.model.pods import Mode
+from scheduler.model.pods import GangKey, Mode, PodRef
 
 NOT_PLACED = frozenset({Verdict.UNSCHEDULABLE, Verdict.BACKING_OFF, Verdict.PARKED})
 
@@ -31,7 +32,14 @@ class HoldHead:
     name = "hold-head"
 
     def open(self, session: Session) -> None:
+        # Last pass's head holds again only if it is still the head at its turn; a head that
+        # bound, went, or is no longer first gives its room back (which wakes the gangs
+        # parked for it). Its nodes are kept for it meanwhile.
         held = _Held()
+        for key, outcome in session.outcomes.items():
+            if outcome.state.head_target:
+                held.kept[key] = outcome.state.head_target
+                outcome.state = replace(outcome.state, head_target={})
         session.watch(
             lambda session, attempt, statement, since: _attempted(
                 session, attempt, statement, held
@@ -48,6 +56,8 @@ class _Held:
 
     def __init__(self) -> None:
         self.done = False
+        # The nodes chosen for each head by the passes before (its head_target).
+        self.kept: dict[GangKey, Mapping[PodRef, str]] = {}
 
 
 def _attempted(
@@ -56,12 +66,17 @@ def _attempted(
     if statement is None or held.done:
         return
     gangs = [session.gangs[key] for key in attempt.gangs]
-    if _hold_for_head(session, statement, gangs):
+    if _hold_for_head(session, statement, gangs, held.kept):
         held.done = True
         statement.changed(undo=lambda: setattr(held, "done", False))
 
 
-def _hold_for_head(session: Session, statement: Statement, gangs: list[Gang]) -> bool:
+def _hold_for_head(
+    session: Session,
+    statement: Statement,
+    gangs: list[Gang],
+    kept: Mapping[GangKey, Mapping[PodRef, str]],
+) -> bool:
     """Hold the room the group needs where its target is, if it is the head; whether it
     did."""
     if any(g.mode is not Mode.STRICT for g in gangs):
@@ -73,7 +88,7 @@ def _hold_for_head(session: Session, statement: Statement, gangs: list[Gang]) ->
                 first + session.readiness.starvation_after(gang) if first is not None else 0
             )
             return False
-    targets = {gang.key: _head_target(session, gang) for gang in gangs}
+    targets = {gang.key: _head_target(session, gang, kept.get(gang.key, {})) for gang in gangs}
     if not all(targets.values()):
         return False  # it would not fit even on empty nodes: nothing to wait for
     for gang in gangs:
@@ -99,12 +114,11 @@ def _hold_for_head(session: Session, statement: Statement, gangs: list[Gang]) ->
     return True
 
 
-def _head_target(session: Session, gang: Gang) -> dict:
+def _head_target(session: Session, gang: Gang, known: Mapping[PodRef, str]) -> dict:
     """Where the head's pending members go: the remembered target while it still names a
     node for each, else a placement on the nodes as if empty, emptiest now first."""
     todo = session.order.ordered(pending(gang))
     nodes = session.snapshot.nodes
-    known = session.outcomes[gang.key].state.head_target
     if todo and all(known.get(p.ref) in nodes for p in todo):
         return {p.ref: known[p.ref] for p in todo}
     empty = Ledger.over(nodes, {})
