@@ -221,8 +221,10 @@ class GangQueue:
         }
         for key, state in self.memory.items():
             parked = state.parked
-            if parked is None or state.reservations:
-                continue  # a NonStrict holder must be in every pass: its holds are taken there
+            if parked is None or state.reservations or state.head_target:
+                # A NonStrict holder, a head or a reservation must be in every pass: their
+                # holds are taken there.
+                continue
             self._due_at[key] = parked.due_at
             for shape in parked.shapes:
                 self._parked_by_shape.setdefault(shape, set()).add(key)

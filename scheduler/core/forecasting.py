@@ -421,6 +421,10 @@ class _Play:
         for key, outcome in outcomes.items():
             state = self.memory.get(key)
             if outcome.state is None and state is not None and state.timed_out:
+                never = self._never_fits(self.gangs[key])
+                if never:  # it would wait for ever: that says more than its timeout
+                    outcome.state, outcome.reason = EtaState.NEVER_FITS, never
+                    continue
                 outcome.state = EtaState.TIMES_OUT
                 outcome.reason = (
                     f"it times out {at - s.now:g}s from now, before its room frees"
@@ -445,14 +449,7 @@ class _Play:
             blockers.append("pods of other schedulers")
         for n, key in enumerate(open_):
             outcome = outcomes[key]
-            # On nodes emptied of everything, or (past the first EMPTY_CHECKS gangs, where
-            # that costs too much) by the sums of what they have.
-            gang = self.gangs[key]
-            too_big = self._too_big(gang) or (
-                "it does not fit even on the nodes emptied of every pod"
-                if n < EMPTY_CHECKS and not _fits_empty(self.base.nodes, gang)
-                else ""
-            )
+            too_big = self._never_fits(self.gangs[key], empty=n < EMPTY_CHECKS)
             if not outcome.tried:
                 outcome.state = EtaState.NOT_READY
             elif too_big:
@@ -470,6 +467,16 @@ class _Play:
                     "does not fit even once every run with a known end has ended; "
                     f"{outcome.reason}".rstrip("; ")
                 )
+
+    def _never_fits(self, gang: Gang, *, empty: bool = True) -> str:
+        """Why the gang fits no way the nodes could be emptied ("" if it may fit): by the
+        sums of what they have, and with ``empty`` on the nodes emptied of every pod (past
+        the first EMPTY_CHECKS gangs that costs too much)."""
+        if too_big := self._too_big(gang):
+            return too_big
+        if empty and not _fits_empty(self.base.nodes, gang):
+            return "it does not fit even on the nodes emptied of every pod"
+        return ""
 
     def _too_big(self, gang: Gang) -> str:
         """Why ``gang`` fits no cluster of these nodes, however empty: a member larger than

@@ -300,3 +300,11 @@ def test_a_play_told_to_stop_stops_between_virtual_passes() -> None:
 
     with pytest.raises(PlayCancelled, match="stopped after 1 virtual passes"):
         forecast(snapshot([node("n0", cpu="8")], pods), now=T0, config=CONFIG, cancelled=cancelled)
+
+
+def test_a_gang_that_never_fits_is_said_so_rather_than_that_it_times_out() -> None:
+    """With the default timeout (600 s) the play reaches it; that the gang never fits says
+    more (integration: explain --forecast on a gang larger than its nodes)."""
+    pods = [*running("r", 1, ago=0, lasts="1m"), *waiting("w", 5)]
+    eta = forecast(snapshot([node("n0", cpu="8")], pods), now=T0, config=Config()).etas[key("w")]
+    assert eta.state is EtaState.NEVER_FITS

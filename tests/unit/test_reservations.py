@@ -226,3 +226,21 @@ def test_no_backfilled_gang_delays_the_reservation_in_the_play(
         config=RESERVE,
     )
     assert after.etas[BIG].p50 == start
+
+
+def test_a_reserved_gang_is_in_every_snapshot_even_parked() -> None:
+    """Its holds are taken at its own turn: a cache that left it out as parked would let
+    the reserved room go to anyone (e2e: a long job bound on it)."""
+    from scheduler.cache.cluster import ClusterCache  # noqa: PLC0415
+    from scheduler.model.snapshot import GangState, Parked  # noqa: PLC0415
+
+    cache = ClusterCache(scheduler_name="gang-scheduler")
+    cache.upsert_node(node("n0", cpu="4"))
+    big = gang_pods("big", 2, gang="big", min_available=2, cpu="4")
+    for pod in big:
+        cache.upsert_pod(pod)
+    cache.snapshot(now=T0)  # what was new is taken
+    parked = Parked(generation=0, since=T0, due_at=T0 + 3600)
+    target = {p.ref: "n0" for p in big}
+    cache.remember({BIG: GangState(first_attempt=T0, parked=parked, head_target=target)})
+    assert {p.ref.name for p in cache.snapshot(now=T0 + 1).pods} == {"big-0", "big-1"}
