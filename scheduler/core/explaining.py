@@ -441,13 +441,13 @@ def waiting_gangs(
                 minimum=gang.min_member,
                 since=min(p.created for p in pending),
                 why=why,
-                eta=_eta_cell(etas[key], now=now) if key in etas else ("-" if etas else ""),
+                eta=eta_cell(etas[key], now=now) if key in etas else ("-" if etas else ""),
             )
         )
     return sorted(found, key=lambda w: (w.since, w.key))
 
 
-def _eta_cell(eta: Eta, *, now: float) -> str:
+def eta_cell(eta: Eta, *, now: float) -> str:
     """``top``'s ETA: "now", "23m", "23m (p90 46m)", or "?" and the state without one."""
     if eta.state is EtaState.FITS_NOW:
         return "now"

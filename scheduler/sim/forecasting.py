@@ -13,9 +13,9 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from scheduler.core.explaining import eta_cell
 from scheduler.core.forecasting import forecast
-from scheduler.model.forecasts import Eta, EtaState, Forecast
-from scheduler.model.times import age
+from scheduler.model.forecasts import Eta, Forecast
 from scheduler.shell.snapshotting import fold
 from scheduler.sim.simulating import SIM_CONFIG, _start_time
 
@@ -36,10 +36,10 @@ def forecast_lines(
     rows = []
     for key in sorted(today.etas, key=lambda k: (_order(today.etas[k]), k)):
         eta = today.etas[key]
-        row = [key.namespace, key.name, _cell(eta, now=now)]
+        row = [key.namespace, key.name, eta_cell(eta, now=now)]
         if more is not None:
             other = more.etas.get(key)
-            row.append(_cell(other, now=now) if other is not None else "-")
+            row.append(eta_cell(other, now=now) if other is not None else "-")
         row.append(", ".join(map(str, eta.behind)) if eta.behind else eta.reason)
         rows.append(row)
     widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header) - 1)]
@@ -86,12 +86,3 @@ def _play(document: Mapping[str, Any], *, now: float, resolution: float) -> Fore
 
 def _order(eta: Eta) -> float:
     return eta.p50 if eta.p50 is not None else float("inf")
-
-
-def _cell(eta: Eta, *, now: float) -> str:
-    if eta.state is EtaState.FITS_NOW:
-        return "now"
-    if eta.p50 is None:
-        return f"? {eta.state.value}"
-    bad = f" (p90 {age(eta.p90 - now)})" if eta.p90 not in (None, eta.p50) else ""
-    return f"{age(eta.p50 - now)}{bad}"
