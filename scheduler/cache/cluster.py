@@ -8,20 +8,20 @@ takes the snapshot a pass decides on.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from scheduler.cache import kinds
 from scheduler.cache.deliveries import Deliveries
+from scheduler.cache.forecasts import Forecasts
 from scheduler.cache.gangs import GangQueue
 from scheduler.cache.kinds import Change, Kind
 from scheduler.cache.nodes import NodeCache
 from scheduler.cache.volumes import AssumedVolumes, names_exclusive, storage_of
 from scheduler.model.decisions import ClaimWrite, VolumeWrite
 from scheduler.model.devices import Consumer, DeviceClass, ResourceClaim
-from scheduler.model.forecasts import Eta, Forecast
+from scheduler.model.forecasts import Forecast
 from scheduler.model.gangs import Owner, PodGroup, queue_of_pod
 from scheduler.model.nodes import Node
 from scheduler.model.owners import OwnerKey, OwnerKind
@@ -85,7 +85,7 @@ class ClusterCache:
         # Time-based fair share: the queues' recent usage, as the last pass left it.
         self.queue_usage: QueueUsage | None = None
         # The latest forward play (the loop's forecaster), for the statuses of the passes.
-        self.forecast: Forecast | None = None
+        self.forecasts = Forecasts()
         # The tree the last pass with a gang stating a tier placed on (for the
         # stranded-by-topology gauge).
         self.placed_on: Topology | None = None
@@ -740,13 +740,10 @@ class ClusterCache:
         return tuple(self.gangs.ours.values())
 
     def keep_forecast(self, found: Forecast) -> None:
-        """A forward play's result, for the passes' statuses: the gangs whose estimate it
-        changed (to the minute) are looked at again, the others are not."""
-        before = self.forecast.etas if self.forecast is not None else {}
-        self.forecast = found
-        for key, eta in found.etas.items():
-            if _said(before.get(key)) != _said(eta):
-                self.touch_gang(key)
+        """A forward play's result; the gangs whose estimate it changed are looked at
+        again."""
+        for key in self.forecasts.keep(found):
+            self.touch_gang(key)
 
     def update_memory(self, key: GangKey, state: GangState) -> None:
         self.gangs.update(key, state)
@@ -819,7 +816,7 @@ class ClusterCache:
             if bool(queues) and beyond_default(queues)
             else None,
             queue_usage=self.queue_usage,
-            forecast=self.forecast,
+            forecast=self.forecasts.latest,
             queue_holdings=nodes.queue_holdings(
                 podgroups, ours=self._names, members=self._members_of
             )
@@ -881,15 +878,3 @@ def _as_made(write: ClaimWrite) -> ResourceClaim:
         owner_uid=pod.uid,
         extended=True,
     )
-
-
-def _said(eta: Eta | None) -> tuple | None:
-    """What a status says of an estimate: its state, the minutes, and whom it waits behind."""
-    if eta is None:
-        return None
-    return (eta.state, _minute(eta.p50), _minute(eta.p90), eta.behind)
-
-
-def _minute(epoch: float | None) -> int | None:
-    """The minute a status says (rounded up, as ``statuses`` writes it)."""
-    return None if epoch is None else math.ceil(epoch / 60)

@@ -6,12 +6,11 @@ no status writes; a condition keeps its lastTransitionTime while its status and 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection
 from dataclasses import replace
 
 from scheduler.model import names
-from scheduler.model.forecasts import Eta, EtaState
+from scheduler.model.forecasts import Eta, EtaState, shown_minute
 from scheduler.model.gangs import Condition, Gang, PodGroupStatus, clip_message
 from scheduler.model.pods import FAILED, RUNNING, SUCCEEDED, TERMINAL_PHASES, PodGroupApi, PodRef
 from scheduler.model.times import format_time
@@ -157,8 +156,8 @@ def _estimated_start(eta: Eta | None) -> tuple[str, str, str] | None:
     if eta is None or eta.state is EtaState.FITS_NOW:
         return None
     if eta.state is EtaState.ESTIMATED and eta.p50 is not None:
-        at = format_time(_minute(eta.p50))
-        bad = f" (p90 {format_time(_minute(eta.p90))})" if eta.p90 is not None else ""
+        at = format_time(shown_minute(eta.p50))
+        bad = f" (p90 {format_time(shown_minute(eta.p90))})" if eta.p90 is not None else ""
         behind = f", once {', '.join(map(str, eta.behind))} ended" if eta.behind else ""
         return (
             "True",
@@ -178,12 +177,8 @@ def expected_start_mark(eta: Eta | None) -> str:
     if eta is None or eta.state is EtaState.FITS_NOW:
         return ""
     if eta.state is EtaState.ESTIMATED and eta.p50 is not None:
-        return format_time(_minute(eta.p50))
+        return format_time(shown_minute(eta.p50))
     return f"unknown: {eta.state.value}"
-
-
-def _minute(epoch: float) -> float:
-    return float(math.ceil(epoch / 60) * 60)
 
 
 def _condition(

@@ -3,6 +3,7 @@ a waiting one is expected to start."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -75,3 +76,9 @@ class Forecast:
     etas: Mapping[GangKey, Eta]
     passes: int
     horizon: float
+
+
+def shown_minute(epoch: float | None) -> float | None:
+    """An estimate as statuses say it: the minute, rounded up (so that a play that moves it
+    by seconds writes nothing)."""
+    return None if epoch is None else float(math.ceil(epoch / 60) * 60)

@@ -245,7 +245,7 @@ class SchedulingLoop:
         if not self._forecast_interval or self._forecasting is not None:
             return
         if not self._cache.waiting:
-            self._cache.forecast = None  # nothing waits: what it said is of gangs now placed
+            self._cache.forecasts.forget()
             return
         if time.monotonic() < self._forecast_due:
             return
