@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from scheduler.core.placing import Ledger, NodeFinder
 from scheduler.core.session import Session, pending
+from scheduler.core.solvers.heads import take_back_targets
 from scheduler.core.statement import Statement
 from scheduler.model.decisions import Attempt, Verdict
 from scheduler.model.gangs import Gang
@@ -36,10 +37,7 @@ class HoldHead:
         # bound, went, or is no longer first gives its room back (which wakes the gangs
         # parked for it). Its nodes are kept for it meanwhile.
         held = _Held()
-        for key, outcome in session.outcomes.items():
-            if outcome.state.head_target:
-                held.kept[key] = outcome.state.head_target
-                outcome.state = replace(outcome.state, head_target={})
+        held.kept = take_back_targets(session)
         session.watch(
             lambda session, attempt, statement, since: _attempted(
                 session, attempt, statement, held

@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from scheduler.core.durations import expected_duration, history
 from scheduler.core.session import Session, pending
+from scheduler.core.solvers.heads import take_back_targets
 from scheduler.core.statement import Statement
 from scheduler.model.decisions import Attempt, Verdict
 from scheduler.model.forecasts import EtaState
@@ -45,10 +46,7 @@ class Reserve:
         # where its gang is still the first left unplaced, and given back (which wakes the
         # gangs parked for that room) otherwise. Its nodes are kept for it meanwhile.
         done = _Done()
-        for key, outcome in session.outcomes.items():
-            if outcome.state.head_target:
-                done.kept[key] = outcome.state.head_target
-                outcome.state = replace(outcome.state, head_target={})
+        done.kept = take_back_targets(session)
         if session.snapshot.forecast is None:
             return  # no play yet: nothing says where, or when
         session.watch(
