@@ -109,6 +109,10 @@ class VolumeWrite:
     node: str = ""  # set when the volume is to be made there
     # The volume's, as the pass saw it: its claimRef is written only if no one changed it.
     resource_version: str = ""
+    # The volume's claimRef named the claim already (its provisioner made it for the claim,
+    # or a user bound them): nothing is written, and nothing taken back, since the volume
+    # is the claim's whatever becomes of this group.
+    prebound: bool = False
 
     @property
     def provisions(self) -> bool:

@@ -13,9 +13,11 @@ watch shows them.
 The wait ends in failure when a claim goes, is bound to another volume, loses its
 selected-node (its provisioner gave it back: provisioning failed), or when the group's
 volumes are not all bound within ``timeout_seconds`` (kube-scheduler's
-``bindTimeoutSeconds``). Taking back clears the claimRef of a volume whose claim is not bound
-yet, and the selected-node of a claim not bound yet, so that no claim points at a node the
-gang will not use.
+``bindTimeoutSeconds``). Taking back clears the selected-node of a claim not bound yet, so
+that no claim points at a node the gang will not use, and the claimRef this scheduler wrote
+on a volume whose claim the PV controller has not started to bind. A volume whose claimRef
+named the claim before (its provisioner made it for the claim) is the claim's: nothing is
+written on it, and nothing taken back.
 
 Claims are written under the scheduler's name as their field manager, so that the passes
 know, from the claim alone, which selected-node is this scheduler's and since when: one left
@@ -100,6 +102,8 @@ class VolumeWriter:
 
     async def _write(self, write: VolumeWrite) -> dict[str, Any] | str:
         """The object as the write left it, or what went wrong."""
+        if write.prebound:  # the PV controller completes it: nothing to write
+            return {"metadata": {"resourceVersion": write.resource_version}}
         try:
             if write.provisions:
                 return await self._api.merge_patch(
@@ -221,6 +225,8 @@ class VolumeWriter:
                     )
 
     async def _take_back(self, write: VolumeWrite) -> None:
+        if write.prebound:
+            return
         claim = claim_from_dict(
             await self._api.request("GET", claim_path(write.namespace, write.name))
         )
@@ -233,6 +239,11 @@ class VolumeWriter:
                     {"metadata": {"uid": write.uid, "resourceVersion": claim.resource_version,
                                   "annotations": {SELECTED_NODE_ANNOTATION: None}}},
                 )  # fmt: skip
+            return
+        if claim.volume:
+            # The PV controller is binding them (the claim names the volume, not yet marked
+            # complete): a claimRef cleared now would leave the claim naming a volume that
+            # another claim may take.
             return
         volume = volume_from_dict(await self._api.request("GET", volume_path(write.volume)))
         if volume.claim is None or volume.claim.uid != write.uid:

@@ -16,6 +16,7 @@ from scheduler.model.volumes import (
     NO_PROVISIONER,
     WAIT_FOR_FIRST_CONSUMER,
     Claim,
+    ClaimRef,
     CsiNode,
     StorageClass,
     Volume,
@@ -118,6 +119,30 @@ def test_a_claim_asked_for_on_one_node_keeps_its_pod_there() -> None:
     claims = {k: replace(c, selected_node="n2") for k, c in claims.items()}
     result = schedule(_snap(pods, claims, []), now=T0, config=BINDS)
     assert _placed(result) == {"w-0": "n2"}
+
+
+def test_a_volume_made_for_its_claim_is_bound_to_it_as_it_stands() -> None:
+    """Its provisioner made it for the claim (its claimRef names it) before the PV
+    controller bound them: the write only waits for the binding, and a group that fails
+    must not take the volume from its claim."""
+    pods, claims = _gang(1, storage_class="made")
+    made = replace(
+        _local_volume("pvc-c0", "n0"),
+        storage_class="made",
+        claim=ClaimRef("default", "d-0", "c0"),
+        phase="Bound",
+    )
+    result = schedule(_snap(pods, claims, [made], nodes=1), now=T0, config=BINDS)
+    assert _placed(result) == {"w-0": "n0"}
+    [write] = [w for g in result.bindings for w in g.volumes]
+    assert (write.volume, write.node, write.prebound) == ("pvc-c0", "", True)
+
+
+def test_a_volume_chosen_from_the_available_ones_is_ours_to_take_back() -> None:
+    pods, claims = _gang(1, storage_class="local")
+    result = schedule(_snap(pods, claims, [_local_volume("pv-n1", "n1")]), now=T0, config=BINDS)
+    [write] = [w for g in result.bindings for w in g.volumes]
+    assert (write.volume, write.prebound) == ("pv-n1", False)
 
 
 def test_without_volume_binding_such_pods_wait_and_say_so() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
@@ -258,6 +259,39 @@ def test_a_claim_bound_meanwhile_keeps_its_volume_and_a_claim_gone_needs_nothing
              "spec": {"volumeName": "pv-n1"}}  # fmt: skip
     assert [m for m, _, _ in _taking_back(STATIC, {CLAIM_PATH: bound})] == ["GET"]
     assert [m for m, _, _ in _taking_back(MADE, {})] == ["GET"]
+
+
+PREBOUND = replace(STATIC, prebound=True)
+
+
+def test_a_volume_made_for_its_claim_gets_no_write_and_the_pods_wait_for_the_binding() -> None:
+    async def bound(cache: ClusterCache) -> None:
+        await asyncio.sleep(0.03)
+        cache.upsert(
+            kinds.PERSISTENT_VOLUME_CLAIMS, _claim(12, volume="pv-n1", bind_completed=True)
+        )
+
+    cache = _cache(volume=_volume(7, claim=OURS))
+    landed, error, seen = _run((PREBOUND,), cache, meanwhile=bound)
+    assert (landed, error, seen) == ([PREBOUND], "", [])
+
+
+def test_taking_back_leaves_a_volume_made_for_its_claim_to_the_claim() -> None:
+    """Its provisioner made it for the claim: with its claimRef cleared, the claim would
+    never get a volume (the provisioner makes one a claim) and another claim could take
+    it."""
+    volume = {"metadata": {"name": "pv-n1", "resourceVersion": "8"},
+              "spec": {"claimRef": {"namespace": "ml", "name": "d-0", "uid": "c0"}}}  # fmt: skip
+    claim = {"metadata": {"name": "d-0", "namespace": "ml", "uid": "c0"}}
+    assert _taking_back(PREBOUND, {CLAIM_PATH: claim, VOLUME_PATH: volume}) == []
+
+
+def test_taking_back_leaves_a_volume_the_pv_controller_is_binding() -> None:
+    """The claim names the volume, the binding not marked complete yet: the claimRef
+    cleared then would leave the claim naming a volume another claim may take."""
+    claim = {"metadata": {"name": "d-0", "namespace": "ml", "uid": "c0"},
+             "spec": {"volumeName": "pv-n1"}}  # fmt: skip
+    assert [m for m, _, _ in _taking_back(STATIC, {CLAIM_PATH: claim})] == ["GET"]
 
 
 def test_a_replica_that_no_longer_leads_writes_nothing() -> None:

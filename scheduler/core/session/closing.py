@@ -137,6 +137,7 @@ def _volumed(session: Session, groups: tuple[GroupBinding, ...]) -> tuple[GroupB
                     binding.pod,
                     volume=v.name,
                     resource_version=v.resource_version,
+                    prebound=v.claim is not None and bool(v.claim.uid),
                 )
                 for claim, v in plan.bindings
             )
