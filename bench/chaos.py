@@ -43,7 +43,7 @@ an API server or etcd restart) and checks:
   cut short whose bound members all Succeeded before the next began is judged with the next
   (seed 5035: a leader killed mid-gang, its 4 binds ran to completion before a new leader,
   which bound the other 3 counting them). Excused: the rival bound a member of it (the
-  scheduler then counts the gang satisfied and places the rest one by one), or the chaos
+  scheduler then places the members the gang lacks together, the rest one by one), or the chaos
   deleted a pending member around its binds (from ``EXCUSE_BEFORE`` s before its first bind
   to ``EXCUSE_AFTER`` s after its last). A scheduler kill, an API server or etcd restart, a
   node deletion or a freeze excuse nothing: the design promises that a gang cut short is
@@ -53,8 +53,9 @@ an API server or etcd restart) and checks:
   deleted still hold, as in kube-scheduler) never exceeds its allocatable.
 - **I3, no pod bound twice**: a pod's nodeName, once set, never changes (by uid).
 - **I4, every gang that can be bound is, within RECOVERY_SECONDS of the last fault.** At the
-  end: a live pending member of a gang with a live bound member or min-available members
-  that Succeeded (satisfied: placed one by one), or of a gang with enough live pending
+  end: a live pending member of a gang with min-available members live and bound or
+  Succeeded (satisfied: placed one by one), of a gang with fewer but enough live pending
+  members for the rest (the members it lacks go together), or of a gang with enough live pending
   members (min-available and total-number, those that Succeeded counted) whose GangGroup
   peers are complete too, must be bound; unless a first-fit of all such pods into
   the free room of the surviving nodes says it cannot (then it is reported, not a violation).
@@ -2516,11 +2517,18 @@ def expectations(
         pending = whole
         if not pending:
             continue
-        satisfied = any(p.node for p in members) or (
-            spec is not None and _counted(spec, done.get(gang, 0), len(members)) >= spec.min
-        )
+        running = _running(spec, members, done.get(gang, 0))
+        minimum = spec.min if spec is not None else 1
         peers = spec.group if spec else ()
-        if satisfied or (complete(gang) and all(complete(g) for g in peers)):
+        if running >= minimum:  # satisfied: the rest placed one by one
+            expected[gang] = pending
+        elif running and len(pending) >= minimum - running:
+            # Below its minimum (a member the rival bound, members lost): the members it
+            # lacks go together or not at all (seed 11307).
+            expected[gang] = pending
+        elif running:
+            incomplete.append(gang)
+        elif complete(gang) and all(complete(g) for g in peers):
             expected[gang] = pending
         else:
             incomplete.append(gang)
@@ -2679,17 +2687,23 @@ def _held_by_capability(
     for pod in pods.values():
         if pod.holds and pod.queue in books.capabilities:
             held[pod.queue] += pod.cpu_m
+    done = {
+        gang: sum(1 for p in members if _succeeded_at(p, None))
+        for gang, members in _succeeded(books, pods).items()
+    }
     asked: dict[str, int] = {}  # per gang: what it needs of its queue before it binds
     for gang, pending in expected.items():
         spec = books.specs.get(gang)
-        satisfied = any(p.node and p.alive for p in pods.values() if p.gang == gang)
+        members = [p for p in pods.values() if p.gang == gang and p.alive]
+        running = _running(spec, members, done.get(gang, 0))
         sizes = sorted((p.cpu_m for p in pending), reverse=True)
         # A running gang of subgroups takes a further replica whole, not one member (seed
-        # 53014: one member fitted under the capability, a replica of four did not).
+        # 53014: one member fitted under the capability, a replica of four did not); one
+        # below its minimum the members it lacks, together (seed 11307: a member the rival
+        # bound, ten more needed at once, over the capability).
         one = spec.subgroup if spec is not None and spec.subgroup else 1
-        asked[gang] = (
-            sum(sizes[-one:]) if satisfied else sum(sizes[: spec.min if spec else len(sizes)])
-        )
+        minimum = spec.min if spec is not None else len(sizes)
+        asked[gang] = sum(sizes[-one:]) if running >= minimum else sum(sizes[: minimum - running])
     back = []
     for gang, pending in expected.items():
         queue = pending[0].queue
@@ -2703,6 +2717,14 @@ def _held_by_capability(
         if held[queue] + max(asked[gang], together) > books.capabilities[queue]:
             back.append(gang)
     return back
+
+
+def _running(spec: GangSpec | None, members: list[PodState], done: int) -> int:
+    """What counts toward a gang's minimum now, as the scheduler counts it: its live
+    members bound (by anyone: the rival's binds too) and those that Succeeded in places
+    no live member takes."""
+    bound = sum(1 for p in members if p.node and p.alive)
+    return bound + _counted(spec, done, len(members))
 
 
 def _succeeded_at(pod: PodState, t: float | None) -> bool:

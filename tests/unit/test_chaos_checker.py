@@ -293,10 +293,18 @@ def test_what_must_be_bound_at_the_end() -> None:
     expected, incomplete, _ = expectations(books(gang), pods_of(*pending[:2]))
     assert expected == {}
     assert incomplete == ["g"]
-    # One member bound (by anyone): satisfied, so the pending ones must be placed.
-    bound = [pod("g-0", gang="g", node="n1"), pending[1]]
+    # One member bound (by anyone): the two it lacks must be placed, together.
+    bound = [pod("g-0", gang="g", node="n1"), *pending[1:]]
     expected, _, _ = expectations(books(gang), pods_of(*bound))
-    assert [p.name for p in expected["g"]] == ["g-1"]
+    assert [p.name for p in expected["g"]] == ["g-1", "g-2"]
+    # ... but with one of them gone, the scheduler binds none alone: excused.
+    expected, incomplete, _ = expectations(books(gang), pods_of(*bound[:2]))
+    assert (expected, incomplete) == ({}, ["g"])
+    # Its minimum bound: satisfied, so the pending ones must be placed one by one.
+    satisfied = [pod(f"g-{i}", gang="g", node="n1") for i in range(3)]
+    extra = GangSpec("g", "koord", 4, 3)
+    expected, _, _ = expectations(books(extra), pods_of(*satisfied, pod("g-3", gang="g")))
+    assert [p.name for p in expected["g"]] == ["g-3"]
     # No room left on the surviving nodes: said, not a violation.
     full = books(gang, nodes=(NODE,))
     full.deleted_nodes[NODE] = 1.0
@@ -362,6 +370,23 @@ def test_a_gang_its_queues_capability_holds_back_is_not_expected_bound() -> None
     expected, _, no_room = expectations(ledger, pods_of(running, rivals, *pending))
     assert expected == {}
     assert no_room == ["g"]
+
+
+def test_a_gang_below_its_minimum_asks_its_queue_for_all_it_lacks_at_once() -> None:
+    """Seed 11307: the rival bound one member of a gang of 12 (minimum 11); the scheduler
+    needs the other ten at once, more than the queue's capability allows."""
+    gang = GangSpec("g", "koord", 4, 4, queue="cap")
+    ledger = books(gang)
+    ledger.capabilities["q"] = 2500
+    ledger.rival_node = "rival"
+    rivals = queued(pod("g-0", gang="g", node="rival", cpu="1"), "q")
+    pending = [queued(pod(f"g-{i}", gang="g"), "q") for i in range(1, 4)]
+    expected, _, no_room = expectations(ledger, pods_of(rivals, *pending))
+    assert expected == {}
+    assert no_room == ["g"]  # 1 held by the rival's + 3 asked > 2.5
+    ledger.capabilities["q"] = 4000
+    expected, _, _ = expectations(ledger, pods_of(rivals, *pending))
+    assert sorted(expected) == ["g"]
 
 
 def test_half_the_plans_have_queues_and_a_seeds_workload_is_the_same_with_them() -> None:
