@@ -9,7 +9,7 @@ KUBECTL = KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k podgroup -x"`.
 PYTEST_ARGS ?=
 
-.PHONY: help setup binaries lint format test test-unit fuzz bench bench-victims bench-victims-gpus bench-curve bench-xl simcheck chaos soak oracle clients cluster-up cluster-down demo e2e-kind clean
+.PHONY: help setup binaries lint format test test-unit fuzz bench bench-victims bench-victims-gpus bench-curve bench-xl simcheck etacheck chaos soak oracle clients cluster-up cluster-down demo e2e-kind clean
 
 help:
 	@echo "make demo          start the local control plane with fake GPU nodes, and say how to use it"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench-curve   our cost curve: the bigger tier at 1,000, 5,000 and 10,000 nodes (long)"
 	@echo "make bench-xl      the bigger tier's backlog, us beside each peer, each on its own control plane (long)"
 	@echo "make simcheck      the simulator against the real scheduler, the same trace on KWOK nodes"
+	@echo "make etacheck      expected starts against real starts, a trace on KWOK nodes"
 	@echo "make chaos         random faults against the scheduler, invariants checked (CHAOS_RUNS=200)"
 	@echo "make soak          two hours of churn at 1,000 nodes, footprint sampled (SOAK_ARGS)"
 	@echo "make clients       every job framework's real operator (KubeRay, JobSet, ...) with the scheduler"
@@ -129,6 +130,13 @@ bench-xl: setup binaries
 SIMCHECK_ARGS ?=
 simcheck: setup binaries
 	$(PY) -m bench.simcheck $(SIMCHECK_ARGS)
+
+# Expected starts against real starts (#47): a trace played for real on KWOK nodes while the
+# harness plays snapshots of it forward; figures to bench/results/eta-check[-learned].{json,md}.
+# About 15 minutes; ETACHECK_ARGS="--short" for a smoke, "--learned" for learned durations.
+ETACHECK_ARGS ?=
+etacheck: setup binaries
+	$(PY) -m bench.etacheck $(ETACHECK_ARGS)
 
 # Fault injection: CHAOS_RUNS seeded runs (run i has seed CHAOS_SEED+i) of random workloads
 # and faults on a control plane of its own (.cluster-chaos/); figures and violations, each

@@ -686,13 +686,17 @@ class RealRun:
         if not task.cancelled() and task.exception() is not None:
             self.errors.append(f"{type(task.exception()).__name__}: {task.exception()}")
 
+    def manifests(self, job: Job, *, gang: str) -> list[dict]:
+        """The pods of one incarnation of ``job``."""
+        return pod_manifests(
+            job, gang=gang, scheduler=self.scheduler, node_selector=self.node_selector
+        )
+
     async def submit(self, job: Job, *, planned: float) -> None:
         attempt = self.attempts.get(job.name, 0)
         self.attempts[job.name] = attempt + 1
         gang = retry_name(job.name, attempt, taken=self.taken) if attempt else job.name
-        manifests = pod_manifests(
-            job, gang=gang, scheduler=self.scheduler, node_selector=self.node_selector
-        )
+        manifests = self.manifests(job, gang=gang)
         pods = tuple(m["metadata"]["name"] for m in manifests)
         inc = Incarnation(job=job, gang=gang, pods=pods, submitted=self.now(), planned=planned)
         self.incarnations[gang] = inc
@@ -837,12 +841,15 @@ def as_of(document: Mapping[str, Any], start_epoch: float) -> dict:
 # -- the bench ---------------------------------------------------------------------------------
 
 
-def start_scheduler(kubeconfig: Path, log: Path, settings: Config) -> subprocess.Popen[bytes]:
+def start_scheduler(
+    kubeconfig: Path, log: Path, settings: Config, *, more: Sequence[str] = ()
+) -> subprocess.Popen[bytes]:
+    """``gang-scheduler run`` for ``settings``, with ``more`` flags besides."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("ab") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "scheduler", "run", "--kubeconfig", str(kubeconfig),
-             "--scheduler-name", settings.scheduler_name, *scheduler_flags(settings)],
+             "--scheduler-name", settings.scheduler_name, *scheduler_flags(settings), *more],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )  # fmt: skip
 
