@@ -2323,6 +2323,7 @@ class Run:
             v.details["scheduler_log"] = self.log_excerpt(v)
             if v.invariant == "I4" and v.details.get("gang"):
                 v.details["explain"] = self.explain(v.details["gang"])
+                v.details["events"] = self.events_of(v.details.get("pending") or [])
             self.result.violations.append(
                 {"invariant": v.invariant, "what": v.what, "details": v.details}
             )
@@ -2365,6 +2366,29 @@ class Run:
         except subprocess.TimeoutExpired:
             return ["explain timed out after 60s"]
         return (done.stdout + done.stderr).splitlines()[:60]
+
+    def events_of(self, pods: Sequence[str]) -> list[str]:
+        """The Events the live scheduler wrote of ``pods`` (the last few, oldest first):
+        what it, not a fresh pass, thought kept them waiting."""
+        response = self.api.retrying(
+            "GET", f"/apis/events.k8s.io/v1/namespaces/{self.namespace}/events", within=10.0
+        )
+        if response is None or response.status_code != 200:
+            return [f"events not read: {response.status_code if response else 'no answer'}"]
+        wanted = set(pods)
+        found = []
+        for event in response.json().get("items") or []:
+            regarding = event.get("regarding") or {}
+            if regarding.get("kind") == "Pod" and regarding.get("name") in wanted:
+                when = event.get("eventTime") or (event.get("metadata") or {}).get(
+                    "creationTimestamp", ""
+                )
+                count = (event.get("series") or {}).get("count", 1)
+                found.append(
+                    (when, f"{when} {regarding['name']} {event.get('reason')} x{count}: "
+                           f"{(event.get('note') or '')[:300]}")
+                )  # fmt: skip
+        return [line for _, line in sorted(found)][-12:]
 
     def log_excerpt(self, violation: Violation) -> list[str]:
         assert self.replicas is not None
