@@ -98,6 +98,7 @@ class VolumeWriter:
                 return answer
             landed.append(write)
             written[id(write)] = _version(text(obj(answer.get("metadata")).get("resourceVersion")))
+        log.debug("volume choices written", choices=[_said(w, nodes) for w in writes])
         return await self._bound(writes, nodes=nodes, written=written)
 
     async def _write(self, write: VolumeWrite) -> dict[str, Any] | str:
@@ -154,6 +155,14 @@ class VolumeWriter:
                 elif why:
                     return why
             if not waiting:
+                log.debug(
+                    "volumes bound",
+                    claims=[
+                        f"{w.namespace}/{w.name}: {c.volume if c else '?'}"
+                        for w in writes
+                        for c in (self._cache.claim(w.namespace, w.name),)
+                    ],
+                )
                 return ""
             if time.monotonic() >= deadline:
                 return (
@@ -290,6 +299,14 @@ class VolumeWriter:
             claim=subject,
             node=leftover.node,
         )
+
+
+def _said(write: VolumeWrite, nodes: Mapping[PodRef, str]) -> str:
+    """One choice, for the debug log: the claim, what it gets, and its pod's node."""
+    what = f"made on {write.node}" if write.provisions else f"volume {write.volume}"
+    if write.prebound:
+        what += " (made for it)"
+    return f"{write.namespace}/{write.name}: {what}, pod on {nodes.get(write.pod, write.node)}"
 
 
 def _version(resource_version: str) -> int:
