@@ -11,7 +11,8 @@ from dataclasses import replace
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
-from scheduler.model.pods import NodeSelectorTerm, Requirement
+from scheduler.model.pods import GangKey, NodeSelectorTerm, Requirement
+from scheduler.model.snapshot import GangState
 from scheduler.model.volumes import (
     NO_PROVISIONER,
     WAIT_FOR_FIRST_CONSUMER,
@@ -143,6 +144,40 @@ def test_a_volume_chosen_from_the_available_ones_is_ours_to_take_back() -> None:
     result = schedule(_snap(pods, claims, [_local_volume("pv-n1", "n1")]), now=T0, config=BINDS)
     [write] = [w for g in result.bindings for w in g.volumes]
     assert (write.volume, write.prebound) == ("pv-n1", False)
+
+
+def test_a_nonstrict_hold_is_let_go_once_its_claim_is_bound_to_a_volume_elsewhere() -> None:
+    """Chaos seed 11003: a member held on one node while its claim waited; the claim was
+    then bound to a volume made on another node (a provisioner slower than the group's
+    wait). The hold, bound as it stood once the gang fitted, put the pod where its volume
+    could not be reached."""
+    pods = [
+        pod(f"w-{i}", gang="w", min_available=2, mode="NonStrict", cpu="3",
+            spec={"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": f"d-{i}"}}]})
+        for i in range(2)
+    ]  # fmt: skip
+    claims = {
+        ("default", "d-0"): Claim(
+            "default", "d-0", storage_class="made", uid="c0", requested=2**30,
+            access_modes=frozenset({"ReadWriteOnce"}), volume="pvc-c0", bind_completed=True,
+        ),
+        ("default", "d-1"): Claim(
+            "default", "d-1", storage_class="made", uid="c1", requested=2**30,
+            access_modes=frozenset({"ReadWriteOnce"}),
+        ),
+    }  # fmt: skip
+    made = replace(
+        _local_volume("pvc-c0", "n0"), storage_class="made",
+        claim=ClaimRef("default", "d-0", "c0"), phase="Bound",
+    )  # fmt: skip
+    memory = {GangKey("default", "w"): GangState(reservations={pods[0].ref: "n1"})}
+    snap = replace(_snap(pods, claims, [made], nodes=3), memory=memory)
+    result = schedule(snap, now=T0, config=BINDS)
+    placed = _placed(result)
+    assert placed.get("w-0") in (None, "n0"), "never where its volume cannot be reached"
+    assert placed == {"w-0": "n0", "w-1": placed["w-1"]}
+    released = [e.message for e in result.events if e.reason == "HoldReleased"]
+    assert any("no longer suit them" in m for m in released), released
 
 
 def test_without_volume_binding_such_pods_wait_and_say_so() -> None:

@@ -156,16 +156,36 @@ def keep_holds(session: Session, statement: Statement, gang: Gang) -> None:
         return
     waiting = {p.ref: p for p in pending(gang)}
     kept = {}
+    unfit = []
     for ref, node in sorted(held.items()):
         pod = waiting.get(ref)
-        if pod is None or not statement.ledger.admits(pod, node):
+        if pod is None:
+            continue
+        # A hold is bound as it stands once the gang fits: the node must still be one the
+        # pod may go on at all (a claim since bound to a volume elsewhere, a taint, a label).
+        if node not in session.finder.static_fit(pod):
+            unfit.append(ref)
+            continue
+        if not statement.ledger.admits(pod, node):
             continue
         check = session.finder.check(pod, statement.ledger)
         if check is not None and check.reason(node):
             continue
         statement.hold(pod, node)
         kept[ref] = node
-    lost = [ref for ref in held if ref not in kept and ref in waiting]
+    if unfit:
+        session.reporting.say(
+            gang,
+            reason="HoldReleased",
+            message=(
+                f"gang {gang.key} let go of {len(unfit)} held member(s): the nodes held "
+                "no longer suit them (a volume bound elsewhere, a taint or a label since); "
+                f"it holds {len(kept)} of {gang.min_member}"
+            ),
+            pods=[waiting[ref] for ref in unfit],
+            warning=False,
+        )
+    lost = [ref for ref in held if ref not in kept and ref in waiting and ref not in unfit]
     if lost:
         session.reporting.say(
             gang,
