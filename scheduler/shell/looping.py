@@ -238,6 +238,10 @@ class SchedulingLoop:
                 "pass",
                 bindings=sum(len(g.bindings) for g in result.bindings),
                 seconds=round(time.perf_counter() - started, 4),
+                # Where each pod goes, for a post-mortem (kept short: names and nodes).
+                placed=[f"{b.pod.name}@{b.node}" for g in result.bindings for b in g.bindings][
+                    :200
+                ],
             )
         return result.wake_at
 
