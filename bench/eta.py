@@ -6,7 +6,10 @@ real duration is known to the play: what it cannot know is what arrives after it
 Two workloads: simcheck's (16 nodes of 8 GPUs, 291 gangs over 180 s, runs of 2 to 60 s, the
 trace whose play the real scheduler matches: ``bench/results/simcheck.md``), forecasts every
 5 s at a resolution of 1 s; and a generated day (8 nodes of 8 GPUs, 40 jobs an hour, runs of a
-median 20 minutes), forecasts every 10 minutes at a resolution of 60 s.
+median 20 minutes), forecasts every 10 minutes at a resolution of 60 s. Each with no hold,
+hold-head and reserve; for the reservations made (``Reservations``), how many gangs started
+later than theirs said, and how many of those behind a gang that started on the reserved
+nodes after the reservation (a backfill that may have pushed it back).
 
     python -m bench.eta
 """
@@ -17,18 +20,23 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from bench.report import RESULTS, table, write
 from scheduler.sim import traces
 from scheduler.sim.reporting import eta_errors, summary
-from scheduler.sim.simulating import SIM_CONFIG, Setup, simulate
+from scheduler.sim.simulating import SIM_CONFIG, Played, Setup, simulate
 
 SIMCHECK = RESULTS / "simcheck"
-# Each workload twice: as the scheduler runs by default (hold-head after 300 s of waiting),
-# and with reservations (reserve, from the forecasts, at once).
+# Each workload three times: with no hold at all, as the scheduler runs by default
+# (hold-head after 300 s of waiting), and with reservations (reserve, from the forecasts,
+# at once).
 SETUPS = (
+    (
+        "no hold",
+        replace(SIM_CONFIG, actions=tuple(a for a in SIM_CONFIG.actions if a != "hold-head")),
+    ),
     ("hold-head", SIM_CONFIG),
     (
         "reserve",
@@ -38,6 +46,65 @@ SETUPS = (
         ),
     ),
 )
+
+
+@dataclass
+class Reservations:
+    """What ``observe`` sees of reservations: each gang's first (a ``head_target`` in the
+    pass's memory, with the estimate of the forecast the pass read), and every gang's run
+    (its nodes, its start, its end), to tell whether a gang that started on a reservation's
+    nodes after it was made still ran there when the reservation was due."""
+
+    made: dict[str, tuple[float, float, frozenset[str]]] = field(default_factory=dict)
+    runs: list[tuple[str, frozenset[str], float, float]] = field(default_factory=list)
+    started: dict[str, float] = field(default_factory=dict)
+    backfilled: set[str] = field(default_factory=set)  # said so (a Backfilled Event)
+
+    def __call__(self, played: Played) -> None:
+        etas = played.forecast.etas if played.forecast is not None else {}
+        for key, state in played.result.memory.items():
+            eta = etas.get(key)
+            if not state.head_target or key.name in self.made or eta is None or eta.p50 is None:
+                continue
+            nodes = frozenset(state.head_target.values())
+            self.made[key.name] = (played.t, eta.p50 - played.t0, nodes)
+        for event in played.result.events:
+            if event.reason == "Backfilled":
+                self.backfilled.add(event.message.split()[1].split("/")[-1])
+        for group in played.result.bindings:
+            for placed in group.gangs:
+                job = played.job_of.get(placed.gang.name)
+                if job is None or placed.gang.name in self.started:
+                    continue
+                self.started[placed.gang.name] = played.t
+                nodes = frozenset(b.node for b in placed.bindings)
+                self.runs.append((placed.gang.name, nodes, played.t, played.t + job.duration))
+
+    def figures(self, *, slack: float) -> dict[str, int]:
+        """How many reservations were made; how many gangs started later than their
+        reservation said (``slack`` allowed: the plays' resolution); and how many of those
+        had a gang started on their nodes since the reservation still running at its due
+        time, and how many behind such a gang that backfilled (admitted onto the reserved
+        room as expected to end before: the target is none)."""
+        late = overlapped = behind_backfill = 0
+        for gang, (made, due, nodes) in self.made.items():
+            started = self.started.get(gang)
+            if started is None or started <= due + slack:
+                continue
+            late += 1
+            behind = {
+                other
+                for other, on, start, end in self.runs
+                if other != gang and on & nodes and made <= start < due and end > due + slack
+            }
+            overlapped += bool(behind)
+            behind_backfill += bool(behind & self.backfilled)
+        return {
+            "reservations": len(self.made),
+            "started after their reservation's start": late,
+            "of them behind a gang started since on its nodes": overlapped,
+            "of them behind a backfilled gang": behind_backfill,
+        }
 
 
 def _node(i: int) -> dict:
@@ -86,12 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     for name, snapshot, jobs, every, resolution in workloads(short=args.short):
         for setup, config in SETUPS:
             started = time.perf_counter()
+            reservations = Reservations()
             run = simulate(
                 snapshot, jobs, setup=Setup(name=setup, config=config),
                 step=1.0 if every < 60 else 5.0,
-                forecast_every=every, forecast_resolution=resolution,
+                forecast_every=every, forecast_resolution=resolution, observe=reservations,
             )  # fmt: skip
             found = eta_errors(run)
+            found.update(reservations.figures(slack=resolution))
             waits = summary(run)
             found["gang wait p50 (s)"] = waits["gang wait p50 (s)"]
             found["gang wait p99 (s)"] = waits["gang wait p99 (s)"]
@@ -111,7 +180,11 @@ def main(argv: list[str] | None = None) -> int:
             "snapshot, every run's duration known to it; each gang that had to wait keeps "
             "its first estimate. Errors in seconds from that play; error / wait is the "
             "error over how long the gang still waited from that play. Each workload with "
-            "the default actions (hold-head) and with reserve in its place.",
+            "no hold, with the default actions (hold-head) and with reserve in its place. "
+            "A reservation is a gang's first held target; one that started later than its "
+            "reservation said (by more than the resolution) is counted, and counted again "
+            "if a gang that started on its nodes after it was made still ran there then, "
+            "and if that gang had backfilled (its Backfilled Event): the target is none.",
             "",
             *table(header, rows),
             "",

@@ -38,7 +38,7 @@ from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
-from scheduler.model.forecasts import EtaState
+from scheduler.model.forecasts import EtaState, Forecast
 from scheduler.model.gangs import queue_of_pod
 from scheduler.model.pods import Pod
 from scheduler.model.queues import DEFAULT_QUEUE, QUEUE_API
@@ -150,6 +150,10 @@ class Played:
     pods: Mapping[str, Pod]
     job_of: Mapping[str, Job]  # gang name -> the job it is an incarnation of
     seconds: float  # wall-clock seconds the core took: said, never part of ``Run``
+    # The forward play the pass read (``forecast_every``; None before the first), and the
+    # epoch of the play's 0, to read its estimates in seconds from the start.
+    forecast: Forecast | None = None
+    t0: float = 0.0
 
 
 def prepare(document: Mapping[str, Any], jobs: Sequence[Job], setup: Setup) -> dict[str, Any]:
@@ -356,7 +360,11 @@ def simulate(  # noqa: PLR0915 (one loop, as the scheduler's)
                         made, start = predicted.pop(gang)
                         run.etas.append((job.name, size_bucket(job.gpus), start - made, t - made))
         if observe is not None:
-            observe(Played(t=t, result=result, pods=pods, job_of=job_of, seconds=took))
+            played = Played(
+                t=t, result=result, pods=pods, job_of=job_of, seconds=took,
+                forecast=snap.forecast, t0=t0,
+            )  # fmt: skip
+            observe(played)
         evicted_gangs: set[str] = set()
         for eviction in result.evictions:
             pod = pods.get(eviction.pod.uid)

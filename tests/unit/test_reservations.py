@@ -15,6 +15,7 @@ from scheduler.core.forecasting import forecast
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
+from scheduler.model.decisions import Result
 from scheduler.model.pods import GangKey
 from tests.unit.builders import T0, gang_pods, node, snapshot
 from tests.unit.test_allocation import bind_map
@@ -126,18 +127,29 @@ def _arrives(lasts: str) -> list:
 def _after_a_ended(arriving: list) -> dict:
     """The reservation made at T0 (big starts at 10 minutes, when b ends), then a ended at
     5 minutes and ``arriving`` came: what the pass binds."""
+    return bind_map(_pass_after_a_ended(arriving))
+
+
+def _pass_after_a_ended(arriving: list) -> Result:
     nodes, pods = _busy(a_ends="5m", b_ends="10m")
     snap = snapshot(nodes, pods)
     found = forecast(snap, now=T0, config=RESERVE)
     first = schedule(replace(snap, forecast=found), now=T0, config=RESERVE)
     still = [p for p in pods if not p.ref.name.startswith("a-")]
     later = snapshot(nodes, [*still, *arriving], memory=first.memory)
-    return bind_map(schedule(replace(later, forecast=found), now=T0 + 300, config=RESERVE))
+    return schedule(replace(later, forecast=found), now=T0 + 300, config=RESERVE)
 
 
 def test_a_gang_that_ends_before_the_reservation_starts_backfills_onto_its_room() -> None:
     """3 minutes from minute 5 end at 8: before big's start at 10, with a minute to spare."""
     assert _after_a_ended(_arrives("3m")) == {"short-0": "n0"}
+
+
+def test_a_backfilled_gang_says_whose_room_it_runs_on_and_until_when() -> None:
+    result = _pass_after_a_ended(_arrives("3m"))
+    [said] = {e.message for e in result.events if e.reason == "Backfilled"}
+    assert said.startswith("gang default/short runs on nodes reserved for default/big from ")
+    assert "expected to end by" in said
 
 
 def test_a_gang_that_would_still_run_when_it_starts_does_not() -> None:

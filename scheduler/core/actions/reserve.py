@@ -92,18 +92,36 @@ def _backfill(
         return None
     if done.runs is None:
         done.runs = history(session.gangs.values())
+    ends = []
     for gang in gangs:
         lasts = expected_duration(gang, runs=done.runs)
         longest = lasts.bound if lasts.bound is not None else lasts.p90
         if longest is None or session.now + longest > done.start - BACKFILL_MARGIN:
             return None  # it could still run when the reservation starts
+        ends.append(session.now + longest)
     held = list(done.held)
     for pod, node in held:
         statement.release(pod, node)
+    start = done.start
+    reserved = ", ".join(str(key) for key in sorted(done.gangs, key=str))
 
     def hold_again() -> None:
         for pod, node in held:
             statement.hold(pod, node)
+        nodes = {node for _, node in held}
+        for gang in gangs:  # said when it took room on the reserved nodes
+            if any(b.node in nodes for b in session.outcomes[gang.key].bindings):
+                session.reporting.say(
+                    gang,
+                    reason="Backfilled",
+                    message=(
+                        f"gang {gang.key} runs on nodes reserved for {reserved} from "
+                        f"{format_time(start)}: it is expected to end by "
+                        f"{format_time(max(ends))}, {BACKFILL_MARGIN:g}s or more before"
+                    ),
+                    pods=gang.members,
+                    warning=False,
+                )
 
     return hold_again
 
