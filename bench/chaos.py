@@ -143,6 +143,7 @@ from bench.chaos_volumes import (
 from bench.report import RESULTS, table, write
 from bench.watching import follow_through_restarts
 from scheduler.core.actions.finish_evictions import RESEND_SECONDS
+from scheduler.core.volume_leftovers import grace
 from scheduler.model import names
 from testbed import cluster as local_cluster
 from testbed.nodes import GPU_DRIVER, FakeNode, gpu_slice, node_manifest
@@ -162,6 +163,9 @@ CANARY_LABEL = "gang-scheduler.io/chaos-canary"
 # the provisioner makes too long (chaos_volumes.Delaying) end, are taken back and go again
 # within a run, and that a choice a killed leader left is released within the recovery.
 VOLUME_BIND_TIMEOUT = 4.0
+# How long a selected-node may stand while its group waits, before the scheduler releases it
+# as a leftover (its wait, then ``volume_leftovers.grace``), and a moment for the write.
+LEFTOVER_SECONDS = VOLUME_BIND_TIMEOUT + grace(VOLUME_BIND_TIMEOUT) + 2.0
 FIT_SHARE = 0.6  # the workload's requests: at most this share of the surviving capacity
 RECOVERY_SECONDS = 60.0  # I4 and I5: the bound after the last fault / a canary's creation
 RECOVERY_SECONDS_SMALL = 30.0  # the same, for the small workloads of the short version
@@ -2337,8 +2341,9 @@ class Run:
             if p.scratch and not p.gone
         ]
         found, unordered = volume_violations(
-            mounting, claims, self.volumes.volumes(), rival_bound=self.rival_bound
-        )
+            mounting, claims, self.volumes.volumes(), rival_bound=self.rival_bound,
+            now=self.volumes.watch.now(), in_flight=LEFTOVER_SECONDS,
+        )  # fmt: skip
         self.result.volumes_bound = sum(1 for c in claims.values() if c.bound)
         self.result.volume_binds_unordered = unordered
         self.result.provisioner_errors = self.volumes.provisioner.errors[-10:]

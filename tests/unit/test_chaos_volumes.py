@@ -119,6 +119,22 @@ def test_a_claim_asking_for_a_node_while_its_pod_waits_is_an_i14_violation() -> 
     assert "waits unbound" in found[0].what
 
 
+def test_a_claim_asked_for_while_its_group_still_waits_is_no_leftover() -> None:
+    """Seed 11003: the check came 0.6 s after a group asked for its volumes."""
+    claims = watch()
+    claims.changed("ADDED", claim("w-0-scratch", owner="pod-uid", rv=5, node="n3"))
+    asked = claims.copy()["w-0-scratch"].selected_t
+    waiting = [mounting("", rv=0)]
+    found, _ = volume_violations(
+        waiting, claims.copy(), {}, rival_bound=(), now=asked + 0.6, in_flight=10.0
+    )
+    assert found == []
+    found, _ = volume_violations(
+        waiting, claims.copy(), {}, rival_bound=(), now=asked + 10.5, in_flight=10.0
+    )
+    assert [v.invariant for v in found] == ["I14"], "left past the scheduler's release"
+
+
 def test_a_claim_asking_for_a_node_for_a_pod_that_finished_breaks_nothing() -> None:
     claims = watch()
     claims.changed("ADDED", claim("w-0-scratch", owner="pod-uid", rv=5, node="n3"))
