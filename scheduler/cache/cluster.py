@@ -82,6 +82,7 @@ class ClusterCache:
         # not to have been sent: the next pass may come before the watch does.
         self._leaving: set[str] = set()
         self._assumed_volumes = AssumedVolumes()
+        self._devices_freed = 0  # the generation at which a claim last let its devices go
         # Time-based fair share: the queues' recent usage, as the last pass left it.
         self.queue_usage: QueueUsage | None = None
         # The latest forward play (the loop's forecaster), for the statuses of the passes.
@@ -590,9 +591,10 @@ class ClusterCache:
     def upsert_resource_claim(self, claim: ResourceClaim) -> None:
         key = claim.key
         old = self._resource_claims.get(key)
-        self.gangs.everything |= old is None or (
-            old.allocation is not None and claim.allocation is None
-        )
+        freed = old is not None and old.allocation is not None and claim.allocation is None
+        if freed:
+            self._devices_freed = self.nodes.advance()
+        self.gangs.everything |= old is None or freed
         if claim.extended and claim.allocation is not None and claim.owner_uid in self._made_claims:
             # Shown allocated: its devices are held by what the watch shows. Not before: a
             # claim is made first and allocated by a second write, and in between its
@@ -625,6 +627,8 @@ class ClusterCache:
             made = self._made_claims.pop(old.owner_uid)
             self._unsure_claims.pop(id(made), None)
         if old is not None:
+            if old.allocation is not None:
+                self._devices_freed = self.nodes.advance()
             self.gangs.everything |= old.allocation is not None
             self._changed()
 
@@ -780,6 +784,7 @@ class ClusterCache:
             nodes=dict(self.nodes.nodes),
             node_infos=dict(self.nodes.infos),
             generation=self.nodes.generation,
+            devices_freed=self._devices_freed,
             in_flight=frozenset(self.nodes.assumed),
             leaving=frozenset(self._leaving),
             pods=pods,

@@ -47,6 +47,11 @@ class NodeCache:
         self._requeue: set[str] = set()
         self._holdings_queues: dict[GangKey, tuple[str, PodGroupApi]] = {}
 
+    def advance(self) -> int:
+        """A new generation with no node changed (something else changed): it."""
+        self.generation += 1
+        return self.generation
+
     def touch(self, node: str) -> None:
         """Something on ``node`` changed: its info is rebuilt, at a new generation."""
         self.generation += 1

@@ -151,6 +151,10 @@ class Snapshot:
     # The cache's generation when the snapshot was taken: a node whose info has a higher
     # generation than a gang's last failure changed since, and may help it.
     generation: int = 0
+    # The generation at which devices were last freed (a ResourceClaim's allocation taken
+    # off, or the claim gone): a gang parked for want of devices before it may fit now,
+    # though no node changed (kube-scheduler's DynamicResources hints on claim changes).
+    devices_freed: int = 0
     # Namespace name -> its labels, for the namespaceSelector of pod (anti-)affinity terms.
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # Storage: claims by (namespace, name), volumes by name, storage classes by name.

@@ -5,12 +5,27 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scheduler.cache import kinds
 from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.devices import (
+    device_class_from_dict,
+    resource_claim_from_dict,
+    slice_from_dict,
+)
 from scheduler.core.scheduling import schedule
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
 from tests.unit.builders import SCHEDULER, T0, gang_pods, node, pod, snapshot
 from tests.unit.test_allocation import bind_map, events
+from tests.unit.test_dra import (
+    DRIVER,
+    SELECTORS,
+    claim,
+    device_class,
+    exactly,
+    gang_of_claimers,
+    gpu_slice,
+)
 
 CONFIG = Config(unschedulable_flush_seconds=60.0)
 
@@ -129,3 +144,31 @@ def test_the_room_a_head_gang_held_wakes_a_parked_gang_when_the_head_goes() -> N
     for member in head:
         loop.cache.remove_pod(member.ref.uid)  # h is deleted: nothing of it was bound
     assert bind_map(loop.run(T0 + 307)) == {"small": "n0"}  # long before the 60 s flush
+
+
+def test_parked_gang_asking_devices_is_tried_again_once_a_claim_lets_them_go() -> None:
+    """Chaos seed 11332: a pod that went freed its node's room before the ResourceClaim
+    controller took its claim's allocation off; the gang tried then, found no devices and
+    was parked, and the allocation going changed no node: it waited for the flush.
+    kube-scheduler's DynamicResources requeues a pod on such a claim change."""
+    results = [
+        {"request": "gpu", "driver": DRIVER, "pool": "n0", "device": f"gpu-{i}"} for i in range(8)
+    ]
+    held = claim(
+        "old-gpus", exactly(count=8), status={"allocation": {"devices": {"results": results}}}
+    )
+    loop = Loop(nodes=[node("n0")])
+    loop.cache.selectors = SELECTORS.evaluate
+    loop.cache.upsert(kinds.RESOURCE_SLICES, slice_from_dict(gpu_slice("n0")))
+    loop.cache.upsert(kinds.DEVICE_CLASSES, device_class_from_dict(device_class()))
+    loop.cache.upsert_resource_claim(resource_claim_from_dict(held))
+    pods, claims = gang_of_claimers("g", 1)
+    for c in claims:
+        loop.cache.upsert_resource_claim(resource_claim_from_dict(c))
+    for p in pods:
+        loop.cache.upsert_pod(p)
+    assert not bind_map(loop.run(T0))  # every device taken: parked
+    assert not loop.run(T0 + 20).attempts  # nothing changed
+    freed = replace(resource_claim_from_dict(held), allocation=None)
+    loop.cache.upsert_resource_claim(freed)  # no node changed
+    assert bind_map(loop.run(T0 + 25)) == {"g-0": "n0"}, "before the flush at T0 + 60"

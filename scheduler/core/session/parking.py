@@ -170,8 +170,9 @@ class Parking:
 
     def worth_trying(self, gangs: list[Gang]) -> bool:
         """kube-scheduler's queueing hints, for a GangGroup: try it again only if one of its
-        gangs was never parked, its own objects changed, the flush interval passed, or a node
-        changed since it failed such that one of its pending members now fits there."""
+        gangs was never parked, its own objects changed, the flush interval passed, a node
+        changed since it failed such that one of its pending members now fits there, or
+        devices were freed since and one of them asks devices."""
         flush = self.session.config.unschedulable_flush_seconds
         for gang in gangs:
             state = self.session.outcomes[gang.key].state
@@ -193,6 +194,10 @@ class Parking:
             )
             if self._a_change_fits(gang, since=parked.generation):
                 return True
+            if self.session.snapshot.devices_freed > parked.generation and any(
+                self.session.devices.asks_devices(p) for p in pending(gang)
+            ):
+                return True  # devices freed since, on whatever node: a pass finds where
         for gang in gangs:
             parked = self.session.outcomes[gang.key].state.parked
             if parked is not None:
