@@ -15,6 +15,7 @@ import pytest
 
 from e2e.fixtures import Cluster, PrivateSchedulers, wait_for
 from e2e.test_gang_scheduling import BIND_TIMEOUT, koord, stays_unbound, wait_bound
+from scheduler.model.volumes import BIND_COMPLETED_ANNOTATION as BIND_COMPLETED
 from testbed.provisioner import FAIL_ANNOTATION, SELECTED_NODE, provisioning, storage_class
 
 pytestmark = pytest.mark.cluster
@@ -72,7 +73,11 @@ def _each_bound_on_its_pods_node(cluster: Cluster, members: dict[str, str]) -> N
 
 class BoundBeforeItsClaim:
     """Looks every 50 ms for a pod bound while one of its claims is not (what a correct
-    scheduler never lets happen); ``seen`` names any."""
+    scheduler never lets happen); ``seen`` names any. A claim is bound as kube-scheduler's
+    ``isPVCFullyBound`` has it (its volumeName and the PV controller's bind-completed mark),
+    not by its phase, which the PV controller writes a moment later in a status update of
+    its own; and the pods are read before the claims, so that a claim read is never older
+    than a bind read."""
 
     def __init__(self, cluster: Cluster, pods: dict[str, str]) -> None:
         self.cluster, self.pods = cluster, pods  # pod -> its claim
@@ -82,12 +87,19 @@ class BoundBeforeItsClaim:
 
     def _run(self) -> None:
         while not self._stop.wait(0.05):
-            claims = _claims(self.cluster)
-            placed = self.cluster.placements()
+            try:
+                placed = self.cluster.placements()
+                claims = _claims(self.cluster)
+            except Exception:  # the API server away (a fault test restarts it): look again
+                continue
             for pod, claim in self.pods.items():
-                phase = (claims.get(claim, {}).get("status") or {}).get("phase")
-                if placed.get(pod) and phase != "Bound":
-                    self.seen.append(f"{pod} bound while {claim} was {phase}")
+                body = claims.get(claim, {})
+                bound = bool((body.get("spec") or {}).get("volumeName")) and (
+                    BIND_COMPLETED in ((body.get("metadata") or {}).get("annotations") or {})
+                )
+                if placed.get(pod) and not bound:
+                    phase = (body.get("status") or {}).get("phase")
+                    self.seen.append(f"{pod} bound while {claim} was not ({phase})")
 
     def __enter__(self) -> BoundBeforeItsClaim:
         self._thread.start()
