@@ -21,6 +21,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import replace
+from itertools import islice
 
 import structlog
 
@@ -238,10 +239,13 @@ class SchedulingLoop:
                 "pass",
                 bindings=sum(len(g.bindings) for g in result.bindings),
                 seconds=round(time.perf_counter() - started, 4),
-                # Where each pod goes, for a post-mortem (kept short: names and nodes).
-                placed=[f"{b.pod.name}@{b.node}" for g in result.bindings for b in g.bindings][
-                    :200
-                ],
+                # Where each pod goes, for a post-mortem: the first 200, built lazily (the
+                # pass's thread is waited on; a backlog binds thousands a pass).
+                placed=list(
+                    islice(
+                        (f"{b.pod.name}@{b.node}" for g in result.bindings for b in g.bindings), 200
+                    )
+                ),
             )
         return result.wake_at
 
