@@ -32,7 +32,6 @@ import asyncio
 import json
 import sys
 import time
-import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,6 +47,7 @@ from bench.simcheck import (
     ensure_priority_classes,
     narrowed,
     node_manifests,
+    played_for_real,
     quantile,
     start_scheduler,
 )
@@ -119,6 +119,7 @@ class EtaRun(RealRun):
     estimates: dict[float, dict[str, Estimate]] = field(default_factory=dict)
     written: dict[str, Estimate] = field(default_factory=dict)
     plays: int = 0
+    missed: list[str] = field(default_factory=list)  # snapshots not taken, and why
     play_seconds: list[float] = field(default_factory=list)
 
     def manifests(self, job: Job, *, gang: str) -> list[dict]:
@@ -143,7 +144,11 @@ class EtaRun(RealRun):
             await asyncio.sleep(EVERY)
             wall = time.time()
             made = self.now()
-            document = await snapshotting.take(self.credentials)
+            try:
+                document = await snapshotting.take(self.credentials)
+            except ApiError as error:  # the API server away a moment: the next snapshot
+                self.missed.append(f"{made:.0f}s: {error}")
+                continue
             document = narrowed(document, nodes=self.namespace_nodes, namespace=self.namespace)
             started = time.perf_counter()
             found = await asyncio.to_thread(play, document, now=wall, settings=self.settings)
@@ -268,6 +273,7 @@ async def check(args: argparse.Namespace) -> dict[str, Any]:
         "durations": "learned" if args.learned else "declared",
         "jobs": len(jobs),
         "snapshots": run.plays,
+        "snapshots missed": run.missed,
         "play seconds p50": round(quantile(run.play_seconds, 0.5), 2),
         "plays": {
             f"{resolution:g} s": accuracy(run.estimates.get(resolution, {}), started)
@@ -329,11 +335,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kubeconfig", help="a running control plane (default: start one)")
     parser.add_argument("--name", help="results' file name (default eta-check[-learned])")
     args = parser.parse_args(argv)
-    try:
-        results = asyncio.run(check(args))
-    except (local_cluster.ClusterError, ApiError, TimeoutError, RuntimeError) as error:
-        traceback.print_exc()
-        print(f"etacheck failed: {type(error).__name__}: {error}", file=sys.stderr)
+    results = played_for_real(check(args), what="etacheck")
+    if results is None:
         return 1
     name = args.name or ("eta-check-learned" if args.learned else "eta-check")
     write(name, results, markdown(results), quiet=False)

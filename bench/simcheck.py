@@ -1270,15 +1270,21 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.report_only:
         results = report_again(json.loads((RESULTS / "simcheck.json").read_text()))
-    else:
-        try:
-            results = asyncio.run(bench(args))
-        except (local_cluster.ClusterError, ApiError, TimeoutError, RuntimeError) as error:
-            traceback.print_exc()
-            print(f"simcheck failed: {type(error).__name__}: {error}", file=sys.stderr)
-            return 1
+    elif (results := played_for_real(bench(args), what="simcheck")) is None:
+        return 1
     write("simcheck", results, markdown(results), quiet=False)
     return 0
+
+
+def played_for_real(run: Any, *, what: str) -> dict[str, Any] | None:
+    """The results of a real run (a coroutine), or None once said on stderr why it failed:
+    the control plane, the API server or the run itself."""
+    try:
+        return asyncio.run(run)
+    except (local_cluster.ClusterError, ApiError, TimeoutError, RuntimeError) as error:
+        traceback.print_exc()
+        print(f"{what} failed: {type(error).__name__}: {error}", file=sys.stderr)
+        return None
 
 
 if __name__ == "__main__":
