@@ -31,6 +31,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
 
 SERVICE_MONITORS = "servicemonitors.monitoring.coreos.com"
 PROMETHEUS_RULES = "prometheusrules.monitoring.coreos.com"
+# A CRD's Established condition, as kubectl's jsonpath reads it.
+ESTABLISHED = '{.status.conditions[?(@.type=="Established")].status}'
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +55,18 @@ def test_the_rendered_chart_passes_the_api_servers_own_validation(
         (prometheusrule_crd(), PROMETHEUS_RULES),
     ):
         control_plane.kubectl("apply", "--server-side", "-f", str(crd))
-        control_plane.kubectl(
-            "wait", "--for=condition=Established", f"crd/{kind}", "--timeout=30s", timeout=45,
-        )  # fmt: skip
+        # Polled, not `kubectl wait`: that exits 1 at once while a new CRD has no conditions
+        # yet (".status.conditions accessor error: <nil>"), as it did once in make test.
+        wait_for(
+            lambda kind=kind: (
+                control_plane.kubectl(
+                    "get", f"crd/{kind}", "-o", f"jsonpath={ESTABLISHED}", check=False
+                ).stdout.strip()
+                == "True"
+            ),
+            timeout=30,
+            what=f"crd/{kind} Established",
+        )
         # Established comes a moment before the storage serves lists.
         wait_for(
             lambda kind=kind: control_plane.kubectl("get", kind, "-A", check=False).returncode == 0,
