@@ -109,17 +109,7 @@ def matching_volume(
     is neither ``taken`` nor out of the node's reach."""
     smallest: Volume | None = None
     for volume in volumes:
-        if volume.name in taken or volume.errors:
-            continue
-        if volume.claim is not None and not volume.claim.names(claim):
-            continue
-        if volume.capacity < claim.requested:
-            continue
-        if volume.block != claim.block:
-            continue
-        if volume.attributes_class != claim.attributes_class:
-            continue
-        if volume.deleting:
+        if volume.name in taken or not _may_serve(volume, claim):
             continue
         near = reachable(volume, node)
         if volume.claim is not None:  # pre-bound to this claim
@@ -253,10 +243,13 @@ def plan_volumes(
             to_match.append(claim)
     chosen = _Either(taken, set())
     for claim in sorted(to_match, key=lambda c: c.requested):
-        volume = matching_volume(
-            claim, by_class.get(claim.storage_class, ()), node=node, taken=chosen
-        )
+        candidates = by_class.get(claim.storage_class, ())
+        volume = matching_volume(claim, candidates, node=node, taken=chosen)
         if volume is None:
+            if _made_for_elsewhere(claim, candidates):
+                # kube-scheduler would ask for another volume here, and fail at PreBind once
+                # the PV controller binds the claim to the one made for it: ask nothing.
+                return (*reasons, NODE_CONFLICT)
             to_make.append(claim)
             satisfied = False
             continue
@@ -275,6 +268,28 @@ def plan_volumes(
     if reasons:
         return tuple(reasons)
     return VolumePlan(tuple(bindings), tuple(to_make), tuple(taking))
+
+
+def _may_serve(volume: Volume, claim: Claim) -> bool:
+    """``FindMatchingVolume``'s checks before the node's: free or pre-bound to ``claim``,
+    large enough, of its mode and attributes class, and not going."""
+    if volume.errors or volume.deleting:
+        return False
+    if volume.claim is not None and not volume.claim.names(claim):
+        return False
+    return (
+        volume.capacity >= claim.requested
+        and volume.block == claim.block
+        and volume.attributes_class == claim.attributes_class
+    )
+
+
+def _made_for_elsewhere(claim: Claim, volumes: Iterable[Volume]) -> bool:
+    """Whether a volume pre-bound to ``claim`` (its claimRef names it: its provisioner
+    made it for the claim, or a user pre-bound them) would serve it, out of the node's reach
+    (``matching_volume`` took it otherwise). The PV controller binds the claim to it
+    whatever selected-node the claim is given, so its pod may go only where it is."""
+    return any(v.claim is not None and _may_serve(v, claim) for v in volumes)
 
 
 class _Either:

@@ -139,6 +139,24 @@ def test_a_volume_made_for_its_claim_is_bound_to_it_as_it_stands() -> None:
     assert (write.volume, write.node, write.prebound) == ("pvc-c0", "", True)
 
 
+def test_a_claim_whose_volume_was_made_on_a_full_node_is_not_asked_for_elsewhere() -> None:
+    """Chaos seed 11003: a provisioner slower than the group's wait made the volume after
+    the choice was taken back. The PV controller binds the claim to it whatever node is
+    asked next, so asking for another volume elsewhere only fails the group at its wait
+    ("made for ... is out of reach"), pass after pass: the pod waits for room there."""
+    pods, claims = _gang(1, storage_class="made", cpu="3")
+    made = replace(
+        _local_volume("pvc-c0", "n0"), storage_class="made",
+        claim=ClaimRef("default", "d-0", "c0"), phase="Bound",
+    )  # fmt: skip
+    full = pod("other", cpu="3", node_name="n0")
+    result = schedule(_snap([*pods, full], claims, [made]), now=T0, config=BINDS)
+    assert _placed(result) == {}
+    assert _written(result) == {}
+    failed = [e.message for e in result.events if e.reason == "FailedScheduling"]
+    assert any("didn't match PersistentVolume's node affinity" in m for m in failed), failed
+
+
 def test_a_volume_chosen_from_the_available_ones_is_ours_to_take_back() -> None:
     pods, claims = _gang(1, storage_class="local")
     result = schedule(_snap(pods, claims, [_local_volume("pv-n1", "n1")]), now=T0, config=BINDS)

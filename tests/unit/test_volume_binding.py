@@ -251,6 +251,16 @@ def test_a_claim_asked_for_on_another_node_fails_there_at_once() -> None:
     assert _find([elsewhere], []) == (BIND_CONFLICT,)
 
 
+def test_a_claim_with_a_volume_made_for_it_elsewhere_is_not_provisioned_again() -> None:
+    """Where kube-scheduler would ask its provisioner for another volume (and fail at
+    PreBind when the PV controller binds the claim to the one made for it), the node is
+    one the claim's volume cannot be reached from."""
+    made = _pv("pv-made", "node2", 2**30, PROVISIONED, "waitClassWithProvisioner")
+    assert _find([PROVISIONED], [made]) == (NODE_CONFLICT,)
+    here = replace(made, node_affinity=_on("nodeKey", "node1"))
+    assert _find([PROVISIONED], [here]) == VolumePlan(((PROVISIONED, here),))
+
+
 def test_a_claim_not_found_or_being_deleted_is_said_by_name() -> None:
     test_pod = pod(
         "p", spec={"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "d"}}]}
