@@ -198,6 +198,43 @@ def test_a_nonstrict_hold_is_let_go_once_its_claim_is_bound_to_a_volume_elsewher
     assert any("no longer suit them" in m for m in released), released
 
 
+def test_a_nominated_member_is_not_bound_where_its_claim_since_cannot_reach() -> None:
+    """Chaos seed 11003 (I13): a preemptor's members were nominated while their claims
+    waited for their first consumer; one claim was then bound to a volume made on another
+    node (its provisioner slower than the group's wait). The room its victims freed was
+    held as it stood and bound with the gang, where the volume could not be reached."""
+    pods = [
+        pod(f"w-{i}", gang="w", min_available=2, cpu="3", priority=100,
+            spec={"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": f"d-{i}"}}]})
+        for i in range(2)
+    ]  # fmt: skip
+    claims = {
+        ("default", "d-0"): Claim(
+            "default", "d-0", storage_class="made", uid="c0", requested=2**30,
+            access_modes=frozenset({"ReadWriteOnce"}), volume="pvc-c0", bind_completed=True,
+        ),
+        ("default", "d-1"): Claim(
+            "default", "d-1", storage_class="made", uid="c1", requested=2**30,
+            access_modes=frozenset({"ReadWriteOnce"}),
+        ),
+    }  # fmt: skip
+    made = replace(
+        _local_volume("pvc-c0", "n0"), storage_class="made",
+        claim=ClaimRef("default", "d-0", "c0"), phase="Bound",
+    )  # fmt: skip
+    state = GangState(
+        first_attempt=T0 - 5, nominated={pods[0].ref: "n1", pods[1].ref: "n2"},
+        nominated_at=T0 - 2,
+    )  # fmt: skip
+    snap = replace(_snap(pods, claims, [made]), memory={GangKey("default", "w"): state})
+    result = schedule(snap, now=T0, config=BINDS)
+    placed = _placed(result)
+    assert placed.get("w-0") in (None, "n0"), "never where its volume cannot be reached"
+    released = [e.message for e in result.events if e.reason == "HoldReleased"]
+    assert any("no longer suit" in m for m in released), released
+    assert {n.pod.name: n.node for n in result.nominations}.get("w-0") == "", "cleared"
+
+
 def test_without_volume_binding_such_pods_wait_and_say_so() -> None:
     pods, claims = _gang(1, storage_class="made")
     result = schedule(_snap(pods, claims, []), now=T0, config=Config(bind_volumes=False))

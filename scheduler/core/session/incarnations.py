@@ -176,6 +176,33 @@ def hold_nominations(session: Session) -> None:
             continue
         session.wake(since + NOMINATION_SECONDS)  # to let it go then, if nothing else wakes it
         waiting = {p.ref: p for p in pending(gang)}
+        # Held room is bound as it stands once the gang fits: a member whose nominated node
+        # it may no longer go on at all (its claim since bound to a volume elsewhere, a
+        # taint, a label) is nominated nowhere, and placed as any pending member is.
+        unfit = sorted(
+            ref
+            for ref, node in state.nominated.items()
+            if ref in waiting
+            and node in session.snapshot.nodes
+            and node not in session.finder.static_fit(waiting[ref])
+        )
+        if unfit:
+            session.reporting.say(
+                gang,
+                reason="HoldReleased",
+                message=(
+                    f"gang {key} let go of the room its preemption freed for {len(unfit)} "
+                    "member(s): the nodes no longer suit them (a volume bound elsewhere, a "
+                    "taint or a label since); they are placed anew"
+                ),
+                pods=[waiting[ref] for ref in unfit],
+                warning=False,
+            )
+            session.add(session.nominations, *(Nomination(ref, "") for ref in unfit))
+            gone = set(unfit)
+            state = replace(
+                state, nominated={r: n for r, n in state.nominated.items() if r not in gone}
+            )
         held: dict[PodRef, str] = {}
         for ref, node in sorted(state.nominated.items()):
             pod = waiting.get(ref)
