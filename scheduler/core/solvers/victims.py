@@ -90,6 +90,10 @@ def candidates(
         if flying
         else set()
     )
+    # So is any gang this pass binds members of (a running gang given the members it
+    # lacks, members placed after its gang): its bound members would go, and the new ones
+    # stay, alone below its minimum.
+    binding |= {g.gang for group in session.bindings for g in group.gangs}
     # Evicted by any action earlier in this pass, or by an earlier pass whose evictions the
     # cache has not seen land: not to be chosen twice. A gang's members left are what it
     # runs with, so a gang that loses members above its minimum has none left to spare.
