@@ -205,12 +205,14 @@ def plan_volumes(
     by_class: Mapping[str, tuple[Volume, ...]],
     taken: Choices = NO_CHOICES,
     capacities: Capacities = NO_CAPACITIES,
+    prebound: Mapping[tuple[str, str], tuple[Volume, ...]] = MappingProxyType({}),
 ) -> VolumePlan | tuple[str, ...]:
     """``FindPodVolumes``: the pod's plan on ``node``, or kube-scheduler's reasons why the
     node will not do. ``by_class`` lists the volumes of each class, in a fixed order;
     ``taken``: what this pass chose for claims not bound yet (kube-scheduler's assume cache
     shows them so): a volume chosen for a claim is no other claim's, and a claim shared
-    with a pod placed before keeps the volume, or the node, chosen for it then."""
+    with a pod placed before keeps the volume, or the node, chosen for it then.
+    ``prebound``: the volumes whose claimRef names a claim, by the claim's key."""
     reasons: list[str] = []
     for claim in claims.bound:
         volume = volumes.get(claim.volume)
@@ -243,13 +245,14 @@ def plan_volumes(
             to_match.append(claim)
     chosen = _Either(taken, set())
     for claim in sorted(to_match, key=lambda c: c.requested):
-        candidates = by_class.get(claim.storage_class, ())
-        volume = matching_volume(claim, candidates, node=node, taken=chosen)
+        volume = matching_volume(
+            claim, by_class.get(claim.storage_class, ()), node=node, taken=chosen
+        )
         if volume is None:
-            if _made_for_elsewhere(claim, candidates):
+            if _made_for_elsewhere(claim, prebound.get(claim.key, ()), node):
                 # kube-scheduler would ask for another volume here, and fail at PreBind once
                 # the PV controller binds the claim to the one made for it: ask nothing.
-                return (*reasons, NODE_CONFLICT)
+                return (NODE_CONFLICT,)  # the only reason there may be before it
             to_make.append(claim)
             satisfied = False
             continue
@@ -284,12 +287,20 @@ def _may_serve(volume: Volume, claim: Claim) -> bool:
     )
 
 
-def _made_for_elsewhere(claim: Claim, volumes: Iterable[Volume]) -> bool:
-    """Whether a volume pre-bound to ``claim`` (its claimRef names it: its provisioner
-    made it for the claim, or a user pre-bound them) would serve it, out of the node's reach
-    (``matching_volume`` took it otherwise). The PV controller binds the claim to it
-    whatever selected-node the claim is given, so its pod may go only where it is."""
-    return any(v.claim is not None and _may_serve(v, claim) for v in volumes)
+def _made_for_elsewhere(claim: Claim, prebound: Iterable[Volume], node: Node) -> bool:
+    """Whether the PV controller will bind ``claim`` to a volume pre-bound to it (its
+    claimRef names it: its provisioner made it for the claim, or a user pre-bound them),
+    whatever selected-node the claim is given, and none such can be reached from ``node``.
+    It takes one of any class whose access modes cover the claim's (``findByClaim``)."""
+    serving = [
+        v
+        for v in prebound
+        if v.claim is not None
+        and v.claim.names(claim)
+        and _may_serve(v, claim)
+        and claim.access_modes <= v.access_modes
+    ]
+    return bool(serving) and not any(reachable(v, node) for v in serving)
 
 
 class _Either:
@@ -371,6 +382,16 @@ class VolumeWorld:
         self._sorted: dict[PodRef, PodClaims | str] = {}
 
     @cached_property
+    def prebound(self) -> dict[tuple[str, str], tuple[Volume, ...]]:
+        """The volumes whose claimRef names a claim, by that claim's key."""
+        found: dict[tuple[str, str], list[Volume]] = {}
+        for name in sorted(self.volumes):
+            volume = self.volumes[name]
+            if volume.claim is not None:
+                found.setdefault((volume.claim.namespace, volume.claim.name), []).append(volume)
+        return {k: tuple(v) for k, v in found.items()}
+
+    @cached_property
     def by_class(self) -> dict[str, tuple[Volume, ...]]:
         by_class: dict[str, list[Volume]] = {}
         for name in sorted(self.volumes):
@@ -429,6 +450,7 @@ class VolumeWorld:
             by_class=self.by_class,
             taken=taken,
             capacities=self.capacities,
+            prebound=self.prebound,
         )
 
 

@@ -228,11 +228,16 @@ def test_a_nominated_member_is_not_bound_where_its_claim_since_cannot_reach() ->
     )  # fmt: skip
     snap = replace(_snap(pods, claims, [made]), memory={GangKey("default", "w"): state})
     result = schedule(snap, now=T0, config=BINDS)
-    placed = _placed(result)
-    assert placed.get("w-0") in (None, "n0"), "never where its volume cannot be reached"
+    assert _placed(result) == {"w-0": "n0", "w-1": "n2"}, "w-0 where its volume is"
     released = [e.message for e in result.events if e.reason == "HoldReleased"]
     assert any("no longer suit" in m for m in released), released
-    assert {n.pod.name: n.node for n in result.nominations}.get("w-0") == "", "cleared"
+    assert {n.pod.name: n.node for n in result.nominations} == {"w-0": ""}, "cleared"
+    # A volume the cache has not shown yet (its watch behind the claims'): not let go.
+    lagging = replace(snap, volumes={})
+    result = schedule(lagging, now=T0, config=BINDS)
+    assert _placed(result) == {}
+    assert not [e for e in result.events if e.reason == "HoldReleased"]
+    assert not result.nominations
 
 
 def test_without_volume_binding_such_pods_wait_and_say_so() -> None:

@@ -192,9 +192,10 @@ def _find(claims: list[Claim], volumes: list[Volume]) -> VolumePlan | tuple[str,
     by_class: dict[str, list[Volume]] = {}
     for v in sorted(volumes, key=lambda v: v.name):
         by_class.setdefault(v.storage_class, []).append(v)
+    world = VolumeWorld(claims={}, volumes={v.name: v for v in volumes}, classes=CLASSES)
     return plan_volumes(
         sorted_claims, node=NODE1, volumes={v.name: v for v in volumes}, classes=CLASSES,
-        by_class={k: tuple(v) for k, v in by_class.items()},
+        by_class={k: tuple(v) for k, v in by_class.items()}, prebound=world.prebound,
     )  # fmt: skip
 
 
@@ -259,6 +260,14 @@ def test_a_claim_with_a_volume_made_for_it_elsewhere_is_not_provisioned_again() 
     assert _find([PROVISIONED], [made]) == (NODE_CONFLICT,)
     here = replace(made, node_affinity=_on("nodeKey", "node1"))
     assert _find([PROVISIONED], [here]) == VolumePlan(((PROVISIONED, here),))
+    # The PV controller binds a pre-bound volume of any class, not one of modes too few.
+    other_class = replace(made, storage_class="waitClass")
+    assert _find([PROVISIONED], [other_class]) == (NODE_CONFLICT,)
+    bound_far = _pv("pv-bound", "node2", G, BOUND, "waitClass")
+    assert _find([BOUND, PROVISIONED], [bound_far, made]) == (NODE_CONFLICT,), "said once"
+    writer = replace(PROVISIONED, access_modes=frozenset({RWO}))
+    too_few = replace(made, access_modes=frozenset({ROX}))
+    assert _find([writer], [too_few]) == VolumePlan((), (writer,))
 
 
 def test_a_claim_not_found_or_being_deleted_is_said_by_name() -> None:

@@ -4,14 +4,16 @@ before (NonStrict holds, a preemptor's nominations)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from scheduler.core.filtering import volume_terms
 from scheduler.core.session.outcomes import NOMINATION_SECONDS, of_timeout, pending
 from scheduler.core.statuses import PENDING_PHASE, SCHEDULING_PHASE
 from scheduler.model.decisions import Nomination
 from scheduler.model.gangs import Gang
-from scheduler.model.pods import Mode, PodGroupApi, PodRef
+from scheduler.model.pods import Mode, Pod, PodGroupApi, PodRef
 from scheduler.model.snapshot import GangState
 from scheduler.model.times import parse_time
 
@@ -176,40 +178,67 @@ def hold_nominations(session: Session) -> None:
             continue
         session.wake(since + NOMINATION_SECONDS)  # to let it go then, if nothing else wakes it
         waiting = {p.ref: p for p in pending(gang)}
-        # Held room is bound as it stands once the gang fits: a member whose nominated node
-        # it may no longer go on at all (its claim since bound to a volume elsewhere, a
-        # taint, a label) is nominated nowhere, and placed as any pending member is.
-        unfit = sorted(
-            ref
-            for ref, node in state.nominated.items()
-            if ref in waiting
-            and node in session.snapshot.nodes
-            and node not in session.finder.static_fit(waiting[ref])
-        )
-        if unfit:
-            session.reporting.say(
-                gang,
-                reason="HoldReleased",
-                message=(
-                    f"gang {key} let go of the room its preemption freed for {len(unfit)} "
-                    "member(s): the nodes no longer suit them (a volume bound elsewhere, a "
-                    "taint or a label since); they are placed anew"
-                ),
-                pods=[waiting[ref] for ref in unfit],
-                warning=False,
-            )
-            session.add(session.nominations, *(Nomination(ref, "") for ref in unfit))
-            gone = set(unfit)
-            state = replace(
-                state, nominated={r: n for r, n in state.nominated.items() if r not in gone}
-            )
+        state = _drop_unfit(session, gang, state, waiting)
         held: dict[PodRef, str] = {}
         for ref, node in sorted(state.nominated.items()):
             pod = waiting.get(ref)
             if pod is None or node not in session.snapshot.nodes:
                 continue
-            if session.ledger.admits(pod, node):
-                session.ledger.place(pod, node)
-                held[ref] = node
+            if _volume_unknown(session, pod):
+                continue  # its volume not seen yet: judged once it is
+            if not session.ledger.admits(pod, node):
+                continue
+            # Held room is bound as it stands once the gang fits: the other pods' leave too
+            # (anti-affinity, host ports), as ``keep_holds`` asks it.
+            check = session.finder.check(pod, session.ledger)
+            if check is not None and check.reason(node):
+                continue
+            session.ledger.place(pod, node)
+            held[ref] = node
         session.nominated_holds[key] = held
         outcome.state = replace(state, reservations=held)
+
+
+def _drop_unfit(
+    session: Session, gang: Gang, state: GangState, waiting: Mapping[PodRef, Pod]
+) -> GangState:
+    """The nominations left once those on nodes their members may no longer go on at all
+    (a claim since bound to a volume elsewhere, a taint, a label) are let go, and said so:
+    such a member is placed as any pending member is. A topology-placed gang lets go of
+    them all: it is arranged anew, whole."""
+    nodes = session.snapshot.nodes
+    unfit = sorted(
+        ref
+        for ref, node in state.nominated.items()
+        if ref in waiting
+        and node in nodes
+        and not _volume_unknown(session, waiting[ref])
+        and node not in session.finder.static_fit(waiting[ref])
+    )
+    if not unfit:
+        return state
+    going = sorted(state.nominated) if gang.topology_placed else unfit
+    session.reporting.say(
+        gang,
+        reason="HoldReleased",
+        message=(
+            f"gang {gang.key} let go of the room its preemption freed for {len(going)} "
+            f"member(s): the nodes no longer suit {len(unfit)} of them (a volume bound "
+            "elsewhere, a taint or a label since); "
+            + ("it is placed anew, whole" if gang.topology_placed else "they are placed anew")
+        ),
+        pods=[waiting[ref] for ref in going if ref in waiting],
+        warning=False,
+    )
+    session.add(session.nominations, *(Nomination(ref, "") for ref in going))
+    gone = set(going)
+    return replace(state, nominated={r: n for r, n in state.nominated.items() if r not in gone})
+
+
+def _volume_unknown(session: Session, pod: Pod) -> bool:
+    """Whether a claim of ``pod`` names a volume the cache has not shown yet (its watch may
+    lag the claims'): where the pod may go is not known until it has."""
+    if not pod.claims:
+        return False
+    snapshot = session.snapshot
+    return None in volume_terms(pod, claims=snapshot.claims, volumes=snapshot.volumes)

@@ -1,0 +1,70 @@
+"""A preemptor's nominated room is held as its victims leave, and bound as it stands once
+the gang fits: so it is held only where the member may still go, as a NonStrict hold is
+(``allocate.keep_holds``). A member whose node no longer suits it at all is nominated
+nowhere and placed anew (a topology-placed gang, whole); one kept from its node by the pods
+there for now keeps its nomination but holds nothing this pass."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scheduler.core.scheduling import schedule
+from scheduler.model import names
+from scheduler.model.pods import GangKey
+from scheduler.model.snapshot import GangState
+from tests.unit.builders import T0, gang_pods, node, pod, snapshot, tree_topology
+from tests.unit.test_allocation import bind_map
+
+HOST = "kubernetes.io/hostname"
+
+
+def test_a_nominated_member_is_not_bound_beside_a_pod_it_must_keep_away_from() -> None:
+    term = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": HOST}
+    anti = {
+        "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    }
+    pods = [
+        pod(f"w-{i}", gang="w", min_available=2, cpu="2", priority=100, spec=anti) for i in range(2)
+    ]
+    nodes = [node(f"n{i}", cpu="4", labels={HOST: f"n{i}"}) for i in range(3)]
+    # Another scheduler's pod came onto the freed node meanwhile.
+    intruder = pod(
+        "intruder", cpu="1", labels={"app": "x"}, node_name="n1", phase="Running",
+        scheduler="other",
+    )  # fmt: skip
+    state = GangState(
+        first_attempt=T0 - 5, nominated={pods[0].ref: "n1", pods[1].ref: "n2"},
+        nominated_at=T0 - 2,
+    )  # fmt: skip
+    snap = replace(snapshot(nodes, [*pods, intruder]), memory={GangKey("default", "w"): state})
+    placed = bind_map(schedule(snap, now=T0))
+    assert placed["w-0"] != "n1", "held room is bound only where the pod may go"
+    assert placed == {"w-0": "n0", "w-1": "n2"}
+
+
+def test_a_topology_placed_preemptor_whose_member_no_longer_fits_is_arranged_anew() -> None:
+    """Its members bind where the solver placed them when it chose the victims, or not at
+    all: one member's node cordoned, the whole gang is placed again at once, rather than
+    waiting out its nomination (120 s) for room that will not come."""
+    tree = {"rack-0": {"n0": {}, "n1": {}}, "rack-1": {"n2": {}, "n3": {}}}
+    topology = tree_topology(tree, ("rack", "node"))
+    nodes = [node(f"n{i}", cpu="8") for i in range(4)]
+    ages = {"n0": 40, "n2": 30, "n3": 20, "n1": 10}
+    low = [
+        replace(pod(f"low-{n}", cpu="4", priority=1, created=T0 - 500 + age), node_name=n,
+                phase="Running")
+        for n, age in ages.items()
+    ]  # fmt: skip
+    notes = {
+        names.TOPOLOGY_CONSTRAINTS: '{"rack": {"type": "pack", "partitions": 1, "isHard": true}}'
+    }
+    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="8",
+                     annotations=notes)  # fmt: skip
+    first = schedule(snapshot(nodes, [*low, *high], topology=topology), now=T0)
+    assert {n.pod.name: n.node for n in first.nominations} == {"high-0": "n2", "high-1": "n3"}
+    # Every low pod has gone since, and n3 was cordoned.
+    later = [*nodes[:3], replace(nodes[3], unschedulable=True)]
+    after = schedule(snapshot(later, high, topology=topology, memory=first.memory), now=T0 + 5)
+    assert sorted(bind_map(after).values()) == ["n0", "n1"], "whole, in the rack that is free"
+    assert {n.pod.name: n.node for n in after.nominations} == {"high-0": "", "high-1": ""}
+    assert [e for e in after.events if e.reason == "HoldReleased"]
