@@ -2794,13 +2794,20 @@ def _counted(spec: GangSpec | None, done: int, live: int) -> int:
 
 
 def _completed_by_next(
-    inc: dict, nxt: dict | None, pods: dict[str, PodState], books: Books
+    inc: dict,
+    nxt: dict | None,
+    pods: dict[str, PodState],
+    books: Books,
+    *,
+    deleted: Sequence[float] = (),
 ) -> bool:
     """Whether an incarnation cut short (fewer than its minimum bound: a leader killed
     mid-gang) was completed by the next one: every member it bound Succeeded before the next
     began, and the next one's binds with those reach the minimum (members that Succeeded
     count toward it: chaos seed 5035, where they ran to completion before a new leader could
-    take the Lease)."""
+    take the Lease). Pending members the chaos deleted around the next one's binds
+    (``deleted``: when, for the gang) count as bound by it, as I1 excuses them (seed 11026:
+    the next leader placed the 10 members left, 2 of them deleted as it bound them)."""
     if nxt is None:
         return False
     spec = books.specs.get(pods[inc["bound"][0]].gang)
@@ -2809,7 +2816,10 @@ def _completed_by_next(
     if not all(_succeeded_at(p, nxt["start"]) for p in mine):
         return False
     theirs = [u for u in nxt["bound"] if pods[u].name not in books.rival_bound]
-    return len(theirs) + len(mine) >= minimum
+    lost = sum(
+        1 for t in deleted if nxt["start"] - EXCUSE_BEFORE <= t <= nxt["last_bind"] + EXCUSE_AFTER
+    )
+    return len(theirs) + len(mine) + lost >= minimum
 
 
 def _incarnations(
@@ -2948,7 +2958,9 @@ def partial_incarnations(
             if len(ours) + done >= minimum and not short:
                 continue
             nxt = history[i + 1] if i + 1 < len(history) else None
-            if not short and _completed_by_next(inc, nxt, pods, books):
+            if not short and _completed_by_next(
+                inc, nxt, pods, books, deleted=deleted_by_gang.get(gang, [])
+            ):
                 continue  # cut short, its members finished, the rest bound counting them
             rival = [pods[u].name for u in inc["bound"] if pods[u].name in books.rival_bound]
             if rival:

@@ -227,6 +227,29 @@ def test_a_gang_cut_short_is_whole_with_the_rest_bound_counting_its_succeeded_me
     assert judge(bare, books(gang)) == ["I1", "I1"]
 
 
+def test_a_gang_cut_short_is_whole_with_the_rest_placed_while_the_chaos_deleted_some() -> None:
+    """Seed 11026: a leader killed after binding 2 of a Job gang of 4 (here); both ran to
+    completion before the next leader placed the other 2, one of which the chaos deleted
+    as it was bound (its Job made another later). The next incarnation is excused for the
+    member deleted around its binds, and the first one is completed by it."""
+    gang = GangSpec("j", "job", 4, 4)
+    cut = history(
+        (0.5, pod("j-d", gang="j", job=True)),
+        (1.0, pod("j-a", gang="j", node=NODE, job=True)),
+        (1.0, pod("j-b", gang="j", node=NODE, job=True)),
+        (2.0, pod("j-a", gang="j", node=NODE, job=True, phase="Succeeded")),
+        (2.0, pod("j-b", gang="j", node=NODE, job=True, phase="Succeeded")),
+        (9.0, pod("j-c", gang="j", node=NODE, job=True)),
+    )
+    deleted = books(gang)
+    deleted.chaos_deleted["uid-j-d"] = (8.5, False)  # pending, deleted around the binds
+    assert judge(cut, deleted) == []
+    assert judge(cut, books(gang)) == ["I1", "I1"], "nothing deleted: both partial"
+    long_before = books(gang)
+    long_before.chaos_deleted["uid-j-d"] = (1.5, False)  # around the first binds only
+    assert judge(cut, long_before) == ["I1"], "the next one excused, the first not completed"
+
+
 def test_members_that_succeeded_count_toward_what_must_be_bound_at_the_end() -> None:
     gang = GangSpec("g", "job", 3, 3)
     done = pod("g-0", gang="g", node=NODE, phase="Succeeded")
