@@ -68,3 +68,17 @@ def test_a_topology_placed_preemptor_whose_member_no_longer_fits_is_arranged_ane
     assert sorted(bind_map(after).values()) == ["n0", "n1"], "whole, in the rack that is free"
     assert {n.pod.name: n.node for n in after.nominations} == {"high-0": "", "high-1": ""}
     assert [e for e in after.events if e.reason == "HoldReleased"]
+
+
+def test_a_member_let_go_and_nominated_anew_in_one_pass_gets_one_nomination() -> None:
+    """Both would be sent at once, and the stale one might land last."""
+    nodes = [node("n0", cpu="4"), replace(node("n1", cpu="4"), unschedulable=True)]
+    low = replace(
+        pod("low", cpu="3", priority=1, created=T0 - 500), node_name="n0", phase="Running"
+    )
+    high = gang_pods("high", 1, gang="high", min_available=1, priority=100, cpu="3")
+    state = GangState(first_attempt=T0 - 5, nominated={high[0].ref: "n1"}, nominated_at=T0 - 2)
+    snap = replace(snapshot(nodes, [low, *high]), memory={GangKey("default", "high"): state})
+    result = schedule(snap, now=T0)
+    assert [e.pod.name for e in result.evictions] == ["low"]
+    assert [(n.pod.name, n.node) for n in result.nominations] == [("high-0", "n0")]

@@ -276,7 +276,9 @@ def close(session: Session) -> Result:
         # One eviction a pod: a stale gang's member may be a preemption's victim too.
         evictions=tuple({e.pod: e for e in reversed(session.evictions)}.values())[::-1],
         victim_choices=tuple(session.victim_choices),
-        nominations=tuple(session.nominations),
+        # One nomination a pod, the last: a nomination let go as the pass opened may be
+        # followed by a new preemption's, and both are sent at once.
+        nominations=tuple({n.pod: n for n in session.nominations}.values()),
         status_updates=tuple(statuses),
         events=tuple(session.events),
         memory=memory,
