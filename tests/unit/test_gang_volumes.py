@@ -164,14 +164,13 @@ def test_a_volume_chosen_from_the_available_ones_is_ours_to_take_back() -> None:
     assert (write.volume, write.prebound) == ("pv-n1", False)
 
 
-def test_a_nonstrict_hold_is_let_go_once_its_claim_is_bound_to_a_volume_elsewhere() -> None:
-    """Chaos seed 11003: a member held on one node while its claim waited; the claim was
-    then bound to a volume made on another node (a provisioner slower than the group's
-    wait). The hold, bound as it stood once the gang fitted, put the pod where its volume
-    could not be reached."""
+def _one_claim_bound_on_n0(**kw: object):
+    """A gang of two of 3 cpus whose first member's claim is bound to a volume made on n0;
+    the second's waits for its first consumer: (pods, claims, the volume)."""
     pods = [
-        pod(f"w-{i}", gang="w", min_available=2, mode="NonStrict", cpu="3",
-            spec={"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": f"d-{i}"}}]})
+        pod(f"w-{i}", gang="w", min_available=2, cpu="3",
+            spec={"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": f"d-{i}"}}]},
+            **kw)  # type: ignore[arg-type]
         for i in range(2)
     ]  # fmt: skip
     claims = {
@@ -188,6 +187,15 @@ def test_a_nonstrict_hold_is_let_go_once_its_claim_is_bound_to_a_volume_elsewher
         _local_volume("pvc-c0", "n0"), storage_class="made",
         claim=ClaimRef("default", "d-0", "c0"), phase="Bound",
     )  # fmt: skip
+    return pods, claims, made
+
+
+def test_a_nonstrict_hold_is_let_go_once_its_claim_is_bound_to_a_volume_elsewhere() -> None:
+    """Chaos seed 11003: a member held on one node while its claim waited; the claim was
+    then bound to a volume made on another node (a provisioner slower than the group's
+    wait). The hold, bound as it stood once the gang fitted, put the pod where its volume
+    could not be reached."""
+    pods, claims, made = _one_claim_bound_on_n0(mode="NonStrict")
     memory = {GangKey("default", "w"): GangState(reservations={pods[0].ref: "n1"})}
     snap = replace(_snap(pods, claims, [made], nodes=3), memory=memory)
     result = schedule(snap, now=T0, config=BINDS)
@@ -203,25 +211,7 @@ def test_a_nominated_member_is_not_bound_where_its_claim_since_cannot_reach() ->
     waited for their first consumer; one claim was then bound to a volume made on another
     node (its provisioner slower than the group's wait). The room its victims freed was
     held as it stood and bound with the gang, where the volume could not be reached."""
-    pods = [
-        pod(f"w-{i}", gang="w", min_available=2, cpu="3", priority=100,
-            spec={"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": f"d-{i}"}}]})
-        for i in range(2)
-    ]  # fmt: skip
-    claims = {
-        ("default", "d-0"): Claim(
-            "default", "d-0", storage_class="made", uid="c0", requested=2**30,
-            access_modes=frozenset({"ReadWriteOnce"}), volume="pvc-c0", bind_completed=True,
-        ),
-        ("default", "d-1"): Claim(
-            "default", "d-1", storage_class="made", uid="c1", requested=2**30,
-            access_modes=frozenset({"ReadWriteOnce"}),
-        ),
-    }  # fmt: skip
-    made = replace(
-        _local_volume("pvc-c0", "n0"), storage_class="made",
-        claim=ClaimRef("default", "d-0", "c0"), phase="Bound",
-    )  # fmt: skip
+    pods, claims, made = _one_claim_bound_on_n0(priority=100)
     state = GangState(
         first_attempt=T0 - 5, nominated={pods[0].ref: "n1", pods[1].ref: "n2"},
         nominated_at=T0 - 2,

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.core.scheduling import schedule
-from scheduler.model import names
 from scheduler.model.pods import GangKey
 from scheduler.model.snapshot import GangState
-from tests.unit.builders import T0, gang_pods, node, pod, snapshot, tree_topology
+from tests.unit.builders import T0, gang_pods, node, pod, snapshot
 from tests.unit.test_allocation import bind_map
+from tests.unit.test_preemption import two_racks_half_full
 
 HOST = "kubernetes.io/hostname"
 
@@ -46,20 +46,7 @@ def test_a_topology_placed_preemptor_whose_member_no_longer_fits_is_arranged_ane
     """Its members bind where the solver placed them when it chose the victims, or not at
     all: one member's node cordoned, the whole gang is placed again at once, rather than
     waiting out its nomination (120 s) for room that will not come."""
-    tree = {"rack-0": {"n0": {}, "n1": {}}, "rack-1": {"n2": {}, "n3": {}}}
-    topology = tree_topology(tree, ("rack", "node"))
-    nodes = [node(f"n{i}", cpu="8") for i in range(4)]
-    ages = {"n0": 40, "n2": 30, "n3": 20, "n1": 10}
-    low = [
-        replace(pod(f"low-{n}", cpu="4", priority=1, created=T0 - 500 + age), node_name=n,
-                phase="Running")
-        for n, age in ages.items()
-    ]  # fmt: skip
-    notes = {
-        names.TOPOLOGY_CONSTRAINTS: '{"rack": {"type": "pack", "partitions": 1, "isHard": true}}'
-    }
-    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="8",
-                     annotations=notes)  # fmt: skip
+    nodes, topology, low, high = two_racks_half_full()
     first = schedule(snapshot(nodes, [*low, *high], topology=topology), now=T0)
     assert {n.pod.name: n.node for n in first.nominations} == {"high-0": "n2", "high-1": "n3"}
     # Every low pod has gone since, and n3 was cordoned.

@@ -295,14 +295,13 @@ def test_a_head_gang_holds_its_room_while_it_backs_off_too() -> None:
     assert bind_map(during) == {}, "backing off, the head still holds n0's freed room"
 
 
-def test_a_topology_gang_evicts_inside_one_rack_rather_than_a_pod_in_every_rack() -> None:
-    """Each node of two racks runs a low pod on half of it; the youngest victims (those a
-    plain gang would take) are in different racks. The gang must sit in one rack, whole
-    nodes: it evicts the two pods of one rack, and no pod of the other."""
+def two_racks_half_full() -> tuple[list, object, list[Pod], list[Pod]]:
+    """Two racks of two nodes, each node half taken by a low pod (n0's the youngest), and a
+    gang of two whole nodes that must sit in one rack: (nodes, topology, low, high)."""
     tree = {"rack-0": {"n0": {}, "n1": {}}, "rack-1": {"n2": {}, "n3": {}}}
     topology = tree_topology(tree, ("rack", "node"))
     nodes = [node(f"n{i}", cpu="8") for i in range(4)]
-    ages = {"n0": 40, "n2": 30, "n3": 20, "n1": 10}  # n0's pod is the youngest
+    ages = {"n0": 40, "n2": 30, "n3": 20, "n1": 10}
     low = [
         replace(pod(f"low-{n}", cpu="4", priority=1, created=T0 - 500 + age),
                 node_name=n, phase="Running")
@@ -313,6 +312,14 @@ def test_a_topology_gang_evicts_inside_one_rack_rather_than_a_pod_in_every_rack(
     }
     high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="8",
                      annotations=notes)  # fmt: skip
+    return nodes, topology, low, high
+
+
+def test_a_topology_gang_evicts_inside_one_rack_rather_than_a_pod_in_every_rack() -> None:
+    """Each node of two racks runs a low pod on half of it; the youngest victims (those a
+    plain gang would take) are in different racks. The gang must sit in one rack, whole
+    nodes: it evicts the two pods of one rack, and no pod of the other."""
+    nodes, topology, low, high = two_racks_half_full()
     result = schedule(snapshot(nodes, [*low, *high], topology=topology), now=T0)
     assert evicted(result) == ["low-n2", "low-n3"], "both victims in rack-1, none in rack-0"
     assert sorted(n.node for n in result.nominations) == ["n2", "n3"]
