@@ -142,6 +142,16 @@ def build_parser(prog: str = "gang-scheduler") -> argparse.ArgumentParser:
         "(default: 0, never)",
     )
     run.add_argument(
+        "--reservations",
+        type=_positive_int,
+        default=defaults.reservations,
+        metavar="COUNT",
+        help="with the reserve action: how many gangs left unplaced, first in queue order, "
+        "have the room the forward play started them on held for them; a gang backfills "
+        "onto reserved room only if it is expected to end before the earliest of them "
+        "starts (default: %(default)s)",
+    )
+    run.add_argument(
         "--fair-share-half-life",
         type=_seconds,
         default=defaults.fair_share_half_life_seconds,
@@ -386,6 +396,17 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _positive_int(text: str) -> int:
+    """A whole number, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"a whole number, 1 or more, got {text!r}")
+    return value
+
+
 def _names(given: list[str] | None) -> dict[str, Any]:
     """--scheduler-name, given once or more: the first is the identity, the others aliases
     (a name given twice counts once)."""
@@ -410,6 +431,7 @@ async def _run(args: argparse.Namespace) -> None:
         default_timeout_seconds=args.default_timeout,
         max_backoff_seconds=args.max_backoff,
         starvation_seconds=args.starvation_after,
+        reservations=args.reservations,
         stale_gang_seconds=args.stale_gang_after,
         fair_share_half_life_seconds=args.fair_share_half_life,
         topology_labels=args.topology_from_labels,

@@ -29,6 +29,9 @@ class Config:
     # A gang waiting this long from its first attempt is the head gang: the room it needs is
     # held for it on chosen nodes as it frees, and other gangs backfill only the rest.
     starvation_seconds: float = 300.0
+    # The reserve action: how many gangs left unplaced, first in queue order, have the room
+    # the forward play started them on held for them in a pass.
+    reservations: int = 1
     # A running gang with fewer running (and succeeded) members than its minimum for this
     # long has the rest evicted, so its room goes to gangs that can run (KAI's stale-gang
     # eviction); None: never, unless a gang asks (gang-scheduler.io/stale-after).

@@ -256,3 +256,100 @@ def test_a_reserved_gang_is_in_every_snapshot_even_parked() -> None:
     target = {p.ref: "n0" for p in big}
     cache.remember({BIG: GangState(first_attempt=T0, parked=parked, head_target=target)})
     assert {p.ref.name for p in cache.snapshot(now=T0 + 1).pods} == {"big-0", "big-1"}
+
+
+def _two_waiting() -> tuple[list, list]:
+    """Four nodes of 4 cpu, each full with a run of ours: pool a (n0, n1) frees at 20
+    minutes, pool b's n2 at 5 and n3 at 10. big (older) needs both nodes of pool a and
+    starts there at 20; second needs both of pool b and starts there at 10."""
+    pools = {"n0": "a", "n1": "a", "n2": "b", "n3": "b"}
+    nodes = [node(name, cpu="4", labels={"pool": pool}) for name, pool in pools.items()]
+    ends = {"n0": "20m", "n1": "20m", "n2": "5m", "n3": "10m"}
+    running = [
+        replace(p, node_name=name, phase="Running", started=T0)
+        for name, minutes in ends.items()
+        for p in gang_pods(f"r-{name}", 1, gang=f"r-{name}", min_available=1, cpu="4",
+                           annotations={names.EXPECTED_DURATION: minutes})
+    ]  # fmt: skip
+    big = gang_pods("big", 2, gang="big", min_available=2, cpu="4", created=T0 - 100,
+                    spec={"nodeSelector": {"pool": "a"}})  # fmt: skip
+    second = gang_pods("second", 2, gang="second", min_available=2, cpu="4", created=T0 - 50,
+                       spec={"nodeSelector": {"pool": "b"}})  # fmt: skip
+    return nodes, [*running, *big, *second]
+
+
+SECOND = GangKey("default", "second")
+
+
+@pytest.mark.parametrize(("count", "late_binds"), [(1, True), (2, False)])
+def test_a_second_reservation_keeps_the_second_gangs_room_too(count: int, late_binds: bool) -> None:
+    """With one reservation, a gang arriving once n2 frees takes it, and second, which the
+    play started on n2 and n3 at 10 minutes, waits for big to end; with two, it does not."""
+    config = replace(RESERVE, reservations=count)
+    nodes, pods = _two_waiting()
+    snap = snapshot(nodes, pods)
+    found = forecast(snap, now=T0, config=config)
+    assert (found.etas[BIG].p50, found.etas[SECOND].p50) == (T0 + 1200, T0 + 600)
+    first = schedule(replace(snap, forecast=found), now=T0, config=config)
+    reserved = {e.regarding.name for e in first.events if e.reason == "Reserved"}
+    assert reserved == ({"big-0", "big-1", "second-0", "second-1"} if count == 2 else
+                        {"big-0", "big-1"})  # fmt: skip
+    still = [p for p in pods if p.ref.name != "r-n2-0"]
+    later = snapshot(nodes, [*still, *_late()], memory=first.memory)
+    result = schedule(replace(later, forecast=found), now=T0 + 300, config=config)
+    assert (bind_map(result) == {"late-0": "n2"}) is late_binds
+
+
+def test_reservations_are_a_whole_number_of_one_or_more() -> None:
+    from scheduler.cli import build_parser  # noqa: PLC0415
+
+    parser = build_parser()
+    args = parser.parse_args(["run", "--actions", "allocate,reserve", "--reservations", "3"])
+    assert args.reservations == 3
+    with pytest.raises(SystemExit):
+        parser.parse_args(["run", "--reservations", "0"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    ends=st.lists(st.integers(1, 10), min_size=4, max_size=4),
+    arrivals=st.lists(st.tuples(st.sampled_from(["1", "2", "4"]), st.integers(1, 20)), max_size=5),
+)
+def test_no_backfilled_gang_delays_either_of_two_reservations_in_the_play(
+    ends: list[int], arrivals: list[tuple[str, int]]
+) -> None:
+    """As for one reservation, with two gangs waiting: big needs both nodes of pool a,
+    second both of pool b, each node full with a run. Played forward with two reservations,
+    gangs that arrive backfill only where they end before the earlier reservation starts,
+    and neither start moves (with one, an arrival may take pool b while big waits)."""
+    config = replace(RESERVE, reservations=2)
+    nodes = [node(f"n{i}", cpu="4", labels={"pool": "ab"[i // 2]}) for i in range(4)]
+    running = [
+        replace(p, node_name=f"n{i}", phase="Running", started=T0)
+        for i, minutes in enumerate(ends)
+        for p in gang_pods(f"r{i}", 1, gang=f"r{i}", min_available=1, cpu="4",
+                           annotations={names.EXPECTED_DURATION: f"{minutes}m"})
+    ]  # fmt: skip
+    waiting = [
+        *gang_pods("big", 2, gang="big", min_available=2, cpu="4", created=T0 - 100,
+                   annotations={names.EXPECTED_DURATION: "30m"},
+                   spec={"nodeSelector": {"pool": "a"}}),
+        *gang_pods("second", 2, gang="second", min_available=2, cpu="4", created=T0 - 50,
+                   annotations={names.EXPECTED_DURATION: "30m"},
+                   spec={"nodeSelector": {"pool": "b"}}),
+    ]  # fmt: skip
+    before = forecast(snapshot(nodes, [*running, *waiting]), now=T0, config=config)
+    starts = (before.etas[BIG].p50, before.etas[SECOND].p50)
+    assert None not in starts
+    came = [
+        p
+        for j, (cpu, minutes) in enumerate(arrivals)
+        for p in gang_pods(f"x{j}", 1, gang=f"x{j}", min_available=1, cpu=cpu, created=T0 + j,
+                           annotations={names.EXPECTED_DURATION: f"{minutes}m"})
+    ]  # fmt: skip
+    after = forecast(
+        replace(snapshot(nodes, [*running, *waiting, *came]), forecast=before),
+        now=T0,
+        config=config,
+    )
+    assert (after.etas[BIG].p50, after.etas[SECOND].p50) == starts

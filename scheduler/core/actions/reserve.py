@@ -5,8 +5,11 @@ it frees, negative where it is still taken, so that no gang behind it in the que
 it and pushes its start back, unless it is expected to end before the reservation starts
 (its 90th percentile or deadline, ``BACKFILL_MARGIN`` ahead): such a gang's turn sees the
 reserved room (EASY backfill). What the reservation does not need stays free for others,
-and gangs ahead of it in the queue have had their turn already. One reservation per pass;
-its nodes, once chosen, are kept while they still name a node for every member.
+and gangs ahead of it in the queue have had their turn already. ``--reservations`` gangs
+(one by default), the first left unplaced in queue order, are reserved for in a pass, each
+where the play started it (a later one after the earlier ones, as the play ran them); a
+gang backfills onto reserved room only if it ends before the earliest of them starts. A
+reservation's nodes, once chosen, are kept while they still name a node for every member.
 
 Unlike ``hold-head``, which waits for a gang to starve and then picks the emptiest nodes, it
 reserves at once, on the nodes the play saw freeing first. It needs the forecasts: without
@@ -64,11 +67,11 @@ class Reserve:
 
 
 class _Done:
-    """Whether this pass reserved already (one reservation per pass), and what: the room
-    held (pod, node), from when (``start``), and the gangs it is for."""
+    """What this pass reserved so far: how many groups (``count``), the room held (pod,
+    node), from when the earliest starts (``start``), and the gangs it is for."""
 
     def __init__(self) -> None:
-        self.done = False
+        self.count = 0
         self.held: list[tuple[Pod, str]] = []
         self.start: float | None = None
         self.gangs: frozenset[GangKey] = frozenset()
@@ -129,15 +132,16 @@ def _backfill(
 def _attempted(
     session: Session, attempt: Attempt, statement: Statement | None, done: _Done
 ) -> None:
-    if statement is None or done.done:
+    if statement is None or done.count >= session.config.reservations:
         return
     gangs = [session.gangs[key] for key in attempt.gangs]
+    before = (done.count, list(done.held), done.start, done.gangs)
     if _reserve(session, statement, gangs, done):
-        done.done = True
-        done.gangs = frozenset(g.key for g in gangs)
+        done.count += 1
+        done.gangs = done.gangs | {g.key for g in gangs}
 
         def undo() -> None:
-            done.done, done.held, done.start, done.gangs = False, [], None, frozenset()
+            done.count, done.held, done.start, done.gangs = before
 
         statement.changed(undo=undo)
 
