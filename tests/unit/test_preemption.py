@@ -15,6 +15,7 @@ from scheduler.core.session import NOMINATION_SECONDS
 from scheduler.model import names
 from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.config import Config
+from scheduler.model.nodes import Taint
 from scheduler.model.pods import GangKey, LabelSelector
 from scheduler.model.snapshot import GangState, Pod, Snapshot
 from tests.unit.builders import T0, gang_pods, node, pod, snapshot, tree_topology
@@ -490,3 +491,26 @@ def test_a_head_that_bound_or_went_keeps_no_hold() -> None:
     late = gang_pods("late", 2, gang="late", min_available=2, cpu="1", created=T0)
     gone = schedule(snapshot(nodes, late, memory=first.memory), now=T0 + 60)
     assert sorted(bind_map(gone)) == ["late-0", "late-1"]
+
+
+def test_a_head_whose_node_was_tainted_since_holds_room_elsewhere() -> None:
+    """The head's nodes are kept while they exist; one it may no longer go on at all (a
+    taint since, a label, a claim bound to a volume elsewhere) would only keep others off
+    its room: the target is chosen again."""
+    nodes = [node(f"n{i}", cpu="4") for i in range(3)]
+    small = [
+        *running("small-a", 1, on="n0", priority=0, cpu="3"),
+        *running("small-b", 1, on="n1", priority=0, cpu="3", age=1),
+    ]
+    big = gang_pods("big", 8, gang="big", min_available=8, cpu="1", created=T0 - 1000)
+    key = GangKey("default", "big")
+    memory = {key: GangState(first_attempt=T0 - 400)}
+    first = schedule(snapshot(nodes, [*small, *big], memory=memory), now=T0)
+    chosen = set(first.memory[key].head_target.values())
+    assert "n0" in chosen
+    tainted = "n0"
+    later = [replace(n, taints=(Taint("maintenance"),)) if n.name == tainted else n for n in nodes]
+    again = schedule(snapshot(later, [*small, *big], memory=first.memory), now=T0 + 30)
+    held = set(again.memory[key].head_target.values())
+    assert held, "still the head"
+    assert tainted not in held

@@ -16,6 +16,7 @@ from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
+from scheduler.model.nodes import Taint
 from scheduler.model.pods import GangKey
 from tests.unit.builders import T0, gang_pods, node, snapshot
 from tests.unit.test_allocation import bind_map
@@ -203,6 +204,26 @@ def test_a_bound_gang_keeps_no_reservation() -> None:
     assert not freed.memory[BIG].head_target
 
 
+def _full(ends: list[int]) -> list:
+    """Node ``n<i>`` full with a run of 4 cpu ending after ``ends[i]`` minutes."""
+    return [
+        replace(p, node_name=f"n{i}", phase="Running", started=T0)
+        for i, minutes in enumerate(ends)
+        for p in gang_pods(f"r{i}", 1, gang=f"r{i}", min_available=1, cpu="4",
+                           annotations={names.EXPECTED_DURATION: f"{minutes}m"})
+    ]  # fmt: skip
+
+
+def _arriving(arrivals: list[tuple[str, int]]) -> list:
+    """Gangs of one pod (cpu, minutes it runs), arriving after the waiting ones."""
+    return [
+        p
+        for j, (cpu, minutes) in enumerate(arrivals)
+        for p in gang_pods(f"x{j}", 1, gang=f"x{j}", min_available=1, cpu=cpu, created=T0 + j,
+                           annotations={names.EXPECTED_DURATION: f"{minutes}m"})
+    ]  # fmt: skip
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     ends=st.lists(st.integers(1, 10), min_size=3, max_size=3),
@@ -216,22 +237,12 @@ def test_no_backfilled_gang_delays_the_reservation_in_the_play(
     arrive then (younger, as big's priority) backfill only where they end before S: played
     forward with that reservation, big starts at S all the same."""
     nodes = [node(f"n{i}", cpu="4") for i in range(3)]
-    running = [
-        replace(p, node_name=f"n{i}", phase="Running", started=T0)
-        for i, minutes in enumerate(ends)
-        for p in gang_pods(f"r{i}", 1, gang=f"r{i}", min_available=1, cpu="4",
-                           annotations={names.EXPECTED_DURATION: f"{minutes}m"})
-    ]  # fmt: skip
+    running = _full(ends)
     big = gang_pods("big", 2, gang="big", min_available=2, cpu="4", created=T0 - 100)
     before = forecast(snapshot(nodes, [*running, *big]), now=T0, config=RESERVE)
     start = before.etas[BIG].p50
     assert start is not None
-    came = [
-        p
-        for j, (cpu, minutes) in enumerate(arrivals)
-        for p in gang_pods(f"x{j}", 1, gang=f"x{j}", min_available=1, cpu=cpu, created=T0 + j,
-                           annotations={names.EXPECTED_DURATION: f"{minutes}m"})
-    ]  # fmt: skip
+    came = _arriving(arrivals)
     after = forecast(
         replace(snapshot(nodes, [*running, *big, *came]), forecast=before),
         now=T0,
@@ -324,12 +335,7 @@ def test_no_backfilled_gang_delays_either_of_two_reservations_in_the_play(
     and neither start moves (with one, an arrival may take pool b while big waits)."""
     config = replace(RESERVE, reservations=2)
     nodes = [node(f"n{i}", cpu="4", labels={"pool": "ab"[i // 2]}) for i in range(4)]
-    running = [
-        replace(p, node_name=f"n{i}", phase="Running", started=T0)
-        for i, minutes in enumerate(ends)
-        for p in gang_pods(f"r{i}", 1, gang=f"r{i}", min_available=1, cpu="4",
-                           annotations={names.EXPECTED_DURATION: f"{minutes}m"})
-    ]  # fmt: skip
+    running = _full(ends)
     waiting = [
         *gang_pods("big", 2, gang="big", min_available=2, cpu="4", created=T0 - 100,
                    annotations={names.EXPECTED_DURATION: "30m"},
@@ -341,15 +347,27 @@ def test_no_backfilled_gang_delays_either_of_two_reservations_in_the_play(
     before = forecast(snapshot(nodes, [*running, *waiting]), now=T0, config=config)
     starts = (before.etas[BIG].p50, before.etas[SECOND].p50)
     assert None not in starts
-    came = [
-        p
-        for j, (cpu, minutes) in enumerate(arrivals)
-        for p in gang_pods(f"x{j}", 1, gang=f"x{j}", min_available=1, cpu=cpu, created=T0 + j,
-                           annotations={names.EXPECTED_DURATION: f"{minutes}m"})
-    ]  # fmt: skip
+    came = _arriving(arrivals)
     after = forecast(
         replace(snapshot(nodes, [*running, *waiting, *came]), forecast=before),
         now=T0,
         config=config,
     )
     assert (after.etas[BIG].p50, after.etas[SECOND].p50) == starts
+
+
+def test_a_reservation_on_a_node_tainted_since_holds_nothing_there() -> None:
+    """Room held where the gang can no longer go would only keep others off it: with its
+    kept node and the play's both out of its reach, it is not reserved (a later play
+    places it elsewhere)."""
+    nodes, pods = _busy(a_ends="5m", b_ends="10m")
+    snap = snapshot(nodes, pods)
+    found = forecast(snap, now=T0, config=RESERVE)
+    first = schedule(replace(snap, forecast=found), now=T0, config=RESERVE)
+    assert set(first.memory[BIG].head_target.values()) == {"n0", "n1"}
+    tainted = [replace(n, taints=(Taint("maintenance"),)) if n.name == "n0" else n for n in nodes]
+    still = [p for p in pods if not p.ref.name.startswith("a-")]
+    later = snapshot(tainted, [*still, *_late()], memory=first.memory)
+    result = schedule(replace(later, forecast=found), now=T0 + 300, config=RESERVE)
+    assert not [e for e in result.events if e.reason == "Reserved"]
+    assert not result.memory[BIG].head_target

@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from scheduler.core.filtering import volume_terms
 from scheduler.core.placing import Ledger, NodeFinder
 from scheduler.core.session import Session, pending
-from scheduler.core.solvers.heads import take_back_targets
+from scheduler.core.solvers.heads import still_fits, take_back_targets
 from scheduler.core.statement import Statement
 from scheduler.model.decisions import Attempt, Verdict
 from scheduler.model.gangs import Gang
@@ -113,14 +114,23 @@ def _hold_for_head(
 
 
 def _head_target(session: Session, gang: Gang, known: Mapping[PodRef, str]) -> dict:
-    """Where the head's pending members go: the remembered target while it still names a
-    node for each, else a placement on the nodes as if empty, emptiest now first."""
+    """Where the head's pending members go: the remembered target while it still names,
+    for each, a node it may go on at all, else a placement on the nodes as if empty,
+    emptiest now first."""
     todo = session.order.ordered(pending(gang))
-    nodes = session.snapshot.nodes
-    if todo and all(known.get(p.ref) in nodes for p in todo):
+    if todo and all(still_fits(session, p, known.get(p.ref)) for p in todo):
         return {p.ref: known[p.ref] for p in todo}
+    snapshot = session.snapshot
+    nodes = snapshot.nodes
     empty = Ledger.over(nodes, {})
-    finder = NodeFinder(nodes, empty, infos=session.infos, scoring="spread")
+    finder = NodeFinder(
+        nodes,
+        empty,
+        infos=session.infos,
+        scoring="spread",
+        # Where its bound claims' volumes can be reached, as its own placement will ask.
+        volumes=lambda pod: volume_terms(pod, claims=snapshot.claims, volumes=snapshot.volumes),
+    )
     target = {}
     for pod in todo:
         node = finder.find(replace(pod, scoring="spread"), empty)

@@ -24,7 +24,7 @@ from dataclasses import replace
 
 from scheduler.core.durations import expected_duration, history
 from scheduler.core.session import Session, pending
-from scheduler.core.solvers.heads import take_back_targets
+from scheduler.core.solvers.heads import still_fits, take_back_targets
 from scheduler.core.statement import Statement
 from scheduler.model.decisions import Attempt, Verdict
 from scheduler.model.forecasts import EtaState
@@ -188,16 +188,15 @@ def _reserve(session: Session, statement: Statement, gangs: list[Gang], done: _D
 
 def _target(session: Session, gang: Gang, known: Mapping[PodRef, str]) -> dict[PodRef, str]:
     """Where the gang's pending members are reserved: the nodes kept from an earlier pass
-    while they name one for each, else where the forecast's play started it; {} if
-    neither does."""
+    while they name, for each, one it may go on at all, else where the forecast's play
+    started it; {} if neither does."""
     todo = pending(gang)
-    nodes = session.snapshot.nodes
-    if todo and all(known.get(p.ref) in nodes for p in todo):
+    if todo and all(still_fits(session, p, known.get(p.ref)) for p in todo):
         return {p.ref: known[p.ref] for p in todo}
     forecast = session.snapshot.forecast
     eta = forecast.etas.get(gang.key) if forecast is not None else None
     if eta is None or eta.state is not EtaState.ESTIMATED:
         return {}
-    if not todo or not all(eta.placement.get(p.ref) in nodes for p in todo):
-        return {}
+    if not todo or not all(still_fits(session, p, eta.placement.get(p.ref)) for p in todo):
+        return {}  # a play older than the change that took the node from it
     return {p.ref: eta.placement[p.ref] for p in todo}

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from scheduler.core.session import Session
-from scheduler.model.pods import GangKey, PodRef
+from scheduler.model.pods import GangKey, Pod, PodRef
 
 
 def take_back_targets(session: Session) -> dict[GangKey, Mapping[PodRef, str]]:
@@ -20,3 +20,14 @@ def take_back_targets(session: Session) -> dict[GangKey, Mapping[PodRef, str]]:
             kept[key] = outcome.state.head_target
             outcome.state = replace(outcome.state, head_target={})
     return kept
+
+
+def still_fits(session: Session, pod: Pod, node: str | None) -> bool:
+    """Whether a node kept for ``pod`` is still one it may go on at all (it exists, and its
+    taints, labels and the volumes of the pod's bound claims allow it): room held where the
+    pod can never go would only keep others off it."""
+    return (
+        node is not None
+        and node in session.snapshot.nodes
+        and (node in session.finder.static_fit(pod))
+    )
