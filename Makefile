@@ -9,11 +9,12 @@ KUBECTL = KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k podgroup -x"`.
 PYTEST_ARGS ?=
 
-.PHONY: help setup binaries lint format test test-unit fuzz bench bench-victims bench-victims-gpus bench-curve bench-xl simcheck etacheck chaos soak oracle clients cluster-up cluster-down demo e2e-kind clean
+.PHONY: help setup binaries lint format test test-release test-unit fuzz bench bench-victims bench-victims-gpus bench-curve bench-xl simcheck etacheck chaos soak oracle clients cluster-up cluster-down demo e2e-kind clean
 
 help:
 	@echo "make demo          start the local control plane with fake GPU nodes, and say how to use it"
 	@echo "make test          lint, then run every test (starts and stops its own control plane)"
+	@echo "make test-release  the API-facing e2e tests on another Kubernetes release (RELEASE=1.37)"
 	@echo "make lint          ruff and import-linter"
 	@echo "make cluster-up    start the local control plane in $(CLUSTER_DIR)/"
 	@echo "make cluster-down  stop it and remove its state"
@@ -62,6 +63,17 @@ format: setup
 test: lint binaries
 	bash e2e/operators/build.sh kuberay
 	$(PY) -m pytest -m "not clients" $(PYTEST_ARGS)
+
+# The e2e tests that talk to the API server most (the Workload API, gangs, volumes, devices,
+# preemption), on the control plane of another Kubernetes release than make test's: its
+# kube-apiserver, kube-controller-manager and kube-scheduler built from
+# e2e/controlplane/releases/$(RELEASE)/, etcd and KWOK shared.
+RELEASE ?= 1.37
+RELEASE_TESTS ?= e2e/test_upstream_gangs.py e2e/test_gang_scheduling.py e2e/test_gang_volumes.py \
+	e2e/test_dra.py e2e/test_preemption.py e2e/test_pod_constraints.py
+test-release: setup binaries
+	KUBE_BIN_DIR=$$(bash e2e/controlplane/build-release.sh $(RELEASE) | tail -n1) \
+		$(PY) -m pytest $(RELEASE_TESTS) $(PYTEST_ARGS)
 
 # Every job framework's real operator (e2e/operators/versions.txt), built from its Go module
 # and cached, against the local control plane: e2e/test_clients.py.

@@ -1,9 +1,9 @@
-"""Gangs declared the upstream way (the Workload API's scheduling.k8s.io/v1alpha2 PodGroup,
-named by the pod's spec.schedulingGroup) and the Volcano way (the scheduling.k8s.io/group-name
-annotation and a scheduling.volcano.sh/v1beta1 PodGroup): the same objects kube-scheduler's
-and Volcano's gang scheduling take, scheduled by us whole, with the status their APIs define.
-The local control plane serves v1alpha2; Volcano's CRD, generated from its Go module, is in
-e2e/crds/."""
+"""Gangs declared the upstream way (the Workload API's scheduling.k8s.io PodGroup, v1beta1
+from Kubernetes 1.37 and v1alpha2 in 1.36, named by the pod's spec.schedulingGroup) and the
+Volcano way (the scheduling.k8s.io/group-name annotation and a scheduling.volcano.sh/v1beta1
+PodGroup): the same objects kube-scheduler's and Volcano's gang scheduling take, scheduled by
+us whole, with the status their APIs define. The local control plane serves the Workload API
+at its release's version; Volcano's CRD, generated from its Go module, is in e2e/crds/."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from e2e.fixtures import Cluster, ClusterAccess, SchedulerProcess, wait_for
 from e2e.test_gang_scheduling import BIND_TIMEOUT, stays_unbound, wait_bound
 from scheduler.model import names
 
-# The local control plane: it serves v1alpha2 (kind does not without feature gates), and
+# The local control plane: it serves the Workload API (kind does not without feature gates), and
 # these tests install and delete a stand-in for Volcano's CRD, which must never replace or
 # remove a real Volcano's.
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
@@ -27,11 +27,24 @@ VOLCANO = "podgroups.scheduling.volcano.sh"
 VOLCANO_CRD = Path(__file__).parent / "crds" / "volcano-podgroups.yaml"
 
 
-def upstream_podgroup(name: str, namespace: str, policy: dict) -> dict:
+def workload_version(cluster: Cluster) -> str:
+    """The scheduling.k8s.io version that serves PodGroups: v1beta1 in 1.37, v1alpha2 in
+    1.36."""
+    return cluster.access.rest.version_serving("scheduling.k8s.io", "podgroups")
+
+
+def scheduled_type(cluster: Cluster) -> str:
+    """kube-scheduler's condition, by the served version's name for it."""
+    if workload_version(cluster) == names.WORKLOAD_V1ALPHA2:
+        return names.UPSTREAM_SCHEDULED
+    return names.UPSTREAM_INITIALLY_SCHEDULED
+
+
+def upstream_podgroup(cluster: Cluster, name: str, policy: dict) -> dict:
     return {
-        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "apiVersion": workload_version(cluster),
         "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": namespace},
+        "metadata": {"name": name, "namespace": cluster.namespace},
         "spec": {"schedulingPolicy": policy},
     }
 
@@ -47,13 +60,14 @@ def members(
 
 def scheduled_condition(cluster: Cluster, name: str) -> dict:
     status = cluster.get(UPSTREAM, name).get("status", {})
-    found = [c for c in status.get("conditions", []) if c["type"] == "PodGroupScheduled"]
+    kind = scheduled_type(cluster)
+    found = [c for c in status.get("conditions", []) if c["type"] == kind]
     return found[0] if found else {}
 
 
 def printed_status(cluster: Cluster, name: str) -> str:
     """What `kubectl get podgroups` shows in its STATUS column (the built-in printer reads
-    the PodGroupScheduled condition)."""
+    kube-scheduler's condition)."""
     out = cluster.access.kubectl("get", UPSTREAM, name, "-n", cluster.namespace).stdout
     header, row = out.splitlines()[:2]
     return row.split()[header.split().index("STATUS")]
@@ -61,7 +75,7 @@ def printed_status(cluster: Cluster, name: str) -> str:
 
 def test_upstream_gang_of_four_binds_whole(cluster: Cluster, scheduler: SchedulerProcess) -> None:
     cluster.nodes(1, cpu="3")
-    cluster.apply(upstream_podgroup("train", cluster.namespace, {"gang": {"minCount": 4}}))
+    cluster.apply(upstream_podgroup(cluster, "train", {"gang": {"minCount": 4}}))
     gang = members(cluster, "train", 4, requests={"cpu": "1"})
     # Room for three: none of the four is bound, and the PodGroup says why.
     wait_for(
@@ -84,7 +98,7 @@ def test_upstream_gang_of_four_binds_whole(cluster: Cluster, scheduler: Schedule
     )
     condition = scheduled_condition(cluster, "train")
     assert condition["reason"] == "Scheduled"
-    # The API server sets no metadata.generation on v1alpha2 PodGroups (yet): then none.
+    # The API server sets no metadata.generation on v1alpha2 PodGroups: then none.
     generation = cluster.get(UPSTREAM, "train")["metadata"].get("generation", 0)
     assert condition.get("observedGeneration", 0) == generation
     assert printed_status(cluster, "train") == "Scheduled"
@@ -95,7 +109,7 @@ def test_upstream_min_count_larger_than_the_pods_waits(
     cluster: Cluster, scheduler: SchedulerProcess
 ) -> None:
     cluster.nodes(1, cpu="8")
-    cluster.apply(upstream_podgroup("wide", cluster.namespace, {"gang": {"minCount": 5}}))
+    cluster.apply(upstream_podgroup(cluster, "wide", {"gang": {"minCount": 5}}))
     first = members(cluster, "wide", 3)
     wait_for(lambda: cluster.events("GangWaiting"), timeout=BIND_TIMEOUT, what="GangWaiting")
     assert "waits until all 5 members exist" in cluster.events("GangWaiting")[0]
@@ -111,7 +125,7 @@ def test_upstream_basic_group_schedules_pod_by_pod(
     cluster: Cluster, scheduler: SchedulerProcess
 ) -> None:
     cluster.nodes(1, cpu="2")
-    cluster.apply(upstream_podgroup("web", cluster.namespace, {"basic": {}}))
+    cluster.apply(upstream_podgroup(cluster, "web", {"basic": {}}))
     pods = members(cluster, "web", 3, requests={"cpu": "1"})
     # No gang: the two that fit are bound although the third does not fit.
     wait_for(lambda: len(cluster.bound() & pods) == 2, timeout=BIND_TIMEOUT, what="two bound")
@@ -138,7 +152,7 @@ def test_pod_naming_an_upstream_podgroup_that_does_not_exist_waits_and_says_so(
     message = cluster.events("PodGroupNotFound")[0]
     assert f"PodGroup {cluster.namespace}/ghost (scheduling.k8s.io)" in message
     stays_unbound(cluster, pods, seconds=1)
-    cluster.apply(upstream_podgroup("ghost", cluster.namespace, {"gang": {"minCount": 2}}))
+    cluster.apply(upstream_podgroup(cluster, "ghost", {"gang": {"minCount": 2}}))
     wait_bound(cluster, pods)
 
 
@@ -264,9 +278,9 @@ def test_upstream_podgroups_print_for_kubectl(
 ) -> None:
     """`kubectl get podgroups` names the built-in kind where it is served; ours answers to
     pg and its full name."""
-    cluster.apply(upstream_podgroup("shown", cluster.namespace, {"gang": {"minCount": 2}}))
+    cluster.apply(upstream_podgroup(cluster, "shown", {"gang": {"minCount": 2}}))
     out = cluster.access.kubectl("get", "podgroups", "-n", cluster.namespace, "-o", "json").stdout
-    assert [i["apiVersion"] for i in json.loads(out)["items"]] == ["scheduling.k8s.io/v1alpha2"]
+    assert [i["apiVersion"] for i in json.loads(out)["items"]] == [workload_version(cluster)]
 
 
 def test_volcanos_crd_keeps_a_podgroups_subgroup_policy_and_defaults_its_queue(
