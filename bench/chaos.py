@@ -2332,6 +2332,20 @@ class Run:
                 {"invariant": v.invariant, "what": v.what, "details": v.details}
             )
 
+    def leaderless(self) -> list[tuple[float, float]]:
+        """The windows in which no replica could write (a leader killed or frozen, the API
+        server or etcd away), each until a leader could act again: a takeover (the Lease's
+        lapse, a sync) after a leader fault, or in HA an outage, which may cost the Lease."""
+        takeover = self.plan.lease_seconds + TAKEOVER_SECONDS
+        found = []
+        for fault in self.result.faults:
+            start, end = fault["started"], fault["ended"]
+            if fault["kind"] in ("scheduler-kill", "leader-kill", "leader-freeze"):
+                found.append((start, end + takeover))
+            elif fault["kind"] in ("apiserver-restart", "etcd-restart"):
+                found.append((start, end + (takeover if self.plan.mode == "ha" else 0.0)))
+        return found
+
     def check_volumes(self, pods: dict[str, PodState]) -> list[Violation]:
         assert self.volumes is not None
         claims = self.volumes.watch.copy()
@@ -2342,7 +2356,7 @@ class Run:
         ]
         found, unordered = volume_violations(
             mounting, claims, self.volumes.volumes(), rival_bound=self.rival_bound,
-            now=self.volumes.watch.now(), in_flight=LEFTOVER_SECONDS,
+            now=self.volumes.watch.now(), in_flight=LEFTOVER_SECONDS, pauses=self.leaderless(),
         )  # fmt: skip
         self.result.volumes_bound = sum(1 for c in claims.values() if c.bound)
         self.result.volume_binds_unordered = unordered

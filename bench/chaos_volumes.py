@@ -34,7 +34,7 @@ import contextlib
 import random
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -259,11 +259,17 @@ def volume_violations(
     rival_bound: Iterable[str],
     now: float = float("inf"),
     in_flight: float = 0.0,
+    pauses: Sequence[tuple[float, float]] = (),
 ) -> tuple[list[Violation], int]:
     """I11, I13 and I14 at the check (``now``, on the claims' clock); also how many binds I11
     could not order. A selected-node written less than ``in_flight`` seconds ago is a
     group's wait still running, not a leftover: I14 leaves it be (seed 11003: the check
-    came 0.6 s after a group of 11 asked for its volumes)."""
+    came 0.6 s after a group of 11 asked for its volumes). Only a leader's passes release
+    a leftover, with the API server up: ``pauses`` are the windows in which none could
+    (start, and when a leader could act again), and one that overlaps a choice's wait
+    pushes its deadline past it (seed 11038: the writer lost its Lease as its group's wait
+    ended, and API server restarts then kept every replica from leading until 1.6 s
+    before the check)."""
     rival = set(rival_bound)
     found: list[Violation] = []
     unordered = 0
@@ -309,7 +315,7 @@ def volume_violations(
             and claim is not None
             and claim.selected_node
             and not claim.volume
-            and now - claim.selected_t >= in_flight
+            and now >= _leftover_at(claim.selected_t, in_flight, pauses)
         ):
             found.append(
                 Violation(
@@ -320,6 +326,20 @@ def volume_violations(
                 )
             )
     return found, unordered
+
+
+# A leader's pass and its write, once one can act again.
+RELEASE_SECONDS = 2.0
+
+
+def _leftover_at(selected: float, in_flight: float, pauses: Sequence[tuple[float, float]]) -> float:
+    """When a choice made at ``selected`` is a leftover the scheduler should have released:
+    its wait and grace past, later by every pause that overlaps them."""
+    due = selected + in_flight
+    for start, resumed in sorted(pauses):
+        if start <= due and resumed >= selected:
+            due = max(due, resumed + RELEASE_SECONDS)
+    return due
 
 
 class Delaying(Provisioner):

@@ -135,6 +135,27 @@ def test_a_claim_asked_for_while_its_group_still_waits_is_no_leftover() -> None:
     assert [v.invariant for v in found] == ["I14"], "left past the scheduler's release"
 
 
+def test_a_leftover_is_judged_only_once_a_leader_could_have_released_it() -> None:
+    """Seed 11038: the replica that asked lost its Lease as its group's wait ended, and API
+    server restarts kept every replica from leading until 1.6 s before the check. A pause
+    (no leader could write, until one could again) overlapping the choice's wait pushes its
+    deadline past the pause; one before the choice does not."""
+    claims = watch()
+    claims.changed("ADDED", claim("w-0-scratch", owner="pod-uid", rv=5, node="n3"))
+    asked = claims.copy()["w-0-scratch"].selected_t
+    waiting = [mounting("", rv=0)]
+
+    def judged(now: float, pauses: list[tuple[float, float]]) -> list[str]:
+        found, _ = volume_violations(
+            waiting, claims.copy(), {}, rival_bound=(), now=now, in_flight=10.0, pauses=pauses
+        )
+        return [v.invariant for v in found]
+
+    assert judged(asked + 18, [(asked + 8, asked + 17)]) == [], "17 + 2 not yet past"
+    assert judged(asked + 19.5, [(asked + 8, asked + 17)]) == ["I14"]
+    assert judged(asked + 10.5, [(asked - 30, asked - 1)]) == ["I14"], "a pause before: none"
+
+
 def test_a_claim_asking_for_a_node_for_a_pod_that_finished_breaks_nothing() -> None:
     claims = watch()
     claims.changed("ADDED", claim("w-0-scratch", owner="pod-uid", rv=5, node="n3"))
