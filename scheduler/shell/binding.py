@@ -325,6 +325,8 @@ class Binder:
             return
         failed: set[Binding] = set()
         if group.volumes and (error := await self._bind_volumes(group)):
+            # Its claims were never written: their devices are free again.
+            self._cache.forget_claims(group.claims)
             await pass_seconds()
             self._group_failed(group, f"{error}; nothing of {_subject(group)} was bound")
             return

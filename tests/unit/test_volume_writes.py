@@ -16,9 +16,11 @@ from aiohttp import web
 
 from scheduler.cache import kinds
 from scheduler.cache.cluster import ClusterCache
+from scheduler.codecs.devices import resource_claim_from_dict
 from scheduler.codecs.objects import pod_from_dict
 from scheduler.model.config import Config
-from scheduler.model.decisions import Binding, GangBinding, GroupBinding, VolumeWrite
+from scheduler.model.decisions import Binding, ClaimWrite, GangBinding, GroupBinding, VolumeWrite
+from scheduler.model.devices import Allocation, DeviceId, DeviceResult
 from scheduler.model.pods import GangKey, NodeSelectorTerm, PodRef, Requirement
 from scheduler.model.volumes import Claim, ClaimRef, Volume
 from scheduler.shell.binding import Binder
@@ -27,6 +29,13 @@ from scheduler.shell.recording import EventRecorder
 from scheduler.shell.volume_binding import VolumeWriter
 from tests.unit.builders import node
 from tests.unit.servers import server
+
+GPU = Allocation(results=(DeviceResult("gpu", DeviceId("gpu.example.com", "n1", "gpu-0")),))
+GPU_CLAIM = {
+    "metadata": {"name": "gpu", "namespace": "ml", "uid": "ug", "resourceVersion": "1"},
+    "spec": {"devices": {"requests": [
+        {"name": "gpu", "exactly": {"deviceClassName": "gpu", "count": 1}}]}},
+}  # fmt: skip
 
 POD = PodRef("ml", "w-0", "p0")
 STATIC = VolumeWrite("ml", "d-0", "c0", POD, volume="pv-n1", resource_version="7")
@@ -315,16 +324,24 @@ def test_a_replica_that_no_longer_leads_writes_nothing() -> None:
 # -- the binder: volumes first, then the binds ----------------------------------------------
 
 
-def _group_run(answer: Callable[[str, str], tuple[int, Any]]) -> tuple[Seen, ClusterCache, list]:
+def _group_run(
+    answer: Callable[[str, str], tuple[int, Any]], *, devices: bool = False
+) -> tuple[Seen, ClusterCache, list]:
     """A group of one pod whose claim takes pv-n1, through the Binder; the watch shows the
-    claim bound as soon as the volume's claimRef is written."""
+    claim bound as soon as the volume's claimRef is written. ``devices``: the pod has a
+    ResourceClaim too, which the group allocates once its volumes are bound."""
     cache = _cache()
     member = pod_from_dict({"metadata": {"name": "w-0", "namespace": "ml", "uid": "p0"},
                             "spec": {"schedulerName": "gang-scheduler"}})  # fmt: skip
     cache.upsert_pod(member)
+    claims: tuple[ClaimWrite, ...] = ()
+    if devices:
+        cache.upsert_resource_claim(resource_claim_from_dict(GPU_CLAIM))
+        claims = (ClaimWrite("ml", "gpu", "ug", "1", GPU, (member.ref,)),)
     group = GroupBinding(
-        (GangBinding(GangKey("ml", "w"), (Binding(member.ref, "n1"),)),), volumes=(STATIC,)
-    )
+        (GangBinding(GangKey("ml", "w"), (Binding(member.ref, "n1"),)),), volumes=(STATIC,),
+        claims=claims,
+    )  # fmt: skip
     seen: Seen = []
     bound_when_bind_sent: list[bool] = []
 
@@ -366,6 +383,20 @@ def test_a_group_whose_volume_write_fails_binds_nothing_and_forgets_its_choices(
     snapshot = cache.snapshot(whole=True)
     assert snapshot.in_flight == frozenset(), "the pod is pending again"
     assert snapshot.volumes["pv-n1"].claim is None, "the volume is free again"
+
+
+def test_a_group_whose_volume_write_fails_leaves_its_devices_free() -> None:
+    """Chaos seed 11066 (I4): a group's volume write failed (etcd restarting), so its
+    ResourceClaims were never written; they stayed assumed allocated in the cache, and
+    every later pass found them pinned to the node of the failed attempt ("resourceclaim
+    not available on the node" everywhere else) until the scheduler restarted."""
+    seen, cache, _ = _group_run(
+        lambda m, p: (503, {"reason": "ServiceUnavailable"}) if "pv-n1" in p else (200, {}),
+        devices=True,
+    )
+    assert not [p for _, p, _ in seen if "resourceclaims" in p], "no claim was written"
+    claim = cache.snapshot(whole=True).resource_claims[("ml", "gpu")]
+    assert claim.allocation is None, "its devices are free again"
 
 
 def test_a_group_cancelled_while_it_waits_for_its_volumes_takes_back_what_it_asked() -> None:
