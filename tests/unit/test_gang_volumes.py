@@ -302,3 +302,37 @@ def test_members_sharing_a_claim_share_its_volume_and_it_is_written_once() -> No
     result = schedule(snap, now=T0, config=BINDS)
     assert _placed(result) == {"w-0": "n1", "w-1": "n1"}, "both where its one volume is"
     assert [(w.name, w.volume) for g in result.bindings for w in g.volumes] == [("shared", "pv-n1")]
+
+
+def test_a_member_pinned_by_its_volume_is_placed_before_the_members_that_may_go_anywhere() -> None:
+    """Chaos seeds 11091 and 11108 (I4): a member's volume was made (late) on one node; its
+    gang's other members, placed first, packed that node full, and the gang did not fit
+    although it could. The most constrained member goes first."""
+    free = [pod(f"w-{i}", gang="w", min_available=3, cpu="2") for i in range(2)]
+    pinned = pod(
+        "w-2",
+        gang="w",
+        min_available=3,
+        cpu="2",
+        spec={"volumes": [{"name": "d", "persistentVolumeClaim": {"claimName": "d-2"}}]},
+    )
+    claims = {
+        ("default", "d-2"): Claim(
+            "default",
+            "d-2",
+            storage_class="made",
+            uid="c2",
+            requested=2**30,
+            access_modes=frozenset({"ReadWriteOnce"}),
+            volume="pvc-c2",
+            bind_completed=True,
+        )
+    }
+    made = replace(
+        _local_volume("pvc-c2", "n0"), storage_class="made",
+        claim=ClaimRef("default", "d-2", "c2"), phase="Bound",
+    )  # fmt: skip
+    snap = _snap([*free, pinned], claims, [made], nodes=2)
+    placed = _placed(schedule(snap, now=T0, config=BINDS))
+    assert sorted(placed) == ["w-0", "w-1", "w-2"], "the gang fits: w-2 and one on n0"
+    assert placed["w-2"] == "n0", "where its volume is"

@@ -30,6 +30,11 @@ def place_members(
     got: list[Binding] = []
     first_miss: Status | None = None
     finder = session.finder
+    if any(p.claims for p in members):
+        # A member whose bound volume pins it to few nodes goes first: placed after the
+        # others, it could find them packed onto its only node. (Members alike keep their
+        # order: the sort is stable.)
+        members = sorted(members, key=lambda p: len(finder.static_fit(p)))
     for i, pod in enumerate(members):
         if gang.mode is Mode.STRICT and len(got) + (len(members) - i) < need:
             break  # min_member is out of reach: stop early
