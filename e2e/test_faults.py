@@ -163,7 +163,7 @@ def test_a_gang_waiting_for_its_volumes_binds_whole_after_an_api_server_restart(
         with provisioning(plane.rest, cluster.namespace, {made}) as provisioner:
             # After the restart the provisioner's and the PV controller's connections come
             # back first, then their watches (the controller also resyncs every 15 s): in
-            # one make test run of 20, nothing was bound 30 s after the restart.
+            # one make test run (session 59), nothing was bound 30 s after the restart.
             wait_for(
                 lambda: cluster.bound() >= set(members),
                 timeout=90,
