@@ -22,6 +22,7 @@ from scheduler.core.filtering import selector_matches
 from scheduler.core.gangs import priority_of, subgroups_of
 from scheduler.core.placing import Ledger, PlacementConflict
 from scheduler.core.session import Session, pending
+from scheduler.core.solvers.binding import gangs_being_bound
 from scheduler.core.solvers.gangs import place_group
 from scheduler.core.statement import Kind, Statement
 from scheduler.model.budgets import DisruptionBudget
@@ -76,24 +77,8 @@ def candidates(
     classes = session.snapshot.priority_classes
     nodes = session.snapshot.nodes
     ours = session.config.scheduler_names
-    # A pod whose bind is in flight is no victim, nor is any member of its gang: its gang
-    # is being bound, and evicting some of it (the bind then fails for the pod deleted)
-    # would leave it below its minimum, or bound in part.
     flying = session.snapshot.in_flight
-    binding = (
-        {
-            gang_key_of(p)
-            for info in session.infos.values()
-            for p in info.pods
-            if p.ref.uid in flying
-        }
-        if flying
-        else set()
-    )
-    # So is any gang this pass binds members of (a running gang given the members it
-    # lacks, members placed after its gang): its bound members would go, and the new ones
-    # stay, alone below its minimum.
-    binding |= {g.gang for group in session.bindings for g in group.gangs}
+    binding = gangs_being_bound(session)  # none of their members is a victim
     # Evicted by any action earlier in this pass, or by an earlier pass whose evictions the
     # cache has not seen land: not to be chosen twice. A gang's members left are what it
     # runs with, so a gang that loses members above its minimum has none left to spare.
