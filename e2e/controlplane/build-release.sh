@@ -39,15 +39,8 @@ mkdir -p "$out"
 for f in "${shared[@]}"; do ln -sfn "$base/$f" "$out/$f"; done
 
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
-major_minor=${version#v}; major=${major_minor%%.*}; minor=${major_minor#*.}; minor=${minor%%.*}
-kv="-X k8s.io/component-base/version.gitVersion=$version
-    -X k8s.io/component-base/version.gitMajor=$major
-    -X k8s.io/component-base/version.gitMinor=$minor
-    -X k8s.io/component-base/version.gitTreeState=clean
-    -X k8s.io/client-go/pkg/version.gitVersion=$version
-    -X k8s.io/client-go/pkg/version.gitMajor=$major
-    -X k8s.io/client-go/pkg/version.gitMinor=$minor
-    -X k8s.io/client-go/pkg/version.gitTreeState=clean"
+source "$here/version-ldflags.sh"
+kv=$(version_ldflags "$version")
 cd "$module"
 for b in "${wanted[@]}"; do
   [ -x "$out/$b" ] && continue

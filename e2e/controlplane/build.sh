@@ -64,15 +64,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   echo "building ${missing[*]} (k8s $k8s_version, etcd $etcd_version, kwok $kwok_version) into $out" >&2
   echo "a cold build takes a while on a small machine; later runs reuse the cache" >&2
   mkdir -p "$out"
-  major_minor=${k8s_version#v}; major=${major_minor%%.*}; minor=${major_minor#*.}; minor=${minor%%.*}
-  kv="-X k8s.io/component-base/version.gitVersion=$k8s_version
-      -X k8s.io/component-base/version.gitMajor=$major
-      -X k8s.io/component-base/version.gitMinor=$minor
-      -X k8s.io/component-base/version.gitTreeState=clean
-      -X k8s.io/client-go/pkg/version.gitVersion=$k8s_version
-      -X k8s.io/client-go/pkg/version.gitMajor=$major
-      -X k8s.io/client-go/pkg/version.gitMinor=$minor
-      -X k8s.io/client-go/pkg/version.gitTreeState=clean"
+  source "$here/version-ldflags.sh"
+  kv=$(version_ldflags "$k8s_version")
   cd "$here"
   for b in "${missing[@]}"; do
     case $b in
