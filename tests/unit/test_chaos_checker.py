@@ -525,6 +525,25 @@ def test_a_running_gang_of_replicas_held_back_by_its_queue_is_not_expected_bound
     assert sorted(p.name for p in expected["g"]) == ["g-2", "g-3"]
 
 
+def test_a_gang_of_replicas_below_its_minimum_asks_its_queue_for_a_whole_replica() -> None:
+    """Seed 11520: a gang of replicas of 2 (minimum 2) ran replica 0 until one of its members
+    went with its node; below its minimum, it needs replica 1 whole (2 CPUs), not the one
+    member it lacks (1 CPU), and the capability (2.5 CPUs, 1 held) has room for only one."""
+    gang = GangSpec("g", "koord", 4, 2, subgroup=2, queue="cap")
+    ledger = books(gang)
+    ledger.capabilities["q"] = 2500
+    members = [
+        queued(pod("g-0", gang="g", replica="0", node=NODE), "q"),
+        *(queued(pod(f"g-{i}", gang="g", replica="1"), "q") for i in (2, 3)),
+    ]
+    expected, _, no_room = expectations(ledger, pods_of(*members))
+    assert expected == {}
+    assert no_room == ["g"]
+    ledger.capabilities["q"] = 4000
+    expected, _, _ = expectations(ledger, pods_of(*members))
+    assert sorted(p.name for p in expected["g"]) == ["g-2", "g-3"]
+
+
 def claiming(obj: dict, *, made: bool) -> dict:
     """``obj`` claiming a GPU from a template; ``made``: the controller has made its claim."""
     spec = {
