@@ -19,10 +19,11 @@ from scheduler.cache.gangs import GangQueue
 from scheduler.cache.kinds import Change, Kind
 from scheduler.cache.nodes import NodeCache
 from scheduler.cache.volumes import AssumedVolumes, names_exclusive, storage_of
+from scheduler.model.composites import hierarchy_of
 from scheduler.model.decisions import ClaimWrite, VolumeWrite
 from scheduler.model.devices import Consumer, DeviceClass, ResourceClaim
 from scheduler.model.forecasts import Forecast
-from scheduler.model.gangs import Owner, PodGroup, queue_of_pod
+from scheduler.model.gangs import CompositePodGroup, Owner, PodGroup, queue_of_pod
 from scheduler.model.nodes import Node
 from scheduler.model.owners import OwnerKey, OwnerKind
 from scheduler.model.pods import GangKey, Pod, PodGroupApi, PodRef, gang_key_of
@@ -790,6 +791,7 @@ class ClusterCache:
             pods=pods,
             podgroups=podgroups,
             priority_classes=dict(stored[kinds.PRIORITY_CLASSES.name]),
+            composites=self._composites(),
             memory=dict(self.gangs.memory),
             topology=topology,
             topology_errors=errors,
@@ -864,8 +866,21 @@ class ClusterCache:
         return known.parent if known is not None and known.parent else None
 
     def _groups_named(self, key: GangKey) -> tuple[GangKey, ...]:
+        """The gangs ``key``'s PodGroup places it with: those its GangGroup names, or every
+        PodGroup under the root of its CompositePodGroup hierarchy."""
         podgroup = self._podgroup(key)
-        return tuple(podgroup.groups or ()) if podgroup is not None else ()
+        if podgroup is None:
+            return ()
+        if podgroup.parent:
+            found = hierarchy_of(
+                key, podgroups=self._podgroups[PodGroupApi.WORKLOAD], composites=self._composites()
+            )
+            return found.quorum.gangs() if found.quorum is not None else ()
+        return tuple(podgroup.groups or ())
+
+    def _composites(self) -> dict[GangKey, CompositePodGroup]:
+        stored = self._stores[kinds.COMPOSITE_PODGROUPS.name]
+        return {c.key: c for c in stored.values()}
 
     def _members_of(self, key: GangKey) -> Iterable[Pod]:
         return self.gangs.members.get(key, {}).values()

@@ -67,6 +67,9 @@ DEVICE_CLASSES = Kind("deviceclasses", _named)
 DISRUPTION_BUDGETS = Kind(
     "poddisruptionbudgets", _in_namespace, change=Change.WORK, removal=Change.WORK
 )
+# Kubernetes 1.37's CompositePodGroups (v1alpha3), by "namespace/name": a change may let any
+# gang of its hierarchy go.
+COMPOSITE_PODGROUPS = Kind("compositepodgroups", lambda c: str(c.key))
 # Sakkara's ConfigMaps, by "namespace/name", watched by a watch of their own: a topology
 # is kept as (topology, errors), a Sakkara group as itself.
 TOPOLOGIES = Kind("topologies", relisted=False)
@@ -84,6 +87,7 @@ STORED = (
     RESOURCE_SLICES,
     DEVICE_CLASSES,
     DISRUPTION_BUDGETS,
+    COMPOSITE_PODGROUPS,
     TOPOLOGIES,
     GROUPS,
 )

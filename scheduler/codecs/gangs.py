@@ -83,11 +83,16 @@ def _groups(
     return tuple(sorted(set(keys)))
 
 
+def is_subdomain(name: str) -> bool:
+    """Whether ``name`` is a DNS subdomain (RFC 1123), as most object names must be."""
+    return bool(_DNS_SUBDOMAIN.match(name)) and len(name) <= 253
+
+
 def key_problem(key: GangKey) -> str:
     """Why ``key`` cannot name a gang, or "" if it can."""
     if not _DNS_LABEL.match(key.namespace) or len(key.namespace) > 63:
         return f"namespace {key.namespace!r} is not a valid namespace name"
-    if not _DNS_SUBDOMAIN.match(key.name) or len(key.name) > 253:
+    if not is_subdomain(key.name):
         return (
             f"gang name {key.name!r} must be lower-case letters, digits, '-' and '.', "
             "starting and ending with a letter or digit (RFC 1123)"

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from scheduler.codecs.devices import container_asks, extended_claim, pod_claims
-from scheduler.codecs.gangs import claim_of, read_options
+from scheduler.codecs.gangs import claim_of, is_subdomain, read_options
 from scheduler.codecs.owners import controlling_job, read_owner_claim
 from scheduler.codecs.quantities import QUANTITY_RULE, quantity
 from scheduler.codecs.selectors import (
@@ -29,7 +29,13 @@ from scheduler.codecs.subgroups import network_topology, subgroup_policy
 from scheduler.model import names
 from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.decisions import PREEMPTED_BY_SCHEDULER, STALE_GANG
-from scheduler.model.gangs import Condition, PodGroup, PodGroupStatus, clip_message
+from scheduler.model.gangs import (
+    CompositePodGroup,
+    Condition,
+    PodGroup,
+    PodGroupStatus,
+    clip_message,
+)
 from scheduler.model.nodes import Node, Taint
 from scheduler.model.pods import (
     TERMINAL_PHASES,
@@ -624,12 +630,11 @@ def workload_podgroup_from_dict(raw: object, *, version: str = "") -> PodGroup:
             f"{policy!r}"
         )
     colocated = _topology_constraint(obj(spec.get("schedulingConstraints")).get("topology"), errors)
-    parent = spec.get("parentCompositePodGroupName")
-    if parent:
+    parent = _parent_name(spec.get("parentCompositePodGroupName"), errors)
+    if parent and options.groups:
         errors.append(
-            f"spec.parentCompositePodGroupName ({parent!r}): a PodGroup inside a "
-            "CompositePodGroup is not supported by gang-scheduler yet: state the gang of gangs "
-            f"with the annotation {names.KOORD_GROUPS} on its pods instead"
+            f"spec.parentCompositePodGroupName ({parent}) and the annotation "
+            f"{names.KOORD_GROUPS} both say which gangs it is placed with: keep one"
         )
     if spec.get("resourceClaims"):
         errors.append(
@@ -654,6 +659,56 @@ def workload_podgroup_from_dict(raw: object, *, version: str = "") -> PodGroup:
         priority=whole(spec.get("priority")),
         api_version=version or text(body.get("apiVersion")) or names.WORKLOAD_V1ALPHA2,
         disruption_mode=disruption,
+        parent=parent,
+    )
+
+
+def _parent_name(raw: object, errors: list[str]) -> str:
+    """``spec.parentCompositePodGroupName``: the name of a CompositePodGroup in the same
+    namespace, or "" for none."""
+    if raw is None or raw == "":
+        return ""
+    if isinstance(raw, str) and is_subdomain(raw):
+        return raw
+    errors.append(
+        "spec.parentCompositePodGroupName must name a CompositePodGroup in the same namespace "
+        f"(a DNS subdomain: lower-case letters, digits, '-' and '.'), got {raw!r}"
+    )
+    return ""
+
+
+def composite_podgroup_from_dict(raw: object) -> CompositePodGroup:
+    """A CompositePodGroup (``scheduling.k8s.io/v1alpha3``): ``spec.schedulingPolicy`` is
+    exactly one of ``gang`` (``minGroupCount`` of its children placed together) and
+    ``basic`` (any one child at a time, as kube-scheduler counts it: a minimum of 1)."""
+    body = obj(raw)
+    meta, spec = obj(body.get("metadata")), obj(body.get("spec"))
+    errors: list[str] = []
+    policy = spec.get("schedulingPolicy")
+    stated = sorted(k for k in ("gang", "basic") if obj(policy).get(k) is not None)
+    min_groups = 1
+    if stated == ["gang"]:
+        gang = obj(policy).get("gang")
+        if isinstance(gang, Mapping):
+            min_groups = _count(
+                gang.get("minGroupCount"), "spec.schedulingPolicy.gang.minGroupCount", errors
+            )
+        else:
+            errors.append(
+                f"spec.schedulingPolicy.gang must be an object with minGroupCount, got {gang!r}"
+            )
+    elif stated != ["basic"]:
+        errors.append(
+            "spec.schedulingPolicy must set exactly one of gang (with minGroupCount: that many "
+            f"of its children placed together) and basic ({{}}), got {policy!r}"
+        )
+    return CompositePodGroup(
+        key=GangKey(text(meta.get("namespace"), "default"), text(meta.get("name"))),
+        uid=text(meta.get("uid")),
+        parent=_parent_name(spec.get("parentCompositePodGroupName"), errors),
+        min_groups=min_groups,
+        basic=stated == ["basic"],
+        errors=tuple(errors),
     )
 
 

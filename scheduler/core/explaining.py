@@ -17,14 +17,14 @@ from scheduler.core.arranging import describe as describe_constraint
 from scheduler.core.durations import expected_duration, history
 from scheduler.core.filtering import static_reason
 from scheduler.core.forecasting import forecast
-from scheduler.core.gangs import priority_of, resolve
+from scheduler.core.gangs import Resolution, priority_of, resolve
 from scheduler.core.placing import Ledger, NodeFinder
 from scheduler.core.scheduling import schedule, topology_of
 from scheduler.core.session import Session
 from scheduler.model.config import Config
 from scheduler.model.decisions import Result
 from scheduler.model.forecasts import Eta, EtaState
-from scheduler.model.gangs import Gang
+from scheduler.model.gangs import Gang, Quorum
 from scheduler.model.pods import TERMINAL_PHASES, GangKey, Pod, gang_key_of
 from scheduler.model.queues import DEFAULT_QUEUE
 from scheduler.model.resources import describe
@@ -157,12 +157,7 @@ def explain(snapshot: Snapshot, key: GangKey, *, now: float, config: Config) -> 
     if len(gang.group) > 1:
         lines.append("GangGroup: " + ", ".join(str(k) for k in gang.group))
     lines.extend([*(f"invalid: {error}" for error in gang.errors), *_subgroup_lines(gang)])
-    if key in resolution.missing_podgroups:
-        lines.append(f"waiting for PodGroup {key}, which does not exist")
-    if key in resolution.missing_groups:
-        lines.append(
-            f"waiting for the group ConfigMap of Sakkara group {key}, which does not exist"
-        )
+    lines.extend(_declared_lines(resolution, gang))
     if snapshot.queues is not None:
         lines.extend(_queue_lines(snapshot, gang, now=now, config=config))
     lines.extend(_memory_lines(snapshot.memory.get(key), now=now))
@@ -239,6 +234,33 @@ def _memory_lines(state: GangState | None, *, now: float) -> list[str]:
             "is whole again by then (--stale-gang-after, gang-scheduler.io/stale-after)"
         )
     return lines
+
+
+def _declared_lines(resolution: Resolution, gang: Gang) -> list[str]:
+    """What it waits for that is not there yet, and what its CompositePodGroup needs."""
+    key, lines = gang.key, []
+    if key in resolution.missing_podgroups:
+        lines.append(f"waiting for PodGroup {key}, which does not exist")
+    if key in resolution.missing_composites:
+        lines.append(
+            f"waiting for CompositePodGroup {resolution.missing_composites[key]}, which does "
+            "not exist"
+        )
+    if gang.quorum is not None:
+        lines.append(
+            f"CompositePodGroup {gang.quorum.name}: {_quorum_words(gang.quorum)} placed together"
+        )
+    if key in resolution.missing_groups:
+        lines.append(
+            f"waiting for the group ConfigMap of Sakkara group {key}, which does not exist"
+        )
+    return lines
+
+
+def _quorum_words(quorum: Quorum) -> str:
+    """What a hierarchy needs, in words: "2 of [a, b, 1 of [c, d]]"."""
+    parts = [_quorum_words(p) if isinstance(p, Quorum) else p.name for p in quorum.parts]
+    return f"{quorum.minimum} of [{', '.join(parts)}]"
 
 
 def _subgroup_lines(gang: Gang) -> list[str]:

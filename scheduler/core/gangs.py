@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from scheduler.core.filtering import selector_matches
 from scheduler.model import names
+from scheduler.model.composites import Hierarchy, hierarchy_of
 from scheduler.model.config import Config
 from scheduler.model.gangs import Gang, JobProgress, Owner, PodGroup, SubGroup
 from scheduler.model.owners import Grouping, OwnerKey, OwnerKind, child_job, gang_name
@@ -115,6 +116,9 @@ class Resolution:
     missing_groups: frozenset[GangKey] = frozenset()
     # Gangs from owners whose owner object is not in the cache (yet).
     missing_owners: frozenset[GangKey] = frozenset()
+    # Gangs whose PodGroup's CompositePodGroup hierarchy names one that does not exist (yet):
+    # the name of the missing one.
+    missing_composites: Mapping[GangKey, str] = field(default_factory=dict)
 
 
 def resolve(snapshot: Snapshot, config: Config) -> Resolution:
@@ -225,12 +229,43 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
             subgroup_minimums=minimums,
             network_topology=_stated(claims, podgroup, "network_topology"),
         )
+    missing_composites = _in_hierarchies(gangs, snapshot)
     return Resolution(
         gangs=_with_consent(_with_job_progress(gangs, snapshot.owners)),
         missing_podgroups=frozenset(missing),
         missing_groups=frozenset(missing_groups),
         missing_owners=frozenset(missing_owners),
+        missing_composites=missing_composites,
     )
+
+
+def _in_hierarchies(gangs: dict[GangKey, Gang], snapshot: Snapshot) -> dict[GangKey, str]:
+    """Each gang of an upstream PodGroup that names a CompositePodGroup joins the GangGroup
+    of every PodGroup under the same root, with the root's quorum (``Gang.quorum``); a tree
+    in error makes it invalid. Returns the gangs that wait for a CompositePodGroup not
+    created yet, with its name."""
+    missing: dict[GangKey, str] = {}
+    by_parent: dict[GangKey, Hierarchy] = {}  # siblings share one answer (and one group)
+    for key, gang in gangs.items():
+        podgroup = gang.podgroup
+        if podgroup is None or not podgroup.parent:
+            continue
+        parent = GangKey(key.namespace, podgroup.parent)
+        found = by_parent.get(parent)
+        if found is None:
+            found = by_parent[parent] = hierarchy_of(
+                key, podgroups=snapshot.podgroups, composites=snapshot.composites
+            )
+        if found.error:
+            gangs[key] = replace(gang, errors=(*gang.errors, found.error))
+        elif found.missing:
+            missing[key] = found.missing
+        elif found.quorum is not None:
+            # Placed whole by the gang rule at every level: no NonStrict holds.
+            gangs[key] = replace(
+                gang, group=found.quorum.gangs(), quorum=found.quorum, mode=Mode.STRICT
+            )
+    return missing
 
 
 def topology_of(snapshot: Snapshot, config: Config) -> Topology:

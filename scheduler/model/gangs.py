@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from scheduler.model import names
@@ -107,6 +107,9 @@ class PodGroup:
     # spec.disruptionMode, "single" (its members may go one at a time) or "all".
     api_version: str = ""
     disruption_mode: str = ""
+    # The upstream kind's spec.parentCompositePodGroupName: the CompositePodGroup it is a
+    # child of ("" for none).
+    parent: str = ""
 
     @property
     def served_as(self) -> str:
@@ -122,6 +125,46 @@ class PodGroup:
         if self.api_version in ("", names.WORKLOAD_V1ALPHA2):
             return names.UPSTREAM_SCHEDULED
         return names.UPSTREAM_INITIALLY_SCHEDULED
+
+
+@dataclass(frozen=True, slots=True)
+class CompositePodGroup:
+    """A CompositePodGroup (``scheduling.k8s.io/v1alpha3``, Kubernetes 1.37): a group of
+    PodGroups and CompositePodGroups (its children name it as their parent) that is placed
+    once ``min_groups`` of its children are (``gang.minGroupCount``; 1 for ``basic``)."""
+
+    key: GangKey
+    uid: str = ""
+    parent: str = ""  # spec.parentCompositePodGroupName
+    min_groups: int = 1
+    basic: bool = False
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Quorum:
+    """How many of its parts a hierarchy of CompositePodGroups needs placed: ``minimum`` of
+    ``parts``, each a gang (by key) or a Quorum of its own (a nested CompositePodGroup). A
+    gang is placed when its own minimum is; kube-scheduler counts the same way, from the
+    root down."""
+
+    name: str  # the CompositePodGroup's, for messages
+    minimum: int
+    parts: tuple[GangKey | Quorum, ...]
+
+    def met(self, placed: Collection[GangKey]) -> bool:
+        """Whether the gangs ``placed`` are enough, at every level."""
+        return (
+            sum(1 for p in self.parts if (p.met(placed) if isinstance(p, Quorum) else p in placed))
+            >= self.minimum
+        )
+
+    def gangs(self) -> tuple[GangKey, ...]:
+        """Every gang under it, sorted."""
+        found: list[GangKey] = []
+        for part in self.parts:
+            found.extend(part.gangs() if isinstance(part, Quorum) else (part,))
+        return tuple(sorted(found))
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +216,9 @@ class Gang:
     # that Job's own count of its progress; None for any other gang, or while the Job is
     # not seen (then the members that Succeeded are counted as pods).
     job_progress: JobProgress | None = None
+    # A gang of a CompositePodGroup hierarchy: what its GangGroup (``group``, every gang of
+    # the hierarchy) needs placed together; None for a GangGroup that needs every gang.
+    quorum: Quorum | None = None
 
     @property
     def topology_placed(self) -> bool:

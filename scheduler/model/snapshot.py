@@ -9,7 +9,7 @@ from typing import Any
 from scheduler.model.budgets import DisruptionBudget
 from scheduler.model.devices import DeviceClass, ResourceClaim, ResourceSlice
 from scheduler.model.forecasts import Forecast
-from scheduler.model.gangs import Owner, PodGroup
+from scheduler.model.gangs import CompositePodGroup, Owner, PodGroup
 from scheduler.model.holdings import QueueHoldings
 from scheduler.model.nodes import Node, NodeInfo, node_infos
 from scheduler.model.owners import OwnerKey, OwnerKind
@@ -131,6 +131,8 @@ class Snapshot:
     nodes: Mapping[str, Node]
     pods: tuple[Pod, ...]
     podgroups: Mapping[GangKey, PodGroup] = field(default_factory=dict)
+    # The upstream CompositePodGroups (v1alpha3), where they are served.
+    composites: Mapping[GangKey, CompositePodGroup] = field(default_factory=dict)
     priority_classes: Mapping[str, PriorityClass] = field(default_factory=dict)
     memory: Mapping[GangKey, GangState] = field(default_factory=dict)
     # From the sakkara.topology ConfigMap; None without one (node labels or flat instead).

@@ -22,6 +22,7 @@ from scheduler.codecs.devices import (
 )
 from scheduler.codecs.objects import (
     budget_from_dict,
+    composite_podgroup_from_dict,
     namespace_from_dict,
     node_from_dict,
     pod_from_dict,
@@ -163,6 +164,15 @@ _ALL = (
         lambda cache, key: cache.remove_pod(key),
     ),
     *(_podgroups(api) for api in PodGroupApi),
+    # Kubernetes 1.37 with the CompositePodGroup gate and scheduling.k8s.io/v1alpha3: else
+    # listed empty, and a PodGroup naming one waits for it.
+    _plain(
+        kinds.COMPOSITE_PODGROUPS,
+        "/apis/scheduling.k8s.io/v1alpha3/compositepodgroups",
+        composite_podgroup_from_dict,
+        namespaced=True,
+        optional=True,
+    ),
     _plain(
         kinds.PRIORITY_CLASSES,
         "/apis/scheduling.k8s.io/v1/priorityclasses",

@@ -43,6 +43,10 @@ BODIES: dict[str, dict[str, Any]] = {
         },
     },
     "csidrivers": {"metadata": {"name": "lvm.example.com"}, "spec": {"storageCapacity": True}},
+    "compositepodgroups": {
+        "metadata": {"name": "root", "namespace": "ml"},
+        "spec": {"schedulingPolicy": {"gang": {"minGroupCount": 2}}},
+    },
     "csistoragecapacities": {
         "metadata": {"name": "cap-n0", "namespace": "kube-system"},
         "storageClassName": "local",

@@ -29,7 +29,7 @@ from scheduler.core.solvers.running import place_pending_members
 from scheduler.core.statement import Statement
 from scheduler.model import names
 from scheduler.model.decisions import Binding, GangBinding, GroupBinding, PodPatch, Verdict
-from scheduler.model.gangs import Gang
+from scheduler.model.gangs import Gang, Quorum
 from scheduler.model.pods import GangKey, Mode
 from scheduler.model.status import Status
 
@@ -105,9 +105,16 @@ def _turn(
     for gang in waiting:
         if gang.mode is Mode.NON_STRICT and not session.outcomes[gang.key].state.nominated:
             keep_holds(session, statement, gang)
-    if (why := session.readiness.why_not_ready(unit, waiting)) is not None:
+    ready, why = session.readiness.ready_parts(unit, waiting)
+    if not ready:
         session.attempted(waiting, Verdict.NOT_READY, Status.wait(why))
         return
+    trying = {g.key for g in ready}
+    for gang in waiting:
+        if gang.key not in trying:  # a part of a hierarchy, which said why it waits
+            outcome = session.outcomes[gang.key]
+            session.attempted([gang], Verdict.NOT_READY, Status.wait(outcome.condition[2]))
+    waiting = ready
     if any(session.readiness.awaiting_victims(g) for g in waiting):
         # A preemptor whose victims are still leaving: their going is what it waits for.
         session.attempted(waiting, Verdict.AWAITING_VICTIMS)
@@ -237,7 +244,9 @@ def _attempt(
     ``since``)."""
     placed: dict[GangKey, list[Binding]] = {}
     short: dict[GangKey, Status] = {}  # why a gang fell short of min_member
+    quorum = gangs[0].quorum
     for gang in gangs:
+        mark = statement.mark() if quorum is not None else 0
         shape = session.parking.shape(gang) if len(gangs) == 1 else None
         names_now = [p.ref.name for p in session.order.ordered(pending(gang))] if shape else []
         known = session.parking.failed_shapes.get(shape) if shape is not None else None
@@ -250,7 +259,13 @@ def _attempt(
                 session.parking.failed_shapes[shape] = (status, names_now)
         if not status.ok:
             short[gang.key] = status
-    if short:
+            if quorum is not None:  # a part of a hierarchy falls short alone
+                statement.undo_to(mark)
+                placed[gang.key] = []
+    if short and quorum is not None and _quorum_met(session, quorum, gangs, short):
+        _parts_failed(session, [g for g in gangs if g.key in short], short)
+        gangs = [g for g in gangs if g.key not in short]
+    elif short:
         first = next(g for g in gangs if g.key in short)
         _unit_failed(session, statement, gangs, placed, short, since=since)
         session.attempted(gangs, Verdict.UNSCHEDULABLE, short[first.key])
@@ -315,6 +330,31 @@ def _attempt(
             )
     if committed:
         session.add(session.bindings, GroupBinding(tuple(committed), all_or_nothing=True))
+
+
+def _quorum_met(
+    session: Session, quorum: Quorum, gangs: list[Gang], short: Mapping[GangKey, Status]
+) -> bool:
+    """Whether the gangs of a CompositePodGroup hierarchy placed now, with those placed
+    before (satisfied), are the quorum its root needs."""
+    placed = {g.key for g in gangs if g.key not in short}
+    return quorum.met(placed | session.readiness.placed_before(quorum))
+
+
+def _parts_failed(session: Session, gangs: list[Gang], short: Mapping[GangKey, Status]) -> None:
+    """Gangs of a hierarchy that fell short while the rest made its quorum: they wait, each
+    for room for its own minimum, as a PodGroup whose hierarchy runs does."""
+    _start_clocks(session, gangs)
+    for gang in gangs:
+        outcome = session.outcomes[gang.key]
+        message = (
+            f"gang {gang.key} does not fit, nothing of it was bound; {short[gang.key].message}"
+        )
+        outcome.state = replace(outcome.state, reservations={})
+        outcome.condition = ("False", REASON_UNSCHEDULABLE, message)
+        session.reporting.failed_attempt(gang, message, pods=pending(gang))
+        session.attempted([gang], Verdict.UNSCHEDULABLE, short[gang.key])
+        session.parking.park(gang)
 
 
 def _renamed(known: tuple[Status, list[str]], names: list[str]) -> Status:

@@ -59,8 +59,8 @@ def preempt(session: Session) -> None:
         return
     pool = _Pool(session)
     for unit in session.order.units():
-        gangs = [session.gangs[k] for k in unit if k in session.gangs]
-        if not gangs or not all(g.key in failed for g in gangs):
+        gangs = session.failed_parts(unit, failed)
+        if not gangs:
             continue
         if any(session.readiness.victims_present(session.outcomes[g.key].state) for g in gangs):
             continue  # its victims are still leaving: no more evictions for it

@@ -59,8 +59,8 @@ def reclaim(session: Session) -> None:
         return
     taken: dict[str, Pod] = {}  # evicted in this pass, by uid
     for unit in session.order.units():
-        gangs = [session.gangs[k] for k in unit if k in session.gangs]
-        if not gangs or not all(g.key in failed for g in gangs):
+        gangs = session.failed_parts(unit, failed)
+        if not gangs:
             continue
         states = [session.outcomes[g.key].state for g in gangs]
         if any(s.nominated or session.readiness.victims_present(s) for s in states):

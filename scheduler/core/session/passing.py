@@ -121,6 +121,7 @@ class Session:
         self.missing_podgroups = resolution.missing_podgroups
         self.missing_groups = resolution.missing_groups
         self.missing_owners = resolution.missing_owners
+        self.missing_composites = resolution.missing_composites
         self.topology_notes: tuple[str, ...] = ()
         self.infos = snapshot.infos()  # worked out from the pods, when the cache gave none
         self.devices = self._device_world()
@@ -350,6 +351,15 @@ class Session:
     def failed_in(self, verdict: Verdict = Verdict.UNSCHEDULABLE) -> set[GangKey]:
         """The gangs a turn of this pass left with ``verdict``."""
         return {key for a in self.attempts if a.verdict is verdict for key in a.gangs}
+
+    def failed_parts(self, unit: tuple[GangKey, ...], failed: set[GangKey]) -> list[Gang]:
+        """The gangs of a GangGroup an action that makes room (preempt, reclaim) acts for:
+        every gang of it, if each failed for want of room, else none; of a CompositePodGroup
+        hierarchy, whose parts placed count toward its quorum, those that failed."""
+        gangs = [self.gangs[k] for k in unit if k in self.gangs]
+        if gangs and gangs[0].quorum is not None:
+            gangs = [g for g in gangs if g.key in failed]
+        return gangs if gangs and all(g.key in failed for g in gangs) else []
 
     @contextlib.contextmanager
     def turn(self, unit: tuple[GangKey, ...], gangs: list[Gang]) -> Iterator[Statement]:

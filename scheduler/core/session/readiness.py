@@ -15,7 +15,7 @@ from scheduler.core.session.outcomes import (
     pending,
 )
 from scheduler.model import names
-from scheduler.model.gangs import Gang
+from scheduler.model.gangs import Gang, Quorum
 from scheduler.model.pods import SINGLE_PREFIX, GangKey, Pod, PodGroupApi
 from scheduler.model.resources import describe
 from scheduler.model.snapshot import GangState
@@ -96,6 +96,16 @@ class Readiness:
                 "OwnerNotFound",
                 f"gang {gang.key} waits: {gang.origin}; or give the pods the annotation "
                 f"{names.OWNER_GANG}: none to place them one by one",
+            )
+        if (composite := self.session.missing_composites.get(gang.key)) is not None:
+            return (
+                REASON_WAITING,
+                "PodGroupNotFound",
+                f"gang {gang.key} waits for CompositePodGroup {gang.key.namespace}/{composite} "
+                "(scheduling.k8s.io/v1alpha3), which its PodGroup's hierarchy names and which "
+                "does not exist: create it (if the API server does not serve "
+                "compositepodgroups, enable the CompositePodGroup feature gate and "
+                "scheduling.k8s.io/v1alpha3), or remove spec.parentCompositePodGroupName",
             )
         if gang.key in self.session.missing_podgroups:
             claim = next((p.gang for p in gang.members if p.gang is not None), None)
@@ -190,6 +200,38 @@ class Readiness:
                 )
             return message
         return None
+
+    def ready_parts(self, unit: tuple[GangKey, ...], gangs: list[Gang]) -> tuple[list[Gang], str]:
+        """The gangs of the GangGroup that may be tried now, or none and why: all of them
+        or none, as each of its gangs is needed. In a CompositePodGroup hierarchy, whose
+        root needs only some of its children, each gang is judged alone (and says why it
+        waits), and those ready are tried once they, with those already placed, can make
+        the quorum."""
+        quorum = gangs[0].quorum if gangs else None
+        if quorum is None:
+            why = self.why_not_ready(unit, gangs)
+            return ([], why) if why is not None else (gangs, "")
+        ready = [g for g in gangs if self.why_not_ready((g.key,), [g]) is None]
+        placed = {g.key for g in ready} | self.placed_before(quorum)
+        if quorum.met(placed):
+            return ready, ""
+        message = (
+            f"CompositePodGroup {quorum.name} waits until enough of its PodGroups have all "
+            f"their members to make its quorum ({quorum.minimum} of its "
+            f"{len(quorum.parts)} children, each at its own minimum); {len(placed)} of the "
+            f"{len(quorum.gangs())} PodGroups under it do"
+        )
+        for gang in ready:
+            self.session.outcomes[gang.key].condition = ("False", REASON_WAITING, message)
+            self.session.reporting.say(
+                gang, reason="GangWaiting", message=message, pods=pending(gang), warning=False
+            )
+        return [], message
+
+    def placed_before(self, quorum: Quorum) -> set[GangKey]:
+        """The gangs of a hierarchy placed before this attempt (satisfied)."""
+        gangs, outcomes = self.session.gangs, self.session.outcomes
+        return {k for k in quorum.gangs() if k in gangs and outcomes[k].state.satisfied}
 
     def in_flight(self, gang: Gang) -> bool:
         """Whether binds of the gang are still in flight (assumed, not confirmed)."""

@@ -17,7 +17,7 @@ from scheduler.core.statement import Statement
 from scheduler.model.decisions import Binding
 from scheduler.model.devices import Allocation, ResourceClaim
 from scheduler.model.gangs import Gang
-from scheduler.model.pods import Pod, PodRef
+from scheduler.model.pods import GangKey, Pod, PodRef
 from scheduler.model.resources import Resources
 from scheduler.model.status import Status
 from scheduler.model.topology import Constraints
@@ -28,15 +28,26 @@ def place_group(
 ) -> bool | None:
     """Place every gang of a group on the statement, each at least its min_member, within
     ``room`` (else the queues' room on the statement's ledger); None if one falls short (the
-    statement then holds what was placed: the caller drops it)."""
+    statement then holds what was placed: the caller drops it). The gangs of a
+    CompositePodGroup hierarchy need only make its quorum: one that falls short is taken
+    back alone."""
     if room is None:
         room = session.queues.room(statement.ledger)
         if room is not None:
             statement.subscribe(room)
+    quorum = gangs[0].quorum if gangs else None
+    placed: set[GangKey] = set()
     for gang in gangs:
+        mark = statement.mark()
         _, status = place_gang(session, statement, gang, room)
-        if not status.ok:
+        if status.ok:
+            placed.add(gang.key)
+        elif quorum is None:
             return None
+        else:
+            statement.undo_to(mark)
+    if quorum is not None and not quorum.met(placed | session.readiness.placed_before(quorum)):
+        return None
     return True
 
 
