@@ -62,7 +62,7 @@ format: setup
 # The short form of the job frameworks' tests runs here (KubeRay); `make clients` runs them all.
 test: lint binaries
 	bash e2e/operators/build.sh kuberay
-	$(PY) -m pytest -m "not clients" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not clients and not release" $(PYTEST_ARGS)
 
 # The e2e tests that talk to the API server most (the Workload API, gangs, volumes, devices,
 # preemption), on the control plane of another Kubernetes release than make test's: its
@@ -70,7 +70,7 @@ test: lint binaries
 # e2e/controlplane/releases/$(RELEASE)/, etcd and KWOK shared.
 RELEASE ?= 1.37
 RELEASE_TESTS ?= e2e/test_upstream_gangs.py e2e/test_gang_scheduling.py e2e/test_gang_volumes.py \
-	e2e/test_dra.py e2e/test_preemption.py e2e/test_pod_constraints.py
+	e2e/test_dra.py e2e/test_preemption.py e2e/test_pod_constraints.py e2e/test_composite_podgroups.py
 test-release: setup binaries
 	KUBE_BIN_DIR=$$(bash e2e/controlplane/build-release.sh $(RELEASE) | tail -n1) \
 		$(PY) -m pytest $(RELEASE_TESTS) $(PYTEST_ARGS)

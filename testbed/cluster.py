@@ -120,14 +120,17 @@ class ControlPlane:
 # The upstream Workload API: scheduling.k8s.io PodGroups and the pods' spec.schedulingGroup.
 # A gang source we read (#13), and what kube-scheduler's own gang scheduling, a peer in make
 # bench, needs on the API server: v1alpha2 behind GenericWorkload and GangScheduling in 1.36;
-# v1beta1 behind GenericWorkload alone in 1.37, which refuses the GangScheduling gate.
+# v1beta1 behind GenericWorkload alone in 1.37, which refuses the GangScheduling gate; and
+# 1.37's alpha CompositePodGroups at v1alpha3 (their gate needs TopologyAwareWorkloadScheduling,
+# which serves the PodGroups' schedulingConstraints).
 WORKLOAD_API_FLAGS = (
     "--feature-gates=GenericWorkload=true,GangScheduling=true",
     "--runtime-config=scheduling.k8s.io/v1alpha2=true",
 )
 WORKLOAD_API_FLAGS_1_37 = (
-    "--feature-gates=GenericWorkload=true",
-    "--runtime-config=scheduling.k8s.io/v1beta1=true",
+    "--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true,"
+    "CompositePodGroup=true",
+    "--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true",
 )
 
 

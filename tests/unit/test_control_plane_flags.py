@@ -26,8 +26,15 @@ def test_kubernetes_1_36_keeps_its_flags() -> None:
 def test_kubernetes_1_37_serves_v1beta1_without_the_gone_gate_or_an_endpoint_reconciler() -> None:
     flags = apiserver_flags((1, 37), workload_api=True)
     assert "--endpoint-reconciler-type=none" in flags
-    assert "--feature-gates=GenericWorkload=true" in flags
-    assert "--runtime-config=scheduling.k8s.io/v1beta1=true" in flags
+    gates = next(f for f in flags if f.startswith("--feature-gates="))
+    assert set(gates.split("=", 1)[1].split(",")) == {
+        "GenericWorkload=true",
+        "TopologyAwareWorkloadScheduling=true",  # CompositePodGroup depends on it
+        "CompositePodGroup=true",
+    }
+    assert (
+        "--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true" in flags
+    )
     assert not any("GangScheduling" in flag or "v1alpha2" in flag for flag in flags)
 
 
