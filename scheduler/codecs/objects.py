@@ -708,6 +708,7 @@ def composite_podgroup_from_dict(raw: object) -> CompositePodGroup:
         parent=_parent_name(spec.get("parentCompositePodGroupName"), errors),
         min_groups=min_groups,
         basic=stated == ["basic"],
+        disruption_mode=_disruption_mode(spec.get("disruptionMode"), errors),
         errors=tuple(errors),
     )
 

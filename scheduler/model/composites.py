@@ -93,3 +93,25 @@ def _quorum(
         if nested is not None and depth < MAX_DEPTH - 1:
             parts.append(_quorum(nested, children, composites, depth=depth + 1))
     return Quorum(name=composite.key.name, minimum=composite.min_groups, parts=tuple(parts))
+
+
+def evicted_whole_with(
+    podgroup: PodGroup | None, composites: Mapping[GangKey, CompositePodGroup]
+) -> GangKey | None:
+    """The highest CompositePodGroup above ``podgroup`` whose ``disruptionMode`` is ``all``:
+    preemption evicts every pod under it as one victim, as kube-scheduler's preemption
+    does (the highest ancestor asking for it wins); None when none does."""
+    if podgroup is None or podgroup.api is not PodGroupApi.WORKLOAD or not podgroup.parent:
+        return None
+    found = None
+    seen: set[str] = set()
+    name = podgroup.parent
+    while name and name not in seen and len(seen) < MAX_DEPTH:
+        seen.add(name)
+        composite = composites.get(GangKey(podgroup.key.namespace, name))
+        if composite is None:
+            break
+        if composite.disruption_mode == "all":
+            found = composite.key
+        name = composite.parent
+    return found

@@ -138,6 +138,9 @@ class CompositePodGroup:
     parent: str = ""  # spec.parentCompositePodGroupName
     min_groups: int = 1
     basic: bool = False
+    # spec.disruptionMode: "all" evicts every pod under it as one victim; "single" (the
+    # default) leaves it to its children.
+    disruption_mode: str = "single"
     errors: tuple[str, ...] = ()
 
 

@@ -19,6 +19,7 @@ from scheduler.model.pods import GangKey
 from scheduler.model.snapshot import Snapshot
 from tests.unit.builders import T0, gang_pods, node, snapshot
 from tests.unit.test_allocation import bind_map, events
+from tests.unit.test_preemption import evicted
 
 V1BETA1 = "scheduling.k8s.io/v1beta1"
 
@@ -225,3 +226,41 @@ def test_explain_says_what_the_root_needs() -> None:
     )
     text = "\n".join(lines)
     assert "CompositePodGroup root: 2 of [a, 1 of [b]] placed together" in text
+
+
+# -- preemption ------------------------------------------------------------------------------
+
+
+def _preempted_under(mode: dict | None) -> list[str]:
+    """PodGroups a and b (2 pods of 2 cpu, minimum 2) run low on n0 and n1 under a root
+    CompositePodGroup; a high pod of 4 cpu waits."""
+    root = composite("root", 2)
+    if mode is not None:
+        root = replace(root, disruption_mode=next(iter(mode)))
+    low = [
+        replace(p, node_name=f"n{i // 2}", phase="Running", priority=0)
+        for i, p in enumerate(members("a", 2, cpu="2") + members("b", 2, cpu="2"))
+    ]
+    high = gang_pods("high", 1, gang="high", min_available=1, cpu="4", priority=1000)
+    return evicted(
+        schedule(cluster(2, [*low, *high], [child("a", 2), child("b", 2)], [root]), now=T0)
+    )
+
+
+def test_a_composite_disrupted_whole_makes_every_pod_under_it_one_victim() -> None:
+    assert _preempted_under({"all": {}}) == ["a-0", "a-1", "b-0", "b-1"]
+
+
+def test_a_composite_disrupted_singly_leaves_each_podgroup_its_own_victim() -> None:
+    assert _preempted_under({"single": {}}) in (["a-0", "a-1"], ["b-0", "b-1"])
+    assert len(_preempted_under(None)) == 2
+
+
+def test_a_composites_disruption_mode_is_read_and_checked() -> None:
+    body = {
+        "metadata": {"name": "r"},
+        "spec": {"schedulingPolicy": {"basic": {}}, "disruptionMode": {"all": {}}},
+    }
+    assert composite_podgroup_from_dict(body).disruption_mode == "all"
+    body["spec"]["disruptionMode"] = {"most": {}}
+    assert "spec.disruptionMode must be" in composite_podgroup_from_dict(body).errors[0]

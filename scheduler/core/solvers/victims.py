@@ -26,9 +26,10 @@ from scheduler.core.solvers.binding import gangs_being_bound
 from scheduler.core.solvers.gangs import place_group
 from scheduler.core.statement import Kind, Statement
 from scheduler.model.budgets import DisruptionBudget
+from scheduler.model.composites import evicted_whole_with
 from scheduler.model.decisions import Eviction, Nomination, VictimChoice
 from scheduler.model.gangs import Gang, PodGroup
-from scheduler.model.pods import SINGLE_PREFIX, Pod, gang_key_of
+from scheduler.model.pods import SINGLE_PREFIX, GangKey, Pod, gang_key_of
 from scheduler.model.resources import Resources
 
 # Placements tried per GangGroup in one pass: a bound on the work a hopeless group costs.
@@ -84,6 +85,7 @@ def candidates(
     # runs with, so a gang that loses members above its minimum has none left to spare.
     decided = {e.pod.uid for e in session.evictions} | session.snapshot.leaving
     by_gang: dict[object, list[tuple[Pod, str]]] = defaultdict(list)
+    whole_with: dict[GangKey, GangKey | None] = {}
     for name, info in session.infos.items():
         if name not in nodes:
             continue
@@ -102,27 +104,15 @@ def candidates(
                 continue
             key = gang_key_of(pod)
             single = pod.scheduler_name not in ours or key.name.startswith(SINGLE_PREFIX)
-            by_gang[pod.ref.uid if single else key].append((pod, name))
-    units: list[Victims] = []
-    for key, members in by_gang.items():
-        priority = min(priority_of(p, classes) for p, _ in members)
-        youngest_first = sorted(members, key=lambda m: (-m[0].created, m[0].ref))
-        if isinstance(key, str):  # a pod on its own
-            units.append(Victims(tuple(members), priority, members[0][0].created))
-            continue
-        minimum = min_member_of(session, members[0][0])
-        podgroup = _podgroup_of(session, members[0][0])
-        # 1.37's disruptionMode all: the whole gang is one victim, never a part of it.
-        whole_only = podgroup is not None and podgroup.disruption_mode == "all"
-        if whole_only:
-            pass
-        elif podgroup is not None and podgroup.subgroup_policy:
-            units.extend(_extra_subgroups(podgroup, members, priority, minimum=minimum))
-        else:
-            for extra in youngest_first[: max(len(members) - minimum, 0)]:
-                units.append(Victims((extra,), priority, extra[0].created))
-        newest = max(p.created for p, _ in members)
-        units.append(Victims(tuple(youngest_first), priority, newest, whole_gang=True))
+            if single:
+                by_gang[pod.ref.uid].append((pod, name))
+                continue
+            if key not in whole_with:
+                whole_with[key] = evicted_whole_with(
+                    _podgroup_of(session, pod), session.snapshot.composites
+                )
+            by_gang[_Whole(whole_with[key]) if whole_with[key] else key].append((pod, name))
+    units = [u for key, members in by_gang.items() for u in _units(session, key, members)]
     units.sort(key=Victims.order)
     budgets = session.snapshot.budgets
     if not budgets:
@@ -184,6 +174,35 @@ def _counts_against(budget: DisruptionBudget, pod: Pod) -> bool:
         and pod.ref.name not in budget.disrupted
         and selector_matches(selector, pod.labels)
     )
+
+
+def _units(session: Session, key: object, members: list[tuple[Pod, str]]) -> list[Victims]:
+    """The victim units of one pod on its own (``key`` its uid), of everything under a
+    CompositePodGroup disrupted whole, or of one gang: its members above its minimum alone
+    (whole subgroups, for a gang of subgroups), then the gang whole."""
+    priority = min(priority_of(p, session.snapshot.priority_classes) for p, _ in members)
+    youngest_first = sorted(members, key=lambda m: (-m[0].created, m[0].ref))
+    if isinstance(key, str):  # a pod on its own
+        return [Victims(tuple(members), priority, members[0][0].created)]
+    newest = max(p.created for p, _ in members)
+    whole = Victims(tuple(youngest_first), priority, newest, whole_gang=True)
+    podgroup = _podgroup_of(session, members[0][0])
+    # 1.37's disruptionMode all (the gang's, or a CompositePodGroup's above it): the whole
+    # is one victim, never a part of it.
+    if isinstance(key, _Whole) or (podgroup is not None and podgroup.disruption_mode == "all"):
+        return [whole]
+    minimum = min_member_of(session, members[0][0])
+    if podgroup is not None and podgroup.subgroup_policy:
+        return [*_extra_subgroups(podgroup, members, priority, minimum=minimum), whole]
+    extras = youngest_first[: max(len(members) - minimum, 0)]
+    return [*(Victims((extra,), priority, extra[0].created) for extra in extras), whole]
+
+
+@dataclass(frozen=True, slots=True)
+class _Whole:
+    """The victim unit of every gang under a CompositePodGroup that is disrupted whole."""
+
+    composite: GangKey
 
 
 def _podgroup_of(session: Session, pod: Pod) -> PodGroup | None:
