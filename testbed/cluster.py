@@ -122,14 +122,16 @@ class ControlPlane:
 # bench, needs on the API server: v1alpha2 behind GenericWorkload and GangScheduling in 1.36;
 # v1beta1 behind GenericWorkload alone in 1.37, which refuses the GangScheduling gate; and
 # 1.37's alpha CompositePodGroups at v1alpha3 (their gate needs TopologyAwareWorkloadScheduling,
-# which serves the PodGroups' schedulingConstraints).
+# which serves the PodGroups' schedulingConstraints) and Jobs' spec.scheduling (WorkloadWithJob:
+# the Job controller makes the Job's Workload and PodGroup, and the kube-controller-manager
+# needs the gate too).
 WORKLOAD_API_FLAGS = (
     "--feature-gates=GenericWorkload=true,GangScheduling=true",
     "--runtime-config=scheduling.k8s.io/v1alpha2=true",
 )
 WORKLOAD_API_FLAGS_1_37 = (
     "--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true,"
-    "CompositePodGroup=true",
+    "CompositePodGroup=true,WorkloadWithJob=true",
     "--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true",
 )
 
@@ -152,6 +154,15 @@ def apiserver_flags(release: tuple[int, int], *, workload_api: bool) -> tuple[st
     if workload_api:
         flags += WORKLOAD_API_FLAGS_1_37 if newer else WORKLOAD_API_FLAGS
     return flags
+
+
+def controller_manager_flags(release: tuple[int, int], *, workload_api: bool) -> tuple[str, ...]:
+    """What the local kube-controller-manager needs beyond the common flags: from 1.37, the
+    gates under which its Job controller makes a Workload and a PodGroup for a Job that asks
+    for gang scheduling (spec.scheduling)."""
+    if workload_api and release >= (1, 37):
+        return ("--feature-gates=GenericWorkload=true,WorkloadWithJob=true",)
+    return ()
 
 
 def scheduler_gates(release: tuple[int, int]) -> str:
@@ -496,6 +507,9 @@ def up(
                 f"--secure-port={kcm_port}",
                 f"--cert-dir={directory / 'pki' / 'kube-controller-manager'}",
                 *_client_flags(controller_client),
+                *controller_manager_flags(
+                    binary_release(binaries.kube_controller_manager), workload_api=workload_api
+                ),
             ],
             logs,
         )

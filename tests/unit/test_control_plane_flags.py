@@ -5,7 +5,12 @@ endpoint reconciler (docs/design/kubernetes-1.37.md)."""
 
 from __future__ import annotations
 
-from testbed.cluster import apiserver_flags, release_of, scheduler_gates
+from testbed.cluster import (
+    apiserver_flags,
+    controller_manager_flags,
+    release_of,
+    scheduler_gates,
+)
 
 
 def test_a_release_is_read_from_a_version_line() -> None:
@@ -31,6 +36,7 @@ def test_kubernetes_1_37_serves_v1beta1_without_the_gone_gate_or_an_endpoint_rec
         "GenericWorkload=true",
         "TopologyAwareWorkloadScheduling=true",  # CompositePodGroup depends on it
         "CompositePodGroup=true",
+        "WorkloadWithJob=true",  # Jobs' spec.scheduling
     }
     assert (
         "--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true" in flags
@@ -41,3 +47,11 @@ def test_kubernetes_1_37_serves_v1beta1_without_the_gone_gate_or_an_endpoint_rec
 def test_kube_schedulers_gates_follow_its_release() -> None:
     assert scheduler_gates((1, 36)) == "GenericWorkload=true,GangScheduling=true"
     assert scheduler_gates((1, 37)) == "GenericWorkload=true"
+
+
+def test_the_controller_manager_makes_jobs_workloads_from_1_37_only() -> None:
+    assert controller_manager_flags((1, 37), workload_api=True) == (
+        "--feature-gates=GenericWorkload=true,WorkloadWithJob=true",
+    )
+    assert controller_manager_flags((1, 36), workload_api=True) == ()
+    assert controller_manager_flags((1, 37), workload_api=False) == ()
