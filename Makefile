@@ -9,7 +9,7 @@ KUBECTL = KUBECONFIG=$(CLUSTER_DIR)/kubeconfig $(CLUSTER_DIR)/bin/kubectl
 # Extra pytest arguments, e.g. `make test PYTEST_ARGS="-k podgroup -x"`.
 PYTEST_ARGS ?=
 
-.PHONY: help setup binaries lint format test test-release test-unit fuzz bench bench-victims bench-victims-gpus bench-curve bench-xl simcheck etacheck chaos soak oracle clients cluster-up cluster-down demo e2e-kind clean
+.PHONY: help setup binaries lint format test test-release test-unit fuzz bench bench-scheduler-perf bench-victims bench-victims-gpus bench-curve bench-xl simcheck etacheck chaos soak oracle clients cluster-up cluster-down demo e2e-kind clean
 
 help:
 	@echo "make demo          start the local control plane with fake GPU nodes, and say how to use it"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench         us beside kube-scheduler's gang scheduling and Coscheduling, vs the bind ceiling"
 	@echo "make bench-curve   our cost curve: the bigger tier at 1,000, 5,000 and 10,000 nodes (long)"
 	@echo "make bench-xl      the bigger tier's backlog, us beside each peer, each on its own control plane (long)"
+	@echo "make bench-scheduler-perf  Kubernetes 1.37's scheduler_perf gang workloads, us and kube-scheduler 1.37"
 	@echo "make simcheck      the simulator against the real scheduler, the same trace on KWOK nodes"
 	@echo "make etacheck      expected starts against real starts, a trace on KWOK nodes"
 	@echo "make chaos         random faults against the scheduler, invariants checked (CHAOS_RUNS=200)"
@@ -107,6 +108,14 @@ CURVE_SIZES = "--nodes 1000 --pods 6000" "--nodes 5000 --pods 30000" ""
 # Victims per unit of room needed (bench/victims.py): this tree against VICTIMS_BASE, a
 # checkout of another build (git worktree add /tmp/base <commit>), on one seeded trace.
 VICTIMS_BASE ?=
+# Kubernetes' own scheduler_perf gang workloads (v1.37.2, podgroup/gangscheduling), replayed
+# on a 1.37.2 control plane for us and kube-scheduler 1.37.2 (bench/scheduler_perf.py);
+# PERF_ARGS="--workloads 5000Nodes_1000Gangs_3000Pods 5000Nodes_2000Gangs_6000Pods".
+PERF_ARGS ?= --workloads 100Nodes_10Gangs
+bench-scheduler-perf: setup binaries
+	KUBE_BIN_DIR=$$(bash e2e/controlplane/build-release.sh 1.37 | tail -n1) \
+		$(PY) -m bench.scheduler_perf $(PERF_ARGS)
+
 bench-victims: setup
 	@test -n "$(VICTIMS_BASE)" || { echo "set VICTIMS_BASE to a checkout of the build to compare with (git worktree add /tmp/base <commit>)"; exit 2; }
 	$(PY) -m bench.victims --base $(VICTIMS_BASE)

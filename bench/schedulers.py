@@ -3,9 +3,10 @@ gang-scheduler and its peers, each with its own way of saying "these pods are a 
 
 - **gang-scheduler** (us): a PodGroup of ours (``scheduling.x-k8s.io/v1alpha1``, the
   schema of scheduler-plugins'), pods labelled ``scheduling.x-k8s.io/pod-group``.
-- **kube-scheduler** v1.36.3, the same build as the control plane, with its own gang
-  scheduling (feature gates GenericWorkload and GangScheduling): an upstream PodGroup
-  (``scheduling.k8s.io/v1alpha2``, gang policy with ``minCount``), pods joined to it through
+- **kube-scheduler**, the same build as the control plane (v1.36.3, or the release
+  KUBE_BIN_DIR points at), with its own gang scheduling (GenericWorkload, and GangScheduling
+  in 1.36): an upstream PodGroup (``scheduling.k8s.io``, v1alpha2 in 1.36 and v1beta1 from
+  1.37, gang policy with ``minCount``), pods joined to it through
   ``spec.schedulingGroup.podGroupName``.
 - **Coscheduling**: kube-scheduler v1.34.7 with scheduler-plugins' Coscheduling v0.34.7
   (bench/peers/coscheduling/), configured as scheduler-plugins' own example
@@ -48,7 +49,13 @@ COSCHEDULING_PERMIT_WAITING_SECONDS = 10
 COSCHEDULING_TUNED_BACKOFF_SECONDS = 10
 COSCHEDULING_TUNED_SCHEDULE_TIMEOUT_SECONDS = 10
 OUR_PODGROUPS = "/apis/scheduling.x-k8s.io/v1alpha1/namespaces/{namespace}/podgroups"
-UPSTREAM_PODGROUPS = "/apis/scheduling.k8s.io/v1alpha2/namespaces/{namespace}/podgroups"
+UPSTREAM_PODGROUPS = "/apis/{version}/namespaces/{namespace}/podgroups"
+
+
+def upstream_version(release: tuple[int, int]) -> str:
+    """The version of the upstream PodGroup a kube-scheduler of ``release`` reads: v1beta1
+    from 1.37, v1alpha2 in 1.36."""
+    return "scheduling.k8s.io/v1beta1" if release >= (1, 37) else "scheduling.k8s.io/v1alpha2"
 
 
 class PeerMissing(local_cluster.ClusterError):
@@ -75,8 +82,10 @@ class Contender:
     version: str
     argv: tuple[str, ...]
     # "ours": scheduling.x-k8s.io/v1alpha1 PodGroups (us, Coscheduling);
-    # "upstream": scheduling.k8s.io/v1alpha2 PodGroups (kube-scheduler's gang scheduling).
+    # "upstream": scheduling.k8s.io PodGroups (kube-scheduler's gang scheduling), at
+    # ``upstream_api`` (the version its release reads).
     gang_api: str
+    upstream_api: str = "scheduling.k8s.io/v1alpha2"
     settings: dict = field(default_factory=dict)
     # More of our PodGroups' spec (the tuned Coscheduling's scheduleTimeoutSeconds), and
     # whether they state minResources: the members' requests summed over the gang.
@@ -93,8 +102,8 @@ class Contender:
         """The POST path and body of the PodGroup for a gang of ``size`` members, each
         asking ``requests``."""
         if self.gang_api == "upstream":
-            return UPSTREAM_PODGROUPS.format(namespace=namespace), {
-                "apiVersion": "scheduling.k8s.io/v1alpha2",
+            return UPSTREAM_PODGROUPS.format(version=self.upstream_api, namespace=namespace), {
+                "apiVersion": self.upstream_api,
                 "kind": "PodGroup",
                 "metadata": {"name": name},
                 "spec": {"schedulingPolicy": {"gang": {"minCount": size}}},
@@ -310,12 +319,14 @@ def _kube_scheduler(
         limits=limits,
         profile={"schedulerName": "kube-scheduler-gang"},
     )
-    gates = local_cluster.scheduler_gates(local_cluster.binary_release(kube_scheduler_binary()))
+    release = local_cluster.binary_release(kube_scheduler_binary())
+    gates = local_cluster.scheduler_gates(release)
+    api = upstream_version(release)
     return Contender(
         key="kube_scheduler",
         label="kube-scheduler (GangScheduling)",
         scheduler_name="kube-scheduler-gang",
-        version=_version_of_control_plane(),
+        version=f"kube-scheduler {version_of(kube_scheduler_binary())}",
         argv=(
             str(kube_scheduler_binary()),
             f"--config={kube_config}",
@@ -324,8 +335,9 @@ def _kube_scheduler(
             "-v=1",
         ),
         gang_api="upstream",
+        upstream_api=api,
         settings={
-            "gangs": "scheduling.k8s.io/v1alpha2 PodGroup (gang policy, minCount)",
+            "gangs": f"{api} PodGroup (gang policy, minCount)",
             "feature_gates": gates,
             "qps": limits.qps,
             "burst": limits.burst,
@@ -428,11 +440,14 @@ def contenders(
 ASKED_FOR = frozenset({"gang_scheduler_base"})
 
 
-def _version_of_control_plane() -> str:
-    """kube-scheduler's version: the k8s.io/kubernetes module e2e/controlplane pins."""
-    go_mod = (REPO / "e2e" / "controlplane" / "go.mod").read_text()
-    found = re.search(r"^\s*k8s\.io/kubernetes (v\S+)", go_mod, re.MULTILINE)
-    return f"kube-scheduler {found.group(1) if found else '(version unknown)'}"
+def version_of(binary: Path) -> str:
+    """A Kubernetes binary's version, as its ``--version`` says it ("v1.37.2"): the build
+    the bench runs, whichever release KUBE_BIN_DIR points at."""
+    said = subprocess.run(
+        [str(binary), "--version"], capture_output=True, text=True, timeout=30, check=False
+    ).stdout
+    found = re.search(r"v\d+\.\d+\.\d+\S*", said)
+    return found.group(0) if found else "(version unknown)"
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:
