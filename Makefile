@@ -72,7 +72,7 @@ test: lint binaries
 RELEASE ?= 1.37
 RELEASE_TESTS ?= e2e/test_upstream_gangs.py e2e/test_gang_scheduling.py e2e/test_gang_volumes.py \
 	e2e/test_dra.py e2e/test_preemption.py e2e/test_pod_constraints.py \
-	e2e/test_composite_podgroups.py e2e/test_job_scheduling.py
+	e2e/test_composite_podgroups.py e2e/test_job_scheduling.py e2e/test_podgroup_claims.py
 test-release: setup binaries
 	KUBE_BIN_DIR=$$(bash e2e/controlplane/build-release.sh $(RELEASE) | tail -n1) \
 		$(PY) -m pytest $(RELEASE_TESTS) $(PYTEST_ARGS)

@@ -124,14 +124,15 @@ class ControlPlane:
 # 1.37's alpha CompositePodGroups at v1alpha3 (their gate needs TopologyAwareWorkloadScheduling,
 # which serves the PodGroups' schedulingConstraints) and Jobs' spec.scheduling (WorkloadWithJob:
 # the Job controller makes the Job's Workload and PodGroup, and the kube-controller-manager
-# needs the gate too).
+# needs the gate too) and PodGroups' resourceClaims (DRAWorkloadResourceClaims: the
+# ResourceClaim controller makes a group's claims from their templates).
 WORKLOAD_API_FLAGS = (
     "--feature-gates=GenericWorkload=true,GangScheduling=true",
     "--runtime-config=scheduling.k8s.io/v1alpha2=true",
 )
 WORKLOAD_API_FLAGS_1_37 = (
     "--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true,"
-    "CompositePodGroup=true,WorkloadWithJob=true",
+    "CompositePodGroup=true,WorkloadWithJob=true,DRAWorkloadResourceClaims=true",
     "--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true",
 )
 
@@ -159,9 +160,13 @@ def apiserver_flags(release: tuple[int, int], *, workload_api: bool) -> tuple[st
 def controller_manager_flags(release: tuple[int, int], *, workload_api: bool) -> tuple[str, ...]:
     """What the local kube-controller-manager needs beyond the common flags: from 1.37, the
     gates under which its Job controller makes a Workload and a PodGroup for a Job that asks
-    for gang scheduling (spec.scheduling)."""
+    for gang scheduling (spec.scheduling), and its ResourceClaim controller makes a
+    PodGroup's claims from their templates."""
     if workload_api and release >= (1, 37):
-        return ("--feature-gates=GenericWorkload=true,WorkloadWithJob=true",)
+        return (
+            "--feature-gates=GenericWorkload=true,WorkloadWithJob=true,"
+            "DRAWorkloadResourceClaims=true",
+        )
     return ()
 
 

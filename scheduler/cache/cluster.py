@@ -677,11 +677,16 @@ class ClusterCache:
         if claim is None:
             return None
         for write in self._assumed_claims.get(key, ()):
-            consumers = tuple(
-                Consumer("pods", ref.name, ref.uid)
-                for ref in write.pods
-                if not claim.reserved_for_pod(ref.uid)
-            )
+            if write.group is not None:
+                consumers: tuple[Consumer, ...] = (
+                    () if claim.reserved_for_group(write.group) else (write.group,)
+                )
+            else:
+                consumers = tuple(
+                    Consumer("pods", ref.name, ref.uid)
+                    for ref in write.pods
+                    if not claim.reserved_for_pod(ref.uid)
+                )
             claim = replace(
                 claim,
                 allocation=claim.allocation or write.allocation,

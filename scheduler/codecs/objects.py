@@ -48,6 +48,7 @@ from scheduler.model.pods import (
     NodeSelectorTerm,
     Pod,
     PodAffinityTerm,
+    PodClaim,
     PodGroupApi,
     PodRef,
     SpreadConstraint,
@@ -636,11 +637,7 @@ def workload_podgroup_from_dict(raw: object, *, version: str = "") -> PodGroup:
             f"spec.parentCompositePodGroupName ({parent}) and the annotation "
             f"{names.KOORD_GROUPS} both say which gangs it is placed with: keep one"
         )
-    if spec.get("resourceClaims"):
-        errors.append(
-            "spec.resourceClaims (claims shared by the whole group) is not supported by "
-            "gang-scheduler yet: claim the devices in each pod's spec.resourceClaims instead"
-        )
+    claims = _group_claims(spec.get("resourceClaims"), errors)
     disruption = _disruption_mode(spec.get("disruptionMode"), errors)
     return PodGroup(
         key=GangKey(namespace, text(meta.get("name"))),
@@ -660,7 +657,37 @@ def workload_podgroup_from_dict(raw: object, *, version: str = "") -> PodGroup:
         api_version=version or text(body.get("apiVersion")) or names.WORKLOAD_V1ALPHA2,
         disruption_mode=disruption,
         parent=parent,
+        claims=claims,
     )
+
+
+# scheduling.k8s.io's MaxPodGroupResourceClaims.
+MAX_GROUP_CLAIMS = 4
+
+
+def _group_claims(raw: object, errors: list[str]) -> tuple[PodClaim, ...]:
+    """``spec.resourceClaims``: at most 4 entries, each a name and exactly one of
+    ``resourceClaimName`` and ``resourceClaimTemplateName``."""
+    if not raw:
+        return ()
+    allowed = (
+        "spec.resourceClaims must be a list of at most 4 objects, each with a name and exactly "
+        "one of resourceClaimName and resourceClaimTemplateName"
+    )
+    if not isinstance(raw, list) or len(raw) > MAX_GROUP_CLAIMS:
+        errors.append(f"{allowed}, got {raw!r}")
+        return ()
+    claims = []
+    for entry in raw:
+        fields = obj(entry)
+        name = text(fields.get("name"))
+        claim = text(fields.get("resourceClaimName"))
+        template = text(fields.get("resourceClaimTemplateName"))
+        if not isinstance(entry, Mapping) or not name or bool(claim) == bool(template):
+            errors.append(f"{allowed}, got {entry!r}")
+            return ()
+        claims.append(PodClaim(name=name, claim=claim, template=template))
+    return tuple(claims)
 
 
 def _parent_name(raw: object, errors: list[str]) -> str:

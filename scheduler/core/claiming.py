@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from scheduler.core.extending import extended_requests
 from scheduler.core.filtering import term_holds, tolerates
@@ -29,6 +30,7 @@ from scheduler.model.devices import (
     MAX_RESULTS,
     Allocation,
     Attribute,
+    Consumer,
     Device,
     DeviceClass,
     DeviceId,
@@ -189,9 +191,13 @@ class DeviceWorld:
         classes: Mapping[str, DeviceClass],
         claims: Mapping[tuple[str, str], ResourceClaim],
         evaluate: Evaluate,
+        shared: Mapping[tuple[str, str], Consumer] = MappingProxyType({}),
     ) -> None:
         self.classes = classes
         self.claims = claims
+        # Claims an upstream PodGroup shares among its members (its spec.resourceClaims, as
+        # they name them): reserved for the group, made from a template for it.
+        self.shared = shared
         self._evaluate = evaluate
         self._slices = tuple(slices)
         self._on_node: dict[str, list[ResourceSlice]] = {}
@@ -256,10 +262,17 @@ class DeviceWorld:
                 return f'resourceclaim.resource.k8s.io "{entry.claim}" not found'
             if claim.deleting:
                 return f'resourceclaim "{claim.name}" is being deleted'
-            if entry.template and pod.ref.uid and claim.owner_uid != pod.ref.uid:
+            group = self.shared.get(claim.key)
+            made_for = group.uid if group is not None else pod.ref.uid
+            if entry.template and pod.ref.uid and claim.owner_uid != made_for:
+                owner = (
+                    f"neither Pod nor PodGroup {group.name} is the owner"
+                    if group is not None
+                    else "Pod is not owner"
+                )
                 return (
                     f"ResourceClaim {claim.namespace}/{claim.name} was not created for Pod "
-                    f"{pod.ref.namespace}/{pod.ref.name} (Pod is not owner)"
+                    f"{pod.ref.namespace}/{pod.ref.name} ({owner})"
                 )
             if claim.problem:
                 return f"resource claim {claim.namespace}/{claim.name}, {claim.problem}"
@@ -487,7 +500,11 @@ class DeviceWorld:
                 term_holds(term, node) for term in allocation.node_selector
             ):
                 return NOT_AVAILABLE
-            if not claim.reserved_for_pod(pod.ref.uid) and (
+            group = self.shared.get(claim.key)
+            if group is not None:  # one entry for all of its members
+                if not claim.reserved_for_group(group) and len(claim.reserved_for) >= MAX_RESERVED:
+                    return IN_USE
+            elif not claim.reserved_for_pod(pod.ref.uid) and (
                 len(claim.reserved_for) + reserved(claim.key) >= MAX_RESERVED
             ):
                 return IN_USE

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from scheduler.model.devices import Allocation, DeviceRequest
+from scheduler.model.devices import Allocation, Consumer, DeviceRequest
 from scheduler.model.gangs import PodGroupStatus
 from scheduler.model.pods import GangKey, PodGroupApi, PodRef
 from scheduler.model.queues import QueueUsage
@@ -88,6 +88,8 @@ class ClaimWrite:
     # placeholder: the API server names the claim.
     requests: tuple[DeviceRequest, ...] = ()
     mappings: tuple[tuple[str, str, str], ...] = ()
+    # A claim the pods' upstream PodGroup shares: reserved for the group, not pod by pod.
+    group: Consumer | None = None
 
     @property
     def made_here(self) -> bool:

@@ -211,6 +211,20 @@ class ResourceClaim:
             c.resource == "pods" and c.api_group == "" and c.uid == uid for c in self.reserved_for
         )
 
+    def reserved_for_group(self, group: Consumer) -> bool:
+        """Whether it is reserved for the PodGroup ``group`` (by name: its pods do not know
+        its uid, and the kubelet matches it so)."""
+        return any(
+            (c.api_group, c.resource, c.name) == (group.api_group, group.resource, group.name)
+            for c in self.reserved_for
+        )
+
+
+def group_consumer(name: str, uid: str) -> Consumer:
+    """The reservedFor entry of a claim reserved for an upstream PodGroup (1.37's
+    DRAWorkloadResourceClaims, ``resourceclaim.BindTo``)."""
+    return Consumer("podgroups", name, uid, api_group="scheduling.k8s.io")
+
 
 Classes = Mapping[str, DeviceClass]
 

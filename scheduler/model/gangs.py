@@ -14,6 +14,7 @@ from scheduler.model.pods import (
     Mode,
     NetworkTopology,
     Pod,
+    PodClaim,
     PodGroupApi,
     PodRef,
     SubGroupPolicy,
@@ -110,6 +111,13 @@ class PodGroup:
     # The upstream kind's spec.parentCompositePodGroupName: the CompositePodGroup it is a
     # child of ("" for none).
     parent: str = ""
+    # The upstream kind's spec.resourceClaims: claims its members share, reserved for the
+    # group (``claim`` the ResourceClaim named, or ``template`` the one made from).
+    claims: tuple[PodClaim, ...] = ()
+
+    def shares(self, entry: PodClaim) -> bool:
+        """Whether a member's claim entry is one of the group's claims."""
+        return any(own.same_entry(entry) for own in self.claims)
 
     @property
     def served_as(self) -> str:

@@ -71,6 +71,13 @@ class PodClaim:
     claim: str = ""
     template: str = ""
 
+    def same_entry(self, other: PodClaim) -> bool:
+        """Whether it states what ``other`` states (name, and the claim or the template it
+        names): a pod's entry equal to one of its PodGroup's is that group's claim."""
+        if (self.name, self.template) != (other.name, other.template):
+            return False
+        return bool(self.template) or self.claim == other.claim
+
 
 @dataclass(frozen=True, slots=True)
 class NodeSelectorTerm:

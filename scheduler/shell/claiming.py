@@ -77,6 +77,9 @@ class Written:
     allocated: bool = False
     finalized: bool = False
     pods: list[PodRef] = field(default_factory=list)
+    # A claim the pods' PodGroup shares: whether this write reserved it for the group (it
+    # is taken back only with the last of the write's pods).
+    group_added: bool = False
     # The name the API server gave a claim made here ("" if none was made, or the create
     # got no answer: then the sweep of leftovers finds it by its owner).
     made: str = ""
@@ -227,12 +230,13 @@ class ClaimWriter:
                     )
                     written.finalized = True
                     version = (body.get("metadata") or {}).get("resourceVersion", version)
-                new = [ref for ref in write.pods if not claim.reserved_for_pod(ref.uid)]
-                status: dict[str, Any] = {
-                    "reservedFor": _consumers(
-                        [*claim.reserved_for, *(Consumer("pods", r.name, r.uid) for r in new)]
-                    )
-                }
+                if write.group is not None:  # one entry for all of the group's pods
+                    adding = [] if claim.reserved_for_group(write.group) else [write.group]
+                    new = list(write.pods) if adding else []
+                else:
+                    new = [ref for ref in write.pods if not claim.reserved_for_pod(ref.uid)]
+                    adding = [Consumer("pods", r.name, r.uid) for r in new]
+                status: dict[str, Any] = {"reservedFor": _consumers([*claim.reserved_for, *adding])}
                 if allocation is not None:
                     status["allocation"] = allocation_to_dict(allocation)
                 if new or allocation is not None:
@@ -242,6 +246,7 @@ class ClaimWriter:
                     )
                 written.allocated = allocation is not None
                 written.pods = list(write.pods)
+                written.group_added = written.group_added or (write.group is not None and bool(new))
                 return ""
             except ApiError as error:
                 if error.status == 409:
@@ -286,6 +291,13 @@ class ClaimWriter:
             leaving = [r for r in entry.pods if only is None or r.uid in only]
             if not leaving:
                 continue
+            if entry.write.group is not None and (
+                len(leaving) < len(entry.pods) or not entry.group_added
+            ):
+                # The group's reservation stays while a pod of the write still uses it (or
+                # was there before this write).
+                entry.pods = [r for r in entry.pods if r not in leaving]
+                continue
             if await self._release_one(entry, leaving, patience=patience):
                 entry.pods = [r for r in entry.pods if r not in leaving]
             else:
@@ -311,6 +323,7 @@ class ClaimWriter:
                 namespace=write.namespace,
                 name=write.name,
                 uids={r.uid for r in leaving},
+                group=write.group,
                 deallocate=entry.allocated,
                 # Only ours: a write that got no answer may not have landed, and the
                 # claim may hold someone else's allocation by now.
@@ -350,16 +363,26 @@ async def release_claim(
     uids: set[str],
     deallocate: bool,
     devices: tuple[DeviceId, ...] | None = None,
+    group: Consumer | None = None,
 ) -> None:
-    """Remove the reservations of ``uids`` from a claim; with ``deallocate``, clear its
-    allocation (and the finalizer) if nobody is left and (given ``devices``) it is that
-    allocation. Conflicts are tried through."""
+    """Remove the reservations of ``uids`` (and of PodGroup ``group``) from a claim; with
+    ``deallocate``, clear its allocation (and the finalizer) if nobody is left and (given
+    ``devices``) it is that allocation. Conflicts are tried through."""
     path = claim_path(namespace, name)
     for _ in range(ATTEMPTS):
         claim = await _read_claim(api, path)
         if claim is None:
             return
-        left = [c for c in claim.reserved_for if not (c.resource == "pods" and c.uid in uids)]
+        left = [
+            c
+            for c in claim.reserved_for
+            if not (c.resource == "pods" and c.uid in uids)
+            and not (
+                group is not None
+                and (c.api_group, c.resource, c.name)
+                == (group.api_group, group.resource, group.name)
+            )
+        ]
         clear = (
             deallocate
             and not left

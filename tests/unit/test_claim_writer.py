@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+from dataclasses import replace
 from typing import Any
 
 from aiohttp import web
@@ -18,7 +19,7 @@ from scheduler.codecs.devices import resource_claim_from_dict
 from scheduler.codecs.objects import pod_from_dict
 from scheduler.model.config import Config
 from scheduler.model.decisions import Binding, ClaimWrite, GangBinding, GroupBinding
-from scheduler.model.devices import Allocation, DeviceId, DeviceResult
+from scheduler.model.devices import Allocation, DeviceId, DeviceResult, group_consumer
 from scheduler.model.pods import GangKey, PodRef
 from scheduler.shell.binding import Binder
 from scheduler.shell.claiming import ClaimWriter
@@ -241,3 +242,52 @@ def test_a_group_whose_claim_write_may_have_landed_and_cannot_be_released_keeps_
     asyncio.run(scenario())
     assert store.claim["status"]["allocation"], "it landed"
     assert cache.snapshot(whole=True).resource_claims[("ns", "x")].allocation == GPU
+
+
+def _group_write(*pods: str) -> ClaimWrite:
+    refs = tuple(PodRef("ns", p, f"u{p}") for p in pods)
+    return replace(
+        ClaimWrite("ns", "x", "ux", "1", GPU, refs), group=group_consumer("train", "utrain")
+    )
+
+
+def test_a_claim_a_podgroup_shares_is_reserved_once_for_the_group_and_taken_back_with_it() -> None:
+    store = Store()
+
+    async def scenario() -> tuple[list, list]:
+        async with server(store.handle) as api:
+            writer = ClaimWriter(api, _cache(store))
+            written, error = await writer.write([_group_write("a", "b", "c")])
+            assert error == ""
+            reserved = list(store.claim["status"]["reservedFor"])
+            await writer.release(written, [PodRef("ns", "a", "ua")])  # one member's bind failed
+            kept = list(store.claim["status"].get("reservedFor") or [])
+            await writer.release(written)  # the group's first bind failed: all of it
+            return reserved, kept
+
+    reserved, kept = asyncio.run(scenario())
+    group = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "train",
+             "uid": "utrain"}  # fmt: skip
+    assert reserved == [group]
+    assert kept == [group]  # the others still use it
+    assert not store.claim["status"].get("reservedFor")
+    assert not store.claim["status"].get("allocation")
+
+
+def test_a_group_already_reserved_is_not_added_again_nor_taken_back_by_a_later_write() -> None:
+    store = Store(allocation=OTHER)
+    store.claim["status"]["reservedFor"] = [
+        {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "train", "uid": "utrain"}
+    ]
+
+    async def scenario() -> None:
+        async with server(store.handle) as api:
+            writer = ClaimWriter(api, _cache(store))
+            write = replace(_group_write("d"), allocation=None)
+            written, error = await writer.write([write])
+            assert error == ""
+            await writer.release(written)
+
+    asyncio.run(scenario())
+    assert store.patches == 0
+    assert len(store.claim["status"]["reservedFor"]) == 1

@@ -37,6 +37,7 @@ def test_kubernetes_1_37_serves_v1beta1_without_the_gone_gate_or_an_endpoint_rec
         "TopologyAwareWorkloadScheduling=true",  # CompositePodGroup depends on it
         "CompositePodGroup=true",
         "WorkloadWithJob=true",  # Jobs' spec.scheduling
+        "DRAWorkloadResourceClaims=true",  # PodGroups' resourceClaims
     }
     assert (
         "--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true" in flags
@@ -51,7 +52,7 @@ def test_kube_schedulers_gates_follow_its_release() -> None:
 
 def test_the_controller_manager_makes_jobs_workloads_from_1_37_only() -> None:
     assert controller_manager_flags((1, 37), workload_api=True) == (
-        "--feature-gates=GenericWorkload=true,WorkloadWithJob=true",
+        "--feature-gates=GenericWorkload=true,WorkloadWithJob=true,DRAWorkloadResourceClaims=true",
     )
     assert controller_manager_flags((1, 36), workload_api=True) == ()
     assert controller_manager_flags((1, 37), workload_api=False) == ()

@@ -64,12 +64,13 @@ def test_a_malformed_disruption_mode_is_said_with_what_is_allowed(mode: object) 
     assert error.startswith("spec.disruptionMode must be {single: {}} or {all: {}}")
 
 
-def test_a_podgroup_with_claims_for_the_group_is_refused_by_name() -> None:
+def test_a_podgroup_reads_its_parent_and_its_claims_for_the_group() -> None:
     nested = workload_podgroup_from_dict(body(V1ALPHA3, parentCompositePodGroupName="job"))
     assert (nested.parent, nested.errors) == ("job", ())
     claims = [{"name": "gpus", "resourceClaimTemplateName": "eight-gpus"}]
     shared = workload_podgroup_from_dict(body(V1BETA1, resourceClaims=claims))
-    assert shared.errors[0].startswith("spec.resourceClaims (claims shared by the whole group)")
+    assert shared.errors == ()
+    assert [(c.name, c.template) for c in shared.claims] == [("gpus", "eight-gpus")]
 
 
 @pytest.mark.parametrize(

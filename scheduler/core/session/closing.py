@@ -101,6 +101,7 @@ def _claimed(session: Session, groups: list[GroupBinding]) -> tuple[GroupBinding
                 pods=tuple(reserve[key]),
                 requests=claim.requests if key in mappings else (),
                 mappings=mappings.get(key, ()),
+                group=session.devices.shared.get(key),
             )
             for key, claim in claims.items()
         )

@@ -54,8 +54,9 @@ from scheduler.model.decisions import (
     Verdict,
     VictimChoice,
 )
+from scheduler.model.devices import Consumer, group_consumer
 from scheduler.model.gangs import Gang
-from scheduler.model.pods import GangKey, PodRef
+from scheduler.model.pods import GangKey, PodGroupApi, PodRef
 from scheduler.model.snapshot import Snapshot
 from scheduler.model.status import Status
 from scheduler.model.topology import Topology
@@ -215,7 +216,23 @@ class Session:
             classes=snapshot.device_classes,
             claims=snapshot.resource_claims,
             evaluate=snapshot.selectors or no_selectors,
+            shared=self._shared_claims(),
         )
+
+    def _shared_claims(self) -> dict[tuple[str, str], Consumer]:
+        """The claims upstream PodGroups share among their members (spec.resourceClaims),
+        by the claim each member's entry names: reserved for the group."""
+        shared: dict[tuple[str, str], Consumer] = {}
+        for gang in self.gangs.values():
+            podgroup = gang.podgroup
+            if podgroup is None or not podgroup.claims or podgroup.api is not PodGroupApi.WORKLOAD:
+                continue
+            group = group_consumer(podgroup.key.name, podgroup.uid)
+            for pod in gang.members:
+                for entry in pod.resource_claims:
+                    if entry.claim and podgroup.shares(entry):
+                        shared[(pod.ref.namespace, entry.claim)] = group
+        return shared
 
     @cached_property
     def topology(self) -> Topology:
