@@ -125,14 +125,16 @@ class ControlPlane:
 # which serves the PodGroups' schedulingConstraints) and Jobs' spec.scheduling (WorkloadWithJob:
 # the Job controller makes the Job's Workload and PodGroup, and the kube-controller-manager
 # needs the gate too) and PodGroups' resourceClaims (DRAWorkloadResourceClaims: the
-# ResourceClaim controller makes a group's claims from their templates).
+# ResourceClaim controller makes a group's claims from their templates) and their
+# preemptionPolicy (PodGroupPreemptionPolicy).
 WORKLOAD_API_FLAGS = (
     "--feature-gates=GenericWorkload=true,GangScheduling=true",
     "--runtime-config=scheduling.k8s.io/v1alpha2=true",
 )
 WORKLOAD_API_FLAGS_1_37 = (
     "--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true,"
-    "CompositePodGroup=true,WorkloadWithJob=true,DRAWorkloadResourceClaims=true",
+    "CompositePodGroup=true,WorkloadWithJob=true,DRAWorkloadResourceClaims=true,"
+    "PodGroupPreemptionPolicy=true",
     "--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true",
 )
 

@@ -658,6 +658,7 @@ def workload_podgroup_from_dict(raw: object, *, version: str = "") -> PodGroup:
         disruption_mode=disruption,
         parent=parent,
         claims=claims,
+        preempts=text(spec.get("preemptionPolicy")) != "Never",
     )
 
 

@@ -114,6 +114,9 @@ class PodGroup:
     # The upstream kind's spec.resourceClaims: claims its members share, reserved for the
     # group (``claim`` the ResourceClaim named, or ``template`` the one made from).
     claims: tuple[PodClaim, ...] = ()
+    # The upstream kind's spec.preemptionPolicy (1.37's PodGroupPreemptionPolicy): False for
+    # Never, a group that waits for room rather than take it.
+    preempts: bool = True
 
     def shares(self, entry: PodClaim) -> bool:
         """Whether a member's claim entry is one of the group's claims."""

@@ -38,6 +38,7 @@ def test_kubernetes_1_37_serves_v1beta1_without_the_gone_gate_or_an_endpoint_rec
         "CompositePodGroup=true",
         "WorkloadWithJob=true",  # Jobs' spec.scheduling
         "DRAWorkloadResourceClaims=true",  # PodGroups' resourceClaims
+        "PodGroupPreemptionPolicy=true",
     }
     assert (
         "--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true" in flags

@@ -59,13 +59,11 @@ def preempt(session: Session) -> None:
         return
     pool = _Pool(session)
     for unit in session.order.units():
-        gangs = session.failed_parts(unit, failed)
+        gangs = session.preemptors(unit, failed)
         if not gangs:
             continue
         if any(session.readiness.victims_present(session.outcomes[g.key].state) for g in gangs):
             continue  # its victims are still leaving: no more evictions for it
-        if any(not p.preempts for g in gangs for p in pending(g)):
-            continue
         priority = group_priority(session, gangs)
         book = session.queues.book
         units = pool.below(priority, book.name_of(gangs[0].queue) if book is not None else "")

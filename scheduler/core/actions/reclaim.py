@@ -59,14 +59,12 @@ def reclaim(session: Session) -> None:
         return
     taken: dict[str, Pod] = {}  # evicted in this pass, by uid
     for unit in session.order.units():
-        gangs = session.failed_parts(unit, failed)
+        gangs = session.preemptors(unit, failed)
         if not gangs:
             continue
         states = [session.outcomes[g.key].state for g in gangs]
         if any(s.nominated or session.readiness.victims_present(s) for s in states):
             continue  # preempted for already (in this pass, or its victims still leave)
-        if any(not p.preempts for g in gangs for p in pending(g)):
-            continue
         queue = book.name_of(gangs[0].queue)
         if any(book.name_of(g.queue) != queue for g in gangs):
             continue

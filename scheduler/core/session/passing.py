@@ -369,14 +369,21 @@ class Session:
         """The gangs a turn of this pass left with ``verdict``."""
         return {key for a in self.attempts if a.verdict is verdict for key in a.gangs}
 
-    def failed_parts(self, unit: tuple[GangKey, ...], failed: set[GangKey]) -> list[Gang]:
+    def preemptors(self, unit: tuple[GangKey, ...], failed: set[GangKey]) -> list[Gang]:
         """The gangs of a GangGroup an action that makes room (preempt, reclaim) acts for:
         every gang of it, if each failed for want of room, else none; of a CompositePodGroup
-        hierarchy, whose parts placed count toward its quorum, those that failed."""
+        hierarchy, whose parts placed count toward its quorum, those that failed. None if a
+        pod of them, or its PodGroup, says preemptionPolicy: Never."""
         gangs = [self.gangs[k] for k in unit if k in self.gangs]
         if gangs and gangs[0].quorum is not None:
             gangs = [g for g in gangs if g.key in failed]
-        return gangs if gangs and all(g.key in failed for g in gangs) else []
+        if not gangs or not all(g.key in failed for g in gangs):
+            return []
+        if any(g.podgroup is not None and not g.podgroup.preempts for g in gangs):
+            return []
+        if any(not p.preempts for g in gangs for p in pending(g)):
+            return []
+        return gangs
 
     @contextlib.contextmanager
     def turn(self, unit: tuple[GangKey, ...], gangs: list[Gang]) -> Iterator[Statement]:
