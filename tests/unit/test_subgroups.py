@@ -180,6 +180,22 @@ def test_a_replica_with_fewer_members_than_its_size_is_never_placed() -> None:
     assert by_replica(result) == {"dp-0": 2, "dp-1": 2}
 
 
+def test_a_gang_short_of_replicas_says_why_a_whole_one_did_not_fit_not_that_one_lacks_members() -> (
+    None
+):
+    """Seed 11520's message: replica 0 lost a member for good; replica 1 is whole but finds
+    no room. The reason that helps is replica 1's."""
+    pods = [*replicas("dp", 1, 1), *replicas("dp", 1, 2, first=1, gpu=4)]  # replica 0: 1 of 2
+    group = podgroup("dp", min_member=2, size=2, min_subgroups=1)
+    result = schedule(
+        snapshot([node(f"n{i}", gpu=1) for i in range(4)], pods, podgroups=[group]), now=T0
+    )
+    assert bind_map(result) == {}
+    (message,) = set(events(result, "FailedScheduling"))
+    assert "subgroup replica-1:" in message, message
+    assert "Insufficient nvidia.com/gpu" in message, message
+
+
 RACKS = tree_topology(
     {
         "rack-0": {"n0": {}, "n1": {}},

@@ -47,7 +47,10 @@ def place_subgroups(
     got: list[Binding] = []
     whole: dict[str, int] = {}
     done: set[str] = set()
-    misses: dict[str, str] = {}  # per policy, why its first subgroup that failed did
+    # Per policy, why its first subgroup that failed did: one with all its members first,
+    # as one short of members can only wait for them (and says least about the room).
+    misses: dict[str, str] = {}
+    lacking: set[str] = set()  # policies whose miss is a subgroup short of members
 
     def attempt(subgroup: SubGroup, *, extras: bool) -> None:
         placed_refs = {b.pod for b in got}
@@ -71,7 +74,10 @@ def place_subgroups(
         )
         got.extend(placed)
         if miss:
-            misses.setdefault(subgroup.policy, f"subgroup {subgroup.name}: {miss}")
+            complete = len(subgroup.members) >= subgroup.size
+            if subgroup.policy not in misses or (complete and subgroup.policy in lacking):
+                misses[subgroup.policy] = f"subgroup {subgroup.name}: {miss}"
+                (lacking.discard if complete else lacking.add)(subgroup.policy)
         else:
             done.add(subgroup.name)
             whole[subgroup.policy] = whole.get(subgroup.policy, 0) + 1
