@@ -19,7 +19,7 @@ from scheduler.cache.gangs import GangQueue
 from scheduler.cache.kinds import Change, Kind
 from scheduler.cache.nodes import NodeCache
 from scheduler.cache.volumes import AssumedVolumes, names_exclusive, storage_of
-from scheduler.model.composites import hierarchy_of
+from scheduler.model.composites import Hierarchies
 from scheduler.model.decisions import ClaimWrite, VolumeWrite
 from scheduler.model.devices import Consumer, DeviceClass, ResourceClaim
 from scheduler.model.forecasts import Forecast
@@ -677,16 +677,14 @@ class ClusterCache:
         if claim is None:
             return None
         for write in self._assumed_claims.get(key, ()):
-            if write.group is not None:
-                consumers: tuple[Consumer, ...] = (
-                    () if claim.reserved_for_group(write.group) else (write.group,)
-                )
-            else:
-                consumers = tuple(
+            consumers = (
+                *(g for g in write.groups if not claim.reserved_for_group(g)),
+                *(
                     Consumer("pods", ref.name, ref.uid)
                     for ref in write.pods
-                    if not claim.reserved_for_pod(ref.uid)
-                )
+                    if ref.uid not in write.grouped and not claim.reserved_for_pod(ref.uid)
+                ),
+            )
             claim = replace(
                 claim,
                 allocation=claim.allocation or write.allocation,
@@ -694,10 +692,13 @@ class ClusterCache:
             )
         return claim
 
-    def leftover_claims(self) -> list[tuple[ResourceClaim, frozenset[str]]]:
-        """Claims reserved for pods of ours that are not bound (nor being bound): what a
-        group's writes left when the scheduler stopped between its claims and its binds, or
-        when taking them back failed. With the uids of those pods."""
+    def leftover_claims(
+        self,
+    ) -> list[tuple[ResourceClaim, frozenset[str], tuple[Consumer, ...]]]:
+        """Claims reserved for pods of ours that are not bound (nor being bound), or for an
+        upstream PodGroup of ours none of whose members is: what a group's writes left when
+        the scheduler stopped between its claims and its binds, or when taking them back
+        failed. With the uids of those pods and those PodGroups."""
         found = []
         for claim in self._resource_claims.values():
             if claim.extended:
@@ -711,9 +712,22 @@ class ClusterCache:
                 and not pod.bound
                 and c.uid not in self.nodes.assumed
             )
-            if uids:
-                found.append((claim, uids))
+            groups = tuple(
+                c
+                for c in claim.reserved_for
+                if (c.api_group, c.resource) == ("scheduling.k8s.io", "podgroups")
+                and self._none_bound(GangKey(claim.namespace, c.name))
+            )
+            if uids or groups:
+                found.append((claim, uids, groups))
         return found
+
+    def _none_bound(self, key: GangKey) -> bool:
+        """Whether the gang has members of ours and none of them is bound or being bound."""
+        members = self.gangs.members.get(key, {})
+        return bool(members) and not any(
+            p.bound or p.ref.uid in self.nodes.assumed for p in members.values()
+        )
 
     def leftover_made_claims(self) -> list[ResourceClaim]:
         """Claims made for the extended resources of pods of ours that are not bound (nor
@@ -777,7 +791,10 @@ class ClusterCache:
             pods = tuple(self.gangs.ours.values())
         else:
             members = self.gangs.members
-            active = self.gangs.active(now, groups_of=self._groups_named)
+            hierarchies = self._hierarchies()  # built once, read only if a gang has a parent
+            active = self.gangs.active(
+                now, groups_of=lambda key: self._groups_named(key, hierarchies)
+            )
             pods = tuple(p for key in active for p in members.get(key, {}).values())
         self.gangs.taken()
         podgroups = self._podgroups_by_gang()
@@ -870,18 +887,26 @@ class ClusterCache:
         known = self._queues.get(name)
         return known.parent if known is not None and known.parent else None
 
-    def _groups_named(self, key: GangKey) -> tuple[GangKey, ...]:
+    def _groups_named(
+        self, key: GangKey, hierarchies: Hierarchies | None = None
+    ) -> tuple[GangKey, ...]:
         """The gangs ``key``'s PodGroup places it with: those its GangGroup names, or every
-        PodGroup under the root of its CompositePodGroup hierarchy."""
+        PodGroup under the root of its CompositePodGroup hierarchy (``hierarchies``: the
+        index a snapshot builds once)."""
         podgroup = self._podgroup(key)
         if podgroup is None:
             return ()
         if podgroup.parent:
-            found = hierarchy_of(
-                key, podgroups=self._podgroups[PodGroupApi.WORKLOAD], composites=self._composites()
-            )
+            if hierarchies is None:
+                hierarchies = self._hierarchies()
+            found = hierarchies.of(key)
             return found.quorum.gangs() if found.quorum is not None else ()
         return tuple(podgroup.groups or ())
+
+    def _hierarchies(self) -> Hierarchies:
+        return Hierarchies(
+            podgroups=self._podgroups[PodGroupApi.WORKLOAD], composites=self._composites()
+        )
 
     def _composites(self) -> dict[GangKey, CompositePodGroup]:
         stored = self._stores[kinds.COMPOSITE_PODGROUPS.name]

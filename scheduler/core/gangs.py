@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from scheduler.core.filtering import selector_matches
 from scheduler.model import names
-from scheduler.model.composites import Hierarchy, hierarchy_of
+from scheduler.model.composites import Hierarchies
 from scheduler.model.config import Config
 from scheduler.model.gangs import Gang, JobProgress, Owner, PodGroup, SubGroup
 from scheduler.model.owners import Grouping, OwnerKey, OwnerKind, child_job, gang_name
@@ -245,17 +245,12 @@ def _in_hierarchies(gangs: dict[GangKey, Gang], snapshot: Snapshot) -> dict[Gang
     in error makes it invalid. Returns the gangs that wait for a CompositePodGroup not
     created yet, with its name."""
     missing: dict[GangKey, str] = {}
-    by_parent: dict[GangKey, Hierarchy] = {}  # siblings share one answer (and one group)
+    hierarchies = Hierarchies(podgroups=snapshot.podgroups, composites=snapshot.composites)
     for key, gang in gangs.items():
         podgroup = gang.podgroup
         if podgroup is None or not podgroup.parent:
             continue
-        parent = GangKey(key.namespace, podgroup.parent)
-        found = by_parent.get(parent)
-        if found is None:
-            found = by_parent[parent] = hierarchy_of(
-                key, podgroups=snapshot.podgroups, composites=snapshot.composites
-            )
+        found = hierarchies.of(key)
         if found.error:
             gangs[key] = replace(gang, errors=(*gang.errors, found.error))
         elif found.missing:

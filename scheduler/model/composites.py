@@ -29,70 +29,101 @@ class Hierarchy:
     missing: str = ""
 
 
+class Hierarchies:
+    """The CompositePodGroup trees of a snapshot's PodGroups, indexed once: each child by
+    its parent, each answer kept by parent (siblings share it), so a pass over thousands
+    of PodGroups reads them all once."""
+
+    def __init__(
+        self,
+        *,
+        podgroups: Mapping[GangKey, PodGroup],
+        composites: Mapping[GangKey, CompositePodGroup],
+    ) -> None:
+        self.podgroups = podgroups
+        self.composites = composites
+        self._children: dict[GangKey, list[GangKey | str]] | None = None
+        self._by_parent: dict[GangKey, Hierarchy] = {}
+
+    def of(self, key: GangKey) -> Hierarchy:
+        """The hierarchy of the upstream PodGroup ``key``."""
+        podgroup = self.podgroups.get(key)
+        if podgroup is None or podgroup.api is not PodGroupApi.WORKLOAD or not podgroup.parent:
+            return Hierarchy()
+        parent = GangKey(key.namespace, podgroup.parent)
+        found = self._by_parent.get(parent)
+        if found is None:
+            found = self._by_parent[parent] = self._above(parent)
+        return found
+
+    def _above(self, parent: GangKey) -> Hierarchy:
+        namespace = parent.namespace
+        chain: list[GangKey] = []
+        name = parent.name
+        while name:
+            at = GangKey(namespace, name)
+            if at in chain:
+                path = " -> ".join(k.name for k in (*chain, at))
+                return Hierarchy(error=f"CompositePodGroups form a cycle ({path})")
+            composite = self.composites.get(at)
+            if composite is None:
+                return Hierarchy(missing=name)
+            if composite.errors:
+                return Hierarchy(
+                    error=f"CompositePodGroup {name} is invalid: " + "; ".join(composite.errors)
+                )
+            chain.append(at)
+            if len(chain) >= MAX_DEPTH:
+                return Hierarchy(
+                    error=(
+                        f"the PodGroups under CompositePodGroup {parent.name} have more than "
+                        f"{MAX_DEPTH - 1} CompositePodGroups above them "
+                        f"({' -> '.join(k.name for k in chain)}); a tree of PodGroups and "
+                        f"CompositePodGroups is at most {MAX_DEPTH} levels deep"
+                    )
+                )
+            name = composite.parent
+        return Hierarchy(quorum=self._quorum(self.composites[chain[-1]], depth=1))
+
+    def _quorum(self, composite: CompositePodGroup, *, depth: int) -> Quorum:
+        """The quorum of ``composite``'s subtree: its PodGroups by key, its CompositePodGroups
+        as quorums of their own (deeper than the limit left out: their PodGroups are refused
+        when they are tried)."""
+        parts: list[GangKey | Quorum] = []
+        for child in sorted(self.children.get(composite.key, ()), key=str):
+            if isinstance(child, GangKey):
+                parts.append(child)
+                continue
+            nested = self.composites.get(GangKey(composite.key.namespace, child))
+            if nested is not None and depth < MAX_DEPTH - 1:
+                parts.append(self._quorum(nested, depth=depth + 1))
+        return Quorum(name=composite.key.name, minimum=composite.min_groups, parts=tuple(parts))
+
+    @property
+    def children(self) -> dict[GangKey, list[GangKey | str]]:
+        """Each parent's children: PodGroups by key, CompositePodGroups by name."""
+        if self._children is None:
+            children: dict[GangKey, list[GangKey | str]] = {}
+            for composite in self.composites.values():
+                if composite.parent:
+                    at = GangKey(composite.key.namespace, composite.parent)
+                    children.setdefault(at, []).append(composite.key.name)
+            for pg in self.podgroups.values():
+                if pg.parent and pg.api is PodGroupApi.WORKLOAD:
+                    children.setdefault(GangKey(pg.key.namespace, pg.parent), []).append(pg.key)
+            self._children = children
+        return self._children
+
+
 def hierarchy_of(
     key: GangKey,
     *,
     podgroups: Mapping[GangKey, PodGroup],
     composites: Mapping[GangKey, CompositePodGroup],
 ) -> Hierarchy:
-    """The hierarchy of the upstream PodGroup ``key``."""
-    podgroup = podgroups.get(key)
-    if podgroup is None or podgroup.api is not PodGroupApi.WORKLOAD or not podgroup.parent:
-        return Hierarchy()
-    namespace = key.namespace
-    chain: list[GangKey] = []
-    name = podgroup.parent
-    while name:
-        at = GangKey(namespace, name)
-        if at in chain:
-            path = " -> ".join(k.name for k in (*chain, at))
-            return Hierarchy(error=f"CompositePodGroups form a cycle ({path})")
-        composite = composites.get(at)
-        if composite is None:
-            return Hierarchy(missing=name)
-        if composite.errors:
-            return Hierarchy(
-                error=f"CompositePodGroup {name} is invalid: " + "; ".join(composite.errors)
-            )
-        chain.append(at)
-        if len(chain) >= MAX_DEPTH:
-            return Hierarchy(
-                error=(
-                    f"PodGroup {key.name} has more than {MAX_DEPTH - 1} CompositePodGroups "
-                    f"above it ({' -> '.join(k.name for k in chain)}); a tree of PodGroups "
-                    f"and CompositePodGroups is at most {MAX_DEPTH} levels deep"
-                )
-            )
-        name = composite.parent
-    children: dict[str, list[GangKey | str]] = {}
-    for other in composites.values():
-        if other.key.namespace == namespace and other.parent:
-            children.setdefault(other.parent, []).append(other.key.name)
-    for pg in podgroups.values():
-        if pg.key.namespace == namespace and pg.parent and pg.api is PodGroupApi.WORKLOAD:
-            children.setdefault(pg.parent, []).append(pg.key)
-    return Hierarchy(quorum=_quorum(composites[chain[-1]], children, composites, depth=1))
-
-
-def _quorum(
-    composite: CompositePodGroup,
-    children: Mapping[str, list[GangKey | str]],
-    composites: Mapping[GangKey, CompositePodGroup],
-    *,
-    depth: int,
-) -> Quorum:
-    """The quorum of ``composite``'s subtree: its PodGroups by key, its CompositePodGroups
-    (by name in ``children``) as quorums of their own, deeper than the limit left out (their
-    PodGroups are refused when they are tried)."""
-    parts: list[GangKey | Quorum] = []
-    for child in sorted(children.get(composite.key.name, ()), key=str):
-        if isinstance(child, GangKey):
-            parts.append(child)
-            continue
-        nested = composites.get(GangKey(composite.key.namespace, child))
-        if nested is not None and depth < MAX_DEPTH - 1:
-            parts.append(_quorum(nested, children, composites, depth=depth + 1))
-    return Quorum(name=composite.key.name, minimum=composite.min_groups, parts=tuple(parts))
+    """The hierarchy of the upstream PodGroup ``key`` (one question: ``Hierarchies`` for
+    many)."""
+    return Hierarchies(podgroups=podgroups, composites=composites).of(key)
 
 
 def evicted_whole_with(

@@ -264,3 +264,30 @@ def test_a_composites_disruption_mode_is_read_and_checked() -> None:
     assert composite_podgroup_from_dict(body).disruption_mode == "all"
     body["spec"]["disruptionMode"] = {"most": {}}
     assert "spec.disruptionMode must be" in composite_podgroup_from_dict(body).errors[0]
+
+
+def test_a_child_that_timed_out_times_out_alone_not_the_siblings_the_quorum_needs() -> None:
+    """root needs 2 of [a, b, c]: a runs; c timed out (its pods marked); b's pods fit. b
+    binds: a spare child's timeout is its own."""
+    running = [
+        replace(p, node_name=f"n{i}", phase="Running", bound_by="gang-scheduler")
+        for i, p in enumerate(members("a", 2, cpu="2"))
+    ]
+    timed_out = members("c", 2, cpu="64", annotations={names.KOORD_TIMEOUT: "true"})
+    pods = running + members("b", 2, cpu="2") + timed_out
+    snap = cluster(4, pods, [child("a", 2), child("b", 2), child("c", 2)], [composite("root", 2)])
+    result = schedule(snap, now=T0)
+    assert bound_groups(result) == {"b"}
+
+
+def test_a_composite_disrupted_whole_is_not_a_victim_if_a_part_of_it_may_not_go() -> None:
+    """a (priority 0) and b (priority 2000) run under a root disrupted whole; a pod of
+    priority 1000 needs a whole node: b may not go, so neither may a (never a alone)."""
+    root = replace(composite("root", 2), disruption_mode="all")
+    a = [replace(p, node_name="n0", phase="Running", priority=0) for p in members("a", 2, cpu="2")]
+    b = [
+        replace(p, node_name="n1", phase="Running", priority=2000) for p in members("b", 2, cpu="2")
+    ]
+    high = gang_pods("high", 1, gang="high", min_available=1, cpu="4", priority=1000)
+    snap = cluster(2, [*a, *b, *high], [child("a", 2), child("b", 2)], [root])
+    assert evicted(schedule(snap, now=T0)) == []

@@ -94,7 +94,16 @@ def _turn(
     if not waiting:
         return
     expired = [g for g in waiting if session.readiness.timed_out(g)]
-    if expired:  # a timed-out gang stays so, and takes its GangGroup with it
+    if expired and waiting[0].quorum is not None:
+        # A part of a hierarchy times out alone: its root needs only some of its children.
+        for gang in expired:
+            _time_out(session, gang, because=gang)
+        session.attempted(expired, Verdict.TIMED_OUT)
+        gone = {g.key for g in expired}
+        waiting = [g for g in waiting if g.key not in gone]
+        if not waiting:
+            return
+    elif expired:  # a timed-out gang stays so, and takes its GangGroup with it
         for gang in waiting:
             _time_out(session, gang, because=expired[0])
         session.attempted(waiting, Verdict.TIMED_OUT)

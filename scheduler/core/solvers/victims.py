@@ -86,32 +86,39 @@ def candidates(
     decided = {e.pod.uid for e in session.evictions} | session.snapshot.leaving
     by_gang: dict[object, list[tuple[Pod, str]]] = defaultdict(list)
     whole_with: dict[GangKey, GangKey | None] = {}
+    # Units of a CompositePodGroup disrupted whole of which a pod may not go (too high a
+    # priority, being bound, not admitted): the whole may not go either.
+    spoiled: set[_Whole] = set()
     for name, info in session.infos.items():
         if name not in nodes:
             continue
         for pod in info.pods:
-            if pod.deleting or not pod.alive or pod.ref.uid in taken or pod.ref.uid in flying:
-                continue
-            if pod.ref.uid in decided:
-                continue
+            if pod.deleting or not pod.alive or pod.ref.uid in taken or pod.ref.uid in decided:
+                continue  # going already
             if pod.disrupted is not None and pod.disrupted.by in ours:
                 continue  # marked by a pass before: going (``finish-evictions`` sees to it)
-            if binding and pod.scheduler_name in ours and gang_key_of(pod) in binding:
-                continue
-            if below is not None and priority_of(pod, classes) >= below:
-                continue
-            if admit is not None and not admit(pod):
-                continue
             key = gang_key_of(pod)
             single = pod.scheduler_name not in ours or key.name.startswith(SINGLE_PREFIX)
-            if single:
-                by_gang[pod.ref.uid].append((pod, name))
+            unit: object = pod.ref.uid
+            if not single:
+                if key not in whole_with:
+                    whole_with[key] = evicted_whole_with(
+                        _podgroup_of(session, pod), session.snapshot.composites
+                    )
+                whole = whole_with[key]
+                unit = _Whole(whole) if whole is not None else key
+            if (
+                pod.ref.uid in flying
+                or (binding and pod.scheduler_name in ours and key in binding)
+                or (below is not None and priority_of(pod, classes) >= below)
+                or (admit is not None and not admit(pod))
+            ):
+                if isinstance(unit, _Whole):
+                    spoiled.add(unit)
                 continue
-            if key not in whole_with:
-                whole_with[key] = evicted_whole_with(
-                    _podgroup_of(session, pod), session.snapshot.composites
-                )
-            by_gang[_Whole(whole_with[key]) if whole_with[key] else key].append((pod, name))
+            by_gang[unit].append((pod, name))
+    for unit in spoiled:
+        by_gang.pop(unit, None)
     units = [u for key, members in by_gang.items() for u in _units(session, key, members)]
     units.sort(key=Victims.order)
     budgets = session.snapshot.budgets
