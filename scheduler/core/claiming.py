@@ -191,12 +191,13 @@ class DeviceWorld:
         classes: Mapping[str, DeviceClass],
         claims: Mapping[tuple[str, str], ResourceClaim],
         evaluate: Evaluate,
-        shared: Mapping[tuple[str, str], Consumer] = MappingProxyType({}),
+        shared: Mapping[tuple[str, tuple[str, str]], Consumer] = MappingProxyType({}),
     ) -> None:
         self.classes = classes
         self.claims = claims
         # Claims an upstream PodGroup shares among its members (its spec.resourceClaims, as
-        # they name them): reserved for the group, made from a template for it.
+        # each member's own entry names them: kube-scheduler's BindTo decides pod by pod),
+        # by (pod uid, claim): reserved for the group, made from a template for it.
         self.shared = shared
         self._evaluate = evaluate
         self._slices = tuple(slices)
@@ -262,7 +263,7 @@ class DeviceWorld:
                 return f'resourceclaim.resource.k8s.io "{entry.claim}" not found'
             if claim.deleting:
                 return f'resourceclaim "{claim.name}" is being deleted'
-            group = self.shared.get(claim.key)
+            group = self.shared.get((pod.ref.uid, claim.key))
             made_for = group.uid if group is not None else pod.ref.uid
             if entry.template and pod.ref.uid and claim.owner_uid != made_for:
                 owner = (
@@ -500,7 +501,7 @@ class DeviceWorld:
                 term_holds(term, node) for term in allocation.node_selector
             ):
                 return NOT_AVAILABLE
-            group = self.shared.get(claim.key)
+            group = self.shared.get((pod.ref.uid, claim.key))
             if group is not None:  # one entry for all of its members
                 if not claim.reserved_for_group(group) and len(claim.reserved_for) >= MAX_RESERVED:
                     return IN_USE

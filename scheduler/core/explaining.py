@@ -337,6 +337,8 @@ def _preemption_lines(
         return [f"a pass now would preempt {len(victims)} pod(s) for it{how}: {shown}"]
     if any(not p.preempts for p in pending):
         return ["it would preempt nothing: a member's preemptionPolicy is Never"]
+    if (podgroup := snapshot.podgroups.get(key)) is not None and not podgroup.preempts:
+        return ["it would preempt nothing: its PodGroup's preemptionPolicy is Never"]
     return [
         "it would preempt nothing: no set of pods of lower priority, evicted, would let it "
         "fit (or it is not trying now)"

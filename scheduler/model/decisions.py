@@ -88,8 +88,10 @@ class ClaimWrite:
     # placeholder: the API server names the claim.
     requests: tuple[DeviceRequest, ...] = ()
     mappings: tuple[tuple[str, str, str], ...] = ()
-    # A claim the pods' upstream PodGroup shares: reserved for the group, not pod by pod.
-    group: Consumer | None = None
+    # The upstream PodGroups that share the claim among ``pods``: reserved for each group,
+    # not for its members (``grouped``: the uids of the pods a group covers).
+    groups: tuple[Consumer, ...] = ()
+    grouped: frozenset[str] = frozenset()
 
     @property
     def made_here(self) -> bool:

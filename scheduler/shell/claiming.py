@@ -77,9 +77,9 @@ class Written:
     allocated: bool = False
     finalized: bool = False
     pods: list[PodRef] = field(default_factory=list)
-    # A claim the pods' PodGroup shares: whether this write reserved it for the group (it
-    # is taken back only with the last of the write's pods).
-    group_added: bool = False
+    # The PodGroups this write reserved the claim for (a group's reservation is taken back
+    # only with the last of the write's pods, and only if this write added it).
+    groups_added: list[Consumer] = field(default_factory=list)
     # The name the API server gave a claim made here ("" if none was made, or the create
     # got no answer: then the sweep of leftovers finds it by its owner).
     made: str = ""
@@ -217,6 +217,8 @@ class ClaimWriter:
             elif allocation is None:
                 return f"{where} has no allocation to reserve (a bug: please report it)"
             version = claim.resource_version
+            # A PodGroup that shares the claim takes one entry for all its members.
+            groups = [g for g in write.groups if not claim.reserved_for_group(g)]
             try:
                 if allocation is not None and FINALIZER not in claim.finalizers:
                     body = await self._api.merge_patch(
@@ -230,23 +232,23 @@ class ClaimWriter:
                     )
                     written.finalized = True
                     version = (body.get("metadata") or {}).get("resourceVersion", version)
-                if write.group is not None:  # one entry for all of the group's pods
-                    adding = [] if claim.reserved_for_group(write.group) else [write.group]
-                    new = list(write.pods) if adding else []
-                else:
-                    new = [ref for ref in write.pods if not claim.reserved_for_pod(ref.uid)]
-                    adding = [Consumer("pods", r.name, r.uid) for r in new]
+                new = [
+                    ref
+                    for ref in write.pods
+                    if ref.uid not in write.grouped and not claim.reserved_for_pod(ref.uid)
+                ]
+                adding = [*groups, *(Consumer("pods", r.name, r.uid) for r in new)]
                 status: dict[str, Any] = {"reservedFor": _consumers([*claim.reserved_for, *adding])}
                 if allocation is not None:
                     status["allocation"] = allocation_to_dict(allocation)
-                if new or allocation is not None:
+                if adding or allocation is not None:
                     await self._api.merge_patch(
                         f"{path}/status",
                         {"metadata": {"resourceVersion": version}, "status": status},
                     )
                 written.allocated = allocation is not None
                 written.pods = list(write.pods)
-                written.group_added = written.group_added or (write.group is not None and bool(new))
+                written.groups_added = groups
                 return ""
             except ApiError as error:
                 if error.status == 409:
@@ -258,6 +260,7 @@ class ClaimWriter:
                     written.finalized = written.finalized or allocation is not None
                     written.allocated = allocation is not None
                     written.pods = list(write.pods)
+                    written.groups_added = groups
                 return f"writing the allocation of {where} failed: {error}"
         return f"{where} kept changing while its allocation was written ({ATTEMPTS} conflicts)"
 
@@ -291,14 +294,16 @@ class ClaimWriter:
             leaving = [r for r in entry.pods if only is None or r.uid in only]
             if not leaving:
                 continue
-            if entry.write.group is not None and (
-                len(leaving) < len(entry.pods) or not entry.group_added
-            ):
-                # The group's reservation stays while a pod of the write still uses it (or
-                # was there before this write).
+            whole = len(leaving) == len(entry.pods)
+            own = [r for r in leaving if r.uid not in entry.write.grouped]
+            if not own and not (whole and entry.groups_added):
+                # Only members of PodGroups whose reservation stays: while another pod of the
+                # write uses it, or when it was there before this write.
                 entry.pods = [r for r in entry.pods if r not in leaving]
                 continue
-            if await self._release_one(entry, leaving, patience=patience):
+            if await self._release_one(
+                entry, leaving, groups=entry.groups_added if whole else [], patience=patience
+            ):
                 entry.pods = [r for r in entry.pods if r not in leaving]
             else:
                 unreleased.append(entry)
@@ -315,7 +320,9 @@ class ClaimWriter:
             claim=f"{namespace}/{entry.made}",
         )
 
-    async def _release_one(self, entry: Written, leaving: list[PodRef], *, patience: float) -> bool:
+    async def _release_one(
+        self, entry: Written, leaving: list[PodRef], *, groups: list[Consumer], patience: float
+    ) -> bool:
         write = entry.write
         return await _patiently(
             lambda: release_claim(
@@ -323,7 +330,7 @@ class ClaimWriter:
                 namespace=write.namespace,
                 name=write.name,
                 uids={r.uid for r in leaving},
-                group=write.group,
+                groups=groups,
                 deallocate=entry.allocated,
                 # Only ours: a write that got no answer may not have landed, and the
                 # claim may hold someone else's allocation by now.
@@ -363,12 +370,13 @@ async def release_claim(
     uids: set[str],
     deallocate: bool,
     devices: tuple[DeviceId, ...] | None = None,
-    group: Consumer | None = None,
+    groups: Iterable[Consumer] = (),
 ) -> None:
-    """Remove the reservations of ``uids`` (and of PodGroup ``group``) from a claim; with
+    """Remove the reservations of ``uids`` (and of PodGroups ``groups``) from a claim; with
     ``deallocate``, clear its allocation (and the finalizer) if nobody is left and (given
     ``devices``) it is that allocation. Conflicts are tried through."""
     path = claim_path(namespace, name)
+    named = {(g.api_group, g.resource, g.name) for g in groups}
     for _ in range(ATTEMPTS):
         claim = await _read_claim(api, path)
         if claim is None:
@@ -377,11 +385,7 @@ async def release_claim(
             c
             for c in claim.reserved_for
             if not (c.resource == "pods" and c.uid in uids)
-            and not (
-                group is not None
-                and (c.api_group, c.resource, c.name)
-                == (group.api_group, group.resource, group.name)
-            )
+            and (c.api_group, c.resource, c.name) not in named
         ]
         clear = (
             deallocate
@@ -487,24 +491,31 @@ async def release_leftover_claims(
             claim=f"{claim.namespace}/{claim.name}",
         )
         released += 1
-    for claim, uids in cache.leftover_claims():
+    for claim, uids, groups in cache.leftover_claims():
         if not fence():
             break
         try:
             await release_claim(
-                api, namespace=claim.namespace, name=claim.name, uids=set(uids), deallocate=True
+                api,
+                namespace=claim.namespace,
+                name=claim.name,
+                uids=set(uids),
+                groups=groups,
+                deallocate=True,
             )
         except ApiError as error:
             log.warning(
-                "could not release a claim left reserved for pods that are not bound",
+                "could not release a claim left reserved for pods (or a PodGroup) that are "
+                "not bound",
                 claim=f"{claim.namespace}/{claim.name}",
                 error=str(error),
             )
             continue
         log.info(
-            "released a claim left reserved for pods that are not bound",
+            "released a claim left reserved for pods (or a PodGroup) that are not bound",
             claim=f"{claim.namespace}/{claim.name}",
             pods=len(uids),
+            podgroups=[g.name for g in groups],
         )
         released += 1
     return released

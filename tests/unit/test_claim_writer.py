@@ -247,7 +247,9 @@ def test_a_group_whose_claim_write_may_have_landed_and_cannot_be_released_keeps_
 def _group_write(*pods: str) -> ClaimWrite:
     refs = tuple(PodRef("ns", p, f"u{p}") for p in pods)
     return replace(
-        ClaimWrite("ns", "x", "ux", "1", GPU, refs), group=group_consumer("train", "utrain")
+        ClaimWrite("ns", "x", "ux", "1", GPU, refs),
+        groups=(group_consumer("train", "utrain"),),
+        grouped=frozenset(r.uid for r in refs),
     )
 
 
@@ -291,3 +293,44 @@ def test_a_group_already_reserved_is_not_added_again_nor_taken_back_by_a_later_w
     asyncio.run(scenario())
     assert store.patches == 0
     assert len(store.claim["status"]["reservedFor"]) == 1
+
+
+def test_a_group_write_whose_answer_is_lost_is_taken_back_whole() -> None:
+    """Found in review: an unsure write did not count the group it may have reserved, so
+    taking it back left the group's reservation and the allocation in place."""
+    store = Store()
+    store.lose_status_answers = True
+
+    async def scenario() -> tuple[str, list]:
+        async with server(store.handle) as api:
+            writer = ClaimWriter(api, _cache(store))
+            written, error = await writer.write([_group_write("a", "b")])
+            store.lose_status_answers = False
+            return error, await writer.release(written)
+
+    error, left = asyncio.run(scenario())
+    assert "failed" in error
+    assert left == []
+    assert not store.claim["status"].get("reservedFor")
+    assert not store.claim["status"].get("allocation")
+
+
+def test_a_group_reservation_left_with_none_of_its_members_bound_is_a_leftover() -> None:
+    """After a crash between a group's claim write and its binds: the claim is reserved for
+    the PodGroup, whose members all wait. Released before the first pass, as pods' are."""
+    store = Store(allocation=OTHER)
+    group = {"apiGroup": "scheduling.k8s.io", "resource": "podgroups", "name": "train",
+             "uid": "utrain"}  # fmt: skip
+    store.claim["status"]["reservedFor"] = [group]
+    cache = _cache(store)
+    member = {
+        "metadata": {"name": "train-0", "namespace": "ns", "uid": "ut0"},
+        "spec": {"schedulerName": "gang", "schedulingGroup": {"podGroupName": "train"}},
+        "status": {"phase": "Pending"},
+    }
+    cache.upsert_pod(pod_from_dict(member))
+    ((claim, uids, groups),) = cache.leftover_claims()
+    assert (claim.name, uids, [g.name for g in groups]) == ("x", frozenset(), ["train"])
+    bound = {**member, "spec": {**member["spec"], "nodeName": "n0"}}
+    cache.upsert_pod(pod_from_dict(bound))
+    assert cache.leftover_claims() == []  # a member runs: the group's reservation is in use

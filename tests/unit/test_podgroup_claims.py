@@ -73,7 +73,8 @@ def test_the_members_of_a_group_sharing_its_claim_bind_and_it_is_reserved_for_th
     assert sorted(binds) == ["train-0", "train-1", "train-2"]
     assert len(set(binds.values())) == 1  # where the claim's devices are
     (write,) = [w for g in result.bindings for w in g.claims]
-    assert write.group == group_consumer("train", GROUP_UID)
+    assert write.groups == (group_consumer("train", GROUP_UID),)
+    assert write.grouped == {p.ref.uid for p in snap.pods}
     assert write.allocation is not None
 
 
@@ -86,7 +87,7 @@ def test_a_member_naming_the_claim_differently_from_the_group_reserves_it_for_it
         claims=[claim("shared", exactly(count=2))],
     )
     (write,) = [w for g in schedule(snap, now=T0).bindings for w in g.claims]
-    assert write.group is None
+    assert (write.groups, write.grouped) == ((), frozenset())
     assert len(write.pods) == 3
 
 
@@ -157,3 +158,60 @@ def test_a_claim_made_from_the_groups_template_is_the_groups_own_not_another_pod
     alone = replace(snap, podgroups={unshared.key: unshared})
     said = " ".join(events(schedule(alone, now=T0), "FailedScheduling"))
     assert "ResourceClaim default/train-gpus-x7 was not created for Pod" in said
+
+
+def _group(name: str, claims: list[dict[str, Any]]) -> Any:
+    return workload_podgroup_from_dict(
+        {
+            "apiVersion": "scheduling.k8s.io/v1beta1",
+            "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}, "resourceClaims": claims},
+        }
+    )
+
+
+def _members_of(name: str, entry: PodClaim) -> list:
+    return [
+        replace(p, resource_claims=(entry,))
+        for p in gang_pods(name, 2, cpu="1", spec={"schedulingGroup": {"podGroupName": name}})
+    ]
+
+
+def _writes(result: Any) -> dict[str, Any]:
+    """Which PodGroups (names) each pod's write reserves the claim for, by pod."""
+    return {
+        ref.name: sorted(g.name for g in w.groups if ref.uid in w.grouped) or ["(itself)"]
+        for b in result.bindings
+        for w in b.claims
+        for ref in w.pods
+    }
+
+
+def test_two_podgroups_sharing_one_claim_each_reserve_it_for_themselves() -> None:
+    """Found in review: the claim was tied to one of the groups by its name alone, and the
+    other group's members were reserved as the first group's (the kubelet refuses that)."""
+    entry = PodClaim(name="gpus", claim="shared")
+    listed = [{"name": "gpus", "resourceClaimName": "shared"}]
+    a, b = _group("a", listed), _group("b", listed)
+    snap = dra_snapshot(
+        [node("n0", cpu="8")],
+        _members_of("a", entry) + _members_of("b", entry),
+        slices=[gpu_slice("n0")],
+        claims=[claim("shared", exactly(count=2))],
+    )
+    result = schedule(replace(snap, podgroups={a.key: a, b.key: b}), now=T0)
+    assert _writes(result) == {"a-0": ["a"], "a-1": ["a"], "b-0": ["b"], "b-1": ["b"]}
+
+
+def test_a_pod_outside_the_group_naming_its_claim_reserves_it_for_itself() -> None:
+    entry = PodClaim(name="gpus", claim="shared")
+    a = _group("a", [{"name": "gpus", "resourceClaimName": "shared"}])
+    (lone,) = gang_pods("lone", 1, cpu="1")
+    snap = dra_snapshot(
+        [node("n0", cpu="8")],
+        [*_members_of("a", entry), replace(lone, resource_claims=(entry,))],
+        slices=[gpu_slice("n0")],
+        claims=[claim("shared", exactly(count=2))],
+    )
+    writes = _writes(schedule(replace(snap, podgroups={a.key: a}), now=T0))
+    assert writes == {"a-0": ["a"], "a-1": ["a"], "lone-0": ["(itself)"]}

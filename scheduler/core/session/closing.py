@@ -101,7 +101,7 @@ def _claimed(session: Session, groups: list[GroupBinding]) -> tuple[GroupBinding
                 pods=tuple(reserve[key]),
                 requests=claim.requests if key in mappings else (),
                 mappings=mappings.get(key, ()),
-                group=session.devices.shared.get(key),
+                **_groups(session, key, reserve[key]),
             )
             for key, claim in claims.items()
         )
@@ -293,3 +293,13 @@ def close(session: Session) -> Result:
         topology=session.topology if any_tiered else None,
         pending_gangs=waiting,
     )
+
+
+def _groups(session: Session, key: tuple[str, str], pods: list[PodRef]) -> dict:
+    """The PodGroups a claim is reserved for on behalf of ``pods`` (those of them whose
+    PodGroup shares it), and which pods that covers."""
+    shared = session.devices.shared
+    found = {ref.uid: shared[(ref.uid, key)] for ref in pods if (ref.uid, key) in shared}
+    if not found:
+        return {}
+    return {"groups": tuple(dict.fromkeys(found.values())), "grouped": frozenset(found)}

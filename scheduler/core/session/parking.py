@@ -132,6 +132,8 @@ class Parking:
         todo = self.session.order.ordered(pending(gang))
         if book is None or not todo or not all(p.preempts for p in todo):
             return False
+        if gang.podgroup is not None and not gang.podgroup.preempts:
+            return False
         own = book.name_of(gang.queue)
         need = Resources.total(self.session.queues.amounts(p) for p in todo[: gang.need])
         if not book.below_fair(own, need) or self.session.queues.holds_back(gang):

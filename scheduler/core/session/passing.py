@@ -219,10 +219,10 @@ class Session:
             shared=self._shared_claims(),
         )
 
-    def _shared_claims(self) -> dict[tuple[str, str], Consumer]:
+    def _shared_claims(self) -> dict[tuple[str, tuple[str, str]], Consumer]:
         """The claims upstream PodGroups share among their members (spec.resourceClaims),
-        by the claim each member's entry names: reserved for the group."""
-        shared: dict[tuple[str, str], Consumer] = {}
+        by member and the claim its entry names: reserved for the group."""
+        shared: dict[tuple[str, tuple[str, str]], Consumer] = {}
         for gang in self.gangs.values():
             podgroup = gang.podgroup
             if podgroup is None or not podgroup.claims or podgroup.api is not PodGroupApi.WORKLOAD:
@@ -231,7 +231,7 @@ class Session:
             for pod in gang.members:
                 for entry in pod.resource_claims:
                     if entry.claim and podgroup.shares(entry):
-                        shared[(pod.ref.namespace, entry.claim)] = group
+                        shared[(pod.ref.uid, (pod.ref.namespace, entry.claim))] = group
         return shared
 
     @cached_property
