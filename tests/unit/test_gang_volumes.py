@@ -336,3 +336,42 @@ def test_a_member_pinned_by_its_volume_is_placed_before_the_members_that_may_go_
     placed = _placed(schedule(snap, now=T0, config=BINDS))
     assert sorted(placed) == ["w-0", "w-1", "w-2"], "the gang fits: w-2 and one on n0"
     assert placed["w-2"] == "n0", "where its volume is"
+
+
+def test_a_running_gangs_member_pinned_by_its_volume_goes_before_the_free_ones() -> None:
+    """Chaos seed 11595 (I4): the rival bound 3 of a gang of 24, so the 21 it lacked were
+    placed as a running gang's, one by one in name order; members free to go anywhere
+    packed full the node two others' volumes were made on, and the 21 never fitted
+    together. A running gang's members go pinned first too."""
+    nodes = [
+        node("n0", cpu="3", labels={HOST: "n0"}),  # fuller: first in packing order
+        node("n1", cpu="4", labels={HOST: "n1"}),
+        node("rival", cpu="1", labels={HOST: "rival"}),
+    ]
+    filler = pod("filler", cpu="1", node_name="n0", phase="Running")
+    started = pod("w-0", gang="w", min_available=4, cpu="1", node_name="rival", phase="Running")
+    free = [pod(f"w-{i}", gang="w", min_available=4, cpu="1") for i in (1, 2)]
+    volumes = [{"name": "d", "persistentVolumeClaim": {"claimName": "d-3"}}]
+    pinned = pod("w-3", gang="w", min_available=4, cpu="1", spec={"volumes": volumes})
+    claims = {
+        ("default", "d-3"): Claim(
+            "default", "d-3", storage_class="made", uid="c3", requested=2**30,
+            access_modes=frozenset({"ReadWriteOnce"}), volume="pvc-c3", bind_completed=True,
+        )
+    }  # fmt: skip
+    made = replace(
+        _local_volume("pvc-c3", "n0"),
+        storage_class="made",
+        claim=ClaimRef("default", "d-3", "c3"),
+        phase="Bound",
+    )
+    snap = replace(
+        snapshot(nodes, [filler, started, *free, pinned]),
+        claims=claims,
+        volumes={made.name: made},
+        storage_classes={"local": LOCAL, "made": MADE},
+    )
+    result = schedule(snap, now=T0, config=BINDS)
+    placed = _placed(result)
+    assert sorted(placed) == ["w-1", "w-2", "w-3"], "room: w-3 and one more on n0, one on n1"
+    assert placed["w-3"] == "n0"

@@ -18,6 +18,16 @@ from scheduler.model.status import Status
 from scheduler.model.topology import Constraints
 
 
+def pinned_first(session: Session, members: list[Pod]) -> list[Pod]:
+    """Members whose bound volumes pin them to few nodes first: placed after the others, one
+    could find them packed onto its only node (seeds 11091, 11108, 11595). Members alike keep
+    their order (the sort is stable); without claims, the order is kept as it is."""
+    if not any(p.claims for p in members):
+        return members
+    finder = session.finder
+    return sorted(members, key=lambda p: len(finder.static_fit(p)))
+
+
 def place_members(
     session: Session,
     statement: Statement,
@@ -30,11 +40,7 @@ def place_members(
     got: list[Binding] = []
     first_miss: Status | None = None
     finder = session.finder
-    if any(p.claims for p in members):
-        # A member whose bound volume pins it to few nodes goes first: placed after the
-        # others, it could find them packed onto its only node. (Members alike keep their
-        # order: the sort is stable.)
-        members = sorted(members, key=lambda p: len(finder.static_fit(p)))
+    members = pinned_first(session, members)
     for i, pod in enumerate(members):
         if gang.mode is Mode.STRICT and len(got) + (len(members) - i) < need:
             break  # min_member is out of reach: stop early

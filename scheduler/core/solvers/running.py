@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from scheduler.core.queues import QueueRoom
 from scheduler.core.session import Session
+from scheduler.core.solvers.members import pinned_first
 from scheduler.core.solvers.subgroups import place_subgroups
 from scheduler.core.solvers.tiers import Fence, fence_of_running
 from scheduler.core.statement import Statement
@@ -104,7 +105,7 @@ def _one_by_one(
     failures: list[str] = []
     finder = session.finder
     inside = f" (kept to {where}, where the gang runs)" if where else ""
-    for pod in todo:
+    for pod in pinned_first(session, todo):
         problem = session.readiness.volume_problem(pod)
         if not problem and room is not None:
             problem = room.refuse(gang.queue, session.queues.amounts(pod))
