@@ -104,7 +104,12 @@ def base_node(index: int) -> dict:
 def on_upstream_podgroups(contender: Contender, version: str) -> Contender:
     """The contender writing its gangs as scheduling.k8s.io PodGroups of ``version`` (we read
     them as kube-scheduler does)."""
-    return dataclasses.replace(contender, gang_api="upstream", upstream_api=version)
+    return dataclasses.replace(
+        contender,
+        gang_api="upstream",
+        upstream_api=version,
+        settings={**contender.settings, "gangs": f"{version} PodGroup (gang policy, minCount)"},
+    )
 
 
 def percentile(values: list[float], share: float) -> float:

@@ -37,7 +37,7 @@ def test_both_schedulers_get_the_same_v1beta1_podgroups_and_pods_but_for_the_sch
 ):
     ours = Contender(
         key="gang_scheduler", label="us", scheduler_name="gang-scheduler", version="0",
-        argv=(), gang_api="ours",
+        argv=(), gang_api="ours", settings={"gangs": "scheduling.x-k8s.io/v1alpha1 PodGroup"},
     )  # fmt: skip
     theirs = Contender(
         key="kube_scheduler", label="them", scheduler_name="kube-scheduler-gang", version="0",
@@ -55,6 +55,9 @@ def test_both_schedulers_get_the_same_v1beta1_podgroups_and_pods_but_for_the_sch
     assert bodies[0][0]["spec"] == {"schedulingPolicy": {"gang": {"minCount": 3}}}
     assert bodies[0][1]["spec"]["schedulingGroup"] == {"podGroupName": "g0"}
     assert upstream_version((1, 36)) == "scheduling.k8s.io/v1alpha2"
+    # What the results say of each scheduler's gangs is what it was given.
+    said = on_upstream_podgroups(ours, upstream_version((1, 37))).describe()["gangs"]
+    assert said.startswith("scheduling.k8s.io/v1beta1 PodGroup")
 
 
 def test_the_p99_of_a_hundred_waits_is_the_99th() -> None:
