@@ -61,7 +61,8 @@ an API server or etcd restart) and checks:
   the free room of the surviving nodes says it cannot (then it is reported, not a violation).
   Gangs left incomplete by the chaos (a pending member deleted, no Job to recreate it) are
   excused and counted, and so are gangs whose members' claims the ResourceClaim controller
-  has not yet made from their templates (no scheduler can place such a pod).
+  has not yet made from their templates (no scheduler can place such a pod), and gangs with
+  a member whose volume was made but whose claim the PV controller has not bound yet.
 - **I5, every canary binds** within RECOVERY_SECONDS of its creation.
 - **I7, no device allocated to two claims; I8, no allocation outlives its pods** (#24).
   Half the runs give the workload nodes 8 GPUs each as DRA devices (ResourceSlices) and some
@@ -134,6 +135,7 @@ from bench.chaos_volumes import (
     Mounting,
     Violation,
     Volumes,
+    binding_late,
     class_object,
     made_for,
     scratch_claim,
@@ -2161,12 +2163,15 @@ class Run:
         if self.volumes is None:
             return pods
         claims = self.volumes.watch.copy()
+        late = binding_late(claims, self.volumes.claims_with_volumes())
         for pod in pods.values():
             if not pod.scratch:
                 continue
             claim = made_for(claims, pod.scratch, pod.uid)
             if pod.claimed_t is not None:
                 pod.claimed_t = None if claim is None else max(pod.claimed_t, claim.seen_t)
+            if claim is not None and claim.uid in late and not pod.node:
+                pod.claimed_t = None  # its volume is made: the PV controller's to bind
             if claim is not None and claim.volume and not pod.node:
                 # A volume made where a gang was meant to go (its node deleted since, or
                 # its room taken) holds the pod there: the first fit must know.

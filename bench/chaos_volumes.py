@@ -34,7 +34,7 @@ import contextlib
 import random
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -226,6 +226,14 @@ def made_for(claims: dict[str, ClaimState], name: str, owner: str) -> ClaimState
     if claim is None or claim.gone or claim.owner != owner:
         return None
     return claim
+
+
+def binding_late(claims: dict[str, ClaimState], made: Collection[str]) -> set[str]:
+    """The claims (by uid) that a volume was made for (a PersistentVolume's claimRef names
+    them) and that the PV controller has not bound yet: their pods wait on the controller,
+    not on the scheduler (seed 11598: after an API server restart, kube-controller-manager's
+    stale caches bound none of 50 claims for 25 s, their volumes made)."""
+    return {uid for uid, c in claims.items() if not c.gone and not c.bound and uid in made}
 
 
 def node_of(volume: dict) -> str:
@@ -425,6 +433,15 @@ class Volumes:
     def stop(self) -> None:
         self.provisioner.stop()
         self.watch.stop()
+
+    def claims_with_volumes(self) -> set[str]:
+        """The uids of the run's claims a PersistentVolume names in its claimRef (empty
+        while the API server cannot be read)."""
+        try:
+            made = self.volumes().values()
+        except Exception:  # the API server away: nothing is taken as made
+            return set()
+        return {((v.get("spec") or {}).get("claimRef") or {}).get("uid", "") for v in made} - {""}
 
     def volumes(self) -> dict[str, dict]:
         """The PersistentVolumes made for the run's claims, by name."""

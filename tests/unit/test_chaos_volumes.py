@@ -8,8 +8,10 @@ from bench import chaos
 from bench.chaos import make_plan, wave_objects
 from bench.chaos_volumes import (
     BIND_COMPLETED,
+    ClaimState,
     ClaimWatch,
     Mounting,
+    binding_late,
     scratch_class,
     volume_violations,
 )
@@ -256,3 +258,16 @@ def test_one_volume_in_five_is_made_past_the_schedulers_wait_and_the_rest_within
     assert slow.slow == len(late)
     assert all(5.0 <= d <= 7.0 for d in late)
     assert all(d < 1.0 for d in delays if d <= 4.0)
+
+
+def test_a_claim_whose_volume_is_made_but_not_bound_is_the_pv_controllers_to_bind() -> None:
+    """Seed 11598: after an API server restart the PV controller bound none of 50 claims
+    for 25 s, their volumes made; the gangs waited on it, not on the scheduler. Such claims
+    are late in binding; a claim without a volume yet, or bound, or gone, is not."""
+    claims = {
+        "made": ClaimState("a-scratch", "made", "pa", 0.0),
+        "bound": ClaimState("b-scratch", "bound", "pb", 0.0, volume="pv-b", bound=True),
+        "waiting": ClaimState("c-scratch", "waiting", "pc", 0.0),
+        "gone": ClaimState("d-scratch", "gone", "pd", 0.0, gone=True),
+    }
+    assert binding_late(claims, {"made", "bound", "gone"}) == {"made"}
