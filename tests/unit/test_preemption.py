@@ -19,7 +19,7 @@ from scheduler.model.nodes import Taint
 from scheduler.model.pods import GangKey, LabelSelector
 from scheduler.model.snapshot import GangState, Pod, Snapshot
 from tests.unit.builders import T0, gang_pods, node, pod, snapshot, tree_topology
-from tests.unit.test_allocation import bind_map
+from tests.unit.test_allocation import bind_map, events
 from tests.unit.test_queue import Loop
 
 
@@ -514,3 +514,23 @@ def test_a_head_whose_node_was_tainted_since_holds_room_elsewhere() -> None:
     held = set(again.memory[key].head_target.values())
     assert held, "still the head"
     assert tainted not in held
+
+
+def test_a_preemptor_left_short_of_its_minimum_lets_the_room_its_victims_freed_go() -> None:
+    """Chaos seed 11625 (I4): a preemptor's pending member was deleted after its victims
+    were evicted; the gang could no longer bind, yet the room they freed stayed held for it
+    (until the nomination lapsed, 120 s) and a later gang that fitted there waited."""
+    nodes, low = two_full_nodes()
+    high = gang_pods("high", 2, gang="high", min_available=2, priority=100, cpu="16")
+    first = schedule(snapshot(nodes, [*low, *high]), now=T0)
+    assert evicted(first) == ["low-b-0", "low-b-1"]
+    survivors = [p for p in low if p.ref.name.startswith("low-a")]
+    short = [p for p in high if p.ref.name == "high-0"]  # high-1 deleted while pending
+    late = gang_pods("late", 2, gang="late", min_available=2, priority=1, cpu="16", created=T0)
+    second = schedule(snapshot(nodes, [*survivors, *short, *late], memory=first.memory), now=T0 + 5)
+    assert bind_map(second) == {"late-0": "n1", "late-1": "n1"}
+    assert any("has 1 of the 2 members it needs" in m for m in events(second, "HoldReleased"))
+    # After a restart, with only the pod's nominatedNodeName left, the same.
+    nominated = [replace(short[0], nominated_node="n1")]
+    after = schedule(snapshot(nodes, [*survivors, *nominated, *late]), now=T0 + 5)
+    assert bind_map(after) == {"late-0": "n1", "late-1": "n1"}

@@ -162,6 +162,25 @@ def hold_nominations(session: Session) -> None:
                 state, nominated={}, victims=frozenset(), nominated_at=None, reservations={}
             )
             continue
+        have = sum(1 for p in gang.members if p.alive) + gang.completed
+        if have < gang.min_member:
+            # Short of members since (one deleted while its victims left): it cannot bind
+            # until others come, and room held for it would stand idle meanwhile.
+            session.reporting.say(
+                gang,
+                reason="HoldReleased",
+                message=(
+                    f"gang {key} has {have} of the {gang.min_member} members it needs: the "
+                    "room held for it since its preemption is released until they exist"
+                ),
+                pods=pending(gang),
+                warning=False,
+            )
+            session.add(session.nominations, *(Nomination(ref, "") for ref in state.nominated))
+            outcome.state = replace(
+                state, nominated={}, victims=frozenset(), nominated_at=None, reservations={}
+            )
+            continue
         since = state.nominated_at if state.nominated_at is not None else session.now
         if session.readiness.timed_out(gang) or session.now - since >= NOMINATION_SECONDS:
             message = (
