@@ -310,6 +310,21 @@ def test_gang_that_declares_a_total_waits_for_all_of_it_before_the_first_attempt
     assert bind_map(complete) == {"spark-driver": "n0", "spark-exec-0": "n0"}
 
 
+def test_nonstrict_holds_do_not_count_twice_toward_the_declared_total() -> None:
+    """A held member is still a pending member: with one of four deleted, the gang has
+    three, two of them held, and waits for the fourth rather than binding three."""
+    ns = {"gang": "ns", "min_available": 3, "total": 4, "mode": "NonStrict", "gpu": 4}
+    pods = [pod(f"ns-{i}", **ns) for i in range(4)]
+    first = schedule(snapshot([node("n0", gpu=8)], pods), now=T0)
+    held = first.memory[GangKey("default", "ns")].reservations
+    assert len(held) == 2
+    gone = next(p for p in pods if p.ref not in held)
+    left = [p for p in pods if p is not gone]
+    grown = [node("n0", gpu=8), node("n1", gpu=8)]
+    second = schedule(snapshot(grown, left, memory=first.memory), now=T0 + 1)
+    assert bind_map(second) == {}
+    assert "waits until all 4 members exist" in events(second, "GangWaiting")[0]
+
 def test_explain_names_the_shape_the_room_and_what_a_pass_would_do() -> None:
     from scheduler.core.explaining import explain  # noqa: PLC0415
     from scheduler.model.config import Config  # noqa: PLC0415

@@ -156,9 +156,10 @@ class Readiness:
                 return message
         for gang in gangs:
             missing = [k for k in unit if k not in self.session.gangs]
-            held = len(self.session.outcomes[gang.key].state.reservations)
-            # Members that completed count: a Job does not make them again.
-            short = len(pending(gang)) + held + gang.completed < gang.total
+            # Members that completed count: a Job does not make them again. A NonStrict
+            # hold is a pending member already, and a hold whose pod is gone is no member.
+            have = len(pending(gang)) + gang.completed
+            short = have < gang.total
             reason, event = REASON_WAITING, "GangWaiting"
             if missing:
                 message = (
@@ -175,7 +176,6 @@ class Readiness:
                 )
                 reason = event = REASON_GATED
             elif short:
-                have = len(pending(gang)) + held + gang.completed
                 # The event stays the same while members trickle in (one event, not one per
                 # arrival); the condition keeps the count current.
                 message = (
