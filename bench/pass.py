@@ -43,7 +43,8 @@ from dataclasses import dataclass, field, replace
 
 from bench.report import table, write
 from scheduler.cache.cluster import ClusterCache
-from scheduler.codecs.objects import node_from_dict, pod_from_dict, podgroup_from_dict
+from scheduler.codecs.objects import node_from_dict, pod_from_dict
+from scheduler.codecs.podgroups import podgroup_from_dict
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.decisions import GangBinding, Result, Verdict

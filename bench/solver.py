@@ -18,7 +18,8 @@ import sys
 import time
 
 from bench.report import table, write
-from scheduler.codecs.objects import node_from_dict, pod_from_dict, podgroup_from_dict
+from scheduler.codecs.objects import node_from_dict, pod_from_dict
+from scheduler.codecs.podgroups import podgroup_from_dict
 from scheduler.codecs.topology import group_from_configmap, topology_from_configmap
 from scheduler.core.scheduling import schedule
 from scheduler.model import names

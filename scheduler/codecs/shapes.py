@@ -76,3 +76,14 @@ def texts(raw: object) -> dict[str, str]:
 def whole(raw: object) -> int | None:
     """A JSON integer (not a boolean, not a float), or None."""
     return raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+
+
+def integer(raw: object, default: int = 0) -> int:
+    """A count (the API server has checked it is an integer), else ``default``. ``int()``
+    raises OverflowError for an infinite float, besides TypeError and ValueError."""
+    if isinstance(raw, bool):
+        return default
+    try:
+        return int(raw)  # type: ignore[call-overload]
+    except (TypeError, ValueError, OverflowError):
+        return default

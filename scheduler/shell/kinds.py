@@ -22,14 +22,13 @@ from scheduler.codecs.devices import (
 )
 from scheduler.codecs.objects import (
     budget_from_dict,
-    composite_podgroup_from_dict,
     namespace_from_dict,
     node_from_dict,
     pod_from_dict,
-    podgroup_of,
     priority_class_from_dict,
 )
 from scheduler.codecs.owners import owner_from_dict
+from scheduler.codecs.podgroups import composite_podgroup_from_dict, podgroup_of
 from scheduler.codecs.queues import queue_from_dict, queue_status_from_dict
 from scheduler.codecs.volumes import (
     claim_from_dict,

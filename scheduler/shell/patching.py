@@ -16,7 +16,8 @@ from datetime import UTC, datetime
 
 import structlog
 
-from scheduler.codecs.objects import WHOLE_GANG_MARK, podgroup_status_to_dict
+from scheduler.codecs.objects import WHOLE_GANG_MARK
+from scheduler.codecs.podgroups import podgroup_status_to_dict
 from scheduler.model import names
 from scheduler.model.decisions import (
     PREEMPTED_BY_SCHEDULER,

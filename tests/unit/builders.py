@@ -10,7 +10,8 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from scheduler.codecs.objects import node_from_dict, pod_from_dict, podgroup_from_dict
+from scheduler.codecs.objects import node_from_dict, pod_from_dict
+from scheduler.codecs.podgroups import podgroup_from_dict
 from scheduler.codecs.topology import group_from_configmap, topology_from_configmap
 from scheduler.model import names
 from scheduler.model.gangs import PodGroup

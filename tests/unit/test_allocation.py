@@ -325,6 +325,7 @@ def test_nonstrict_holds_do_not_count_twice_toward_the_declared_total() -> None:
     assert bind_map(second) == {}
     assert "waits until all 4 members exist" in events(second, "GangWaiting")[0]
 
+
 def test_explain_names_the_shape_the_room_and_what_a_pass_would_do() -> None:
     from scheduler.core.explaining import explain  # noqa: PLC0415
     from scheduler.model.config import Config  # noqa: PLC0415

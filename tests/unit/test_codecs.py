@@ -10,12 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.codecs.gangs import read_claim, stated_options
-from scheduler.codecs.objects import (
-    budget_from_dict,
-    pod_from_dict,
-    pod_requests,
-    podgroup_from_dict,
-)
+from scheduler.codecs.objects import budget_from_dict, pod_from_dict, pod_requests
+from scheduler.codecs.podgroups import podgroup_from_dict
 from scheduler.codecs.quantities import parse_quantity
 from scheduler.model import names
 from scheduler.model.pods import GangKey, GangOptions, GangSource, LabelSelector, Mode

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from scheduler.codecs.objects import composite_podgroup_from_dict, workload_podgroup_from_dict
+from scheduler.codecs.podgroups import composite_podgroup_from_dict, workload_podgroup_from_dict
 from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
 from scheduler.model import names

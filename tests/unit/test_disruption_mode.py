@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.codecs.objects import workload_podgroup_from_dict
+from scheduler.codecs.podgroups import workload_podgroup_from_dict
 from scheduler.core.scheduling import schedule
 from tests.unit.builders import T0, gang_pods, node, snapshot
 from tests.unit.test_preemption import evicted

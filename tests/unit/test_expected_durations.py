@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from scheduler.codecs.objects import pod_from_dict, podgroup_from_dict
+from scheduler.codecs.objects import pod_from_dict
+from scheduler.codecs.podgroups import podgroup_from_dict
 from scheduler.core.durations import expected_duration, history
 from scheduler.core.explaining import explain
 from scheduler.core.gangs import resolve

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from scheduler.cache.cluster import ClusterCache
-from scheduler.codecs.objects import volcano_podgroup_from_dict
+from scheduler.codecs.podgroups import volcano_podgroup_from_dict
 from scheduler.core.explaining import explain_cluster
 from scheduler.core.fragmentation import measure, tier_needs
 from scheduler.core.gangs import resolve

@@ -62,15 +62,17 @@ from scheduler.codecs.objects import (
     namespace_from_dict,
     node_from_dict,
     pod_from_dict,
+    priority_class_from_dict,
+    quantity,
+)
+from scheduler.codecs.owners import owner_from_dict
+from scheduler.codecs.podgroups import (
     podgroup_from_dict,
     podgroup_of,
     podgroup_status_to_dict,
-    priority_class_from_dict,
-    quantity,
     volcano_podgroup_from_dict,
     workload_podgroup_from_dict,
 )
-from scheduler.codecs.owners import owner_from_dict
 from scheduler.codecs.queues import queue_from_dict
 from scheduler.codecs.topology import (
     group_from_configmap,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.codecs.objects import workload_podgroup_from_dict
+from scheduler.codecs.podgroups import workload_podgroup_from_dict
 from scheduler.core.explaining import explain
 from scheduler.core.scheduling import schedule
 from scheduler.model.config import Config

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.codecs.objects import volcano_podgroup_from_dict
+from scheduler.codecs.podgroups import volcano_podgroup_from_dict
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.decisions import Result

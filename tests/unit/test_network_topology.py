@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.codecs.gangs import read_options
-from scheduler.codecs.objects import volcano_podgroup_from_dict
+from scheduler.codecs.podgroups import volcano_podgroup_from_dict
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.config import Config

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from scheduler.codecs.objects import workload_podgroup_from_dict
+from scheduler.codecs.podgroups import workload_podgroup_from_dict
 from scheduler.core.scheduling import schedule
 from scheduler.model.devices import MAX_RESERVED, group_consumer
 from scheduler.model.pods import PodClaim

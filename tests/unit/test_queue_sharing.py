@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.codecs.objects import volcano_podgroup_from_dict
+from scheduler.codecs.podgroups import volcano_podgroup_from_dict
 from scheduler.core.queues import QueueBook, _water_fill, decayed_usage
 from scheduler.core.scheduling import schedule
 from scheduler.model import names

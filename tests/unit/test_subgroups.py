@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.codecs.objects import volcano_podgroup_from_dict
+from scheduler.codecs.podgroups import volcano_podgroup_from_dict
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.pods import LabelSelector, NetworkTopology, SubGroupPolicy

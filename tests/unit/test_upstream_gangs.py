@@ -9,7 +9,7 @@ from typing import Any
 
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.gangs import read_claim
-from scheduler.codecs.objects import (
+from scheduler.codecs.podgroups import (
     podgroup_from_dict,
     podgroup_status_to_dict,
     volcano_podgroup_from_dict,

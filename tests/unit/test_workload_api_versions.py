@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.codecs.objects import podgroup_status_to_dict, workload_podgroup_from_dict
+from scheduler.codecs.podgroups import podgroup_status_to_dict, workload_podgroup_from_dict
 from scheduler.core.scheduling import schedule
 from scheduler.model import names
 from scheduler.model.gangs import Condition, PodGroupStatus

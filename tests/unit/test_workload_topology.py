@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.codecs.objects import workload_podgroup_from_dict
+from scheduler.codecs.podgroups import workload_podgroup_from_dict
 from scheduler.core.scheduling import schedule
 from scheduler.model.config import Config
 from tests.unit.builders import T0, gang_pods, node, snapshot
