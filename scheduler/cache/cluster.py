@@ -706,8 +706,7 @@ class ClusterCache:
             uids = frozenset(
                 c.uid
                 for c in claim.reserved_for
-                if c.resource == "pods"
-                and c.api_group == ""
+                if c.is_pod
                 and (pod := self.gangs.ours.get(c.uid)) is not None
                 and not pod.bound
                 and c.uid not in self.nodes.assumed
@@ -715,8 +714,7 @@ class ClusterCache:
             groups = tuple(
                 c
                 for c in claim.reserved_for
-                if (c.api_group, c.resource) == ("scheduling.k8s.io", "podgroups")
-                and self._none_bound(GangKey(claim.namespace, c.name))
+                if c.is_podgroup and self._none_bound(GangKey(claim.namespace, c.name))
             )
             if uids or groups:
                 found.append((claim, uids, groups))
@@ -784,6 +782,7 @@ class ClusterCache:
         topologies = self._stores[kinds.TOPOLOGIES.name]
         topology, errors = topologies[min(topologies)] if topologies else (None, ())
         nodes = self.nodes
+        composites = self._composites()
         self.gangs.wake_on_nodes(nodes.rebuild(), known=nodes.nodes.__contains__)
         self.gangs.wake_on_queues(parent=self._parent_queue)
         if whole or self.gangs.everything:
@@ -791,7 +790,10 @@ class ClusterCache:
             pods = tuple(self.gangs.ours.values())
         else:
             members = self.gangs.members
-            hierarchies = self._hierarchies()  # built once, read only if a gang has a parent
+            # Built once, read only if a gang has a parent.
+            hierarchies = Hierarchies(
+                podgroups=self._podgroups[PodGroupApi.WORKLOAD], composites=composites
+            )
             active = self.gangs.active(
                 now, groups_of=lambda key: self._groups_named(key, hierarchies)
             )
@@ -813,7 +815,7 @@ class ClusterCache:
             pods=pods,
             podgroups=podgroups,
             priority_classes=dict(stored[kinds.PRIORITY_CLASSES.name]),
-            composites=self._composites(),
+            composites=composites,
             memory=dict(self.gangs.memory),
             topology=topology,
             topology_errors=errors,
@@ -887,9 +889,7 @@ class ClusterCache:
         known = self._queues.get(name)
         return known.parent if known is not None and known.parent else None
 
-    def _groups_named(
-        self, key: GangKey, hierarchies: Hierarchies | None = None
-    ) -> tuple[GangKey, ...]:
+    def _groups_named(self, key: GangKey, hierarchies: Hierarchies) -> tuple[GangKey, ...]:
         """The gangs ``key``'s PodGroup places it with: those its GangGroup names, or every
         PodGroup under the root of its CompositePodGroup hierarchy (``hierarchies``: the
         index a snapshot builds once)."""
@@ -897,16 +897,9 @@ class ClusterCache:
         if podgroup is None:
             return ()
         if podgroup.parent:
-            if hierarchies is None:
-                hierarchies = self._hierarchies()
             found = hierarchies.of(key)
             return found.quorum.gangs() if found.quorum is not None else ()
         return tuple(podgroup.groups or ())
-
-    def _hierarchies(self) -> Hierarchies:
-        return Hierarchies(
-            podgroups=self._podgroups[PodGroupApi.WORKLOAD], composites=self._composites()
-        )
 
     def _composites(self) -> dict[GangKey, CompositePodGroup]:
         stored = self._stores[kinds.COMPOSITE_PODGROUPS.name]

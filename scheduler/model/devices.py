@@ -174,6 +174,10 @@ class Allocation:
         return tuple(r.device for r in self.results if not r.admin_access)
 
 
+# The reservedFor entry naming an upstream PodGroup.
+GROUP_CONSUMER_API, GROUP_CONSUMER_RESOURCE = "scheduling.k8s.io", "podgroups"
+
+
 class Consumer(NamedTuple):
     """An entry of ``status.reservedFor``."""
 
@@ -181,6 +185,15 @@ class Consumer(NamedTuple):
     name: str
     uid: str
     api_group: str = ""
+
+    @property
+    def is_pod(self) -> bool:
+        return (self.api_group, self.resource) == ("", "pods")
+
+    @property
+    def is_podgroup(self) -> bool:
+        """An upstream PodGroup (1.37's DRAWorkloadResourceClaims)."""
+        return (self.api_group, self.resource) == (GROUP_CONSUMER_API, GROUP_CONSUMER_RESOURCE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,23 +220,18 @@ class ResourceClaim:
         return (self.namespace, self.name)
 
     def reserved_for_pod(self, uid: str) -> bool:
-        return any(
-            c.resource == "pods" and c.api_group == "" and c.uid == uid for c in self.reserved_for
-        )
+        return any(c.is_pod and c.uid == uid for c in self.reserved_for)
 
     def reserved_for_group(self, group: Consumer) -> bool:
         """Whether it is reserved for the PodGroup ``group`` (by name: its pods do not know
         its uid, and the kubelet matches it so)."""
-        return any(
-            (c.api_group, c.resource, c.name) == (group.api_group, group.resource, group.name)
-            for c in self.reserved_for
-        )
+        return any(c.is_podgroup and c.name == group.name for c in self.reserved_for)
 
 
 def group_consumer(name: str, uid: str) -> Consumer:
     """The reservedFor entry of a claim reserved for an upstream PodGroup (1.37's
     DRAWorkloadResourceClaims, ``resourceclaim.BindTo``)."""
-    return Consumer("podgroups", name, uid, api_group="scheduling.k8s.io")
+    return Consumer(GROUP_CONSUMER_RESOURCE, name, uid, api_group=GROUP_CONSUMER_API)
 
 
 Classes = Mapping[str, DeviceClass]

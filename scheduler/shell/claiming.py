@@ -384,8 +384,7 @@ async def release_claim(
         left = [
             c
             for c in claim.reserved_for
-            if not (c.resource == "pods" and c.uid in uids)
-            and (c.api_group, c.resource, c.name) not in named
+            if not (c.is_pod and c.uid in uids) and (c.api_group, c.resource, c.name) not in named
         ]
         clear = (
             deallocate
