@@ -71,6 +71,20 @@ def _timeout(raw: object, errors: list[str]) -> float | None:
     return None
 
 
+def _read(raw: object) -> tuple[Obj, Obj, Obj, GangOptions]:
+    """A PodGroup of any kind: the object, its metadata and spec, and what our and
+    Koordinator's annotations on it say."""
+    body = obj(raw)
+    meta = obj(body.get("metadata"))
+    namespace = text(meta.get("namespace"), "default")
+    return (
+        body,
+        meta,
+        obj(body.get("spec")),
+        read_options(texts(meta.get("annotations")), namespace=namespace),
+    )
+
+
 def _stated_options(options: GangOptions) -> dict[str, Any]:
     """What our and Koordinator's annotations on a PodGroup of any kind say of its gang."""
     return {
@@ -91,10 +105,8 @@ def podgroup_from_dict(raw: object) -> PodGroup:
     A spec value the CRD's schema lets through but the scheduler cannot use (a negative or
     absurd minResources quantity, a timeout that is not a finite number) is an error on the
     PodGroup: its gang is reported invalid rather than scheduled with half its spec."""
-    body = obj(raw)
-    meta, spec = obj(body.get("metadata")), obj(body.get("spec"))
+    body, meta, spec, options = _read(raw)
     namespace = text(meta.get("namespace"), "default")
-    options = read_options(texts(meta.get("annotations")), namespace=namespace)
     errors = list(options.errors)
     timeout = _timeout(spec.get("scheduleTimeoutSeconds"), errors)
     min_resources = spec.get("minResources")
@@ -185,10 +197,8 @@ def workload_podgroup_from_dict(raw: object, *, version: str = "") -> PodGroup:
     and topology constraints on it count as on our own PodGroups. What it asks that is not
     honoured yet (a CompositePodGroup parent, claims for the whole group) makes it invalid,
     never silently ignored."""
-    body = obj(raw)
-    meta, spec = obj(body.get("metadata")), obj(body.get("spec"))
+    body, meta, spec, options = _read(raw)
     namespace = text(meta.get("namespace"), "default")
-    options = read_options(texts(meta.get("annotations")), namespace=namespace)
     errors = list(options.errors)
     policy = spec.get("schedulingPolicy")
     stated = sorted(k for k in ("gang", "basic") if obj(policy).get(k) is not None)
@@ -324,10 +334,8 @@ def volcano_podgroup_from_dict(raw: object) -> PodGroup:
     absent or 0), ``minResources``, ``priorityClassName`` (the gang's priority), ``queue`` (its
     Queue; else the annotation or label, as on other PodGroups). ``minTaskMember`` is
     Volcano's own and not read."""
-    body = obj(raw)
-    meta, spec = obj(body.get("metadata")), obj(body.get("spec"))
+    body, meta, spec, options = _read(raw)
     namespace = text(meta.get("namespace"), "default")
-    options = read_options(texts(meta.get("annotations")), namespace=namespace)
     errors = list(options.errors)
     # 0 (what Volcano's CRD allows below 1) is Volcano's "no minimum": its gang plugin
     # finds such a job ready at once, each pod placed as it comes; here, a minimum of 1.
