@@ -164,13 +164,15 @@ _ALL = (
     ),
     *(_podgroups(api) for api in PodGroupApi),
     # Kubernetes 1.37 with the CompositePodGroup gate and scheduling.k8s.io/v1alpha3: else
-    # listed empty, and a PodGroup naming one waits for it.
+    # listed empty, and a PodGroup naming one waits for it (and says why). A ClusterRole
+    # from before they were read (403) is the same: every other gang is placed meanwhile.
     _plain(
         kinds.COMPOSITE_PODGROUPS,
         "/apis/scheduling.k8s.io/v1alpha3/compositepodgroups",
         composite_podgroup_from_dict,
         namespaced=True,
         optional=True,
+        restricted=True,
     ),
     _plain(
         kinds.PRIORITY_CLASSES,

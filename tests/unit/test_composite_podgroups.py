@@ -207,6 +207,7 @@ def test_a_missing_composite_is_waited_for_with_an_event_that_names_it() -> None
     assert bind_map(result) == {}
     said = " ".join(events(result, "PodGroupNotFound"))
     assert "waits for CompositePodGroup default/root (scheduling.k8s.io/v1alpha3)" in said
+    assert "ClusterRole must let it list and watch compositepodgroups" in said
 
 
 def test_an_invalid_tree_is_an_invalid_gang_spec_naming_the_cycle() -> None:

@@ -551,6 +551,32 @@ def test_an_owner_kind_refused_or_not_served_counts_as_listed_and_its_pods_get_n
     assert OwnerKind.JOBSET not in cache.snapshot(whole=True).owner_kinds
 
 
+def test_compositepodgroups_refused_by_rbac_are_listed_empty_and_stop_no_other_kind() -> None:
+    """A ClusterRole from before CompositePodGroups were read answers 403: the informer is
+    listed (the first pass must not wait for it) with none, and a PodGroup that names one
+    waits for it and says the ClusterRole may be why (the core's message)."""
+    from scheduler.cache import kinds  # noqa: PLC0415
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return web.json_response({"kind": "Status", "code": 403}, status=403)
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+
+    async def scenario() -> bool:
+        async with server(handler) as api:
+            informer = Informer(
+                api, cache, kind=kinds.COMPOSITE_PODGROUPS.name, poke=lambda: None,
+                retry_seconds=0.01, absent_seconds=0.2,
+            )  # fmt: skip
+            task = asyncio.create_task(informer.run())
+            await until(informer.listed.is_set, seconds=5)
+            await stop(task)
+            return informer.listed.is_set()
+
+    assert asyncio.run(scenario())
+    assert cache.snapshot(whole=True).composites == {}
+
+
 def test_queues_refused_or_not_served_mean_no_queues_until_the_crd_is_there() -> None:
     """Volcano's Queue answered 403 (RBAC leaves it out), then 404 (CRD not installed):
     the informer is listed (the first pass must not wait for it) and the cache has no

@@ -105,7 +105,9 @@ class Readiness:
                 "(scheduling.k8s.io/v1alpha3), which its PodGroup's hierarchy names and which "
                 "does not exist: create it (if the API server does not serve "
                 "compositepodgroups, enable the CompositePodGroup feature gate and "
-                "scheduling.k8s.io/v1alpha3), or remove spec.parentCompositePodGroupName",
+                "scheduling.k8s.io/v1alpha3; if it does, the scheduler's ClusterRole must let "
+                "it list and watch compositepodgroups), or remove "
+                "spec.parentCompositePodGroupName",
             )
         if gang.key in self.session.missing_podgroups:
             claim = next((p.gang for p in gang.members if p.gang is not None), None)
