@@ -193,11 +193,38 @@ def starts(run: RealRun) -> dict[str, float]:
     }
 
 
-def accuracy(estimates: Mapping[str, Estimate], started: Mapping[str, float]) -> dict[str, Any]:
+def submissions(run: RealRun) -> dict[str, float]:
+    """When each gang's first pod was posted (trace seconds)."""
+    return {gang: inc.submitted for gang, inc in run.incarnations.items()}
+
+
+def overtaken(
+    gang: str, made: float, started: Mapping[str, float], submitted: Mapping[str, float]
+) -> list[str]:
+    """The gangs posted after ``gang``'s estimate was made that started before it: what no
+    play from that moment could know of (they sorted ahead of it, or took room it was to
+    start on)."""
+    start = started[gang]
+    return sorted(
+        other
+        for other, at in submitted.items()
+        if other != gang and at > made and started.get(other, start) < start
+    )
+
+
+def accuracy(
+    estimates: Mapping[str, Estimate],
+    started: Mapping[str, float],
+    submitted: Mapping[str, float] | None = None,
+) -> dict[str, Any]:
     """The first estimates against the starts, for the gangs that waited: the error and the
-    error over the wait from the estimate, their p50 and p90; the states of the others."""
+    error over the wait from the estimate, their p50 and p90; the states of the others.
+    With ``submitted``, the same over the gangs no later arrival overtook, and each gang's
+    line."""
     errors, ratios, late, states = [], [], 0, {}
-    for gang, estimate in estimates.items():
+    foreseeable: list[float] = []
+    lines = []
+    for gang, estimate in sorted(estimates.items()):
         actual = started.get(gang)
         if actual is None or actual - estimate.made < WAITED:
             continue
@@ -206,8 +233,31 @@ def accuracy(estimates: Mapping[str, Estimate], started: Mapping[str, float]) ->
             continue
         error = abs(estimate.start - actual)
         errors.append(error)
-        ratios.append(error / (actual - estimate.made))
+        ratio = error / (actual - estimate.made)
+        ratios.append(ratio)
         late += actual > estimate.start
+        if submitted is None:
+            continue
+        ahead = overtaken(gang, estimate.made, started, submitted)
+        if not ahead:
+            foreseeable.append(ratio)
+        lines.append(
+            {
+                "gang": gang,
+                "made": round(estimate.made, 1),
+                "estimated": round(estimate.start, 1),
+                "started": round(actual, 1),
+                "error / wait": round(ratio, 3),
+                "overtaken by": ahead,
+            }
+        )
+    more: dict[str, Any] = {}
+    if submitted is not None:
+        more = {
+            "not overtaken": len(foreseeable),
+            "error / wait p50, not overtaken": round(quantile(foreseeable, 0.5), 3),
+            "error / wait p90, not overtaken": round(quantile(foreseeable, 0.9), 3),
+        }
     return {
         "gangs that waited": sum(states.values()),
         "states": dict(sorted(states.items())),
@@ -223,6 +273,8 @@ def accuracy(estimates: Mapping[str, Estimate], started: Mapping[str, float]) ->
             f"{sum(r <= 0.25 for r in ratios) / len(ratios):.0%}" if ratios else "-"
         ),
         "started later than estimated": late,
+        **more,
+        **({"gangs": lines} if submitted is not None else {}),
     }
 
 
@@ -267,7 +319,7 @@ async def check(args: argparse.Namespace) -> dict[str, Any]:
         await api.close()
         if not args.kubeconfig:
             local_cluster.down(CHECK_DIR)
-    started = starts(run)
+    started, submitted = starts(run), submissions(run)
     return {
         "plan": {**vars(plan)},
         "durations": "learned" if args.learned else "declared",
@@ -276,7 +328,7 @@ async def check(args: argparse.Namespace) -> dict[str, Any]:
         "snapshots missed": run.missed,
         "play seconds p50": round(quantile(run.play_seconds, 0.5), 2),
         "plays": {
-            f"{resolution:g} s": accuracy(run.estimates.get(resolution, {}), started)
+            f"{resolution:g} s": accuracy(run.estimates.get(resolution, {}), started, submitted)
             for resolution in RESOLUTIONS
         },
         "written (whole minutes)": accuracy(run.written, started),
@@ -297,6 +349,20 @@ def markdown(results: Mapping[str, Any]) -> str:
         ["written on the pods (whole minutes)", *_cells(results["written (whole minutes)"])]
     )
     keys = list(results["written (whole minutes)"])
+    rows = [row[: len(keys) + 1] for row in rows]
+    plays = results["plays"]
+    finest = f"{min(RESOLUTIONS):g} s"
+    apart = [
+        [f"play, resolution {name}", found.get("not overtaken", "-"),
+         found.get("error / wait p50, not overtaken", "-"),
+         found.get("error / wait p90, not overtaken", "-")]
+        for name, found in plays.items()
+    ]  # fmt: skip
+    gangs = [
+        [g["gang"], g["made"], g["estimated"], g["started"], g["error / wait"],
+         ", ".join(g["overtaken by"]) or "-"]
+        for g in plays.get(finest, {}).get("gangs", [])
+    ]  # fmt: skip
     return "\n".join(
         [
             f"# Expected starts on the real scheduler, durations {results['durations']} "
@@ -310,6 +376,25 @@ def markdown(results: Mapping[str, Any]) -> str:
             "p90 under 25%.",
             "",
             *table(["estimate", *keys], rows),
+            "",
+            "The same over the gangs that no gang posted after the estimate overtook (started "
+            "before them): what a play from that moment could know.",
+            "",
+            *table(["estimate", "gangs", "error / wait p50", "error / wait p90"], apart),
+            "",
+            f"Each gang that waited, the play at {finest} (trace seconds):",
+            "",
+            *table(
+                [
+                    "gang",
+                    "estimate made",
+                    "estimated start",
+                    "started",
+                    "error / wait",
+                    "overtaken by (posted later, started sooner)",
+                ],
+                gangs,
+            ),
             "",
             f"Plan: `{json.dumps(results['plan'])}`.",
             "",

@@ -3,7 +3,7 @@ waited, against when its last member was bound."""
 
 from __future__ import annotations
 
-from bench.etacheck import Estimate, accuracy, with_durations
+from bench.etacheck import Estimate, accuracy, markdown, overtaken, with_durations
 from bench.simcheck import pod_manifests
 from scheduler.model import names
 from scheduler.sim.traces import Job
@@ -39,6 +39,41 @@ def test_a_gang_with_no_estimate_is_counted_by_its_state() -> None:
     assert found["gangs that waited"] == 1
     assert found["states"] == {"behind-unknown": 1}
     assert found["estimated"] == 0
+
+
+def test_a_gang_posted_after_the_estimate_that_started_sooner_overtook_it() -> None:
+    started = {"big": 300.0, "early": 100.0, "later": 200.0, "last": 400.0}
+    submitted = {"big": 0.0, "early": 5.0, "later": 50.0, "last": 60.0}
+    # Estimated at 20 s: "early" was there already, "last" started after big.
+    assert overtaken("big", 20.0, started, submitted) == ["later"]
+    assert overtaken("big", 70.0, started, submitted) == []
+
+
+def test_the_figures_are_also_given_over_the_gangs_no_later_arrival_overtook() -> None:
+    estimates = {
+        "a": Estimate(made=10.0, state="estimated", start=90.0, latest=None),  # right
+        "b": Estimate(made=10.0, state="estimated", start=60.0, latest=None),  # 100 s short
+    }
+    started = {"a": 90.0, "b": 160.0, "c": 100.0}
+    submitted = {"a": 0.0, "b": 0.0, "c": 30.0}  # c came later and started before b
+    found = accuracy(estimates, started, submitted)
+    assert found["error / wait p90"] == 0.667
+    assert found["not overtaken"] == 1
+    assert found["error / wait p90, not overtaken"] == 0.0
+    assert [g["overtaken by"] for g in found["gangs"]] == [[], ["c"]]
+
+
+def test_the_report_has_a_line_for_each_gang_that_waited() -> None:
+    estimates = {"b": Estimate(made=10.0, state="estimated", start=60.0, latest=None)}
+    found = accuracy(estimates, {"b": 160.0, "c": 100.0}, {"b": 0.0, "c": 30.0})
+    results = {
+        "durations": "declared", "jobs": 2, "snapshots": 3, "play seconds p50": 0.01,
+        "plays": {"60 s": found, "5 s": found},
+        "written (whole minutes)": accuracy(estimates, {"b": 160.0}),
+        "plan": {},
+    }  # fmt: skip
+    text = markdown(results)
+    assert "| b | 10.0 | 60.0 | 160.0 | 0.667 | c |" in text
 
 
 def test_pods_declare_their_run_time_or_only_their_class() -> None:
