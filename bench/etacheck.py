@@ -37,7 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from bench.report import table, write
+from bench.report import RESULTS, table, write
 from bench.schedulers import stop
 from bench.simcheck import (
     NODE_LABEL,
@@ -402,6 +402,39 @@ def markdown(results: Mapping[str, Any]) -> str:
     )
 
 
+def plot(results: Mapping[str, Any], path: Path) -> Path:
+    """Each waiting gang's estimated wait against its real one (from the estimate), one
+    panel per play's resolution: on the diagonal, right; overtaken gangs marked apart."""
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    plays = results["plays"]
+    fig, axes = plt.subplots(1, len(plays), figsize=(5 * len(plays), 4), squeeze=False)
+    for ax, (name, found) in zip(axes[0], plays.items(), strict=True):
+        lines = found.get("gangs", [])
+        for overtook, marker, label in ((False, "o", "not overtaken"), (True, "x", "overtaken")):
+            shown = [g for g in lines if bool(g["overtaken by"]) == overtook]
+            ax.scatter(
+                [g["started"] - g["made"] for g in shown],
+                [g["estimated"] - g["made"] for g in shown],
+                marker=marker,
+                label=f"{label} ({len(shown)})",
+            )
+        top = max([g["started"] - g["made"] for g in lines] + [1.0]) * 1.1
+        ax.plot([0, top], [0, top], color="grey", linewidth=0.8)
+        ax.set_title(f"play at {name}")
+        ax.set_xlabel("real wait from the estimate (s)")
+        ax.set_ylabel("estimated wait (s)")
+        ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90, metadata={"Software": None})
+    plt.close(fig)
+    return path
+
+
 def _cells(found: Mapping[str, Any]) -> list[Any]:
     return [
         ", ".join(f"{k} {v}" for k, v in value.items()) if isinstance(value, dict) else value
@@ -424,7 +457,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if results is None:
         return 1
     name = args.name or ("eta-check-learned" if args.learned else "eta-check")
-    write(name, results, markdown(results), quiet=False)
+    figure = plot(results, RESULTS / f"{name}.png")
+    write(name, results, markdown(results) + f"\n![estimated against real waits]({figure.name})\n",
+          quiet=False)  # fmt: skip
     return 0
 
 

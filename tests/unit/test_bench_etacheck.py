@@ -3,7 +3,9 @@ waited, against when its last member was bound."""
 
 from __future__ import annotations
 
-from bench.etacheck import Estimate, accuracy, markdown, overtaken, with_durations
+from pathlib import Path
+
+from bench.etacheck import Estimate, accuracy, markdown, overtaken, plot, with_durations
 from bench.simcheck import pod_manifests
 from scheduler.model import names
 from scheduler.sim.traces import Job
@@ -63,7 +65,7 @@ def test_the_figures_are_also_given_over_the_gangs_no_later_arrival_overtook() -
     assert [g["overtaken by"] for g in found["gangs"]] == [[], ["c"]]
 
 
-def test_the_report_has_a_line_for_each_gang_that_waited() -> None:
+def test_the_report_has_a_line_and_a_point_for_each_gang_that_waited(tmp_path: Path) -> None:
     estimates = {"b": Estimate(made=10.0, state="estimated", start=60.0, latest=None)}
     found = accuracy(estimates, {"b": 160.0, "c": 100.0}, {"b": 0.0, "c": 30.0})
     results = {
@@ -74,6 +76,8 @@ def test_the_report_has_a_line_for_each_gang_that_waited() -> None:
     }  # fmt: skip
     text = markdown(results)
     assert "| b | 10.0 | 60.0 | 160.0 | 0.667 | c |" in text
+    figure = plot(results, tmp_path / "eta.png")
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_pods_declare_their_run_time_or_only_their_class() -> None:
