@@ -279,7 +279,8 @@ def accuracy(
 
 
 async def check(args: argparse.Namespace) -> dict[str, Any]:
-    plan = replace(SHORT if args.short else FULL, **({"seed": args.seed} if args.seed else {}))
+    given = {"seed": args.seed, "jobs": args.jobs}
+    plan = replace(SHORT if args.short else FULL, **{k: v for k, v in given.items() if v})
     kubeconfig = (
         Path(args.kubeconfig) if args.kubeconfig else local_cluster.up(CHECK_DIR).kubeconfig
     )
@@ -449,6 +450,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--short", action="store_true", help="a smoke: about 12 gangs, 3 minutes")
     parser.add_argument("--learned", action="store_true", help="durations learned, not declared")
     parser.add_argument("--seed", type=int, help="the trace's seed")
+    parser.add_argument(
+        "--jobs", type=int, help="gangs over the same span (a busier trace: more of them wait)"
+    )
     parser.add_argument("--drain", type=float, default=1200.0, help="seconds to finish in")
     parser.add_argument("--kubeconfig", help="a running control plane (default: start one)")
     parser.add_argument("--name", help="results' file name (default eta-check[-learned])")
