@@ -3,6 +3,8 @@ v1.37.2 defines them, the objects both schedulers are given, and the page of res
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from bench.scheduler_perf import (
@@ -86,3 +88,21 @@ def test_the_page_gives_each_scheduler_its_medians_and_ranges() -> None:
 def test_an_unknown_workload_is_refused_with_the_names_allowed() -> None:
     with pytest.raises(SystemExit):
         parse(["--workloads", "5000Nodes_1Gang"])
+
+
+def test_the_tuned_coschedulings_permit_wait_grows_with_the_gang() -> None:
+    """10 s as the README's tuning says, for gangs of up to 100; 0.1 s a member beyond, so
+    that the members of a gang of 256 are not let go while the rest are still placed."""
+    tuned = Contender(
+        key="coscheduling_tuned", label="tuned", scheduler_name="cos", version="0",
+        argv=(), gang_api="ours", min_resources=True, timeout_by_size=True,
+    )  # fmt: skip
+    waits = {
+        size: tuned.podgroup(namespace="ns", name="g", size=size, requests={"cpu": "1"})[1]["spec"][
+            "scheduleTimeoutSeconds"
+        ]
+        for size in (8, 100, 101, 256)
+    }
+    assert waits == {8: 10, 100: 10, 101: 11, 256: 26}
+    example = replace(tuned, timeout_by_size=False, min_resources=False)
+    assert example.podgroup(namespace="ns", name="g", size=256)[1]["spec"] == {"minMember": 256}
