@@ -326,6 +326,22 @@ def test_nonstrict_holds_do_not_count_twice_toward_the_declared_total() -> None:
     assert "waits until all 4 members exist" in events(second, "GangWaiting")[0]
 
 
+def test_a_nonstrict_gang_short_of_its_total_lets_its_holds_go_for_others() -> None:
+    """Its holds would stand idle until it timed out: a gang that fits there binds."""
+    ns = {"gang": "ns", "min_available": 3, "total": 4, "mode": "NonStrict", "gpu": 4}
+    pods = [pod(f"ns-{i}", **ns) for i in range(4)]
+    first = schedule(snapshot([node("n0", gpu=8)], pods), now=T0)
+    held = first.memory[GangKey("default", "ns")].reservations
+    left = [p for p in pods if p.ref in held]  # both members not held are deleted
+    other = pod("o-0", gang="o", min_available=1, gpu=8)
+    second = schedule(
+        snapshot([node("n0", gpu=8)], [*left, other], memory=first.memory), now=T0 + 1
+    )
+    assert bind_map(second) == {"o-0": "n0"}
+    assert "has 2 of its 4 members" in events(second, "HoldReleased")[0]
+    assert second.memory[GangKey("default", "ns")].reservations == {}
+
+
 def test_explain_names_the_shape_the_room_and_what_a_pass_would_do() -> None:
     from scheduler.core.explaining import explain  # noqa: PLC0415
     from scheduler.model.config import Config  # noqa: PLC0415

@@ -375,3 +375,38 @@ def test_a_running_gangs_member_pinned_by_its_volume_goes_before_the_free_ones()
     placed = _placed(result)
     assert sorted(placed) == ["w-1", "w-2", "w-3"], "room: w-3 and one more on n0, one on n1"
     assert placed["w-3"] == "n0"
+
+
+def test_a_replicas_member_pinned_by_its_volume_goes_before_the_free_one() -> None:
+    """Gangs with a subGroupPolicy place each replica member by member too: a free member
+    first took the one place left on the node the other's volume was made on, and the
+    replica never fitted whole."""
+    from tests.unit.test_subgroups import PARTITION, podgroup  # noqa: PLC0415
+
+    nodes = [
+        node("n0", cpu="2", labels={HOST: "n0"}),  # fuller: first in packing order
+        node("n1", cpu="4", labels={HOST: "n1"}),
+    ]
+    filler = pod("filler", cpu="1", node_name="n0", phase="Running")
+    volumes = [{"name": "d", "persistentVolumeClaim": {"claimName": "d-1"}}]
+    members = [
+        pod(f"dp-0-{i}", cpu="1", annotations={names.VOLCANO_GROUP_NAME: "dp"},
+            labels={PARTITION: "0"}, spec={"volumes": volumes} if i else None)
+        for i in range(2)
+    ]  # fmt: skip
+    claims = {
+        ("default", "d-1"): Claim(
+            "default", "d-1", storage_class="made", uid="c1", requested=2**30,
+            access_modes=frozenset({"ReadWriteOnce"}), volume="pvc-c1", bind_completed=True,
+        )
+    }  # fmt: skip
+    made = replace(
+        _local_volume("pvc-c1", "n0"), storage_class="made",
+        claim=ClaimRef("default", "d-1", "c1"), phase="Bound",
+    )  # fmt: skip
+    snap = replace(
+        snapshot(nodes, [filler, *members],
+                 podgroups=[podgroup("dp", min_member=2, size=2, min_subgroups=1)]),
+        claims=claims, volumes={made.name: made}, storage_classes={"local": LOCAL, "made": MADE},
+    )  # fmt: skip
+    assert _placed(schedule(snap, now=T0, config=BINDS)) == {"dp-0-0": "n1", "dp-0-1": "n0"}

@@ -23,6 +23,7 @@ from scheduler.core.session import (
     gated,
     of_timeout,
     pending,
+    present,
 )
 from scheduler.core.solvers.gangs import place_gang
 from scheduler.core.solvers.running import place_pending_members
@@ -171,6 +172,21 @@ def keep_holds(session: Session, statement: Statement, gang: Gang) -> None:
     if not held:
         return
     waiting = {p.ref: p for p in pending(gang)}
+    if (have := present(gang)) < gang.total:
+        # A member gone since: the gang is not tried until all exist, and its holds would
+        # stand idle until it times out.
+        session.reporting.say(
+            gang,
+            reason="HoldReleased",
+            message=(
+                f"gang {gang.key} has {have} of its {gang.total} members: it lets go of its "
+                f"{len(held)} held member(s) until they all exist"
+            ),
+            pods=[waiting[ref] for ref in sorted(held) if ref in waiting],
+            warning=False,
+        )
+        outcome.state = replace(outcome.state, reservations={})
+        return
     kept = {}
     unfit = []
     for ref, node in sorted(held.items()):

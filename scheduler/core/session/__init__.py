@@ -14,6 +14,7 @@ from scheduler.core.session.outcomes import (
     gated,
     of_timeout,
     pending,
+    present,
 )
 from scheduler.core.session.passing import Session, Watcher
 
@@ -32,5 +33,6 @@ __all__ = [
     "gated",
     "of_timeout",
     "pending",
+    "present",
     "topology_of",
 ]

@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from scheduler.core.filtering import volume_terms
-from scheduler.core.session.outcomes import NOMINATION_SECONDS, of_timeout, pending
+from scheduler.core.session.outcomes import NOMINATION_SECONDS, of_timeout, pending, present
 from scheduler.core.statuses import PENDING_PHASE, SCHEDULING_PHASE
 from scheduler.model.decisions import Nomination
 from scheduler.model.gangs import Gang
@@ -162,16 +162,16 @@ def hold_nominations(session: Session) -> None:
                 state, nominated={}, victims=frozenset(), nominated_at=None, reservations={}
             )
             continue
-        have = sum(1 for p in gang.members if p.alive) + gang.completed
-        if have < gang.min_member:
-            # Short of members since (one deleted while its victims left): it cannot bind
-            # until others come, and room held for it would stand idle meanwhile.
+        have = present(gang)
+        if have < gang.total:
+            # Short of members since (one deleted while its victims left): it is not tried
+            # until the rest exist, and room held for it would stand idle meanwhile.
             session.reporting.say(
                 gang,
                 reason="HoldReleased",
                 message=(
-                    f"gang {key} has {have} of the {gang.min_member} members it needs: the "
-                    "room held for it since its preemption is released until they exist"
+                    f"gang {key} has {have} of its {gang.total} members: the room held for "
+                    "it since its preemption is released until they all exist"
                 ),
                 pods=pending(gang),
                 warning=False,

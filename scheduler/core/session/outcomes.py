@@ -81,6 +81,14 @@ def pending(gang: Gang) -> list[Pod]:
     return [p for p in gang.members if not p.bound and p.alive and not p.gates]
 
 
+def present(gang: Gang) -> int:
+    """The members that count toward the gang's declared total: those to be placed, those
+    bound and alive, and those that completed (a Job does not make them again). Room held
+    for a gang with fewer than its total stands idle: it is not tried until the rest exist."""
+    live = sum(1 for p in gang.members if p.alive and (p.bound or not p.gates))
+    return live + gang.completed
+
+
 def gated(gang: Gang) -> list[Pod]:
     """The members that would be pending but for their spec.schedulingGates."""
     return [p for p in gang.members if not p.bound and p.alive and p.gates]

@@ -77,7 +77,7 @@ def place_each(
     got: list[Binding] = []
     first_miss = ""
     finder = session.finder
-    for pod in pods:
+    for pod in pinned_first(session, pods):
         if limit is not None and len(got) >= limit:
             break
         refused = room.refuse(gang.queue, session.queues.amounts(pod)) if room is not None else ""
