@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from scheduler.model.devices import (
     DeviceResult,
     SubRequest,
 )
+from scheduler.model.names import POD_GROUP_LABEL
 from scheduler.model.pods import GangKey, PodRef
 from scheduler.shell.api import ApiClient, load_credentials
 from scheduler.shell.binding import Binder
@@ -206,6 +208,73 @@ def test_claims_left_reserved_for_unbound_pods_are_released_before_the_first_pas
     assert not claim.get("status", {}).get("allocation")
     assert not claim.get("status", {}).get("reservedFor")
     assert FINALIZER not in claim["metadata"].get("finalizers", [])
+
+
+def test_a_claim_left_reserved_for_a_podgroup_none_of_whose_members_bound_is_released(
+    cluster: Cluster,
+) -> None:
+    """1.37's claim for a whole group, as a stop between its write and the first bind leaves
+    it: allocated and reserved for the PodGroup, whose members are all unbound. The
+    PodGroup's entry and the allocation go; a claim whose group has a member bound stays."""
+    (node,) = cluster.nodes(1)
+    label = {TEST_LABEL: cluster.namespace}
+    cls = f"gpu.{cluster.namespace}"
+    cluster.apply(device_class(cls, labels=label), gpu_slice(node, gpus=4, labels=label))
+    claims, pods = [], []
+    for group in ("idle", "busy"):
+        claims.append({
+            "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": f"{group}-gpus", "namespace": cluster.namespace},
+            "spec": {"devices": {"requests": [
+                {"name": "gpu", "exactly": {"deviceClassName": cls, "count": 1}}]}},
+        })  # fmt: skip
+        pods += [
+            cluster.pod(f"{group}-{i}", scheduler="nobody", labels={POD_GROUP_LABEL: group})
+            for i in range(2)
+        ]
+    cluster.apply(*claims, *pods)
+    cache = ClusterCache(scheduler_name="nobody")
+    items = json.loads(
+        cluster.access.kubectl("get", "pods", "-n", cluster.namespace, "-o", "json").stdout
+    )["items"]
+    for item in items:
+        pod = pod_from_dict(item)
+        if pod.ref.name == "busy-0":
+            pod = replace(pod, node_name=node)  # as the watch shows a bound member
+        cache.upsert_pod(pod)
+    for i, group in enumerate(("idle", "busy")):
+        name = f"{group}-gpus"
+        cluster.access.kubectl(
+            "patch", "resourceclaim", name, "-n", cluster.namespace, "--type=merge",
+            "-p", json.dumps({"metadata": {"finalizers": [FINALIZER]}}),
+        )  # fmt: skip
+        status = {
+            "allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": GPU_DRIVER, "pool": node, "device": f"gpu-{i}"}]}},
+            "reservedFor": [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups",
+                             "name": group, "uid": f"uid-of-{group}"}],
+        }  # fmt: skip
+        cluster.access.kubectl(
+            "patch", "resourceclaim", name, "-n", cluster.namespace, "--subresource=status",
+            "--type=merge", "-p", json.dumps({"status": status}),
+        )  # fmt: skip
+    for claim in _claims(cluster).values():
+        cache.upsert_resource_claim(resource_claim_from_dict(claim))
+
+    async def release() -> int:
+        api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
+        try:
+            return await release_leftover_claims(api, cache)
+        finally:
+            await api.close()
+
+    assert asyncio.run(release()) == 1
+    idle, busy = _claims(cluster)["idle-gpus"], _claims(cluster)["busy-gpus"]
+    assert not idle.get("status", {}).get("allocation")
+    assert not idle.get("status", {}).get("reservedFor")
+    assert FINALIZER not in idle["metadata"].get("finalizers", [])
+    assert busy["status"]["reservedFor"][0]["name"] == "busy"
+    assert busy["status"]["allocation"]
 
 
 # -- claims made for pods' extended resources (KEP-5004) --------------------------------------
