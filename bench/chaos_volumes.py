@@ -229,11 +229,12 @@ def made_for(claims: dict[str, ClaimState], name: str, owner: str) -> ClaimState
 
 
 def binding_late(claims: dict[str, ClaimState], made: Collection[str]) -> set[str]:
-    """The claims (by uid) that a volume was made for (a PersistentVolume's claimRef names
-    them) and that the PV controller has not bound yet: their pods wait on the controller,
-    not on the scheduler (seed 11598: after an API server restart, kube-controller-manager's
-    stale caches bound none of 50 claims for 25 s, their volumes made)."""
-    return {uid for uid, c in claims.items() if not c.gone and not c.bound and uid in made}
+    """The claims (by uid; ``claims`` as ``ClaimWatch.copy`` keys them, by name) that a
+    volume was made for (a PersistentVolume's claimRef names them) and that the PV
+    controller has not bound yet: their pods wait on the controller, not on the scheduler
+    (seed 11598: after an API server restart, kube-controller-manager's stale caches bound
+    none of 50 claims for 25 s, their volumes made)."""
+    return {c.uid for c in claims.values() if not c.gone and not c.bound and c.uid in made}
 
 
 def node_of(volume: dict) -> str:

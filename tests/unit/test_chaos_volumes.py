@@ -264,10 +264,22 @@ def test_a_claim_whose_volume_is_made_but_not_bound_is_the_pv_controllers_to_bin
     """Seed 11598: after an API server restart the PV controller bound none of 50 claims
     for 25 s, their volumes made; the gangs waited on it, not on the scheduler. Such claims
     are late in binding; a claim without a volume yet, or bound, or gone, is not."""
-    claims = {
-        "made": ClaimState("a-scratch", "made", "pa", 0.0),
-        "bound": ClaimState("b-scratch", "bound", "pb", 0.0, volume="pv-b", bound=True),
-        "waiting": ClaimState("c-scratch", "waiting", "pc", 0.0),
-        "gone": ClaimState("d-scratch", "gone", "pd", 0.0, gone=True),
-    }
+    states = [
+        ClaimState("a-scratch", "made", "pa", 0.0),
+        ClaimState("b-scratch", "bound", "pb", 0.0, volume="pv-b", bound=True),
+        ClaimState("c-scratch", "waiting", "pc", 0.0),
+        ClaimState("d-scratch", "gone", "pd", 0.0, gone=True),
+    ]
+    claims = {c.name: c for c in states}  # as ClaimWatch.copy() hands them over: by name
     assert binding_late(claims, {"made", "bound", "gone"}) == {"made"}
+
+
+def test_the_watchs_claims_are_found_late_by_the_uids_their_volumes_name() -> None:
+    """Seed 11912: the watch hands its claims over by name and volumes name them by uid;
+    read by its keys, no claim was ever late, and nine gangs waiting on a stale PV
+    controller were counted as the scheduler's."""
+    claims = watch()
+    claims.changed("ADDED", claim("w-0-scratch", owner="pod-0", rv=5, node="n0"))
+    claims.changed("ADDED", claim("w-1-scratch", owner="pod-1", rv=6, node="n0"))
+    made = {"uid-w-0-scratch"}  # a volume made for w-0's claim only
+    assert binding_late(claims.copy(), made) == {"uid-w-0-scratch"}
