@@ -2915,6 +2915,13 @@ def _ended_before_takeover(
     )
 
 
+def _live(gang: str, pods: dict[str, PodState], books: Books) -> int:
+    """The gang's members of ours alive now, bound or not."""
+    return sum(
+        1 for p in pods.values() if p.gang == gang and p.scheduler == books.scheduler and p.alive
+    )
+
+
 def _replicas_lost_before_takeover(
     inc: dict,
     short: list[str],
@@ -2928,7 +2935,8 @@ def _replicas_lost_before_takeover(
     a freeze between its binds) lost a member it had bound to the chaos (the pod deleted,
     or its node) before a scheduler could complete it, and was given none after: such a
     replica can never be whole again (seed 8608: two replicas cut at 1 and 2 of 3, a bound
-    member of each deleted 3 s later, before the restarted scheduler's first pass)."""
+    member of each deleted 3 s later, before the restarted scheduler's first pass). A gang
+    of no replicas is the replica "" (seed 12172)."""
     cuts = [
         (start, end)
         for start, end in leader_faults
@@ -3006,6 +3014,19 @@ def partial_incarnations(
                 inc, short, pods, books, leader_faults=leader_faults, lease_seconds=lease_seconds
             ):
                 continue  # seed 8608: cut between binds, then a bound member deleted
+            if (
+                not short
+                and _live(gang, pods, books) + done < minimum
+                and _replicas_lost_before_takeover(
+                    inc,
+                    [""],
+                    pods,
+                    books,
+                    leader_faults=leader_faults,
+                    lease_seconds=lease_seconds,
+                )
+            ):
+                continue  # seed 12172: the same for a gang of no replicas, never whole again
             members = sorted(
                 (p for p in pods.values() if p.gang == gang and p.scheduler == books.scheduler),
                 key=lambda p: p.created_t,

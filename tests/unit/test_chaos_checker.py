@@ -878,6 +878,34 @@ def test_a_replica_cut_by_a_leader_fault_and_left_short_by_the_chaos_is_excused(
     assert judged(fault=(1.05, 1.2), deleted_at=9.0) == ["I9"], "a scheduler had had time"
 
 
+def test_a_gang_cut_by_a_leader_fault_and_left_below_its_minimum_by_the_chaos_is_excused() -> None:
+    """Seed 12172: the scheduler was killed between the binds of a gang of 24 (23 bound);
+    the chaos deleted a bound member 2 s later, before the restarted scheduler's first pass:
+    with 23 members alive the gang can never have its 24, and no scheduler may bind the last
+    pending one alone. With a spare member pending, it could: then it is still I1."""
+
+    def judged(*, size: int, fault: tuple[float, float] | None, deleted_at: float) -> list[str]:
+        gang = GangSpec("g", "koord", size, 4)
+        steps = [(0.0, pod(f"g-{i}", gang="g")) for i in range(size)]
+        seen = history(
+            *steps,
+            *((1.0 + i / 10, pod(f"g-{i}", gang="g", node=NODE)) for i in range(3)),
+            (deleted_at + 0.1, pod("g-2", gang="g", node=NODE, deleting=True)),
+        )
+        ledger = books(gang)
+        ledger.chaos_deleted["uid-g-2"] = (deleted_at, True)
+        faults = [fault] if fault else []
+        found = partial_incarnations(
+            ledger, seen.pods, seen.events, leader_faults=faults, lease_seconds=3
+        )
+        return [v.invariant for v in found]
+
+    assert judged(size=4, fault=(1.25, 1.4), deleted_at=4.0) == []
+    assert judged(size=4, fault=None, deleted_at=4.0) == ["I1"], "no leader fault: the binder's"
+    assert judged(size=4, fault=(1.25, 1.4), deleted_at=9.0) == ["I1"], "a scheduler had time"
+    assert judged(size=5, fault=(1.25, 1.4), deleted_at=4.0) == ["I1"], "4 alive: completable"
+
+
 def test_a_run_waits_for_a_victim_set_left_short_until_its_marks_could_be_finished() -> None:
     """A whole gang's set cut short by a leader fault: the run keeps watching until the next
     leader could have finished it (RESEND_SECONDS after its marks), not a set that took
