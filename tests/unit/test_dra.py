@@ -571,3 +571,18 @@ def test_a_what_if_ledger_without_devices_places_pods_with_claims_by_room() -> N
     finder = NodeFinder(nodes, empty, infos={}, scoring="spread")
     claimer = replace(pod("p"), resource_claims=(PodClaim("gpu", "c"),))
     assert finder.find(claimer, empty) in nodes
+
+
+def test_a_pod_made_again_under_the_same_name_binds_by_its_own_claims_not_the_old_ones() -> None:
+    """Fuzzed (make fuzz): two pods default/p0 in one snapshot, the one made again beside the
+    one it replaced. The old one claims devices and waits for its PodGroup; the new one
+    claims none. Looked up by name, the new one's bind found the old one's claims without a
+    plan, and its group was held back as an internal error."""
+    old = replace(
+        pod("p0", pod_group="pg"), resource_claims=(PodClaim("gpu", "gpu"),)
+    )  # fmt: skip
+    new = pod("p0", gang="g", min_available=1)
+    new = replace(new, ref=replace(new.ref, uid="uid-p0-again"))
+    result = schedule(snapshot([node("n0")], [old, new]), now=T0)
+    assert not [e for e in events(result, "FailedScheduling") if "internal error" in e]
+    assert [b.pod.uid for g in result.bindings for b in g.bindings] == ["uid-p0-again"]

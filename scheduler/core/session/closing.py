@@ -63,7 +63,9 @@ def _claimed(session: Session, groups: list[GroupBinding]) -> tuple[GroupBinding
     bound: its whole group is held back, and says so."""
     if not session.claims_in_play:
         return tuple(groups)
-    pods = {p.ref: p for g in session.gangs.values() for p in g.members}
+    # By uid: a PodRef compares by name, and a pod made again under the same name may
+    # still be in the snapshot beside the one it replaced.
+    pods = {p.ref.uid: p for g in session.gangs.values() for p in g.members}
     done: list[GroupBinding] = []
     for group in groups:
         made: dict[tuple[str, str], Allocation] = {}
@@ -72,7 +74,7 @@ def _claimed(session: Session, groups: list[GroupBinding]) -> tuple[GroupBinding
         mappings: dict[tuple[str, str], tuple[tuple[str, str, str], ...]] = {}
         broken = ""
         for binding in group.bindings:
-            pod = pods.get(binding.pod)
+            pod = pods.get(binding.pod.uid)
             if pod is None or not session.ledger.asks_devices(pod):
                 continue
             plan = session.ledger.plan_of(binding.pod, binding.node)
@@ -117,13 +119,15 @@ def _volumed(session: Session, groups: tuple[GroupBinding, ...]) -> tuple[GroupB
     if ledger.volumes is None or not session.claims_in_play:
         return groups
     world = ledger.volumes.world
-    pods = {p.ref: p for g in session.gangs.values() for p in g.members}
+    # By uid: a PodRef compares by name, and a pod made again under the same name may
+    # still be in the snapshot beside the one it replaced.
+    pods = {p.ref.uid: p for g in session.gangs.values() for p in g.members}
     done: list[GroupBinding] = []
     for group in groups:
         writes: list[VolumeWrite] = []
         broken = ""
         for binding in group.bindings:
-            pod = pods.get(binding.pod)
+            pod = pods.get(binding.pod.uid)
             if pod is None or not world.delays(pod):
                 continue
             plan = ledger.volume_plan_of(binding.pod, binding.node)
