@@ -118,6 +118,19 @@ async def _apply(cluster: Cluster, cache: ClusterCache, group: GroupBinding) -> 
         await api.close()
 
 
+def _release(cluster: Cluster, cache: ClusterCache) -> int:
+    """What the scheduler does before its first pass: the claims left behind released."""
+
+    async def release() -> int:
+        api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
+        try:
+            return await release_leftover_claims(api, cache)
+        finally:
+            await api.close()
+
+    return asyncio.run(release())
+
+
 def test_a_claim_allocated_elsewhere_after_the_pass_binds_nothing_on_stale_devices(
     cluster: Cluster,
 ) -> None:
@@ -196,14 +209,7 @@ def test_claims_left_reserved_for_unbound_pods_are_released_before_the_first_pas
     )  # fmt: skip
     cache.upsert_resource_claim(resource_claim_from_dict(_claims(cluster)["m-0-gpu"]))
 
-    async def release() -> int:
-        api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
-        try:
-            return await release_leftover_claims(api, cache)
-        finally:
-            await api.close()
-
-    assert asyncio.run(release()) == 1
+    assert _release(cluster, cache) == 1
     claim = _claims(cluster)["m-0-gpu"]
     assert not claim.get("status", {}).get("allocation")
     assert not claim.get("status", {}).get("reservedFor")
@@ -261,14 +267,7 @@ def test_a_claim_left_reserved_for_a_podgroup_none_of_whose_members_bound_is_rel
     for claim in _claims(cluster).values():
         cache.upsert_resource_claim(resource_claim_from_dict(claim))
 
-    async def release() -> int:
-        api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
-        try:
-            return await release_leftover_claims(api, cache)
-        finally:
-            await api.close()
-
-    assert asyncio.run(release()) == 1
+    assert _release(cluster, cache) == 1
     idle, busy = _claims(cluster)["idle-gpus"], _claims(cluster)["busy-gpus"]
     assert not idle.get("status", {}).get("allocation")
     assert not idle.get("status", {}).get("reservedFor")
@@ -372,12 +371,5 @@ def test_a_claim_made_for_a_pod_that_did_not_bind_is_deleted_before_the_first_pa
     (claim,) = _made_claims(cluster)
     cache.upsert_resource_claim(resource_claim_from_dict(claim))
 
-    async def release() -> int:
-        api = ApiClient(load_credentials(str(cluster.access.kubeconfig)))
-        try:
-            return await release_leftover_claims(api, cache)
-        finally:
-            await api.close()
-
-    assert asyncio.run(release()) == 1
+    assert _release(cluster, cache) == 1
     assert _made_claims(cluster) == []
