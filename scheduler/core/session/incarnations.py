@@ -140,6 +140,11 @@ def hold_reservations(session: Session) -> None:
     hold_nominations(session)
 
 
+def _without_nomination(state: GangState) -> GangState:
+    """The gang's memory once the room its preemption freed is no longer held for it."""
+    return replace(state, nominated={}, victims=frozenset(), nominated_at=None, reservations={})
+
+
 def hold_nominations(session: Session) -> None:
     """A preemptor's room, as its victims leave: each nominated member whose node has
     room again holds it (as a reservation: taken before any other gang's turn, so no
@@ -158,9 +163,7 @@ def hold_nominations(session: Session) -> None:
                 session.nominations,
                 *(Nomination(ref, "") for ref in state.nominated if ref in waiting),
             )
-            outcome.state = replace(
-                state, nominated={}, victims=frozenset(), nominated_at=None, reservations={}
-            )
+            outcome.state = _without_nomination(state)
             continue
         have = present(gang)
         if have < gang.total:
@@ -177,9 +180,7 @@ def hold_nominations(session: Session) -> None:
                 warning=False,
             )
             session.add(session.nominations, *(Nomination(ref, "") for ref in state.nominated))
-            outcome.state = replace(
-                state, nominated={}, victims=frozenset(), nominated_at=None, reservations={}
-            )
+            outcome.state = _without_nomination(state)
             continue
         since = state.nominated_at if state.nominated_at is not None else session.now
         if session.readiness.timed_out(gang) or session.now - since >= NOMINATION_SECONDS:
@@ -191,9 +192,7 @@ def hold_nominations(session: Session) -> None:
                 gang, reason="PreemptionExpired", message=message, pods=pending(gang)
             )
             session.add(session.nominations, *(Nomination(ref, "") for ref in state.nominated))
-            outcome.state = replace(
-                state, nominated={}, victims=frozenset(), nominated_at=None, reservations={}
-            )
+            outcome.state = _without_nomination(state)
             continue
         session.wake(since + NOMINATION_SECONDS)  # to let it go then, if nothing else wakes it
         waiting = {p.ref: p for p in pending(gang)}
