@@ -187,7 +187,7 @@ def job_template(cluster: Cluster, scheduler: str, pods: int, container: str) ->
             "completions": pods,
             "completionMode": "Indexed",
             "backoffLimit": 10,
-            "template": {"metadata": {"annotations": RUNS_AN_HOUR}, "spec": spec},
+            "template": {"metadata": {"annotations": dict(RUNS_AN_HOUR)}, "spec": spec},
         }
     }
 
@@ -241,7 +241,7 @@ def mpi_job(cluster: Cluster, name: str, scheduler: str, pods: int) -> list[dict
                 "runPolicy": {"cleanPodPolicy": "Running"},
                 "mpiReplicaSpecs": {
                     "Launcher": {"replicas": 1, "template": {
-                        "metadata": {"annotations": RUNS_AN_HOUR}, "spec": launcher}},
+                        "metadata": {"annotations": dict(RUNS_AN_HOUR)}, "spec": launcher}},
                     "Worker": {"replicas": pods - 1, "template": {"spec": worker}},
                 },
             },

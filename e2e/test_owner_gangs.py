@@ -15,6 +15,7 @@ from scheduler.model import names
 pytestmark = pytest.mark.cluster
 
 # KWOK moves a Job's pods to Succeeded at once; with this they run for an hour.
+# Copied into each manifest (dict(RUNS_AN_HOUR)): tests add their own annotations to it.
 RUNS_AN_HOUR = {"pod-complete.stage.kwok.x-k8s.io/delay": "1h"}
 
 
@@ -31,7 +32,7 @@ def indexed_job(cluster: Cluster, name: str, pods: int, *, cpu: str, **meta: obj
             "completionMode": "Indexed",
             "backoffLimit": 10,
             "template": {
-                "metadata": {"labels": {"job": name}, "annotations": RUNS_AN_HOUR},
+                "metadata": {"labels": {"job": name}, "annotations": dict(RUNS_AN_HOUR)},
                 "spec": spec,
             },
         },
@@ -50,16 +51,25 @@ def job_pods(cluster: Cluster, job: str, *, bound_only: bool = False) -> set[str
     }
 
 
+def _gang_name(cluster: Cluster, pod: str, *, job: str) -> str:
+    """The gang a Job's pod is in, as messages name it: the PodGroup the Job controller put it
+    in (1.37, WorkloadWithJob), else the Job's own."""
+    joined = cluster.get("pods", pod)["spec"].get("schedulingGroup")
+    return f"{cluster.namespace}/{joined['podGroupName'] if joined else f'Job/{job}'}"
+
+
 def test_an_indexed_job_binds_whole_and_a_competing_one_waits_with_nothing_bound(
     cluster: Cluster, scheduler: SchedulerProcess
 ) -> None:
-    """Room for one of two Indexed Jobs of 4: one binds whole, the other binds nothing; once
-    the first is deleted, the second binds whole. No PodGroup, no annotation: the Jobs make
-    the gangs."""
+    """Room for the first of two Indexed Jobs and half of the second: the first binds whole,
+    the second binds nothing; once the first is deleted, the second binds whole. No
+    PodGroup, no annotation: the Jobs make the gangs. On 1.37 the Job controller also puts
+    each Job's pods in a basic PodGroup of its own (WorkloadWithJob): the gang is the Job's
+    still, under that PodGroup's name."""
     cluster.nodes(4, cpu="8")
-    cluster.apply(indexed_job(cluster, "first", 4, cpu="8"))
-    first = wait_for(lambda: len(job_pods(cluster, "first")) == 4 and job_pods(cluster, "first"),
-                     timeout=BIND_TIMEOUT, what="the first Job's 4 pods")  # fmt: skip
+    cluster.apply(indexed_job(cluster, "first", 3, cpu="8"))
+    first = wait_for(lambda: len(job_pods(cluster, "first")) == 3 and job_pods(cluster, "first"),
+                     timeout=BIND_TIMEOUT, what="the first Job's 3 pods")  # fmt: skip
     wait_bound(cluster, first)
     cluster.apply(indexed_job(cluster, "second", 4, cpu="4"))
     second = wait_for(
@@ -68,10 +78,11 @@ def test_an_indexed_job_binds_whole_and_a_competing_one_waits_with_nothing_bound
         what="the second Job's 4 pods",
     )
     stays_unbound(cluster, second)
+    gang = _gang_name(cluster, min(second), job="second")
     waiting = wait_for(
-        lambda: [m for m in cluster.events("FailedScheduling") if "Job/second" in m],
+        lambda: [m for m in cluster.events("FailedScheduling") if f"gang {gang} " in m],
         timeout=BIND_TIMEOUT,
-        what="a FailedScheduling event naming the gang from the second Job",
+        what=f"a FailedScheduling event naming the second Job's gang ({gang})",
     )
     assert "nothing was bound" in waiting[0]
 

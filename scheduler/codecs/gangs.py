@@ -226,11 +226,13 @@ def read_claim(
 ) -> GangClaim | None:
     """The gang a pod declares, or None for a pod that declares none.
 
-    The name comes from the pod's ``spec.schedulingGroup`` (the upstream Workload API: the
-    API server's own field, so it wins), else Koordinator's annotation, else the
-    scheduler-plugins label, else the legacy label or annotation, else Sakkara's group label,
-    else Volcano's (and kube-batch's) annotation. Koordinator's settings override a
-    PodGroup's, as its proposal says. Labels and annotations that are not strings are not
+    The name comes from Koordinator's annotation, else the scheduler-plugins label, else the
+    legacy label or annotation, else Sakkara's group label, else Volcano's (and kube-batch's)
+    annotation, else the pod's ``spec.schedulingGroup`` (the upstream Workload API). The
+    field comes last because controllers fill it in on their own (1.37's Job controller
+    puts every Job's pods in a PodGroup of its making, with WorkloadWithJob), while a label or
+    annotation of ours on the pod is always someone's choice. Koordinator's settings override
+    a PodGroup's, as its proposal says. Labels and annotations that are not strings are not
     read; a ``schedulingGroup`` without a usable ``podGroupName`` (only input that bypassed
     the API server has one) is a claim with an error that says so.
     """
@@ -248,12 +250,7 @@ def claim_of(
 ) -> GangClaim | None:
     """``read_claim`` of labels and annotations that are maps of strings already (as
     ``pod_from_dict`` has them): a pod's watch event reads them once, not three times."""
-    if scheduling_group is not None:
-        raw = (
-            scheduling_group.get("podGroupName") if isinstance(scheduling_group, Mapping) else None
-        )
-        name, source = (raw if isinstance(raw, str) else ""), GangSource.WORKLOAD
-    elif names.KOORD_NAME in annotations:
+    if names.KOORD_NAME in annotations:
         name, source = annotations[names.KOORD_NAME], GangSource.KOORDINATOR
     elif names.POD_GROUP_LABEL in labels:
         name, source = labels[names.POD_GROUP_LABEL], GangSource.POD_GROUP
@@ -265,6 +262,11 @@ def claim_of(
         name, source = labels[names.SAKKARA_GROUP_NAME], GangSource.SAKKARA
     elif names.VOLCANO_GROUP_NAME in annotations:
         name, source = annotations[names.VOLCANO_GROUP_NAME], GangSource.VOLCANO
+    elif scheduling_group is not None:
+        raw = (
+            scheduling_group.get("podGroupName") if isinstance(scheduling_group, Mapping) else None
+        )
+        name, source = (raw if isinstance(raw, str) else ""), GangSource.WORKLOAD
     else:
         return None
     stated, errors = stated_options(annotations, namespace=namespace)

@@ -10,6 +10,7 @@ resources where set, and one ``pods`` slot per pod. PodGroups of every kind are 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from scheduler.codecs.devices import container_asks, extended_claim, pod_claims
@@ -31,6 +32,7 @@ from scheduler.model.pods import (
     TERMINAL_PHASES,
     Disruption,
     GangClaim,
+    GangSource,
     HostPort,
     NodeSelectorTerm,
     Pod,
@@ -309,14 +311,19 @@ def pod_gang(
     namespace: str,
 ) -> GangClaim | None:
     """The gang a pod declares, else the one its owner makes of it (``labels`` and
-    ``annotations``: the pod's, as ``texts`` read them)."""
-    return claim_of(
+    ``annotations``: the pod's, as ``texts`` read them). A pod in a PodGroup by its
+    ``spec.schedulingGroup`` alone carries its owner's gang too, for where that PodGroup is
+    the owner's default (see GangClaim.fallback)."""
+    claim = claim_of(
         labels, annotations, namespace=namespace, scheduling_group=spec.get("schedulingGroup")
-    ) or (
-        read_owner_claim(labels, annotations, refs, namespace=namespace)
-        if (refs := meta.get("ownerReferences"))
-        else None
     )
+    if claim is not None and claim.source is not GangSource.WORKLOAD:
+        return claim
+    refs = meta.get("ownerReferences")
+    owner = read_owner_claim(labels, annotations, refs, namespace=namespace) if refs else None
+    if claim is None or owner is None:
+        return claim or owner
+    return replace(claim, fallback=owner)
 
 
 def _run_of(status: Mapping[str, Any]) -> dict[str, float | None]:

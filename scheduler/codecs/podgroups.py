@@ -10,6 +10,7 @@ from typing import Any
 
 from scheduler.codecs.gangs import is_subdomain, read_options
 from scheduler.codecs.objects import queue_named, resource_errors, resource_list
+from scheduler.codecs.owners import controlling_job
 from scheduler.codecs.selectors import label_key_error
 from scheduler.codecs.shapes import MAX_COUNT, integer, obj, objs, text, texts, whole
 from scheduler.codecs.subgroups import network_topology, subgroup_policy
@@ -247,6 +248,7 @@ def workload_podgroup_from_dict(raw: object, *, version: str = "") -> PodGroup:
         parent=parent,
         claims=claims,
         preempts=text(spec.get("preemptionPolicy")) != "Never",
+        made_by_job=controlling_job(meta.get("ownerReferences"))[0],
     )
 
 

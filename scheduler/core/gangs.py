@@ -151,11 +151,11 @@ def resolve(snapshot: Snapshot, config: Config) -> Resolution:
                 queue=pods[0].queue,
             )
             continue
-        if claims[0].source is GangSource.OWNER:
+        if owned := _owned(claims, snapshot.podgroups.get(key)):
             gangs[key] = _owner_gang(
                 key,
                 pods,
-                claims,
+                owned,
                 snapshot=snapshot,
                 config=config,
                 missing=missing_owners,
@@ -429,6 +429,8 @@ def _owner_gang(
             size = min(size, child.whole_size)  # a JobSet's Job near its end
         if grouping is not Grouping.REPLICA:
             group = _owner_group(ref, owner, claim.part, config=config, memo=memo)
+        if key != claim.key:  # a Job's gang under the name of the PodGroup made for it
+            group = tuple(sorted(key if g == claim.key else g for g in group))
         origin = f"gang from {ref}: {owner.shape}"
 
     def stated(field: str) -> Any:
@@ -467,6 +469,27 @@ def _owner_gang(
         queue=_queue(pods),
         network_topology=stated("network_topology"),
     )
+
+
+def _owned(claims: list[GangClaim], podgroup: PodGroup | None) -> list[GangClaim]:
+    """The owner claims a gang is placed by: its pods' own, where their owner makes the gang;
+    and their owner's, where their PodGroup is the basic one their own Job's controller made
+    for them (1.37's WorkloadWithJob gives every Job one, unless the Job asks for a gang in
+    its spec.scheduling). Such a PodGroup is the controller's default and says nothing of
+    gangs, so the Job's pods count as they do without it (an Indexed Job is a gang; a work
+    queue's pods go one by one). Empty otherwise: a PodGroup someone chose is the gang."""
+    if claims[0].source is GangSource.OWNER:
+        return claims
+    if (
+        claims[0].source is not GangSource.WORKLOAD
+        or podgroup is None
+        or not podgroup.basic
+        or not podgroup.made_by_job
+    ):
+        return []
+    job = OwnerKey(podgroup.key.namespace, OwnerKind.JOB, podgroup.made_by_job)
+    defaults = [c.fallback for c in claims if c.fallback is not None and c.fallback.owner == job]
+    return defaults if len(defaults) == len(claims) else []
 
 
 def _owner_group(

@@ -94,6 +94,10 @@ class PodGroup:
     api: PodGroupApi = PodGroupApi.OURS
     generation: int = 0  # metadata.generation: upstream conditions carry it
     basic: bool = False
+    # The batch Job whose controller made it (its controller ownerReference; "" for none):
+    # 1.37's Job controller (WorkloadWithJob) gives every Job such a PodGroup, basic unless
+    # the Job's spec.scheduling asks for a gang.
+    made_by_job: str = ""
     # spec.priorityClassName (Volcano's; the upstream one's), and the upstream spec.priority
     # that admission resolves it to: the gang's priority, over its pods'.
     priority_class: str = ""

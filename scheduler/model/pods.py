@@ -271,6 +271,10 @@ class GangClaim(GangOptions):
     owner: OwnerKey | None = None
     part: str = ""
     grouping: Grouping | None = None
+    # A pod in a PodGroup by its spec.schedulingGroup (source WORKLOAD): the gang its owner
+    # would make of it otherwise, which counts where the PodGroup is the owner's own basic
+    # one (Readiness: core.gangs.resolve).
+    fallback: GangClaim | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from e2e.fixtures import TEST_LABEL, Cluster, ClusterAccess, SchedulerProcess, wait_for
+from e2e.test_upstream_gangs import upstream_podgroup
 from scheduler.model import names
 from testbed import cluster as local_cluster
 from testbed.nodes import device_class, gpu_slice
@@ -95,14 +96,10 @@ def test_scheduler_as_its_service_account_schedules_and_writes_without_a_403(
             for i in range(2)
         ),
     )
-    # An upstream (Workload API) PodGroup gang: its PodGroupScheduled condition is written.
+    # An upstream (Workload API) PodGroup gang, at the version the server serves: its
+    # scheduled condition is written.
     cluster.apply(
-        {
-            "apiVersion": "scheduling.k8s.io/v1alpha2",
-            "kind": "PodGroup",
-            "metadata": {"name": "upstream", "namespace": cluster.namespace},
-            "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
-        },
+        upstream_podgroup(cluster, "upstream", {"gang": {"minCount": 2}}),
         *(
             cluster.pod(
                 f"upstream-{i}",

@@ -1227,9 +1227,11 @@ def test_every_gang_annotation_becomes_a_claim_or_an_error_never_an_exception(
     labels: Any, annotations: Any, namespace: str, scheduling_group: Any
 ) -> None:
     claim = read_claim(labels, annotations, namespace=namespace, scheduling_group=scheduling_group)
-    if scheduling_group is not None:
+    if scheduling_group is not None:  # the field, unless a label or annotation of ours says
         assert claim is not None
-        assert claim.source is GangSource.WORKLOAD
+        assert claim.source is GangSource.WORKLOAD or claim == read_claim(
+            labels, annotations, namespace=namespace
+        )
     assert claim is None or isinstance(claim, GangClaim)
     if claim is not None:
         _check_options(claim)

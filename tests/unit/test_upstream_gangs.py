@@ -54,18 +54,31 @@ def vc_members(prefix: str, count: int, **kw: Any) -> list:
     return gang_pods(prefix, count, annotations={names.VOLCANO_GROUP_NAME: prefix}, **kw)
 
 
-def test_scheduling_group_is_a_claim_on_an_upstream_podgroup_and_wins_over_labels() -> None:
-    claim = read_claim(
-        {names.POD_GROUP_LABEL: "other"},
-        {},
-        namespace="ns",
-        scheduling_group={"podGroupName": "train"},
-    )
+def test_scheduling_group_is_a_claim_on_an_upstream_podgroup() -> None:
+    claim = read_claim({}, {}, namespace="ns", scheduling_group={"podGroupName": "train"})
     assert claim is not None
     assert claim.key == GangKey("ns", "train")
     assert claim.source is GangSource.WORKLOAD
     assert claim.source.api is PodGroupApi.WORKLOAD
     assert claim.errors == ()
+
+
+def test_a_label_or_annotation_of_ours_wins_over_a_scheduling_group_a_controller_filled_in() -> (
+    None
+):
+    """1.37's Job controller (WorkloadWithJob) puts every Job's pods in a PodGroup of its
+    own; a gang the pod template declares to us is still the pods' gang."""
+    for labels, notes, source in (
+        ({names.POD_GROUP_LABEL: "other"}, {}, GangSource.POD_GROUP),
+        ({}, {names.KOORD_NAME: "other"}, GangSource.KOORDINATOR),
+        ({names.SAKKARA_GROUP_NAME: "other"}, {}, GangSource.SAKKARA),
+        ({}, {names.VOLCANO_GROUP_NAME: "other"}, GangSource.VOLCANO),
+    ):
+        claim = read_claim(
+            labels, notes, namespace="ns", scheduling_group={"podGroupName": "train-pg"}
+        )
+        assert claim is not None
+        assert (claim.key, claim.source) == (GangKey("ns", "other"), source)
 
 
 def test_scheduling_group_without_a_name_is_an_error_naming_the_field() -> None:
