@@ -15,8 +15,8 @@ bind, and the scheduler's CPU seconds and peak RSS. Every gang is checked whole 
 within its allocatable, as in ``make bench``.
 
 It needs a control plane whose API server serves ``scheduling.k8s.io/v1beta1`` PodGroups and
-a kube-scheduler of the same release: ``make bench-scheduler-perf`` points KUBE_BIN_DIR at the
-1.37 build (``e2e/controlplane/build-release.sh 1.37``). Results go to
+a kube-scheduler of the same release: the default control plane (1.37), or KUBE_BIN_DIR at
+another build of 1.37 or later. Results go to
 ``bench/results/scheduler-perf.{json,md}``; compare ratios within one run, never absolute
 times across machines.
 """
@@ -191,8 +191,8 @@ async def main_async(args: argparse.Namespace) -> dict:
         if not upstream.endswith("v1beta1"):
             raise local_cluster.ClusterError(
                 "scheduler_perf's workloads are 1.37's (v1beta1 PodGroups): point KUBE_BIN_DIR "
-                "at a 1.37 build (bash e2e/controlplane/build-release.sh 1.37), as make "
-                "bench-scheduler-perf does"
+                "at a 1.37 build (bash e2e/controlplane/build.sh --release 1.37), or leave it "
+                "unset for the default release"
             )
         peers = [on_upstream_podgroups(p, upstream) for p in peers]
         # Every workload runs on the first N of the nodes: the rest stay cordoned.

@@ -3,7 +3,7 @@ gang-scheduler and its peers, each with its own way of saying "these pods are a 
 
 - **gang-scheduler** (us): a PodGroup of ours (``scheduling.x-k8s.io/v1alpha1``, the
   schema of scheduler-plugins'), pods labelled ``scheduling.x-k8s.io/pod-group``.
-- **kube-scheduler**, the same build as the control plane (v1.36.3, or the release
+- **kube-scheduler**, the same build as the control plane (v1.37.2, or the release
   KUBE_BIN_DIR points at), with its own gang scheduling (GenericWorkload, and GangScheduling
   in 1.36): an upstream PodGroup (``scheduling.k8s.io``, v1alpha2 in 1.36 and v1beta1 from
   1.37, gang policy with ``minCount``), pods joined to it through

@@ -1,7 +1,8 @@
 """1.37's claims for a whole PodGroup (spec.resourceClaims, behind DRAWorkloadResourceClaims)
 on a 1.37 control plane: kube-controller-manager makes one claim from the group's template,
 for the group; we allocate it once and reserve it for the PodGroup, and the members bind
-where its devices are. Run by ``make test-release`` (RELEASE=1.37)."""
+where its devices are. 1.36 has no such field, so ``make test-release`` (RELEASE=1.36) leaves
+this file out."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from e2e.test_gang_scheduling import BIND_TIMEOUT, wait_bound
 from e2e.test_upstream_gangs import UPSTREAM
 from testbed.nodes import gpu_slice
 
-pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane, pytest.mark.release]
+pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
 
 ENTRY = {"name": "gpus", "resourceClaimTemplateName": "two-gpus"}
 

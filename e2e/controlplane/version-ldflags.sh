@@ -1,4 +1,4 @@
-# Sourced by build.sh and build-release.sh: version_ldflags VERSION prints the -X flags that
+# Sourced by build.sh: version_ldflags VERSION prints the -X flags that
 # stamp a Kubernetes binary with VERSION (v1.37.2), as its own release build does, so that
 # `--version` and the API server's /version say it (testbed/cluster.py reads the release).
 version_ldflags() {

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from e2e.fixtures import TEST_LABEL, Cluster
+from e2e.test_upstream_gangs import UPSTREAM, upstream_podgroup
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.devices import resource_claim_from_dict
 from scheduler.codecs.objects import pod_from_dict
@@ -26,7 +27,6 @@ from scheduler.model.devices import (
     DeviceResult,
     SubRequest,
 )
-from scheduler.model.names import POD_GROUP_LABEL
 from scheduler.model.pods import GangKey, PodRef
 from scheduler.shell.api import ApiClient, load_credentials
 from scheduler.shell.binding import Binder
@@ -216,18 +216,24 @@ def test_claims_left_reserved_for_unbound_pods_are_released_before_the_first_pas
     assert FINALIZER not in claim["metadata"].get("finalizers", [])
 
 
+GROUPS = ("idle", "busy")
+
+
 def test_a_claim_left_reserved_for_a_podgroup_none_of_whose_members_bound_is_released(
     cluster: Cluster,
 ) -> None:
     """1.37's claim for a whole group, as a stop between its write and the first bind leaves
     it: allocated and reserved for the PodGroup, whose members are all unbound. The
-    PodGroup's entry and the allocation go; a claim whose group has a member bound stays."""
+    PodGroup's entry and the allocation go; a claim whose group has a member bound stays.
+    The PodGroups are real: kube-controller-manager (1.37) drops a reservation for a
+    PodGroup that does not exist."""
     (node,) = cluster.nodes(1)
     label = {TEST_LABEL: cluster.namespace}
     cls = f"gpu.{cluster.namespace}"
     cluster.apply(device_class(cls, labels=label), gpu_slice(node, gpus=4, labels=label))
     claims, pods = [], []
-    for group in ("idle", "busy"):
+    cluster.apply(*(upstream_podgroup(cluster, g, {"gang": {"minCount": 2}}) for g in GROUPS))
+    for group in GROUPS:
         claims.append({
             "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"name": f"{group}-gpus", "namespace": cluster.namespace},
@@ -235,7 +241,11 @@ def test_a_claim_left_reserved_for_a_podgroup_none_of_whose_members_bound_is_rel
                 {"name": "gpu", "exactly": {"deviceClassName": cls, "count": 1}}]}},
         })  # fmt: skip
         pods += [
-            cluster.pod(f"{group}-{i}", scheduler="nobody", labels={POD_GROUP_LABEL: group})
+            cluster.pod(
+                f"{group}-{i}",
+                scheduler="nobody",
+                spec={"schedulingGroup": {"podGroupName": group}},
+            )
             for i in range(2)
         ]
     cluster.apply(*claims, *pods)
@@ -248,8 +258,8 @@ def test_a_claim_left_reserved_for_a_podgroup_none_of_whose_members_bound_is_rel
         if pod.ref.name == "busy-0":
             pod = replace(pod, node_name=node)  # as the watch shows a bound member
         cache.upsert_pod(pod)
-    for i, group in enumerate(("idle", "busy")):
-        name = f"{group}-gpus"
+    for i, group in enumerate(GROUPS):
+        name, uid = f"{group}-gpus", cluster.get(UPSTREAM, group)["metadata"]["uid"]
         cluster.access.kubectl(
             "patch", "resourceclaim", name, "-n", cluster.namespace, "--type=merge",
             "-p", json.dumps({"metadata": {"finalizers": [FINALIZER]}}),
@@ -258,7 +268,7 @@ def test_a_claim_left_reserved_for_a_podgroup_none_of_whose_members_bound_is_rel
             "allocation": {"devices": {"results": [
                 {"request": "gpu", "driver": GPU_DRIVER, "pool": node, "device": f"gpu-{i}"}]}},
             "reservedFor": [{"apiGroup": "scheduling.k8s.io", "resource": "podgroups",
-                             "name": group, "uid": f"uid-of-{group}"}],
+                             "name": group, "uid": uid}],
         }  # fmt: skip
         cluster.access.kubectl(
             "patch", "resourceclaim", name, "-n", cluster.namespace, "--subresource=status",

@@ -18,16 +18,19 @@ from testbed import cluster
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
 
 
-def _pinned(module: str) -> str:
-    go_mod = (cluster.REPO / "e2e" / "controlplane" / "go.mod").read_text().split()
-    return go_mod[go_mod.index(module) + 1]
+def _pinned_kubernetes() -> str:
+    """The version of Kubernetes the default release's module pins (releases/default)."""
+    releases = cluster.REPO / "e2e" / "controlplane" / "releases"
+    default = (releases / "default").read_text().strip()
+    go_mod = (releases / default / "go.mod").read_text().split()
+    return go_mod[go_mod.index("k8s.io/kubernetes") + 1]
 
 
 def test_kubectl_and_apiserver_report_the_pinned_kubernetes_version(
     control_plane: ClusterAccess,
 ) -> None:
     versions = json.loads(control_plane.kubectl("version", "-o", "json").stdout)
-    pinned = _pinned("k8s.io/kubernetes")
+    pinned = _pinned_kubernetes()
     assert versions["clientVersion"]["gitVersion"] == pinned
     assert versions["serverVersion"]["gitVersion"] == pinned
 

@@ -1,6 +1,6 @@
 // kube-apiserver, kube-controller-manager, kube-scheduler and kubectl of Kubernetes 1.37, built by
-// e2e/controlplane/build-release.sh 1.37 beside the default control plane (whose etcd and
-// KWOK it shares). The versions pinned here are part of its cache key.
+// e2e/controlplane/build.sh --release 1.37 (etcd and KWOK come from the module above, shared by
+// every release). The versions pinned here are part of its cache key.
 module github.com/gang-scheduler/gang-scheduler/e2e/controlplane/releases/v1_37
 
 go 1.26.0
