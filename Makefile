@@ -42,14 +42,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[dev,sim]'
 	@touch $@
 
-# The control plane, the Coscheduling peer of make bench (its own Go module, cached the
-# same way; its bench smoke test runs in make test), helm for the chart's tests, and
-# promtool for the chart's alert rules (tests/unit/test_dashboard.py).
+# The control plane, then e2e/build-tools.sh: the Coscheduling peer of make bench (its own Go
+# module, cached the same way; its bench smoke test runs in make test), helm for the chart's
+# tests, and promtool for the chart's alert rules (tests/unit/test_dashboard.py).
 binaries:
 	bash e2e/controlplane/build.sh
-	bash bench/peers/coscheduling/build.sh
-	bash e2e/helm/build.sh
-	bash e2e/promtool/build.sh
+	bash e2e/build-tools.sh
 
 lint: setup
 	$(VENV)/bin/ruff check .
@@ -61,9 +59,10 @@ format: setup
 	$(VENV)/bin/ruff format .
 
 # The short form of the job frameworks' tests runs here (KubeRay); `make clients` runs them all.
-test: lint binaries
-	bash e2e/operators/build.sh kuberay
-	$(PY) -m pytest -m "not clients" $(PYTEST_ARGS)
+# The Go builds run in the background while the tests that need none of them run
+# (e2e/run-tests.sh, e2e/awaiting_builds.py).
+test: lint
+	bash e2e/run-tests.sh -m "not clients" --durations=25 $(PYTEST_ARGS)
 
 # The e2e tests that talk to the API server most (the Workload API, gangs, volumes, devices,
 # preemption), on the control plane of another Kubernetes release than make test's (one

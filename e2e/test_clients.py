@@ -27,7 +27,7 @@ from e2e.fixtures import TEST_LABEL, Cluster, ClusterAccess, PrivateSchedulers, 
 from testbed.cluster import free_port
 from testbed.pki import write_webhook_pki
 
-pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
+pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane, pytest.mark.tools]
 
 TIMEOUT = 60
 # KWOK moves a Job's pods to Succeeded at once; with this they run for an hour.

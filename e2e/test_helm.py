@@ -27,7 +27,7 @@ from e2e.helm import (
 from scheduler.model import names
 from testbed import cluster as local_cluster
 
-pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
+pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane, pytest.mark.tools]
 
 SERVICE_MONITORS = "servicemonitors.monitoring.coreos.com"
 PROMETHEUS_RULES = "prometheusrules.monitoring.coreos.com"

@@ -91,9 +91,12 @@ export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 source "$here/version-ldflags.sh"
 
 # go build PKG... into folder $1 with ldflags $2: all at once into a scratch folder, then each
-# binary moved into place, so that a failed or interrupted build leaves no half-written binary.
+# binary moved into place, so that a failed or interrupted build leaves no half-written binary
+# (and, by the trap, no scratch folder either).
+scratch=
+trap '[ -z "$scratch" ] || rm -rf "$scratch"' EXIT
 build_into() {
-  local dir=$1 ld=$2 scratch start; shift 2
+  local dir=$1 ld=$2 start; shift 2
   scratch=$(mktemp -d "$dir/.build.XXXXXX")
   start=$(date +%s)
   if ! go build -trimpath -ldflags "$ld" -o "$scratch/" "$@" >&2; then
@@ -104,6 +107,7 @@ build_into() {
   fi
   for f in "$scratch"/*; do mv "$f" "$dir/"; done
   rm -rf "$scratch"
+  scratch=
   echo "built ${*##*/} in $(( $(date +%s) - start ))s" >&2
 }
 

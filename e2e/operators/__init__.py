@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from e2e.fixtures import stop_process
+from testbed.cluster import BACKGROUND_BUILDS
 
 HERE = Path(__file__).resolve().parent
 
@@ -33,7 +34,13 @@ def _build(name: str, *args: str) -> str:
 
 
 def binary(name: str) -> Path:
-    """The operator's binary, built (or taken from the cache) first."""
+    """The operator's binary, built (or taken from the cache) first; under make test, whose
+    background build builds it (e2e/run-tests.sh), only taken from the cache."""
+    if os.environ.get(BACKGROUND_BUILDS):
+        path = Path(_build(name, "--path"))
+        if not path.is_file():
+            raise RuntimeError(f"the {name} operator was not built by make test's background build")
+        return path
     return Path(_build(name))
 
 

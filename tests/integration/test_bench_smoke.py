@@ -14,7 +14,7 @@ from bench.run import main_async, parse
 from bench.schedulers import PeerMissing
 from testbed.cluster import REPO
 
-pytestmark = pytest.mark.local_control_plane
+pytestmark = [pytest.mark.local_control_plane, pytest.mark.tools]
 
 SMOKE_DIR = REPO / ".cluster-bench-smoke"
 # Each scheduler's user agent, as the API server's audit log names it (client-go's is its

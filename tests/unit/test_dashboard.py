@@ -33,6 +33,9 @@ from e2e.monitoring import (
     variable_expr,
 )
 
+# promtool is built by make test while other tests run (e2e/awaiting_builds.py).
+pytestmark = pytest.mark.tools
+
 
 @pytest.fixture(scope="module")
 def promtool() -> Path:

@@ -29,6 +29,9 @@ from e2e.helm import (
 from e2e.monitoring import ALERTS, DASHBOARD
 from scheduler.cli import _names, build_parser
 
+# helm is built by make test while other tests run (e2e/awaiting_builds.py).
+pytestmark = pytest.mark.tools
+
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 # As manifests/ installs it: `helm install gang-scheduler` names everything the same.
 RELEASE, NAMESPACE = "gang-scheduler", "gang-scheduler-system"
