@@ -10,6 +10,7 @@ import pytest
 
 from e2e.fixtures import Cluster, PrivateSchedulers, wait_for
 from e2e.test_gang_scheduling import BIND_TIMEOUT, podgroup, stays_unbound, wait_bound
+from e2e.test_upstream_gangs import UPSTREAM, members, scheduled_condition, upstream_podgroup
 from scheduler.model import names
 
 pytestmark = [pytest.mark.cluster, pytest.mark.local_control_plane]
@@ -45,6 +46,51 @@ def test_a_waiting_gang_says_when_the_gang_ahead_of_it_will_have_ended(
     assert (said["status"], said["reason"]) == ("True", "Estimated"), said
     assert said["message"].startswith("expected to start at "), said
     assert f"once {cluster.namespace}/r ended" in said["message"], said
+    scheduler.assert_alive()
+
+
+def _upstream_estimate(cluster: Cluster, name: str) -> dict | None:
+    group = cluster.get(UPSTREAM, name)
+    conditions = (group.get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == names.FOREIGN_ESTIMATED_START), None)
+
+
+def test_an_upstream_podgroup_says_the_estimate_in_a_condition_of_ours_until_it_is_placed(
+    cluster: Cluster, private_scheduler: PrivateSchedulers
+) -> None:
+    """As above, next being an upstream (scheduling.k8s.io) PodGroup: the API server takes a
+    condition type of ours beside kube-scheduler's, and the strategic merge's delete
+    directive takes it off once next binds."""
+    cluster.nodes(1, cpu="2")
+    scheduler = private_scheduler.start("--forecast-interval", "1", "--default-timeout", "3600")
+    cluster.apply(
+        podgroup("r", cluster.namespace, 2),
+        upstream_podgroup(cluster, "next", {"gang": {"minCount": 2}}),
+    )
+    running = cluster.gang(
+        "r", 2, scheduler=scheduler.name,
+        labels={names.POD_GROUP_LABEL: "r"},
+        annotations={names.EXPECTED_DURATION: "10m"},
+    )  # fmt: skip
+    wait_bound(cluster, running)
+    waiting = members(cluster, "next", 2, scheduler=scheduler.name)
+    wait_for(
+        lambda: _upstream_estimate(cluster, "next") is not None,
+        timeout=BIND_TIMEOUT,
+        what=f"a {names.FOREIGN_ESTIMATED_START} condition on upstream PodGroup next",
+    )
+    said = _upstream_estimate(cluster, "next")
+    assert (said["status"], said["reason"]) == ("True", "Estimated"), said
+    assert f"once {cluster.namespace}/r ended" in said["message"], said
+    assert scheduled_condition(cluster, "next").get("status") == "False", "kube-scheduler's too"
+    cluster.access.kubectl("delete", "pod", *sorted(running), "-n", cluster.namespace)
+    wait_bound(cluster, waiting)
+    wait_for(
+        lambda: _upstream_estimate(cluster, "next") is None,
+        timeout=BIND_TIMEOUT,
+        what="the estimate taken off upstream PodGroup next once it is placed",
+    )
+    assert scheduled_condition(cluster, "next").get("status") == "True"
     scheduler.assert_alive()
 
 

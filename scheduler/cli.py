@@ -138,7 +138,8 @@ def build_parser(prog: str = "gang-scheduler") -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="every that many seconds while gangs wait, play the passes to come forward in a "
         "worker thread and write each waiting gang's expected start on its PodGroup "
-        "(condition EstimatedStart); the play's own time stretches the interval "
+        "(condition EstimatedStart; gang-scheduler.io/EstimatedStart on upstream and Volcano "
+        "PodGroups); the play's own time stretches the interval "
         "(default: 0, never)",
     )
     run.add_argument(

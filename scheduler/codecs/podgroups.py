@@ -388,11 +388,16 @@ def podgroup_status_to_dict(
     (metav1.Condition, with observedGeneration; sent as a strategic merge by type, so other
     writers' conditions stay as they are); Volcano's phase, counts and conditions."""
     if api is PodGroupApi.WORKLOAD:
-        ours = replace(
-            status,
-            conditions=tuple(c for c in status.conditions if c.type in names.UPSTREAM_CONDITIONS),
-        )
-        return {"conditions": _conditions(ours, metav1=True)}
+        written = (*names.UPSTREAM_CONDITIONS, names.FOREIGN_ESTIMATED_START)
+        ours = replace(status, conditions=tuple(c for c in status.conditions if c.type in written))
+        conditions = _conditions(ours, metav1=True)
+        if not any(c.type == names.FOREIGN_ESTIMATED_START for c in ours.conditions):
+            # A strategic merge keeps what it is not told to delete (by type, the list's key):
+            # a status without an estimate says to delete ours, on every write and not only
+            # when the cache shows one, since an estimate's write may still be on its way
+            # when the pass that places the gang runs. Where there is none, a no-op.
+            conditions.append({"type": names.FOREIGN_ESTIMATED_START, "$patch": "delete"})
+        return {"conditions": conditions}
     if api is PodGroupApi.VOLCANO:
         return {
             "phase": status.phase,

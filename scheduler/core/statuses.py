@@ -103,8 +103,13 @@ def desired_status(
 
     current = gang.podgroup.status if gang.podgroup else PodGroupStatus()
     api = gang.podgroup.api if gang.podgroup else PodGroupApi.OURS
+    # An estimate is said only while the gang waits: gone once it is placed.
+    estimate = _estimated_start(eta) if waiting and not (satisfied or timed_out) else None
     if api is PodGroupApi.WORKLOAD:
-        return _upstream(gang, current, condition=condition, now=now)
+        return _estimated(
+            _upstream(gang, current, condition=condition, now=now),
+            names.FOREIGN_ESTIMATED_START, estimate, now=now,
+        )  # fmt: skip
     if api is PodGroupApi.VOLCANO:
         # Volcano's Inqueue means its queue let it in (the enqueue action): a gang its
         # queue holds back (Closed, unknown, its minimum over a capability) stays Pending.
@@ -114,11 +119,13 @@ def desired_status(
         # Volcano's NotEnoughTasks: fewer tasks than the gang waits for (its ValidTaskNum
         # below minMember), not any wait before an attempt (a Closed queue, say).
         short = sum(1 for p in members if p.alive) < gang.total
-        return _volcano(
-            current, phase=phase, counts=counts, condition=condition, now=now, short=short
-        )
+        return _estimated(
+            _volcano(
+                current, phase=phase, counts=counts, condition=condition, now=now, short=short
+            ),
+            names.FOREIGN_ESTIMATED_START, estimate, now=now,
+        )  # fmt: skip
     wanted = {SCHEDULED: condition}
-    estimate = _estimated_start(eta) if waiting and not (satisfied or timed_out) else None
     if estimate is not None:
         wanted[ESTIMATED_START] = estimate
     if satisfied:
@@ -127,7 +134,6 @@ def desired_status(
             if below_min
             else ("True", "MinMemberAvailable", f"at least {need} members running or pending")
         )
-    # An estimate is said only while the gang waits: gone once it is placed.
     others = tuple(
         c for c in current.conditions if c.type not in wanted and c.type != ESTIMATED_START
     )
@@ -169,6 +175,18 @@ def _estimated_start(eta: Eta | None) -> tuple[str, str, str] | None:
         )
     reason = "".join(word.capitalize() for word in eta.state.value.split("-"))
     return ("False", reason, clip_message(eta.reason or eta.state.value))
+
+
+def _estimated(
+    status: PodGroupStatus, kind: str, estimate: tuple[str, str, str] | None, *, now: float
+) -> PodGroupStatus:
+    """``status`` with the estimate as condition ``kind`` in place of the one it had, or
+    without one when there is no estimate (the gang is placed, or no play has run)."""
+    if estimate is None:
+        kept = tuple(c for c in status.conditions if c.type != kind)
+        return status if len(kept) == len(status.conditions) else replace(status, conditions=kept)
+    written = _condition(kind, estimate, current=status, now=now)
+    return replace(status, conditions=_put(status.conditions, (written,)))
 
 
 def expected_start_mark(eta: Eta | None) -> str:

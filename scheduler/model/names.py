@@ -118,5 +118,9 @@ NETWORK_TOPOLOGY = OUR_PREFIX + "network-topology"
 UPSTREAM_SCHEDULED = "PodGroupScheduled"
 UPSTREAM_INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
 UPSTREAM_CONDITIONS = (UPSTREAM_SCHEDULED, UPSTREAM_INITIALLY_SCHEDULED)
+# A waiting gang's expected start (--forecast-interval) on a PodGroup of a kind that is not
+# ours (upstream, Volcano): a condition type of our own, prefixed as Kubernetes asks of
+# conditions that others add to a type. Our own PodGroup says it as EstimatedStart.
+FOREIGN_ESTIMATED_START = OUR_PREFIX + "EstimatedStart"
 # The Workload API version that named the condition PodGroupScheduled.
 WORKLOAD_V1ALPHA2 = "scheduling.k8s.io/v1alpha2"

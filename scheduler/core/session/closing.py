@@ -200,16 +200,18 @@ def _volume_releases(
 def _expected_start_marks(
     session: Session, gang: Gang, forecast: Forecast | None
 ) -> list[PodPatch]:
-    """A gang whose PodGroup (if any) has no EstimatedStart condition of ours says its
-    estimate on its first waiting pod (``names.EXPECTED_START``); the mark is taken off the
-    others, and off every member once it is placed or no play has looked at it."""
+    """A gang without a PodGroup says its estimate on its first waiting pod
+    (``names.EXPECTED_START``); the mark is taken off the others, and off every member once
+    it is placed or no play has looked at it. A PodGroup of any kind says it in a condition
+    (``desired_status``): its members carry no mark."""
     outcome = session.outcomes[gang.key]
     state = outcome.state
     if gang.key.name.startswith(SINGLE_PREFIX) and not any(p.expected_start for p in gang.members):
         # A pod of no gang, placed as kube-scheduler would: a backlog of them would cost a
         # write each.
         return []
-    todo = [] if state.satisfied or state.timed_out or outcome.bindings else pending(gang)
+    placed = state.satisfied or state.timed_out or outcome.bindings
+    todo = [] if placed or gang.podgroup is not None else pending(gang)
     lead = session.order.ordered(todo)[0].ref if todo else None
     said = expected_start_mark(forecast.etas.get(gang.key)) if forecast and lead else ""
     marks = []
@@ -252,8 +254,7 @@ def close(session: Session) -> Result:
         memory[key] = replace(outcome.state, condition=outcome.condition, tier_needs=needs)
         if not (outcome.state.satisfied or outcome.state.timed_out) and pending(gang):
             waiting += 1
-        if gang.podgroup is None or gang.podgroup.api is not PodGroupApi.OURS:
-            session.add(session.patches, *_expected_start_marks(session, gang, forecast))
+        session.add(session.patches, *_expected_start_marks(session, gang, forecast))
         if gang.podgroup is None:
             continue
         status = desired_status(
