@@ -22,6 +22,18 @@ def _estimate(cluster: Cluster, name: str) -> dict | None:
     return next((c for c in conditions if c["type"] == "EstimatedStart"), None)
 
 
+def _ten_minute_run(cluster: Cluster, scheduler: str) -> set[str]:
+    """r: a PodGroup of 2 pods expected to run 10 minutes, bound."""
+    cluster.apply(podgroup("r", cluster.namespace, 2))
+    running = cluster.gang(
+        "r", 2, scheduler=scheduler,
+        labels={names.POD_GROUP_LABEL: "r"},
+        annotations={names.EXPECTED_DURATION: "10m"},
+    )  # fmt: skip
+    wait_bound(cluster, running)
+    return running
+
+
 def test_a_waiting_gang_says_when_the_gang_ahead_of_it_will_have_ended(
     cluster: Cluster, private_scheduler: PrivateSchedulers
 ) -> None:
@@ -29,13 +41,8 @@ def test_a_waiting_gang_says_when_the_gang_ahead_of_it_will_have_ended(
     cluster.nodes(1, cpu="2")
     # A timeout past r's end: with the default 600 s, next would time out before r ends.
     scheduler = private_scheduler.start("--forecast-interval", "1", "--default-timeout", "3600")
-    cluster.apply(podgroup("r", cluster.namespace, 2), podgroup("next", cluster.namespace, 2))
-    running = cluster.gang(
-        "r", 2, scheduler=scheduler.name,
-        labels={names.POD_GROUP_LABEL: "r"},
-        annotations={names.EXPECTED_DURATION: "10m"},
-    )  # fmt: skip
-    wait_bound(cluster, running)
+    cluster.apply(podgroup("next", cluster.namespace, 2))
+    _ten_minute_run(cluster, scheduler.name)
     cluster.gang("next", 2, scheduler=scheduler.name, labels={names.POD_GROUP_LABEL: "next"})
     wait_for(
         lambda: _estimate(cluster, "next") is not None,
@@ -63,16 +70,8 @@ def test_an_upstream_podgroup_says_the_estimate_in_a_condition_of_ours_until_it_
     directive takes it off once next binds."""
     cluster.nodes(1, cpu="2")
     scheduler = private_scheduler.start("--forecast-interval", "1", "--default-timeout", "3600")
-    cluster.apply(
-        podgroup("r", cluster.namespace, 2),
-        upstream_podgroup(cluster, "next", {"gang": {"minCount": 2}}),
-    )
-    running = cluster.gang(
-        "r", 2, scheduler=scheduler.name,
-        labels={names.POD_GROUP_LABEL: "r"},
-        annotations={names.EXPECTED_DURATION: "10m"},
-    )  # fmt: skip
-    wait_bound(cluster, running)
+    cluster.apply(upstream_podgroup(cluster, "next", {"gang": {"minCount": 2}}))
+    running = _ten_minute_run(cluster, scheduler.name)
     waiting = members(cluster, "next", 2, scheduler=scheduler.name)
     wait_for(
         lambda: _upstream_estimate(cluster, "next") is not None,
