@@ -254,7 +254,10 @@ def close(session: Session) -> Result:
         memory[key] = replace(outcome.state, condition=outcome.condition, tier_needs=needs)
         if not (outcome.state.satisfied or outcome.state.timed_out) and pending(gang):
             waiting += 1
-        session.add(session.patches, *_expected_start_marks(session, gang, forecast))
+        if gang.podgroup is None or gang.podgroup.api is not PodGroupApi.OURS:
+            # Our own PodGroup's members never carried a mark: no walk of them each pass.
+            # Upstream and Volcano ones did, before their PodGroup said it: taken off.
+            session.add(session.patches, *_expected_start_marks(session, gang, forecast))
         if gang.podgroup is None:
             continue
         status = desired_status(
