@@ -12,6 +12,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from e2e.awaiting_builds import BUILDS_VARIABLE, BackgroundBuild
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -149,3 +151,22 @@ def test_a_wait_gives_up_at_its_limit_and_says_so(tmp_path: Path) -> None:
     build = BackgroundBuild("controlplane", "the control plane", tmp_path)
     build.await_end(limit_s=0.2, poll_s=0.05)
     assert build.outcome == "still running after 0 s"
+
+
+def test_under_make_tests_background_builds_a_missing_control_plane_is_found_missing_not_built(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty cache: build.sh --path builds nothing, and the error names the background
+    build rather than starting a second, foreground one inside a test's time."""
+    from testbed.cluster import ClusterError, resolve_binaries  # noqa: PLC0415
+
+    monkeypatch.setenv(BUILDS_VARIABLE, str(tmp_path / "builds"))
+    monkeypatch.setenv("GANG_SCHEDULER_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("KUBE_BIN_DIR", raising=False)
+    started = time.monotonic()
+    with pytest.raises(ClusterError, match="background build of the control plane"):
+        resolve_binaries()
+    assert time.monotonic() - started < 30, "it looked, it did not build"
+    assert not (tmp_path / "cache" / "bin").exists() or not any(
+        (tmp_path / "cache" / "bin").rglob("kube-apiserver")
+    )
