@@ -201,6 +201,9 @@ def longest_loop_lag_ms(path: Path, since: int) -> dict:
     found = re.findall(r"longest_milliseconds\W+([0-9.]+)", text)
     cpu = re.findall(r"longest_loop_cpu_milliseconds\W+([0-9.]+)", text)
     stretch = {"longest_event_loop_stretch_ms": float(found[-1])} if found else {}
+    process = re.findall(r"longest_process_cpu_milliseconds\W+([0-9.]+)", text)
     if stretch and cpu:  # the loop thread's own CPU in it: the rest waited for GIL or CPU
         stretch["longest_event_loop_stretch_cpu_ms"] = float(cpu[-1])
+    if stretch and process:  # the whole process's: beyond the loop's, our other threads
+        stretch["longest_event_loop_stretch_process_cpu_ms"] = float(process[-1])
     return stretch

@@ -1088,6 +1088,7 @@ def markdown(results: Results) -> str:
         ("longest partly bound ms", "longest_partly_bound_ms"),
         ("longest event-loop stretch ms", "longest_event_loop_stretch_ms"),
         ("its loop-thread CPU ms", "longest_event_loop_stretch_cpu_ms"),
+        ("its process CPU ms", "longest_event_loop_stretch_process_cpu_ms"),
         ("CPU s", "cpu_seconds"),
         ("peak RSS MiB", "peak_rss_mib"),
     ]
@@ -1122,6 +1123,7 @@ def markdown(results: Results) -> str:
         ("longest partly bound ms", "longest_partly_bound_ms"),
         ("longest event-loop stretch ms", "longest_event_loop_stretch_ms"),
         ("its loop-thread CPU ms", "longest_event_loop_stretch_cpu_ms"),
+        ("its process CPU ms", "longest_event_loop_stretch_process_cpu_ms"),
         ("CPU s", "cpu_seconds"),
         ("last write after last bind s", "last_write_after_last_bind_seconds"),
         ("CPU s at last write", "cpu_seconds_at_last_write"),

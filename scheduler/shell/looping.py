@@ -460,26 +460,30 @@ async def measure_lag(metrics: Metrics, *, interval: float = 0.02) -> None:
     loop was held (by a handler, a pass, a JSON decode, a full garbage collection) is what
     the watches, the binds and the Lease renewal had to wait. Logged when it grows past
     50 ms, and on cancel; collections are timed beside it. Each stretch is logged with the
-    CPU the loop's own thread spent in it: about all of it is a handler (or a collection) on
-    the loop; little of it is a wait for the GIL (a pass's thread holding it) or for a CPU
-    (other processes), which no change to a handler would shorten."""
-    longest = longest_cpu = 0.0
+    CPU the loop's own thread spent in it, and the whole process's: the loop's is handlers
+    (or a collection) on the loop; the rest of the process's is our other threads (a pass,
+    a census) holding the GIL while the loop waited for it; the wall time beyond the
+    process's is a wait for a CPU (other processes), which no change of ours would
+    shorten."""
+    longest = longest_cpu = longest_process = 0.0
     collections = FullCollections(metrics)
     gc.callbacks.append(collections)
     try:
         while True:
-            started, cpu = time.perf_counter(), time.thread_time()
+            started, cpu, process = time.perf_counter(), time.thread_time(), time.process_time()
             await asyncio.sleep(interval)
             lag = max(time.perf_counter() - started - interval, 0.0)
             metrics.loop_lag_seconds.observe(lag)
             if lag > longest:
                 longest, longest_cpu = lag, time.thread_time() - cpu
+                longest_process = time.process_time() - process
                 metrics.loop_lag_max_seconds.set(lag)
                 if lag > 0.05:
                     log.info(
                         "event loop held",
                         milliseconds=round(lag * 1000, 1),
                         loop_cpu_milliseconds=round(longest_cpu * 1000, 1),
+                        process_cpu_milliseconds=round(longest_process * 1000, 1),
                     )
     finally:
         gc.callbacks.remove(collections)

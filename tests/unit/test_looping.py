@@ -190,10 +190,11 @@ def test_full_garbage_collections_are_timed_while_the_lag_is_measured_and_not_af
     assert after == during
 
 
-def test_a_stretch_says_how_much_of_it_the_loop_spent_on_its_own_cpu() -> None:
-    """A handler that computes holds the loop on its own CPU; one that blocks without
-    computing (as a wait for the GIL does) holds it as long on almost none: the log tells
-    them apart."""
+def test_a_stretch_says_how_much_of_it_the_loop_and_the_process_spent_on_cpu() -> None:
+    """A handler that computes holds the loop on its own CPU; one that blocks while another
+    thread of ours computes (as a wait for the GIL does) holds it as long on the process's
+    CPU only; one that blocks on nothing of ours (as a wait for a core does) on neither: the
+    log tells the three apart."""
     from structlog.testing import capture_logs  # noqa: PLC0415
 
     def spin(seconds: float) -> None:
@@ -213,12 +214,24 @@ def test_a_stretch_says_how_much_of_it_the_loop_spent_on_its_own_cpu() -> None:
             await asyncio.gather(task, return_exceptions=True)
         return next(e for e in logs if e["event"] == "event loop lag")
 
+    def spin_elsewhere(seconds: float) -> None:
+        # The loop's thread waits while another of the process's computes, as it does while
+        # a pass's thread holds the GIL.
+        other = threading.Thread(target=spin, args=(seconds,))
+        other.start()
+        other.join()
+
     computing = asyncio.run(scenario(spin))
     waiting = asyncio.run(scenario(time.sleep))
+    elsewhere = asyncio.run(scenario(spin_elsewhere))
     assert computing["longest_milliseconds"] >= 250
     assert computing["longest_loop_cpu_milliseconds"] >= 120
     assert waiting["longest_milliseconds"] >= 250
     assert waiting["longest_loop_cpu_milliseconds"] < 40
+    assert waiting["longest_process_cpu_milliseconds"] < 40
+    assert elsewhere["longest_milliseconds"] >= 250
+    assert elsewhere["longest_loop_cpu_milliseconds"] < 40
+    assert elsewhere["longest_process_cpu_milliseconds"] >= 120
 
 
 def test_a_slow_collection_is_logged_with_the_cpu_its_thread_spent_in_it() -> None:
