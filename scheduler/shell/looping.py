@@ -395,11 +395,15 @@ async def measure_fragmentation(
     cache: ClusterCache, metrics: Metrics, *, interval: float = 5.0
 ) -> None:
     """The fragmentation gauges, from the cache's room as of the last pass, every
-    ``interval`` seconds: O(nodes), off the passes."""
+    ``interval`` seconds: O(nodes), off the passes. The inputs are copied on the event loop;
+    the measure walks every node for each waiting shape (80 ms of CPU at 5,000 nodes and a
+    backlog of 30,000 pods, all of it one stretch of the loop's), so it runs in a worker
+    thread, which the interpreter switches away from every few milliseconds."""
     shown: set[str] = set()  # the levels the stranded-by-topology gauge has
     while True:
         free, allocatable, waiting = cache.room()
-        found = fragmentation.measure(
+        found = await asyncio.to_thread(
+            fragmentation.measure,
             free,
             allocatable=allocatable,
             waiting=waiting,
@@ -491,4 +495,5 @@ async def measure_lag(metrics: Metrics, *, interval: float = 0.02) -> None:
             "event loop lag",
             longest_milliseconds=round(longest * 1000, 1),
             longest_loop_cpu_milliseconds=round(longest_cpu * 1000, 1),
+            longest_process_cpu_milliseconds=round(longest_process * 1000, 1),
         )

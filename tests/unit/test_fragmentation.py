@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -169,11 +171,22 @@ def test_a_pass_remembers_what_a_waiting_rack_bound_gang_needs_and_the_cache_mea
     asyncio.run(measured_twice(cache, group.key))
 
 
+async def measured(landed: Callable[[], bool], *, within: float = 5.0) -> None:
+    """Until the gauges say what ``landed`` looks for, or ``within`` seconds (the test's
+    assertion then says what they said)."""
+    deadline = time.monotonic() + within
+    while not landed() and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
+
+
 async def measured_twice(cache: ClusterCache, key: GangKey) -> None:
     """The shell's fragmentation task, measuring as the test's passes change the cache."""
     metrics = Metrics.create()
     task = asyncio.create_task(measure_fragmentation(cache, metrics, interval=0.01))
-    await asyncio.sleep(0.015)
+    # The measure runs in a worker thread: the first is read once it has landed.
+    await measured(
+        lambda: sample(metrics, "gang_scheduler_stranded_by_topology", level="rack") is not None,
+    )
     assert sample(metrics, "gang_scheduler_stranded_by_topology", level="rack") == 10
     assert sample(metrics, "gang_scheduler_stranded", resource=GPU) == 3  # n2, n4, n5: 1 each
 
@@ -183,7 +196,9 @@ async def measured_twice(cache: ClusterCache, key: GangKey) -> None:
     assert result.bindings
     assert result.memory[key].tier_needs == ()
     cache.remember(dict(result.memory))
-    await asyncio.sleep(0.02)
+    await measured(
+        lambda: sample(metrics, "gang_scheduler_stranded_by_topology", level="rack") is None,
+    )
     assert sample(metrics, "gang_scheduler_stranded_by_topology", level="rack") is None
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
