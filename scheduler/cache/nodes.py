@@ -45,6 +45,9 @@ class NodeCache:
         self._holdings_sum = HoldingsSum()
         self._holdings_live = False
         self._requeue: set[str] = set()
+        # Pods come (+1) to or gone (-1) from a node since its part was made, for the nodes
+        # not to be walked anew: their parts change by these alone.
+        self._moved: dict[str, list[tuple[int, Pod]]] = {}
         self._holdings_queues: dict[GangKey, tuple[str, PodGroupApi]] = {}
 
     def advance(self) -> int:
@@ -53,10 +56,22 @@ class NodeCache:
         return self.generation
 
     def touch(self, node: str) -> None:
-        """Something on ``node`` changed: its info is rebuilt, at a new generation."""
+        """Something on ``node`` changed: its info is rebuilt, at a new generation, and its
+        part of what the queues hold is made anew from its pods."""
+        self._changed(node)
+        self._requeue.add(node)
+
+    def _changed(self, node: str) -> None:
         self.generation += 1
         self._node_generation[node] = self.generation
         self._stale.add(node)
+
+    def _pod_moved(self, node: str, sign: int, pod: Pod) -> None:
+        """``pod`` came to (+1) or left (-1) ``node``: its info is rebuilt; its part of what
+        the queues hold changes by the pod alone."""
+        self._changed(node)
+        if self._holdings_live and node not in self._requeue:
+            self._moved.setdefault(node, []).append((sign, pod))
 
     def account(self, uid: str, pod: Pod) -> None:
         """``pod`` holds its requests on its node."""
@@ -64,12 +79,13 @@ class NodeCache:
         room = self._requested.setdefault(pod.node_name, {})
         for resource, amount in pod.requests.items():
             room[resource] = room.get(resource, 0) + amount
-        self.touch(pod.node_name)
+        self._pod_moved(pod.node_name, 1, pod)
 
     def unaccount(self, uid: str, pod: Pod) -> None:
         """``pod`` no longer holds its requests on its node."""
         pods = self._on_node.get(pod.node_name)
-        if pods is None or pods.pop(uid, None) is None:
+        counted = None if pods is None else pods.pop(uid, None)
+        if pods is None or counted is None:
             return
         room = self._requested[pod.node_name]
         for resource, amount in pod.requests.items():
@@ -77,7 +93,7 @@ class NodeCache:
         if not pods:
             del self._on_node[pod.node_name]
             del self._requested[pod.node_name]
-        self.touch(pod.node_name)
+        self._pod_moved(pod.node_name, -1, counted)
 
     def upsert(self, node: Node) -> bool:
         """Keep ``node``; whether it changed."""
@@ -98,7 +114,6 @@ class NodeCache:
     def rebuild(self) -> list[NodeInfo]:
         """Rebuild the infos of the nodes changed since the last rebuild; the rebuilt ones."""
         rebuilt = []
-        self._requeue |= self._stale
         for name in self._stale:
             pods = self._on_node.get(name)
             if name not in self.nodes and not pods:
@@ -142,6 +157,7 @@ class NodeCache:
         """No Queues served: no sums kept (summed afresh if they come back)."""
         self._holdings_live = False
         self._holdings.clear()
+        self._moved.clear()
         self._requeue.clear()
 
     def queue_holdings(
@@ -152,21 +168,40 @@ class NodeCache:
         members: Callable[[GangKey], Iterable[Pod]],
     ) -> QueueHoldings:
         """What the queues' pods hold, the parts of the nodes changed since the last time
-        worked out again (all of them the first time): O(changed nodes), where the walk a
-        pass would do is O(bound pods). ``members``: a gang's pods of ours."""
+        worked out again (all of them the first time): O(pods that came or went, and the
+        pods of nodes that changed otherwise), where the walk a pass would do is O(bound
+        pods). ``members``: a gang's pods of ours."""
         if not self._holdings_live:
             self._holdings_live = True
             self._holdings.clear()
             self._holdings_sum = HoldingsSum()
             self._holdings_queues = {}
             self._requeue = {*self.infos, *self.nodes}
-        # A gang whose PodGroup came, went or names another queue: its bound members' nodes.
+            self._moved.clear()
+        # A gang whose PodGroup came, went or names another queue: its bound members' nodes,
+        # and those a member left since (it is no member now, and was counted as one).
         queues = {key: (podgroup.queue, podgroup.api) for key, podgroup in podgroups.items()}
         before = self._holdings_queues
-        for key in {*queues, *before}:
-            if queues.get(key) != before.get(key):
-                self._requeue.update(p.node_name for p in members(key) if p.node_name)
+        requeued = {key for key in {*queues, *before} if queues.get(key) != before.get(key)}
+        for key in requeued:
+            self._requeue.update(p.node_name for p in members(key) if p.node_name)
+        if requeued:
+            self._requeue.update(
+                name
+                for name, moves in self._moved.items()
+                if any(p.gang is not None and p.gang.key in requeued for _, p in moves)
+            )
         self._holdings_queues = queues
+        for name, moves in self._moved.items():
+            old = self._holdings.get(name)
+            if name in self._requeue or old is None or name not in self.infos:
+                self._requeue.add(name)  # walked whole below
+                continue
+            part = old.moved(moves, node=self.nodes.get(name), ours=ours, podgroups=podgroups)
+            self._holdings_sum.add(old, sign=-1)
+            self._holdings[name] = part
+            self._holdings_sum.add(part)
+        self._moved.clear()
         for name in self._requeue:
             old = self._holdings.pop(name, None)
             if old is not None:

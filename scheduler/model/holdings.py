@@ -69,6 +69,39 @@ class NodeHoldings:
             room=Resources(room),
         )
 
+    def moved(
+        self,
+        moves: Iterable[tuple[int, Pod]],
+        *,
+        node: Node | None,
+        ours: frozenset[str],
+        podgroups: Mapping[GangKey, PodGroup],
+    ) -> NodeHoldings:
+        """This part with pods come (+1) and gone (-1) since it was made, each counted as
+        ``on`` counts it; ``node`` as it was then (a node that changed is walked anew). A
+        bind changes a node by one pod: walking all of the node's pods again for it made
+        each pass walk every bound pod once the scheduler had packed them (60 a node)."""
+        usable = node is not None and node.ready and not node.unschedulable
+        held = {queue: dict(amounts.amounts) for queue, amounts in self.held.items()}
+        leaving = {queue: dict(amounts.amounts) for queue, amounts in self.leaving.items()}
+        room = dict(self.room.amounts)
+        for sign, pod in moves:
+            if not pod.holds_resources:
+                continue
+            requests = pod.requests.amounts
+            if pod.scheduler_name in ours:
+                queue = queue_of_pod(pod, podgroups) or DEFAULT_QUEUE
+                _add(held.setdefault(queue, {}), requests, sign=sign)
+                if pod.deleting:
+                    _add(leaving.setdefault(queue, {}), requests, sign=sign)
+            elif usable:
+                _add(room, requests, sign=-sign)
+        return NodeHoldings(
+            held={q: Resources(a) for q, a in held.items()},
+            leaving={q: Resources(a) for q, a in leaving.items()},
+            room=Resources(room),
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class QueueHoldings:

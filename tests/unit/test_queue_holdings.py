@@ -84,7 +84,7 @@ def _step(cache: ClusterCache, rng: random.Random, refs: dict[str, PodRef], n: i
 
 def test_the_cache_sums_what_the_queues_hold_as_the_walk_over_every_pod_does() -> None:
     compared = 0
-    for seed in range(120):
+    for seed in range(300):
         rng = random.Random(seed)
         cache = ClusterCache(scheduler_name=SCHEDULER)
         for name in NODES:
@@ -126,6 +126,44 @@ def test_a_podgroup_that_moves_its_gang_to_another_queue_moves_what_its_bound_po
     assert set(cache.snapshot(now=T0).queue_holdings.held) == {"q-b"}
     cache.remove_podgroup(GangKey("default", "g"))
     assert set(cache.snapshot(now=T0).queue_holdings.held) == {"default"}
+
+
+def test_pods_coming_to_and_leaving_a_packed_node_keep_the_sums_the_walk_gives() -> None:
+    """Pods that come to and go from a node change its part by themselves (the node's
+    other pods are not walked again), and the sums stay what the walk gives."""
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    cache.serve(QUEUES, True)
+    cache.upsert_node(node("n0", gpu=8))
+    cache.upsert_podgroup(podgroup("g", annotations={names.VOLCANO_QUEUE_NAME: "q-a"}))
+    for i in range(6):
+        cache.upsert_pod(pod(f"a{i}", gpu=1, pod_group="g", node_name="n0", phase="Running"))
+    cache.upsert_pod(pod("other", gpu=1, scheduler="default-scheduler", node_name="n0"))
+    summed, walked = _walked(cache)
+    assert summed == walked
+    assert summed.held["q-a"]["nvidia.com/gpu"] == 6
+    cache.upsert_pod(pod("a6", gpu=1, pod_group="g", node_name="n0", phase="Running"))
+    cache.remove_pod(pod("a0", pod_group="g").ref.uid)
+    cache.remove_pod(pod("other", scheduler="default-scheduler").ref.uid)
+    summed, walked = _walked(cache)
+    assert summed == walked
+    assert summed.held["q-a"]["nvidia.com/gpu"] == 6
+    assert summed.room["nvidia.com/gpu"] == 8
+
+
+def test_a_member_gone_while_its_podgroup_moves_queue_leaves_nothing_in_the_old_one() -> None:
+    """Counted in q-a, the member is deleted and its PodGroup names q-b before the next
+    snapshot: it is no member of the gang any more, and q-a must not keep its GPUs."""
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    cache.serve(QUEUES, True)
+    cache.upsert_node(node("n0", gpu=8))
+    cache.upsert_podgroup(podgroup("g", annotations={names.VOLCANO_QUEUE_NAME: "q-a"}))
+    cache.upsert_pod(pod("a", gpu=4, pod_group="g", node_name="n0", phase="Running"))
+    assert cache.snapshot(now=T0).queue_holdings.held["q-a"]["nvidia.com/gpu"] == 4
+    cache.remove_pod(pod("a", pod_group="g").ref.uid)
+    cache.upsert_podgroup(podgroup("g", annotations={names.VOLCANO_QUEUE_NAME: "q-b"}))
+    summed, walked = _walked(cache)
+    assert summed == walked
+    assert summed.held == {}
 
 
 def test_a_pass_on_the_caches_sums_decides_as_one_that_walks() -> None:
