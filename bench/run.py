@@ -63,7 +63,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,6 +77,7 @@ from bench.apiserver import (
 )
 from bench.invariants import PARTIAL_LIMIT_SECONDS, Invariants, allocatable_of
 from bench.metering import Meter, Quiet, log_size, longest_loop_lag_ms, usage
+from bench.pprof import Profiling, free_port
 from bench.report import log, table, write
 from bench.runs import Results, Round, Run
 from bench.schedulers import (
@@ -228,6 +229,8 @@ class Setting:
     # Those of them with claims (the backlog with volumes): their claims, volumes and
     # StorageClass go too, once their pods are gone.
     with_volumes: set[str] = field(default_factory=set)
+    # Where a Go peer's profiles go while it runs a backlog (``--pprof``); None: none taken.
+    pprof: Path | None = None
 
 
 async def fresh(setting: Setting, name: str) -> str:
@@ -360,6 +363,22 @@ async def _wind_up(
         setting.left.append(namespace)
 
 
+@contextlib.asynccontextmanager
+async def _profiled(setting: Setting, contender: Contender, *, name: str) -> AsyncIterator[None]:
+    """A Go peer's profiles taken while the body runs (``--pprof``); nothing otherwise."""
+    if setting.pprof is None or contender.pprof_port is None:
+        yield
+        return
+    folder, prefix = setting.pprof, f"{contender.key}-{name}"
+    profiling = Profiling(port=contender.pprof_port, folder=folder, prefix=prefix).start()
+    try:
+        yield
+    finally:
+        await profiling.stop()
+        missed = f"; not taken: {profiling.failures[-1]}" if profiling.failures else ""
+        log(f"{contender.label}: {len(profiling.taken)} profiles in {folder}{missed}")
+
+
 def _scheduler_log(setting: Setting, contender: Contender) -> Path:
     return setting.logs / f"{contender.key}.log"
 
@@ -466,10 +485,11 @@ async def backlog(
     meter = Meter(scheduler, setting.audit_log, contender.metrics_port, started=started).start()
     quiet: Quiet | None = None
     try:
-        await _all_bound(
-            watch, invariants=invariants, contender=contender, started=started,
-            scheduler=scheduler, pods=gangs.pods, timeout=setting.timeout,
-        )  # fmt: skip
+        async with _profiled(setting, contender, name=name):
+            await _all_bound(
+                watch, invariants=invariants, contender=contender, started=started,
+                scheduler=scheduler, pods=gangs.pods, timeout=setting.timeout,
+            )  # fmt: skip
         usage(scheduler)  # still running
         quiet, used = await _to_quiescence(setting, meter, watched_last_bind=watch.span()[1])
         checked_at = await _gangs_settled(watch, invariants)
@@ -1224,6 +1244,8 @@ async def main_async(
             build=not args.smoke,
             only=frozenset(args.only) if args.only else None,
         )
+        if args.pprof is not None:
+            peers = [p.profiled(free_port()) for p in peers]
         racks = max(args.nodes // 50, 1)
         plan = layout(racks=racks, nodes_per_rack=args.nodes // racks, prefix="bench-node-")
         manifests = [
@@ -1247,6 +1269,7 @@ async def main_async(
             audit_log=plane.logs / "audit.log",
             quiet=args.quiet,
             quiet_cap=args.quiet_cap,
+            pprof=args.pprof,
         )
         try:
             served = await api.request("GET", "/version")
@@ -1424,6 +1447,14 @@ def parser() -> argparse.ArgumentParser:
         action="store_true",
         help="measure no bind ceiling (no ratio to it is then reported): at 10,000 nodes its "
         "two runs take 20 minutes a round",
+    )
+    p.add_argument(
+        "--pprof",
+        type=Path,
+        metavar="DIR",
+        help="kube-scheduler peers serve pprof, and a CPU profile of 30 s is taken into DIR "
+        "every 60 s of each backlog, their goroutines at its end (bench/pprof.py; read them "
+        "with `go tool pprof -top FILE`)",
     )
     p.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)
     return p

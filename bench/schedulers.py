@@ -27,11 +27,12 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
+from bench.pprof import pprof_argv
 from scheduler import __version__
 from scheduler.codecs.quantities import quantity
 from scheduler.model import names
@@ -112,6 +113,16 @@ class Contender:
     metrics_port: int | None = None
     # Where it runs from (an earlier checkout of ours, for an A/B run); None: here.
     cwd: Path | None = None
+    # Where a Go peer serves pprof (``bench.run --pprof``); None: it does not.
+    pprof_port: int | None = None
+
+    def profiled(self, port: int) -> Contender:
+        """This peer serving pprof on ``port`` if it is a kube-scheduler (its secure port is
+        off in the bench); ours as it is (``measure_lag`` and py-spy profile ours)."""
+        if "--secure-port=0" not in self.argv:
+            return self
+        settings = {**self.settings, "pprof": "secure port on loopback, pprof served (--pprof)"}
+        return replace(self, argv=pprof_argv(self.argv, port), pprof_port=port, settings=settings)
 
     def podgroup(
         self, *, namespace: str, name: str, size: int, requests: dict[str, str] | None = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 
@@ -27,11 +28,13 @@ AGENTS = {
 }
 
 
-def test_every_scheduler_of_the_bench_ends_every_gang_whole() -> None:
+def test_every_scheduler_of_the_bench_ends_every_gang_whole(tmp_path: Path) -> None:
+    profiles = tmp_path / "pprof"
     args = parse(
         ["--smoke", "--nodes", "16", "--pods", "32", "--latency-pods", "32",
          "--latency-rate", "50", "--timeout", "30", "--contention-timeout", "30",
-         "--settle", "0.5", "--rounds", "1", "--quiet", "2", "--quiet-cap", "20"]
+         "--settle", "0.5", "--rounds", "1", "--quiet", "2", "--quiet-cap", "20",
+         "--pprof", str(profiles)]
     )  # fmt: skip
     started = time.monotonic()
     try:
@@ -83,4 +86,14 @@ def test_every_scheduler_of_the_bench_ends_every_gang_whole() -> None:
             if not workload.startswith("contention") and result.get("quiet") is not True:
                 broken.append(f"{workload}, {scheduler}: not quiet: {result}")
     assert not broken, "gangs not whole:\n" + "\n".join(broken)
+    # --pprof: each kube-scheduler peer served pprof and metrics on the port it was given,
+    # and its goroutines' stacks and metrics were taken at the end of its backlogs (ours is
+    # profiled otherwise).
+    for peer in ("kube_scheduler", "coscheduling", "coscheduling_tuned"):
+        stacks = sorted(profiles.glob(f"{peer}-gangs-goroutines-*.txt"))
+        assert stacks, f"{peer} left no goroutine stacks: {sorted(profiles.iterdir())}"
+        assert "k8s.io/kubernetes/pkg/scheduler" in stacks[0].read_text()
+        (metrics,) = profiles.glob(f"{peer}-gangs-metrics-*.txt")
+        assert "scheduler_pending_pods" in metrics.read_text()
+    assert not list(profiles.glob("gang_scheduler-*"))
     print(f"bench smoke: {time.monotonic() - started:.0f}s")
