@@ -16,22 +16,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import socket
-import ssl
+import http.client
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from testbed.cluster import unverified_tls
+
 # The paths served to anyone: pprof's, its metrics, and the health checks kube-scheduler
 # allows by default.
 ALWAYS_ALLOWED = "/healthz,/readyz,/livez,/metrics,/debug/pprof,/debug/pprof/*"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def pprof_argv(argv: tuple[str, ...], port: int) -> tuple[str, ...]:
@@ -45,14 +40,6 @@ def pprof_argv(argv: tuple[str, ...], port: int) -> tuple[str, ...]:
         f"--authorization-always-allow-paths={ALWAYS_ALLOWED}",
         "--profiling=true",
     )
-
-
-def _unverified() -> ssl.SSLContext:
-    # The peer serves a certificate it made for itself at start: nothing to verify it against.
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
 
 
 @dataclass
@@ -72,13 +59,15 @@ class Profiling:
 
     def _get(self, path: str, *, timeout: float) -> bytes:
         url = f"https://127.0.0.1:{self.port}{path}"
-        with urllib.request.urlopen(url, timeout=timeout, context=_unverified()) as answer:
+        with urllib.request.urlopen(url, timeout=timeout, context=unverified_tls()) as answer:
             return answer.read()
 
     async def _save(self, path: str, name: str, *, timeout: float) -> None:
         try:
             body = await asyncio.to_thread(self._get, path, timeout=timeout)
-        except OSError as error:  # not serving yet, or gone: say so in the run's log
+        # Not serving yet, gone, or gone mid-answer (IncompleteRead is no OSError): say so in
+        # the run's log; a profile missed never fails the run it was to explain.
+        except (OSError, http.client.HTTPException) as error:
             self.failures.append(f"{path}: {error}")
             return
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -88,14 +77,15 @@ class Profiling:
 
     async def _profiles(self) -> None:
         await asyncio.sleep(min(self.every, 10))  # its caches are being filled at first
-        while True:
-            at = round(time.monotonic() - self._started)
+        while True:  # one every ``every`` s from the start of the last, answered or not
+            began = time.monotonic()
+            at = round(began - self._started)
             await self._save(
                 f"/debug/pprof/profile?seconds={self.seconds}",
                 f"cpu-{at:04d}s.pb.gz",
                 timeout=self.seconds + 30,
             )
-            await asyncio.sleep(max(0.0, self.every - self.seconds))
+            await asyncio.sleep(max(0.0, began + self.every - time.monotonic()))
 
     def start(self) -> Profiling:
         self._task = asyncio.get_running_loop().create_task(self._profiles())

@@ -77,7 +77,7 @@ from bench.apiserver import (
 )
 from bench.invariants import PARTIAL_LIMIT_SECONDS, Invariants, allocatable_of
 from bench.metering import Meter, Quiet, log_size, longest_loop_lag_ms, usage
-from bench.pprof import Profiling, free_port
+from bench.pprof import Profiling
 from bench.report import log, table, write
 from bench.runs import Results, Round, Run
 from bench.schedulers import (
@@ -376,7 +376,7 @@ async def _profiled(setting: Setting, contender: Contender, *, name: str) -> Asy
     finally:
         await profiling.stop()
         missed = f"; not taken: {profiling.failures[-1]}" if profiling.failures else ""
-        log(f"{contender.label}: {len(profiling.taken)} profiles in {folder}{missed}")
+        log(f"{contender.label}: {len(profiling.taken)} files of pprof in {folder}{missed}")
 
 
 def _scheduler_log(setting: Setting, contender: Contender) -> Path:
@@ -1245,7 +1245,7 @@ async def main_async(
             only=frozenset(args.only) if args.only else None,
         )
         if args.pprof is not None:
-            peers = [p.profiled(free_port()) for p in peers]
+            peers = [p.profiled(local_cluster.free_port()) for p in peers]
         racks = max(args.nodes // 50, 1)
         plan = layout(racks=racks, nodes_per_rack=args.nodes // racks, prefix="bench-node-")
         manifests = [

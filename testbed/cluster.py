@@ -240,6 +240,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def unverified_tls() -> ssl.SSLContext:
+    """TLS for a component's own secure port on loopback: it serves a certificate it made for
+    itself at start, so there is nothing to verify it against."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 def read_state(directory: Path) -> ControlPlane | None:
     try:
         raw = json.loads((directory / "state.json").read_text())
@@ -533,11 +542,8 @@ def up(
             logs,
         )
         started(kcm)
-        unverified = ssl.create_default_context()
-        unverified.check_hostname = False
-        unverified.verify_mode = ssl.CERT_NONE
         _wait_until(
-            lambda: _http_ok(f"https://127.0.0.1:{kcm_port}/healthz", unverified),
+            lambda: _http_ok(f"https://127.0.0.1:{kcm_port}/healthz", unverified_tls()),
             what="waiting for kube-controller-manager to be healthy",
             timeout=60,
             process=kcm,
