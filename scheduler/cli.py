@@ -426,7 +426,7 @@ async def _run(args: argparse.Namespace) -> None:
     gc.freeze()
     gc.set_threshold(50_000, 50, 100)
     gc.enable()  # main() turned it off while the modules loaded
-    # kopf handles SIGINT and SIGTERM itself: it stops the watches, then run_operator drains.
+    # SIGINT and SIGTERM set run_operator's stop flag: it stops the watches, then drains.
     config = Config(
         **_names(args.scheduler_name),
         default_timeout_seconds=args.default_timeout,

@@ -1,7 +1,7 @@
-"""The kopf operator: the only module that imports kopf.
+"""The operator: the wiring of the shell, and kopf's frame beside it (``scheduler.frame``).
 
-kopf runs the operator's frame: credentials, the liveness probe, start-up and clean-up,
-signals. The cluster comes into the cache through our own informers
+kopf runs the liveness probe, in a thread of its own; signals, start-up and shut-down are
+ours. The cluster comes into the cache through our own informers
 (``shell.watching.Informer``, one per kind) and Sakkara's ConfigMaps through a
 label-selected watch; nothing here decides anything. kopf does not watch the kinds: its
 per-event machinery would be a third of the process at 1,000 nodes, it resolves the kinds it
@@ -13,19 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-import logging
 import signal
-import sys
-from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
 
 import structlog
 
 from scheduler.cache.cluster import ClusterCache
 from scheduler.codecs.cel import Selectors
+from scheduler.frame import Frame, Runtime
 from scheduler.model import names
 from scheduler.model.config import Config
 from scheduler.shell.api import ApiClient, Credentials, RateLimiter
@@ -44,40 +39,7 @@ from scheduler.shell.recording import EventRecorder
 from scheduler.shell.syncing import wait_until_synced
 from scheduler.shell.watching import Informer, Informers, LabelWatch
 
-if TYPE_CHECKING:
-    import kopf
-
-
-def _load_kopf() -> ModuleType:
-    """kopf, imported while the informers' first LISTs are in flight: a quarter of a second
-    that used to come before them.
-
-    kopf imports the pykube and kubernetes clients when they are installed, only to know
-    their objects in helpers we never call (adopt, owner references): about a fifth of a
-    second more. They are hidden from it while it loads (a module that is None in
-    sys.modules cannot be imported), unless already imported."""
-    hidden = [name for name in ("pykube", "kubernetes") if name not in sys.modules]
-    sys.modules.update(dict.fromkeys(hidden))
-    try:
-        import kopf  # noqa: PLC0415
-
-        return kopf
-    finally:
-        for name in hidden:
-            del sys.modules[name]
-
-
 log = structlog.get_logger()
-
-
-@dataclass(frozen=True)
-class Runtime:
-    """What kopf's handlers share; passed to kopf as its memo, so there is no global state."""
-
-    health: Health
-    # Stops our own background tasks as soon as kopf begins to stop (its cleanup handlers), so
-    # the lease is handed back before kopf's own wind-down (about 5 s) rather than after.
-    shutdown: Callable[[], Awaitable[None]]
 
 
 # A first sync that takes longer means some watch never started: exit to be restarted.
@@ -89,34 +51,29 @@ SYNC_LIMIT_SECONDS = 60.0
 # updates rather than on our CPU.
 EVENT_WORKERS = 16
 
-# kopf's frame is loaded once the first pass's binds are done, or this long after start.
+# kopf's frame is started once the first pass's binds are done, or this long after start.
 FRAME_AFTER_SECONDS = 5.0
 
 
-class _Forever:
-    """Retry delays without end (kopf iterates them afresh for every request)."""
-
-    def __iter__(self) -> Iterator[float]:
-        yield from (1, 1, 2, 3, 5)
-        yield from itertools.repeat(5)
+def _stop_on_signals(stop: asyncio.Event) -> None:
+    """SIGTERM and SIGINT set the stop flag, for the whole run (kopf, off the main thread,
+    installs no handlers of its own)."""
+    running = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not main thread
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            running.add_signal_handler(sig, stop.set)
 
 
 async def _quiet_after_first_pass(
     loop: SchedulingLoop, *, busy: Callable[[], bool], stop: asyncio.Event
 ) -> None:
-    """Wait to load kopf until the first pass has been applied and its binds are done, or
-    for FRAME_AFTER_SECONDS (a standby waits for the Lease; the API server may be out of
-    reach; a big backlog binds for longer).
+    """Wait to start kopf's frame until the first pass has been applied and its binds are
+    done, or for FRAME_AFTER_SECONDS (a standby waits for the Lease; the API server may be
+    out of reach; a big backlog binds for longer).
 
-    kopf runs only the frame (the probe, signals, clean-up), and loading it is about a
-    quarter of a second of the interpreter: beside the first LISTs and the first pass it
-    delayed the first bind, and beside the first binds it slowed them. Until kopf is there,
-    SIGTERM and SIGINT set the stop flag, as kopf's own handlers do; kopf then starts
-    stopped, and the shutdown is the same."""
-    running = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not main thread
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            running.add_signal_handler(sig, stop.set)
+    kopf runs only the frame (the probe), and loading it is about a quarter of a second of
+    the interpreter: beside the first LISTs and the first pass it delayed the first bind,
+    and beside the first binds it slowed them."""
 
     async def quiet() -> None:
         await loop.first_pass.wait()
@@ -131,44 +88,6 @@ async def _quiet_after_first_pass(
     finally:
         for waiter in waiters:
             waiter.cancel()
-
-
-def build_registry(credentials: Credentials, *, kopf: ModuleType) -> kopf.OperatorRegistry:
-    registry = kopf.OperatorRegistry()
-
-    @kopf.on.login(registry=registry)
-    def login(**_: Any) -> kopf.ConnectionInfo:
-        return kopf.ConnectionInfo(
-            server=credentials.server,
-            ca_path=credentials.ca_file,
-            certificate_path=credentials.cert_file,
-            private_key_path=credentials.key_file,
-            token=credentials.bearer(),
-            insecure=not credentials.verify,
-        )
-
-    @kopf.on.cleanup(registry=registry)
-    async def stop_background(memo: Runtime, **_: Any) -> None:
-        await memo.shutdown()
-
-    @kopf.on.startup(registry=registry)
-    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.posting.enabled = False  # our Events are our own; kopf's would be noise
-        # kopf watches nothing of ours, so it need not watch CRDs for new kinds either: that
-        # watch is a task kopf cannot do without, and it dies once its retries run out.
-        settings.scanning.disabled = True
-        # kopf gives a failed request 8 retries (about a minute) and then fails the task,
-        # which stops the operator: its start-up discovery must retry as long as it takes.
-        settings.networking.error_backoffs = _Forever()
-
-    @kopf.on.probe(id="health", registry=registry)
-    async def health(memo: Runtime, **_: Any) -> str:
-        problems = memo.health.problems()
-        if problems:
-            raise kopf.PermanentError("; ".join(problems))
-        return "ok"
-
-    return registry
 
 
 def _elector(
@@ -251,7 +170,6 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     limits kube-scheduler's (LISTs and the opening of watches count, as in client-go).
     ``forecast_interval``: seconds between forward plays (``SchedulingLoop``); 0: none.
     """
-    logging.getLogger("kopf").setLevel(logging.WARNING)
     cache = ClusterCache(
         scheduler_name=config.scheduler_name,
         aliases=config.aliases,
@@ -296,6 +214,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         identity=config.scheduler_name,
     )
     stop = stop or asyncio.Event()
+    _stop_on_signals(stop)
     lost: list[BaseException] = []
 
     def lose(error: BaseException) -> None:
@@ -401,17 +320,16 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     ]
 
     async def shutdown() -> None:
-        """Idempotent: first from kopf's cleanup handler, again once kopf has returned.
-
-        The stop flag is set first: on SIGTERM kopf's own handler (which replaces ours) ends
-        kopf through its signal flag and leaves its waiter for our flag pending, and kopf
-        then waits that out as a hung task for 5 s before it exits."""
+        """Everything of ours stopped in order: the passes and the watches first, then the
+        writes in flight (a gang waiting for its volumes is let go: its watches are gone,
+        and what it asked for is taken back), the Lease handed back, the Events posted."""
         stop.set()
         for task in (scheduling, *watches):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         patcher.close()
+        binder.stop_waiting()
         await loop.drain()
         await leadership.close()
         await recorder.flush()
@@ -419,24 +337,23 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         with contextlib.suppress(asyncio.CancelledError):
             await recording
 
-    runtime = Runtime(
-        health=Health(api, unreachable_limit=unreachable_limit),
-        shutdown=shutdown,
+    frame = Frame(
+        credentials=credentials,
+        runtime=Runtime(
+            health=Health(api, unreachable_limit=unreachable_limit),
+            scheduling=asyncio.get_running_loop(),
+        ),
+        liveness_endpoint=liveness_endpoint,
+        errored=metrics.background_errors.labels(worker="frame").inc,
     )
     try:
         await _quiet_after_first_pass(loop, busy=lambda: binder.in_flight > 0, stop=stop)
         if not stop.is_set():  # stopped already: no frame to start
-            kopf = await asyncio.to_thread(_load_kopf)
-            await kopf.operator(
-                registry=build_registry(credentials, kopf=kopf),
-                clusterwide=True,
-                standalone=True,
-                memo=runtime,
-                stop_flag=stop,
-                liveness_endpoint=liveness_endpoint,
-            )
+            frame.start()
+            await stop.wait()
     finally:
         await shutdown()
+        await frame.stop()
         await api.close()
     if lost:
         raise lost[0]

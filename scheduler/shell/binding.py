@@ -237,6 +237,10 @@ class Binder:
         # Dynamic resource allocation: claims written before a group's first bind.
         self._claims = ClaimWriter(api, cache, fence=fence, on_conflict=metrics.claim_conflicts.inc)
         # Claims waiting for their first consumer: volumes chosen or asked for, then bound.
+        # The groups waiting for their volumes (their watches may never show them bound
+        # once a shutdown has begun), and whether it has.
+        self._waiting_on_volumes: set[asyncio.Task[object]] = set()
+        self._stopping = False
         self._volumes = VolumeWriter(
             api,
             cache,
@@ -244,6 +248,16 @@ class Binder:
             timeout_seconds=config.volume_bind_timeout_seconds,
             manager=config.scheduler_name,
         )
+
+    def stop_waiting(self) -> None:
+        """On shutdown: the groups waiting for their volumes stop waiting (what they asked
+        for is taken back, their pods are forgotten) rather than wait out
+        --volume-bind-timeout on a cache that no watch updates any more; any that had not
+        begun to wait never will. Binds in flight are left to finish: a gang half bound
+        is worse than a shutdown a few seconds longer."""
+        self._stopping = True
+        for task in self._waiting_on_volumes:
+            task.cancel()
 
     @property
     def volumes(self) -> VolumeWriter:
@@ -386,7 +400,12 @@ class Binder:
         started = time.monotonic()
         landed: list[VolumeWrite] = []
         nodes = {b.pod: b.node for b in group.bindings}
+        waiting = asyncio.current_task()
+        assert waiting is not None  # always run in a task of the loop's
         try:
+            if self._stopping:
+                raise asyncio.CancelledError
+            self._waiting_on_volumes.add(waiting)
             error = await self._volumes.bind(group.volumes, nodes=nodes, landed=landed)
         except asyncio.CancelledError:
             # A shutdown while this replica leads: what it asked for is taken back (briefly:
@@ -395,6 +414,8 @@ class Binder:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._volumes.take_back(landed), TAKE_BACK_SECONDS)
             raise
+        finally:
+            self._waiting_on_volumes.discard(waiting)
         self._metrics.volume_binding_seconds.labels(outcome="failed" if error else "bound").observe(
             time.monotonic() - started
         )

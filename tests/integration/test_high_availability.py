@@ -52,10 +52,9 @@ def test_standby_binds_the_next_gang_after_the_leader_is_killed(
 def test_a_standby_stopped_in_its_first_seconds_exits_cleanly(
     cluster: Cluster, private_scheduler: PrivateSchedulers
 ) -> None:
-    """kopf, which installs the SIGTERM handler, is loaded only after the first pass (or a
-    few seconds): before that, SIGTERM must still stop the process as kopf would, not kill
-    it by the signal's default action. A Lease held by someone else keeps this replica a
-    standby, with no pass to run."""
+    """kopf's frame starts only after the first pass (or a few seconds): before that,
+    SIGTERM must still stop the process cleanly, not kill it by the signal's default action.
+    A Lease held by someone else keeps this replica a standby, with no pass to run."""
     name = private_scheduler.name
     cluster.apply(
         {
@@ -85,10 +84,11 @@ def test_a_standby_stopped_in_its_first_seconds_exits_cleanly(
 def test_a_leader_stopped_by_sigterm_hands_back_its_lease_and_exits_at_once(
     cluster: Cluster, private_scheduler: PrivateSchedulers
 ) -> None:
-    """Once kopf runs (its /healthz answers), SIGTERM reaches kopf's handler, not ours; kopf
-    then waited 5 s for its own waiter on our stop flag as a hung task before exiting (every
-    stop of a pod, and of every scheduler in these tests). The shutdown sets the flag, so
-    the process ends right after handing the Lease back (0.2 s measured; 4 s allowed)."""
+    """Once kopf's frame runs (its /healthz answers), SIGTERM still reaches our handler, and
+    kopf is stopped by its stop flag, not by a signal of its own: kopf once waited 5 s for
+    its own waiter on our flag as a hung task before exiting (every stop of a pod, and of
+    every scheduler in these tests). The process ends right after handing the Lease back
+    (0.2 s measured; 4 s allowed)."""
     port = free_port()
     replica = private_scheduler.start(
         "--leader-elect", "--leader-elect-namespace", cluster.namespace,

@@ -1,0 +1,138 @@
+"""kopf's frame runs beside the scheduling loop and never ends it: a task of kopf's that
+fails (its discovery of the API cut mid-answer, as when the API server restarts) fails the
+frame alone, which starts again, while the scheduling loop's tasks go on. Real kopf,
+against a real HTTP server on localhost playing the API server's discovery."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+from aiohttp import web
+
+from scheduler.frame import Frame, Runtime
+from scheduler.shell.api import ApiClient, Credentials
+from scheduler.shell.health import Health
+
+DISCOVERY = {
+    "/api": {"kind": "APIVersions", "versions": ["v1"]},
+    "/api/v1": {"kind": "APIResourceList", "groupVersion": "v1", "resources": []},
+    "/apis": {"kind": "APIGroupList", "groups": []},
+    "/version": {"major": "1", "minor": "37"},
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _healthz(port: int) -> int:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as answer:
+            return answer.status
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return 0
+
+
+async def _until(check: Callable[[], bool], *, timeout: float) -> bool:
+    for _ in range(int(timeout / 0.1)):
+        if await asyncio.to_thread(check):
+            return True
+        await asyncio.sleep(0.1)
+    return False
+
+
+def test_a_frame_whose_discovery_is_cut_mid_answer_starts_again_and_scheduling_goes_on() -> None:
+    cut: list[str] = []
+
+    async def discovery(request: web.Request) -> web.StreamResponse:
+        if request.path == "/apis" and not cut:
+            # The API server goes away mid-body: kopf reads the body outside its retries.
+            cut.append(request.path)
+            answer = web.StreamResponse(headers={"Content-Type": "application/json"})
+            answer.content_length = 4096
+            await answer.prepare(request)
+            await answer.write(b'{"kind": "APIGroupList", "groups": [')
+            assert request.transport is not None
+            request.transport.close()
+            return answer
+        return web.json_response(DISCOVERY.get(request.path, {}))
+
+    async def scenario() -> tuple[bool, bool, int, bool]:
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", discovery)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        credentials = Credentials(server=f"http://127.0.0.1:{port}", verify=False)
+        api = ApiClient(credentials)
+        probe = _free_port()
+        failures: list[int] = []
+        frame = Frame(
+            credentials=credentials,
+            runtime=Runtime(health=Health(api), scheduling=asyncio.get_running_loop()),
+            liveness_endpoint=f"http://127.0.0.1:{probe}/healthz",
+            errored=lambda: failures.append(1),
+            pauses=itertools.repeat(0.2),
+        )
+        try:
+            frame.start()
+            # A task of the scheduling loop's, made after the frame started: a bind, say.
+            binding = asyncio.create_task(asyncio.sleep(3600), name="a bind in flight")
+            failed = await _until(lambda: bool(failures), timeout=20)
+            answered = await _until(lambda: _healthz(probe) == 200, timeout=20)
+            alive = not binding.done()
+            binding.cancel()
+            await frame.stop()
+            return answered, failed, _healthz(probe), alive
+        finally:
+            await api.close()
+            await runner.cleanup()
+
+    answered, failed, after_stop, alive = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert failed, "the cut discovery never failed the frame: the test shows nothing"
+    assert answered, "/healthz never answered 200 after the frame failed"
+    assert alive, "a task of the scheduling loop's was ended with kopf's frame"
+    assert after_stop == 0, "/healthz still answered once the frame was stopped"
+
+
+def test_the_health_check_runs_on_the_scheduling_loop() -> None:
+    """Asked from kopf's thread while the scheduling loop is stuck, the check waits for it
+    (kopf keeps an answer 10 s; past that the kubelet's timeout fails the probe), as when
+    kopf served /healthz on that loop."""
+
+    async def scenario() -> tuple[float, float, float, list[str]]:
+        api = ApiClient(Credentials(server="http://127.0.0.1:9", verify=False))
+        runtime = Runtime(health=Health(api), scheduling=asyncio.get_running_loop())
+        try:
+            asked = asyncio.get_running_loop().run_in_executor(None, _timed_check, runtime)
+            time.sleep(1.0)  # the scheduling loop stuck (holding its thread)
+            freed = time.monotonic()
+            sent, problems, came = await asked
+            return sent, freed, came, problems
+        finally:
+            await api.close()
+
+    sent, freed, came, problems = asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert sent < freed, "the check was asked only once the loop was free: the test shows nothing"
+    assert came >= freed, "the check was answered while the scheduling loop was stuck"
+    assert problems == []
+
+
+def _timed_check(runtime: Runtime) -> tuple[float, list[str], float]:
+    """When the check was asked (on a loop of its own, as kopf's frame asks), what it
+    found, and when it came back."""
+    sent = time.monotonic()
+    problems = asyncio.run(runtime.problems())
+    return sent, problems, time.monotonic()
