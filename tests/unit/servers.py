@@ -14,9 +14,9 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @asynccontextmanager
-async def server(handler: Handler) -> AsyncIterator[ApiClient]:
-    """An HTTP server on a free port answering every request with ``handler``, and a
-    client for it."""
+async def listening(handler: Handler) -> AsyncIterator[Credentials]:
+    """An HTTP server on a free port answering every request with ``handler``, and the
+    credentials that reach it."""
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", handler)
     runner = web.AppRunner(app)
@@ -24,9 +24,19 @@ async def server(handler: Handler) -> AsyncIterator[ApiClient]:
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    api = ApiClient(Credentials(server=f"http://127.0.0.1:{port}", verify=False))
     try:
-        yield api
+        yield Credentials(server=f"http://127.0.0.1:{port}", verify=False)
     finally:
-        await api.close()
         await runner.cleanup()
+
+
+@asynccontextmanager
+async def server(handler: Handler) -> AsyncIterator[ApiClient]:
+    """An HTTP server on a free port answering every request with ``handler``, and a
+    client for it."""
+    async with listening(handler) as credentials:
+        api = ApiClient(credentials)
+        try:
+            yield api
+        finally:
+            await api.close()

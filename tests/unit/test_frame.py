@@ -7,17 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import socket
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 
 from aiohttp import web
 
+from e2e.fixtures import healthz
 from scheduler.frame import Frame, Runtime
 from scheduler.shell.api import ApiClient, Credentials
 from scheduler.shell.health import Health
+from testbed.cluster import free_port
+from tests.unit.servers import listening
 
 DISCOVERY = {
     "/api": {"kind": "APIVersions", "versions": ["v1"]},
@@ -25,22 +25,6 @@ DISCOVERY = {
     "/apis": {"kind": "APIGroupList", "groups": []},
     "/version": {"major": "1", "minor": "37"},
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def _healthz(port: int) -> int:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as answer:
-            return answer.status
-    except urllib.error.HTTPError as error:
-        return error.code
-    except OSError:
-        return 0
 
 
 async def _until(check: Callable[[], bool], *, timeout: float) -> bool:
@@ -68,16 +52,12 @@ def test_a_frame_whose_discovery_is_cut_mid_answer_starts_again_and_scheduling_g
         return web.json_response(DISCOVERY.get(request.path, {}))
 
     async def scenario() -> tuple[bool, bool, int, bool]:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", discovery)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        credentials = Credentials(server=f"http://127.0.0.1:{port}", verify=False)
+        async with listening(discovery) as credentials:
+            return await _run(credentials)
+
+    async def _run(credentials: Credentials) -> tuple[bool, bool, int, bool]:
         api = ApiClient(credentials)
-        probe = _free_port()
+        probe = free_port()
         failures: list[int] = []
         frame = Frame(
             credentials=credentials,
@@ -91,14 +71,13 @@ def test_a_frame_whose_discovery_is_cut_mid_answer_starts_again_and_scheduling_g
             # A task of the scheduling loop's, made after the frame started: a bind, say.
             binding = asyncio.create_task(asyncio.sleep(3600), name="a bind in flight")
             failed = await _until(lambda: bool(failures), timeout=20)
-            answered = await _until(lambda: _healthz(probe) == 200, timeout=20)
+            answered = await _until(lambda: healthz(probe) == 200, timeout=20)
             alive = not binding.done()
             binding.cancel()
             await frame.stop()
-            return answered, failed, _healthz(probe), alive
+            return answered, failed, healthz(probe), alive
         finally:
             await api.close()
-            await runner.cleanup()
 
     answered, failed, after_stop, alive = asyncio.run(asyncio.wait_for(scenario(), 60))
     assert failed, "the cut discovery never failed the frame: the test shows nothing"

@@ -7,7 +7,6 @@ informers do."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -399,42 +398,12 @@ def test_a_group_whose_volume_write_fails_leaves_its_devices_free() -> None:
     assert claim.allocation is None, "its devices are free again"
 
 
-def test_a_group_cancelled_while_it_waits_for_its_volumes_takes_back_what_it_asked() -> None:
-    """A shutdown while this replica leads: the selected-node it wrote is taken off, so the
-    claim is not left asked for on a node the gang may not get."""
-    cache = _cache()
-    member = pod_from_dict({"metadata": {"name": "w-0", "namespace": "ml", "uid": "p0"},
-                            "spec": {"schedulerName": "gang-scheduler"}})  # fmt: skip
-    cache.upsert_pod(member)
-    group = GroupBinding(
-        (GangBinding(GangKey("ml", "w"), (Binding(member.ref, "n1"),)),), volumes=(MADE,)
-    )
-    asked = {"metadata": {"name": "d-0", "namespace": "ml", "uid": "c0", "resourceVersion": "10",
-                          "annotations": {"volume.kubernetes.io/selected-node": "n1"}}}  # fmt: skip
-    seen: Seen = []
-
-    async def scenario() -> None:
-        answer = lambda m, p: (200, asked if m == "GET" else WRITTEN)  # noqa: E731
-        async with server(_recording(seen, answer)) as api:
-            binder = Binder(api, cache, EventRecorder(api, component="test"), config=Config(),
-                            metrics=Metrics.create())  # fmt: skip
-            binder.assume(group)
-            applying = asyncio.create_task(binder.apply(group))
-            await asyncio.sleep(0.2)  # written, and waiting for the claim to be bound
-            applying.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await applying
-
-    asyncio.run(asyncio.wait_for(scenario(), 10))
-    writes = [(m, body) for m, p, body in seen if p.endswith("/persistentvolumeclaims/d-0")]
-    assert [m for m, _ in writes] == ["PATCH", "GET", "PATCH"]
-    assert writes[2][1]["metadata"]["annotations"] == {"volume.kubernetes.io/selected-node": None}
-    assert cache.snapshot(whole=True).in_flight == frozenset(), "the pod is pending again"
-
-
-def _shut_down_while_waiting(*, begun: bool) -> tuple[Seen, ClusterCache, bool]:
-    """A group of one pod asking for a volume on n1, through the Binder, which is told to
-    stop waiting 0.2 s after the group began (``begun``) or before it did."""
+def _interrupted_while_waiting(
+    interrupt: Callable[[Binder, asyncio.Task[None]], None], *, begun: bool = True
+) -> tuple[Seen, ClusterCache, bool]:
+    """A group of one pod asking for a volume on n1, through the Binder, interrupted 0.2 s
+    after the group began (``begun``; else its binder is told to stop waiting before it
+    did); and whether it ended within 3 s of that."""
     cache = _cache()
     member = pod_from_dict({"metadata": {"name": "w-0", "namespace": "ml", "uid": "p0"},
                             "spec": {"schedulerName": "gang-scheduler"}})  # fmt: skip
@@ -457,7 +426,7 @@ def _shut_down_while_waiting(*, begun: bool) -> tuple[Seen, ClusterCache, bool]:
                 binder.stop_waiting()
             applying = asyncio.create_task(binder.apply(group))
             await asyncio.sleep(0.2)  # written, and waiting for the claim to be bound
-            binder.stop_waiting()
+            interrupt(binder, applying)
             # Never bound: the watch shows nothing, as once a shutdown has stopped it.
             done, _ = await asyncio.wait([applying], timeout=3)
             ended.append(bool(done))
@@ -466,11 +435,28 @@ def _shut_down_while_waiting(*, begun: bool) -> tuple[Seen, ClusterCache, bool]:
     return seen, cache, ended == [True]
 
 
+def _stop_waiting(binder: Binder, _: asyncio.Task[None]) -> None:
+    binder.stop_waiting()
+
+
+def _cancel(_: Binder, applying: asyncio.Task[None]) -> None:
+    applying.cancel()
+
+
+def test_a_group_cancelled_while_it_waits_for_its_volumes_takes_back_what_it_asked() -> None:
+    """The Lease lost while this replica leads: the selected-node it wrote is taken off, so
+    the claim is not left asked for on a node the gang may not get."""
+    _taken_back(*_interrupted_while_waiting(_cancel))
+
+
 def test_a_shutdown_stops_a_group_waiting_for_its_volumes_and_takes_back_what_it_asked() -> None:
     """Its watches cancelled, the cache would never show the claim bound: a shutdown used
     to wait out --volume-bind-timeout (10 min by default) for it."""
-    seen, cache, ended = _shut_down_while_waiting(begun=True)
-    assert ended, "the group was still waiting for its volumes 3 s after the shutdown began"
+    _taken_back(*_interrupted_while_waiting(_stop_waiting))
+
+
+def _taken_back(seen: Seen, cache: ClusterCache, ended: bool) -> None:
+    assert ended, "the group was still waiting for its volumes 3 s after it was told to stop"
     writes = [(m, body) for m, p, body in seen if p.endswith("/persistentvolumeclaims/d-0")]
     assert [m for m, _ in writes] == ["PATCH", "GET", "PATCH"]
     assert writes[2][1]["metadata"]["annotations"] == {"volume.kubernetes.io/selected-node": None}
@@ -479,7 +465,7 @@ def test_a_shutdown_stops_a_group_waiting_for_its_volumes_and_takes_back_what_it
 
 
 def test_a_group_that_had_not_begun_to_wait_when_the_shutdown_began_asks_for_nothing() -> None:
-    seen, cache, ended = _shut_down_while_waiting(begun=False)
+    seen, cache, ended = _interrupted_while_waiting(_stop_waiting, begun=False)
     assert ended
     assert seen == [], "no volume was asked for, no pod bound"
     assert cache.snapshot(whole=True).in_flight == frozenset(), "the pod is pending again"
