@@ -573,23 +573,33 @@ def test_events_are_posted_while_binds_go_on_once_the_backlog_is_near_full() -> 
         posted.append((await request.json())["reason"])
         return web.json_response({}, status=201)
 
-    async def scenario() -> tuple[int, int, int]:
+    async def scenario() -> tuple[int, int, int, bool]:
         async with server(handler) as api:
             recorder = EventRecorder(
                 api, component="test", workers=2, backlog=10, busy=lambda: True
             )
             task = asyncio.create_task(recorder.run())
             event = Event(ObjectRef("Pod", "ns", "p", "u"), NORMAL, "Scheduled", "assigned")
-            for _ in range(30):  # three backlogs' worth, a few at a time
+            flowed = True
+            for _ in range(30):  # three backlogs' worth, each as soon as there is room
+                # Paced by the room rather than by the clock: a loaded machine (make test
+                # beside the Go builds) posted slower than one every 10 ms and dropped one.
+                for _ in range(500):
+                    if recorder.pending < 10:
+                        break
+                    await asyncio.sleep(0.01)
+                else:
+                    flowed = False  # full for 5 s while binds go on: nothing was posted
+                    break
                 recorder.emit(event)
-                await asyncio.sleep(0.01)
             await asyncio.sleep(0.3)
-            figures = len(posted), recorder.pending, recorder.dropped
+            figures = len(posted), recorder.pending, recorder.dropped, flowed
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
             return figures
 
-    count, pending, dropped = asyncio.run(scenario())
+    count, pending, dropped, flowed = asyncio.run(scenario())
+    assert flowed, "the backlog stayed full while binds went on: no Event was posted"
     assert dropped == 0
     assert count + pending == 30
     assert pending <= 8  # the rest still waits for the binds
