@@ -45,11 +45,13 @@ log = structlog.get_logger()
 # A first sync that takes longer means some watch never started: exit to be restarted.
 SYNC_LIMIT_SECONDS = 60.0
 
-# Events in flight at once once binds are done (none while binds are in flight): posted one
-# after another by 4 workers, a backlog's 5,000 Scheduled Events took 18 s after its last
-# bind on 2 cores (make bench), each POST waiting on an API server busy with KWOK's status
-# updates rather than on our CPU.
-EVENT_WORKERS = 16
+# Events in flight at once once binds are done: a backlog's 5,000 Scheduled Events took 18 s
+# after its last bind with 4 workers, 9 to 14 s with 16, 7.5 s with 48 (make bench, 2
+# cores), each POST waiting on an API server busy with KWOK's status updates rather than on
+# our CPU. Of them, EVENTS_BESIDE_BINDS post while binds are in flight too, so that Events
+# do not all wait for a backlog's last bind.
+EVENT_WORKERS = 48
+EVENTS_BESIDE_BINDS = 4
 
 # kopf's frame is started once the first pass's binds are done, or this long after start.
 FRAME_AFTER_SECONDS = 5.0
@@ -177,7 +179,9 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
     )
     api = ApiClient(
         credentials,
-        connections=bind_concurrency + 32,
+        # A watch holds a connection for as long as it runs (one per kind, and the
+        # ConfigMaps'); the binds and the Events each get theirs beside them.
+        connections=bind_concurrency + EVENT_WORKERS + len(INFORMED) + 16,
         rate_limit=RateLimiter(qps=api_rate_limit[0], burst=api_rate_limit[1])
         if api_rate_limit
         else None,
@@ -190,6 +194,7 @@ async def run_operator(  # noqa: PLR0915 (the wiring of the whole shell, in one 
         component_of=lambda ref: cache.scheduler_name_of(ref.uid) if ref.kind == "Pod" else None,
         busy=lambda: binder.in_flight > 0,
         workers=EVENT_WORKERS,
+        beside_binds=EVENTS_BESIDE_BINDS,
         dropped=metrics.events_dropped.inc,
         errored=metrics.background_errors.labels(worker="events").inc,
     )

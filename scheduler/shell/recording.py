@@ -38,6 +38,7 @@ class EventRecorder:
         *,
         component: str,
         workers: int = 4,
+        beside_binds: int = 0,
         backlog: int = 50_000,
         high_water: int = 8_000,
         busy: Callable[[], bool] = lambda: False,
@@ -68,6 +69,9 @@ class EventRecorder:
         self._instance = socket.gethostname()
         self._queue: asyncio.Queue[Event] = asyncio.Queue(maxsize=backlog)
         self._workers = workers
+        # Workers that post while binds are in flight too (the rest wait for them): a trickle,
+        # so that a backlog's Events are not all left until its last bind.
+        self._beside_binds = min(beside_binds, workers)
         self.posted = 0
         self.dropped = 0
         self._pending = 0  # queued or being posted
@@ -128,14 +132,16 @@ class EventRecorder:
                 return
             log.warning("event not recorded", reason=event.reason, error=str(error))
 
-    async def _work(self) -> None:
+    async def _work(self, *, waits: bool) -> None:
         """One worker, forever: no failure of one event ends it (or, through ``run``'s
-        gather, the others)."""
+        gather, the others). ``waits``: for the binds in flight."""
         while True:
+            # A worker that waits does so before it takes an Event: one taken would be held
+            # back from the workers that post beside the binds.
+            while waits and self._busy() and self._pending < self._high_water:
+                await asyncio.sleep(0.05)
             event = await self._queue.get()
             try:
-                while self._busy() and self._pending < self._high_water:
-                    await asyncio.sleep(0.05)
                 await self._post(event)
             except Exception:
                 log.exception("event not recorded", reason=event.reason)
@@ -146,7 +152,10 @@ class EventRecorder:
 
     async def run(self) -> None:
         """Post queued events until cancelled."""
-        workers = [asyncio.create_task(self._work()) for _ in range(self._workers)]
+        workers = [
+            asyncio.create_task(self._work(waits=i >= self._beside_binds))
+            for i in range(self._workers)
+        ]
         try:
             await asyncio.gather(*workers)
         finally:
