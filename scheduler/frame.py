@@ -92,6 +92,24 @@ class Runtime:
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(check(), self.scheduling))
 
 
+def kopf_settings(kopf: ModuleType) -> kopf.OperatorSettings:
+    """kopf's settings for one run of the frame, made before it starts (a startup handler
+    would set them only once kopf's first tasks are running)."""
+    settings = kopf.OperatorSettings()
+    settings.posting.enabled = False  # our Events are our own; kopf's would be noise
+    # kopf watches nothing of ours, so it need not watch CRDs for new kinds either: that
+    # watch is a task kopf cannot do without, and it dies once its retries run out.
+    settings.scanning.disabled = True
+    # kopf gives a failed request 8 retries (about a minute) and then fails the task, which
+    # ends the frame: its start-up discovery must retry as long as it takes.
+    settings.networking.error_backoffs = _Forever()
+    # kopf ended other than by its stop flag (a failed task) kills the thread it ran on
+    # (the process: SIGKILL) this long after, from a timer on the frame's loop, which the
+    # next run of the frame keeps: the frame starts again instead.
+    settings.process.ultimate_exiting_timeout = None
+    return settings
+
+
 def build_registry(credentials: Credentials, *, kopf: ModuleType) -> kopf.OperatorRegistry:
     registry = kopf.OperatorRegistry()
 
@@ -105,19 +123,6 @@ def build_registry(credentials: Credentials, *, kopf: ModuleType) -> kopf.Operat
             token=credentials.bearer(),
             insecure=not credentials.verify,
         )
-
-    @kopf.on.startup(registry=registry)
-    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        settings.posting.enabled = False  # our Events are our own; kopf's would be noise
-        # kopf watches nothing of ours, so it need not watch CRDs for new kinds either: that
-        # watch is a task kopf cannot do without, and it dies once its retries run out.
-        settings.scanning.disabled = True
-        # kopf gives a failed request 8 retries (about a minute) and then fails the task,
-        # which ends the frame: its start-up discovery must retry as long as it takes.
-        settings.networking.error_backoffs = _Forever()
-        # kopf ended other than by its stop flag (a failed task) kills the thread it ran on
-        # (the process: SIGKILL) this long after; the frame starts again instead.
-        settings.process.ultimate_exiting_timeout = None
 
     @kopf.on.probe(id="health", registry=registry)
     async def health(memo: Runtime, **_: Any) -> str:
@@ -188,6 +193,7 @@ class Frame:
             try:
                 await kopf.operator(
                     registry=registry,
+                    settings=kopf_settings(kopf),
                     clusterwide=True,
                     standalone=True,
                     memo=self._runtime,

@@ -73,17 +73,25 @@ def test_a_frame_whose_discovery_is_cut_mid_answer_starts_again_and_scheduling_g
             failed = await _until(lambda: bool(failures), timeout=20)
             answered = await _until(lambda: healthz(probe) == 200, timeout=20)
             alive = not binding.done()
+            # kopf ended by a failure, not by its stop flag, schedules a SIGKILL of its
+            # thread (the process) on its loop, which the next run of the frame shares.
+            killing = _kill_timers(frame._loop)
             binding.cancel()
             await frame.stop()
-            return answered, failed, healthz(probe), alive
+            return answered, failed, healthz(probe), alive and not killing
         finally:
             await api.close()
 
     answered, failed, after_stop, alive = asyncio.run(asyncio.wait_for(scenario(), 60))
     assert failed, "the cut discovery never failed the frame: the test shows nothing"
     assert answered, "/healthz never answered 200 after the frame failed"
-    assert alive, "a task of the scheduling loop's was ended with kopf's frame"
+    assert alive, "a task of the scheduling loop's was ended, or the process is to be killed"
     assert after_stop == 0, "/healthz still answered once the frame was stopped"
+
+
+def _kill_timers(loop: asyncio.AbstractEventLoop | None) -> list[object]:
+    scheduled = getattr(loop, "_scheduled", [])
+    return [t for t in list(scheduled) if "pthread_kill" in repr(t)]
 
 
 def test_the_health_check_runs_on_the_scheduling_loop() -> None:
