@@ -75,6 +75,9 @@ class _OffMainThread(logging.Filter):
         return not str(record.msg).startswith("OS signals are ignored")
 
 
+_OFF_MAIN_THREAD = _OffMainThread()  # one filter, however many frames a process starts
+
+
 @dataclass(frozen=True)
 class Runtime:
     """What kopf's handlers share (kopf's memo, so there is no global state)."""
@@ -187,9 +190,10 @@ class Frame:
             return
         kopf = _load_kopf()
         logging.getLogger("kopf").setLevel(logging.WARNING)
-        logging.getLogger("kopf._core.reactor.running").addFilter(_OffMainThread())
+        logging.getLogger("kopf._core.reactor.running").addFilter(_OFF_MAIN_THREAD)
         registry = build_registry(self._credentials, kopf=kopf)
-        while not stopping.is_set():
+        while True:
+            ended = "by itself"
             try:
                 await kopf.operator(
                     registry=registry,
@@ -201,15 +205,11 @@ class Frame:
                     liveness_endpoint=self._liveness_endpoint,
                 )
             except Exception as error:  # a root task of kopf's failed: kopf logged which
-                if stopping.is_set():
-                    return
-                pause = next(self._pauses)
-                self._errored()
-                log.warning("kopf's frame failed; it starts again", error=repr(error), after=pause)
-            else:
-                if stopping.is_set():
-                    return
-                pause = next(self._pauses)
-                log.warning("kopf's frame ended by itself; it starts again", after=pause)
+                ended = repr(error)
+            if stopping.is_set():
+                return
+            pause = next(self._pauses)
+            self._errored()
+            log.warning("kopf's frame ended; it starts again", error=ended, after=pause)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), pause)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import threading
 from collections.abc import Callable
 
 import structlog
@@ -60,10 +61,11 @@ FRAME_AFTER_SECONDS = 5.0
 def _stop_on_signals(stop: asyncio.Event) -> None:
     """SIGTERM and SIGINT set the stop flag, for the whole run (kopf, off the main thread,
     installs no handlers of its own)."""
+    if threading.current_thread() is not threading.main_thread():
+        return  # signals reach the main thread only (tests run the operator in others)
     running = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not main thread
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            running.add_signal_handler(sig, stop.set)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        running.add_signal_handler(sig, stop.set)
 
 
 async def _quiet_after_first_pass(

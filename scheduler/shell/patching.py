@@ -32,6 +32,7 @@ from scheduler.model.decisions import (
 from scheduler.model.pods import GangKey, PodGroupApi, PodRef
 from scheduler.shell.api import ApiClient, ApiError
 from scheduler.shell.claiming import delete_claim
+from scheduler.shell.settling import Settling
 
 log = structlog.get_logger()
 
@@ -101,10 +102,8 @@ class Patcher:
         # bound at 0.52-0.57 of the bind ceiling; with 10 s, ~300, mostly after the last
         # bind, and 0.73-0.74 (bench.podgroups, 1,000 nodes, three rounds each). A status
         # is a report; the binds are what the gang waits for.
-        self._busy = busy
-        self._yield_seconds = yield_seconds
+        self._binds_settled = Settling(busy, limit=yield_seconds)
         self._latest: dict[GangKey, StatusUpdate] = {}
-        self._settled: asyncio.Future[None] | None = None
         self._sent_status: dict[GangKey, dict] = {}
         self._sent_pods: dict[PodRef, dict] = {}
         self._sent_conditions: dict[PodRef, dict] = {}
@@ -138,29 +137,13 @@ class Patcher:
         if not owner:
             return
         try:
-            if self._busy():
-                await self._binds_settled()
+            await self._binds_settled.wait()
             while (latest := self._latest.get(update.gang)) is not None:
                 await self._write_status(latest)
                 if self._latest.get(update.gang) is latest:
                     break
         finally:
             self._latest.pop(update.gang, None)
-
-    async def _binds_settled(self) -> None:
-        """Until no bind is in flight, or ``yield_seconds`` have passed since the first
-        writer began to wait. One poller for all the writers waiting: hundreds of gangs,
-        each polling on its own, were thousands of wake-ups a second of an event loop that
-        a burst of binds keeps busy already."""
-        if self._settled is None or self._settled.done():
-            self._settled = asyncio.ensure_future(self._poll_binds())
-        await asyncio.shield(self._settled)
-
-    async def _poll_binds(self) -> None:
-        waited = 0.0
-        while self._busy() and waited < self._yield_seconds:
-            await asyncio.sleep(0.05)
-            waited += 0.05
 
     async def _write_status(self, update: StatusUpdate) -> None:
         """Where each kind keeps it: ours and the upstream PodGroup in the status

@@ -19,6 +19,7 @@ import structlog
 from scheduler.model.decisions import Event, ObjectRef
 from scheduler.model.times import format_time
 from scheduler.shell.api import ApiClient, ApiError
+from scheduler.shell.settling import Settling
 
 log = structlog.get_logger()
 
@@ -62,8 +63,8 @@ class EventRecorder:
         # were dropped with a backlog of 10,000. The backlog holds five times
         # the high water (about 0.5 KB an Event: 25 MB full), so a burst that size lands late
         # rather than not at all; what waits past the high water does not wait for binds.
-        self._busy = busy
         self._high_water = min(high_water, int(backlog * 0.8))
+        self._binds_settled = Settling(lambda: busy() and self._pending < self._high_water)
         self._api = api
         self._component = component
         self._instance = socket.gethostname()
@@ -138,8 +139,8 @@ class EventRecorder:
         while True:
             # A worker that waits does so before it takes an Event: one taken would be held
             # back from the workers that post beside the binds.
-            while waits and self._busy() and self._pending < self._high_water:
-                await asyncio.sleep(0.05)
+            if waits:
+                await self._binds_settled.wait()
             event = await self._queue.get()
             try:
                 await self._post(event)
