@@ -51,7 +51,8 @@ def add_commands(commands: Any) -> None:
         type=float,
         default=60.0,
         metavar="SECONDS",
-        help="the play's clock step: runs ending within it end together (default: %(default)s)",
+        help="the play's clock step: runs ending within it are played in one pass (a start is "
+        "still said at the end that made room) (default: %(default)s)",
     )
 
     sim = commands.add_parser(

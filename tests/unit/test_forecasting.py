@@ -77,11 +77,44 @@ def test_gangs_in_line_start_one_after_the_other() -> None:
     assert etas[key("b")].behind == (key("r"), key("a"))
 
 
-def test_ends_are_rounded_up_to_the_resolution() -> None:
+def test_a_start_is_said_at_the_end_that_made_room_not_at_the_rounded_step() -> None:
+    """The pass that places w runs at the step after r's end (120 s at a resolution of 60),
+    but w is said to start when r ends, as the live scheduler would bind it."""
     pods = [*running("r", 4, ago=0, lasts="61s"), *waiting("w", 4)]
     snap = snapshot([node("n0", cpu="8")], pods)
-    assert forecast(snap, now=T0, config=CONFIG, resolution=60).etas[key("w")].p50 == T0 + 120
-    assert forecast(snap, now=T0, config=CONFIG, resolution=10).etas[key("w")].p50 == T0 + 70
+    assert forecast(snap, now=T0, config=CONFIG, resolution=60).etas[key("w")].p50 == T0 + 61
+    assert forecast(snap, now=T0, config=CONFIG, resolution=10).etas[key("w")].p50 == T0 + 61
+
+
+def test_ends_within_one_step_are_played_in_one_pass() -> None:
+    """r0 and r1 end 10 s apart: at a resolution of 60 one virtual pass places both
+    waiting gangs, each said to start at the end on its own node."""
+    pods = [
+        *running("r0", 4, ago=0, lasts="61s"),
+        *[replace(p, node_name="n1") for p in running("r1", 4, ago=0, lasts="71s")],
+        *waiting("a", 4, created=T0 - 200),
+        *waiting("b", 4, created=T0 - 100),
+    ]
+    nodes = [node("n0", cpu="8"), node("n1", cpu="8")]
+    coarse = forecast(snapshot(nodes, pods), now=T0, config=CONFIG, resolution=60)
+    fine = forecast(snapshot(nodes, pods), now=T0, config=CONFIG, resolution=5)
+    assert sorted(e.p50 - T0 for e in coarse.etas.values()) == [61, 71]
+    assert sorted(e.p50 - T0 for e in fine.etas.values()) == [61, 71]
+    assert coarse.passes < fine.passes
+
+
+def test_a_line_of_runs_does_not_drift_by_a_step_a_run() -> None:
+    """a starts when r ends (61 s) and runs 61 s: b starts at 122 s, not at the step after
+    a step (240 s at a resolution of 60)."""
+    pods = [
+        *running("r", 4, ago=0, lasts="61s"),
+        *waiting("a", 4, lasts="61s", created=T0 - 200),
+        *waiting("b", 4, lasts="61s", created=T0 - 100),
+    ]
+    etas = forecast(
+        snapshot([node("n0", cpu="8")], pods), now=T0, config=CONFIG, resolution=60
+    ).etas
+    assert (etas[key("a")].p50, etas[key("b")].p50) == (T0 + 61, T0 + 122)
 
 
 def test_the_p90_play_takes_every_run_at_its_90th_percentile() -> None:
