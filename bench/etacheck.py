@@ -85,6 +85,13 @@ SHORT = Plan(
 )  # fmt: skip
 
 
+def with_reserve(actions: Sequence[str]) -> tuple[str, ...]:
+    """The actions with reservations (reserve, from the live forecasts) in hold-head's
+    place, as ``bench.eta`` plays them: a head gang's room held from when the play says it
+    frees, and only runs expected to end by then let onto it."""
+    return tuple("reserve" if a == "hold-head" else a for a in actions)
+
+
 def with_durations(manifests: list[dict], job: Job, *, learned: bool) -> list[dict]:
     """The pods told their run time (declared), or only its class (learned: the gang's size
     in GPUs, so that the play learns each class from its finished runs)."""
@@ -288,6 +295,8 @@ async def check(args: argparse.Namespace) -> dict[str, Any]:
     credentials = load_credentials(str(kubeconfig))
     api = ApiClient(credentials, connections=32)
     settings = config("etacheck")
+    if args.reserve:
+        settings = replace(settings, actions=with_reserve(settings.actions))
     try:
         run_id = f"eta-{int(time.time()) % 100000}"
         manifests = node_manifests(plan, prefix=f"{run_id}-", labels={NODE_LABEL: run_id})
@@ -298,8 +307,9 @@ async def check(args: argparse.Namespace) -> dict[str, Any]:
         jobs = plan.trace(namespace=namespace)
         await ensure_priority_classes(api, jobs)
         scheduler = start_scheduler(
-            kubeconfig, log, settings, more=("--forecast-interval", f"{EVERY:g}")
-        )
+            kubeconfig, log, settings,
+            more=("--forecast-interval", f"{EVERY:g}", "--actions", ",".join(settings.actions)),
+        )  # fmt: skip
         run = EtaRun(
             api=api, jobs=jobs, namespace=namespace, scheduler=settings.scheduler_name,
             node_selector={NODE_LABEL: run_id}, total_gpus=plan.nodes * plan.gpus_per_node,
@@ -324,6 +334,7 @@ async def check(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "plan": {**vars(plan)},
         "durations": "learned" if args.learned else "declared",
+        "actions": list(settings.actions),
         "jobs": len(jobs),
         "snapshots": run.plays,
         "snapshots missed": run.missed,
@@ -368,6 +379,8 @@ def markdown(results: Mapping[str, Any]) -> str:
         [
             f"# Expected starts on the real scheduler, durations {results['durations']} "
             "(`python -m bench.etacheck`)",
+            "",
+            f"The scheduler's actions: {', '.join(results.get('actions', ['(not recorded)']))}.",
             "",
             f"{results['jobs']} gangs played for real on KWOK nodes; a snapshot every "
             f"{EVERY:g} s ({results['snapshots']} in all, each played in "
@@ -454,13 +467,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--jobs", type=int, help="gangs over the same span (a busier trace: more of them wait)"
     )
     parser.add_argument("--drain", type=float, default=1200.0, help="seconds to finish in")
+    parser.add_argument(
+        "--reserve", action="store_true", help="the scheduler with reserve in hold-head's place"
+    )
     parser.add_argument("--kubeconfig", help="a running control plane (default: start one)")
-    parser.add_argument("--name", help="results' file name (default eta-check[-learned])")
+    parser.add_argument("--name", help="results' file name (default eta-check[-learned][-reserve])")
     args = parser.parse_args(argv)
     results = played_for_real(check(args), what="etacheck")
     if results is None:
         return 1
-    name = args.name or ("eta-check-learned" if args.learned else "eta-check")
+    kinds = [kind for kind, on in (("learned", args.learned), ("reserve", args.reserve)) if on]
+    name = args.name or "-".join(["eta-check", *kinds])
     figure = plot(results, RESULTS / f"{name}.png")
     write(name, results, markdown(results) + f"\n![estimated against real waits]({figure.name})\n",
           quiet=False)  # fmt: skip

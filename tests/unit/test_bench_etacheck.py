@@ -5,9 +5,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.etacheck import Estimate, accuracy, markdown, overtaken, plot, with_durations
+from bench.etacheck import (
+    Estimate,
+    accuracy,
+    markdown,
+    overtaken,
+    plot,
+    with_durations,
+    with_reserve,
+)
 from bench.simcheck import pod_manifests
+from scheduler.cli import build_parser
 from scheduler.model import names
+from scheduler.model.config import Config
 from scheduler.sim.traces import Job
 
 
@@ -89,3 +99,13 @@ def test_pods_declare_their_run_time_or_only_their_class() -> None:
     learned = with_durations(made, job, learned=True)
     assert all(names.EXPECTED_DURATION not in m["metadata"]["annotations"] for m in learned)
     assert {m["metadata"]["labels"][names.DURATION_CLASS] for m in learned} == {"gpus-2"}
+
+
+def test_the_reserve_run_holds_room_by_reservation_in_hold_heads_place() -> None:
+    """The scheduler run with --reserve takes reserve where the default actions hold the
+    head gang, with the same flags a user would give (the CLI accepts them)."""
+    actions = with_reserve(Config().actions)
+    assert "hold-head" not in actions
+    assert actions.index("reserve") == Config().actions.index("hold-head")
+    flags = ["--forecast-interval", "10", "--actions", ",".join(actions)]
+    assert build_parser().parse_args(["run", *flags]).actions == actions
