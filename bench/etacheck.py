@@ -183,7 +183,14 @@ def play(
     snapshot = cache.snapshot(now=now, whole=True)
     found = {}
     for resolution in RESOLUTIONS:
-        result = forecast(snapshot, now=now, config=settings, resolution=resolution)
+        seen = snapshot
+        if "reserve" in settings.actions:
+            # The live passes reserve from the scheduler's last forecast, which no snapshot of
+            # the API holds; without one, reserve does nothing and the play would let every
+            # gang backfill. A first play stands for it.
+            first = forecast(snapshot, now=now, config=settings, resolution=resolution)
+            seen = replace(snapshot, forecast=first)
+        result = forecast(seen, now=now, config=settings, resolution=resolution)
         found[resolution] = {
             key.name: (eta.state.value, eta.p50, eta.p90) for key, eta in result.etas.items()
         }

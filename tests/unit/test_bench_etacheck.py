@@ -3,6 +3,7 @@ waited, against when its last member was bound."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from bench.etacheck import (
@@ -10,6 +11,7 @@ from bench.etacheck import (
     accuracy,
     markdown,
     overtaken,
+    play,
     plot,
     with_durations,
     with_reserve,
@@ -18,7 +20,10 @@ from bench.simcheck import pod_manifests
 from scheduler.cli import build_parser
 from scheduler.model import names
 from scheduler.model.config import Config
+from scheduler.model.times import parse_time
 from scheduler.sim.traces import Job
+from tests.unit.test_forecast_command import _pod
+from tests.unit.test_simulate import document
 
 
 def test_the_error_is_over_the_wait_left_from_the_estimate() -> None:
@@ -109,3 +114,26 @@ def test_the_reserve_run_holds_room_by_reservation_in_hold_heads_place() -> None
     assert actions.index("reserve") == Config().actions.index("hold-head")
     flags = ["--forecast-interval", "10", "--actions", ",".join(actions)]
     assert build_parser().parse_args(["run", *flags]).actions == actions
+
+
+def test_the_harness_plays_with_reservations_as_the_live_scheduler_makes_them() -> None:
+    """One node of 8 GPUs: run holds 4 for 10 minutes, big (8, 20 minutes) waits, small
+    (4, 30 minutes) came after it. The live scheduler with reserve holds the node for big
+    from run's end and keeps small off it; the harness's play, from a snapshot of the API
+    that holds no forecast, must too, or it says small starts now."""
+    settings = replace(Config(default_timeout_seconds=1e9), actions=with_reserve(Config().actions))
+    cluster = document(
+        1,
+        pods=[
+            _pod("run", gang="run", gpus=4, node="gpu-0", lasts="10m"),
+            _pod("big", gang="big", gpus=8, lasts="20m"),
+            {**_pod("small", gang="small", gpus=4, lasts="30m"),
+             "metadata": {**_pod("small", gang="small", gpus=4, lasts="30m")["metadata"],
+                          "creationTimestamp": "2025-12-31T23:30:00Z"}},
+        ],
+    )  # fmt: skip
+    now = parse_time("2026-01-01T00:00:00Z")
+    found = play(cluster, now=now, settings=settings)[5.0]
+    assert found["big"][:2] == ("estimated", now + 600)
+    assert found["small"][0] == "estimated"
+    assert found["small"][1] == now + 600 + 1200
