@@ -334,3 +334,45 @@ def test_with_forecasts_on_a_waiting_gangs_podgroup_gets_its_expected_start() ->
     said = next(body for body in written if "EstimatedStart" in body)
     assert "expected to start at " in said
     assert "once default/r ended" in said
+
+
+def test_forward_plays_come_at_their_interval_while_every_waiting_gang_is_parked() -> None:
+    """train fails once and is parked: nothing wakes a pass for it, yet a play is due every
+    0.2 s (plays used to start only from passes, and stopped with them)."""
+    from scheduler.model import names  # noqa: PLC0415
+
+    cache = ClusterCache(scheduler_name=SCHEDULER)
+    cache.upsert_node(node("n0", cpu="4"))
+    lasts = {names.EXPECTED_DURATION: "5m"}
+    for i in range(2):
+        running = pod(f"r-{i}", gang="r", min_available=2, cpu="2", annotations=lasts)
+        cache.upsert_pod(replace(running, node_name="n0", phase="Running", started=time.time()))
+    for i in range(2):
+        cache.upsert_pod(pod(f"train-{i}", gang="train", min_available=2, cpu="2"))
+
+    async def scenario() -> Metrics:
+        async with server(_accept) as api:
+            metrics = Metrics.create()
+            loop = _loop(api, cache, metrics, wake=asyncio.Event(), forecast_interval=0.2)
+            task = asyncio.create_task(loop.run())
+
+            def plays() -> float:
+                return (
+                    metrics.registry.get_sample_value(
+                        "gang_scheduler_forecast_duration_seconds_count"
+                    )
+                    or 0.0
+                )
+
+            try:
+                await _until(lambda: plays() >= 5, timeout=20)
+            finally:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            return metrics
+
+    metrics = asyncio.run(scenario())
+    attempts = metrics.registry.get_sample_value(
+        "gang_scheduler_gang_attempts_total", {"result": "unschedulable"}
+    )
+    assert attempts == 1  # the plays' passes did not try train again
