@@ -165,9 +165,6 @@ class SchedulingLoop:
         passed_at = -math.inf  # when the last pass ended (perf_counter)
         while True:
             timeout = None if wake_at is None else max(wake_at - self._clock(), 0.0)
-            play_in = self._play_due_in()
-            if play_in is not None:
-                timeout = play_in if timeout is None else min(timeout, play_in)
             if self._cache.dirty:  # only recounts wait (below): until they are due
                 recount = max(passed_at + self._recount_seconds - time.perf_counter(), 0.0)
                 timeout = recount if timeout is None else min(timeout, recount)
@@ -179,7 +176,6 @@ class SchedulingLoop:
             await asyncio.sleep(max(self._batch_seconds, 2 * last_pass))
             self._wake.clear()
             due = wake_at is not None and self._clock() >= wake_at
-            due = due or self._play_due_in() == 0.0
             if not (self._cache.dirty or due):
                 continue  # woken by changes no pass can act on (a single pod's bind confirmed)
             recounting = not (self._cache.urgent or due)
@@ -253,16 +249,6 @@ class SchedulingLoop:
             )
         return result.wake_at
 
-    def _play_due_in(self) -> float | None:
-        """Seconds until a forward play is due (0: now), or None if none would start. A pass
-        starts the play, and waiting gangs that are all parked ask for no pass (only a change
-        that could help them does), so the loop wakes for the play itself."""
-        if not self._forecast_interval or self._forecasting is not None:
-            return None
-        if not self._cache.waiting:
-            return None
-        return max(self._forecast_due - time.monotonic(), 0.0)
-
     def _maybe_forecast(self, snapshot: Snapshot, now: float) -> None:
         if not self._forecast_interval or self._forecasting is not None:
             return
@@ -299,9 +285,9 @@ class SchedulingLoop:
                 passes=found.passes,
                 seconds=round(seconds, 2),
             )
+            self.poke()
         finally:
             self._forecasting = None
-            self.poke()  # its estimates to write, and the next play's time to wait for
 
     def _observe(self, result: Result, seconds: float) -> None:
         metrics = self._metrics
