@@ -120,8 +120,7 @@ def build_parser(prog: str = "gang-scheduler") -> argparse.ArgumentParser:
         type=float,
         default=defaults.max_backoff_seconds,
         metavar="SECONDS",
-        help="longest wait between attempts of a gang that did not fit, when no change that "
-        "could help it woke it (default: %(default)s)",
+        help="longest wait between attempts of a gang that did not fit (default: %(default)s)",
     )
     run.add_argument(
         "--stale-gang-after",
