@@ -129,18 +129,14 @@ def _turn(
         # A preemptor whose victims are still leaving: their going is what it waits for.
         session.attempted(waiting, Verdict.AWAITING_VICTIMS)
         return
-    if not session.parking.worth_trying(waiting):
-        session.attempted(waiting, Verdict.PARKED)
-        return  # parked: nothing changed that could help it
-    # A parked gang that a change could help is tried at once, whatever its backoff: it is
-    # tried once per such change, and a gang behind it in the queue, sooner off its own
-    # backoff, would otherwise take the room first (a FIFO inverted for identical gangs).
-    # The backoff paces the gangs tried again without such a change.
     retry_at = max(session.outcomes[g.key].state.retry_at for g in waiting)
-    if session.now < retry_at and not session.parking.all_parked(waiting):
+    if session.now < retry_at:
         session.wake(retry_at)
         session.attempted(waiting, Verdict.BACKING_OFF)
         return
+    if not session.parking.worth_trying(waiting):
+        session.attempted(waiting, Verdict.PARKED)
+        return  # parked: nothing changed that could help it
     _attempt(session, statement, waiting, room, since=since)
 
 

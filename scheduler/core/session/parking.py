@@ -170,11 +170,6 @@ class Parking:
         if outcome.state.parked is not None:
             outcome.state = replace(outcome.state, parked=None)
 
-    def all_parked(self, gangs: list[Gang]) -> bool:
-        """Whether every gang of a GangGroup is in the unschedulable set (so that what
-        wakes it is a change that could help it, not its backoff)."""
-        return all(self.session.outcomes[g.key].state.parked is not None for g in gangs)
-
     def worth_trying(self, gangs: list[Gang]) -> bool:
         """kube-scheduler's queueing hints, for a GangGroup: try it again only if one of its
         gangs was never parked, its own objects changed, the flush interval passed, a node
