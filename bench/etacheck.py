@@ -37,6 +37,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from bench.eta import with_reserve
 from bench.report import RESULTS, table, write
 from bench.schedulers import stop
 from bench.simcheck import (
@@ -83,13 +84,6 @@ SHORT = Plan(
     seed=48, jobs=12, span=60.0, nodes=2, duration_median=30.0, duration_sigma=0.4,
     duration_min=15.0, duration_max=60.0, largest=16,
 )  # fmt: skip
-
-
-def with_reserve(actions: Sequence[str]) -> tuple[str, ...]:
-    """The actions with reservations (reserve, from the live forecasts) in hold-head's
-    place, as ``bench.eta`` plays them: a head gang's room held from when the play says it
-    frees, and only runs expected to end by then let onto it."""
-    return tuple("reserve" if a == "hold-head" else a for a in actions)
 
 
 def with_durations(manifests: list[dict], job: Job, *, learned: bool) -> list[dict]:
